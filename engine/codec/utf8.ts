@@ -1,0 +1,55 @@
+/**
+ * UTF-8 helpers shared by the codec. Strings round-trip exactly, including a leading U+FEFF
+ * (the default TextDecoder would strip it as a byte order mark). Lone UTF-16 surrogates cannot be
+ * represented in UTF-8 and are written as U+FFFD, as TextEncoder does.
+ */
+export const utf8Encoder = new TextEncoder();
+export const utf8Decoder = new TextDecoder('utf-8', { ignoreBOM: true });
+
+/** Decodes `length` UTF-8 bytes of `bytes` starting at `offset` (works on SharedArrayBuffer views). */
+export function decodeUtf8(bytes: Uint8Array, offset: number, length: number): string {
+  // For short ASCII strings (keys, table names) a char-code loop beats a TextDecoder call.
+  if (length <= 32) {
+    let s = '';
+    for (let i = offset, end = offset + length; i < end; i++) {
+      const c = bytes[i]!;
+      if (c >= 0x80) return utf8Decoder.decode(bytes.subarray(offset, offset + length));
+      s += String.fromCharCode(c);
+    }
+    return s;
+  }
+  return utf8Decoder.decode(bytes.subarray(offset, offset + length));
+}
+
+/**
+ * A bounded cache of UTF-8 encodings of repeated strings (keys, table names). Strings longer
+ * than `stringLengthMax` UTF-16 units are encoded every time; when `entriesMax` is reached the
+ * cache is emptied (a bound without bookkeeping; hot strings come back on the next use).
+ */
+export class Utf8Cache {
+  private readonly map = new Map<string, Uint8Array>();
+
+  constructor(
+    readonly entriesMax: number,
+    readonly stringLengthMax: number,
+  ) {
+    if (!(Number.isInteger(entriesMax) && entriesMax >= 0)) {
+      throw new Error(`entriesMax must be an integer >= 0, entriesMax=${entriesMax}`);
+    }
+    if (!(Number.isInteger(stringLengthMax) && stringLengthMax >= 0)) {
+      throw new Error(`stringLengthMax must be an integer >= 0, stringLengthMax=${stringLengthMax}`);
+    }
+  }
+
+  /** UTF-8 bytes of `s`; the returned array is shared and must not be modified. */
+  encode(s: string): Uint8Array {
+    if (s.length > this.stringLengthMax) return utf8Encoder.encode(s);
+    let bytes = this.map.get(s);
+    if (bytes === undefined) {
+      bytes = utf8Encoder.encode(s);
+      if (this.map.size >= this.entriesMax) this.map.clear();
+      if (this.entriesMax > 0) this.map.set(s, bytes);
+    }
+    return bytes;
+  }
+}

@@ -1,0 +1,251 @@
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { Builder, ByteBuffer } from 'flatbuffers';
+import { Envelope } from '../schemas/index.js';
+import {
+  EVENT_TYPE_CHANGE,
+  EVENT_TYPE_JSON,
+  USER_EVENT_TYPE_MIN,
+  EnvelopeView,
+  EnvelopeWriter,
+  decodeChange,
+  decodeEnvelope,
+  decodeJson,
+  encodeChange,
+  encodeJson,
+  queueId,
+} from '../engine/codec/index.js';
+import type { Change } from '../engine/codec/index.js';
+
+const UNICODE = 'Grüße 😀';
+const ESCAPES = 'q"uote\\back\nline\ttab';
+const TWO_MB = 'x'.repeat(2 * 1024 * 1024 - 3) + 'ü€';
+
+test('event type ids are the documented constants', () => {
+  assert.is(EVENT_TYPE_CHANGE, 1);
+  assert.is(EVENT_TYPE_JSON, 2);
+  assert.is(USER_EVENT_TYPE_MIN, 100);
+});
+
+test('queueId is FNV-1a 32 over UTF-8, unsigned', () => {
+  // Reference values from the FNV test suite (isthe.com/chongo/tech/comp/fnv).
+  assert.is(queueId(''), 0x811c9dc5);
+  assert.is(queueId('a'), 0xe40c292c);
+  assert.is(queueId('foobar'), 0xbf9cf968);
+  // Non-ASCII hashes the UTF-8 bytes: 'ü' = c3 bc.
+  let h = 0x811c9dc5;
+  for (const byte of [0xc3, 0xbc]) h = Math.imul(h ^ byte, 0x01000193);
+  assert.is(queueId('ü'), h >>> 0);
+  assert.ok(queueId('history-changes') >= 0);
+});
+
+test('an envelope round-trips every field through encode and EnvelopeView', () => {
+  const writer = new EnvelopeWriter();
+  const payload = new Uint8Array(64).map((_, i) => i * 3);
+  const bytes = writer.encode({
+    type: USER_EVENT_TYPE_MIN + 7,
+    key: UNICODE,
+    eventTimeMs: 1_700_000_000_123.5,
+    causeQueue: 0xfffffffe,
+    causePartition: 0x80000001,
+    causeIndex: Number.MAX_SAFE_INTEGER,
+    payload,
+  });
+  const view = new EnvelopeView().wrap(bytes, 0, bytes.length);
+  assert.is(view.type, 107);
+  assert.is(view.key, UNICODE);
+  assert.is(view.eventTimeMs, 1_700_000_000_123.5);
+  assert.ok(view.hasCause);
+  assert.is(view.causeQueue, 0xfffffffe);
+  assert.is(view.causePartition, 0x80000001);
+  assert.is(view.causeIndex, Number.MAX_SAFE_INTEGER);
+  assert.equal([...view.payload], [...payload]);
+  assert.is(view.payloadLength, 64);
+});
+
+test('an envelope with only a type reads back defaults: null key, time 0, no cause, empty payload', () => {
+  const bytes = new EnvelopeWriter().encode({ type: EVENT_TYPE_JSON });
+  const fields = decodeEnvelope(bytes);
+  assert.equal(fields, {
+    type: 2, key: null, eventTimeMs: 0, causeQueue: 0, causePartition: 0, causeIndex: -1,
+    payload: new Uint8Array(0),
+  });
+});
+
+test('keys round-trip exactly: escapes, empty, leading U+FEFF, cached and uncached', () => {
+  const writer = new EnvelopeWriter({ keyCacheEntriesMax: 2, keyCacheLengthMax: 8 });
+  const view = new EnvelopeView();
+  const keys = [ESCAPES, '', '\ufeffbom', UNICODE, 'k1', 'k2', 'k1', 'k3', 'a'.repeat(100), ESCAPES];
+  for (const key of keys) {
+    const bytes = writer.encode({ type: 3, key });
+    assert.is(view.wrap(bytes, 0, bytes.length).key, key);
+  }
+});
+
+test('encodeInto writes in place at a non-zero offset of a SharedArrayBuffer and the view reads it there', () => {
+  const writer = new EnvelopeWriter();
+  const sab = new SharedArrayBuffer(4096);
+  const ring = new Uint8Array(sab, 256, 1024); // a view that itself starts inside the buffer
+  ring.fill(0xee);
+  const payload = encodeJson({ account: 42, delta: -250, note: UNICODE });
+  const size = writer.build({ type: EVENT_TYPE_JSON, key: 'acct-42', eventTimeMs: 5, causeIndex: 9, payload });
+  const written = writer.copyTo(ring, 100);
+  assert.is(written, size);
+  assert.is(ring[99], 0xee, 'byte before the slot untouched');
+  assert.is(ring[100 + size], 0xee, 'byte after the slot untouched');
+
+  const view = new EnvelopeView().wrap(ring, 100, size);
+  assert.is(view.key, 'acct-42');
+  assert.is(view.causeIndex, 9);
+  assert.is(view.causeQueue, 0);
+  assert.equal(decodeJson(view.payload), { account: 42, delta: -250, note: UNICODE });
+  // Zero-copy: the payload is a view of the same SharedArrayBuffer, at payloadOffset in `ring`.
+  assert.ok(view.payload.buffer === sab);
+  assert.is(view.payload.byteOffset, ring.byteOffset + view.payloadOffset);
+  assert.equal(decodeJson(ring, view.payloadOffset, view.payloadLength), decodeJson(view.payload));
+
+  // The same view is reused over another record of another buffer.
+  const other = new Uint8Array(300);
+  const n = writer.encodeInto({ type: 100, key: 'b' }, other, 17);
+  assert.is(view.wrap(other, 17, n).key, 'b');
+  assert.is(view.hasCause, false);
+  assert.is(view.causeIndex, -1);
+});
+
+test('a 2 MB JSON payload round-trips through encode and decodeJson', () => {
+  const writer = new EnvelopeWriter({ initialBytes: 64 });
+  const bytes = writer.encode({ type: EVENT_TYPE_JSON, payload: encodeJson({ text: TWO_MB }) });
+  const view = new EnvelopeView().wrap(bytes, 0, bytes.length);
+  assert.equal(decodeJson(view.payload), { text: TWO_MB });
+  // The writer keeps working (and stays correct) after growing.
+  const small = writer.encode({ type: 100, key: 'small' });
+  assert.is(view.wrap(small, 0, small.length).key, 'small');
+  assert.ok(small.length < 64);
+});
+
+test('encodeInto throws RangeError when the envelope does not fit, leaving the target unchanged', () => {
+  const writer = new EnvelopeWriter();
+  const target = new Uint8Array(40).fill(7);
+  assert.throws(() => writer.encodeInto({ type: 100, payload: new Uint8Array(64) }, target, 0),
+    (e: unknown) => e instanceof RangeError && /offset=0 length=\d+ bytes.length=40/.test(e.message));
+  assert.ok(target.every((b) => b === 7));
+});
+
+test('the writer rejects out-of-range fields with the invariant and the value', () => {
+  const writer = new EnvelopeWriter();
+  const throwsWith = (fn: () => unknown, message: string) =>
+    assert.throws(fn, (e: unknown) => e instanceof Error && e.message === message);
+  throwsWith(() => writer.encode({ type: 0 }), 'envelope type must be an integer in 1 .. 2^32-1, type=0');
+  throwsWith(() => writer.encode({ type: 2 ** 32 }),
+    'envelope type must be an integer in 1 .. 2^32-1, type=4294967296');
+  throwsWith(() => writer.encode({ type: 1, causeIndex: 1.5 }),
+    'causeIndex must be an integer in 0 .. 2^53-1, causeIndex=1.5');
+  throwsWith(() => writer.encode({ type: 1, causeIndex: 0, causeQueue: -1 }),
+    'causeQueue must be a uint32, causeQueue=-1');
+  throwsWith(() => writer.encode({ type: 1, causeIndex: 0, causePartition: 2 ** 32 }),
+    'causePartition must be a uint32, causePartition=4294967296');
+  throwsWith(() => writer.bytes.call(new EnvelopeWriter()), 'no envelope built: call build() first');
+});
+
+test('EnvelopeView.wrap rejects ranges outside the bytes and root offsets outside the range', () => {
+  const view = new EnvelopeView();
+  assert.throws(() => view.wrap(new Uint8Array(16), 10, 8), /range must lie inside bytes, offset=10 length=8/);
+  assert.throws(() => view.wrap(new Uint8Array(16), 0, 4), /envelope must be at least 8 bytes, length=4/);
+  const bogus = new Uint8Array(16);
+  new DataView(bogus.buffer).setInt32(0, 1000, true);
+  assert.throws(() => view.wrap(bogus, 0, 16), /envelope root offset out of range/);
+});
+
+test('the view reads envelopes built by the generated flatc code directly (same wire format)', () => {
+  const b = new Builder(64);
+  const key = b.createString('from-flatc');
+  Envelope.startEnvelope(b);
+  Envelope.addType(b, 100);
+  Envelope.addKey(b, key);
+  Envelope.addEventTimeMs(b, 12.25);
+  Envelope.finishEnvelopeBuffer(b, Envelope.endEnvelope(b));
+  const bytes = b.asUint8Array();
+  const view = new EnvelopeView().wrap(bytes, 0, bytes.length);
+  assert.is(view.key, 'from-flatc');
+  assert.is(view.eventTimeMs, 12.25);
+  // And the other way round.
+  const ours = new EnvelopeWriter().encode({ type: 5, key: UNICODE, causeIndex: 3, causeQueue: 7 });
+  const generated = Envelope.getRootAsEnvelope(new ByteBuffer(ours));
+  assert.is(generated.key(), UNICODE);
+  assert.is(generated.cause()?.queue(), 7);
+  assert.is(generated.cause()?.index(), 3);
+});
+
+const sampleChange: Change = {
+  stagingId: '12345678901234567890',
+  table: 'pgbench_history',
+  op: 'update',
+  key: '["1","2"]',
+  before: `{"note":${JSON.stringify(ESCAPES)},"delta":"-250"}`,
+  after: `{"note":${JSON.stringify(UNICODE)},"delta":"1e400"}`,
+  txid: '9007199254740993',
+  commitTimeMs: 1_700_000_000_000.25,
+};
+
+test('a Change round-trips exactly, unicode and escapes included', () => {
+  assert.equal(decodeChange(encodeChange(sampleChange)), sampleChange);
+  for (const op of ['insert', 'update', 'delete', 'truncate'] as const) {
+    const change = { ...sampleChange, op, key: UNICODE, table: ESCAPES };
+    assert.equal(decodeChange(encodeChange(change)), change);
+  }
+});
+
+test('a Change keeps null and empty before/after apart', () => {
+  const cases: Array<[string | null, string | null]> = [[null, null], ['', ''], [null, ''], ['', null]];
+  for (const [before, after] of cases) {
+    const change = { ...sampleChange, before, after };
+    assert.equal(decodeChange(encodeChange(change)), change);
+  }
+});
+
+test('a Change with a 2 MB after image round-trips', () => {
+  const change = { ...sampleChange, op: 'insert' as const, before: null, after: TWO_MB };
+  const decoded = decodeChange(encodeChange(change));
+  assert.is(decoded.after?.length, TWO_MB.length);
+  assert.ok(decoded.after === TWO_MB);
+});
+
+test('a Change inside an envelope inside a SharedArrayBuffer decodes in place at an offset', () => {
+  const sab = new SharedArrayBuffer(1 << 16);
+  const area = new Uint8Array(sab, 8);
+  const writer = new EnvelopeWriter();
+  const n = writer.encodeInto(
+    { type: EVENT_TYPE_CHANGE, key: sampleChange.key, payload: encodeChange(sampleChange) }, area, 1001);
+  const view = new EnvelopeView().wrap(area, 1001, n);
+  assert.is(view.type, EVENT_TYPE_CHANGE);
+  assert.equal(decodeChange(view.payload), sampleChange);
+  assert.equal(decodeChange(area, view.payloadOffset, view.payloadLength), sampleChange);
+});
+
+test('encodeChange and decodeChange reject bad input with a precise message', () => {
+  assert.throws(() => encodeChange({ ...sampleChange, op: 'upsert' as 'insert' }),
+    /change op must be insert\|update\|delete\|truncate, op=upsert/);
+  assert.throws(() => encodeChange({ ...sampleChange, txid: 42 as unknown as string }),
+    /change txid must be a string, txid=42/);
+  assert.throws(() => decodeChange(new Uint8Array(4)), /Change must be at least 8 bytes, length=4/);
+  const noStagingId = new Builder(64);
+  const t = noStagingId.createString('t');
+  noStagingId.startObject(8);
+  noStagingId.addFieldOffset(1, t, 0);
+  noStagingId.addFieldInt8(2, 1, 0);
+  noStagingId.finish(noStagingId.endObject());
+  assert.throws(() => decodeChange(noStagingId.asUint8Array()), /Change is missing required field staging_id/);
+});
+
+test('JSON payload helpers round-trip exact strings and reject values without JSON', () => {
+  const value = { a: UNICODE, b: ESCAPES, n: [1, 2.5, null], nested: { t: true } };
+  assert.equal(decodeJson(encodeJson(value)), value);
+  const bytes = encodeJson(ESCAPES);
+  const padded = new Uint8Array(bytes.length + 10);
+  padded.set(bytes, 5);
+  assert.is(decodeJson(padded, 5, bytes.length), ESCAPES);
+  assert.throws(() => encodeJson(undefined), /value has no JSON representation: undefined/);
+  assert.throws(() => decodeJson(encodeJson('x'), 0, 99), RangeError);
+});
+
+test.run();

@@ -1,0 +1,109 @@
+/**
+ * Capture pump actor (worker entry): pump i of N for one capture source. Each cycle claims up to
+ * batchSizeMax staged changes whose hash(key) mod N = i, in staging-id order, appends them to
+ * partition i of their target queues (one atomic batch per queue, flushed and fsynced), and only
+ * then deletes them from the staging table (MOVEX CDC's claim/ship/ack cycle).
+ *
+ * Crash between append and delete: on start the sink reports the staging ids of the last
+ * batchSizeMax records of each target partition; staged rows with those ids are deleted without
+ * being appended again, so the queue holds each change once.
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import { PUMP_SHARED, type PumpData } from './contracts.js';
+import { runActor, Counter } from '../engine/actor/index.js';
+import { Appender, Tailer } from '../engine/journal/index.js';
+import { EnvelopeView, EnvelopeWriter, decodeChange, encodeChange, EVENT_TYPE_CHANGE } from '../engine/codec/index.js';
+import { openStaging, PumpCore, type CaptureSource, type StagedChange, type PumpSink } from '../engine/cdc/index.js';
+
+
+runActor<PumpData>(async (ctx) => {
+  const d = ctx.data;
+  const c = ctx.counters;
+  const appenders = new Map<string, Appender>();
+  for (const [queue, t] of Object.entries(d.targets)) {
+    appenders.set(queue, Appender.open({ dir: t.dir, segmentBytes: t.segmentBytes, fsync: t.fsync, notifier: ctx.shared(PUMP_SHARED.notifier(queue)) }));
+  }
+  const writer = new EnvelopeWriter();
+  const sink: PumpSink = {
+    appendBatch(changes: StagedChange[]) {
+      const byQueue = new Map<string, Uint8Array[]>();
+      for (const ch of changes) {
+        const queue = d.tableTargets[ch.table];
+        if (!queue) throw new Error(`pump ${ctx.name}: staged change ${ch.stagingId} is for table "${ch.table}", which has no target in the topology`);
+        let list = byQueue.get(queue);
+        if (!list) byQueue.set(queue, (list = []));
+        list.push(
+          writer.encode({
+            type: EVENT_TYPE_CHANGE,
+            key: ch.key,
+            eventTimeMs: ch.timeMs,
+            causeQueue: 0,
+            causePartition: 0,
+            causeIndex: -1,
+            payload: encodeChange({
+              stagingId: ch.stagingId,
+              table: ch.table,
+              op: ch.op,
+              key: ch.key,
+              before: ch.before,
+              after: ch.after,
+              txid: ch.txid,
+              commitTimeMs: ch.timeMs,
+            }),
+          }),
+        );
+      }
+      for (const [queue, list] of byQueue) {
+        const a = appenders.get(queue)!;
+        a.appendBatch(list);
+        a.flush();
+      }
+      c[Counter.eventsOut] += changes.length;
+    },
+    recentStagingIds(limit: number) {
+      const ids = new Set<string>();
+      const view = new EnvelopeView();
+      for (const t of Object.values(d.targets)) {
+        const tailer = Tailer.open({ dir: t.dir });
+        try {
+          tailer.moveToEnd();
+          for (let i = 0; i < limit; i++) {
+            const rec = tailer.previous();
+            if (!rec) break;
+            view.wrap(rec.bytes, 0, rec.bytes.length);
+            if (view.type === EVENT_TYPE_CHANGE) ids.add(decodeChange(view.payload).stagingId);
+          }
+        } finally {
+          tailer.close();
+        }
+      }
+      return ids;
+    },
+  };
+  const staging = await openStaging(d.source);
+  try {
+    const core = new PumpCore({ staging, pump: d.pump, pumps: d.source.pumps, batchSizeMax: d.source.batchSizeMax, sink });
+    const recovered = await core.recover();
+    ctx.send({ type: 'ready', info: { recovered } });
+    ctx.setState('live');
+    ctx.send({ type: 'live' });
+    for (;;) {
+      ctx.heartbeat();
+      const n = await core.cycle();
+      if (n > 0) {
+        c[Counter.eventsIn] += n;
+        c[Counter.batches]++;
+        continue;
+      }
+      // Drain: stop once a cycle finds nothing left for this pump.
+      if (ctx.draining()) break;
+      c[Counter.waits]++;
+      await sleep(d.source.pollIntervalMs);
+    }
+    ctx.setState('drain');
+    return { pump: d.pump, shipped: c[Counter.eventsIn], recovered };
+  } finally {
+    await staging.close();
+    for (const a of appenders.values()) a.close();
+  }
+});

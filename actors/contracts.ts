@@ -1,0 +1,80 @@
+/**
+ * What crosses the boundary between the planner (main thread) and each ready-made actor
+ * (worker): start data types and the names of the shared buffers. Worker entry files import
+ * these; the planner imports only this file, never a worker entry (importing one would run it).
+ */
+import type { CaptureSource } from '../engine/cdc/index.js';
+
+/** Start data of a queue reader. */
+export interface QueueReaderData {
+  queue: string;
+  partition: number;
+  /** Journal directory of the partition. */
+  dir: string;
+  /** First index to read (LAST_WRITTEN + 1 of the consuming service). */
+  from: number;
+  /** Records written to the ring between two doorbell rings. */
+  batchSizeMax: number;
+}
+
+/** Shared buffer names a queue reader expects. */
+export const READER_SHARED = { ring: 'ring', doorbell: 'doorbell', notifier: 'notifier' } as const;
+
+/** One input partition as the host sees it. */
+export interface HostInput {
+  queue: string;
+  partition: number;
+  dir: string;
+}
+
+/** Start data of a service host. */
+export interface ServiceHostData {
+  service: string;
+  /** Compiled JavaScript module file of the service. */
+  moduleFile: string;
+  settings: Record<string, unknown>;
+  inputs: HostInput[];
+  output: { queue: string; dir: string; segmentBytes: number; fsync: 'none' | 'batch' | 'record' };
+  startFrom: 'START' | 'LAST_WRITTEN' | 'END';
+  inputsReplay: 'NONE' | 'INPUTS';
+  /** Input records handled per ring read (one atomic output append per round). */
+  batchSizeMax: number;
+}
+
+/** Shared buffer names: `ring:<queue>/<partition>` per input, `doorbell`, `notifier:<queue>/<partition>`. */
+export const HOST_SHARED = {
+  ring: (key: string) => `ring:${key}`,
+  notifier: (key: string) => `notifier:${key}`,
+  doorbell: 'doorbell',
+} as const;
+
+/** `ready` info: where the readers must start, per input key. */
+export interface ServiceReadyInfo {
+  /** inputKey -> first index the reader delivers. */
+  from: Record<string, number>;
+  lastWritten: Record<string, number>;
+  replayed: number;
+  scannedOutputs: number;
+}
+
+/** `stopped` summary. */
+export interface ServiceSummary {
+  service: string;
+  eventsIn: number;
+  eventsOut: number;
+  replayed: number;
+  lagMs: { count: number; p50: number; p99: number; max: number };
+}
+
+/** Start data of a pump. */
+export interface PumpData {
+  source: CaptureSource;
+  pump: number;
+  /** Target queue name -> journal directory of partition `pump`, and its journal settings. */
+  targets: Record<string, { dir: string; segmentBytes: number; fsync: 'none' | 'batch' | 'record' }>;
+  /** Table name -> target queue name. */
+  tableTargets: Record<string, string>;
+}
+
+/** Shared buffer names: `notifier:<queue>` for each target queue's partition `pump`. */
+export const PUMP_SHARED = { notifier: (queue: string) => `notifier:${queue}` } as const;

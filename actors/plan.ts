@@ -1,0 +1,142 @@
+/**
+ * Turns a validated topology into supervisor groups: one group per capture pump (stage 0) and
+ * one group per service with its queue readers (stage 1 + its depth in the service graph, so a
+ * service drains only after the services that feed it). Queue notifiers are allocated once per
+ * queue partition and shared by every appender and tailer of it in this process; rings and the
+ * doorbell are allocated afresh at every (re)start of a service group.
+ */
+import path from 'node:path';
+import { createRing } from '../engine/ring/index.js';
+import { createDoorbell } from '../engine/actor/index.js';
+import { createQueueNotifier } from '../engine/journal/index.js';
+import { inputKey } from '../engine/service/index.js';
+import type { GroupSpec } from '../engine/supervisor/index.js';
+import type { Topology } from '../engine/config/index.js';
+import { HOST_SHARED, READER_SHARED, PUMP_SHARED, type ServiceHostData, type ServiceReadyInfo, type QueueReaderData, type PumpData } from './contracts.js';
+
+const here = path.dirname(new URL(import.meta.url).pathname);
+/** Worker entry files of the ready-made actors. */
+export const ACTOR_MODULES = {
+  reader: path.join(here, 'queue-reader.js'),
+  service: path.join(here, 'service-host.js'),
+  pump: path.join(here, 'cdc-pump.js'),
+} as const;
+
+/** Journal directory of one queue partition: `<dataDir>/queues/<queue>/<partition>`. */
+export function partitionDir(topology: Topology, queue: string, partition: number): string {
+  return path.join(topology.dataDir, 'queues', queue, String(partition));
+}
+
+/** The groups and the shared notifiers of a topology. */
+export interface TopologyPlan {
+  groups: GroupSpec[];
+  /** inputKey(queue, partition) -> notifier, for in-process tailers (e.g. verification). */
+  notifiers: Map<string, SharedArrayBuffer>;
+}
+
+/**
+ * Builds the plan. @throws Error if the topology has a service cycle or a service output queue
+ * with more than one partition (a service is the single appender of partition 0).
+ */
+export function planTopology(topology: Topology): TopologyPlan {
+  const queues = new Map(topology.queues.map((q) => [q.name, q]));
+  const notifiers = new Map<string, SharedArrayBuffer>();
+  for (const q of topology.queues) {
+    for (let p = 0; p < q.partitions; p++) notifiers.set(inputKey(q.name, p), createQueueNotifier());
+  }
+  const groups: GroupSpec[] = [];
+
+  for (const source of topology.capture) {
+    const tableTargets: Record<string, string> = {};
+    for (const t of source.tables) tableTargets[t.table] = t.target;
+    for (let i = 0; i < source.pumps; i++) {
+      const targets: PumpData['targets'] = {};
+      const shared: Record<string, SharedArrayBuffer> = {};
+      for (const queue of new Set(Object.values(tableTargets))) {
+        const q = queues.get(queue)!;
+        targets[queue] = { dir: partitionDir(topology, queue, i), segmentBytes: q.segmentBytes, fsync: q.fsync };
+        shared[PUMP_SHARED.notifier(queue)] = notifiers.get(inputKey(queue, i))!;
+      }
+      const data: PumpData = { source, pump: i, targets, tableTargets };
+      groups.push({
+        name: `pump:${source.name}/${i}`,
+        stage: 0,
+        start: async (launcher) => {
+          await launcher.launch({ name: `pump:${source.name}/${i}`, module: ACTOR_MODULES.pump, data, shared }).ready();
+        },
+      });
+    }
+  }
+
+  // Depth of each service in the service graph: fed only by capture/producers = 1.
+  const producerOf = new Map(topology.services.map((s) => [s.output, s.name]));
+  const depth = new Map<string, number>();
+  const depthOf = (name: string, seen: string[]): number => {
+    const known = depth.get(name);
+    if (known !== undefined) return known;
+    if (seen.includes(name)) throw new Error(`service cycle: ${[...seen, name].join(' -> ')}`);
+    const s = topology.services.find((x) => x.name === name)!;
+    let dd = 1;
+    for (const input of s.inputs) {
+      const up = producerOf.get(input);
+      if (up) dd = Math.max(dd, depthOf(up, [...seen, name]) + 1);
+    }
+    depth.set(name, dd);
+    return dd;
+  };
+
+  for (const s of topology.services) {
+    const out = queues.get(s.output)!;
+    if (out.partitions !== 1) {
+      throw new Error(`service ${s.name}: output queue "${s.output}" has ${out.partitions} partitions; a service output queue must have 1`);
+    }
+    const inputs = s.inputs.flatMap((name) => {
+      const q = queues.get(name)!;
+      return Array.from({ length: q.partitions }, (_, p) => ({ queue: name, partition: p, dir: partitionDir(topology, name, p) }));
+    });
+    const hostData: ServiceHostData = {
+      service: s.name,
+      moduleFile: s.module,
+      settings: s.settings,
+      inputs,
+      output: { queue: s.output, dir: partitionDir(topology, s.output, 0), segmentBytes: out.segmentBytes, fsync: out.fsync },
+      startFrom: s.startFrom,
+      inputsReplay: s.inputsReplay === 'INPUTS' ? 'INPUTS' : 'NONE',
+      batchSizeMax: s.batchSizeMax,
+    };
+    if (s.inputsReplay !== 'NONE' && s.inputsReplay !== 'INPUTS') {
+      throw new Error(`service ${s.name}: inputsReplay ${s.inputsReplay} is not implemented yet (supported: NONE, INPUTS)`);
+    }
+    groups.push({
+      name: `service:${s.name}`,
+      stage: depthOf(s.name, []),
+      start: async (launcher) => {
+        const doorbell = createDoorbell();
+        const shared: Record<string, SharedArrayBuffer> = { [HOST_SHARED.doorbell]: doorbell };
+        const rings = new Map<string, SharedArrayBuffer>();
+        for (const input of inputs) {
+          const key = inputKey(input.queue, input.partition);
+          const ring = createRing(topology.rings.capacityBytes);
+          rings.set(key, ring);
+          shared[HOST_SHARED.ring(key)] = ring;
+          shared[HOST_SHARED.notifier(key)] = notifiers.get(key)!;
+        }
+        shared[HOST_SHARED.notifier(inputKey(s.output, 0))] = notifiers.get(inputKey(s.output, 0))!;
+        const host = launcher.launch({ name: `service:${s.name}`, module: ACTOR_MODULES.service, data: hostData, shared, drainOrder: 1 });
+        const ready = (await host.ready()) as ServiceReadyInfo;
+        for (const input of inputs) {
+          const key = inputKey(input.queue, input.partition);
+          const data: QueueReaderData = { queue: input.queue, partition: input.partition, dir: input.dir, from: ready.from[key], batchSizeMax: s.batchSizeMax };
+          launcher.launch({
+            name: `reader:${key}>${s.name}`,
+            module: ACTOR_MODULES.reader,
+            data,
+            shared: { [READER_SHARED.ring]: rings.get(key)!, [READER_SHARED.doorbell]: doorbell, [READER_SHARED.notifier]: notifiers.get(key)! },
+            drainOrder: 0,
+          });
+        }
+      },
+    });
+  }
+  return { groups, notifiers };
+}

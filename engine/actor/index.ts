@@ -1,0 +1,15 @@
+/** Worker-side actor runtime: lifecycle, control cells, doorbells, counters, typed messages. */
+export { runActor, type ActorContext } from './runtime.js';
+export { Command, Control, Doorbell, createControl, createDoorbell } from './control.js';
+export {
+  Counter,
+  COUNTER_SLOTS,
+  ACTOR_STATES,
+  createCounters,
+  readCounters,
+  setState,
+  type ActorState,
+  type CounterSnapshot,
+} from './counters.js';
+export type { ActorMessage, ActorWorkerData } from './protocol.js';
+export { FRAME_TYPE_EVENT, FRAME_HEADER_BYTES, FrameCodec } from './frame.js';

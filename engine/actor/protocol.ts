@@ -1,0 +1,34 @@
+/**
+ * Typed messages across the supervisor/actor thread boundary (the piscina habit: the two
+ * sides live in different files and agree on these types only).
+ *
+ * Hot-path data never travels here: rings, counters, control cells and queue notifiers are
+ * SharedArrayBuffers handed over once in {@link ActorWorkerData}.
+ */
+
+/** What every actor worker receives as `workerData`. */
+export interface ActorWorkerData<D = unknown> {
+  /** Unique actor name, e.g. `service:branch-balances` or `pump:bank-db/1`. */
+  name: string;
+  /** Actor-specific start data (plain, structured-clone-able). */
+  data: D;
+  /** Counters (see counters.ts). */
+  counters: SharedArrayBuffer;
+  /** Control cells (see control.ts). */
+  control: SharedArrayBuffer;
+  /** Rings and doorbells this actor uses, by the names its spec gave them. */
+  shared: Record<string, SharedArrayBuffer>;
+  /** How many times this actor's group was restarted before this start (0 on first start). */
+  restarts: number;
+}
+
+/** Actor -> supervisor. */
+export type ActorMessage =
+  /** Init done; `info` is actor-specific (a service host sends its LAST_WRITTEN positions). */
+  | { type: 'ready'; info: unknown }
+  /** The actor processes live input from now on. */
+  | { type: 'live' }
+  /** The actor finished draining; `summary` is actor-specific plain data. */
+  | { type: 'stopped'; summary: unknown }
+  /** A failure the actor reports before it exits (the supervisor restarts the group). */
+  | { type: 'failed'; message: string; stack?: string };

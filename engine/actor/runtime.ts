@@ -1,0 +1,79 @@
+/**
+ * Worker-side runtime shared by every actor: reads `workerData`, exposes counters, control
+ * and lifecycle reporting, and turns an uncaught failure into a `failed` message plus a
+ * non-zero exit so the supervisor can restart the actor's group.
+ */
+import { parentPort, workerData, isMainThread } from 'node:worker_threads';
+import { Command, Control } from './control.js';
+import { Counter, setState, type ActorState } from './counters.js';
+import type { ActorMessage, ActorWorkerData } from './protocol.js';
+
+/** Everything an actor body needs from its runtime. */
+export interface ActorContext<D> {
+  readonly name: string;
+  readonly data: D;
+  readonly restarts: number;
+  /** Shared buffers by name (rings, doorbells, notifiers). Throws if the name is unknown. */
+  shared(name: string): SharedArrayBuffer;
+  /** Raw counters; index with {@link Counter}. */
+  readonly counters: Float64Array;
+  /** True once the supervisor asked for a drain (or a stop). */
+  draining(): boolean;
+  /** True once the supervisor asked to stop now. */
+  stopping(): boolean;
+  /** Moves the lifecycle state shown in the counters. */
+  setState(state: ActorState): void;
+  /** Sends a typed message to the supervisor. */
+  send(message: ActorMessage): void;
+  /** Stamps the heartbeat (ms since epoch). Call once per loop iteration. */
+  heartbeat(): void;
+}
+
+/**
+ * Runs an actor body inside a worker thread.
+ * The body returns a summary (sent with `stopped`) when it has drained. A thrown error or
+ * rejected promise is reported as `failed` and the worker exits with code 1.
+ * @throws Error when called outside a worker thread.
+ */
+export function runActor<D>(body: (ctx: ActorContext<D>) => Promise<unknown> | unknown): void {
+  if (isMainThread || !parentPort) throw new Error('runActor must be called inside a worker thread');
+  const port = parentPort;
+  const wd = workerData as ActorWorkerData<D>;
+  const control = new Control(wd.control);
+  const counters = new Float64Array(wd.counters);
+  const ctx: ActorContext<D> = {
+    name: wd.name,
+    data: wd.data,
+    restarts: wd.restarts,
+    counters,
+    shared(name) {
+      const sab = wd.shared[name];
+      if (!sab) throw new Error(`actor ${wd.name}: no shared buffer named "${name}"`);
+      return sab;
+    },
+    draining: () => control.command() >= Command.drain,
+    stopping: () => control.command() >= Command.stop,
+    setState: (state) => setState(counters, state),
+    send: (message) => port.postMessage(message),
+    heartbeat: () => {
+      counters[Counter.heartbeatMs] = Date.now();
+    },
+  };
+  ctx.setState('init');
+  ctx.heartbeat();
+  Promise.resolve()
+    .then(() => body(ctx))
+    .then(
+      (summary) => {
+        ctx.setState('stopped');
+        port.postMessage({ type: 'stopped', summary: summary ?? null } satisfies ActorMessage);
+      },
+      (err: unknown) => {
+        ctx.setState('failed');
+        const e = err instanceof Error ? err : new Error(String(err));
+        port.postMessage({ type: 'failed', message: e.message, stack: e.stack } satisfies ActorMessage);
+        // Let the message flush before the exit; the supervisor treats the exit as the crash.
+        setImmediate(() => process.exit(1));
+      },
+    );
+}

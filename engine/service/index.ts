@@ -1,0 +1,11 @@
+/** Service API (what applications write) and the LAST_WRITTEN restart computation. */
+export {
+  defineService,
+  assertServiceDefinition,
+  type ServiceDefinition,
+  type ServiceHandler,
+  type ServiceEvent,
+  type ServiceContext,
+  type ServiceInit,
+} from './api.js';
+export { computeLastWritten, inputKey, type InputPartition, type BackwardReader } from './last-written.js';

@@ -1,0 +1,12 @@
+/** Main-side supervisor: actor groups in worker threads, restart policy, staged drain. */
+export {
+  Supervisor,
+  SUPERVISOR_DEFAULTS,
+  type ActorSpec,
+  type ActorHandle,
+  type GroupLauncher,
+  type GroupSpec,
+  type SupervisorOptions,
+  type RestartEvent,
+  type StopResult,
+} from './supervisor.js';

@@ -1,0 +1,373 @@
+/**
+ * Main-side supervisor: starts actor groups in worker threads, watches them, restarts a failed
+ * group with bounded exponential backoff, gives up after too many restarts in a window, and
+ * drains the topology stage by stage on stop.
+ *
+ * A group is the unit of restart: actors that share rings (a service and its queue readers)
+ * fail together, because a ring's in-flight records die with either side. Each (re)start gets
+ * fresh rings from the group's own `start` function; durable positions (LAST_WRITTEN) make the
+ * restart exact. The restart policy follows Erlang/OTP supervisors (intensity = restartsMax
+ * within period = restartWindowMs) with the backoff of Akka's BackoffSupervisor.
+ */
+import { EventEmitter } from 'node:events';
+import { Worker } from 'node:worker_threads';
+import {
+  Command,
+  Control,
+  createControl,
+  createCounters,
+  readCounters,
+  type ActorMessage,
+  type ActorWorkerData,
+  type CounterSnapshot,
+} from '../actor/index.js';
+
+/** One actor to run in its own worker thread. */
+export interface ActorSpec<D = unknown> {
+  /** Unique across the topology, e.g. `reader:history-changes/0>branch-balances`. */
+  name: string;
+  /** Worker entry file (compiled JavaScript) as a path or file URL. */
+  module: string | URL;
+  /** Plain, structured-clone-able start data. */
+  data: D;
+  /** Shared buffers (rings, doorbells, queue notifiers) the actor may open by name. */
+  shared?: Record<string, SharedArrayBuffer>;
+  /** Drain order inside the group: lower drains (and must finish) first. Default 0. */
+  drainOrder?: number;
+}
+
+/** Handle to a launched actor, for the group's start protocol. */
+export interface ActorHandle {
+  readonly name: string;
+  /** Resolves with the actor's `ready` info; rejects if the actor fails first. */
+  ready(): Promise<unknown>;
+}
+
+/** What a group's start function may do. */
+export interface GroupLauncher {
+  /** Restarts of this group so far (0 on the first start). */
+  readonly restarts: number;
+  /** Starts one actor now. */
+  launch<D>(spec: ActorSpec<D>): ActorHandle;
+}
+
+/** A restartable set of actors. */
+export interface GroupSpec {
+  name: string;
+  /** Drain stage: stage 0 groups drain completely before stage 1 groups start draining. */
+  stage: number;
+  /** Launches the group's actors (called at start and after every restart). */
+  start(launcher: GroupLauncher): Promise<void>;
+}
+
+/** Restart and drain limits, all with defaults in {@link SUPERVISOR_DEFAULTS}. */
+export interface SupervisorOptions {
+  /** Restarts allowed per group within `restartWindowMs` before the topology stops. */
+  restartsMax: number;
+  /** Sliding window for `restartsMax`, in ms. */
+  restartWindowMs: number;
+  /** First restart delay, in ms; doubles per consecutive restart. */
+  backoffInitialMs: number;
+  /** Upper bound of the restart delay, in ms. */
+  backoffMaxMs: number;
+  /** Time one actor gets to drain before it is terminated, in ms. */
+  drainTimeoutMs: number;
+}
+
+/** Defaults of {@link SupervisorOptions}. */
+export const SUPERVISOR_DEFAULTS: SupervisorOptions = {
+  restartsMax: 5,
+  restartWindowMs: 60_000,
+  backoffInitialMs: 100,
+  backoffMaxMs: 5_000,
+  drainTimeoutMs: 10_000,
+};
+
+/** Emitted as `restart` before a group is restarted. */
+export interface RestartEvent {
+  group: string;
+  actor: string;
+  error: string;
+  attempt: number;
+  delayMs: number;
+}
+
+/** Result of {@link Supervisor.stop}. */
+export interface StopResult {
+  /** Per actor, the summary it sent with `stopped` (null if it was terminated). */
+  summaries: Record<string, unknown>;
+  /** Per actor, its counters at the end. */
+  counters: Record<string, CounterSnapshot>;
+  /** Actors that did not drain within drainTimeoutMs and were terminated. */
+  terminated: string[];
+}
+
+interface RunningActor {
+  spec: ActorSpec;
+  worker: Worker;
+  control: Control;
+  counters: SharedArrayBuffer;
+  stopped: boolean;
+  summary: unknown;
+  lastError: string | null;
+  exited: Promise<number>;
+  readyWaiters: { resolve: (v: unknown) => void; reject: (e: Error) => void }[];
+  readyInfo: { value: unknown } | null;
+}
+
+interface GroupState {
+  spec: GroupSpec;
+  generation: number;
+  actors: RunningActor[];
+  restartTimes: number[];
+  restarts: number;
+  timer: NodeJS.Timeout | null;
+}
+
+/**
+ * Runs groups of actors. Events: `restart` ({@link RestartEvent}), `fatal` (Error: the topology
+ * stopped because a group failed too often), `log` (string).
+ */
+export class Supervisor extends EventEmitter {
+  readonly options: SupervisorOptions;
+  private readonly groups = new Map<string, GroupState>();
+  private readonly finalCounters = new Map<string, SharedArrayBuffer>();
+  private state: 'idle' | 'running' | 'draining' | 'stopped' | 'failed' = 'idle';
+  private fatalError: Error | null = null;
+  private doneResolve!: () => void;
+  private doneReject!: (e: Error) => void;
+  /** Settles when the topology has stopped: resolves after stop(), rejects on a fatal failure. */
+  readonly done: Promise<void>;
+
+  /** @throws Error when an option is out of range. */
+  constructor(options: Partial<SupervisorOptions> = {}) {
+    super();
+    this.options = { ...SUPERVISOR_DEFAULTS, ...options };
+    for (const [k, v] of Object.entries(this.options)) {
+      if (!Number.isFinite(v) || v < 0) throw new Error(`supervisor option ${k} must be a number >= 0, ${k}=${v}`);
+    }
+    this.done = new Promise<void>((res, rej) => {
+      this.doneResolve = res;
+      this.doneReject = rej;
+    });
+    this.done.catch(() => undefined); // callers observe it via await; avoid an unhandled rejection
+  }
+
+  /**
+   * Starts every group in stage order and waits for each group's start function.
+   * @throws Error if the topology fails (too many restarts) before it is up.
+   */
+  async start(groups: GroupSpec[]): Promise<void> {
+    if (this.state !== 'idle') throw new Error(`supervisor already started (state=${this.state})`);
+    this.state = 'running';
+    const names = new Set<string>();
+    for (const g of groups) {
+      if (names.has(g.name)) throw new Error(`duplicate group name "${g.name}"`);
+      names.add(g.name);
+      this.groups.set(g.name, { spec: g, generation: 0, actors: [], restartTimes: [], restarts: 0, timer: null });
+    }
+    const ordered = [...this.groups.values()].sort((a, b) => b.spec.stage - a.spec.stage);
+    // Consumers first (higher stage), so that a producer's first records find their readers.
+    for (const g of ordered) {
+      await this.startGroup(g);
+      if (this.fatalError) throw this.fatalError;
+    }
+  }
+
+  /** Counters of every actor that is or was running, by actor name. */
+  counters(): Record<string, CounterSnapshot> {
+    const out: Record<string, CounterSnapshot> = {};
+    for (const [name, sab] of this.finalCounters) out[name] = readCounters(sab);
+    return out;
+  }
+
+  /**
+   * Drains the topology: stage by stage (ascending), and inside a group by drainOrder
+   * (ascending), asks actors to drain and waits for them to stop. An actor that has not
+   * stopped after drainTimeoutMs is terminated (its durable state is still exact: that is
+   * what LAST_WRITTEN is for).
+   */
+  async stop(): Promise<StopResult> {
+    const result: StopResult = { summaries: {}, counters: {}, terminated: [] };
+    if (this.state === 'stopped' || this.state === 'failed') {
+      result.counters = this.counters();
+      return result;
+    }
+    this.state = 'draining';
+    for (const g of this.groups.values()) {
+      if (g.timer) clearTimeout(g.timer);
+      g.timer = null;
+    }
+    const stages = [...new Set([...this.groups.values()].map((g) => g.spec.stage))].sort((a, b) => a - b);
+    for (const stage of stages) {
+      const inStage = [...this.groups.values()].filter((g) => g.spec.stage === stage);
+      await Promise.all(inStage.map((g) => this.drainGroup(g, result)));
+    }
+    result.counters = this.counters();
+    this.state = 'stopped';
+    this.doneResolve();
+    return result;
+  }
+
+  private async drainGroup(g: GroupState, result: StopResult): Promise<void> {
+    const orders = [...new Set(g.actors.map((a) => a.spec.drainOrder ?? 0))].sort((a, b) => a - b);
+    for (const order of orders) {
+      const batch = g.actors.filter((a) => (a.spec.drainOrder ?? 0) === order);
+      await Promise.all(
+        batch.map(async (a) => {
+          a.control.request(Command.drain);
+          const timeout = new Promise<'timeout'>((res) => {
+            const t = setTimeout(() => res('timeout'), this.options.drainTimeoutMs);
+            t.unref();
+          });
+          const outcome = await Promise.race([a.exited, timeout]);
+          if (outcome === 'timeout') {
+            result.terminated.push(a.spec.name);
+            this.emit('log', `actor ${a.spec.name} did not drain within ${this.options.drainTimeoutMs} ms; terminated`);
+            await a.worker.terminate();
+          }
+          result.summaries[a.spec.name] = a.stopped ? a.summary : null;
+        }),
+      );
+    }
+  }
+
+  private async startGroup(g: GroupState): Promise<void> {
+    const generation = ++g.generation;
+    g.actors = [];
+    const launcher: GroupLauncher = {
+      restarts: g.restarts,
+      launch: <D>(spec: ActorSpec<D>) => {
+        if (g.generation !== generation || this.state !== 'running') {
+          throw new Error(`group ${g.spec.name} was restarted or stopped while starting`);
+        }
+        return this.launch(g, generation, spec as ActorSpec);
+      },
+    };
+    try {
+      await g.spec.start(launcher);
+    } catch (err) {
+      // A failed actor during start already scheduled a restart; anything else is a crash of the
+      // group's start protocol itself, handled the same way.
+      if (g.generation === generation && this.state === 'running') {
+        this.onFailure(g, generation, `group ${g.spec.name}`, (err as Error).message);
+      }
+    }
+  }
+
+  private launch(g: GroupState, generation: number, spec: ActorSpec): ActorHandle {
+    if (g.actors.some((a) => a.spec.name === spec.name)) throw new Error(`duplicate actor name "${spec.name}"`);
+    const counters = createCounters();
+    const controlSab = createControl();
+    const wd: ActorWorkerData = {
+      name: spec.name,
+      data: spec.data,
+      counters,
+      control: controlSab,
+      shared: spec.shared ?? {},
+      restarts: g.restarts,
+    };
+    const worker = new Worker(spec.module, { workerData: wd, stdout: false, stderr: false });
+    let exitResolve!: (code: number) => void;
+    const running: RunningActor = {
+      spec,
+      worker,
+      control: new Control(controlSab),
+      counters,
+      stopped: false,
+      summary: null,
+      lastError: null,
+      exited: new Promise<number>((res) => (exitResolve = res)),
+      readyWaiters: [],
+      readyInfo: null,
+    };
+    this.finalCounters.set(spec.name, counters);
+    g.actors.push(running);
+    const fail = (message: string) => {
+      running.lastError = message;
+      for (const w of running.readyWaiters.splice(0)) w.reject(new Error(`actor ${spec.name} failed: ${message}`));
+      if (g.generation === generation && this.state === 'running') this.onFailure(g, generation, spec.name, message);
+    };
+    worker.on('message', (m: ActorMessage) => {
+      switch (m.type) {
+        case 'ready':
+          running.readyInfo = { value: m.info };
+          for (const w of running.readyWaiters.splice(0)) w.resolve(m.info);
+          break;
+        case 'stopped':
+          running.stopped = true;
+          running.summary = m.summary;
+          break;
+        case 'failed':
+          running.lastError = m.message;
+          this.emit('log', `actor ${spec.name} failed: ${m.stack ?? m.message}`);
+          break;
+        case 'live':
+          break;
+      }
+    });
+    worker.on('error', (err) => {
+      running.lastError = err.stack ?? err.message;
+      this.emit('log', `actor ${spec.name} threw: ${err.stack ?? err.message}`);
+    });
+    worker.on('exit', (code) => {
+      exitResolve(code);
+      if (running.stopped && code === 0) return;
+      if (this.state === 'draining' || this.state === 'stopped') {
+        // An actor that exits during a drain without a clean stop is reported, not restarted.
+        if (!running.stopped) this.emit('log', `actor ${spec.name} exited with code ${code} while draining`);
+        for (const w of running.readyWaiters.splice(0)) w.reject(new Error(`actor ${spec.name} exited while draining`));
+        return;
+      }
+      fail(running.lastError ?? `exited with code ${code}${running.stopped ? ' after stopping' : ' unexpectedly'}`);
+    });
+    return {
+      name: spec.name,
+      ready: () =>
+        running.readyInfo
+          ? Promise.resolve(running.readyInfo.value)
+          : new Promise((resolve, reject) => {
+              if (running.lastError) reject(new Error(`actor ${spec.name} failed: ${running.lastError}`));
+              else running.readyWaiters.push({ resolve, reject });
+            }),
+    };
+  }
+
+  private onFailure(g: GroupState, generation: number, actor: string, message: string): void {
+    if (g.generation !== generation) return;
+    g.generation++; // supersede the failed start; stale events of the old actors are ignored
+    const old = g.actors;
+    g.actors = [];
+    for (const a of old) void a.worker.terminate();
+    const now = Date.now();
+    g.restartTimes = g.restartTimes.filter((t) => now - t < this.options.restartWindowMs);
+    if (g.restartTimes.length >= this.options.restartsMax) {
+      const err = new Error(
+        `group ${g.spec.name} failed ${g.restartTimes.length + 1} times within ${this.options.restartWindowMs} ms ` +
+          `(restartsMax=${this.options.restartsMax}); last failure in ${actor}: ${message}`,
+      );
+      this.fatal(err);
+      return;
+    }
+    g.restartTimes.push(now);
+    g.restarts++;
+    const delayMs = Math.min(this.options.backoffMaxMs, this.options.backoffInitialMs * 2 ** (g.restartTimes.length - 1));
+    this.emit('restart', { group: g.spec.name, actor, error: message, attempt: g.restarts, delayMs } satisfies RestartEvent);
+    g.timer = setTimeout(() => {
+      g.timer = null;
+      if (this.state === 'running') void this.startGroup(g);
+    }, delayMs);
+  }
+
+  private fatal(err: Error): void {
+    if (this.fatalError) return;
+    this.fatalError = err;
+    this.state = 'failed';
+    for (const g of this.groups.values()) {
+      if (g.timer) clearTimeout(g.timer);
+      for (const a of g.actors) void a.worker.terminate();
+    }
+    this.emit('fatal', err);
+    this.doneReject(err);
+  }
+}

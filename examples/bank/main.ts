@@ -1,0 +1,199 @@
+/**
+ * The bank job: pgbench's TPC-B workload -> capture triggers -> pumps -> durable queues ->
+ * `branch-balances` and `accounts` services, then a verification against the database.
+ *
+ *   node dist/examples/bank/main.js [--topology examples/bank/topology.yaml] [--scale 1]
+ *        [--duration-s 20] [--clients 4] [--keep]
+ *
+ * SQLite topology (embedded default): creates pgbench's tables in a fresh SQLite file and runs
+ * the TPC-B transaction from `--clients` worker threads. PostgreSQL topology: runs the real
+ * `pgbench -i -s <scale>` then `pgbench -c <clients> -j 2 -T <duration>` against the database.
+ * Exits 0 when every branch total and every changed account balance match the database, 1 on
+ * any mismatch, 2 on an error.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { Command } from 'commander';
+import Database from 'better-sqlite3';
+import pg from 'pg';
+import { loadTopology, startTopology, partitionDir, type Topology, type ServiceSummary } from 'sluice';
+import { openStaging } from '../../engine/cdc/index.js';
+import { createPgbenchSchema, runTpcb } from '../../engine/workload/index.js';
+import { Tailer } from '../../engine/journal/index.js';
+import { EnvelopeView, decodeJson } from '../../engine/codec/index.js';
+
+const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
+
+interface Options {
+  topology: string;
+  scale: number;
+  durationS: number;
+  clients: number;
+  keep: boolean;
+}
+
+/** Newest JSON value per key in a service's output queue. */
+function latestByKey<T>(topology: Topology, queue: string): Map<string, T> {
+  const out = new Map<string, T>();
+  const tailer = Tailer.open({ dir: partitionDir(topology, queue, 0) });
+  const view = new EnvelopeView();
+  try {
+    for (let rec = tailer.next(); rec; rec = tailer.next()) {
+      view.wrap(rec.bytes, 0, rec.bytes.length);
+      out.set(view.key ?? '', decodeJson(view.payload) as T);
+    }
+  } finally {
+    tailer.close();
+  }
+  return out;
+}
+
+function run(cmd: string, args: string[]): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    child.stdout.on('data', (b) => (out += b));
+    child.stderr.on('data', (b) => (out += b));
+    child.on('error', reject);
+    child.on('exit', (code) => (code === 0 ? resolve(out) : reject(new Error(`${cmd} ${args.join(' ')} exited ${code}:\n${out}`))));
+  });
+}
+
+async function ensurePgDatabase(url: string): Promise<void> {
+  const u = new URL(url);
+  const name = u.pathname.slice(1);
+  const admin = new URL(url);
+  admin.pathname = '/postgres';
+  const client = new pg.Client({ connectionString: admin.toString() });
+  await client.connect();
+  try {
+    const r = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);
+    if (r.rowCount === 0) await client.query(`CREATE DATABASE "${name.replace(/"/g, '""')}"`);
+  } finally {
+    await client.end();
+  }
+}
+
+async function main(o: Options): Promise<number> {
+  const topology = loadTopology(o.topology);
+  const source = topology.capture[0];
+  if (!source) throw new Error(`${o.topology}: the bank job needs a capture source`);
+  if (!o.keep) fs.rmSync(topology.dataDir, { recursive: true, force: true });
+  fs.mkdirSync(topology.dataDir, { recursive: true });
+  const db = source.database;
+  const t0 = Date.now();
+
+  // 1. the database with pgbench's tables, and the capture triggers
+  if (db.dialect === 'sqlite') {
+    for (const f of [db.file, `${db.file}-wal`, `${db.file}-shm`]) fs.rmSync(f, { force: true });
+    const sqlite = new Database(db.file);
+    sqlite.pragma('journal_mode = WAL');
+    createPgbenchSchema(sqlite, o.scale);
+    sqlite.close();
+  } else {
+    await ensurePgDatabase(db.url);
+    await run('pgbench', ['-i', '-q', '-s', String(o.scale), db.url]);
+  }
+  const staging = await openStaging(source);
+  await staging.install();
+  await staging.close();
+  console.log(`bank: ${db.dialect} database ready (scale ${o.scale}) in ${Date.now() - t0} ms`);
+
+  // 2. the engine
+  const running = await startTopology(topology);
+  const restarts: string[] = [];
+  running.supervisor.on('restart', (e: { actor: string; error: string }) => restarts.push(`${e.actor}: ${e.error}`));
+
+  // 3. the workload
+  const w0 = Date.now();
+  let transactions: number;
+  if (db.dialect === 'sqlite') {
+    const r = await runTpcb({ file: db.file, clients: o.clients, durationMs: o.durationS * 1000, scale: o.scale });
+    transactions = r.transactions;
+  } else {
+    const out = await run('pgbench', ['-c', String(o.clients), '-j', '2', '-T', String(o.durationS), db.url]);
+    const m = /number of transactions actually processed: (\d+)/.exec(out);
+    if (!m) throw new Error(`could not read the transaction count from pgbench's output:\n${out}`);
+    transactions = Number(m[1]);
+  }
+  const workloadMs = Date.now() - w0;
+
+  // 4. drain: pumps empty the staging table, readers reach the queue ends, services finish
+  const result = await running.stop();
+  const totalMs = Date.now() - w0;
+  const services = Object.values(result.summaries).filter((s): s is ServiceSummary => !!s && typeof s === 'object' && 'service' in s);
+  const captured = Object.entries(result.counters)
+    .filter(([name]) => name.startsWith('pump:'))
+    .reduce((n, [, c]) => n + c.eventsIn, 0);
+  const processed = services.reduce((n, s) => n + s.eventsIn + s.replayed, 0);
+
+  // 5. verification against the database
+  const branchTotals = latestByKey<{ bid: number; total: number }>(topology, 'branch-balances-out');
+  const accountBalances = latestByKey<{ aid: number; abalance: number }>(topology, 'accounts-out');
+  let branches: { bid: number; bbalance: number }[];
+  let changedAccounts: Map<number, number>;
+  if (db.dialect === 'sqlite') {
+    const sqlite = new Database(db.file, { readonly: true });
+    branches = sqlite.prepare('SELECT bid, bbalance FROM pgbench_branches ORDER BY bid').all() as typeof branches;
+    const rows = sqlite.prepare('SELECT aid, abalance FROM pgbench_accounts WHERE abalance <> 0').all() as { aid: number; abalance: number }[];
+    changedAccounts = new Map(rows.map((r) => [r.aid, r.abalance]));
+    sqlite.close();
+  } else {
+    const client = new pg.Client({ connectionString: db.url });
+    await client.connect();
+    branches = (await client.query('SELECT bid, bbalance FROM pgbench_branches ORDER BY bid')).rows;
+    const rows = (await client.query('SELECT aid, abalance FROM pgbench_accounts WHERE abalance <> 0')).rows as { aid: number; abalance: number }[];
+    changedAccounts = new Map(rows.map((r) => [r.aid, r.abalance]));
+    await client.end();
+  }
+  const mismatches: string[] = [];
+  for (const b of branches) {
+    const seen = branchTotals.get(String(b.bid))?.total ?? 0;
+    if (seen !== b.bbalance) mismatches.push(`branch ${b.bid}: service total ${seen} != pgbench_branches.bbalance ${b.bbalance}`);
+  }
+  for (const [aid, v] of accountBalances) {
+    const dbValue = changedAccounts.get(v.aid) ?? 0;
+    if (v.abalance !== dbValue) mismatches.push(`account ${aid}: service abalance ${v.abalance} != pgbench_accounts.abalance ${dbValue}`);
+  }
+  for (const [aid, abalance] of changedAccounts) {
+    if (!accountBalances.has(String(aid))) mismatches.push(`account ${aid}: changed in the database (abalance ${abalance}) but never seen by the service`);
+  }
+
+  // 6. summary
+  const lagP50 = Math.max(...services.map((s) => s.lagMs.p50));
+  const lagP99 = Math.max(...services.map((s) => s.lagMs.p99));
+  console.log('');
+  console.log(`bank summary (${db.dialect}, scale ${o.scale}, ${o.clients} clients, ${(workloadMs / 1000).toFixed(1)} s workload)`);
+  console.log(`  transactions run          ${transactions} (${Math.round(transactions / (workloadMs / 1000))} tps)`);
+  console.log(`  changes captured          ${captured}`);
+  console.log(`  events processed          ${processed} (${services.map((s) => `${s.service} ${s.eventsIn}`).join(', ')})`);
+  console.log(`  events/s                  ${Math.round(processed / (totalMs / 1000))} (workload start to drained)`);
+  console.log(`  capture-to-service lag    p50 ${lagP50} ms, p99 ${lagP99} ms`);
+  console.log(`  actor restarts            ${restarts.length}${restarts.length ? ': ' + restarts.join('; ') : ''}`);
+  if (mismatches.length === 0) {
+    console.log(`  verification              OK: ${branches.length} branch totals and ${changedAccounts.size} changed accounts match the database`);
+    return 0;
+  }
+  console.log(`  verification              FAILED: ${mismatches.length} mismatches`);
+  for (const m of mismatches.slice(0, 20)) console.log(`    ${m}`);
+  return 1;
+}
+
+const program = new Command()
+  .name('bank')
+  .option('--topology <file>', 'topology file', path.join(repoRoot, 'examples/bank/topology.yaml'))
+  .option('--scale <n>', 'pgbench scale factor (100,000 accounts each)', '1')
+  .option('--duration-s <s>', 'workload duration in seconds', '20')
+  .option('--clients <n>', 'concurrent client loops', '4')
+  .option('--keep', 'keep the data directory of an earlier run (default: start fresh)', false)
+  .parse();
+const raw = program.opts<{ topology: string; scale: string; durationS: string; clients: string; keep: boolean }>();
+main({ topology: raw.topology, scale: Number(raw.scale), durationS: Number(raw.durationS), clients: Number(raw.clients), keep: raw.keep }).then(
+  (code) => process.exit(code),
+  (e: unknown) => {
+    console.error(`bank: ${(e as Error).stack ?? e}`);
+    process.exit(2);
+  },
+);

@@ -1,0 +1,49 @@
+/**
+ * Sluice library entry. Embedding in an application:
+ * ```ts
+ * import { loadTopology, startTopology } from 'sluice';
+ * const running = await startTopology(loadTopology('topology.yaml'));
+ * // ... later
+ * const result = await running.stop(); // drains, flushes and fsyncs every queue
+ * ```
+ */
+import { Supervisor, type StopResult, type RestartEvent } from './engine/supervisor/index.js';
+import type { Topology } from './engine/config/index.js';
+import { planTopology, type TopologyPlan } from './actors/index.js';
+
+export * from './engine/config/index.js';
+export * from './engine/service/index.js';
+export * from './engine/supervisor/index.js';
+export { planTopology, partitionDir, type TopologyPlan, type ServiceSummary, type ServiceReadyInfo } from './actors/index.js';
+
+/** A topology that is up. */
+export interface RunningTopology {
+  readonly topology: Topology;
+  readonly supervisor: Supervisor;
+  readonly plan: TopologyPlan;
+  /** Drains pumps, then readers, then services (in graph order); flushes and fsyncs every queue. */
+  stop(): Promise<StopResult>;
+}
+
+/** Options of {@link startTopology}. */
+export interface StartOptions {
+  /** Receives supervisor log lines (restarts, drain timeouts). Default: stderr. */
+  log?: (line: string) => void;
+}
+
+/**
+ * Plans and starts a topology: every capture pump, queue reader and service in its own worker.
+ * Resolves once every service has finished its restart protocol (LAST_WRITTEN, replay) and its
+ * readers are running.
+ * @throws Error if the plan is invalid or a group keeps failing while starting (restartsMax).
+ */
+export async function startTopology(topology: Topology, options: StartOptions = {}): Promise<RunningTopology> {
+  const log = options.log ?? ((line: string) => process.stderr.write(`sluice: ${line}\n`));
+  const plan = planTopology(topology);
+  const supervisor = new Supervisor(topology.supervisor);
+  supervisor.on('log', log);
+  supervisor.on('restart', (e: RestartEvent) => log(`restarting ${e.group} in ${e.delayMs} ms (attempt ${e.attempt}) after ${e.actor} failed: ${e.error}`));
+  supervisor.on('fatal', (e: Error) => log(`stopped: ${e.message}`));
+  await supervisor.start(plan.groups);
+  return { topology, supervisor, plan, stop: () => supervisor.stop() };
+}

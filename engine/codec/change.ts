@@ -1,6 +1,6 @@
 import { Builder, Encoding } from 'flatbuffers';
 import { Change as ChangeTable, Op } from '../../schemas/index.js';
-import { ByteBufferCache } from './byte-buffers.js';
+import { ByteBufferCache, copyBytes } from './byte-buffers.js';
 import { checkRange } from './json.js';
 import { decodeUtf8, utf8Encoder, Utf8Cache } from './utf8.js';
 
@@ -43,7 +43,8 @@ const builder = new Builder(1024);
 const tableNames = new Utf8Cache(256, 128);
 
 /**
- * Encodes `change` as a FlatBuffers `Change`; returns a fresh Uint8Array the caller owns.
+ * Encodes `change` as a FlatBuffers `Change`; returns a copy the caller owns (small copies share
+ * a slab ArrayBuffer, like Node's Buffer pool: never transfer or detach `.buffer`).
  * @throws Error when `op` is not insert|update|delete|truncate or a required string is not a
  *   string.
  */
@@ -76,7 +77,7 @@ export function encodeChange(change: Change): Uint8Array {
   ChangeTable.addTxid(b, txid);
   ChangeTable.addOp(b, op);
   b.finish(ChangeTable.endChange(b));
-  return b.asUint8Array().slice();
+  return copyBytes(b.asUint8Array());
 }
 
 const reader = new ChangeTable();

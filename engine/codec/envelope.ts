@@ -1,6 +1,6 @@
 import { Builder, Encoding } from 'flatbuffers';
 import { Cause, Envelope } from '../../schemas/index.js';
-import { ByteBufferCache } from './byte-buffers.js';
+import { ByteBufferCache, copyBytes } from './byte-buffers.js';
 import { checkRange } from './json.js';
 import { decodeUtf8, Utf8Cache } from './utf8.js';
 
@@ -184,10 +184,14 @@ export class EnvelopeWriter {
     return src.length;
   }
 
-  /** Builds `e` and returns a copy the caller owns. @throws as `build`. */
+  /**
+   * Builds `e` and returns a copy the caller owns. Small copies share a slab ArrayBuffer with
+   * other results (like Node's Buffer pool): never transfer or detach `.buffer`.
+   * @throws as `build`.
+   */
   encode(e: EnvelopeInit): Uint8Array {
     this.build(e);
-    return this.builder.asUint8Array().slice();
+    return copyBytes(this.builder.asUint8Array());
   }
 
   /**

@@ -1,30 +1,32 @@
 /**
  * UTF-8 helpers shared by the codec. Strings round-trip exactly, including a leading U+FEFF
- * (the default TextDecoder would strip it as a byte order mark). Lone UTF-16 surrogates cannot be
- * represented in UTF-8 and are written as U+FFFD, as TextEncoder does.
+ * (TextDecoder would strip it as a byte order mark). Lone UTF-16 surrogates cannot be represented
+ * in UTF-8 and are written as U+FFFD, as TextEncoder does; invalid UTF-8 decodes to U+FFFD.
  */
 export const utf8Encoder = new TextEncoder();
-export const utf8Decoder = new TextDecoder('utf-8', { ignoreBOM: true });
 
-/** Decodes `length` UTF-8 bytes of `bytes` starting at `offset` (works on SharedArrayBuffer views). */
+/**
+ * Node's Buffer#toString decodes 1.5-2x faster than TextDecoder for short strings and keeps a
+ * leading U+FEFF. Making a Buffer view costs as much as the decoding, so one view per backing
+ * ArrayBuffer is kept (the last one seen).
+ */
+let textBuffer: Buffer = Buffer.alloc(0);
+let textBacking: ArrayBufferLike | null = null;
+
+/** Decodes `length` UTF-8 bytes of `bytes` from `offset` (works on SharedArrayBuffer views). */
 export function decodeUtf8(bytes: Uint8Array, offset: number, length: number): string {
-  // For short ASCII strings (keys, table names) a char-code loop beats a TextDecoder call.
-  if (length <= 32) {
-    let s = '';
-    for (let i = offset, end = offset + length; i < end; i++) {
-      const c = bytes[i]!;
-      if (c >= 0x80) return utf8Decoder.decode(bytes.subarray(offset, offset + length));
-      s += String.fromCharCode(c);
-    }
-    return s;
+  if (bytes.buffer !== textBacking) {
+    textBacking = bytes.buffer;
+    textBuffer = Buffer.from(bytes.buffer);
   }
-  return utf8Decoder.decode(bytes.subarray(offset, offset + length));
+  const start = bytes.byteOffset + offset;
+  return textBuffer.toString('utf8', start, start + length);
 }
 
 /**
  * A bounded cache of UTF-8 encodings of repeated strings (keys, table names). Strings longer
  * than `stringLengthMax` UTF-16 units are encoded every time; when `entriesMax` is reached the
- * cache is emptied (a bound without bookkeeping; hot strings come back on the next use).
+ * cache is emptied (a bound without bookkeeping; hot strings come back on their next use).
  */
 export class Utf8Cache {
   private readonly map = new Map<string, Uint8Array>();

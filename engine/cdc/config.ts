@@ -1,0 +1,202 @@
+/**
+ * Capture configuration model: what to capture, where the staging table lives, how many pumps.
+ *
+ * Shapes follow the `engine/cdc` contract in docs/ARCHITECTURE.md. Every optional bound has its
+ * default in {@link CDC_DEFAULTS} and nowhere else.
+ */
+
+/** One operation a capture trigger can record. */
+export type CaptureOperation = 'insert' | 'update' | 'delete' | 'truncate';
+
+/** All operations, in the order triggers are generated. */
+export const CAPTURE_OPERATIONS: readonly CaptureOperation[] = ['insert', 'update', 'delete', 'truncate'];
+
+/**
+ * One captured table.
+ *
+ * - `table`: table name as written in SQL, unquoted; PostgreSQL accepts `schema.table`
+ *   (default schema: the staging connection's `current_schema()`).
+ * - `operations`: which operations get a trigger. `truncate` is PostgreSQL only (statement-level
+ *   trigger writing one table-level event with key `"*"`); SQLite has no TRUNCATE and rejects it.
+ * - `columns`: captured columns, in image order; default every column of the table
+ *   (introspected: PostgreSQL information_schema.columns, SQLite pragma table_info).
+ * - `key`: key columns; default the primary key. Per-key ordering is only guaranteed when the key
+ *   is unique-constrained (row locks serialize writers of one key).
+ * - `condition`: SQL boolean placed in every row trigger's WHEN clause; may reference NEW for
+ *   insert/update and OLD for update/delete, so it must only use the row variables valid for all
+ *   captured operations. Not applied to truncate (statement-level triggers have no rows).
+ * - `target`: name of the queue the pump appends to (opaque to engine/cdc).
+ * - `suppressNoopUpdates`: default true: an UPDATE that leaves every captured and key column's
+ *   text unchanged writes no staging row (case C6).
+ */
+export interface CaptureTable {
+  table: string;
+  operations: CaptureOperation[];
+  columns?: string[];
+  key?: string[];
+  condition?: string;
+  target: string;
+  suppressNoopUpdates?: boolean;
+}
+
+/**
+ * Where the captured database is.
+ * - sqlite: `file` path of the database file (switched to WAL mode by `openStaging`);
+ *   `busyTimeoutMs` (added field) is the connection's busy_timeout, default CDC_DEFAULTS.busyTimeoutMs.
+ * - postgres: `url` libpq-style connection string; `schema` (added field, optional) sets the
+ *   connection's search_path, so unqualified table names and the staging table resolve there.
+ */
+export type DatabaseRef =
+  | { dialect: 'sqlite'; file: string; busyTimeoutMs?: number }
+  | { dialect: 'postgres'; url: string; schema?: string };
+
+/**
+ * One capture source: a database, its captured tables and its staging table.
+ * - `pumps`: number of pumps N; pump i owns keys with keyHash(key) % N == i.
+ * - `batchSizeMax`: rows claimed per pump cycle.
+ * - `pollIntervalMs`: pause after a cycle that found less than a full batch.
+ * - `stagingTable`: unquoted name matching /^[A-Za-z_][A-Za-z0-9_]*$/; the error table is
+ *   `<stagingTable>_errors`.
+ */
+export interface CaptureSource {
+  name: string;
+  database: DatabaseRef;
+  tables: CaptureTable[];
+  pumps: number;
+  batchSizeMax: number;
+  pollIntervalMs: number;
+  stagingTable: string;
+}
+
+/**
+ * One staged row change as claimed from the staging table.
+ * - `stagingId`: decimal text of the staging id (never reused: SQLite AUTOINCREMENT, PostgreSQL
+ *   identity column); the dedup identity of the event downstream.
+ * - `key`: JSON array text of the key column values, each a JSON string or null
+ *   (e.g. `["9007199254740993"]`); `"*"` for a truncate event.
+ * - `keyHash`: {@link keyHash}(key), FNV-1a 32 over the key's UTF-8 bytes, 0..2^32-1.
+ * - `before`/`after`: JSON object text, one member per captured column in column order, each
+ *   value the column's exact text as a JSON string, or null where the column is NULL; `before` is
+ *   null for insert/truncate, `after` null for delete/truncate.
+ * - `txid`: PostgreSQL `txid_current()::text`; SQLite `""` (SQLite gives triggers no transaction
+ *   identity; with one writer at a time one transaction's rows are contiguous in staging-id order).
+ * - `timeMs`: capture time, ms since the Unix epoch (clock of the database server at trigger time).
+ * - `attempts`: failed shipping attempts so far (0 until error handling, case C10, lands).
+ */
+export interface StagedChange {
+  stagingId: string;
+  table: string;
+  op: CaptureOperation;
+  key: string;
+  keyHash: number;
+  before: string | null;
+  after: string | null;
+  txid: string;
+  timeMs: number;
+  attempts: number;
+}
+
+/** Defaults for every optional bound of engine/cdc, in one place. */
+export const CDC_DEFAULTS = {
+  /** CaptureTable.suppressNoopUpdates */
+  suppressNoopUpdates: true,
+  /** SQLite busy_timeout of staging connections, ms. */
+  busyTimeoutMs: 5000,
+  /** Largest accepted batchSizeMax / claim limit. */
+  claimLimitMax: 100_000,
+  /** Largest accepted pumps. */
+  pumpsMax: 1024,
+} as const;
+
+/** Identifier shape accepted for staging table names (they are embedded in trigger names). */
+export const STAGING_NAME_PATTERN = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+/**
+ * Checks a CaptureSource and returns it unchanged.
+ * Throws `Error` listing every problem, each as `capture source "<name>": <path>: <problem>`.
+ */
+export function validateCaptureSource(source: CaptureSource): CaptureSource {
+  const problems: string[] = [];
+  const where = `capture source "${source?.name ?? '?'}"`;
+  const bad = (path: string, problem: string) => problems.push(`${where}: ${path}: ${problem}`);
+  if (typeof source?.name !== 'string' || source.name.length === 0) bad('name', 'must be a non-empty string');
+  const db = source?.database;
+  if (db?.dialect === 'sqlite') {
+    if (typeof db.file !== 'string' || db.file.length === 0) bad('database.file', 'must be a non-empty path');
+    if (db.busyTimeoutMs !== undefined && !(Number.isInteger(db.busyTimeoutMs) && db.busyTimeoutMs >= 0)) {
+      bad('database.busyTimeoutMs', `must be an integer >= 0, busyTimeoutMs=${db.busyTimeoutMs}`);
+    }
+  } else if (db?.dialect === 'postgres') {
+    if (typeof db.url !== 'string' || db.url.length === 0) bad('database.url', 'must be a non-empty connection string');
+    if (db.schema !== undefined && (typeof db.schema !== 'string' || db.schema.length === 0)) {
+      bad('database.schema', 'must be a non-empty string when given');
+    }
+  } else {
+    bad('database.dialect', `must be "sqlite" or "postgres", dialect=${String((db as { dialect?: unknown })?.dialect)}`);
+  }
+  checkInt(source?.pumps, 1, CDC_DEFAULTS.pumpsMax, 'pumps', bad);
+  checkInt(source?.batchSizeMax, 1, CDC_DEFAULTS.claimLimitMax, 'batchSizeMax', bad);
+  checkInt(source?.pollIntervalMs, 0, 3_600_000, 'pollIntervalMs', bad);
+  if (typeof source?.stagingTable !== 'string' || !STAGING_NAME_PATTERN.test(source.stagingTable)) {
+    bad('stagingTable', `must match ${STAGING_NAME_PATTERN}, stagingTable=${JSON.stringify(source?.stagingTable)}`);
+  }
+  if (!Array.isArray(source?.tables) || source.tables.length === 0) {
+    bad('tables', 'must list at least one table');
+  } else {
+    const seen = new Set<string>();
+    source.tables.forEach((t, i) => {
+      const p = `tables[${i}]`;
+      if (typeof t?.table !== 'string' || t.table.length === 0) bad(`${p}.table`, 'must be a non-empty string');
+      else if (seen.has(t.table)) bad(`${p}.table`, `"${t.table}" is listed twice`);
+      else seen.add(t.table);
+      if (!Array.isArray(t?.operations) || t.operations.length === 0) {
+        bad(`${p}.operations`, 'must list at least one of insert, update, delete, truncate');
+      } else {
+        for (const op of t.operations) {
+          if (!CAPTURE_OPERATIONS.includes(op)) bad(`${p}.operations`, `unknown operation ${JSON.stringify(op)}`);
+        }
+        if (new Set(t.operations).size !== t.operations.length) bad(`${p}.operations`, 'lists an operation twice');
+        if (db?.dialect === 'sqlite' && t.operations.includes('truncate')) {
+          bad(`${p}.operations`, 'truncate is not supported on sqlite (SQLite has no TRUNCATE; DELETE fires per-row delete triggers)');
+        }
+      }
+      for (const field of ['columns', 'key'] as const) {
+        const list = t?.[field];
+        if (list === undefined) continue;
+        if (!Array.isArray(list) || list.length === 0 || list.some((c) => typeof c !== 'string' || c.length === 0)) {
+          bad(`${p}.${field}`, 'must be a non-empty list of column names when given');
+        } else if (new Set(list).size !== list.length) {
+          bad(`${p}.${field}`, 'lists a column twice');
+        }
+      }
+      if (t?.condition !== undefined && (typeof t.condition !== 'string' || t.condition.trim().length === 0)) {
+        bad(`${p}.condition`, 'must be a non-empty SQL boolean expression when given');
+      }
+      if (typeof t?.target !== 'string' || t.target.length === 0) bad(`${p}.target`, 'must be a non-empty queue name');
+    });
+  }
+  if (problems.length > 0) throw new Error(problems.join('\n'));
+  return source;
+}
+
+function checkInt(value: unknown, min: number, max: number, path: string, bad: (p: string, m: string) => void): void {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+    bad(path, `must be an integer in [${min}, ${max}], ${path}=${String(value)}`);
+  }
+}
+
+/**
+ * Checks the arguments of StagingClient.claim; throws `Error` naming the invariant.
+ * Shared by both dialects so the messages are identical.
+ */
+export function checkClaimArgs(pump: number, pumps: number, limit: number): void {
+  if (!Number.isInteger(pumps) || pumps < 1 || pumps > CDC_DEFAULTS.pumpsMax) {
+    throw new Error(`pumps must be an integer in [1, ${CDC_DEFAULTS.pumpsMax}], pumps=${pumps}`);
+  }
+  if (!Number.isInteger(pump) || pump < 0 || pump >= pumps) {
+    throw new Error(`pump must be an integer in [0, pumps), pump=${pump}, pumps=${pumps}`);
+  }
+  if (!Number.isInteger(limit) || limit < 1 || limit > CDC_DEFAULTS.claimLimitMax) {
+    throw new Error(`limit must be an integer in [1, ${CDC_DEFAULTS.claimLimitMax}], limit=${limit}`);
+  }
+}

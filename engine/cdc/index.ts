@@ -1,0 +1,87 @@
+/**
+ * engine/cdc: trigger-based change data capture.
+ *
+ * Design after MOVEX CDC: per-dialect triggers write every captured row change into a staging
+ * table in the same transaction as the change; pumps claim staged rows, append them to their
+ * target, then delete them. Pieces: config model (config.ts), trigger DDL per dialect from the
+ * config plus column introspection (sqlite.ts, postgres.ts), the staging client (claim/ack,
+ * staging.ts), and the pump core (pump.ts), which knows nothing of the journal.
+ *
+ * Ordering guarantee:
+ *  - Per key, events are delivered in commit order, each exactly once into the sink (with the
+ *    pump core's start() reconciliation). Why: the key's pump is fixed (keyHash(key) % pumps), it
+ *    claims in staging-id order and acks before claiming again; and for one key, staging-id order
+ *    is commit order, because writers of one key are serialized (PostgreSQL row locks and unique
+ *    index waits; the SQLite database lock) and the id is drawn inside the writing transaction
+ *    while that lock is held. This needs the key to be unique-constrained (default: primary key).
+ *  - Across keys: no guarantee. On SQLite ids follow commit order for all keys (one writer at a
+ *    time), so each pump's output happens to be in commit order; on PostgreSQL it is not.
+ *  - A truncate event (PostgreSQL) has key "*" and travels on that key's pump; it is not ordered
+ *    against row events of other keys.
+ *
+ * Case C1 on PostgreSQL (a lower staging id becomes visible after higher ones were shipped):
+ * there is no "id > last shipped" cursor anywhere. A row stays in staging until its pump acks
+ * (deletes) it, and every claim reads whatever is staged and visible, lowest id first; a row of a
+ * transaction still in flight is invisible to the claim and is returned by the first claim after
+ * that transaction commits. Its id is lower than rows already shipped, which is harmless: those
+ * rows are other keys (same-key writers would have waited for it), and nothing compares ids.
+ *
+ * Column values: every before/after/key value is a JSON string of the column's exact text, or
+ * JSON null; no value passes through a JS Number (cases C5, C7). Updates that change no captured
+ * or key column are suppressed unless `suppressNoopUpdates: false` (case C6).
+ */
+export {
+  CAPTURE_OPERATIONS,
+  CDC_DEFAULTS,
+  STAGING_NAME_PATTERN,
+  validateCaptureSource,
+} from './config.js';
+export type { CaptureOperation, CaptureSource, CaptureTable, DatabaseRef, StagedChange } from './config.js';
+export { keyHash, pumpOfKey } from './key-hash.js';
+export type { StagingClient, UninstallOptions } from './staging.js';
+export type { ColumnInfo, ResolvedTable } from './sql.js';
+export { resolveTable } from './sql.js';
+export {
+  SqliteStaging,
+  introspectSqliteTable,
+  sqliteInstallDdl,
+  sqliteStagingDdl,
+  sqliteTriggerDdl,
+  sqliteTriggerName,
+} from './sqlite.js';
+export {
+  PgStaging,
+  introspectPgTable,
+  pgFunctionName,
+  pgHashFunctionDdl,
+  pgStagingDdl,
+  pgTriggerDdl,
+  pgTriggerName,
+} from './postgres.js';
+export { PumpCore, PUMP_FAULT_ENV } from './pump.js';
+export type { PumpFault, PumpOptions, PumpSink, PumpStats } from './pump.js';
+
+import type { CaptureSource } from './config.js';
+import { validateCaptureSource } from './config.js';
+import { PgStaging } from './postgres.js';
+import { SqliteStaging } from './sqlite.js';
+import type { StagingClient } from './staging.js';
+
+/**
+ * Opens a staging client for `source` (validated first; throws `Error` listing every config
+ * problem). SQLite: opens the file (WAL, busy_timeout). PostgreSQL: connects and sets the
+ * search_path to database.schema when given; rejects when the connection fails.
+ * Does not install anything: call install() once per deployment (idempotent).
+ */
+export async function openStaging(source: CaptureSource): Promise<StagingClient> {
+  validateCaptureSource(source);
+  if (source.database.dialect === 'sqlite') return new SqliteStaging(source);
+  const client = new PgStaging(source);
+  try {
+    await client.stagingSchema();
+  } catch (err) {
+    await client.close();
+    throw err;
+  }
+  return client;
+}

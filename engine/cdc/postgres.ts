@@ -1,0 +1,355 @@
+/**
+ * PostgreSQL capture: trigger DDL generation and the staging client over `pg`.
+ *
+ * One PL/pgSQL trigger function per captured table (SECURITY DEFINER, search_path pinned to
+ * pg_catalog, every name schema-qualified, so writers need no grants on staging and their own
+ * search_path does not matter), called by one AFTER ... FOR EACH ROW trigger per captured row
+ * operation and an AFTER TRUNCATE ... FOR EACH STATEMENT trigger when truncate is captured.
+ *
+ * Value text (exact, never through a float): numeric `trim_scale(v)::text` (numeric(18,6) -0.5
+ * prints `-0.5`, not `-0.500000`); timestamptz as ISO 8601 in UTC with `Z` (independent of the
+ * writer's TimeZone); timestamp and date as ISO 8601 via to_json (independent of DateStyle);
+ * every other type its text output `v::text` (bigint exact, bytea hex, json as its text).
+ */
+import pg from 'pg';
+import { CDC_DEFAULTS, validateCaptureSource, checkClaimArgs } from './config.js';
+import type { CaptureOperation, CaptureSource, CaptureTable, StagedChange } from './config.js';
+import { keyHash } from './key-hash.js';
+import { jsonArrayExpr, jsonObjectExpr, quoteIdent, quoteLiteral, resolveTable } from './sql.js';
+import type { ColumnInfo, ResolvedTable } from './sql.js';
+import type { StagingClient, UninstallOptions } from './staging.js';
+
+/** PostgreSQL identifiers are cut at 63 bytes (NAMEDATALEN - 1). */
+const PG_NAME_BYTES_MAX = 63;
+
+/** Serializes concurrent installs (CREATE OR REPLACE FUNCTION races fail with "tuple concurrently updated"). */
+const INSTALL_LOCK_KEY = keyHash('sluice.cdc.install') | 0;
+
+/** A generated name that fits in 63 bytes: long names keep a prefix plus an FNV-1a suffix. */
+export function pgName(base: string): string {
+  const clean = base.replace(/[^A-Za-z0-9_]/g, '_');
+  if (Buffer.byteLength(clean) <= PG_NAME_BYTES_MAX && clean === base) return clean;
+  const suffix = keyHash(base).toString(16).padStart(8, '0');
+  return `${clean.slice(0, PG_NAME_BYTES_MAX - 9)}_${suffix}`;
+}
+
+/** `schema.table` -> quoted `"schema"."table"`; a bare name stays unqualified (search_path). */
+export function pgQualifiedTable(table: string): string {
+  const dot = table.indexOf('.');
+  return dot < 0 ? quoteIdent(table) : `${quoteIdent(table.slice(0, dot))}.${quoteIdent(table.slice(dot + 1))}`;
+}
+
+/** Name of the trigger function for `table` (lives in the staging schema). */
+export function pgFunctionName(stagingTable: string, table: string): string {
+  return pgName(`sluice_cdc_${stagingTable}_${table}`);
+}
+
+/** Name of the trigger capturing `op` into `stagingTable` (trigger names are per table). */
+export function pgTriggerName(stagingTable: string, op: CaptureOperation): string {
+  return pgName(`sluice_cdc_${stagingTable}_${op}`);
+}
+
+/** Exact text of one value; `ref` is `NEW."col"` / `OLD."col"`; NULL stays NULL. */
+function pgText(ref: string, c: ColumnInfo): string {
+  switch (c.type) {
+    case 'numeric':
+      return `pg_catalog.trim_scale(${ref})::text`;
+    case 'timestamptz':
+      return `(CASE WHEN pg_catalog.isfinite(${ref}) THEN (pg_catalog.to_json(${ref} AT TIME ZONE 'UTC') #>> '{}') || 'Z' ELSE ${ref}::text END)`;
+    case 'timestamp':
+    case 'date':
+      return `(pg_catalog.to_json(${ref}) #>> '{}')`;
+    default:
+      return `${ref}::text`;
+  }
+}
+
+/** JSON string literal text of one value, or the text `null`. to_json(text) escapes control chars. */
+function pgJson(row: 'NEW' | 'OLD', c: ColumnInfo): string {
+  return `coalesce(pg_catalog.to_json(${pgText(`${row}.${quoteIdent(c.name)}`, c)})::text, 'null')`;
+}
+
+const PG_NOW_MS = `pg_catalog.floor(pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()) * 1000)::bigint`;
+
+/**
+ * `sluice_fnv1a32(text) -> bigint` in `schema`: FNV-1a 32 over the UTF-8 bytes, identical to
+ * the JS keyHash(). h < 2^32 and prime < 2^25, so h * prime fits in a bigint before the mask.
+ */
+export function pgHashFunctionDdl(schema: string): string {
+  return `CREATE OR REPLACE FUNCTION ${quoteIdent(schema)}.sluice_fnv1a32(k text) RETURNS bigint
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $sluice$
+DECLARE
+  b bytea := pg_catalog.convert_to(k, 'UTF8');
+  h bigint := 2166136261;
+BEGIN
+  FOR i IN 0 .. pg_catalog.length(b) - 1 LOOP
+    h := ((h # pg_catalog.get_byte(b, i)) * 16777619) & 4294967295;
+  END LOOP;
+  RETURN h;
+END
+$sluice$`;
+}
+
+/** CREATE TABLE/INDEX statements for the staging and error tables in `schema`. */
+export function pgStagingDdl(schema: string, stagingTable: string, pumps: number): string[] {
+  const s = `${quoteIdent(schema)}.${quoteIdent(stagingTable)}`;
+  const e = `${quoteIdent(schema)}.${quoteIdent(`${stagingTable}_errors`)}`;
+  const common = `table_name text NOT NULL, op text NOT NULL, key text NOT NULL, key_hash bigint NOT NULL,
+  before text, after text, txid text NOT NULL, time_ms bigint NOT NULL, attempts integer NOT NULL DEFAULT 0`;
+  const stmts = [
+    `CREATE TABLE IF NOT EXISTS ${s} (\n  id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,\n  ${common}\n)`,
+    `CREATE TABLE IF NOT EXISTS ${e} (\n  id bigint PRIMARY KEY,\n  ${common},\n  error text NOT NULL,\n  parked_time_ms bigint NOT NULL\n)`,
+  ];
+  // Lets claim() read one pump's rows in id order without scanning the other pumps' backlog.
+  if (pumps > 1) {
+    stmts.push(`CREATE INDEX IF NOT EXISTS ${quoteIdent(pgName(`${stagingTable}_pumps${pumps}_idx`))} ON ${s} ((key_hash % ${pumps}), id)`);
+  }
+  return stmts;
+}
+
+/** CREATE FUNCTION + DROP/CREATE TRIGGER statements for one resolved table. */
+export function pgTriggerDdl(schema: string, stagingTable: string, t: ResolvedTable): string[] {
+  const cfg = t.config;
+  const staging = `${quoteIdent(schema)}.${quoteIdent(stagingTable)}`;
+  const hash = `${quoteIdent(schema)}.sluice_fnv1a32`;
+  const fn = `${quoteIdent(schema)}.${quoteIdent(pgFunctionName(stagingTable, cfg.table))}`;
+  const table = pgQualifiedTable(cfg.table);
+  const tableLit = quoteLiteral(cfg.table);
+  const insert = (op: CaptureOperation, key: string, before: string, after: string) =>
+    `    k := ${key};
+    INSERT INTO ${staging} (table_name, op, key, key_hash, before, after, txid, time_ms)
+    VALUES (${tableLit}, '${op}', k, ${hash}(k),
+      ${before},
+      ${after},
+      pg_catalog.txid_current()::text, ${PG_NOW_MS});`;
+  const keyNew = jsonArrayExpr(t.key, (c) => pgJson('NEW', c));
+  const keyOld = jsonArrayExpr(t.key, (c) => pgJson('OLD', c));
+  const imgNew = jsonObjectExpr(t.columns, (c) => pgJson('NEW', c));
+  const imgOld = jsonObjectExpr(t.columns, (c) => pgJson('OLD', c));
+  const body = `DECLARE
+  k text;
+BEGIN
+  IF TG_OP = 'INSERT' THEN
+${insert('insert', keyNew, 'NULL', imgNew)}
+  ELSIF TG_OP = 'UPDATE' THEN
+${insert('update', keyNew, imgOld, imgNew)}
+  ELSIF TG_OP = 'DELETE' THEN
+${insert('delete', keyOld, imgOld, 'NULL')}
+  ELSE
+${insert('truncate', `'*'`, 'NULL', 'NULL')}
+  END IF;
+  RETURN NULL;
+END`;
+  if (body.includes('$sluice$')) throw new Error(`capture table "${cfg.table}": names must not contain "$sluice$"`);
+  const out = [
+    `CREATE OR REPLACE FUNCTION ${fn}() RETURNS trigger LANGUAGE plpgsql
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $sluice$
+${body}
+$sluice$`,
+  ];
+  const suppress = cfg.suppressNoopUpdates ?? CDC_DEFAULTS.suppressNoopUpdates;
+  for (const op of ['insert', 'update', 'delete', 'truncate'] as const) {
+    const name = quoteIdent(pgTriggerName(stagingTable, op));
+    out.push(`DROP TRIGGER IF EXISTS ${name} ON ${table}`);
+    if (!cfg.operations.includes(op)) continue;
+    if (op === 'truncate') {
+      out.push(`CREATE TRIGGER ${name} AFTER TRUNCATE ON ${table} FOR EACH STATEMENT EXECUTE FUNCTION ${fn}()`);
+      continue;
+    }
+    const when: string[] = [];
+    if (op === 'update' && suppress) {
+      const compared = [...t.columns, ...t.key.filter((k) => !t.columns.includes(k))];
+      when.push(compared.map((c) => {
+        const col = quoteIdent(c.name);
+        return `${pgText(`OLD.${col}`, c)} IS DISTINCT FROM ${pgText(`NEW.${col}`, c)}`;
+      }).join('\n     OR '));
+    }
+    if (cfg.condition) when.push(cfg.condition);
+    const whenSql = when.length > 0 ? `\nWHEN (${when.map((w) => `(${w})`).join(' AND ')})` : '';
+    out.push(`CREATE TRIGGER ${name} AFTER ${op.toUpperCase()} ON ${table} FOR EACH ROW${whenSql}\nEXECUTE FUNCTION ${fn}()`);
+  }
+  return out;
+}
+
+/** Introspects `table` (resolved through search_path); empty when it does not exist. */
+export async function introspectPgTable(client: pg.ClientBase, table: string): Promise<ColumnInfo[]> {
+  const res = await client.query<{ name: string; type: string; pk_position: number }>(
+    `SELECT a.attname AS name, coalesce(bt.typname, t.typname)::text AS type,
+       coalesce((SELECT k.n FROM pg_index i, unnest(i.indkey) WITH ORDINALITY AS k(attnum, n)
+                 WHERE i.indrelid = a.attrelid AND i.indisprimary AND k.attnum = a.attnum), 0)::int AS pk_position
+     FROM pg_attribute a
+     JOIN pg_type t ON t.oid = a.atttypid
+     LEFT JOIN pg_type bt ON t.typtype = 'd' AND bt.oid = t.typbasetype
+     WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped
+     ORDER BY a.attnum`,
+    [pgQualifiedTable(table)],
+  );
+  return res.rows.map((r) => ({ name: r.name, type: r.type, pkPosition: r.pk_position }));
+}
+
+interface PgStagedRow {
+  staging_id: string;
+  table_name: string;
+  op: CaptureOperation;
+  key: string;
+  key_hash: string;
+  before: string | null;
+  after: string | null;
+  txid: string;
+  time_ms: string;
+  attempts: number;
+}
+
+/**
+ * StagingClient over one `pg` connection.
+ *
+ * claim() is a plain `SELECT ... WHERE key_hash % N = pump ORDER BY id LIMIT n` and ack() a
+ * `DELETE ... WHERE id = ANY(ids)`: a pump owns its key partition alone, so no row locks are
+ * needed, and the delete runs only when the caller says the target has the rows. Exclusive
+ * ownership is enforced: the first claim for a pump index takes the session advisory lock
+ * (hash of "sluice.cdc:<schema>.<staging>", pump); a second session claiming the same pump gets
+ * an Error. (FOR UPDATE SKIP LOCKED was rejected: a second claimer would skip a locked row of a
+ * key and take that key's next row, breaking per-key order.) The lock dies with the connection.
+ */
+export class PgStaging implements StagingClient {
+  readonly source: CaptureSource;
+  private readonly client: pg.Client;
+  private readonly ready: Promise<string>;
+  private readonly pumpsHeld = new Set<number>();
+  private connectionError: Error | null = null;
+  private closed = false;
+
+  constructor(source: CaptureSource) {
+    validateCaptureSource(source);
+    const db = source.database;
+    if (db.dialect !== 'postgres') throw new Error(`PgStaging needs dialect "postgres", dialect=${db.dialect}`);
+    this.source = source;
+    this.client = new pg.Client({ connectionString: db.url });
+    // Without a listener a dropped connection's 'error' event would crash the process.
+    this.client.on('error', (err: Error) => { this.connectionError = err; });
+    this.ready = this.connect(db.schema);
+    // Callers see the failure on their first call; do not let it surface as unhandled.
+    this.ready.catch(() => undefined);
+  }
+
+  private async connect(schema: string | undefined): Promise<string> {
+    await this.client.connect();
+    if (schema !== undefined) await this.client.query(`SET search_path TO ${quoteIdent(schema)}`);
+    const res = await this.client.query<{ s: string | null }>('SELECT current_schema() AS s');
+    const current = res.rows[0]?.s ?? null;
+    if (current === null) {
+      throw new Error(`capture source "${this.source.name}": no current schema (schema ${JSON.stringify(schema ?? null)} does not exist?)`);
+    }
+    return current;
+  }
+
+  /** Schema of the staging table, once connected. */
+  async stagingSchema(): Promise<string> {
+    return this.open();
+  }
+
+  private async open(): Promise<string> {
+    if (this.closed) throw new Error(`staging client for source "${this.source.name}" is closed`);
+    if (this.connectionError) throw new Error(`capture source "${this.source.name}": connection lost: ${this.connectionError.message}`);
+    return this.ready;
+  }
+
+  private stagingRef(schema: string): string {
+    return `${quoteIdent(schema)}.${quoteIdent(this.source.stagingTable)}`;
+  }
+
+  async install(): Promise<void> {
+    const schema = await this.open();
+    await this.inTransaction(async () => {
+      await this.client.query('SELECT pg_advisory_xact_lock($1)', [INSTALL_LOCK_KEY]);
+      await this.client.query(pgHashFunctionDdl(schema));
+      for (const stmt of pgStagingDdl(schema, this.source.stagingTable, this.source.pumps)) await this.client.query(stmt);
+      for (const cfg of this.source.tables) {
+        const resolved = resolveTable(cfg, await introspectPgTable(this.client, cfg.table));
+        for (const stmt of pgTriggerDdl(schema, this.source.stagingTable, resolved)) await this.client.query(stmt);
+      }
+    });
+  }
+
+  async uninstall(options: UninstallOptions = {}): Promise<void> {
+    const schema = await this.open();
+    await this.inTransaction(async () => {
+      await this.client.query('SELECT pg_advisory_xact_lock($1)', [INSTALL_LOCK_KEY]);
+      for (const cfg of this.source.tables) await this.dropTriggers(schema, cfg);
+      if (options.dropStaging) {
+        await this.client.query(`DROP TABLE IF EXISTS ${this.stagingRef(schema)}`);
+        await this.client.query(`DROP TABLE IF EXISTS ${quoteIdent(schema)}.${quoteIdent(`${this.source.stagingTable}_errors`)}`);
+      }
+    });
+  }
+
+  private async dropTriggers(schema: string, cfg: CaptureTable): Promise<void> {
+    const exists = await this.client.query<{ r: string | null }>('SELECT to_regclass($1)::text AS r', [pgQualifiedTable(cfg.table)]);
+    if (exists.rows[0]?.r) {
+      for (const op of ['insert', 'update', 'delete', 'truncate'] as const) {
+        await this.client.query(`DROP TRIGGER IF EXISTS ${quoteIdent(pgTriggerName(this.source.stagingTable, op))} ON ${pgQualifiedTable(cfg.table)}`);
+      }
+    }
+    await this.client.query(`DROP FUNCTION IF EXISTS ${quoteIdent(schema)}.${quoteIdent(pgFunctionName(this.source.stagingTable, cfg.table))}()`);
+  }
+
+  async claim(pump: number, pumps: number, limit: number): Promise<StagedChange[]> {
+    const schema = await this.open();
+    checkClaimArgs(pump, pumps, limit);
+    if (!this.pumpsHeld.has(pump)) {
+      const lockKey = keyHash(`sluice.cdc:${schema}.${this.source.stagingTable}`) | 0;
+      const got = await this.client.query<{ ok: boolean }>('SELECT pg_try_advisory_lock($1::int, $2::int) AS ok', [lockKey, pump]);
+      if (!got.rows[0]?.ok) {
+        throw new Error(`capture source "${this.source.name}": pump ${pump} of staging ${schema}.${this.source.stagingTable} is held by another session`);
+      }
+      this.pumpsHeld.add(pump);
+    }
+    // pumps is a validated integer literal so the planner can use the (key_hash % N, id) index.
+    const where = pumps > 1 ? `WHERE key_hash % ${pumps} = $2` : '';
+    const res = await this.client.query<PgStagedRow>(
+      `SELECT id::text AS staging_id, table_name, op, key, key_hash::text AS key_hash, before, after, txid,
+              time_ms::text AS time_ms, attempts
+       FROM ${this.stagingRef(schema)} ${where} ORDER BY id LIMIT $1`,
+      pumps > 1 ? [limit, pump] : [limit],
+    );
+    return res.rows.map((r) => ({
+      stagingId: r.staging_id, table: r.table_name, op: r.op, key: r.key, keyHash: Number(r.key_hash),
+      before: r.before, after: r.after, txid: r.txid, timeMs: Number(r.time_ms), attempts: r.attempts,
+    }));
+  }
+
+  async ack(stagingIds: string[]): Promise<number> {
+    const schema = await this.open();
+    if (stagingIds.length === 0) return 0;
+    const res = await this.client.query(`DELETE FROM ${this.stagingRef(schema)} WHERE id = ANY($1::bigint[])`, [stagingIds]);
+    return res.rowCount ?? 0;
+  }
+
+  async stagedCount(): Promise<number> {
+    const schema = await this.open();
+    const res = await this.client.query<{ n: string }>(`SELECT count(*)::text AS n FROM ${this.stagingRef(schema)}`);
+    return Number(res.rows[0]?.n ?? 0);
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    try {
+      await this.ready;
+    } catch {
+      // connect failed: nothing to end
+    }
+    await this.client.end().catch(() => undefined);
+  }
+
+  private async inTransaction(work: () => Promise<void>): Promise<void> {
+    await this.client.query('BEGIN');
+    try {
+      await work();
+      await this.client.query('COMMIT');
+    } catch (err) {
+      await this.client.query('ROLLBACK').catch(() => undefined);
+      throw err;
+    }
+  }
+}

@@ -1,0 +1,81 @@
+/**
+ * SQL text helpers shared by the dialect modules: identifier and literal quoting, and the
+ * resolution of a CaptureTable against the introspected columns of its table.
+ */
+import type { CaptureTable } from './config.js';
+
+/** One column of a captured table, as introspected. */
+export interface ColumnInfo {
+  /** Column name, exact case. */
+  name: string;
+  /**
+   * Type used to choose the text rendering. PostgreSQL: base type name from pg_type (`numeric`,
+   * `timestamptz`, ...; domains resolved to their base type); SQLite: declared type, upper case.
+   */
+  type: string;
+  /** 1-based position in the primary key, 0 when not part of it. */
+  pkPosition: number;
+}
+
+/** A captured table with its columns and key resolved. */
+export interface ResolvedTable {
+  config: CaptureTable;
+  /** Captured columns in image order. */
+  columns: ColumnInfo[];
+  /** Key columns in key order. */
+  key: ColumnInfo[];
+}
+
+/** `"name"` with embedded double quotes doubled (SQL standard; PostgreSQL and SQLite). */
+export function quoteIdent(name: string): string {
+  if (name.includes('\u0000')) throw new Error(`identifier must not contain NUL, name=${JSON.stringify(name)}`);
+  return `"${name.replaceAll('"', '""')}"`;
+}
+
+/** `'text'` with embedded single quotes doubled (standard_conforming_strings on PostgreSQL). */
+export function quoteLiteral(text: string): string {
+  if (text.includes('\u0000')) throw new Error(`SQL literal must not contain NUL, text=${JSON.stringify(text)}`);
+  return `'${text.replaceAll("'", "''")}'`;
+}
+
+/**
+ * Resolves `columns` (default: all, in table order) and `key` (default: the primary key) of one
+ * captured table. Throws `Error` naming the table and the missing column, or the missing key.
+ */
+export function resolveTable(config: CaptureTable, tableColumns: ColumnInfo[]): ResolvedTable {
+  const where = `capture table "${config.table}"`;
+  if (tableColumns.length === 0) throw new Error(`${where}: table not found (no columns introspected)`);
+  const byName = new Map(tableColumns.map((c) => [c.name, c]));
+  const pick = (names: string[], field: string): ColumnInfo[] =>
+    names.map((n) => {
+      const c = byName.get(n);
+      if (c === undefined) {
+        throw new Error(`${where}: ${field}: column "${n}" not found (columns: ${tableColumns.map((x) => x.name).join(', ')})`);
+      }
+      return c;
+    });
+  const columns = config.columns ? pick(config.columns, 'columns') : [...tableColumns];
+  let key: ColumnInfo[];
+  if (config.key) {
+    key = pick(config.key, 'key');
+  } else {
+    key = tableColumns.filter((c) => c.pkPosition > 0).sort((a, b) => a.pkPosition - b.pkPosition);
+    if (key.length === 0) throw new Error(`${where}: key: table has no primary key; list the key columns in "key"`);
+  }
+  return { config, columns, key };
+}
+
+/**
+ * `'{' || '"c1":' || <json c1> || ',"c2":' || ... || '}'`: a JSON object text expression with one
+ * member per column, in column order. `jsonValue(col)` must yield a JSON string literal or `null`
+ * text, never SQL NULL.
+ */
+export function jsonObjectExpr(columns: ColumnInfo[], jsonValue: (c: ColumnInfo) => string): string {
+  const parts = columns.map((c, i) => `${quoteLiteral((i === 0 ? '{' : ',') + JSON.stringify(c.name) + ':')} || ${jsonValue(c)}`);
+  return `${parts.join(' || ')} || '}'`;
+}
+
+/** `'[' || <json k1> || ',' || ... || ']'`: the key's JSON array text expression. */
+export function jsonArrayExpr(columns: ColumnInfo[], jsonValue: (c: ColumnInfo) => string): string {
+  return `'[' || ${columns.map(jsonValue).join(` || ',' || `)} || ']'`;
+}

@@ -1,0 +1,225 @@
+/**
+ * SQLite capture: trigger DDL generation and the staging client over better-sqlite3.
+ *
+ * Column values are rendered as text inside the trigger: integers by CAST (exact 64-bit),
+ * reals by CAST (SQLite >= 3.43 renders the shortest text that round-trips), text as stored,
+ * blobs as `\x` + lower-case hex (like PostgreSQL's bytea). Exact decimals (case C5) must be
+ * declared TEXT and written as text: NUMERIC/REAL affinity turns `999999999999.999998` into a
+ * double before any trigger runs, and those digits are gone.
+ *
+ * SQLite has one writer at a time, so staging ids (assigned inside the writing transaction)
+ * follow commit order exactly; case C1 cannot happen here (a second writer waits, busy_timeout).
+ */
+import Database from 'better-sqlite3';
+import { CDC_DEFAULTS, validateCaptureSource, checkClaimArgs } from './config.js';
+import type { CaptureOperation, CaptureSource, StagedChange } from './config.js';
+import { keyHash } from './key-hash.js';
+import { jsonArrayExpr, jsonObjectExpr, quoteIdent, quoteLiteral, resolveTable } from './sql.js';
+import type { ColumnInfo, ResolvedTable } from './sql.js';
+import type { StagingClient, UninstallOptions } from './staging.js';
+
+type RowOp = Exclude<CaptureOperation, 'truncate'>;
+const ROW_OPS: readonly RowOp[] = ['insert', 'update', 'delete'];
+
+/** Text of one value inside a trigger: `ref` is `NEW."col"` or `OLD."col"`; NULL stays NULL. */
+function sqliteText(ref: string): string {
+  return `(CASE typeof(${ref}) WHEN 'blob' THEN '\\x' || lower(hex(${ref})) ELSE CAST(${ref} AS TEXT) END)`;
+}
+
+/** JSON string literal text of one value, or the text `null`. json_quote escapes control chars. */
+function sqliteJson(row: 'NEW' | 'OLD', c: ColumnInfo): string {
+  return `json_quote(${sqliteText(`${row}.${quoteIdent(c.name)}`)})`;
+}
+
+/** Name of the trigger capturing `op` of `table` into `staging`. */
+export function sqliteTriggerName(stagingTable: string, table: string, op: RowOp): string {
+  return `sluice_cdc_${stagingTable}_${table}_${op}`;
+}
+
+/** Capture time in ms since the epoch; julianday('now') has ms resolution. */
+const SQLITE_NOW_MS = `CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)`;
+
+/** CREATE TABLE statements for the staging and error tables (IF NOT EXISTS). */
+export function sqliteStagingDdl(stagingTable: string): string[] {
+  const s = quoteIdent(stagingTable);
+  const e = quoteIdent(`${stagingTable}_errors`);
+  const common = `table_name TEXT NOT NULL, op TEXT NOT NULL, key TEXT NOT NULL, key_hash INTEGER,
+  before TEXT, after TEXT, txid TEXT, time_ms INTEGER NOT NULL, attempts INTEGER NOT NULL DEFAULT 0`;
+  return [
+    `CREATE TABLE IF NOT EXISTS ${s} (\n  id INTEGER PRIMARY KEY AUTOINCREMENT,\n  ${common}\n)`,
+    `CREATE TABLE IF NOT EXISTS ${e} (\n  id INTEGER PRIMARY KEY,\n  ${common},\n  error TEXT NOT NULL,\n  parked_time_ms INTEGER NOT NULL\n)`,
+  ];
+}
+
+/**
+ * DROP + CREATE TRIGGER statements for one resolved table: one AFTER ... FOR EACH ROW trigger per
+ * captured row operation, and a DROP for each operation not captured (so removing an operation
+ * from the config removes its trigger on the next install).
+ */
+export function sqliteTriggerDdl(stagingTable: string, t: ResolvedTable): string[] {
+  const cfg = t.config;
+  const out: string[] = [];
+  const tableLit = quoteLiteral(cfg.table);
+  const staging = quoteIdent(stagingTable);
+  const suppress = cfg.suppressNoopUpdates ?? CDC_DEFAULTS.suppressNoopUpdates;
+  for (const op of ROW_OPS) {
+    const name = quoteIdent(sqliteTriggerName(stagingTable, cfg.table, op));
+    out.push(`DROP TRIGGER IF EXISTS ${name}`);
+    if (!cfg.operations.includes(op)) continue;
+    const row = op === 'delete' ? 'OLD' : 'NEW';
+    const key = jsonArrayExpr(t.key, (c) => sqliteJson(row, c));
+    const before = op === 'insert' ? 'NULL' : jsonObjectExpr(t.columns, (c) => sqliteJson('OLD', c));
+    const after = op === 'delete' ? 'NULL' : jsonObjectExpr(t.columns, (c) => sqliteJson('NEW', c));
+    const when: string[] = [];
+    if (op === 'update' && suppress) {
+      const compared = [...t.columns, ...t.key.filter((k) => !t.columns.includes(k))];
+      when.push(compared.map((c) => {
+        const col = quoteIdent(c.name);
+        return `${sqliteText(`OLD.${col}`)} IS NOT ${sqliteText(`NEW.${col}`)}`;
+      }).join('\n     OR '));
+    }
+    if (cfg.condition) when.push(cfg.condition);
+    const whenSql = when.length > 0 ? `\nWHEN ${when.map((w) => `(${w})`).join(' AND ')}` : '';
+    out.push(
+      `CREATE TRIGGER ${name} AFTER ${op.toUpperCase()} ON ${quoteIdent(cfg.table)} FOR EACH ROW${whenSql}
+BEGIN
+  INSERT INTO ${staging} (table_name, op, key, key_hash, before, after, txid, time_ms)
+  VALUES (${tableLit}, '${op}', ${key}, NULL,
+    ${before},
+    ${after},
+    NULL, ${SQLITE_NOW_MS});
+END`,
+    );
+  }
+  return out;
+}
+
+/** Columns of `table` from pragma table_info; empty when the table does not exist. */
+export function introspectSqliteTable(db: Database.Database, table: string): ColumnInfo[] {
+  const rows = db.prepare(`SELECT name, type, pk FROM pragma_table_info(?)`).all(table) as { name: string; type: string; pk: number }[];
+  return rows.map((r) => ({ name: r.name, type: r.type.toUpperCase(), pkPosition: r.pk }));
+}
+
+/** Every statement install() runs for `source` against `db` (introspects the tables). */
+export function sqliteInstallDdl(db: Database.Database, source: CaptureSource): string[] {
+  const stmts = sqliteStagingDdl(source.stagingTable);
+  for (const cfg of source.tables) {
+    stmts.push(...sqliteTriggerDdl(source.stagingTable, resolveTable(cfg, introspectSqliteTable(db, cfg.table))));
+  }
+  return stmts;
+}
+
+interface SqliteStagedRow {
+  staging_id: string;
+  table_name: string;
+  op: CaptureOperation;
+  key: string;
+  before: string | null;
+  after: string | null;
+  txid: string | null;
+  time_ms: number;
+  attempts: number;
+}
+
+/**
+ * StagingClient over better-sqlite3 (synchronous underneath; the promises resolve immediately).
+ * The connection uses WAL and `busy_timeout` = database.busyTimeoutMs (default 5000 ms); a write
+ * that cannot get the lock in that time throws SQLITE_BUSY.
+ *
+ * claim() scans staging in id order and keeps the rows whose keyHash(key) % pumps == pump: SQLite
+ * triggers cannot call a JS hash, so the split happens here. Cost per claim: the rows ahead of
+ * this pump's last wanted row, i.e. other pumps' unshipped backlog plus `limit`.
+ */
+export class SqliteStaging implements StagingClient {
+  readonly source: CaptureSource;
+  private readonly db: Database.Database;
+  private closed = false;
+  private prepared: { scan: Database.Statement; del: Database.Statement; count: Database.Statement } | null = null;
+
+  constructor(source: CaptureSource) {
+    validateCaptureSource(source);
+    if (source.database.dialect !== 'sqlite') throw new Error(`SqliteStaging needs dialect "sqlite", dialect=${source.database.dialect}`);
+    this.source = source;
+    this.db = new Database(source.database.file, { timeout: source.database.busyTimeoutMs ?? CDC_DEFAULTS.busyTimeoutMs });
+    this.db.pragma('journal_mode = WAL');
+  }
+
+  /** Statements over the staging table, prepared on first use (the table exists after install()). */
+  private stmts(): { scan: Database.Statement; del: Database.Statement; count: Database.Statement } {
+    if (this.prepared === null) {
+      const s = quoteIdent(this.source.stagingTable);
+      this.prepared = {
+        scan: this.db.prepare(
+          `SELECT CAST(id AS TEXT) AS staging_id, table_name, op, key, before, after, txid, time_ms, attempts FROM ${s} ORDER BY id`,
+        ),
+        del: this.db.prepare(`DELETE FROM ${s} WHERE id = CAST(? AS INTEGER)`),
+        count: this.db.prepare(`SELECT count(*) AS n FROM ${s}`).pluck(),
+      };
+    }
+    return this.prepared;
+  }
+
+  async install(): Promise<void> {
+    this.checkOpen();
+    const stmts = sqliteInstallDdl(this.db, this.source);
+    this.db.transaction(() => {
+      for (const stmt of stmts) this.db.exec(stmt);
+    }).immediate();
+  }
+
+  async uninstall(options: UninstallOptions = {}): Promise<void> {
+    this.checkOpen();
+    this.db.transaction(() => {
+      for (const cfg of this.source.tables) {
+        for (const op of ROW_OPS) this.db.exec(`DROP TRIGGER IF EXISTS ${quoteIdent(sqliteTriggerName(this.source.stagingTable, cfg.table, op))}`);
+      }
+      if (options.dropStaging) {
+        this.prepared = null;
+        this.db.exec(`DROP TABLE IF EXISTS ${quoteIdent(this.source.stagingTable)}`);
+        this.db.exec(`DROP TABLE IF EXISTS ${quoteIdent(`${this.source.stagingTable}_errors`)}`);
+      }
+    }).immediate();
+  }
+
+  async claim(pump: number, pumps: number, limit: number): Promise<StagedChange[]> {
+    this.checkOpen();
+    checkClaimArgs(pump, pumps, limit);
+    const out: StagedChange[] = [];
+    for (const r of this.stmts().scan.iterate() as IterableIterator<SqliteStagedRow>) {
+      const h = keyHash(r.key);
+      if (h % pumps !== pump) continue;
+      out.push({
+        stagingId: r.staging_id, table: r.table_name, op: r.op, key: r.key, keyHash: h,
+        before: r.before, after: r.after, txid: r.txid ?? '', timeMs: r.time_ms, attempts: r.attempts,
+      });
+      if (out.length >= limit) break;
+    }
+    return out;
+  }
+
+  async ack(stagingIds: string[]): Promise<number> {
+    this.checkOpen();
+    if (stagingIds.length === 0) return 0;
+    const { del } = this.stmts();
+    return this.db.transaction(() => {
+      let n = 0;
+      for (const id of stagingIds) n += del.run(id).changes;
+      return n;
+    }).immediate();
+  }
+
+  async stagedCount(): Promise<number> {
+    this.checkOpen();
+    return this.stmts().count.get() as number;
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.db.close();
+  }
+
+  private checkOpen(): void {
+    if (this.closed) throw new Error(`staging client for source "${this.source.name}" is closed`);
+  }
+}

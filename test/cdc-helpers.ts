@@ -1,0 +1,135 @@
+/**
+ * Shared setup for the cdc tests (not a test file itself): a private PostgreSQL schema per test,
+ * a temp-dir SQLite file per test, the capture cases' `ledger` table in both dialects, and a
+ * capture source over it.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import Database from 'better-sqlite3';
+import pg from 'pg';
+import type { CaptureSource, CaptureTable, DatabaseRef, StagedChange, StagingClient } from '../engine/cdc/index.js';
+
+export const PG_URL = process.env.SLUICE_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+
+export type Dialect = 'sqlite' | 'postgres';
+export const DIALECTS: Dialect[] = ['sqlite', 'postgres'];
+
+/** The capture cases' table. SQLite: exact decimals are TEXT (NUMERIC affinity would lose digits). */
+export const LEDGER_DDL: Record<Dialect, string> = {
+  postgres: `CREATE TABLE ledger (id bigint PRIMARY KEY, holder text, memo text, amount numeric(18,6), booked timestamp, booked_tz timestamptz)`,
+  sqlite: `CREATE TABLE ledger (id INTEGER PRIMARY KEY, holder TEXT, memo TEXT, amount TEXT, booked TEXT, booked_tz TEXT)`,
+};
+
+/** A writer connection of the application under capture. */
+export interface AppDb {
+  dialect: Dialect;
+  ref: DatabaseRef;
+  /** Runs SQL (one or more statements). */
+  exec(sql: string): Promise<void>;
+  /** Rows of a query. */
+  query<T>(sql: string): Promise<T[]>;
+  /** Another writer connection to the same database. */
+  connect(): Promise<AppDb>;
+  close(): Promise<void>;
+  /** Closes and removes the schema / temp dir. */
+  destroy(): Promise<void>;
+}
+
+export async function createAppDb(dialect: Dialect): Promise<AppDb> {
+  return dialect === 'sqlite' ? createSqliteAppDb() : createPgAppDb();
+}
+
+function sqliteAppDb(file: string, cleanup: () => void): AppDb {
+  const db = new Database(file, { timeout: 5000 });
+  db.pragma('journal_mode = WAL');
+  const self: AppDb = {
+    dialect: 'sqlite',
+    ref: { dialect: 'sqlite', file },
+    async exec(sql) { db.exec(sql); },
+    async query<T>(sql: string) { return db.prepare(sql).all() as T[]; },
+    async connect() { return sqliteAppDb(file, () => undefined); },
+    async close() { if (db.open) db.close(); },
+    async destroy() { await self.close(); cleanup(); },
+  };
+  return self;
+}
+
+function createSqliteAppDb(): AppDb {
+  const dir = mkdtempSync(join(tmpdir(), 'sluice-cdc-'));
+  return sqliteAppDb(join(dir, 'app.db'), () => rmSync(dir, { recursive: true, force: true }));
+}
+
+async function pgAppDb(schema: string, cleanup: (() => Promise<void>) | null): Promise<AppDb> {
+  const client = new pg.Client({ connectionString: PG_URL });
+  client.on('error', () => undefined);
+  await client.connect();
+  await client.query(`SET search_path TO "${schema}"`);
+  let closed = false;
+  const self: AppDb = {
+    dialect: 'postgres',
+    ref: { dialect: 'postgres', url: PG_URL, schema },
+    async exec(sql) { await client.query(sql); },
+    async query<T>(sql: string) { return (await client.query(sql)).rows as T[]; },
+    async connect() { return pgAppDb(schema, null); },
+    async close() { if (!closed) { closed = true; await client.end(); } },
+    async destroy() { await self.close(); if (cleanup) await cleanup(); },
+  };
+  return self;
+}
+
+async function createPgAppDb(): Promise<AppDb> {
+  const schema = `sluice_cdc_${randomBytes(6).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: PG_URL });
+  await admin.connect();
+  await admin.query(`CREATE SCHEMA "${schema}"`);
+  await admin.end();
+  return pgAppDb(schema, async () => {
+    const c = new pg.Client({ connectionString: PG_URL });
+    await c.connect();
+    await c.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+    await c.end();
+  });
+}
+
+/** A capture source over `tables` in `app`'s database. */
+export function sourceFor(app: AppDb, tables: Partial<CaptureTable>[], extra: Partial<CaptureSource> = {}): CaptureSource {
+  return {
+    name: 'test',
+    database: app.ref,
+    tables: tables.map((t) => ({ table: 'ledger', operations: ['insert', 'update', 'delete'], target: 'ledger-events', ...t })),
+    pumps: 1,
+    batchSizeMax: 100,
+    pollIntervalMs: 10,
+    stagingTable: 'sluice_staging',
+    ...extra,
+  };
+}
+
+/** Claims everything staged for pump 0 of 1 and acks it. */
+export async function drain(staging: StagingClient, limit = 1000): Promise<StagedChange[]> {
+  const rows = await staging.claim(0, 1, limit);
+  await staging.ack(rows.map((r) => r.stagingId));
+  return rows;
+}
+
+/** The parts of a change the case expectations talk about, images parsed. */
+export function view(c: StagedChange): { table: string; op: string; key: unknown; before: unknown; after: unknown } {
+  return {
+    table: c.table,
+    op: c.op,
+    key: c.key === '*' ? '*' : JSON.parse(c.key),
+    before: c.before === null ? null : JSON.parse(c.before),
+    after: c.after === null ? null : JSON.parse(c.after),
+  };
+}
+
+/** A full ledger row image; unspecified columns are null. */
+export function ledgerRow(values: Partial<Record<'id' | 'holder' | 'memo' | 'amount' | 'booked' | 'booked_tz', string | null>>): Record<string, string | null> {
+  return { id: null, holder: null, memo: null, amount: null, booked: null, booked_tz: null, ...values };
+}
+
+export function sleepMs(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}

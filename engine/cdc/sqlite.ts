@@ -164,7 +164,32 @@ export class SqliteStaging implements StagingClient {
     const stmts = sqliteInstallDdl(this.db, this.source);
     this.db.transaction(() => {
       for (const stmt of stmts) this.db.exec(stmt);
+      for (const cfg of this.source.tables) this.checkTriggersCompile(cfg.table, cfg.operations);
     }).immediate();
+  }
+
+  /**
+   * SQLite compiles a trigger only when a statement that fires it is prepared, so a bad
+   * `condition` (e.g. NEW on a delete) would otherwise first fail in the application's write.
+   * Preparing (not running) one statement per operation surfaces it here, inside install's
+   * transaction, which then rolls back.
+   */
+  private checkTriggersCompile(table: string, operations: CaptureOperation[]): void {
+    const t = quoteIdent(table);
+    const first = introspectSqliteTable(this.db, table)[0];
+    const probes: [CaptureOperation, string][] = [
+      ['insert', `INSERT INTO ${t} DEFAULT VALUES`],
+      ['update', `UPDATE ${t} SET ${quoteIdent(first?.name ?? 'rowid')} = ${quoteIdent(first?.name ?? 'rowid')} WHERE 0`],
+      ['delete', `DELETE FROM ${t} WHERE 0`],
+    ];
+    for (const [op, sql] of probes) {
+      if (!operations.includes(op)) continue;
+      try {
+        this.db.prepare(sql);
+      } catch (err) {
+        throw new Error(`capture table "${table}": ${op} trigger does not compile: ${(err as Error).message}`);
+      }
+    }
   }
 
   async uninstall(options: UninstallOptions = {}): Promise<void> {

@@ -1,0 +1,224 @@
+/**
+ * Capture cases C3, C5, C6, C7 (and C9 on PostgreSQL) from shared/cases/capture.md, at the
+ * trigger + staging level, on SQLite and PostgreSQL; plus key hash, condition and config checks.
+ */
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { keyHash, openStaging, validateCaptureSource } from '../engine/cdc/index.js';
+import type { StagingClient } from '../engine/cdc/index.js';
+import { createAppDb, DIALECTS, drain, LEDGER_DDL, ledgerRow, sourceFor, view } from './cdc-helpers.js';
+import type { AppDb, Dialect } from './cdc-helpers.js';
+import type { CaptureTable } from '../engine/cdc/index.js';
+
+/** Asserts that `p` rejects with a message matching `re`. */
+async function rejects(p: Promise<unknown>, re: RegExp): Promise<void> {
+  try {
+    await p;
+  } catch (err) {
+    assert.match((err as Error).message, re);
+    return;
+  }
+  assert.unreachable(`expected a rejection matching ${re}`);
+}
+
+/** Runs `body` against a fresh ledger table with capture installed; cleans up after. */
+async function withLedger(dialect: Dialect, table: Partial<CaptureTable>, body: (app: AppDb, staging: StagingClient) => Promise<void>): Promise<void> {
+  const app = await createAppDb(dialect);
+  let staging: StagingClient | null = null;
+  try {
+    await app.exec(LEDGER_DDL[dialect]);
+    staging = await openStaging(sourceFor(app, [table]));
+    await staging.install();
+    await body(app, staging);
+  } finally {
+    if (staging) await staging.close();
+    await app.destroy();
+  }
+}
+
+test('keyHash is FNV-1a 32 over UTF-8 (reference vectors)', () => {
+  assert.is(keyHash(''), 0x811c9dc5);
+  assert.is(keyHash('a'), 0xe40c292c);
+  assert.is(keyHash('foobar'), 0xbf9cf968);
+  // Non-ASCII goes through UTF-8: "é" is C3 A9.
+  let h = 0x811c9dc5;
+  for (const b of [0x5b, 0xc3, 0xa9, 0x5d]) h = Math.imul(h ^ b, 16777619) >>> 0;
+  assert.is(keyHash('[é]'), h);
+});
+
+test('postgres: sluice_fnv1a32 in the database equals keyHash in JS, ASCII and not', async () => {
+  await withLedger('postgres', {}, async (app) => {
+    for (const k of ['', 'a', '["9007199254740993"]', '["Grüße 😀"]', '*']) {
+      const [row] = await app.query<{ h: string }>(`SELECT sluice_fnv1a32('${k}')::text AS h`);
+      assert.is(Number(row!.h), keyHash(k), k);
+    }
+  });
+});
+
+for (const dialect of DIALECTS) {
+  test(`${dialect}: C3 three rows from one statement get their own staging ids, claimed in order; partial ack then re-claim yields the other two once each in order`, async () => {
+    await withLedger(dialect, {}, async (app, staging) => {
+      await app.exec(dialect === 'postgres'
+        ? `INSERT INTO ledger(id, holder) SELECT g, 'bulk' FROM generate_series(20, 22) g`
+        : `WITH RECURSIVE g(x) AS (SELECT 20 UNION ALL SELECT x + 1 FROM g WHERE x < 22) INSERT INTO ledger(id, holder) SELECT x, 'bulk' FROM g`);
+      const first = await staging.claim(0, 1, 10);
+      assert.equal(first.map((c) => c.key), ['["20"]', '["21"]', '["22"]']);
+      const ids = first.map((c) => BigInt(c.stagingId));
+      assert.ok(ids[0]! < ids[1]! && ids[1]! < ids[2]!, `ids ascending and distinct: ${ids.join(',')}`);
+      // "Crash after the first of the three is shipped": only its ack happened.
+      assert.is(await staging.ack([first[0]!.stagingId]), 1);
+      const again = await staging.claim(0, 1, 10);
+      assert.equal(again.map((c) => [c.stagingId, c.key]), [[first[1]!.stagingId, '["21"]'], [first[2]!.stagingId, '["22"]']]);
+      assert.is(await staging.ack(again.map((c) => c.stagingId)), 2);
+      assert.equal(await staging.claim(0, 1, 10), []);
+      // Ack is idempotent: already-deleted ids delete nothing.
+      assert.is(await staging.ack(first.map((c) => c.stagingId)), 0);
+    });
+  });
+
+  test(`${dialect}: C5 bigint and numeric values keep every digit as exact text`, async () => {
+    await withLedger(dialect, {}, async (app, staging) => {
+      await app.exec(dialect === 'postgres'
+        ? `INSERT INTO ledger(id, amount) VALUES (9007199254740993, 999999999999.999998), (41, -0.5)`
+        // SQLite: amount is TEXT and the values are written as text (NUMERIC affinity would round).
+        : `INSERT INTO ledger(id, amount) VALUES (9007199254740993, '999999999999.999998'), (41, '-0.5')`);
+      const rows = await drain(staging);
+      assert.equal(rows.map(view), [
+        { table: 'ledger', op: 'insert', key: ['9007199254740993'], before: null, after: ledgerRow({ id: '9007199254740993', amount: '999999999999.999998' }) },
+        { table: 'ledger', op: 'insert', key: ['41'], before: null, after: ledgerRow({ id: '41', amount: '-0.5' }) },
+      ]);
+      assert.is(rows[0]!.key, '["9007199254740993"]');
+      assert.ok(rows[0]!.after!.includes('"amount":"999999999999.999998"'), rows[0]!.after!);
+      assert.ok(rows[1]!.after!.includes('"amount":"-0.5"'), rows[1]!.after!);
+    });
+  });
+
+  test(`${dialect}: C6 NULL transitions are changes, every captured column present, an unchanged update gives no event`, async () => {
+    await withLedger(dialect, {}, async (app, staging) => {
+      await app.exec(`INSERT INTO ledger(id, holder, memo) VALUES (70, 'ann', NULL)`);
+      await app.exec(`UPDATE ledger SET holder = NULL WHERE id = 70`);
+      await app.exec(`UPDATE ledger SET memo = 'm' WHERE id = 70`);
+      await app.exec(`UPDATE ledger SET memo = 'm' WHERE id = 70`);
+      const rows = await drain(staging);
+      assert.equal(rows.map(view), [
+        { table: 'ledger', op: 'insert', key: ['70'], before: null, after: ledgerRow({ id: '70', holder: 'ann' }) },
+        { table: 'ledger', op: 'update', key: ['70'], before: ledgerRow({ id: '70', holder: 'ann', memo: null }), after: ledgerRow({ id: '70', holder: null, memo: null }) },
+        { table: 'ledger', op: 'update', key: ['70'], before: ledgerRow({ id: '70', memo: null }), after: ledgerRow({ id: '70', memo: 'm' }) },
+      ]);
+    });
+  });
+
+  test(`${dialect}: C6 with suppressNoopUpdates false an unchanged update is an event`, async () => {
+    await withLedger(dialect, { suppressNoopUpdates: false }, async (app, staging) => {
+      await app.exec(`INSERT INTO ledger(id, memo) VALUES (71, 'm')`);
+      await app.exec(`UPDATE ledger SET memo = 'm' WHERE id = 71`);
+      const rows = await drain(staging);
+      assert.equal(rows.map(view), [
+        { table: 'ledger', op: 'insert', key: ['71'], before: null, after: ledgerRow({ id: '71', memo: 'm' }) },
+        { table: 'ledger', op: 'update', key: ['71'], before: ledgerRow({ id: '71', memo: 'm' }), after: ledgerRow({ id: '71', memo: 'm' }) },
+      ]);
+    });
+  });
+
+  test(`${dialect}: C7 any text survives: valid UTF-8 JSON, control characters escaped, exact strings back`, async () => {
+    await withLedger(dialect, {}, async (app, staging) => {
+      await app.exec(dialect === 'postgres'
+        ? `INSERT INTO ledger(id, holder, memo) VALUES (100, 'Grüße 😀', E'q"uote\\\\back\\nline\\ttab')`
+        : `INSERT INTO ledger(id, holder, memo) VALUES (100, 'Grüße 😀', 'q"uote\\back' || char(10) || 'line' || char(9) || 'tab')`);
+      const [row] = await drain(staging);
+      const after = row!.after!;
+      assert.not.match(after, /[\u0000-\u001f]/, 'no raw control character in the JSON text');
+      assert.not.match(after, /\uFFFD/, 'no replacement character (mojibake)');
+      assert.is(Buffer.from(after, 'utf8').toString('utf8'), after);
+      const image = JSON.parse(after) as Record<string, string | null>;
+      assert.is(image.holder, 'Grüße 😀');
+      assert.is(image.memo, 'q"uote\\back\nline\ttab');
+      assert.equal(image, ledgerRow({ id: '100', holder: 'Grüße 😀', memo: 'q"uote\\back\nline\ttab' }));
+    });
+  });
+
+  test(`${dialect}: condition in the trigger WHEN filters rows; columns and key config shape the images`, async () => {
+    await withLedger(dialect, { operations: ['insert', 'update'], columns: ['holder'], key: ['id'], condition: `NEW.holder <> 'skip'` }, async (app, staging) => {
+      await app.exec(`INSERT INTO ledger(id, holder) VALUES (1, 'keep')`);
+      await app.exec(`INSERT INTO ledger(id, holder) VALUES (2, 'skip')`);
+      await app.exec(`UPDATE ledger SET holder = 'changed' WHERE id = 1`);
+      await app.exec(`UPDATE ledger SET memo = 'not captured' WHERE id = 1`);
+      const rows = await drain(staging);
+      assert.equal(rows.map(view), [
+        { table: 'ledger', op: 'insert', key: ['1'], before: null, after: { holder: 'keep' } },
+        { table: 'ledger', op: 'update', key: ['1'], before: { holder: 'keep' }, after: { holder: 'changed' } },
+      ]);
+    });
+  });
+
+  test(`${dialect}: a condition over NEW on a delete trigger is refused at install`, async () => {
+    await rejects(withLedger(dialect, { operations: ['insert', 'delete'], condition: `NEW.holder <> 'skip'` }, async () => undefined), /new/i);
+  });
+
+  test(`${dialect}: install is idempotent and uninstall stops capture`, async () => {
+    await withLedger(dialect, {}, async (app, staging) => {
+      await staging.install();
+      await app.exec(`INSERT INTO ledger(id) VALUES (1)`);
+      assert.is(await staging.stagedCount(), 1, 'one trigger per operation after two installs');
+      await staging.uninstall();
+      await app.exec(`INSERT INTO ledger(id) VALUES (2)`);
+      assert.is(await staging.stagedCount(), 1);
+      await staging.uninstall({ dropStaging: true });
+      await staging.install();
+      assert.is(await staging.stagedCount(), 0);
+    });
+  });
+
+  test(`${dialect}: install names the missing column`, async () => {
+    await rejects(withLedger(dialect, { columns: ['holder', 'nope'] }, async () => undefined), /capture table "ledger": columns: column "nope" not found/);
+  });
+}
+
+test('postgres: C9 TRUNCATE writes a table-level truncate event after the row events', async () => {
+  await withLedger('postgres', { operations: ['insert', 'update', 'delete', 'truncate'] }, async (app, staging) => {
+    await app.exec(`INSERT INTO ledger(id) VALUES (90), (91)`);
+    await app.exec(`TRUNCATE ledger`);
+    const rows = await drain(staging);
+    assert.equal(rows.map(view), [
+      { table: 'ledger', op: 'insert', key: ['90'], before: null, after: ledgerRow({ id: '90' }) },
+      { table: 'ledger', op: 'insert', key: ['91'], before: null, after: ledgerRow({ id: '91' }) },
+      { table: 'ledger', op: 'truncate', key: '*', before: null, after: null },
+    ]);
+    assert.is(rows[2]!.keyHash, keyHash('*'));
+  });
+});
+
+test('postgres: timestamptz is rendered in UTC whatever the writer TimeZone; numeric scale is trimmed', async () => {
+  await withLedger('postgres', {}, async (app, staging) => {
+    await app.exec(`SET TimeZone = 'Asia/Tokyo'`);
+    await app.exec(`INSERT INTO ledger(id, amount, booked, booked_tz) VALUES (5, 1.500000, '2024-02-29 12:34:56.789', '2024-02-29 12:34:56.789+09')`);
+    const [row] = await drain(staging);
+    assert.equal(view(row!).after, ledgerRow({ id: '5', amount: '1.5', booked: '2024-02-29T12:34:56.789', booked_tz: '2024-02-29T03:34:56.789Z' }));
+    assert.ok(/^\d+$/.test(row!.txid), `txid is txid_current() text: ${row!.txid}`);
+  });
+});
+
+test('sqlite: truncate in the config is refused with a clear error', () => {
+  assert.throws(() => validateCaptureSource({
+    name: 's', database: { dialect: 'sqlite', file: 'x.db' }, pumps: 1, batchSizeMax: 1, pollIntervalMs: 1, stagingTable: 'st',
+    tables: [{ table: 'ledger', operations: ['truncate'], target: 'q' }],
+  }), /tables\[0\]\.operations: truncate is not supported on sqlite/);
+});
+
+test('config errors list every problem with its path', () => {
+  try {
+    validateCaptureSource({
+      name: 's', database: { dialect: 'postgres', url: '' }, pumps: 0, batchSizeMax: 1, pollIntervalMs: 1, stagingTable: 'bad name',
+      tables: [{ table: 'ledger', operations: [], target: 'q' }],
+    });
+    assert.unreachable();
+  } catch (err) {
+    const msg = (err as Error).message;
+    assert.match(msg, /capture source "s": database\.url: must be a non-empty connection string/);
+    assert.match(msg, /capture source "s": pumps: must be an integer in \[1, 1024\], pumps=0/);
+    assert.match(msg, /stagingTable: must match/);
+    assert.match(msg, /tables\[0\]\.operations: must list at least one/);
+  }
+});
+
+test.run();

@@ -133,3 +133,19 @@ export function ledgerRow(values: Partial<Record<'id' | 'holder' | 'memo' | 'amo
 export function sleepMs(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
 }
+
+/** In-memory PumpSink: durable for the life of the process, which is all these tests need. */
+export interface MemorySink {
+  changes: StagedChange[];
+  appendBatch(changes: StagedChange[]): void;
+  recentStagingIds(limit: number): Set<string>;
+}
+
+export function memorySink(): MemorySink {
+  const changes: StagedChange[] = [];
+  return {
+    changes,
+    appendBatch(batch) { changes.push(...batch); },
+    recentStagingIds(limit) { return new Set(changes.slice(-limit).map((c) => c.stagingId)); },
+  };
+}

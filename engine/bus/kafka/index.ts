@@ -1,0 +1,356 @@
+/**
+ * Kafka bus backend over kafkajs 2.x.
+ *
+ * Producers: kafkajs producers with acks=all; transactional ones carry a transactionalId with
+ * maxInFlightRequests=1. `idempotent` defaults to false only because librdkafka's mock cluster
+ * reports controller id 0 and kafkajs then cannot initialise an idempotent producer; set it on a
+ * real cluster. Every record is sent with an explicit partition computed by
+ * {@link PartitionResolver} (murmur2, same as kafkajs' DefaultPartitioner), so partitioning does
+ * not depend on the client.
+ *
+ * Consumers: a pull adapter over kafkajs' push consumer, see ./consumer.ts for why and how.
+ *
+ * Topics: kafkajs admin.createTopics, or `createTopics` from the options (the mock cluster does
+ * not implement CreateTopics; pass {@link KafkaMockCluster.createTopics}).
+ */
+import kafkajs from 'kafkajs'
+import type { Admin, Kafka as KafkaClient, Producer, Transaction } from 'kafkajs'
+import { PartitionResolver } from '../partitioner.js'
+import {
+  BusError,
+  type BusBackend,
+  type BusConsumer,
+  type BusProducer,
+  type BusTransaction,
+  type ConsumerOptions,
+  type GroupMetadata,
+  type PartitionPosition,
+  type ProducerOptions,
+  type ProducerRecord,
+  type RecordMetadata,
+  type TopicPartition,
+  type TopicSpec,
+} from '../types.js'
+import { KafkaConsumer } from './consumer.js'
+import { kafkaErrorType, toBusError } from './errors.js'
+
+const { Kafka, logLevel } = kafkajs
+
+/** Options for {@link createKafkaBus}. */
+export interface KafkaBusOptions {
+  /** Bootstrap servers, 'host:port'. */
+  brokers: string[]
+  /** Default 'sluice'. */
+  clientId?: string
+  /** Replaces kafkajs admin.createTopics (needed on the mock cluster). */
+  createTopics?: (topics: TopicSpec[]) => Promise<void>
+  /** Idempotent producers (required for EOS on a real cluster). Default false (mock cluster limit). */
+  idempotent?: boolean
+  /** Longest broker-side wait of one fetch, ms; bounds how late seek/resume take effect. Default 100. */
+  fetchMaxWaitMs?: number
+  /** Group heartbeat interval, ms. Default 500 (kafkajs: 3000), so rebalances are noticed quickly. */
+  heartbeatIntervalMs?: number
+  /** kafkajs log level name. Default 'NOTHING' (kafkajs logs expected rebalance errors loudly). */
+  logLevel?: 'NOTHING' | 'ERROR' | 'WARN' | 'INFO' | 'DEBUG'
+}
+
+/** Creates a kafka bus; connects lazily. Throws 'bad-input' on an empty broker list. */
+export function createKafkaBus(opts: KafkaBusOptions): BusBackend {
+  if (!opts.brokers?.length) throw new BusError('bad-input', 'kafka bus needs at least one broker, brokers=[]')
+  return new KafkaBus(opts)
+}
+
+/** Internal settings shared with ./consumer.ts. */
+export interface KafkaBusInternals {
+  readonly kafka: KafkaClient
+  readonly opts: Required<Pick<KafkaBusOptions, 'fetchMaxWaitMs' | 'heartbeatIntervalMs' | 'clientId'>>
+  admin(): Promise<Admin>
+  offsets(tps: TopicPartition[]): Promise<{ start: number; end: number }[]>
+  committed(groupId: string, tps: TopicPartition[]): Promise<(number | null)[]>
+  partitionCount(topic: string): Promise<number | null>
+}
+
+class KafkaBus implements BusBackend, KafkaBusInternals {
+  readonly kind = 'kafka'
+  readonly kafka: KafkaClient
+  readonly opts: KafkaBusInternals['opts']
+  private adminClient: Promise<Admin> | null = null
+  private readonly producers = new Set<KafkaProducer>()
+  private readonly consumers = new Set<KafkaConsumer>()
+  private closed = false
+
+  constructor(private readonly options: KafkaBusOptions) {
+    this.opts = {
+      clientId: options.clientId ?? 'sluice',
+      fetchMaxWaitMs: options.fetchMaxWaitMs ?? 100,
+      heartbeatIntervalMs: options.heartbeatIntervalMs ?? 500,
+    }
+    this.kafka = new Kafka({
+      clientId: this.opts.clientId,
+      brokers: options.brokers,
+      logLevel: logLevel[options.logLevel ?? 'NOTHING'],
+      retry: { retries: 5, initialRetryTime: 100 },
+    })
+  }
+
+  private checkOpen(): void {
+    if (this.closed) throw new BusError('closed', 'kafka bus is closed')
+  }
+
+  admin(): Promise<Admin> {
+    this.checkOpen()
+    if (!this.adminClient) {
+      const a = this.kafka.admin()
+      this.adminClient = a.connect().then(() => a)
+      this.adminClient.catch(() => (this.adminClient = null))
+    }
+    return this.adminClient
+  }
+
+  async createTopics(topics: TopicSpec[]): Promise<void> {
+    this.checkOpen()
+    const missing: TopicSpec[] = []
+    for (const t of topics) {
+      if (!Number.isInteger(t.partitions) || t.partitions < 1) {
+        throw new BusError('bad-input', `partitions must be an integer >= 1, topic=${t.name} partitions=${t.partitions}`)
+      }
+      const n = await this.partitionCount(t.name)
+      if (n === null) missing.push(t)
+      else if (n !== t.partitions) throw new BusError('bad-input', `topic exists with ${n} partitions, topic=${t.name} partitions=${t.partitions}`)
+    }
+    if (missing.length === 0) return
+    try {
+      if (this.options.createTopics) await this.options.createTopics(missing)
+      else {
+        const admin = await this.admin()
+        await admin.createTopics({
+          waitForLeaders: true,
+          topics: missing.map((t) => ({
+            topic: t.name,
+            numPartitions: t.partitions,
+            configEntries: t.compacted ? [{ name: 'cleanup.policy', value: 'compact' }] : [],
+          })),
+        })
+      }
+    } catch (e) {
+      throw toBusError(e, `creating topics ${missing.map((t) => t.name).join(',')}`)
+    }
+  }
+
+  async partitionCount(topic: string): Promise<number | null> {
+    const admin = await this.admin()
+    try {
+      const { topics } = await admin.fetchTopicMetadata({ topics: [topic] })
+      return topics[0]?.partitions.length || null
+    } catch (e) {
+      if (kafkaErrorType(e) === 'UNKNOWN_TOPIC_OR_PARTITION') return null
+      throw toBusError(e, `metadata of topic ${topic}`)
+    }
+  }
+
+  async offsets(tps: TopicPartition[]): Promise<{ start: number; end: number }[]> {
+    const admin = await this.admin()
+    const byTopic = new Map<string, { partition: number; low: string; high: string }[]>()
+    for (const topic of new Set(tps.map((tp) => tp.topic))) {
+      try {
+        // ListOffsets with isolation level READ_COMMITTED (kafkajs default): high = last stable offset.
+        byTopic.set(topic, await admin.fetchTopicOffsets(topic))
+      } catch (e) {
+        throw toBusError(e, `offsets of topic ${topic}`)
+      }
+    }
+    return tps.map((tp) => {
+      const p = byTopic.get(tp.topic)!.find((x) => x.partition === tp.partition)
+      if (!p) throw new BusError('bad-input', `no such partition, topic=${tp.topic} partition=${tp.partition}`)
+      return { start: Number(p.low), end: Number(p.high) }
+    })
+  }
+
+  async committed(groupId: string, tps: TopicPartition[]): Promise<(number | null)[]> {
+    const admin = await this.admin()
+    const topics = [...new Set(tps.map((tp) => tp.topic))]
+    let res: Awaited<ReturnType<Admin['fetchOffsets']>>
+    try {
+      res = await admin.fetchOffsets({ groupId, topics })
+    } catch (e) {
+      throw toBusError(e, `committed offsets of group ${groupId}`)
+    }
+    return tps.map((tp) => {
+      const o = res.find((t) => t.topic === tp.topic)?.partitions.find((p) => p.partition === tp.partition)?.offset
+      return o === undefined || Number(o) < 0 ? null : Number(o)
+    })
+  }
+
+  async producer(opts: ProducerOptions = {}): Promise<BusProducer> {
+    this.checkOpen()
+    const transactionalId = opts.transactionalId ?? null
+    const p = this.kafka.producer({
+      allowAutoTopicCreation: false,
+      idempotent: this.options.idempotent ?? false,
+      ...(transactionalId !== null ? { transactionalId, maxInFlightRequests: 1 } : {}),
+    })
+    try {
+      await p.connect()
+    } catch (e) {
+      throw toBusError(e, 'connecting producer')
+    }
+    const producer = new KafkaProducer(this, p, transactionalId, () => this.producers.delete(producer))
+    this.producers.add(producer)
+    return producer
+  }
+
+  async consumer(opts: ConsumerOptions = {}): Promise<BusConsumer> {
+    this.checkOpen()
+    const c = new KafkaConsumer(this, opts, () => this.consumers.delete(c))
+    this.consumers.add(c)
+    return c
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return
+    for (const c of [...this.consumers]) await c.close()
+    for (const p of [...this.producers]) await p.close()
+    this.closed = true
+    const admin = this.adminClient
+    this.adminClient = null
+    if (admin) await (await admin.catch(() => null))?.disconnect()
+  }
+}
+
+type Sender = Pick<Producer, 'sendBatch'>
+
+/** One kafkajs sendBatch; offsets per record = partition base offset + rank within the partition. */
+async function sendRecords(sender: Sender, resolver: PartitionResolver, records: ProducerRecord[], what: string): Promise<RecordMetadata[]> {
+  if (records.length === 0) return []
+  const partitions = await resolver.resolve(records)
+  const byTopic = new Map<string, { partition: number; key: string | null; value: Buffer | null; headers?: Record<string, string>; timestamp: string }[]>()
+  const rank = new Array<number>(records.length)
+  const perPartition = new Map<string, number>()
+  for (let i = 0; i < records.length; i++) {
+    const r = records[i]
+    let list = byTopic.get(r.topic)
+    if (!list) byTopic.set(r.topic, (list = []))
+    list.push({
+      partition: partitions[i],
+      key: r.key,
+      value: r.value === null ? null : Buffer.from(r.value.buffer, r.value.byteOffset, r.value.byteLength),
+      headers: r.headers,
+      timestamp: String(r.timestampMs ?? Date.now()),
+    })
+    const k = `${r.topic}:${partitions[i]}`
+    const n = perPartition.get(k) ?? 0
+    rank[i] = n
+    perPartition.set(k, n + 1)
+  }
+  let meta: Awaited<ReturnType<Producer['sendBatch']>>
+  try {
+    meta = await sender.sendBatch({ acks: -1, topicMessages: [...byTopic].map(([topic, messages]) => ({ topic, messages })) })
+  } catch (e) {
+    throw toBusError(e, what)
+  }
+  const base = new Map<string, number>()
+  for (const m of meta) base.set(`${m.topicName}:${m.partition}`, Number(m.baseOffset ?? -1))
+  return records.map((r, i) => {
+    const b = base.get(`${r.topic}:${partitions[i]}`) ?? -1
+    return { topic: r.topic, partition: partitions[i], offset: b < 0 ? -1 : b + rank[i] }
+  })
+}
+
+class KafkaProducer implements BusProducer {
+  private readonly resolver: PartitionResolver
+  open: KafkaTransaction | null = null
+  private closed = false
+
+  constructor(bus: KafkaBus, private readonly p: Producer, readonly transactionalId: string | null, private readonly onClose: () => void) {
+    this.resolver = new PartitionResolver((t) => bus.partitionCount(t))
+  }
+
+  private checkOpen(): void {
+    if (this.closed) throw new BusError('closed', `producer is closed, transactionalId=${this.transactionalId}`)
+  }
+
+  async send(records: ProducerRecord[]): Promise<RecordMetadata[]> {
+    this.checkOpen()
+    if (this.transactionalId !== null) {
+      throw new BusError('txn-state', `transactional producer sends inside begin()/commit(), transactionalId=${this.transactionalId}`)
+    }
+    return sendRecords(this.p, this.resolver, records, 'send')
+  }
+
+  async begin(): Promise<BusTransaction> {
+    this.checkOpen()
+    if (this.transactionalId === null) throw new BusError('txn-state', 'begin() needs a producer with a transactionalId')
+    if (this.open) throw new BusError('txn-state', `a transaction is already open, transactionalId=${this.transactionalId}`)
+    let t: Transaction
+    try {
+      t = await this.p.transaction()
+    } catch (e) {
+      throw toBusError(e, `begin transaction ${this.transactionalId}`)
+    }
+    return (this.open = new KafkaTransaction(this, t, this.resolver))
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return
+    this.closed = true
+    if (this.open) await this.open.abort().catch(() => undefined)
+    this.onClose()
+    await this.p.disconnect().catch(() => undefined)
+  }
+}
+
+class KafkaTransaction implements BusTransaction {
+  private status: 'open' | 'committed' | 'aborted' = 'open'
+
+  constructor(private readonly producer: KafkaProducer, private readonly t: Transaction, private readonly resolver: PartitionResolver) {}
+
+  private checkOpen(): void {
+    if (this.status !== 'open') throw new BusError('txn-state', `transaction is ${this.status}, transactionalId=${this.producer.transactionalId}`)
+  }
+
+  async send(records: ProducerRecord[]): Promise<RecordMetadata[]> {
+    this.checkOpen()
+    return sendRecords(this.t, this.resolver, records, `send in transaction ${this.producer.transactionalId}`)
+  }
+
+  /** kafkajs TxnOffsetCommit carries the group id only: member/generation fencing (KIP-447) is not sent. */
+  async sendOffsets(group: string | GroupMetadata, positions: PartitionPosition[]): Promise<void> {
+    this.checkOpen()
+    const consumerGroupId = typeof group === 'string' ? group : group.groupId
+    const byTopic = new Map<string, { partition: number; offset: string }[]>()
+    for (const p of positions) {
+      let list = byTopic.get(p.topic)
+      if (!list) byTopic.set(p.topic, (list = []))
+      list.push({ partition: p.partition, offset: String(p.offset) })
+    }
+    try {
+      await this.t.sendOffsets({ consumerGroupId, topics: [...byTopic].map(([topic, partitions]) => ({ topic, partitions })) })
+    } catch (e) {
+      throw toBusError(e, `sendOffsets in transaction ${this.producer.transactionalId}`)
+    }
+  }
+
+  async commit(): Promise<void> {
+    this.checkOpen()
+    try {
+      await this.t.commit()
+      this.status = 'committed'
+    } catch (e) {
+      await this.abort().catch(() => undefined)
+      throw toBusError(e, `commit transaction ${this.producer.transactionalId}`)
+    } finally {
+      if (this.producer.open === this) this.producer.open = null
+    }
+  }
+
+  async abort(): Promise<void> {
+    if (this.status !== 'open') return
+    this.status = 'aborted'
+    if (this.producer.open === this) this.producer.open = null
+    try {
+      if (this.t.isActive()) await this.t.abort()
+    } catch (e) {
+      throw toBusError(e, `abort transaction ${this.producer.transactionalId}`)
+    }
+  }
+}

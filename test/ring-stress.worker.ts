@@ -1,0 +1,56 @@
+/**
+ * Producer side of the ring stress tests, run in a worker thread. Writes `count` records (see
+ * ring-stress.pattern.ts), alternating zero-copy claim/commit and write(), then closes the ring.
+ */
+import { parentPort, workerData } from 'node:worker_threads';
+import { RingProducer, createIdleStrategy, type IdleStrategyConfig } from '../engine/ring/index.js';
+import {
+  CountingIdleStrategy, fillPayload, payloadSize, typeIdOf,
+} from './ring-stress.pattern.js';
+
+/** What the test thread passes in workerData. */
+export interface StressWorkerData {
+  sab: SharedArrayBuffer;
+  count: number;
+  idle: IdleStrategyConfig;
+  /** Sleep `pauseMs` after every `pauseEvery` records (0 = never), to make the consumer park. */
+  pauseEvery: number;
+  pauseMs: number;
+  /** Sleep this long before close(), ms. */
+  closeDelayMs: number;
+}
+
+/** What the worker posts back when done. */
+export interface StressWorkerResult {
+  written: number;
+  elapsedMs: number;
+  /** Parks the producer asked for (ring full). */
+  parks: number;
+}
+
+const data = workerData as StressWorkerData;
+const idle = new CountingIdleStrategy(createIdleStrategy(data.idle));
+const producer = new RingProducer(data.sab, idle);
+const sleepWord = new Int32Array(new SharedArrayBuffer(4));
+const scratch = new Uint8Array(producer.maxRecordBytes);
+const startMs = performance.now();
+for (let seq = 0; seq < data.count; seq++) {
+  const size = payloadSize(seq, producer.maxRecordBytes);
+  if ((seq & 1) === 0) {
+    const offset = producer.claim(typeIdOf(seq), size);
+    fillPayload(producer.bytes, offset, seq, size);
+    producer.commit(offset);
+  } else {
+    fillPayload(scratch, 0, seq, size);
+    producer.write(typeIdOf(seq), scratch, 0, size);
+  }
+  if (data.pauseEvery > 0 && seq % data.pauseEvery === data.pauseEvery - 1) {
+    Atomics.wait(sleepWord, 0, 0, data.pauseMs);
+  }
+}
+if (data.closeDelayMs > 0) Atomics.wait(sleepWord, 0, 0, data.closeDelayMs);
+producer.close();
+const result: StressWorkerResult = {
+  written: data.count, elapsedMs: performance.now() - startMs, parks: idle.parks,
+};
+parentPort!.postMessage(result);

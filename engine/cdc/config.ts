@@ -106,6 +106,13 @@ export const CDC_DEFAULTS = {
   claimLimitMax: 100_000,
   /** Largest accepted pumps. */
   pumpsMax: 1024,
+  /**
+   * PostgreSQL: how long claim() retries taking a pump's advisory lock before throwing, ms.
+   * Covers a restarted pump whose killed predecessor's session the server has not yet ended.
+   */
+  pumpLockWaitMs: 5000,
+  /** Pause between those retries, ms. */
+  pumpLockRetryMs: 50,
 } as const;
 
 /** Identifier shape accepted for staging table names (they are embedded in trigger names). */

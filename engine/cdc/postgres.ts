@@ -208,7 +208,7 @@ interface PgStagedRow {
  * needed, and the delete runs only when the caller says the target has the rows. Exclusive
  * ownership is enforced: the first claim for a pump index takes the session advisory lock
  * (hash of "sluice.cdc:<schema>.<staging>", pump); a second session claiming the same pump gets
- * an Error. (FOR UPDATE SKIP LOCKED was rejected: a second claimer would skip a locked row of a
+ * an Error after CDC_DEFAULTS.pumpLockWaitMs. (FOR UPDATE SKIP LOCKED was rejected: a second claimer would skip a locked row of a
  * key and take that key's next row, breaking per-key order.) The lock dies with the connection.
  */
 export class PgStaging implements StagingClient {
@@ -298,9 +298,14 @@ export class PgStaging implements StagingClient {
     checkClaimArgs(pump, pumps, limit);
     if (!this.pumpsHeld.has(pump)) {
       const lockKey = keyHash(`sluice.cdc:${schema}.${this.source.stagingTable}`) | 0;
-      const got = await this.client.query<{ ok: boolean }>('SELECT pg_try_advisory_lock($1::int, $2::int) AS ok', [lockKey, pump]);
-      if (!got.rows[0]?.ok) {
-        throw new Error(`capture source "${this.source.name}": pump ${pump} of staging ${schema}.${this.source.stagingTable} is held by another session`);
+      const deadline = Date.now() + CDC_DEFAULTS.pumpLockWaitMs;
+      for (;;) {
+        const got = await this.client.query<{ ok: boolean }>('SELECT pg_try_advisory_lock($1::int, $2::int) AS ok', [lockKey, pump]);
+        if (got.rows[0]?.ok) break;
+        if (Date.now() >= deadline) {
+          throw new Error(`capture source "${this.source.name}": pump ${pump} of staging ${schema}.${this.source.stagingTable} is held by another session (waited ${CDC_DEFAULTS.pumpLockWaitMs} ms)`);
+        }
+        await new Promise((r) => setTimeout(r, CDC_DEFAULTS.pumpLockRetryMs));
       }
       this.pumpsHeld.add(pump);
     }

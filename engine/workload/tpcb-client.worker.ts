@@ -1,0 +1,24 @@
+/**
+ * Worker-thread entry of one TPC-B client: opens its own connection to the SQLite file (WAL,
+ * busy_timeout), runs runTpcbClient for durationMs and posts one TpcbWorkerMessage.
+ */
+import { parentPort, workerData } from 'node:worker_threads';
+import Database from 'better-sqlite3';
+import { runTpcbClient } from './pgbench.js';
+import type { TpcbWorkerData, TpcbWorkerMessage } from './tpcb-messages.js';
+
+const data = workerData as TpcbWorkerData;
+let message: TpcbWorkerMessage;
+try {
+  const db = new Database(data.file, { timeout: data.busyTimeoutMs });
+  try {
+    db.pragma('journal_mode = WAL');
+    const result = runTpcbClient(db, { durationMs: data.durationMs, scale: data.scale, seed: data.seed, busyRetriesMax: data.busyRetriesMax });
+    message = { type: 'result', result };
+  } finally {
+    db.close();
+  }
+} catch (err) {
+  message = { type: 'error', message: (err as Error).stack ?? String(err) };
+}
+parentPort!.postMessage(message);

@@ -198,6 +198,23 @@ test('postgres: timestamptz is rendered in UTC whatever the writer TimeZone; num
   });
 });
 
+test('sqlite: reals keep round-trip text, integers are exact, blobs become \\x hex', async () => {
+  const app = await createAppDb('sqlite');
+  const staging = await openStaging(sourceFor(app, [{ table: 'vals', operations: ['insert'] }]));
+  try {
+    await app.exec(`CREATE TABLE vals (id INTEGER PRIMARY KEY, r REAL, i INTEGER, b BLOB)`);
+    await staging.install();
+    await app.exec(`INSERT INTO vals VALUES (1, 0.1 + 0.2, 9223372036854775807, x'00ff10')`);
+    const [row] = await drain(staging);
+    const after = JSON.parse(row!.after!) as Record<string, string>;
+    assert.is(Number(after.r), 0.1 + 0.2, `real text round-trips: ${after.r}`);
+    assert.equal(after, { id: '1', r: after.r!, i: '9223372036854775807', b: '\\x00ff10' });
+  } finally {
+    await staging.close();
+    await app.destroy();
+  }
+});
+
 test('sqlite: truncate in the config is refused with a clear error', () => {
   assert.throws(() => validateCaptureSource({
     name: 's', database: { dialect: 'sqlite', file: 'x.db' }, pumps: 1, batchSizeMax: 1, pollIntervalMs: 1, stagingTable: 'st',

@@ -16,6 +16,8 @@
  *    while that lock is held. This needs the key to be unique-constrained (default: primary key).
  *  - Across keys: no guarantee. On SQLite ids follow commit order for all keys (one writer at a
  *    time), so each pump's output happens to be in commit order; on PostgreSQL it is not.
+ *    (Not implemented: a PostgreSQL cross-key barrier that holds back rows of transactions newer
+ *    than the claim snapshot's xmin, so a consumer could know no lower id can still appear.)
  *  - A truncate event (PostgreSQL) has key "*" and travels on that key's pump; it is not ordered
  *    against row events of other keys.
  *

@@ -13,7 +13,7 @@ import { PUMP_SHARED, type PumpData } from './contracts.js';
 import { runActor, Counter } from '../engine/actor/index.js';
 import { Appender, Tailer } from '../engine/journal/index.js';
 import { EnvelopeView, EnvelopeWriter, decodeChange, encodeChange, EVENT_TYPE_CHANGE } from '../engine/codec/index.js';
-import { openStaging, PumpCore, type CaptureSource, type StagedChange, type PumpSink } from '../engine/cdc/index.js';
+import { openStaging, PumpCore, type StagedChange, type PumpSink } from '../engine/cdc/index.js';
 
 
 runActor<PumpData>(async (ctx) => {
@@ -83,13 +83,13 @@ runActor<PumpData>(async (ctx) => {
   const staging = await openStaging(d.source);
   try {
     const core = new PumpCore({ staging, pump: d.pump, pumps: d.source.pumps, batchSizeMax: d.source.batchSizeMax, sink });
-    const recovered = await core.recover();
+    const recovered = await core.start();
     ctx.send({ type: 'ready', info: { recovered } });
     ctx.setState('live');
     ctx.send({ type: 'live' });
     for (;;) {
       ctx.heartbeat();
-      const n = await core.cycle();
+      const n = await core.runCycle();
       if (n > 0) {
         c[Counter.eventsIn] += n;
         c[Counter.batches]++;

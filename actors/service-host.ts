@@ -119,7 +119,7 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
     /** Runs the handler for the envelope currently wrapped by `view`. */
     const dispatch = (input: HostInput, qid: number, index: number) => {
       ev.type = view.type;
-      ev.key = view.key;
+      ev.key = view.key ?? '';
       ev.eventTimeMs = view.eventTimeMs;
       ev.queue = input.queue;
       ev.partition = input.partition;

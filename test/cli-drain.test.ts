@@ -1,0 +1,59 @@
+/**
+ * SIGINT/SIGTERM on `sluice run`: the topology drains (readers reach the queue ends, services
+ * finish and flush), queues are fsynced and closed, and the process exits 0.
+ */
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { spawn } from 'node:child_process';
+import { Appender, Tailer } from '../engine/journal/index.js';
+import { EnvelopeWriter, EVENT_TYPE_JSON, encodeJson } from '../engine/codec/index.js';
+
+const cli = new URL('../cli/sluice.js', import.meta.url).pathname;
+const serviceModule = new URL('./fixtures/services/running-sum.js', import.meta.url).pathname;
+
+function countRecords(dir: string): number {
+  const t = Tailer.open({ dir });
+  let n = 0;
+  while (t.next()) n++;
+  t.close();
+  return n;
+}
+
+for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+  test(`${signal} drains the topology and exits 0 with every accepted input processed`, async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-drain-'));
+    try {
+      const file = path.join(dir, 'topology.yaml');
+      fs.writeFileSync(
+        file,
+        `name: drain\ndataDir: ./data\nqueues:\n  - { name: in }\n  - { name: out }\nservices:\n  - name: summer\n    module: ${serviceModule}\n    inputs: [in]\n    output: out\n    settings: { spinUs: 50 }\n`,
+      );
+      const inDir = path.join(dir, 'data/queues/in/0');
+      const writer = new EnvelopeWriter();
+      const a = Appender.open({ dir: inDir });
+      const N = 3000;
+      for (let n = 0; n < N; n++) a.append(writer.encode({ type: EVENT_TYPE_JSON, key: `k${n % 5}`, eventTimeMs: Date.now(), payload: encodeJson({ v: 1, n }) }));
+      a.close();
+      const child = spawn(process.execPath, [cli, 'run', file, '--status-ms', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
+      let err = '';
+      child.stderr.on('data', (b) => (err += b));
+      child.stdout.on('data', (b) => (err += b));
+      while (!err.includes('is up')) await new Promise((r) => setTimeout(r, 20));
+      // Signal while the service is still working through the input (3000 x 50 us = 150 ms of work).
+      await new Promise((r) => setTimeout(r, 30));
+      child.kill(signal);
+      const code = await new Promise<number | null>((r) => child.on('exit', (c) => r(c)));
+      assert.is(code, 0, err);
+      assert.match(err, `${signal}: draining`);
+      // Drained: every input that was in the queue when the signal came has its output.
+      assert.is(countRecords(path.join(dir, 'data/queues/out/0')), N);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+}
+
+test.run();

@@ -1,0 +1,244 @@
+/**
+ * Checks the schema cannot express: names unique, queue references known, one writer per queue,
+ * partitions matching pumps, service modules present, ring size a power of two, no service
+ * cycles. They run on the raw document even when the schema found problems, skipping any part
+ * whose shape is wrong (the schema reports that), so one run reports as much as possible.
+ */
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { queueId } from '../codec/index.js';
+import type { Segment } from './source-map.js';
+import { TOPOLOGY_DEFAULTS } from './topology.js';
+
+/** Reports a problem at a field path (`at: 'key'` points at the field name). */
+export type Report = (path: Segment[], message: string, at?: 'value' | 'key') => void;
+/** 1-based line of the node at a field path, for "first defined at line N". */
+export type LineOf = (path: Segment[]) => number;
+
+type Raw = Record<string, unknown>;
+
+const isRecord = (v: unknown): v is Raw => typeof v === 'object' && v !== null && !Array.isArray(v);
+const list = (v: unknown): unknown[] => (Array.isArray(v) ? v : []);
+const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
+const posInt = (v: unknown): number | undefined => (Number.isInteger(v) && (v as number) >= 1 ? (v as number) : undefined);
+
+/** The compiled JavaScript file of a service module, or why there is none. */
+export type ModuleResolution = { ok: true; file: string } | { ok: false; message: string };
+
+const COMPILED_EXTENSIONS: Readonly<Record<string, string>> = { '.ts': '.js', '.mts': '.mjs', '.cts': '.cjs' };
+
+/**
+ * Resolves a service `module` path, relative to `baseDir` (the topology file's directory), to the
+ * JavaScript file a worker imports. A TypeScript source (`.ts`, `.mts`, `.cts`) maps to its
+ * compiled file `<package root>/dist/<path relative to the package root>` with `.js` (`.mjs`,
+ * `.cjs`), the package root being the nearest ancestor directory holding a package.json; the
+ * source may be absent if the compiled file exists (a deployment without sources).
+ */
+export function resolveModule(module: string, baseDir: string): ModuleResolution {
+  const source = path.resolve(baseDir, module);
+  const compiledExtension = COMPILED_EXTENSIONS[path.extname(source)];
+  if (compiledExtension === undefined) {
+    return existsSync(source) ? { ok: true, file: source } : { ok: false, message: `module file not found: ${source}` };
+  }
+  const root = packageRoot(path.dirname(source));
+  if (root === undefined) {
+    if (!existsSync(source)) return { ok: false, message: `module file not found: ${source}` };
+    return { ok: false, message: `cannot locate the compiled JavaScript of ${source}: no package.json in any parent directory` };
+  }
+  const relative = path.relative(root, source);
+  const compiled = path.join(root, 'dist', relative.slice(0, -path.extname(relative).length) + compiledExtension);
+  if (existsSync(compiled)) return { ok: true, file: compiled };
+  if (!existsSync(source)) return { ok: false, message: `module file not found: ${source}` };
+  return { ok: false, message: `compiled module not found: ${compiled} (compile it first: npm run build)` };
+}
+
+function packageRoot(dir: string): string | undefined {
+  for (let d = dir; ; d = path.dirname(d)) {
+    if (existsSync(path.join(d, 'package.json'))) return d;
+    if (path.dirname(d) === d) return undefined;
+  }
+}
+
+/**
+ * Runs every cross-reference check on the raw document `doc`; `baseDir` is the topology file's
+ * directory (for module paths).
+ */
+export function checkReferences(doc: unknown, baseDir: string, report: Report, lineOf: LineOf): void {
+  const root = isRecord(doc) ? doc : {};
+
+  const capacityBytes = root.rings !== undefined && isRecord(root.rings) ? root.rings.capacityBytes : undefined;
+  if (Number.isInteger(capacityBytes) && (capacityBytes as number) > 0 &&
+      ((capacityBytes as number) & ((capacityBytes as number) - 1)) !== 0) {
+    report(['rings', 'capacityBytes'], `must be a power of two, got ${String(capacityBytes)}`);
+  }
+
+  if (isRecord(root.supervisor)) {
+    const s = root.supervisor;
+    const initial = Number.isInteger(s.backoffInitialMs) ? (s.backoffInitialMs as number) : TOPOLOGY_DEFAULTS.supervisor.backoffInitialMs;
+    const max = Number.isInteger(s.backoffMaxMs) ? (s.backoffMaxMs as number) : TOPOLOGY_DEFAULTS.supervisor.backoffMaxMs;
+    if (max < initial) {
+      const at = s.backoffMaxMs !== undefined ? 'backoffMaxMs' : 'backoffInitialMs';
+      report(['supervisor', at], `backoffMaxMs (${max}) must be >= backoffInitialMs (${initial})`);
+    }
+  }
+
+  // Queues: unique names, unique queueIds (the id stored in every envelope's cause).
+  const queues = new Map<string, { index: number; partitions: number }>();
+  const byId = new Map<number, string>();
+  list(root.queues).forEach((q, i) => {
+    const name = isRecord(q) ? str(q.name) : undefined;
+    if (name === undefined) return;
+    const first = queues.get(name);
+    if (first !== undefined) {
+      report(['queues', i, 'name'], `duplicate queue name "${name}" (first defined at line ${lineOf(['queues', first.index, 'name'])})`);
+      return;
+    }
+    queues.set(name, { index: i, partitions: posInt((q as Raw).partitions) ?? TOPOLOGY_DEFAULTS.queue.partitions });
+    const id = queueId(name);
+    const other = byId.get(id);
+    if (other !== undefined) {
+      report(['queues', i, 'name'], `queue "${name}" has the same queueId (${id}, FNV-1a 32) as "${other}"; rename one`);
+    } else {
+      byId.set(id, name);
+    }
+  });
+  const known = [...queues.keys()].join(', ');
+  const checkQueue = (p: Segment[], name: string): { partitions: number } | undefined => {
+    const q = queues.get(name);
+    if (q === undefined) report(p, `unknown queue "${name}" (known: ${known})`);
+    return q;
+  };
+
+  // Writers: each queue has one (a service, or the pumps of one capture source).
+  // `writer` identifies a service or capture source by position, so duplicate names still count
+  // as two writers; `what` describes it.
+  const writerOf = new Map<string, { writer: string; what: string; line: number }>();
+  const claimWriter = (p: Segment[], queue: string, writer: string, what: string): void => {
+    const first = writerOf.get(queue);
+    if (first === undefined) {
+      writerOf.set(queue, { writer, what, line: lineOf(p) });
+    } else if (first.writer !== writer) {
+      report(p, `queue "${queue}" is already written by ${first.what} (line ${first.line}); a queue has one writer`);
+    }
+  };
+
+  // Services.
+  const serviceNames = new Map<string, number>();
+  const services: Array<{ index: number; name: string; inputs: Array<{ queue: string; k: number }>; output?: string }> = [];
+  list(root.services).forEach((s, i) => {
+    if (!isRecord(s)) return;
+    const name = str(s.name);
+    if (name !== undefined) {
+      const first = serviceNames.get(name);
+      if (first !== undefined) {
+        report(['services', i, 'name'], `duplicate service name "${name}" (first defined at line ${lineOf(['services', first, 'name'])})`);
+      } else {
+        serviceNames.set(name, i);
+      }
+    }
+    const inputs: Array<{ queue: string; k: number }> = [];
+    list(s.inputs).forEach((input, k) => {
+      if (typeof input !== 'string') return;
+      if (inputs.some((x) => x.queue === input)) {
+        report(['services', i, 'inputs', k], `queue "${input}" is listed twice`);
+        return;
+      }
+      checkQueue(['services', i, 'inputs', k], input);
+      inputs.push({ queue: input, k });
+    });
+    const output = str(s.output);
+    if (output !== undefined) {
+      const q = checkQueue(['services', i, 'output'], output);
+      if (q !== undefined) {
+        claimWriter(['services', i, 'output'], output, `services[${i}]`, `service "${name ?? `#${i}`}"`);
+        if (q.partitions !== 1) {
+          report(['services', i, 'output'], `queue "${output}" has ${q.partitions} partitions; a service output queue must have 1`);
+        }
+      }
+    }
+    const module = str(s.module);
+    if (module !== undefined && module.length > 0) {
+      const resolved = resolveModule(module, baseDir);
+      if (!resolved.ok) report(['services', i, 'module'], resolved.message);
+    }
+    if (name !== undefined) services.push({ index: i, name, inputs, output });
+  });
+  checkCycles(services, report);
+
+  // Capture sources.
+  const sourceNames = new Map<string, number>();
+  list(root.capture).forEach((c, i) => {
+    if (!isRecord(c)) return;
+    const name = str(c.name);
+    if (name !== undefined) {
+      const first = sourceNames.get(name);
+      if (first !== undefined) {
+        report(['capture', i, 'name'], `duplicate capture source name "${name}" (first defined at line ${lineOf(['capture', first, 'name'])})`);
+      } else {
+        sourceNames.set(name, i);
+      }
+    }
+    const pumps = posInt(c.pumps) ?? TOPOLOGY_DEFAULTS.capture.pumps;
+    const dialect = isRecord(c.database) ? c.database.dialect : undefined;
+    const tables = new Map<string, number>();
+    list(c.tables).forEach((t, k) => {
+      if (!isRecord(t)) return;
+      const table = str(t.table);
+      if (table !== undefined) {
+        const first = tables.get(table);
+        if (first !== undefined) {
+          report(['capture', i, 'tables', k, 'table'], `table "${table}" is captured twice in this source (first at line ${lineOf(['capture', i, 'tables', first, 'table'])})`);
+        } else {
+          tables.set(table, k);
+        }
+      }
+      if (dialect === 'sqlite') {
+        list(t.operations).forEach((op, n) => {
+          if (op === 'truncate') {
+            report(['capture', i, 'tables', k, 'operations', n], 'truncate is not supported on sqlite (SQLite has no TRUNCATE; DELETE fires per-row delete triggers)');
+          }
+        });
+      }
+      const target = str(t.target);
+      if (target === undefined) return;
+      const p: Segment[] = ['capture', i, 'tables', k, 'target'];
+      const q = checkQueue(p, target);
+      if (q === undefined) return;
+      claimWriter(p, target, `capture[${i}]`, `capture source "${name ?? `#${i}`}"`);
+      if (q.partitions !== pumps) {
+        report(p, `queue "${target}" has ${q.partitions} partition${q.partitions === 1 ? '' : 's'} but capture source ` +
+          `"${name ?? `#${i}`}" has ${pumps} pump${pumps === 1 ? '' : 's'}; a capture target needs one partition per pump`);
+      }
+    });
+  });
+}
+
+/** Reports each cycle of the service graph (service -> services reading its output) once. */
+function checkCycles(
+  services: Array<{ index: number; name: string; inputs: Array<{ queue: string; k: number }>; output?: string }>,
+  report: Report,
+): void {
+  const producer = new Map<string, (typeof services)[number]>();
+  for (const s of services) if (s.output !== undefined && !producer.has(s.output)) producer.set(s.output, s);
+  const state = new Map<string, 'visiting' | 'done'>();
+  const stack: string[] = [];
+  const visit = (s: (typeof services)[number]): void => {
+    state.set(s.name, 'visiting');
+    stack.push(s.name);
+    for (const input of s.inputs) {
+      const up = producer.get(input.queue);
+      if (up === undefined) continue;
+      const st = state.get(up.name);
+      if (st === 'visiting') {
+        const cycle = [...stack.slice(stack.indexOf(up.name)), up.name];
+        report(['services', s.index, 'inputs', input.k],
+          `service cycle (each reads the output of the next): ${cycle.join(' -> ')}`);
+      } else if (st === undefined) {
+        visit(up);
+      }
+    }
+    stack.pop();
+    state.set(s.name, 'done');
+  };
+  for (const s of services) if (!state.has(s.name)) visit(s);
+}

@@ -1,0 +1,35 @@
+/**
+ * One problem found in a topology file. `line` and `col` are 1-based (0 when the problem has no
+ * position, e.g. an unreadable file); `path` names the field, e.g. `services[1].inputs[0]`, or
+ * `(root)` for the document itself.
+ */
+export interface ConfigProblem {
+  file: string;
+  line: number;
+  col: number;
+  path: string;
+  message: string;
+}
+
+/** `file:line:col: path: message`, or `file: message` when the problem has no position. */
+export function formatProblem(p: ConfigProblem): string {
+  return p.line > 0 ? `${p.file}:${p.line}:${p.col}: ${p.path}: ${p.message}` : `${p.file}: ${p.message}`;
+}
+
+/**
+ * Every problem found in one topology file. The message has one line per problem, in file order,
+ * formatted `file:line:col: path: message` (editors and terminals link these), e.g.
+ * `examples/bank/topology.yaml:14:7: services[1].inputs[0]: unknown queue "histry" (known: ...)`.
+ */
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError';
+  /** The problems, sorted by line then column; never empty. */
+  readonly problems: readonly ConfigProblem[];
+
+  /** @throws Error if `problems` is empty (a ConfigError must say what is wrong). */
+  constructor(problems: readonly ConfigProblem[]) {
+    if (problems.length === 0) throw new Error('ConfigError needs at least one problem, problems.length=0');
+    super(problems.map(formatProblem).join('\n'));
+    this.problems = problems;
+  }
+}

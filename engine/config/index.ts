@@ -1,0 +1,33 @@
+/**
+ * engine/config: topology file loading and validation.
+ *
+ * `loadTopology(file)` reads a YAML topology (queues, services, capture sources, ring and
+ * supervisor settings), substitutes `${VAR}` / `${VAR:-default}`, validates it (JSON Schema via
+ * ajv, then cross-references), applies TOPOLOGY_DEFAULTS and resolves paths. Every problem is
+ * reported at once in a ConfigError, one `file:line:col: path: message` line each.
+ */
+export { loadTopology, parseTopology } from './load.js';
+export type { TopologyLoadOptions } from './load.js';
+export { ConfigError, formatProblem } from './errors.js';
+export type { ConfigProblem } from './errors.js';
+export { resolveModule } from './checks.js';
+export type { ModuleResolution } from './checks.js';
+export {
+  TOPOLOGY_DEFAULTS,
+  TOPOLOGY_LIMITS,
+  TOPOLOGY_NAME_PATTERN,
+  QUEUE_NAME_PATTERN,
+  SERVICE_NAME_PATTERN,
+  START_FROM_VALUES,
+  INPUTS_REPLAY_VALUES,
+  QUEUE_FSYNC_VALUES,
+} from './topology.js';
+export type {
+  Topology,
+  TopologyQueue,
+  TopologyService,
+  TopologyRings,
+  StartFrom,
+  InputsReplay,
+  QueueFsync,
+} from './topology.js';

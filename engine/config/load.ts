@@ -1,0 +1,190 @@
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { LineCounter, parseDocument } from 'yaml';
+import type { CaptureOperation, CaptureSource, CaptureTable, DatabaseRef } from '../cdc/index.js';
+import { checkReferences, resolveModule } from './checks.js';
+import { substituteEnv } from './env.js';
+import type { Environment } from './env.js';
+import { ConfigError } from './errors.js';
+import type { ConfigProblem } from './errors.js';
+import { formatPath, SourceMap } from './source-map.js';
+import type { Segment } from './source-map.js';
+import { TOPOLOGY_DEFAULTS } from './topology.js';
+import type { InputsReplay, QueueFsync, StartFrom, Topology } from './topology.js';
+import { validateSchema } from './validate.js';
+
+/** Options of `loadTopology` / `parseTopology`. */
+export interface TopologyLoadOptions {
+  /** Variables for `${VAR}` substitution; default `process.env`. */
+  env?: Environment;
+}
+
+/**
+ * Reads, validates and resolves a topology YAML file (format: docs/ARCHITECTURE.md, engine/config).
+ * Relative paths in it (dataDir, service modules, sqlite files) are relative to the file's
+ * directory; the result has every default of TOPOLOGY_DEFAULTS applied and every path absolute.
+ *
+ * @throws ConfigError listing every problem found (unreadable file, YAML syntax, unset environment
+ *   variables, schema violations, bad references, missing module files), each as
+ *   `file:line:col: path: message`.
+ */
+export function loadTopology(file: string, options: TopologyLoadOptions = {}): Topology {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (e) {
+    throw new ConfigError([{ file, line: 0, col: 0, path: '(root)', message: `cannot read topology file: ${(e as Error).message}` }]);
+  }
+  return parseTopology(text, file, options);
+}
+
+/**
+ * `loadTopology` on text already read: `file` names the source in problems and anchors relative
+ * paths (its directory, resolved against the working directory).
+ *
+ * Steps, all problems of a step collected before failing: YAML parse (syntax errors, duplicate
+ * keys: stop here); `${VAR}` / `${VAR:-default}` substitution in string values; JSON Schema
+ * (ajv, allErrors) mapped back to YAML node positions; cross-reference checks (checks.ts).
+ *
+ * @throws ConfigError as `loadTopology`.
+ */
+export function parseTopology(text: string, file: string, options: TopologyLoadOptions = {}): Topology {
+  const lineCounter = new LineCounter();
+  const doc = parseDocument(text, { lineCounter, prettyErrors: false, uniqueKeys: true });
+  const map = new SourceMap(doc, lineCounter);
+  const problems: ConfigProblem[] = [];
+  const atOffset = (offset: number, message: string): void => {
+    const { line, col } = map.linePos(offset);
+    problems.push({ file, line, col, path: formatPath(map.pathAt(offset)), message });
+  };
+
+  if (doc.errors.length > 0) {
+    for (const e of doc.errors) atOffset(e.pos[0], e.message);
+    throw new ConfigError(ordered(problems));
+  }
+
+  // A value whose substitution failed keeps its "${...}" text; problems the later steps find in
+  // that text would only repeat the substitution problem, so they are dropped.
+  const unsubstituted = new Set<string>();
+  for (const p of substituteEnv(doc, options.env ?? process.env)) {
+    atOffset(p.offset, p.message);
+    unsubstituted.add(problems[problems.length - 1]!.path);
+  }
+
+  let data: unknown;
+  try {
+    data = doc.toJS({ maxAliasCount: 1000 });
+  } catch (e) {
+    atOffset(0, `cannot read the YAML document: ${(e as Error).message}`);
+    throw new ConfigError(ordered(problems));
+  }
+
+  const report = (fieldPath: Segment[], message: string, at: 'value' | 'key' = 'value'): void => {
+    const formatted = formatPath(fieldPath);
+    if (unsubstituted.has(formatted)) return;
+    const { line, col } = map.position(fieldPath, at);
+    problems.push({ file, line, col, path: formatted, message });
+  };
+  for (const p of validateSchema(data)) report(p.path, p.message, p.at);
+  const baseDir = path.dirname(path.resolve(file));
+  checkReferences(data, baseDir, report, (p) => map.position(p).line);
+
+  if (problems.length > 0) throw new ConfigError(ordered(problems));
+  return applyDefaults(data as TopologyFile, path.resolve(file), baseDir);
+}
+
+/** Problems in file order, exact repeats dropped. */
+function ordered(problems: ConfigProblem[]): ConfigProblem[] {
+  const seen = new Set<string>();
+  return problems
+    .filter((p) => {
+      const id = `${p.line}:${p.col}:${p.path}:${p.message}`;
+      if (seen.has(id)) return false;
+      seen.add(id);
+      return true;
+    })
+    .sort((a, b) => a.line - b.line || a.col - b.col);
+}
+
+// The file's shape once the schema has accepted it: optional fields may be absent.
+interface TopologyFile {
+  name: string;
+  dataDir?: string;
+  rings?: { capacityBytes?: number };
+  supervisor?: Partial<Topology['supervisor']>;
+  queues?: Array<{ name: string; partitions?: number; segmentBytes?: number; fsync?: QueueFsync }>;
+  services?: Array<{
+    name: string; module: string; inputs: string[]; output: string; startFrom?: StartFrom;
+    inputsReplay?: InputsReplay; batchSizeMax?: number; settings?: Record<string, unknown>;
+  }>;
+  capture?: Array<{
+    name: string;
+    database: { dialect: 'sqlite'; file: string; busyTimeoutMs?: number } | { dialect: 'postgres'; url: string; schema?: string };
+    pumps?: number; batchSizeMax?: number; pollIntervalMs?: number; stagingTable?: string;
+    tables: Array<{
+      table: string; operations: CaptureOperation[]; columns?: string[]; key?: string[];
+      condition?: string; target: string; suppressNoopUpdates?: boolean;
+    }>;
+  }>;
+}
+
+/**
+ * The one place where TOPOLOGY_DEFAULTS are applied and relative paths resolved against
+ * `baseDir`. Called only on a document that passed every check.
+ */
+function applyDefaults(f: TopologyFile, file: string, baseDir: string): Topology {
+  const D = TOPOLOGY_DEFAULTS;
+  const resolvePath = (p: string) => path.resolve(baseDir, p);
+  const database = (db: NonNullable<TopologyFile['capture']>[number]['database']): DatabaseRef => {
+    if (db.dialect === 'sqlite') {
+      // ":memory:" and "file:" URIs are SQLite names, not paths.
+      const dbFile = db.file === ':memory:' || db.file.startsWith('file:') ? db.file : resolvePath(db.file);
+      return { dialect: 'sqlite', file: dbFile, ...(db.busyTimeoutMs !== undefined ? { busyTimeoutMs: db.busyTimeoutMs } : {}) };
+    }
+    return { dialect: 'postgres', url: db.url, ...(db.schema !== undefined ? { schema: db.schema } : {}) };
+  };
+  return {
+    name: f.name,
+    file,
+    dataDir: resolvePath(f.dataDir ?? path.join(D.dataDirPrefix, f.name)),
+    rings: { capacityBytes: f.rings?.capacityBytes ?? D.rings.capacityBytes },
+    supervisor: { ...D.supervisor, ...f.supervisor },
+    queues: (f.queues ?? []).map((q) => ({
+      name: q.name,
+      partitions: q.partitions ?? D.queue.partitions,
+      segmentBytes: q.segmentBytes ?? D.queue.segmentBytes,
+      fsync: q.fsync ?? D.queue.fsync,
+    })),
+    services: (f.services ?? []).map((s) => {
+      const module = resolveModule(s.module, baseDir);
+      if (!module.ok) throw new Error(`unreachable: module checked before defaults, ${module.message}`);
+      return {
+        name: s.name,
+        module: module.file,
+        inputs: [...s.inputs],
+        output: s.output,
+        startFrom: s.startFrom ?? D.service.startFrom,
+        inputsReplay: s.inputsReplay ?? D.service.inputsReplay,
+        batchSizeMax: s.batchSizeMax ?? D.service.batchSizeMax,
+        settings: s.settings ?? {},
+      };
+    }),
+    capture: (f.capture ?? []).map((c): CaptureSource => ({
+      name: c.name,
+      database: database(c.database),
+      tables: c.tables.map((t): CaptureTable => ({
+        table: t.table,
+        operations: [...t.operations],
+        ...(t.columns !== undefined ? { columns: [...t.columns] } : {}),
+        ...(t.key !== undefined ? { key: [...t.key] } : {}),
+        ...(t.condition !== undefined ? { condition: t.condition } : {}),
+        target: t.target,
+        suppressNoopUpdates: t.suppressNoopUpdates ?? D.captureTable.suppressNoopUpdates,
+      })),
+      pumps: c.pumps ?? D.capture.pumps,
+      batchSizeMax: c.batchSizeMax ?? D.capture.batchSizeMax,
+      pollIntervalMs: c.pollIntervalMs ?? D.capture.pollIntervalMs,
+      stagingTable: c.stagingTable ?? D.capture.stagingTable,
+    })),
+  };
+}

@@ -1,0 +1,153 @@
+/**
+ * The topology model: what `loadTopology` returns, its defaults and its bounds.
+ *
+ * A Topology is plain data (strings, numbers, booleans, arrays, plain objects), so it can be
+ * posted to worker threads (structured clone) as is. Every optional field of the file is filled
+ * in from TOPOLOGY_DEFAULTS, in one place (`applyDefaults` in load.ts); every path is absolute.
+ */
+import type { CaptureSource, DatabaseRef } from '../cdc/index.js';
+import { CDC_DEFAULTS, STAGING_NAME_PATTERN } from '../cdc/index.js';
+import { CAPACITY_BYTES_MAX, CAPACITY_BYTES_MIN } from '../ring/index.js';
+import { SUPERVISOR_DEFAULTS } from '../supervisor/index.js';
+import type { SupervisorOptions } from '../supervisor/index.js';
+
+/** Where a service's readers start when it (re)starts. */
+export type StartFrom = 'START' | 'LAST_WRITTEN' | 'END';
+/** What a (re)starting service replays, outputs suppressed, before going live. */
+export type InputsReplay = 'NONE' | 'INPUTS' | 'OUTPUT' | 'OUTPUT_REVERSE';
+/** When a queue's appender fsyncs: never, on each flush (batch), or after every record. */
+export type QueueFsync = 'none' | 'batch' | 'record';
+
+/** Allowed values of the enumerated fields, in documentation order. */
+export const START_FROM_VALUES: readonly StartFrom[] = ['START', 'LAST_WRITTEN', 'END'];
+export const INPUTS_REPLAY_VALUES: readonly InputsReplay[] = ['NONE', 'INPUTS', 'OUTPUT', 'OUTPUT_REVERSE'];
+export const QUEUE_FSYNC_VALUES: readonly QueueFsync[] = ['none', 'batch', 'record'];
+export const DIALECT_VALUES: readonly DatabaseRef['dialect'][] = ['sqlite', 'postgres'];
+
+/** A durable queue: `partitions` journals under `<dataDir>/queues/<name>/<partition>`. */
+export interface TopologyQueue {
+  /** Unique; matches QUEUE_NAME_PATTERN. */
+  name: string;
+  /** Partition count, >= 1. A capture target has one per pump; a service output has 1. */
+  partitions: number;
+  /** Segment file roll size, bytes. */
+  segmentBytes: number;
+  fsync: QueueFsync;
+}
+
+/** A service: a module that turns events of its input queues into events of its output queue. */
+export interface TopologyService {
+  /** Unique; matches SERVICE_NAME_PATTERN. */
+  name: string;
+  /** Absolute path of the compiled JavaScript module (a `.ts` source maps to dist/, see load.ts). */
+  module: string;
+  /** Input queue names, at least one, no repeats. */
+  inputs: string[];
+  /** Output queue name; no other service or capture source writes it. */
+  output: string;
+  startFrom: StartFrom;
+  inputsReplay: InputsReplay;
+  /** Events handed to the service per batch. */
+  batchSizeMax: number;
+  /** Free-form settings passed to the service's init (plain data from the YAML file). */
+  settings: Record<string, unknown>;
+}
+
+/** Ring sizes of the SharedArrayBuffer rings between queue readers and services. */
+export interface TopologyRings {
+  /** Data area of each ring, bytes; a power of two. */
+  capacityBytes: number;
+}
+
+/** A validated topology with every default applied and every path absolute. */
+export interface Topology {
+  /** Matches TOPOLOGY_NAME_PATTERN. */
+  name: string;
+  /** Absolute path of the file it was loaded from (`parseTopology`: as given, resolved). */
+  file: string;
+  /** Absolute directory of the queues and other state. */
+  dataDir: string;
+  rings: TopologyRings;
+  supervisor: SupervisorOptions;
+  queues: TopologyQueue[];
+  services: TopologyService[];
+  /** Capture sources, in engine/cdc's shape; sqlite files are absolute. */
+  capture: CaptureSource[];
+}
+
+/**
+ * Defaults of every optional topology field, applied in one place (load.ts `applyDefaults`):
+ *
+ * | field                                  | default                        | unit  |
+ * |----------------------------------------|--------------------------------|-------|
+ * | dataDir                                | `./data/<name>` (file-relative)| path  |
+ * | rings.capacityBytes                    | 1048576 (1 MiB)                | bytes |
+ * | supervisor.restartsMax                 | 5 (SUPERVISOR_DEFAULTS)        |       |
+ * | supervisor.restartWindowMs             | 60000 (SUPERVISOR_DEFAULTS)    | ms    |
+ * | supervisor.backoffInitialMs            | 100 (SUPERVISOR_DEFAULTS)      | ms    |
+ * | supervisor.backoffMaxMs                | 5000 (SUPERVISOR_DEFAULTS)     | ms    |
+ * | supervisor.drainTimeoutMs              | 10000 (SUPERVISOR_DEFAULTS)    | ms    |
+ * | queues[].partitions                    | 1                              |       |
+ * | queues[].segmentBytes                  | 67108864 (64 MiB)              | bytes |
+ * | queues[].fsync                         | batch                          |       |
+ * | services[].startFrom                   | LAST_WRITTEN                   |       |
+ * | services[].inputsReplay                | NONE                           |       |
+ * | services[].batchSizeMax                | 256                            | events|
+ * | services[].settings                    | {}                             |       |
+ * | capture[].pumps                        | 1                              |       |
+ * | capture[].batchSizeMax                 | 500                            | rows  |
+ * | capture[].pollIntervalMs               | 10                             | ms    |
+ * | capture[].stagingTable                 | sluice_staging                 |       |
+ * | capture[].tables[].suppressNoopUpdates | true (CDC_DEFAULTS)            |       |
+ * | capture[].tables[].columns             | absent = every column          |       |
+ * | capture[].tables[].key                 | absent = the primary key       |       |
+ */
+export const TOPOLOGY_DEFAULTS = deepFreeze({
+  dataDirPrefix: './data',
+  rings: { capacityBytes: 1 << 20 },
+  supervisor: { ...SUPERVISOR_DEFAULTS },
+  queue: { partitions: 1, segmentBytes: 64 * 1024 * 1024, fsync: 'batch' as QueueFsync },
+  service: {
+    startFrom: 'LAST_WRITTEN' as StartFrom,
+    inputsReplay: 'NONE' as InputsReplay,
+    batchSizeMax: 256,
+  },
+  capture: { pumps: 1, batchSizeMax: 500, pollIntervalMs: 10, stagingTable: 'sluice_staging' },
+  captureTable: { suppressNoopUpdates: CDC_DEFAULTS.suppressNoopUpdates as boolean },
+});
+
+/** Inclusive [min, max] bounds of every numeric topology field. */
+export const TOPOLOGY_LIMITS = deepFreeze({
+  /** Power of two, as engine/ring requires. */
+  ringCapacityBytes: [CAPACITY_BYTES_MIN, CAPACITY_BYTES_MAX],
+  restartsMax: [0, 1000],
+  restartWindowMs: [1, 24 * 3_600_000],
+  backoffInitialMs: [0, 3_600_000],
+  backoffMaxMs: [0, 3_600_000],
+  drainTimeoutMs: [1, 3_600_000],
+  partitions: [1, CDC_DEFAULTS.pumpsMax],
+  segmentBytes: [4096, 2 ** 30],
+  /** One ring read delivers at most 2^16 records (RING_DEFAULTS.readLimit). */
+  serviceBatchSizeMax: [1, 1 << 16],
+  pumps: [1, CDC_DEFAULTS.pumpsMax],
+  captureBatchSizeMax: [1, CDC_DEFAULTS.claimLimitMax],
+  pollIntervalMs: [0, 3_600_000],
+  busyTimeoutMs: [0, 3_600_000],
+} as const);
+
+/** Topology names: also used in directory names. */
+export const TOPOLOGY_NAME_PATTERN = '^[a-z0-9-]+$';
+/** Queue names: also used in directory names. */
+export const QUEUE_NAME_PATTERN = '^[a-z0-9][a-z0-9._-]*$';
+/** Service and capture source names. */
+export const SERVICE_NAME_PATTERN = '^[a-z0-9][a-z0-9._-]*$';
+/** Staging table names (embedded unquoted in trigger names); engine/cdc's STAGING_NAME_PATTERN. */
+export const STAGING_TABLE_PATTERN = STAGING_NAME_PATTERN.source;
+
+function deepFreeze<T>(value: T): T {
+  if (value !== null && typeof value === 'object') {
+    for (const v of Object.values(value)) deepFreeze(v);
+    Object.freeze(value);
+  }
+  return value;
+}

@@ -42,7 +42,10 @@ export interface KafkaBusOptions {
   brokers: string[]
   /** Default 'sluice'. */
   clientId?: string
-  /** Replaces kafkajs admin.createTopics (needed on the mock cluster). */
+  /**
+   * Replaces kafkajs admin.createTopics (needed on the mock cluster); must be idempotent for equal
+   * partition counts and throw BusError 'bad-input' for different ones.
+   */
   createTopics?: (topics: TopicSpec[]) => Promise<void>
   /** Idempotent producers (required for EOS on a real cluster). Default false (mock cluster limit). */
   idempotent?: boolean
@@ -114,14 +117,24 @@ class KafkaBus implements BusBackend, KafkaBusInternals {
       if (!Number.isInteger(t.partitions) || t.partitions < 1) {
         throw new BusError('bad-input', `partitions must be an integer >= 1, topic=${t.name} partitions=${t.partitions}`)
       }
+    }
+    // An external creator (the mock cluster) checks existence itself: asking the mock's
+    // Metadata would auto-create the topic with its default partition count.
+    if (this.options.createTopics) {
+      try {
+        return await this.options.createTopics(topics)
+      } catch (e) {
+        throw toBusError(e, `creating topics ${topics.map((t) => t.name).join(',')}`)
+      }
+    }
+    for (const t of topics) {
       const n = await this.partitionCount(t.name)
       if (n === null) missing.push(t)
       else if (n !== t.partitions) throw new BusError('bad-input', `topic exists with ${n} partitions, topic=${t.name} partitions=${t.partitions}`)
     }
     if (missing.length === 0) return
     try {
-      if (this.options.createTopics) await this.options.createTopics(missing)
-      else {
+      {
         const admin = await this.admin()
         await admin.createTopics({
           waitForLeaders: true,

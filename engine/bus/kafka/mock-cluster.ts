@@ -13,6 +13,9 @@
  *   aborted records and records of still-open transactions are returned like committed ones.
  * - TxnOffsetCommit (sendOffsets in a transaction) is accepted but does not move the group's
  *   committed offsets; plain OffsetCommit does.
+ * - Metadata requests auto-create an unknown topic with 4 partitions, even with
+ *   allow_auto_topic_creation=false (kafkajs admin): 'unknown-topic' cannot be shown, and
+ *   {@link KafkaMockCluster.createTopics} must run before any client touches a topic.
  * - Consumer groups (JoinGroup/SyncGroup/Heartbeat/LeaveGroup, OffsetCommit/Fetch) work.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
@@ -82,16 +85,24 @@ export async function startKafkaMockCluster(opts: KafkaMockOptions = {}): Promis
       }
       pending.push({ resolve: settle(resolve), reject: settle(reject) })
     })
+  // The mock cannot be asked which topics exist (its Metadata auto-creates them), so remember.
+  const created = new Map<string, number>()
   const bootstrap = await nextLine(opts.startTimeoutMs ?? 10_000, 'start')
   const cluster: KafkaMockCluster = {
     brokers: bootstrap.split(','),
     async createTopics(topics) {
       for (const t of topics) {
+        const had = created.get(t.name)
+        if (had !== undefined) {
+          if (had !== t.partitions) throw new BusError('bad-input', `topic exists with ${had} partitions, topic=${t.name} partitions=${t.partitions}`)
+          continue
+        }
         if (!/^[A-Za-z0-9._-]{1,249}$/.test(t.name)) throw new BusError('bad-input', `kafka topic names are [A-Za-z0-9._-]{1,249}, topic=${t.name}`)
         const answer = nextLine(5000, `topic ${t.name}`)
         child.stdin!.write(`topic ${t.name} ${t.partitions}\n`)
         const line = await answer
         if (line !== `ok ${t.name}`) throw new BusError('backend', `kafka mock could not create topic ${t.name}: ${line}`)
+        created.set(t.name, t.partitions)
       }
     },
     stop: (timeoutMs = 5000) => stopChild(child, timeoutMs),

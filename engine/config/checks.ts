@@ -102,10 +102,10 @@ export function checkReferences(doc: unknown, baseDir: string, report: Report, l
       byId.set(id, name);
     }
   });
-  const known = [...queues.keys()].join(', ');
+  const known = queues.size > 0 ? `known: ${[...queues.keys()].join(', ')}` : 'no queues are defined';
   const checkQueue = (p: Segment[], name: string): { partitions: number } | undefined => {
     const q = queues.get(name);
-    if (q === undefined) report(p, `unknown queue "${name}" (known: ${known})`);
+    if (q === undefined) report(p, `unknown queue "${name}" (${known})`);
     return q;
   };
 

@@ -14,8 +14,9 @@ import { Appender, Tailer } from '../engine/journal/index.js';
 import { EnvelopeView, EnvelopeWriter, EVENT_TYPE_JSON, decodeJson, encodeJson, queueId } from '../engine/codec/index.js';
 
 const PARTITIONS = 2;
-const PER_PARTITION = 6000;
+const CHUNK = 3000;
 const KILLS = 20;
+const RUNS_MAX = 80;
 const child = new URL('./service-crash.child.js', import.meta.url).pathname;
 const serviceModule = new URL('./fixtures/services/running-sum.js', import.meta.url).pathname;
 
@@ -30,9 +31,9 @@ function rng(seed: number) {
   };
 }
 
-function runChild(topology: string, killAfterMs: number | null): Promise<{ code: number | null; signal: string | null; out: string }> {
+function runChild(topology: string, perPartition: number, killAfterMs: number | null): Promise<{ code: number | null; signal: string | null; out: string }> {
   return new Promise((resolve) => {
-    const p = spawn(process.execPath, [child, topology, String(PER_PARTITION)], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const p = spawn(process.execPath, [child, topology, String(perPartition)], { stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     p.stdout.on('data', (b) => (out += b));
     p.stderr.on('data', (b) => (out += b));
@@ -70,34 +71,45 @@ test('kill -9 at random moments: after the final run the output equals the refer
         '',
       ].join('\n'),
     );
-    // The inputs, and the reference computed from them.
+    // The inputs, and the reference computed from them; extended whenever a run completes, so
+    // that every kill lands while there is work in flight.
     const reference = new Map<string, { key: string; sum: number; n: number }[]>();
+    const sums = new Map<string, number>();
     const writer = new EnvelopeWriter();
-    for (let p = 0; p < PARTITIONS; p++) {
-      const a = Appender.open({ dir: path.join(dir, 'data', 'queues', 'in', String(p)) });
-      const sums = new Map<string, number>();
-      const ref: { key: string; sum: number; n: number }[] = [];
-      for (let n = 0; n < PER_PARTITION; n++) {
-        const key = `p${p}-k${n % 13}`;
-        const v = (n * 7919) % 1000 - 500;
-        const sum = (sums.get(key) ?? 0) + v;
-        sums.set(key, sum);
-        ref.push({ key, sum, n });
-        a.append(writer.encode({ type: EVENT_TYPE_JSON, key, eventTimeMs: Date.now(), payload: encodeJson({ v, n }) }));
+    let perPartition = 0;
+    const appendInputs = () => {
+      for (let p = 0; p < PARTITIONS; p++) {
+        const a = Appender.open({ dir: path.join(dir, 'data', 'queues', 'in', String(p)) });
+        const ref = reference.get(`in/${p}`) ?? [];
+        for (let n = perPartition; n < perPartition + CHUNK; n++) {
+          const key = `p${p}-k${n % 13}`;
+          const v = ((n * 7919) % 1000) - 500;
+          const sum = (sums.get(key) ?? 0) + v;
+          sums.set(key, sum);
+          ref.push({ key, sum, n });
+          a.append(writer.encode({ type: EVENT_TYPE_JSON, key, eventTimeMs: Date.now(), payload: encodeJson({ v, n }) }));
+        }
+        a.close();
+        reference.set(`in/${p}`, ref);
       }
-      a.close();
-      reference.set(`in/${p}`, ref);
-    }
+      perPartition += CHUNK;
+    };
+    appendInputs();
 
     let killed = 0;
-    for (let i = 0; i < KILLS; i++) {
-      const r = await runChild(topologyFile, 150 + Math.floor(random() * 900));
-      if (r.signal === 'SIGKILL') killed++;
-      else assert.is(r.code, 0, `run ${i} exited ${r.code} (seed ${seed}):\n${r.out}`);
+    let runs = 0;
+    while (killed < KILLS) {
+      assert.ok(++runs <= RUNS_MAX, `(seed ${seed}) ${RUNS_MAX} runs without ${KILLS} kills`);
+      const r = await runChild(topologyFile, perPartition, 100 + Math.floor(random() * 700));
+      if (r.signal === 'SIGKILL') {
+        killed++;
+        continue;
+      }
+      assert.is(r.code, 0, `run ${runs} exited ${r.code} (seed ${seed}):\n${r.out}`);
+      appendInputs();
     }
-    const final = await runChild(topologyFile, null);
+    const final = await runChild(topologyFile, perPartition, null);
     assert.is(final.code, 0, `final run failed (seed ${seed}):\n${final.out}`);
-    assert.ok(killed >= KILLS - 2, `only ${killed} of ${KILLS} runs were killed mid-way (seed ${seed}); the work is too short`);
 
     // The output: per input partition, exactly the reference, in order, once each.
     const got = new Map<string, { key: string; sum: number; n: number }[]>();

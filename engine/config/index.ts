@@ -11,6 +11,7 @@ export type { TopologyLoadOptions } from './load.js';
 export { ConfigError, formatProblem } from './errors.js';
 export type { ConfigProblem } from './errors.js';
 export { resolveModule } from './checks.js';
+export { TOPOLOGY_SCHEMA } from './schema.js';
 export type { ModuleResolution } from './checks.js';
 export {
   TOPOLOGY_DEFAULTS,
@@ -21,6 +22,7 @@ export {
   START_FROM_VALUES,
   INPUTS_REPLAY_VALUES,
   QUEUE_FSYNC_VALUES,
+  DIALECT_VALUES,
 } from './topology.js';
 export type {
   Topology,

@@ -99,7 +99,10 @@ const captureSource = {
   },
 };
 
-/** The topology file schema. */
+/**
+ * The topology file schema (JSON Schema draft-07 plus ajv's `discriminator` on
+ * `capture[].database`); also usable by editors (e.g. yaml-language-server) for completion.
+ */
 export const TOPOLOGY_SCHEMA = {
   type: 'object',
   required: ['name'],

@@ -18,10 +18,13 @@ export type InputsReplay = 'NONE' | 'INPUTS' | 'OUTPUT' | 'OUTPUT_REVERSE';
 /** When a queue's appender fsyncs: never, on each flush (batch), or after every record. */
 export type QueueFsync = 'none' | 'batch' | 'record';
 
-/** Allowed values of the enumerated fields, in documentation order. */
+/** Allowed values of `services[].startFrom`. */
 export const START_FROM_VALUES: readonly StartFrom[] = ['START', 'LAST_WRITTEN', 'END'];
+/** Allowed values of `services[].inputsReplay`. */
 export const INPUTS_REPLAY_VALUES: readonly InputsReplay[] = ['NONE', 'INPUTS', 'OUTPUT', 'OUTPUT_REVERSE'];
+/** Allowed values of `queues[].fsync`. */
 export const QUEUE_FSYNC_VALUES: readonly QueueFsync[] = ['none', 'batch', 'record'];
+/** Allowed values of `capture[].database.dialect`. */
 export const DIALECT_VALUES: readonly DatabaseRef['dialect'][] = ['sqlite', 'postgres'];
 
 /** A durable queue: `partitions` journals under `<dataDir>/queues/<name>/<partition>`. */

@@ -32,6 +32,7 @@ interface Options {
   durationS: number;
   clients: number;
   keep: boolean;
+  verbose: boolean;
 }
 
 /** Newest JSON value per key in a service's output queue. */
@@ -129,6 +130,12 @@ async function main(o: Options): Promise<number> {
     .reduce((n, [, c]) => n + c.eventsIn, 0);
   const processed = services.reduce((n, s) => n + s.eventsIn + s.replayed, 0);
 
+  if (o.verbose) {
+    for (const [name, c] of Object.entries(result.counters)) {
+      console.log(`  ${name.padEnd(44)} in=${c.eventsIn} out=${c.eventsOut} batches=${c.batches} waits=${c.waits} replayed=${c.replayed}`);
+    }
+  }
+
   // 5. verification against the database
   const branchTotals = latestByKey<{ bid: number; total: number }>(topology, 'branch-balances-out');
   const accountBalances = latestByKey<{ aid: number; abalance: number }>(topology, 'accounts-out');
@@ -188,9 +195,10 @@ const program = new Command()
   .option('--duration-s <s>', 'workload duration in seconds', '20')
   .option('--clients <n>', 'concurrent client loops', '4')
   .option('--keep', 'keep the data directory of an earlier run (default: start fresh)', false)
+  .option('--verbose', 'print every actor\'s counters at the end', false)
   .parse();
-const raw = program.opts<{ topology: string; scale: string; durationS: string; clients: string; keep: boolean }>();
-main({ topology: raw.topology, scale: Number(raw.scale), durationS: Number(raw.durationS), clients: Number(raw.clients), keep: raw.keep }).then(
+const raw = program.opts<{ topology: string; scale: string; durationS: string; clients: string; keep: boolean; verbose: boolean }>();
+main({ topology: raw.topology, scale: Number(raw.scale), durationS: Number(raw.durationS), clients: Number(raw.clients), keep: raw.keep, verbose: raw.verbose }).then(
   (code) => process.exit(code),
   (e: unknown) => {
     console.error(`bank: ${(e as Error).stack ?? e}`);

@@ -1,0 +1,47 @@
+/**
+ * The main job, end to end, as users run it: the bank example on SQLite (TPC-B from worker
+ * threads) and on PostgreSQL (the real pgbench), each ending with its verification against the
+ * database. Short durations; the README's runs use the defaults.
+ */
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { spawn } from 'node:child_process';
+
+const main = new URL('../examples/bank/main.js', import.meta.url).pathname;
+const root = new URL('../../', import.meta.url).pathname;
+
+function runBank(args: string[]): Promise<{ code: number | null; out: string }> {
+  return new Promise((resolve) => {
+    const p = spawn(process.execPath, [main, ...args], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    p.stdout.on('data', (b) => (out += b));
+    p.stderr.on('data', (b) => (out += b));
+    p.on('exit', (code) => resolve({ code, out }));
+  });
+}
+
+function number(out: string, label: string): number {
+  const m = new RegExp(`${label}\\s+(\\d+)`).exec(out);
+  assert.ok(m, `no "${label}" line in:\n${out}`);
+  return Number(m![1]);
+}
+
+test('bank job on SQLite: every branch total and changed account matches the database', async () => {
+  const r = await runBank(['--duration-s', '3', '--clients', '2']);
+  assert.is(r.code, 0, r.out);
+  assert.match(r.out, /verification\s+OK: 1 branch totals and \d+ changed accounts match the database/);
+  const tx = number(r.out, 'transactions run');
+  assert.ok(tx > 100, `only ${tx} transactions`);
+  // Each TPC-B transaction inserts one history row and updates one account (unless its delta is 0).
+  const captured = number(r.out, 'changes captured');
+  assert.ok(captured >= 2 * tx - tx / 500 - 5 && captured <= 2 * tx, `captured ${captured} for ${tx} transactions`);
+});
+
+test('bank job on PostgreSQL driven by the real pgbench: verification passes', async () => {
+  const r = await runBank(['--topology', 'examples/bank/topology.pg.yaml', '--duration-s', '4', '--clients', '4']);
+  assert.is(r.code, 0, r.out);
+  assert.match(r.out, /verification\s+OK: 1 branch totals and \d+ changed accounts match the database/);
+  assert.ok(number(r.out, 'transactions run') > 50, r.out);
+});
+
+test.run();

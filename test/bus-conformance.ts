@@ -308,10 +308,25 @@ export function busConformance(name: string, makeBackend: () => Promise<BusBacke
       }
     }
     await until(() => a.assignment().length === 4, [a], 'A alone owns all 4 partitions')
+    const p = await bus.producer()
+    await p.send(Array.from({ length: 40 }, (_, i) => rec(topic, null, `old${i}`, i % 4)))
+    assert.is((await pollFor(a, 40)).length, 40, 'A reads the first 40')
+    await a.commit()
     const b = await bus.consumer({ groupId: group, sessionTimeoutMs: opts.sessionTimeoutMs })
     await b.subscribe([topic], listener('B'))
-    await until(() => a.assignment().length === 2 && b.assignment().length === 2, [a, b], 'A and B own 2 each')
+    const seen: ConsumedRecord[] = []
+    const collect = async (m: BusConsumer): Promise<void> => void seen.push(...(await m.poll({ timeoutMs: 50 })))
+    const deadline = Date.now() + 15_000
+    while (!(a.assignment().length === 2 && b.assignment().length === 2)) {
+      if (Date.now() > deadline) throw new Error(`A and B own 2 each; events: ${events.join(' | ')}`)
+      await Promise.all([collect(a), collect(b)])
+    }
     assert.equal([...sortedKeys(a.assignment()), ...sortedKeys(b.assignment())].sort(), all, 'disjoint and complete')
+    await p.send(Array.from({ length: 40 }, (_, i) => rec(topic, null, `new${i}`, i % 4)))
+    const until40 = Date.now() + 10_000
+    while (seen.length < 40 && Date.now() < until40) await Promise.all([collect(a), collect(b)])
+    await Promise.all([collect(a), collect(b)])
+    assert.equal(seen.map(text).sort(), Array.from({ length: 40 }, (_, i) => `new${i}`).sort(), 'after the split: each new record once, no committed record again')
     assert.ok(events.some((e) => e.startsWith('A -')), `A's revoked fired: ${events.join(' | ')}`)
     assert.ok(events.some((e) => e.startsWith('B +')), `B's assigned fired: ${events.join(' | ')}`)
     const bHad = sortedKeys(b.assignment())

@@ -63,6 +63,7 @@ function repoRoot(): string {
  * the build fails or the launcher does not start within `startTimeoutMs`.
  */
 export async function startKafkaMockCluster(opts: KafkaMockOptions = {}): Promise<KafkaMockCluster> {
+  if (opts.binary && !existsSync(opts.binary)) throw new BusError('bad-input', `kafka mock binary not found, binary=${opts.binary}`)
   const root = opts.binary ? '' : repoRoot()
   const binary = opts.binary ?? join(root, 'dist', 'tools', 'kafka-mock', 'mock-cluster')
   if (!existsSync(binary)) {

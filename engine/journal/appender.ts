@@ -1,0 +1,405 @@
+/**
+ * The appender: the single writer of a queue partition.
+ *
+ * Appends are encoded straight into an in-memory write buffer as frames (frame.ts); `flush()`
+ * writes the buffer with one pwrite to the segment file and one to its offset index, fdatasyncs
+ * per the fsync policy, then bumps the notifier. Syscalls, fsyncs and Atomics operations are
+ * thus paid per flush, not per record (batch at the seams).
+ *
+ * After Chronicle Queue's ExcerptAppender (single writer, roll cycles, an explicit
+ * end-of-cycle marker so tailers know a file is finished), over write(2) instead of mmap.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import {
+  END_OF_SEGMENT_FRAME_BYTES,
+  FLAG_BEGIN,
+  FLAG_END,
+  FLAG_END_OF_SEGMENT,
+  FRAME_HEADER_BYTES,
+  RECORD_BYTES_MAX,
+  frameBytes,
+  sealFrame,
+} from './frame.js';
+import { INDEX_ENTRY_BYTES, encodeIndexEntry } from './offset-index.js';
+import {
+  SEGMENT_COMPLETE_MARKER_OFFSET,
+  SEGMENT_HEADER_BYTES,
+  encodeSegmentHeader,
+  fsyncDir,
+  indexPath,
+  listSegments,
+  readSegmentHeader,
+  segmentPath,
+  writeFully,
+} from './segment.js';
+import { recoverSegment } from './recovery.js';
+import { acquireAppenderLock, type AppenderLock } from './lock.js';
+import { publish } from './notifier.js';
+import { FaultInjector, crashNow, readFaultPlan } from './fault.js';
+import { JournalCorruptionError } from './errors.js';
+import { resolveOptions, type JournalOptions, type ResolvedOptions } from './options.js';
+
+/** What `Appender.open` found on disk and repaired. */
+export interface RecoveryReport {
+  /** Segment file whose tail was recovered, or null for a new queue. */
+  segment: string | null;
+  /** Bytes of frames read and verified while recovering. */
+  scannedBytes: number;
+  /** Bytes cut off the end of the last segment (torn record, unfinished batch, garbage). */
+  truncatedBytes: number;
+  /** Complete frames cut off because their batch had no END frame. */
+  droppedRecords: number;
+  /** A segment whose header was never finished (crash while rolling), replaced by a new one; else null. */
+  replacedSegment: string | null;
+  /** Pid of a dead process whose stale lock was taken over; else null. */
+  lockTakenOverFromPid: number | null;
+}
+
+interface ActiveSegment {
+  first: number;
+  path: string;
+  fd: number;
+  idxFd: number;
+  /** Bytes in the file (header + written frames). */
+  fileBytes: number;
+  /** Records written to the file. */
+  recordCount: number;
+  createdMs: number;
+}
+
+const WRITE_BUFFER_BYTES_INITIAL = 64 * 1024;
+const INDEX_BUFFER_ENTRIES_INITIAL = 1024;
+
+/**
+ * The single writer of one queue partition directory. Not thread-safe: use it from one thread.
+ *
+ * Durability: records are buffered; `flush()` writes them (one write for frames, one for index
+ * entries), fdatasyncs per `fsync` (default 'batch': once per flush), then wakes same-process
+ * tailers through the notifier. Tailers never see unflushed records. A process crash loses
+ * only unflushed records; with 'batch' or 'record' a power loss loses only records whose flush
+ * had not returned.
+ */
+export class Appender {
+  /** What opening found and repaired. */
+  readonly recovery: RecoveryReport;
+
+  private readonly opts: ResolvedOptions;
+  private readonly lock: AppenderLock;
+  private readonly faults: FaultInjector;
+  private seg: ActiveSegment;
+  private next: number;
+  private pending: Buffer = Buffer.alloc(WRITE_BUFFER_BYTES_INITIAL);
+  private pendingBytes = 0;
+  private pendingRecords = 0;
+  private pendingIndex: Buffer = Buffer.alloc(INDEX_BUFFER_ENTRIES_INITIAL * INDEX_ENTRY_BYTES);
+  private closed = false;
+
+  private constructor(opts: ResolvedOptions, lock: AppenderLock, faults: FaultInjector, seg: ActiveSegment, recovery: RecoveryReport) {
+    this.opts = opts;
+    this.lock = lock;
+    this.faults = faults;
+    this.seg = seg;
+    this.next = seg.first + seg.recordCount;
+    this.recovery = recovery;
+  }
+
+  /**
+   * Opens (creating if needed) the queue partition in `opts.dir` for appending.
+   *
+   * Takes the directory's exclusive appender lock (a stale lock of a dead pid is taken over),
+   * then recovers: a last segment whose header was never completed is replaced; the last
+   * segment's torn tail (a frame cut off by a crash, a batch without its END frame) is cut off;
+   * its offset index is made to match; a segment sealed by END_OF_SEGMENT gets its successor.
+   * Nothing complete is dropped. See `recovery` for what was done.
+   *
+   * Throws: Error for invalid options; JournalLockedError if a live process holds the lock;
+   * JournalCorruptionError (file + offset) for damage that is not a torn tail.
+   */
+  static open(options: JournalOptions): Appender {
+    const opts = resolveOptions(options);
+    const faults = new FaultInjector(readFaultPlan());
+    fs.mkdirSync(opts.dir, { recursive: true });
+    const lock = acquireAppenderLock(opts.dir);
+    try {
+      const report: RecoveryReport = {
+        segment: null,
+        scannedBytes: 0,
+        truncatedBytes: 0,
+        droppedRecords: 0,
+        replacedSegment: null,
+        lockTakenOverFromPid: lock.takenOverFromPid,
+      };
+      const seg = Appender.recover(opts, faults, report);
+      const appender = new Appender(opts, lock, faults, seg, report);
+      // Tailers parked while the previous appender died learn about the repaired tail.
+      if (opts.notifier) publish(opts.notifier);
+      return appender;
+    } catch (e) {
+      lock.release();
+      throw e;
+    }
+  }
+
+  private static recover(opts: ResolvedOptions, faults: FaultInjector, report: RecoveryReport): ActiveSegment {
+    const segments = listSegments(opts.dir);
+    if (segments.length === 0) return createSegment(opts, faults, 0);
+
+    let last = segments[segments.length - 1];
+    let header = readHeaderOf(opts.dir, last);
+    if (!header.complete) {
+      // A crash while rolling: the segment never held a record (records are written only after
+      // the complete marker). Remove it; the predecessor's recovery says where to continue.
+      report.replacedSegment = segmentPath(opts.dir, last);
+      removeSegmentFiles(opts.dir, last);
+      segments.pop();
+      if (segments.length === 0) return createSegment(opts, faults, last);
+      last = segments[segments.length - 1];
+      header = readHeaderOf(opts.dir, last);
+      if (!header.complete) {
+        throw new JournalCorruptionError(segmentPath(opts.dir, last), 0, `segment header is damaged (${header.reason}) and it is not the newest segment`);
+      }
+    }
+    const segPath = segmentPath(opts.dir, last);
+    if (header.firstIndex !== last) {
+      throw new JournalCorruptionError(segPath, 0, `header says first index ${header.firstIndex} but the file name says ${last}`);
+    }
+    const r = recoverSegment(segPath, indexPath(opts.dir, last));
+    report.segment = segPath;
+    report.scannedBytes = r.scannedBytes;
+    report.truncatedBytes = r.truncatedBytes;
+    report.droppedRecords = r.droppedRecords;
+    if (r.sealed) return createSegment(opts, faults, last + r.recordCount);
+    const fd = fs.openSync(segPath, 'r+');
+    const idxFd = fs.openSync(indexPath(opts.dir, last), 'r+');
+    return { first: last, path: segPath, fd, idxFd, fileBytes: r.fileBytes, recordCount: r.recordCount, createdMs: header.createdMs };
+  }
+
+  /** Queue index the next appended record will get (0-based; counts buffered records). */
+  get nextIndex(): number {
+    return this.next;
+  }
+
+  /** Directory of this queue partition. */
+  get dir(): string {
+    return this.opts.dir;
+  }
+
+  /**
+   * Buffers one record; returns its queue index. The payload is copied, so the caller may
+   * reuse it. With fsync 'record' the record is written and fdatasynced before this returns;
+   * otherwise it becomes visible to tailers at the next flush() (or when the write buffer
+   * passes `writeBufferBytes`). May roll to a new segment first (size or time).
+   *
+   * Throws Error if closed, or if `payload` is not a Uint8Array or exceeds RECORD_BYTES_MAX.
+   */
+  append(payload: Uint8Array): number {
+    this.checkOpen();
+    checkPayload(payload, 0);
+    const bytes = frameBytes(payload.length);
+    this.rollIfDue(bytes);
+    const index = this.next;
+    this.addFrame(payload, FLAG_BEGIN | FLAG_END);
+    this.afterAppend();
+    return index;
+  }
+
+  /**
+   * Buffers `payloads` as one atomic batch; returns the index of the first record (indexes are
+   * consecutive). Atomic across crashes and for readers: the records are marked BEGIN .. END,
+   * recovery cuts off a batch without its END frame, and tailers return none of a batch until
+   * all of it is complete. A batch never spans segments. An empty batch is a programmer error.
+   *
+   * Throws Error if closed, if `payloads` is empty, or for a payload as in append().
+   */
+  appendBatch(payloads: readonly Uint8Array[]): number {
+    this.checkOpen();
+    if (!Array.isArray(payloads) || payloads.length === 0) {
+      throw new Error(`appendBatch needs at least one payload, payloads.length=${Array.isArray(payloads) ? payloads.length : 'not an array'}`);
+    }
+    let bytes = 0;
+    for (let i = 0; i < payloads.length; i++) {
+      checkPayload(payloads[i], i);
+      bytes += frameBytes(payloads[i].length);
+    }
+    this.rollIfDue(bytes);
+    const index = this.next;
+    const lastI = payloads.length - 1;
+    for (let i = 0; i <= lastI; i++) {
+      this.addFrame(payloads[i], (i === 0 ? FLAG_BEGIN : 0) | (i === lastI ? FLAG_END : 0));
+    }
+    this.afterAppend();
+    return index;
+  }
+
+  /**
+   * Writes buffered records (one write for frames, one for index entries), fdatasyncs unless
+   * fsync is 'none', then wakes same-process tailers. No-op when nothing is buffered.
+   * Throws Error if closed; rethrows I/O errors (e.g. ENOSPC), after which the appender should
+   * be closed and reopened (recovery makes the files consistent again).
+   */
+  flush(): void {
+    this.checkOpen();
+    if (this.pendingBytes === 0) return;
+    this.writePending(this.opts.fsync !== 'none');
+    if (this.opts.notifier) publish(this.opts.notifier);
+  }
+
+  /**
+   * Flushes, fsyncs the segment and its index (whatever the policy), closes the files and
+   * releases the lock. Idempotent. Does not seal the segment: the next appender continues it.
+   */
+  close(): void {
+    if (this.closed) return;
+    try {
+      if (this.pendingBytes > 0) {
+        this.writePending(false);
+        if (this.opts.notifier) publish(this.opts.notifier);
+      }
+      fs.fsyncSync(this.seg.fd);
+      fs.fsyncSync(this.seg.idxFd);
+    } finally {
+      this.closed = true;
+      fs.closeSync(this.seg.fd);
+      fs.closeSync(this.seg.idxFd);
+      this.lock.release();
+    }
+  }
+
+  private checkOpen(): void {
+    if (this.closed) throw new Error(`Appender for ${this.opts.dir} is closed`);
+  }
+
+  private addFrame(payload: Uint8Array, flags: number): void {
+    const bytes = frameBytes(payload.length);
+    if (this.pendingBytes + bytes > this.pending.length) {
+      this.pending = grow(this.pending, this.pendingBytes, this.pendingBytes + bytes);
+    }
+    if ((this.pendingRecords + 1) * INDEX_ENTRY_BYTES > this.pendingIndex.length) {
+      this.pendingIndex = grow(this.pendingIndex, this.pendingRecords * INDEX_ENTRY_BYTES, (this.pendingRecords + 1) * INDEX_ENTRY_BYTES);
+    }
+    const off = this.pendingBytes;
+    this.pending.set(payload, off + FRAME_HEADER_BYTES);
+    sealFrame(this.pending, off, payload.length, flags, this.seg.recordCount + this.pendingRecords);
+    const fileOffset = this.seg.fileBytes + off;
+    this.pendingIndex.writeUInt32LE(encodeIndexEntry(fileOffset, (flags & FLAG_BEGIN) !== 0), this.pendingRecords * INDEX_ENTRY_BYTES);
+    this.pendingBytes += bytes;
+    this.pendingRecords++;
+    this.next++;
+  }
+
+  private afterAppend(): void {
+    if (this.opts.fsync === 'record' || this.pendingBytes >= this.opts.writeBufferBytes) this.flush();
+  }
+
+  /** Rolls before adding `bytes` of frames if the segment is full or its time window is over. */
+  private rollIfDue(bytes: number): void {
+    const seg = this.seg;
+    if (seg.recordCount + this.pendingRecords === 0) return;
+    const full = seg.fileBytes + this.pendingBytes + bytes + END_OF_SEGMENT_FRAME_BYTES > this.opts.segmentBytes;
+    const interval = this.opts.rollIntervalMs;
+    const late = interval !== null && Math.floor(this.opts.clock() / interval) !== Math.floor(seg.createdMs / interval);
+    if (full || late) this.roll();
+  }
+
+  /**
+   * Seals the current segment with END_OF_SEGMENT and starts the next one, named by the next
+   * index. Order matters for tailers and recovery: buffered frames, then END_OF_SEGMENT (both
+   * fsynced unless fsync is 'none'), then the new segment's header (complete marker last), then
+   * publish. A tailer moves to the new segment only after reading END_OF_SEGMENT (case Q2).
+   */
+  private roll(): void {
+    const sync = this.opts.fsync !== 'none';
+    if (this.pendingBytes > 0) this.writePending(false);
+    const seg = this.seg;
+    const eos = Buffer.alloc(END_OF_SEGMENT_FRAME_BYTES);
+    sealFrame(eos, 0, 0, FLAG_END_OF_SEGMENT, seg.recordCount);
+    writeFully(seg.fd, eos, 0, eos.length, seg.fileBytes);
+    seg.fileBytes += eos.length;
+    if (sync) {
+      fs.fdatasyncSync(seg.fd);
+      fs.fsyncSync(seg.idxFd);
+    }
+    fs.closeSync(seg.fd);
+    fs.closeSync(seg.idxFd);
+    this.seg = createSegment(this.opts, this.faults, this.next);
+    if (this.opts.notifier) publish(this.opts.notifier);
+  }
+
+  private writePending(sync: boolean): void {
+    const seg = this.seg;
+    const bytes = this.pendingBytes;
+    if (this.faults.hit('torn-write')) {
+      writeFully(seg.fd, this.pending, 0, Math.max(1, bytes >>> 1), seg.fileBytes);
+      crashNow();
+    }
+    writeFully(seg.fd, this.pending, 0, bytes, seg.fileBytes);
+    writeFully(seg.idxFd, this.pendingIndex, 0, this.pendingRecords * INDEX_ENTRY_BYTES, seg.recordCount * INDEX_ENTRY_BYTES);
+    if (sync) fs.fdatasyncSync(seg.fd);
+    seg.fileBytes += bytes;
+    seg.recordCount += this.pendingRecords;
+    this.pendingBytes = 0;
+    this.pendingRecords = 0;
+  }
+}
+
+function checkPayload(payload: Uint8Array, i: number): void {
+  if (!(payload instanceof Uint8Array)) throw new Error(`payload ${i} must be a Uint8Array, got ${typeof payload}`);
+  if (payload.length > RECORD_BYTES_MAX) throw new Error(`payload ${i} must be <= ${RECORD_BYTES_MAX} bytes, length=${payload.length}`);
+}
+
+function grow(buf: Buffer, used: number, needed: number): Buffer {
+  let size = buf.length;
+  while (size < needed) size *= 2;
+  const bigger = Buffer.alloc(size);
+  buf.copy(bigger, 0, 0, used);
+  return bigger;
+}
+
+function readHeaderOf(dir: string, first: number): ReturnType<typeof readSegmentHeader> {
+  const fd = fs.openSync(segmentPath(dir, first), 'r');
+  try {
+    return readSegmentHeader(fd);
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+function removeSegmentFiles(dir: string, first: number): void {
+  for (const file of [segmentPath(dir, first), indexPath(dir, first)]) {
+    try {
+      fs.unlinkSync(file);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+    }
+  }
+}
+
+/**
+ * Creates (or replaces: a half-created or premature file of that name holds no records) the
+ * segment whose first record will have index `first`, with an empty offset index. The header
+ * body is written first and the complete marker second, so a crash in between is detectable.
+ */
+function createSegment(opts: ResolvedOptions, faults: FaultInjector, first: number): ActiveSegment {
+  const segPath = segmentPath(opts.dir, first);
+  const createdMs = opts.clock();
+  const header = encodeSegmentHeader(first, createdMs);
+  const fd = fs.openSync(segPath, 'w+');
+  let idxFd = -1;
+  try {
+    writeFully(fd, header, 0, SEGMENT_COMPLETE_MARKER_OFFSET, 0);
+    if (faults.hit('torn-segment-header')) crashNow();
+    writeFully(fd, header, SEGMENT_COMPLETE_MARKER_OFFSET, SEGMENT_HEADER_BYTES - SEGMENT_COMPLETE_MARKER_OFFSET, SEGMENT_COMPLETE_MARKER_OFFSET);
+    idxFd = fs.openSync(indexPath(opts.dir, first), 'w+');
+    if (opts.fsync !== 'none') {
+      fs.fsyncSync(fd);
+      fs.fsyncSync(idxFd);
+      fsyncDir(path.resolve(opts.dir));
+    }
+  } catch (e) {
+    fs.closeSync(fd);
+    if (idxFd >= 0) fs.closeSync(idxFd);
+    throw e;
+  }
+  return { first, path: segPath, fd, idxFd, fileBytes: SEGMENT_HEADER_BYTES, recordCount: 0, createdMs };
+}

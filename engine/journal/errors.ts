@@ -1,0 +1,39 @@
+/**
+ * Errors of engine/journal that callers may want to tell apart. Programmer errors (bad
+ * arguments, use after close) are plain `Error`s with the violated invariant.
+ */
+
+/**
+ * Damage that is not a torn tail: a frame that fails its checksum (or seq, flags, length) while
+ * complete frames follow it, a segment whose header is damaged while later segments exist, and
+ * the like. The journal refuses to read past it instead of dropping records silently; the
+ * message names the file and byte offset so an operator can inspect it (`xxd -s <offset>`).
+ */
+export class JournalCorruptionError extends Error {
+  /** Absolute path of the damaged file. */
+  readonly file: string;
+  /** Byte offset of the damaged frame or header in `file`. */
+  readonly offset: number;
+
+  constructor(file: string, offset: number, problem: string) {
+    super(`${file}: offset ${offset}: ${problem}`);
+    this.name = 'JournalCorruptionError';
+    this.file = file;
+    this.offset = offset;
+  }
+}
+
+/** Another live process holds the queue's appender lock. */
+export class JournalLockedError extends Error {
+  /** The lock file. */
+  readonly file: string;
+  /** Pid recorded in the lock file. */
+  readonly ownerPid: number;
+
+  constructor(file: string, ownerPid: number) {
+    super(`${file}: queue is locked by live process ${ownerPid}; exactly one Appender may be open per queue directory`);
+    this.name = 'JournalLockedError';
+    this.file = file;
+    this.ownerPid = ownerPid;
+  }
+}

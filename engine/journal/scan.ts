@@ -1,0 +1,41 @@
+/**
+ * Telling a torn tail from damage. When a frame at offset X fails its check, the question is
+ * whether anything complete was written after it: a crash (SIGKILL, power loss) only ever
+ * leaves garbage at the end of what was written, so "no complete frame after X" means a torn
+ * tail (cut it off / wait for it), while "a complete frame after X" means the bytes at X were
+ * damaged after they were written, and the journal must refuse rather than drop good records.
+ */
+import { FRAME_HEADER_BYTES, FRAME_ALIGNMENT, FrameCheck, RECORD_BYTES_MAX, checkFrame, frameLength, frameSeq } from './frame.js';
+import { readFully } from './segment.js';
+
+const SCAN_CHUNK_BYTES = 1024 * 1024;
+
+/**
+ * Offset of the first complete, checksum-valid frame at an 8-aligned offset in
+ * `[from, fileBytes)` whose seq is plausible for a frame after one with seq `seqMin - 1`
+ * (seq in `[seqMin, seqMin + remaining / 16]`), or -1. Reads the file in 1 MiB chunks; used only
+ * on the error path (O(bytes after X)).
+ */
+export function findCompleteFrameAfter(fd: number, fileBytes: number, from: number, seqMin: number): number {
+  const start = Math.ceil(from / FRAME_ALIGNMENT) * FRAME_ALIGNMENT;
+  const seqMax = seqMin + Math.floor((fileBytes - start) / FRAME_HEADER_BYTES) + 1;
+  const buf = Buffer.alloc(SCAN_CHUNK_BYTES + FRAME_HEADER_BYTES);
+  for (let chunkStart = start; chunkStart + FRAME_HEADER_BYTES <= fileBytes; chunkStart += SCAN_CHUNK_BYTES) {
+    const n = readFully(fd, buf, 0, Math.min(buf.length, fileBytes - chunkStart), chunkStart);
+    const last = Math.min(SCAN_CHUNK_BYTES, n - FRAME_HEADER_BYTES);
+    for (let o = 0; o <= last; o += FRAME_ALIGNMENT) {
+      const length = frameLength(buf, o);
+      if (length > RECORD_BYTES_MAX || chunkStart + o + FRAME_HEADER_BYTES + length > fileBytes) continue;
+      const seq = frameSeq(buf, o);
+      if (seq < seqMin || seq > seqMax) continue;
+      if (o + FRAME_HEADER_BYTES + length <= n) {
+        if (checkFrame(buf, o, n - o, -1) === FrameCheck.ok) return chunkStart + o;
+      } else {
+        const frame = Buffer.alloc(FRAME_HEADER_BYTES + length);
+        const got = readFully(fd, frame, 0, frame.length, chunkStart + o);
+        if (checkFrame(frame, 0, got, -1) === FrameCheck.ok) return chunkStart + o;
+      }
+    }
+  }
+  return -1;
+}

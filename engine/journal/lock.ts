@@ -47,7 +47,7 @@ function readOwner(file: string): { pid: number; ageMs: number } | null {
     const text = fs.readFileSync(file, 'utf8');
     const ageMs = Date.now() - fs.statSync(file).mtimeMs;
     const m = /^(\d+)\b/.exec(text);
-    return { pid: m ? Number(m[1]) : NaN, ageMs };
+    return { pid: m && Number(m[1]) > 0 ? Number(m[1]) : NaN, ageMs };
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code === 'ENOENT') return null;
     throw e;

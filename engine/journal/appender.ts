@@ -19,6 +19,7 @@ import {
   FRAME_HEADER_BYTES,
   RECORD_BYTES_MAX,
   frameBytes,
+  putU32,
   sealFrame,
 } from './frame.js';
 import { INDEX_ENTRY_BYTES, encodeIndexEntry } from './offset-index.js';
@@ -282,7 +283,7 @@ export class Appender {
     this.pending.set(payload, off + FRAME_HEADER_BYTES);
     sealFrame(this.pending, off, payload.length, flags, this.seg.recordCount + this.pendingRecords);
     const fileOffset = this.seg.fileBytes + off;
-    this.pendingIndex.writeUInt32LE(encodeIndexEntry(fileOffset, (flags & FLAG_BEGIN) !== 0), this.pendingRecords * INDEX_ENTRY_BYTES);
+    putU32(this.pendingIndex, this.pendingRecords * INDEX_ENTRY_BYTES, encodeIndexEntry(fileOffset, (flags & FLAG_BEGIN) !== 0));
     this.pendingBytes += bytes;
     this.pendingRecords++;
     this.next++;

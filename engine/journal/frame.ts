@@ -69,13 +69,28 @@ export function frameBytes(length: number): number {
  * `frameBytes(length)` bytes from `off`.
  */
 export function sealFrame(buf: Buffer, off: number, length: number, flags: number, seq: number): void {
-  buf.writeUInt32LE(length, off + FRAME_LENGTH_OFFSET);
-  buf.writeUInt32LE(flags, off + FRAME_FLAGS_OFFSET);
-  buf.writeUInt32LE(seq, off + FRAME_SEQ_OFFSET);
+  putU32(buf, off + FRAME_LENGTH_OFFSET, length);
+  putU32(buf, off + FRAME_FLAGS_OFFSET, flags);
+  putU32(buf, off + FRAME_SEQ_OFFSET, seq);
   const end = off + FRAME_HEADER_BYTES + length;
   const padded = off + frameBytes(length);
-  if (padded > end) buf.fill(0, end, padded);
-  buf.writeUInt32LE(crc32(buf.subarray(off + FRAME_LENGTH_OFFSET, end)), off + FRAME_CHECKSUM_OFFSET);
+  for (let i = end; i < padded; i++) buf[i] = 0;
+  putU32(buf, off + FRAME_CHECKSUM_OFFSET, crc32(buf, off + FRAME_LENGTH_OFFSET, end));
+}
+
+/**
+ * Little-endian uint32 store/load by bytes: on the per-record path these are ~3x cheaper than
+ * Buffer#writeUInt32LE / readUInt32LE, which validate their arguments on every call.
+ */
+export function putU32(buf: Uint8Array, off: number, v: number): void {
+  buf[off] = v;
+  buf[off + 1] = v >>> 8;
+  buf[off + 2] = v >>> 16;
+  buf[off + 3] = v >>> 24;
+}
+
+export function getU32(buf: Uint8Array, off: number): number {
+  return (buf[off] | (buf[off + 1] << 8) | (buf[off + 2] << 16) | (buf[off + 3] << 24)) >>> 0;
 }
 
 /** Outcome of {@link checkFrame}. */
@@ -99,15 +114,15 @@ export const enum FrameCheck {
  */
 export function checkFrame(buf: Buffer, off: number, avail: number, expectedSeq: number): FrameCheck {
   if (avail < FRAME_HEADER_BYTES) return FrameCheck.incomplete;
-  const length = buf.readUInt32LE(off + FRAME_LENGTH_OFFSET);
+  const length = getU32(buf, off + FRAME_LENGTH_OFFSET);
   if (length > RECORD_BYTES_MAX) return FrameCheck.badLength;
   if (avail < FRAME_HEADER_BYTES + length) return FrameCheck.incomplete;
-  const flags = buf.readUInt32LE(off + FRAME_FLAGS_OFFSET);
+  const flags = getU32(buf, off + FRAME_FLAGS_OFFSET);
   if ((flags & ~FLAGS_KNOWN) !== 0) return FrameCheck.badFlags;
   if ((flags & FLAG_END_OF_SEGMENT) !== 0 && (length !== 0 || flags !== FLAG_END_OF_SEGMENT)) return FrameCheck.badFlags;
-  const sum = crc32(buf.subarray(off + FRAME_LENGTH_OFFSET, off + FRAME_HEADER_BYTES + length));
-  if (sum !== buf.readUInt32LE(off + FRAME_CHECKSUM_OFFSET)) return FrameCheck.badChecksum;
-  if (expectedSeq >= 0 && buf.readUInt32LE(off + FRAME_SEQ_OFFSET) !== expectedSeq) return FrameCheck.badSeq;
+  const sum = crc32(buf, off + FRAME_LENGTH_OFFSET, off + FRAME_HEADER_BYTES + length);
+  if (sum !== getU32(buf, off + FRAME_CHECKSUM_OFFSET)) return FrameCheck.badChecksum;
+  if (expectedSeq >= 0 && getU32(buf, off + FRAME_SEQ_OFFSET) !== expectedSeq) return FrameCheck.badSeq;
   return FrameCheck.ok;
 }
 
@@ -116,21 +131,21 @@ export function describeFrameCheck(check: FrameCheck, buf: Buffer, off: number, 
   switch (check) {
     case FrameCheck.ok: return 'ok';
     case FrameCheck.incomplete: return 'frame extends beyond the end of the file';
-    case FrameCheck.badLength: return `length ${buf.readUInt32LE(off + FRAME_LENGTH_OFFSET)} exceeds the ${RECORD_BYTES_MAX}-byte record limit`;
-    case FrameCheck.badFlags: return `invalid flags 0x${buf.readUInt32LE(off + FRAME_FLAGS_OFFSET).toString(16)}`;
+    case FrameCheck.badLength: return `length ${getU32(buf, off + FRAME_LENGTH_OFFSET)} exceeds the ${RECORD_BYTES_MAX}-byte record limit`;
+    case FrameCheck.badFlags: return `invalid flags 0x${getU32(buf, off + FRAME_FLAGS_OFFSET).toString(16)}`;
     case FrameCheck.badChecksum: return 'checksum mismatch';
-    case FrameCheck.badSeq: return `seq ${buf.readUInt32LE(off + FRAME_SEQ_OFFSET)} where ${expectedSeq} was expected`;
+    case FrameCheck.badSeq: return `seq ${getU32(buf, off + FRAME_SEQ_OFFSET)} where ${expectedSeq} was expected`;
   }
 }
 
 export function frameLength(buf: Buffer, off: number): number {
-  return buf.readUInt32LE(off + FRAME_LENGTH_OFFSET);
+  return getU32(buf, off + FRAME_LENGTH_OFFSET);
 }
 
 export function frameFlags(buf: Buffer, off: number): number {
-  return buf.readUInt32LE(off + FRAME_FLAGS_OFFSET);
+  return getU32(buf, off + FRAME_FLAGS_OFFSET);
 }
 
 export function frameSeq(buf: Buffer, off: number): number {
-  return buf.readUInt32LE(off + FRAME_SEQ_OFFSET);
+  return getU32(buf, off + FRAME_SEQ_OFFSET);
 }

@@ -90,7 +90,7 @@ export function encodeSegmentHeader(firstIndex: number, createdMs: number): Buff
   b.writeUInt32LE(SEGMENT_HEADER_BYTES, HEADER_BYTES_OFFSET);
   b.writeDoubleLE(firstIndex, FIRST_INDEX_OFFSET);
   b.writeDoubleLE(createdMs, CREATED_MS_OFFSET);
-  b.writeUInt32LE(crc32(b.subarray(0, HEADER_CHECKSUM_OFFSET)), HEADER_CHECKSUM_OFFSET);
+  b.writeUInt32LE(crc32(b, 0, HEADER_CHECKSUM_OFFSET), HEADER_CHECKSUM_OFFSET);
   COMPLETE.copy(b, SEGMENT_COMPLETE_MARKER_OFFSET);
   return b;
 }
@@ -106,7 +106,7 @@ export function readSegmentHeader(fd: number): SegmentHeader {
   if (n < SEGMENT_HEADER_BYTES) return { complete: false, reason: `header has ${n} of ${SEGMENT_HEADER_BYTES} bytes` };
   if (!b.subarray(0, MAGIC.length).equals(MAGIC)) return { complete: false, reason: 'bad magic' };
   if (!b.subarray(SEGMENT_COMPLETE_MARKER_OFFSET).equals(COMPLETE)) return { complete: false, reason: 'header complete marker missing' };
-  if (crc32(b.subarray(0, HEADER_CHECKSUM_OFFSET)) !== b.readUInt32LE(HEADER_CHECKSUM_OFFSET)) return { complete: false, reason: 'header checksum mismatch' };
+  if (crc32(b, 0, HEADER_CHECKSUM_OFFSET) !== b.readUInt32LE(HEADER_CHECKSUM_OFFSET)) return { complete: false, reason: 'header checksum mismatch' };
   const version = b.readUInt32LE(VERSION_OFFSET);
   if (version !== SEGMENT_VERSION) return { complete: false, reason: `unsupported version ${version}` };
   return { complete: true, firstIndex: b.readDoubleLE(FIRST_INDEX_OFFSET), createdMs: b.readDoubleLE(CREATED_MS_OFFSET) };

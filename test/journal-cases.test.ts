@@ -95,6 +95,10 @@ test('Q2: a tailer at the end of a segment reads m1 from it before m2 from a new
   // The next segment file appears (complete header, empty) before segment 0 is finished.
   fs.writeFileSync(path.join(dir, segmentFileName(2)), encodeSegmentHeader(2, 1000));
   assert.is(t.next(), null, 'the tailer does not jump to the newer segment');
+  const other = Tailer.open({ dir, from: 'end' });
+  assert.is(other.index, 1, 'nor is the early segment taken for the end of the queue');
+  assert.is(other.moveToIndex(2), false);
+  other.close();
 
   a.append(Buffer.from('m1'));
   a.flush();

@@ -11,7 +11,7 @@ import zlib from 'node:zlib';
 import { Appender, Tailer, JournalLockedError, type JournalRecord } from '../engine/journal/index.js';
 import { crc32, crc32Js } from '../engine/journal/crc32.js';
 import { FLAG_BEGIN, FLAG_END, frameBytes, sealFrame, FRAME_HEADER_BYTES } from '../engine/journal/frame.js';
-import { segmentFileName, indexFileName } from '../engine/journal/segment.js';
+import { segmentFileName, indexFileName, encodeSegmentHeader } from '../engine/journal/segment.js';
 
 function withDir(fn: (dir: string) => void | Promise<void>): () => Promise<void> {
   return async () => {
@@ -210,6 +210,22 @@ test('appends are written without flush() once the write buffer passes writeBuff
   while (t.next()) n++;
   assert.ok(n >= 30 && n < 100, `some records written by the full buffer (n=${n})`);
   a.close();
+  t.close();
+}));
+
+test('an appender reopened next to an early, empty segment file removes it and continues without a hole', withDir((dir) => {
+  const a = Appender.open({ dir });
+  a.append(rec('m0'));
+  a.close();
+  const early = path.join(dir, segmentFileName(5));
+  fs.writeFileSync(early, encodeSegmentHeader(5, 0));
+  const b = Appender.open({ dir });
+  assert.is(b.recovery.replacedSegment, early);
+  assert.is(b.append(rec('m1')), 1);
+  b.close();
+  assert.equal(segFiles(dir), [segmentFileName(0)]);
+  const t = Tailer.open({ dir });
+  assert.equal(readAll(t), ['m0', 'm1']);
   t.close();
 }));
 

@@ -31,9 +31,11 @@ import {
   indexPath,
   listSegments,
   readSegmentHeader,
+  segmentFileName,
   segmentPath,
   writeFully,
 } from './segment.js';
+import { handsOverTo } from './scan.js';
 import { recoverSegment } from './recovery.js';
 import { acquireAppenderLock, type AppenderLock } from './lock.js';
 import { publish } from './notifier.js';
@@ -51,7 +53,11 @@ export interface RecoveryReport {
   truncatedBytes: number;
   /** Complete frames cut off because their batch had no END frame. */
   droppedRecords: number;
-  /** A segment whose header was never finished (crash while rolling), replaced by a new one; else null. */
+  /**
+   * A segment file that held no records and could not be continued, removed (the appender
+   * creates the segment of that name again when it rolls): its header was never finished (a
+   * crash while rolling, case Q3), or it was created before its predecessor was sealed. Else null.
+   */
   replacedSegment: string | null;
   /** Pid of a dead process whose stale lock was taken over; else null. */
   lockTakenOverFromPid: number | null;
@@ -160,6 +166,20 @@ export class Appender {
       if (!header.complete) {
         throw new JournalCorruptionError(segmentPath(opts.dir, last), 0, `segment header is damaged (${header.reason}) and it is not the newest segment`);
       }
+    }
+    if (segments.length >= 2 && !handsOverTo(opts.dir, segments[segments.length - 2], last)) {
+      // Created before its predecessor was sealed (not by this appender, which seals first):
+      // it cannot hold records of this queue yet. Continue the predecessor instead.
+      const file = segmentPath(opts.dir, last);
+      if (fs.statSync(file).size > SEGMENT_HEADER_BYTES) {
+        throw new JournalCorruptionError(file, SEGMENT_HEADER_BYTES, `segment holds frames but its predecessor ${segmentFileName(segments[segments.length - 2])} is not sealed with an end-of-segment frame handing over to it`);
+      }
+      report.replacedSegment = file;
+      removeSegmentFiles(opts.dir, last);
+      segments.pop();
+      last = segments[segments.length - 1];
+      header = readHeaderOf(opts.dir, last);
+      if (!header.complete) throw new JournalCorruptionError(segmentPath(opts.dir, last), 0, `segment header is damaged (${header.reason}) and it is not the newest segment`);
     }
     const segPath = segmentPath(opts.dir, last);
     if (header.firstIndex !== last) {

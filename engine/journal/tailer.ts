@@ -31,7 +31,7 @@ import {
 } from './frame.js';
 import { INDEX_ENTRY_BYTES, indexEntryIsUnitStart, indexEntryOffset } from './offset-index.js';
 import { SEGMENT_HEADER_BYTES, indexPath, listSegments, readFully, readSegmentHeader, segmentPath } from './segment.js';
-import { findCompleteFrameAfter } from './scan.js';
+import { findCompleteFrameAfter, handsOverTo, readEndOfSegment } from './scan.js';
 import { JournalCorruptionError } from './errors.js';
 import { loadPublishSeq, parkUntilPublished } from './notifier.js';
 import { JOURNAL_DEFAULTS, resolveOptions, type ResolvedOptions, type TailerOptions } from './options.js';
@@ -232,7 +232,7 @@ export class Tailer {
     this.segments = listSegments(this.opts.dir);
     for (let i = this.segments.length - 1; i >= 0; i--) {
       const first = this.segments[i];
-      if (!this.openSegment(first)) continue;
+      if (this.isPremature(this.segments, i) || !this.openSegment(first)) continue;
       const entries = this.indexEntryCount();
       const start = entries > 0 ? this.unitStartAtOrBefore(entries - 1) : null;
       if (start) {
@@ -322,6 +322,15 @@ export class Tailer {
     return true;
   }
 
+  /**
+   * Whether segment `list[i]` exists before its time: its predecessor is not sealed with an
+   * END_OF_SEGMENT frame handing over to it, so it holds no records yet (case Q2: a file that
+   * appears early must not be taken for the end of the queue). One small read per lookup.
+   */
+  private isPremature(list: number[], i: number): boolean {
+    return i > 0 && !handsOverTo(this.opts.dir, list[i - 1], list[i]);
+  }
+
   private closeSegment(): void {
     if (this.fd >= 0) fs.closeSync(this.fd);
     if (this.idxFd >= 0) fs.closeSync(this.idxFd);
@@ -353,6 +362,7 @@ export class Tailer {
       }
     }
     for (let i = found; i >= 0; i--) {
+      if (this.isPremature(list, i)) continue;
       if (this.openSegment(list[i])) return list[i];
     }
     return -1;
@@ -565,10 +575,7 @@ export class Tailer {
 
   /** Whether the open segment ends with a valid END_OF_SEGMENT frame whose seq is beyond `seq`. */
   private isSealed(fileBytes: number, seq: number): boolean {
-    if (fileBytes < SEGMENT_HEADER_BYTES + FRAME_HEADER_BYTES) return false;
-    const tail = Buffer.alloc(FRAME_HEADER_BYTES);
-    if (readFully(this.fd, tail, 0, FRAME_HEADER_BYTES, fileBytes - FRAME_HEADER_BYTES) < FRAME_HEADER_BYTES) return false;
-    return checkFrame(tail, 0, FRAME_HEADER_BYTES, -1) === FrameCheck.ok && frameFlags(tail, 0) === FLAG_END_OF_SEGMENT && frameSeq(tail, 0) > seq;
+    return readEndOfSegment(this.fd, fileBytes) > seq;
   }
 
   /** Makes the buffer cover [start, start + n) if the file has those bytes; refills from `start`. */

@@ -1,0 +1,58 @@
+#!/usr/bin/env node
+/**
+ * Runs every compiled uvu test file (dist/test/**\/*.test.js) in its own Node process, one after
+ * another, so a leaked handle or global state in one file cannot stall or skew the others, and
+ * a hung file is killed after its timeout instead of hanging CI.
+ *   node scripts/run-tests.mjs [substring ...]     only files whose path contains a substring
+ * Env: SLUICE_TEST_TIMEOUT_S (default 300) per file.
+ * Prints each file's output, then "N passed, N failed, N skipped"; exits 1 if anything failed.
+ */
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+
+const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
+const dir = path.join(root, 'dist', 'test');
+const timeoutS = Number(process.env.SLUICE_TEST_TIMEOUT_S ?? 300);
+const filters = process.argv.slice(2);
+
+function list(d) {
+  return fs.readdirSync(d, { withFileTypes: true }).flatMap((e) => {
+    const p = path.join(d, e.name);
+    return e.isDirectory() ? list(p) : e.name.endsWith('.test.js') ? [p] : [];
+  });
+}
+
+const strip = (s) => s.replace(/\x1b\[[0-9;]*m/g, '');
+const files = list(dir).sort().filter((f) => filters.length === 0 || filters.some((x) => f.includes(x)));
+if (files.length === 0) {
+  console.error(`no test files under ${dir}${filters.length ? ` matching ${filters.join(', ')}` : ''}; run npm run build first`);
+  process.exit(1);
+}
+let passed = 0, failed = 0, skipped = 0;
+const failures = [];
+const t0 = Date.now();
+for (const file of files) {
+  const rel = path.relative(dir, file);
+  const started = Date.now();
+  const { code, signal, out } = await new Promise((resolve) => {
+    const child = spawn(process.execPath, [file], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, FORCE_COLOR: '0' } });
+    let out = '';
+    child.stdout.on('data', (b) => { out += b; process.stdout.write(b); });
+    child.stderr.on('data', (b) => { out += b; process.stderr.write(b); });
+    const timer = setTimeout(() => { out += `\n${rel}: timed out after ${timeoutS} s\n`; child.kill('SIGKILL'); }, timeoutS * 1000);
+    child.on('exit', (code, signal) => { clearTimeout(timer); resolve({ code, signal, out: strip(out) }); });
+  });
+  const total = Number(/Total:\s+(\d+)/.exec(out)?.[1] ?? 0);
+  const ok = Number(/Passed:\s+(\d+)/.exec(out)?.[1] ?? 0);
+  const skip = Number(/Skipped:\s+(\d+)/.exec(out)?.[1] ?? 0);
+  let bad = total - ok - skip;
+  if ((code !== 0 || signal) && bad === 0) bad = 1; // crashed or hung outside a test
+  passed += ok; failed += bad; skipped += skip;
+  if (bad > 0) failures.push(`${rel} (${code !== null ? `exit ${code}` : signal})`);
+  console.log(`-- ${rel}: ${ok} passed, ${bad} failed, ${skip} skipped in ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
+}
+if (failures.length) console.log(`failed files: ${failures.join(', ')}`);
+console.log(`tests: ${files.length} files in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+console.log(`${passed} passed, ${failed} failed, ${skipped} skipped`);
+process.exit(failed > 0 ? 1 : 0);

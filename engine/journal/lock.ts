@@ -8,11 +8,11 @@
  * it was left by a worker thread that died (the supervisor restarts crashed actor workers in the
  * same process, and they must reopen their queues) or by a dead predecessor with a recycled pid;
  * worker threads cannot see each other's module state, so keeping two live workers of one
- * process off the same queue is the supervisor's job (one appender per partition). Other limits: a lock file left by a dead
- * process whose pid has since been reused by an unrelated live process is refused (remove the
- * file by hand); two processes taking over the same stale lock at the same instant can race
- * (unlink + create are two steps), which a supervisor that starts one appender per partition
- * does not do.
+ * process off the same queue is the supervisor's job (one appender per partition). Other
+ * limits: a lock file left by a dead process whose pid has since been reused by an unrelated
+ * live process is refused (remove the file by hand); two processes taking over the same stale
+ * lock at the same instant can race (unlink + create are two steps), which a supervisor that
+ * starts one appender per partition does not do.
  */
 import fs from 'node:fs';
 import path from 'node:path';

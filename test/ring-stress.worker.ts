@@ -1,6 +1,7 @@
 /**
  * Producer side of the ring stress tests, run in a worker thread. Writes `count` records (see
- * ring-stress.pattern.ts), alternating zero-copy claim/commit and write(), then closes the ring.
+ * ring-stress.pattern.ts), alternating zero-copy claim/commit and write(), and runs of 1000
+ * records published one by one and in a batch; then closes the ring.
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { RingProducer, createIdleStrategy, type IdleStrategyConfig } from '../engine/ring/index.js';
@@ -35,6 +36,11 @@ const sleepWord = new Int32Array(new SharedArrayBuffer(4));
 const scratch = new Uint8Array(producer.maxRecordBytes);
 const startMs = performance.now();
 for (let seq = 0; seq < data.count; seq++) {
+  // Every other run of 1000 records goes out in a batch (deferred publication).
+  if (seq % 1000 === 0) {
+    if ((seq / 1000) % 2 === 1) producer.beginBatch();
+    else if (seq > 0) producer.endBatch();
+  }
   const size = payloadSize(seq, producer.maxRecordBytes);
   if ((seq & 1) === 0) {
     const offset = producer.claim(typeIdOf(seq), size);

@@ -1,8 +1,8 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import {
-  BackoffIdleStrategy, BusySpinIdleStrategy, ParkingIdleStrategy, RingConsumer, RingProducer,
-  TRAILER_BYTES, createIdleStrategy, createRing, type IdleStrategyConfig, type Parker,
+  BackoffIdleStrategy, BusySpinIdleStrategy, ParkingIdleStrategy, RING_DEFAULTS, RingConsumer,
+  RingProducer, TRAILER_BYTES, createIdleStrategy, createRing, type IdleStrategyConfig, type Parker,
 } from '../engine/ring/index.js';
 // Internal: only to start positions next to the int32 wrap without writing 2 GiB first.
 import { trailerIndexes } from '../engine/ring/layout.js';
@@ -173,24 +173,40 @@ test('tryClaim returns -1 when the ring is full and succeeds once the consumer h
   const sab = createRing(256);
   const producer = new RingProducer(sab);
   const consumer = new RingConsumer(sab);
-  // 32-byte payloads take 40 bytes; 8 bytes are kept free for the pre-zeroed next header.
+  // 32-byte payloads take 8 + 32 = 40 bytes: six fit (240), leaving 16.
   let written = 0;
-  for (;;) {
-    const at = producer.tryClaim(1, 32);
-    if (at < 0) break;
+  for (let at = producer.tryClaim(1, 32); at >= 0; at = producer.tryClaim(1, 32)) {
     producer.commit(at);
     written++;
   }
-  assert.is(written, 6, '6 * 40 = 240 <= 256 - 8; a 7th needs 288');
-  assert.is(producer.tryClaim(1, 1), -1, 'a 1-byte record needs 16 + 8 > 16 free bytes');
-  // The next record wraps: 16 bytes of padding + 40 + 8 = 64 free bytes needed.
-  assert.is(consumer.read(() => {}, 1), 1);
-  assert.is(producer.tryClaim(2, 32), -1, '56 bytes free are not enough');
+  assert.is(written, 6);
+  assert.is(producer.tryClaim(1, 9), -1, '8 + 9 -> 24 bytes do not fit in 16');
+  const last = producer.tryClaim(1, 8);
+  assert.is(last, 248, 'a 16-byte record fills the ring exactly');
+  producer.commit(last);
+  assert.is(producer.tryClaim(1, 0), -1, 'full');
   assert.is(consumer.read(() => {}, 1), 1);
   const at = producer.tryClaim(2, 32);
-  assert.is(at, 8, 'freed space is reused from the start of the data area');
+  assert.is(at, 8, 'the 40 bytes freed by one read are reused from the start');
   producer.commit(at);
-  assert.is(drain(consumer).length, 5);
+  assert.is(drain(consumer).length, 7);
+});
+
+test('a wrapping record waits for room for its padding too', () => {
+  const sab = createRing(512);
+  const producer = new RingProducer(sab);
+  const consumer = new RingConsumer(sab);
+  for (let i = 0; i < 7; i++) producer.write(1, new Uint8Array(56)); // 7 * 64: tail 448
+  assert.is(consumer.read(() => {}, 1), 1); // head 64: 128 free, 64 of them before the end
+  // 8 + 57 -> 72 bytes fit in the 128 free, but not before the end: 64 padding + 72 = 136.
+  assert.is(producer.tryClaim(1, 57), -1);
+  assert.is(consumer.read(() => {}, 1), 1); // 192 free
+  const at = producer.tryClaim(1, 57);
+  assert.is(at, 8, 'padding fills [448, 512), the record starts at 0');
+  producer.commit(at);
+  const got = drain(consumer);
+  assert.is(got.length, 6, 'five left + the wrapped one; padding is skipped');
+  assert.is(got[5]!.offset, 8);
 });
 
 test('claim and commit are one at a time and commit checks the offset', () => {
@@ -238,6 +254,57 @@ test('the head is published once per read call, after the batch', () => {
   }, 2);
   assert.is(freeDuringBatch, -1, 'space is not handed back in the middle of a batch');
   assert.ok(producer.tryClaim(1, 32) >= 0, 'space is handed back when read returns');
+});
+
+test('inside a batch, records are published every publishBatchRecordsMax commits and at endBatch', () => {
+  const sab = createRing(1 << 16);
+  const producer = new RingProducer(sab);
+  const consumer = new RingConsumer(sab);
+  const every = RING_DEFAULTS.publishBatchRecordsMax;
+  producer.beginBatch();
+  for (let i = 1; i < every; i++) producer.write(i, payload(i, 4));
+  assert.is(consumer.hasData(), false, `${every - 1} staged records are not visible yet`);
+  producer.write(every, payload(every, 4));
+  assert.equal(drain(consumer).map((r) => r.typeId), Array.from({ length: every }, (_, k) => k + 1));
+  producer.write(500, payload(500, 4));
+  assert.is(consumer.hasData(), false);
+  producer.endBatch();
+  assert.equal(drain(consumer).map((r) => r.typeId), [500]);
+  producer.write(501, payload(501, 4));
+  assert.equal(drain(consumer).map((r) => r.typeId), [501], 'after endBatch, commit publishes');
+});
+
+test('a batch publishes its staged records before tryClaim reports a full ring', () => {
+  const sab = createRing(256);
+  const producer = new RingProducer(sab);
+  const consumer = new RingConsumer(sab);
+  producer.beginBatch();
+  let written = 0;
+  for (let at = producer.tryClaim(1, 32); at >= 0; at = producer.tryClaim(1, 32)) {
+    producer.commit(at);
+    written++;
+  }
+  assert.is(written, 6);
+  assert.is(drain(consumer).length, 6, 'staged records were published when the ring was full');
+  producer.endBatch();
+});
+
+test('batch misuse is refused; close publishes an open batch', () => {
+  const sab = createRing(256);
+  const producer = new RingProducer(sab);
+  const consumer = new RingConsumer(sab);
+  assert.throws(() => producer.endBatch(), /endBatch\(\) without beginBatch\(\)/);
+  producer.beginBatch();
+  assert.throws(() => producer.beginBatch(), /beginBatch\(\) while a batch is open/);
+  const at = producer.claim(1, 1);
+  assert.throws(() => producer.endBatch(),
+    new RegExp(`endBatch\\(\\) while the record claimed at offset ${at} is not committed`));
+  producer.commit(at);
+  producer.write(2, payload(2, 3));
+  assert.is(consumer.hasData(), false);
+  producer.close();
+  assert.equal(drain(consumer).map((r) => r.typeId), [1, 2]);
+  assert.is(consumer.isClosed(), true);
 });
 
 test('a handler that throws consumes the records up to and including its own', () => {

@@ -5,8 +5,8 @@
 import { RING_DEFAULTS } from './defaults.js';
 import { BackoffIdleStrategy, type IdleStrategy, type Parker } from './idle.js';
 import {
-  PADDING_TYPE_ID, alignedLength, capacityBytesOf, lengthIndex, payloadOffset, trailerIndexes,
-  typeIndex, RECORD_HEADER_BYTES,
+  PADDING_TYPE_ID, RECORD_HEADER_BYTES, WAITING_BIT, alignedLength, capacityBytesOf, lengthIndex,
+  payloadOffset, trailerIndexes, typeIndex,
 } from './layout.js';
 
 /**
@@ -16,13 +16,17 @@ import {
 export type RecordHandler =
   (typeId: number, bytes: Uint8Array, offset: number, length: number) => void;
 
+/** Mask that clears WAITING_BIT from a position word. */
+const POSITION_MASK = ~WAITING_BIT;
+
 /**
  * Reads records from a ring made by createRing. Exactly one RingConsumer per ring, used from one
  * thread.
  *
- * Per record the consumer does one Atomics.load (the length, acquire); per read() call one
- * Atomics.store of the head and one Atomics.load of the producer-waiting flag. It never reads the
- * producer's tail on the hot path: a positive length is the publication.
+ * The consumer caches the producer's tail: it loads it (Atomics.load) only after consuming every
+ * record below the cached value, then reads headers and payloads with plain loads. Per read()
+ * call it publishes its head once (Atomics.exchange; the old value tells whether the producer is
+ * parked, so Atomics.notify is called only then).
  *
  * Usage: `while (!c.isClosed()) { if (c.read(handler) === 0) c.waitForData(timeoutMs); }`
  */
@@ -39,13 +43,11 @@ export class RingConsumer {
   private readonly parker: Parker;
   private readonly headPositionIndex: number;
   private readonly tailPositionIndex: number;
-  private readonly producerWaitingIndex: number;
-  private readonly spaceSignalIndex: number;
-  private readonly consumerWaitingIndex: number;
-  private readonly dataSignalIndex: number;
   private readonly closedIndex: number;
   /** Consumer position (int32, wraps); this side is its only writer. */
   private head: number;
+  /** Last tail loaded from the trailer: records below it are published. */
+  private tailCache: number;
   /** performance.now() deadline of the current waitForData, ms. */
   private waitDeadlineMs = 0;
 
@@ -65,40 +67,43 @@ export class RingConsumer {
     this.idleStrategy = idle;
     this.headPositionIndex = trailer.headPosition;
     this.tailPositionIndex = trailer.tailPosition;
-    this.producerWaitingIndex = trailer.producerWaiting;
-    this.spaceSignalIndex = trailer.spaceSignal;
-    this.consumerWaitingIndex = trailer.consumerWaiting;
-    this.dataSignalIndex = trailer.dataSignal;
     this.closedIndex = trailer.closed;
-    this.head = Atomics.load(this.i32, trailer.headPosition);
+    this.head = Atomics.load(this.i32, trailer.headPosition) & POSITION_MASK;
+    this.tailCache = this.head;
     this.parker = { park: (timeoutMs: number) => this.parkForData(timeoutMs) };
   }
 
   /**
-   * Delivers up to `limit` committed records (default RING_DEFAULTS.readLimit) to `handler` in
+   * Delivers up to `limit` published records (default RING_DEFAULTS.readLimit) to `handler` in
    * order, skipping padding, and returns how many it delivered (0 only if none is ready). A call
    * also stops after the record that brings it past capacityBytes /
-   * RING_DEFAULTS.readBytesMaxDivisor bytes, so loop until it returns 0 to drain. The head is stored once
-   * per call (Atomics.store), after the batch; a waiting producer is then woken. If `handler`
-   * throws, the records before it and the one that threw count as consumed and the error
-   * propagates. Throws Error if `limit` is not >= 1.
+   * RING_DEFAULTS.readBytesMaxDivisor bytes, so loop until it returns 0 to drain. The tail is
+   * loaded only if the cached one is used up; the head is published once per call, after the
+   * batch, waking a parked producer. If `handler` throws, the records before it and the one that
+   * threw count as consumed and the error propagates. Throws Error if `limit` is not >= 1.
    */
   read(handler: RecordHandler, limit: number = RING_DEFAULTS.readLimit): number {
     if (!(limit >= 1)) throw new Error(`read limit must be >= 1, limit=${limit}`);
+    const head = this.head;
+    let tail = this.tailCache;
+    if (tail === head) {
+      tail = Atomics.load(this.i32, this.tailPositionIndex) & POSITION_MASK;
+      if (tail === head) return 0;
+      this.tailCache = tail;
+    }
     const i32 = this.i32;
     const bytes = this.bytes;
     const mask = this.mask;
+    const availableBytes = (tail - head) | 0;
     const readBytesMax = this.readBytesMax;
-    const head = this.head;
     let bytesRead = 0;
     let count = 0;
     try {
-      while (count < limit) {
+      while (count < limit && bytesRead < availableBytes) {
         const recordOffset = (head + bytesRead) & mask;
-        const recordLength = Atomics.load(i32, lengthIndex(recordOffset));
-        if (recordLength <= 0) break;
+        const recordLength = i32[lengthIndex(recordOffset)]!;
         bytesRead += alignedLength(recordLength);
-        const typeId = i32[typeIndex(recordOffset)];
+        const typeId = i32[typeIndex(recordOffset)]!;
         if (typeId === PADDING_TYPE_ID) continue;
         count++;
         handler(typeId, bytes, payloadOffset(recordOffset), recordLength - RECORD_HEADER_BYTES);
@@ -106,16 +111,19 @@ export class RingConsumer {
         if (bytesRead >= readBytesMax) break;
       }
     } finally {
-      if (bytesRead !== 0) this.publishHead((head + bytesRead) | 0);
+      this.publishHead((head + bytesRead) | 0);
     }
     return count;
   }
 
   /**
-   * True when a record (or padding) is ready at the head, without consuming it. One Atomics.load.
+   * True when a record (or padding) is published beyond the head, without consuming it. Loads the
+   * tail only when the cached one is used up.
    */
   hasData(): boolean {
-    return Atomics.load(this.i32, lengthIndex(this.head & this.mask)) > 0;
+    if (this.tailCache !== this.head) return true;
+    this.tailCache = Atomics.load(this.i32, this.tailPositionIndex) & POSITION_MASK;
+    return this.tailCache !== this.head;
   }
 
   /**
@@ -126,7 +134,9 @@ export class RingConsumer {
    */
   waitForData(timeoutMs: number): boolean {
     if (this.hasData()) return true;
-    if (!(timeoutMs >= 0)) throw new Error(`waitForData timeoutMs must be >= 0, timeoutMs=${timeoutMs}`);
+    if (!(timeoutMs >= 0)) {
+      throw new Error(`waitForData timeoutMs must be >= 0, timeoutMs=${timeoutMs}`);
+    }
     if (this.isClosed() || timeoutMs === 0) return false;
     const deadlineMs = performance.now() + timeoutMs;
     this.waitDeadlineMs = deadlineMs;
@@ -145,38 +155,36 @@ export class RingConsumer {
   /** True once the producer has closed the ring and every record has been read. */
   isClosed(): boolean {
     const i32 = this.i32;
-    // The producer stores its final tail before the closed flag, so tail is exact here.
+    // The producer sets closed before its final tail exchange; read in the opposite order, a
+    // true closed flag guarantees the tail loaded after it is final.
     return Atomics.load(i32, this.closedIndex) !== 0 &&
-      this.head === Atomics.load(i32, this.tailPositionIndex);
+      this.head === (Atomics.load(i32, this.tailPositionIndex) & POSITION_MASK);
   }
 
   private publishHead(head: number): void {
-    const i32 = this.i32;
+    if (head === this.head) return;
     this.head = head;
-    Atomics.store(i32, this.headPositionIndex, head);
-    if (Atomics.load(i32, this.producerWaitingIndex) !== 0) {
-      // Clear before signalling: see RingProducer.wakeConsumer.
-      Atomics.store(i32, this.producerWaitingIndex, 0);
-      Atomics.add(i32, this.spaceSignalIndex, 1);
-      Atomics.notify(i32, this.spaceSignalIndex);
-    }
+    const i32 = this.i32;
+    const index = this.headPositionIndex;
+    if ((Atomics.exchange(i32, index, head) & WAITING_BIT) !== 0) Atomics.notify(i32, index);
   }
 
   /**
-   * Parks until the producer commits or closes, at most `timeoutMs` and never past the current
-   * waitForData deadline. No lost wake-up: read the signal, raise the waiting flag, re-check the
-   * head record and the closed flag, then Atomics.wait on the signal; the producer publishes,
-   * then, if the flag is up, clears it, bumps the signal and notifies (close always does).
+   * Parks until the producer publishes or closes, at most `timeoutMs` and never past the current
+   * waitForData deadline. Sets the waiting bit on the tail word only if the tail is still the
+   * head (everything consumed), with compareExchange, so a tail published in between is never
+   * missed; then re-checks closed (close sets it before its tail exchange).
    */
   private parkForData(timeoutMs: number): void {
     const i32 = this.i32;
-    const signal = Atomics.load(i32, this.dataSignalIndex);
-    Atomics.store(i32, this.consumerWaitingIndex, 1);
-    if (!this.hasData() && Atomics.load(i32, this.closedIndex) === 0) {
+    const index = this.tailPositionIndex;
+    const seen = this.head;
+    if (Atomics.compareExchange(i32, index, seen, seen | WAITING_BIT) !== seen) return;
+    if (Atomics.load(i32, this.closedIndex) === 0) {
       const remainingMs = this.waitDeadlineMs - performance.now();
       const parkMs = remainingMs < timeoutMs ? remainingMs : timeoutMs;
-      if (parkMs > 0) Atomics.wait(i32, this.dataSignalIndex, signal, parkMs);
+      if (parkMs > 0) Atomics.wait(i32, index, seen | WAITING_BIT, parkMs);
     }
-    Atomics.store(i32, this.consumerWaitingIndex, 0);
+    Atomics.compareExchange(i32, index, seen | WAITING_BIT, seen);
   }
 }

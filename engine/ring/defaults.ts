@@ -12,6 +12,12 @@ export const RING_DEFAULTS = {
    * batch hands space back to a waiting producer at least this many times per lap.
    */
   readBytesMaxDivisor: 4,
+  /**
+   * Inside RingProducer.beginBatch()/endBatch(), the tail is published once per this many
+   * commits: fewer Atomics and fewer transfers of the tail's cache line, while the consumer can
+   * start on a long batch before it ends.
+   */
+  publishBatchRecordsMax: 64,
   /** BackoffIdleStrategy: idle calls that only spin before the first park. */
   spinsMax: 200,
   /** BackoffIdleStrategy: first park timeout, ms; doubles per idle call up to parkMsMax. */

@@ -134,7 +134,7 @@ export class SqliteStaging implements StagingClient {
   readonly source: CaptureSource;
   private readonly db: Database.Database;
   private closed = false;
-  private prepared: { scan: Database.Statement; del: Database.Statement; count: Database.Statement } | null = null;
+  private prepared: { scan: Database.Statement; rows: Database.Statement; del: Database.Statement; count: Database.Statement } | null = null;
 
   constructor(source: CaptureSource) {
     validateCaptureSource(source);
@@ -145,12 +145,16 @@ export class SqliteStaging implements StagingClient {
   }
 
   /** Statements over the staging table, prepared on first use (the table exists after install()). */
-  private stmts(): { scan: Database.Statement; del: Database.Statement; count: Database.Statement } {
+  private stmts(): { scan: Database.Statement; rows: Database.Statement; del: Database.Statement; count: Database.Statement } {
     if (this.prepared === null) {
       const s = quoteIdent(this.source.stagingTable);
       this.prepared = {
-        scan: this.db.prepare(
-          `SELECT CAST(id AS TEXT) AS staging_id, table_name, op, key, before, after, txid, time_ms, attempts FROM ${s} ORDER BY id`,
+        // Ownership needs only (id, key): scan those, then read whole rows of this pump's ids, so
+        // other pumps' backlog costs a narrow index-order read instead of their images.
+        scan: this.db.prepare(`SELECT id, key FROM ${s} ORDER BY id`).raw(),
+        rows: this.db.prepare(
+          `SELECT CAST(id AS TEXT) AS staging_id, table_name, op, key, before, after, txid, time_ms, attempts FROM ${s} ` +
+            `WHERE id IN (SELECT value FROM json_each(?)) ORDER BY id`,
         ),
         del: this.db.prepare(`DELETE FROM ${s} WHERE id = CAST(? AS INTEGER)`),
         count: this.db.prepare(`SELECT count(*) AS n FROM ${s}`).pluck(),
@@ -209,17 +213,24 @@ export class SqliteStaging implements StagingClient {
   async claim(pump: number, pumps: number, limit: number): Promise<StagedChange[]> {
     this.checkOpen();
     checkClaimArgs(pump, pumps, limit);
-    const out: StagedChange[] = [];
-    for (const r of this.stmts().scan.iterate() as IterableIterator<SqliteStagedRow>) {
-      const h = keyHash(r.key);
-      if (h % pumps !== pump) continue;
-      out.push({
-        stagingId: r.staging_id, table: r.table_name, op: r.op, key: r.key, keyHash: h,
+    const { scan, rows } = this.stmts();
+    const ids: number[] = [];
+    const hashes = new Map<number, number>();
+    // One read transaction for both statements, so the rows read are the ones scanned.
+    return this.db.transaction(() => {
+      for (const [id, key] of scan.iterate() as IterableIterator<[number, string]>) {
+        const h = keyHash(key);
+        if (h % pumps !== pump) continue;
+        ids.push(id);
+        hashes.set(id, h);
+        if (ids.length >= limit) break;
+      }
+      if (ids.length === 0) return [];
+      return (rows.all(JSON.stringify(ids)) as SqliteStagedRow[]).map((r) => ({
+        stagingId: r.staging_id, table: r.table_name, op: r.op, key: r.key, keyHash: hashes.get(Number(r.staging_id))!,
         before: r.before, after: r.after, txid: r.txid ?? '', timeMs: r.time_ms, attempts: r.attempts,
-      });
-      if (out.length >= limit) break;
-    }
-    return out;
+      }));
+    }).deferred();
   }
 
   async ack(stagingIds: string[]): Promise<number> {

@@ -36,7 +36,7 @@ export interface ServiceHostData {
   inputs: HostInput[];
   output: { queue: string; dir: string; segmentBytes: number; fsync: 'none' | 'batch' | 'record' };
   startFrom: 'START' | 'LAST_WRITTEN' | 'END';
-  inputsReplay: 'NONE' | 'INPUTS';
+  inputsReplay: 'NONE' | 'INPUTS' | 'OUTPUT' | 'OUTPUT_REVERSE';
   /** Input records handled per ring read (one atomic output append per round). */
   batchSizeMax: number;
 }
@@ -55,6 +55,12 @@ export interface ServiceReadyInfo {
   lastWritten: Record<string, number>;
   replayed: number;
   scannedOutputs: number;
+  /** Output index of the snapshot end marker the state was restored from; -1: none. */
+  snapshotIndex: number;
+  /** Output events handed to replayOutput (OUTPUT_REVERSE); 0 otherwise. */
+  outputsReplayed: number;
+  /** Milliseconds from the host's start to ready (scan + restore + replay). */
+  restartMs: number;
 }
 
 /** `stopped` summary. */

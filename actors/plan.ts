@@ -9,7 +9,8 @@ import path from 'node:path';
 import { createRing } from '../engine/ring/index.js';
 import { createDoorbell } from '../engine/actor/index.js';
 import { createQueueNotifier } from '../engine/journal/index.js';
-import { inputKey } from '../engine/service/index.js';
+import { pathToFileURL } from 'node:url';
+import { inputKey, assertServiceDefinition, replayProblems } from '../engine/service/index.js';
 import type { GroupSpec } from '../engine/supervisor/index.js';
 import type { Topology } from '../engine/config/index.js';
 import { HOST_SHARED, READER_SHARED, PUMP_SHARED, type ServiceHostData, type ServiceReadyInfo, type QueueReaderData, type PumpData } from './contracts.js';
@@ -101,12 +102,9 @@ export function planTopology(topology: Topology): TopologyPlan {
       inputs,
       output: { queue: s.output, dir: partitionDir(topology, s.output, 0), segmentBytes: out.segmentBytes, fsync: out.fsync },
       startFrom: s.startFrom,
-      inputsReplay: s.inputsReplay === 'INPUTS' ? 'INPUTS' : 'NONE',
+      inputsReplay: s.inputsReplay,
       batchSizeMax: s.batchSizeMax,
     };
-    if (s.inputsReplay !== 'NONE' && s.inputsReplay !== 'INPUTS') {
-      throw new Error(`service ${s.name}: inputsReplay ${s.inputsReplay} is not implemented yet (supported: NONE, INPUTS)`);
-    }
     groups.push({
       name: `service:${s.name}`,
       stage: depthOf(s.name, []),
@@ -139,4 +137,32 @@ export function planTopology(topology: Topology): TopologyPlan {
     });
   }
   return { groups, notifiers };
+}
+
+/**
+ * Loads every service module of a topology (in this thread) and checks that each definition
+ * supports its configured restart strategy: OUTPUT_REVERSE needs `replayOutput`, a declared
+ * `snapshot` needs its `type` (a user type id >= 100), `write` and `restore`, and
+ * `settings.snapshotEveryInputs` needs a snapshot. Call it after loadTopology and before
+ * startTopology to fail at load instead of in a restarting worker (the service host runs the
+ * same check and fails its start with the same message).
+ * @throws Error listing every problem, one line each:
+ *   `<topology file>: services[1].inputsReplay: service "positions": inputsReplay OUTPUT_REVERSE needs ...`
+ */
+export async function checkServiceModules(topology: Topology): Promise<void> {
+  const lines: string[] = [];
+  for (let i = 0; i < topology.services.length; i++) {
+    const s = topology.services[i];
+    let def;
+    try {
+      def = assertServiceDefinition(await import(pathToFileURL(s.module).href), s.module);
+    } catch (err) {
+      lines.push(`${topology.file}: services[${i}].module: service "${s.name}": ${(err as Error).message}`);
+      continue;
+    }
+    for (const [field, message] of replayProblems(def, { service: s.name, inputsReplay: s.inputsReplay, settings: s.settings })) {
+      lines.push(`${topology.file}: services[${i}].${field}: ${message} (${s.module})`);
+    }
+  }
+  if (lines.length > 0) throw new Error(lines.join('\n'));
 }

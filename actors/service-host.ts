@@ -1,19 +1,28 @@
 /**
  * Service host actor (worker entry): runs one service module.
  *
- * Start protocol (the supervisor's group start drives it):
- *  1. open the output queue's appender (recovering a torn tail) and compute LAST_WRITTEN by
- *     reading the output backwards (engine/service/last-written.ts);
- *  2. build the state with `init`; with inputsReplay INPUTS, replay every input partition from
- *     index 0 through LAST_WRITTEN straight from the journal, outputs suppressed;
+ * Start protocol (the supervisor's group start drives it); restart strategies after Chronicle
+ * Services:
+ *  1. check that the definition supports the configured strategy (engine/service
+ *     replayProblems); open the output queue's appender (recovering a torn tail); find the
+ *     positions by reading the output backwards: the newest processed record (engine/replay)
+ *     when the service writes them (inputsReplay OUTPUT, or snapshots), else LAST_WRITTEN from
+ *     the outputs' causes (engine/service/last-written.ts); and the newest complete snapshot;
+ *  2. build the state: restore the snapshot, or `init`; then replay, outputs suppressed:
+ *     - OUTPUT: the inputs in the order the processed records list them (after the snapshot);
+ *     - INPUTS (or a snapshot without OUTPUT): each input partition from index 0 (or the
+ *       snapshot's position + 1) through its position, straight from the journal;
+ *     - OUTPUT_REVERSE: the output newest first, to `replayOutput` until it returns true;
  *  3. send `ready` with the positions; the supervisor starts one queue reader per input
- *     partition at LAST_WRITTEN + 1 (startFrom LAST_WRITTEN), 0 (START) or the end (END);
+ *     partition at position + 1 (startFrom LAST_WRITTEN), 0 (START) or the end (END);
  *  4. live: read every input ring in batches, run handlers in place (zero-copy), append the
- *     batch's outputs atomically and flush (fsync per the queue's policy), repeat.
+ *     batch's outputs, its processed record and any due snapshot atomically and flush (fsync per
+ *     the queue's policy), repeat.
  *
  * Exactness: outputs of one batch are one atomic appendBatch, each stamped with its input, so
- * after any crash LAST_WRITTEN names the last input whose outputs are durable; inputs after it
- * had no durable effect and are processed again.
+ * after any crash the positions name the last inputs whose effects are durable; inputs after
+ * them had no durable effect and are processed again. Inputs appended while the service
+ * replays are read live: readers start at position + 1, whatever the replay did.
  */
 import * as hdr from 'hdr-histogram-js';
 import { pathToFileURL } from 'node:url';
@@ -30,11 +39,23 @@ import {
   queueId,
   EVENT_TYPE_CHANGE,
   EVENT_TYPE_JSON,
+  USER_EVENT_TYPE_MIN,
   type Change,
 } from '../engine/codec/index.js';
 import {
+  EVENT_TYPE_PROCESSED,
+  ProcessedRecorder,
+  SNAPSHOT_DEFAULTS,
+  encodeSnapshot,
+  replayProcessed,
+  replayRange,
+  scanOutput,
+  type OutputScan,
+} from '../engine/replay/index.js';
+import {
   assertServiceDefinition,
   computeLastWritten,
+  replayProblems,
   inputKey,
   type ServiceContext,
   type ServiceDefinition,
@@ -78,14 +99,46 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
     notifier: ctx.shared(HOST_SHARED.notifier(outKey)),
   });
   try {
-    // 1. LAST_WRITTEN
-    const back = Tailer.open({ dir: d.output.dir });
-    back.moveToEnd();
-    const { positions, scanned } = computeLastWritten(back, d.inputs);
-    back.close();
+    const startedMs = Date.now();
+    const where = `service ${d.service}: output ${d.output.queue}/0`;
+    const problems = replayProblems(def, { service: d.service, inputsReplay: d.inputsReplay, settings: d.settings });
+    if (problems.length > 0) throw new Error(problems.map(([field, m]) => `${field}: ${m} (${d.moduleFile})`).join('\n'));
+    const snap = def.snapshot;
+    // Processed records are written when a restart needs exact positions or the interleaving.
+    const recordProcessed = d.inputsReplay === 'OUTPUT' || snap !== undefined;
+    const keys = d.inputs.map((i) => inputKey(i.queue, i.partition));
+
+    // 1. positions: LAST_WRITTEN from the newest processed record, else from output causes;
+    //    the newest complete snapshot, if the service declares them.
+    let scanned = 0;
+    let last: number[];
+    let found: OutputScan['snapshot'] = null;
+    {
+      let fromProcessed: number[] | null = null;
+      if (recordProcessed) {
+        const back = Tailer.open({ dir: d.output.dir });
+        back.moveToEnd();
+        const scan = scanOutput(back, d.inputs, snap?.type, where);
+        back.close();
+        scanned += scan.scanned;
+        fromProcessed = scan.positions;
+        found = scan.snapshot;
+      }
+      const back = Tailer.open({ dir: d.output.dir });
+      back.moveToEnd();
+      const lw = fromProcessed ? null : computeLastWritten(back, d.inputs);
+      back.close();
+      if (lw) scanned += lw.scanned;
+      last = fromProcessed ?? keys.map((k) => lw!.positions[k]);
+      if (d.inputsReplay === 'OUTPUT' && !fromProcessed && last.some((p) => p >= 0)) {
+        throw new Error(`${where}: inputsReplay OUTPUT needs processed records, but the output has outputs and none (it was written with another inputsReplay; replay it once with INPUTS, or start a new output queue)`);
+      }
+      if (found) last = last.map((p, n) => Math.max(p, found!.positions[n]));
+    }
 
     // 2. state, replay
-    const state = def.init({ service: d.service, settings: d.settings });
+    const init = { service: d.service, settings: d.settings };
+    const state = found ? snap!.restore(found.bytes, init) : def.init(init);
     const writer = new EnvelopeWriter();
     const pending: Uint8Array[] = [];
     let replaying = false;
@@ -116,6 +169,7 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
     }
     const ev = new HostEvent();
     const view = new EnvelopeView();
+    const qids = d.inputs.map((i) => queueId(i.queue));
     /** Runs the handler for the envelope currently wrapped by `view`. */
     const dispatch = (input: HostInput, qid: number, index: number) => {
       ev.type = view.type;
@@ -128,41 +182,71 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
       cause = { queue: qid, partition: input.partition, index };
       const h = handlers.get(ev.type);
       if (h) h(state, ev, sctx);
+      // Sluice's own records (types 3..99: replay metadata) have no handler and are skipped.
     };
 
     let replayed = 0;
-    if (d.inputsReplay === 'INPUTS') {
+    let outputsReplayed = 0;
+    const progress = (n: number) => {
+      c[Counter.replayed] = n;
+      ctx.heartbeat();
+    };
+    const replayBase = found ? found.positions : d.inputs.map(() => -1);
+    const applyInput = (input: number, index: number, bytes: Uint8Array) => {
+      view.wrap(bytes, 0, bytes.length);
+      dispatch(d.inputs[input], qids[input], index);
+    };
+    if (d.inputsReplay === 'OUTPUT') {
       ctx.setState('replay');
       replaying = true;
-      let total = 0;
-      for (const input of d.inputs) total += positions[inputKey(input.queue, input.partition)] + 1;
-      c[Counter.replayTotal] = total;
-      for (const input of d.inputs) {
-        const last = positions[inputKey(input.queue, input.partition)];
-        if (last < 0) continue;
-        const qid = queueId(input.queue);
-        const t = Tailer.open({ dir: input.dir });
-        try {
-          t.moveToStart();
-          for (;;) {
-            if (t.index > last) break;
-            const rec = t.next();
-            if (!rec) throw new Error(`service ${d.service}: input ${input.queue}/${input.partition} ends at ${t.index} but LAST_WRITTEN is ${last}`);
-            view.wrap(rec.bytes, 0, rec.bytes.length);
-            dispatch(input, qid, rec.index);
-            replayed++;
-            if ((replayed & 0xfff) === 0) {
-              c[Counter.replayed] = replayed;
-              ctx.heartbeat();
-            }
-          }
-        } finally {
-          t.close();
-        }
+      c[Counter.replayTotal] = last.reduce((a, p, n) => a + p - replayBase[n], 0);
+      const r = replayProcessed(d.output.dir, found ? found.markerIndex + 1 : 0, d.inputs, replayBase, applyInput, where, progress);
+      replayed = r.replayed;
+      for (let n = 0; n < keys.length; n++) {
+        if (r.positions[n] !== last[n]) throw new Error(`${where}: OUTPUT replay of ${keys[n]} ended at ${r.positions[n]}, the newest processed record says ${last[n]}`);
       }
       c[Counter.replayed] = replayed;
       replaying = false;
+    } else if (d.inputsReplay === 'INPUTS' || found) {
+      // With a snapshot and no OUTPUT order, inputs after it are replayed per partition.
+      ctx.setState('replay');
+      replaying = true;
+      c[Counter.replayTotal] = last.reduce((a, p, n) => a + p - replayBase[n], 0);
+      for (let n = 0; n < d.inputs.length; n++) {
+        const base = replayed;
+        replayed += replayRange(d.inputs, n, replayBase[n] + 1, last[n], applyInput, where, (k) => progress(base + k));
+      }
+      c[Counter.replayed] = replayed;
+      replaying = false;
+    } else if (d.inputsReplay === 'OUTPUT_REVERSE') {
+      ctx.setState('replay');
+      replaying = true;
+      const back = Tailer.open({ dir: d.output.dir });
+      try {
+        back.moveToEnd();
+        const replayOutput = def.replayOutput!;
+        for (let rec = back.previous(); rec; rec = back.previous()) {
+          view.wrap(rec.bytes, 0, rec.bytes.length);
+          if (view.type < USER_EVENT_TYPE_MIN && view.type !== EVENT_TYPE_CHANGE && view.type !== EVENT_TYPE_JSON) continue;
+          ev.type = view.type;
+          ev.key = view.key ?? '';
+          ev.eventTimeMs = view.eventTimeMs;
+          ev.queue = d.output.queue;
+          ev.partition = 0;
+          ev.index = rec.index;
+          ev.payload = view.payload;
+          outputsReplayed++;
+          if ((outputsReplayed & 0xfff) === 0) progress(outputsReplayed);
+          if (replayOutput(state, ev)) break;
+        }
+      } finally {
+        back.close();
+      }
+      c[Counter.replayed] = outputsReplayed;
+      replaying = false;
     }
+    const positions: Record<string, number> = {};
+    keys.forEach((k, n) => (positions[k] = last[n]));
 
     // 3. ready: tell the supervisor where readers start
     const from: Record<string, number> = {};
@@ -177,12 +261,21 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
         t.close();
       }
     }
-    ctx.send({ type: 'ready', info: { from, lastWritten: positions, replayed, scannedOutputs: scanned } satisfies ServiceReadyInfo });
+    const restartMs = Date.now() - startedMs;
+    ctx.send({
+      type: 'ready',
+      info: { from, lastWritten: positions, replayed, scannedOutputs: scanned, snapshotIndex: found ? found.markerIndex : -1, outputsReplayed, restartMs } satisfies ServiceReadyInfo,
+    });
+
+    // Replay metadata written with the outputs: runs of processed inputs, periodic snapshots.
+    const recorder = recordProcessed ? new ProcessedRecorder(d.inputs, keys.map((k) => from[k] - 1)) : null;
+    const snapshotEvery = snap ? Number(d.settings.snapshotEveryInputs ?? snap.everyInputs ?? SNAPSHOT_DEFAULTS.everyInputs) : 0;
+    let sinceSnapshot = found ? replayed : 0;
 
     // 4. live
-    const rings = d.inputs.map((input) => {
+    const rings = d.inputs.map((input, ordinal) => {
       const consumer = new RingConsumer(ctx.shared(HOST_SHARED.ring(inputKey(input.queue, input.partition))));
-      return { input, qid: queueId(input.queue), consumer, frames: new FrameCodec(consumer.bytes) };
+      return { input, ordinal, qid: qids[ordinal], consumer, frames: new FrameCodec(consumer.bytes) };
     });
     const bell = new Doorbell(ctx.shared(HOST_SHARED.doorbell));
     const lag = hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 3_600_000, numberOfSignificantValueDigits: 3 });
@@ -197,6 +290,7 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
       const index = current.frames.readIndex(offset);
       view.wrap(bytes, offset + FRAME_HEADER_BYTES, length - FRAME_HEADER_BYTES);
       dispatch(current.input, current.qid, index);
+      if (recorder) recorder.note(current.ordinal, index);
       const l = nowMs - ev.eventTimeMs;
       lag.recordValue(l > 0 ? l : 0);
     };
@@ -208,6 +302,16 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
       for (const r of rings) {
         current = r;
         n += r.consumer.read(onRecord, d.batchSizeMax);
+      }
+      if (recorder && recorder.runs > 0) {
+        pending.push(writer.encode({ type: EVENT_TYPE_PROCESSED, eventTimeMs: nowMs, payload: recorder.take() }));
+        sinceSnapshot += n;
+        if (snap && sinceSnapshot >= snapshotEvery) {
+          const at: Record<string, number> = {};
+          keys.forEach((k, i) => (at[k] = recorder.positions[i]));
+          for (const e of encodeSnapshot(writer, snap.type, snap.write(state), at, nowMs)) pending.push(e);
+          sinceSnapshot = 0;
+        }
       }
       if (pending.length > 0) {
         appender.appendBatch(pending);

@@ -66,6 +66,80 @@ export interface ServiceDefinition<S = unknown> {
   };
   /** Called once the service is live (after any replay), e.g. to log the rebuilt state size. */
   onLive?(state: S, ctx: ServiceContext): void;
+  /**
+   * Output-replay handler, required by `inputsReplay: OUTPUT_REVERSE`: the runtime hands it the
+   * service's own output events newest first (`event.queue`/`index` name the output record;
+   * Sluice's own records are skipped) until it returns true (the state is complete) or the
+   * output queue's start is reached. Then the service goes live at LAST_WRITTEN (or END).
+   * After Chronicle Services' OUTPUT_REVERSE replay.
+   */
+  replayOutput?(state: S, event: ServiceEvent): boolean;
+  /** Snapshots: see {@link ServiceSnapshot}. */
+  snapshot?: ServiceSnapshot<S>;
+}
+
+/**
+ * A service's snapshot source. Every `everyInputs` processed inputs (checked at batch ends, so
+ * the interval is at least that), the runtime appends `write(state)` to the output queue as
+ * events of `type`, with the input positions the state includes, in the same atomic batch as
+ * the outputs. On restart it reads the output backwards to the newest complete snapshot,
+ * `restore`s it and replays only the inputs after it (in the recorded interleaving with
+ * inputsReplay OUTPUT, else per input partition), so restart time is bounded by the interval,
+ * not by history. After Chronicle Services' snapshot restart strategy.
+ */
+export interface ServiceSnapshot<S> {
+  /** Envelope type of the snapshot events: a user type id >= 100 with no handler. */
+  type: number;
+  /**
+   * Inputs between snapshots; default 10000 (engine/replay SNAPSHOT_DEFAULTS). The topology's
+   * `settings.snapshotEveryInputs` overrides it.
+   */
+  everyInputs?: number;
+  /** Serializes the state (called between batches, never during replay). */
+  write(state: S): Uint8Array;
+  /** Rebuilds the state from bytes `write` returned (a copy the state may keep). */
+  restore(bytes: Uint8Array, init: ServiceInit): S;
+}
+
+/** How a topology runs a service, as far as its definition must support it. */
+export interface ServiceReplayConfig {
+  service: string;
+  inputsReplay: string;
+  settings: Record<string, unknown>;
+}
+
+/**
+ * Checks that a definition supports its configured restart strategy.
+ * @returns problems as `[field, message]` pairs (field relative to the topology's service entry,
+ *          e.g. `inputsReplay`, `snapshot.type`); empty when it is fine.
+ */
+export function replayProblems(def: ServiceDefinition, cfg: ServiceReplayConfig): [string, string][] {
+  const problems: [string, string][] = [];
+  const s = `service "${cfg.service}"`;
+  if (cfg.inputsReplay === 'OUTPUT_REVERSE' && typeof def.replayOutput !== 'function') {
+    problems.push(['inputsReplay', `${s}: inputsReplay OUTPUT_REVERSE needs an output-replay handler replayOutput(state, event) => boolean in the service definition`]);
+  }
+  const every = cfg.settings.snapshotEveryInputs;
+  if (def.snapshot !== undefined) {
+    const snap = def.snapshot as Partial<ServiceSnapshot<unknown>>;
+    if (snap === null || typeof snap !== 'object') {
+      problems.push(['snapshot', `${s}: snapshot must be an object { type, write, restore }`]);
+    } else {
+      if (snap.type === undefined) problems.push(['snapshot.type', `${s}: snapshot.type is not declared: declare the snapshot event type, a user type id >= 100`]);
+      else if (!(Number.isInteger(snap.type) && snap.type >= 100 && snap.type <= 0xffffffff)) problems.push(['snapshot.type', `${s}: snapshot.type must be a user type id >= 100, type=${String(snap.type)}`]);
+      else if (def.handlers[snap.type]) problems.push(['snapshot.type', `${s}: snapshot.type ${snap.type} also has a handler; snapshot events must have a type of their own`]);
+      if (typeof snap.write !== 'function') problems.push(['snapshot.write', `${s}: snapshot.write(state) => Uint8Array is missing`]);
+      if (typeof snap.restore !== 'function') problems.push(['snapshot.restore', `${s}: snapshot.restore(bytes, init) => state is missing`]);
+      if (snap.everyInputs !== undefined && !(Number.isInteger(snap.everyInputs) && snap.everyInputs >= 1)) problems.push(['snapshot.everyInputs', `${s}: snapshot.everyInputs must be an integer >= 1, everyInputs=${String(snap.everyInputs)}`]);
+    }
+    if (cfg.inputsReplay === 'OUTPUT_REVERSE') problems.push(['inputsReplay', `${s}: snapshots and inputsReplay OUTPUT_REVERSE are alternatives; use NONE, INPUTS or OUTPUT with snapshots`]);
+  } else if (every !== undefined) {
+    problems.push(['settings.snapshotEveryInputs', `${s}: settings.snapshotEveryInputs is set but the service definition declares no snapshot`]);
+  }
+  if (every !== undefined && !(Number.isInteger(every) && (every as number) >= 1)) {
+    problems.push(['settings.snapshotEveryInputs', `${s}: settings.snapshotEveryInputs must be an integer >= 1, snapshotEveryInputs=${String(every)}`]);
+  }
+  return problems;
 }
 
 /** Identity helper that gives a service module full type inference. */

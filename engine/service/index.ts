@@ -2,6 +2,9 @@
 export {
   defineService,
   assertServiceDefinition,
+  replayProblems,
+  type ServiceSnapshot,
+  type ServiceReplayConfig,
   type ServiceDefinition,
   type ServiceHandler,
   type ServiceEvent,

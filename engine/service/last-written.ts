@@ -49,6 +49,8 @@ export function computeLastWritten(
     if (!rec) break;
     scanned++;
     view.wrap(rec.bytes, 0, rec.bytes.length);
+    // Sluice's own records (replay metadata, snapshots) have no cause.
+    if (!view.hasCause) continue;
     const key = byId.get(`${view.causeQueue}/${view.causePartition}`);
     if (key === undefined) continue;
     if (positions[key] === -1) {

@@ -106,7 +106,7 @@ async function tailCases(durationMs: number): Promise<Row[]> {
       records: r.records,
       payloadBytes: r.records * size,
       ms: r.lastAtMs - t0,
-      note: `appender alone in that run: ${((w.records / w.ms) * 1000 / 1e6).toFixed(2)} M rec/s; tailer parked ${r.parks}x`,
+      note: `appender in that run: ${((w.records / w.ms) * 1000 / 1e6).toFixed(2)} M rec/s; tailer parked ${r.parks}x`,
     }];
     const catchUp = startTailer(dir);
     const c = await catchUp.done;

@@ -2,7 +2,7 @@
  * engine/bus public face: the bus API (types), Kafka-compatible partitioning, and the backends.
  *
  * ```ts
- * const bus = createMemoryBus()                       // or createKafkaBus({ brokers })
+ * const bus = createMemoryBus()        // or createJournalBus({ dir }), createKafkaBus({ brokers })
  * await bus.createTopics([{ name: 'orders', partitions: 4 }])
  * const producer = await bus.producer({ transactionalId: 'svc-1' })
  * const txn = await producer.begin()
@@ -17,5 +17,6 @@
 export * from './types.js'
 export { murmur2, partitionForKey, PartitionResolver, tpKey } from './partitioner.js'
 export { createMemoryBus } from './memory/index.js'
+export { createJournalBus, type JournalBusOptions } from './journal/index.js'
 export { createKafkaBus, type KafkaBusOptions } from './kafka/index.js'
 export { startKafkaMockCluster, type KafkaMockCluster, type KafkaMockOptions } from './kafka/mock-cluster.js'

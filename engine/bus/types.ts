@@ -1,6 +1,6 @@
 /**
  * The bus API: topics of fixed partition counts, records, transactional producers and pull-style
- * consumers with positions and group membership. Every backend (memory, kafka, later journal)
+ * consumers with positions and group membership. Every backend (memory, journal, kafka)
  * implements {@link BusBackend}; message patterns are written once against these interfaces.
  *
  * Shape after the Kafka Java client (KafkaProducer / KafkaConsumer: poll loop, positions, seek,
@@ -209,7 +209,7 @@ export interface BusConsumer {
 }
 
 /**
- * A bus backend. Implementations: engine/bus/memory, engine/bus/kafka (engine/bus/journal later).
+ * A bus backend. Implementations: engine/bus/memory, engine/bus/journal, engine/bus/kafka.
  * Backends receive records with the partition still unresolved; they use
  * {@link PartitionResolver} so that every backend partitions identically.
  */

@@ -27,6 +27,7 @@ import {
 } from '../types.js'
 import { MemoryGroup, type GroupMember } from './group.js'
 import { PartitionLog, type TxnState } from './log.js'
+import type { BusStore, GroupWrite, PartitionWrite, RestoredBus } from '../store.js'
 
 interface MemoryTopic {
   spec: TopicSpec
@@ -38,8 +39,19 @@ export function createMemoryBus(): BusBackend {
   return new MemoryBus()
 }
 
+/**
+ * The memory model over a durable store (engine/bus/journal): starts from `restored`, and hands
+ * every decided write to `store` before it becomes visible. Internal to engine/bus.
+ */
+export function createStoredBus(kind: string, store: BusStore, restored: RestoredBus): BusBackend {
+  return new MemoryBus(kind, store, restored)
+}
+
+function storeFailure(e: unknown, what: string): BusError {
+  return e instanceof BusError ? e : new BusError('backend', `${what}: ${(e as Error).message}`, { cause: e })
+}
+
 class MemoryBus implements BusBackend {
-  readonly kind = 'memory'
   readonly topics = new Map<string, MemoryTopic>()
   readonly groups = new Map<string, MemoryGroup>()
   /** transactionalId -> current epoch; older producers are fenced. */
@@ -49,6 +61,22 @@ class MemoryBus implements BusBackend {
   private waiters = new Set<() => void>()
   private memberSeq = 0
   private closed = false
+
+  constructor(readonly kind = 'memory', readonly store: BusStore | null = null, restored?: RestoredBus) {
+    if (!restored) return
+    for (const t of restored.topics) {
+      const logs = t.partitions.map((p) => {
+        const log = new PartitionLog()
+        log.restore(p.records, p.endOffset)
+        return log
+      })
+      this.topics.set(t.spec.name, { spec: { ...t.spec }, logs })
+    }
+    for (const [groupId, positions] of restored.committed) {
+      const g = this.group(groupId)
+      for (const [k, o] of positions) g.committed.set(k, o)
+    }
+  }
 
   readonly partitionCountOf = (topic: string): number => this.topics.get(topic)?.logs.length ?? 0
 
@@ -64,6 +92,11 @@ class MemoryBus implements BusBackend {
           throw new BusError('bad-input', `topic exists with ${existing.logs.length} partitions, topic=${spec.name} partitions=${spec.partitions}`)
         }
         continue
+      }
+      try {
+        this.store?.createTopic({ ...spec })
+      } catch (e) {
+        throw storeFailure(e, `createTopics: topic=${spec.name}`)
       }
       this.topics.set(spec.name, { spec: { ...spec }, logs: Array.from({ length: spec.partitions }, () => new PartitionLog()) })
       for (const g of this.groups.values()) {
@@ -105,11 +138,12 @@ class MemoryBus implements BusBackend {
     for (const c of [...this.consumers]) await c.close()
     for (const p of [...this.producers]) await p.close()
     this.closed = true
+    this.store?.close()
     this.notify()
   }
 
   checkOpen(): void {
-    if (this.closed) throw new BusError('closed', 'memory bus is closed')
+    if (this.closed) throw new BusError('closed', `${this.kind} bus is closed`)
   }
 
   /** The partition's log; throws 'unknown-topic' / 'bad-input'. */
@@ -153,7 +187,7 @@ class MemoryBus implements BusBackend {
 function toStored(r: ProducerRecord): { key: string | null; value: Uint8Array | null; headers: Record<string, string>; timestampMs: number } {
   return {
     key: r.key,
-    value: r.value === null ? null : r.value.slice(),
+    value: r.value === null ? null : Uint8Array.prototype.slice.call(r.value), // a copy even for a Buffer
     headers: r.headers ? { ...r.headers } : {},
     timestampMs: r.timestampMs ?? Date.now(),
   }
@@ -189,19 +223,41 @@ class MemoryProducer implements BusProducer {
     if (this.transactionalId !== null) {
       throw new BusError('txn-state', `transactional producer sends inside begin()/commit(), transactionalId=${this.transactionalId}`)
     }
-    const out = await this.append(records, null)
+    const partitions = await this.resolver.resolve(records)
+    this.checkUsable()
+    const logs = partitions.map((partition, i) => this.bus.log({ topic: records[i].topic, partition }))
+    const stored = records.map(toStored)
+    if (this.bus.store) {
+      // Durable before visible: offsets are the ones the appends below will assign.
+      const writes = new Map<PartitionLog, PartitionWrite>()
+      for (let i = 0; i < records.length; i++) {
+        let w = writes.get(logs[i])
+        if (!w) writes.set(logs[i], (w = { topic: records[i].topic, partition: partitions[i], records: [], endOffset: logs[i].endOffset }))
+        w.records.push({ offset: w.endOffset++, record: stored[i] })
+      }
+      try {
+        this.bus.store.appendRecords([...writes.values()])
+      } catch (e) {
+        throw storeFailure(e, 'send')
+      }
+    }
+    const out = stored.map((r, i) => ({ topic: records[i].topic, partition: partitions[i], offset: logs[i].append(r, null) }))
     this.bus.notify()
     return out
   }
 
-  async append(records: ProducerRecord[], txn: TxnState | null, touched?: Set<PartitionLog>): Promise<RecordMetadata[]> {
+  async append(records: ProducerRecord[], txn: TxnState, touched: Map<PartitionLog, PartitionWrite>): Promise<RecordMetadata[]> {
     const partitions = await this.resolver.resolve(records)
     const out = new Array<RecordMetadata>(records.length)
     for (let i = 0; i < records.length; i++) {
       const r = records[i]
       const log = this.bus.log({ topic: r.topic, partition: partitions[i] })
-      touched?.add(log)
-      out[i] = { topic: r.topic, partition: partitions[i], offset: log.append(toStored(r), txn) }
+      let w = touched.get(log)
+      if (!w) touched.set(log, (w = { topic: r.topic, partition: partitions[i], records: [], endOffset: 0 }))
+      const stored = toStored(r)
+      const offset = log.append(stored, txn)
+      w.records.push({ offset, record: stored })
+      out[i] = { topic: r.topic, partition: partitions[i], offset }
     }
     return out
   }
@@ -223,7 +279,8 @@ class MemoryProducer implements BusProducer {
 
 class MemoryTransaction implements BusTransaction {
   private readonly state: TxnState = { status: 'open' }
-  private readonly touched = new Set<PartitionLog>()
+  /** Partitions written, with the records sent to each (for the durable store). */
+  private readonly touched = new Map<PartitionLog, PartitionWrite>()
   private readonly offsets: { group: string | GroupMetadata; positions: PartitionPosition[] }[] = []
 
   constructor(private readonly bus: MemoryBus, private readonly producer: MemoryProducer) {}
@@ -255,6 +312,20 @@ class MemoryTransaction implements BusTransaction {
         throw new BusError('not-assigned', `transaction aborted: member no longer owns the partitions of its offsets, group=${group.groupId} member=${group.memberId} partitions=${keys.join(',')}`)
       }
     }
+    if (this.bus.store) {
+      // The store's commit is the commit point: each partition's end includes the marker decide() adds.
+      const writes = [...this.touched].map(([log, w]) => ({ ...w, endOffset: log.endOffset + 1 }))
+      const groups: GroupWrite[] = this.offsets.map(({ group, positions }) => ({
+        groupId: typeof group === 'string' ? group : group.groupId,
+        positions: positions.map((p) => ({ topic: p.topic, partition: p.partition, offset: p.offset })),
+      }))
+      try {
+        this.bus.store.commitTransaction(writes, groups)
+      } catch (e) {
+        this.decide('aborted')
+        throw storeFailure(e, `transaction aborted, transactionalId=${this.producer.transactionalId}`)
+      }
+    }
     for (const { group, positions } of this.offsets) {
       const g = this.bus.group(typeof group === 'string' ? group : group.groupId)
       for (const p of positions) g.committed.set(tpKey(p.topic, p.partition), p.offset)
@@ -270,7 +341,7 @@ class MemoryTransaction implements BusTransaction {
   decide(status: 'committed' | 'aborted'): void {
     if (this.state.status !== 'open') return
     this.state.status = status
-    for (const log of this.touched) log.appendMarker(this.state)
+    for (const log of this.touched.keys()) log.appendMarker(this.state)
     if (this.producer.open === this) this.producer.open = null
     this.bus.notify()
   }
@@ -425,6 +496,13 @@ class MemoryConsumer implements BusConsumer, GroupMember {
     if (this.groupId === null) throw new BusError('bad-input', 'commit() needs a consumer with a groupId')
     const list = positions ?? [...this.owned.values()].map((o) => ({ ...o.tp, offset: o.position }))
     for (const p of list) this.ownedOf(p)
+    if (this.bus.store) {
+      try {
+        this.bus.store.commitOffsets({ groupId: this.groupId, positions: list.map((p) => ({ topic: p.topic, partition: p.partition, offset: p.offset })) })
+      } catch (e) {
+        throw storeFailure(e, `commit, group=${this.groupId}`)
+      }
+    }
     const g = this.bus.group(this.groupId)
     for (const p of list) g.committed.set(tpKey(p.topic, p.partition), p.offset)
   }

@@ -37,6 +37,19 @@ export class PartitionLog {
     return lso
   }
 
+  /**
+   * Rebuilds a partition from durable state (engine/bus/journal): each record at its offset, the
+   * gaps (markers, aborted or torn transactions) as invisible entries up to `endOffset`.
+   */
+  restore(records: readonly { offset: number; record: BusRecord }[], endOffset: number): void {
+    if (this.entries.length !== 0) throw new Error(`restore() needs an empty partition log, endOffset=${this.entries.length}`)
+    for (let i = 0; i < endOffset; i++) this.entries.push({ record: null, txn: null })
+    for (const r of records) {
+      if (!(r.offset >= 0 && r.offset < endOffset)) throw new Error(`restored offset must be in [0, ${endOffset}), offset=${r.offset}`)
+      this.entries[r.offset] = { record: r.record, txn: null }
+    }
+  }
+
   /** Appends a record (txn null = visible at once); returns its offset. */
   append(record: BusRecord, txn: TxnState | null): number {
     const offset = this.entries.length

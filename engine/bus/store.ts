@@ -1,0 +1,51 @@
+/**
+ * Internal seam between the in-process bus model (engine/bus/memory) and a durable store
+ * (engine/bus/journal). The memory backend runs without a store; the journal backend runs the
+ * same model with a {@link BusStore} that persists every decided write before it becomes visible,
+ * and a {@link RestoredBus} that rebuilds the model on open. Not part of the public bus API.
+ */
+import type { BusRecord, TopicSpec } from './types.js'
+
+/** A record at its offset in one partition. */
+export interface StoredRecord {
+  offset: number
+  record: BusRecord
+}
+
+/** Records written to one partition, and the partition's end offset after them (markers included). */
+export interface PartitionWrite {
+  topic: string
+  partition: number
+  records: StoredRecord[]
+  /** Offset the next append gets after this write: keeps offsets stable across restarts. */
+  endOffset: number
+}
+
+/** Committed group positions (next offsets to read). */
+export interface GroupWrite {
+  groupId: string
+  positions: { topic: string; partition: number; offset: number }[]
+}
+
+/**
+ * Durable side of a bus. Every call is synchronous and durable (per the store's fsync policy) on
+ * return; a throw means nothing of the call is visible after recovery except for
+ * {@link BusStore.appendRecords}, which is atomic per partition only (as a Kafka produce).
+ */
+export interface BusStore {
+  createTopic(spec: TopicSpec): void
+  /** Non-transactional records. */
+  appendRecords(writes: PartitionWrite[]): void
+  /** A transaction's records and group positions: all or nothing across partitions and groups. */
+  commitTransaction(writes: PartitionWrite[], groups: GroupWrite[]): void
+  /** Consumer commit() outside a transaction. */
+  commitOffsets(group: GroupWrite): void
+  close(): void
+}
+
+/** The durable state a bus starts from. */
+export interface RestoredBus {
+  topics: { spec: TopicSpec; partitions: { records: StoredRecord[]; endOffset: number }[] }[]
+  /** groupId -> tpKey(topic, partition) -> committed offset. */
+  committed: Map<string, Map<string, number>>
+}

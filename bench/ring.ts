@@ -1,0 +1,260 @@
+/**
+ * Ring benchmark: records from a producer worker to a consumer on the main thread, at 64 B and
+ * 1 KiB payloads, over
+ *   - the Sluice ring (engine/ring, RingProducer.write -> RingConsumer.read), publishing each
+ *     record, and again with beginBatch()/endBatch() (publication every 64 records),
+ *   - worker postMessage (one structured-clone message per record),
+ *   - ringbuf.js 0.4.0 (npm; byte-stream SPSC ring: push/pop one record at a time),
+ * and, as the practical limit, a bare single-thread loop that writes the same records (header +
+ * payload copy) into a SharedArrayBuffer with no synchronization and no reader.
+ *
+ * All contenders run in each of ROUNDS rounds; ratios are computed within a round and the median
+ * over rounds is reported. `runRingBench()` returns the markdown; `node dist/bench/ring.js` prints
+ * it.
+ */
+import { loadavg } from 'node:os';
+import { Worker } from 'node:worker_threads';
+import { RingBuffer } from 'ringbuf.js';
+import { RingConsumer, createRing, type RecordHandler } from '../engine/ring/index.js';
+import { isMainModule, machineLine, markdownTable, median, si } from './lib/report.js';
+import type {
+  ProducerWorkerData, ProducerWorkerMessage, Transport,
+} from './ring-producer.worker.js';
+
+/** Payload sizes compared, bytes. */
+const PAYLOAD_SIZES = [64, 1024] as const;
+/** Data area of the Sluice ring and storage of the ringbuf.js ring, bytes. */
+const RING_CAPACITY_BYTES = 1 << 20;
+/** Rounds; each runs every contender once. */
+const ROUNDS = 3;
+/** Records per run, chosen so each run takes roughly 0.3 - 1 s on a 2-core machine. */
+const RECORDS: Record<Contender, Record<PayloadSize, number>> = {
+  ring: { 64: 10_000_000, 1024: 2_000_000 },
+  'ring-batch': { 64: 10_000_000, 1024: 2_000_000 },
+  postMessage: { 64: 300_000, 1024: 200_000 },
+  'ringbuf.js': { 64: 2_000_000, 1024: 300_000 },
+  bare: { 64: 20_000_000, 1024: 4_000_000 },
+};
+
+type PayloadSize = (typeof PAYLOAD_SIZES)[number];
+type Contender = Transport | 'bare';
+const CONTENDERS: readonly Contender[] = ['ring', 'ring-batch', 'postMessage', 'ringbuf.js', 'bare'];
+const LABELS: Record<Contender, string> = {
+  ring: 'Sluice ring, write() (worker -> main)',
+  'ring-batch': 'Sluice ring, write() in beginBatch/endBatch',
+  postMessage: 'worker postMessage (worker -> main)',
+  'ringbuf.js': 'ringbuf.js 0.4.0 (worker -> main)',
+  bare: 'bare loop into SAB (1 thread, no sync)',
+};
+
+/** Records per second of each contender at each size in one round. */
+type Round = Record<Contender, Record<PayloadSize, number>>;
+
+/** Reads the sequence number the producer stamped into the first four payload bytes. */
+function seqAt(bytes: Uint8Array, offset: number): number {
+  return (bytes[offset]! | (bytes[offset + 1]! << 8) | (bytes[offset + 2]! << 16) |
+    (bytes[offset + 3]! << 24)) >>> 0;
+}
+
+/** Starts a producer worker and resolves once it is ready and waiting for the start flag. */
+async function startProducer(data: ProducerWorkerData,
+    onMessage?: (message: Uint8Array) => void): Promise<Worker> {
+  const worker = new Worker(new URL('./ring-producer.worker.js', import.meta.url),
+    { workerData: data });
+  await new Promise<void>((resolve, reject) => {
+    worker.once('error', reject);
+    worker.on('message', (message: ProducerWorkerMessage) => {
+      if (message === 'ready') resolve();
+      else onMessage?.(message);
+    });
+  });
+  return worker;
+}
+
+function go(control: SharedArrayBuffer): number {
+  const flag = new Int32Array(control);
+  const startMs = performance.now();
+  Atomics.store(flag, 0, 1);
+  Atomics.notify(flag, 0);
+  return startMs;
+}
+
+/** Records/s through the Sluice ring; the consumer checks every sequence number. */
+async function runRing(transport: 'ring' | 'ring-batch', payloadBytes: number,
+    count: number): Promise<number> {
+  const sab = createRing(RING_CAPACITY_BYTES);
+  const control = new SharedArrayBuffer(4);
+  const worker = await startProducer({ transport, sab, control, count, payloadBytes });
+  const consumer = new RingConsumer(sab);
+  let expected = 0;
+  let misordered = 0;
+  const handler: RecordHandler = (_typeId, bytes, offset, length) => {
+    if (seqAt(bytes, offset) !== expected || length !== payloadBytes) misordered++;
+    expected++;
+  };
+  const startMs = go(control);
+  while (!consumer.isClosed()) {
+    if (consumer.read(handler) === 0) consumer.waitForData(1000);
+  }
+  const elapsedMs = performance.now() - startMs;
+  await worker.terminate();
+  check(transport, expected, count, misordered);
+  return count / (elapsedMs / 1000);
+}
+
+/** Records/s through worker postMessage, one message per record. */
+async function runPostMessage(payloadBytes: number, count: number): Promise<number> {
+  const control = new SharedArrayBuffer(4);
+  let expected = 0;
+  let misordered = 0;
+  let finish: (endMs: number) => void = () => {};
+  const finished = new Promise<number>((resolve) => { finish = resolve; });
+  const worker = await startProducer(
+    { transport: 'postMessage', sab: new SharedArrayBuffer(8), control, count, payloadBytes },
+    (message) => {
+      if (seqAt(message, 0) !== expected || message.length !== payloadBytes) misordered++;
+      if (++expected === count) finish(performance.now());
+    });
+  const startMs = go(control);
+  const elapsedMs = (await finished) - startMs;
+  await worker.terminate();
+  check('postMessage', expected, count, misordered);
+  return count / (elapsedMs / 1000);
+}
+
+/** Records/s through ringbuf.js, one push and one pop per record. */
+async function runRingbuf(payloadBytes: number, count: number): Promise<number> {
+  const sab = RingBuffer.getStorageForCapacity(RING_CAPACITY_BYTES, Uint8Array);
+  const control = new SharedArrayBuffer(4);
+  const worker = await startProducer(
+    { transport: 'ringbuf.js', sab, control, count, payloadBytes });
+  const ring = new RingBuffer(sab, Uint8Array);
+  const record = new Uint8Array(payloadBytes);
+  let expected = 0;
+  let misordered = 0;
+  const startMs = go(control);
+  while (expected < count) {
+    if (ring.availableRead() < payloadBytes) continue;
+    ring.pop(record);
+    if (seqAt(record, 0) !== expected) misordered++;
+    expected++;
+  }
+  const elapsedMs = performance.now() - startMs;
+  await worker.terminate();
+  check('ringbuf.js', expected, count, misordered);
+  return count / (elapsedMs / 1000);
+}
+
+/**
+ * Records/s of one thread writing the same records (8-byte header + stamped payload, 8-aligned,
+ * wrapping) into a SharedArrayBuffer of the ring's size: no other thread, no Atomics. The
+ * payload is copied with TypedArray.set, as RingProducer.write does.
+ */
+function runBare(payloadBytes: number, count: number): number {
+  const sab = new SharedArrayBuffer(RING_CAPACITY_BYTES);
+  const bytes = new Uint8Array(sab);
+  const i32 = new Int32Array(sab);
+  const src = new Uint8Array(payloadBytes);
+  for (let i = 4; i < src.length; i++) src[i] = i & 255;
+  const recordLength = 8 + payloadBytes;
+  const recordBytes = (recordLength + 7) & ~7;
+  let position = 0;
+  const startMs = performance.now();
+  for (let seq = 0; seq < count; seq++) {
+    src[0] = seq & 255;
+    src[1] = (seq >>> 8) & 255;
+    src[2] = (seq >>> 16) & 255;
+    src[3] = (seq >>> 24) & 255;
+    if (position + recordBytes > RING_CAPACITY_BYTES) position = 0;
+    i32[position >> 2] = recordLength;
+    i32[(position >> 2) + 1] = 1;
+    bytes.set(src, position + 8);
+    position += recordBytes;
+  }
+  const elapsedMs = performance.now() - startMs;
+  if (i32[1] !== 1) throw new Error('bare loop wrote nothing');
+  return count / (elapsedMs / 1000);
+}
+
+function check(name: string, received: number, count: number, misordered: number): void {
+  if (received !== count || misordered !== 0) {
+    throw new Error(`${name}: received ${received} of ${count} records, ${misordered} out of ` +
+      'order or wrong length');
+  }
+}
+
+async function runContender(contender: Contender, payloadBytes: PayloadSize,
+    count: number): Promise<number> {
+  switch (contender) {
+    case 'ring':
+    case 'ring-batch': return runRing(contender, payloadBytes, count);
+    case 'postMessage': return runPostMessage(payloadBytes, count);
+    case 'ringbuf.js': return runRingbuf(payloadBytes, count);
+    case 'bare': return runBare(payloadBytes, count);
+  }
+}
+
+async function runRound(scale: number): Promise<Round> {
+  const round = {} as Round;
+  for (const contender of CONTENDERS) {
+    round[contender] = {} as Record<PayloadSize, number>;
+    for (const size of PAYLOAD_SIZES) {
+      const count = Math.max(1000, Math.round(RECORDS[contender][size] * scale));
+      round[contender][size] = await runContender(contender, size, count);
+    }
+  }
+  return round;
+}
+
+/**
+ * Runs the ring benchmark (a short warm-up round, then ROUNDS measured rounds) and returns a
+ * markdown section: machine line, table of median records/s and MB/s (payload, 10^6 bytes), and
+ * the within-round ratios (median over rounds) ring / postMessage, ring / ringbuf.js and
+ * ring / bare loop, for both ways of writing to the ring. Takes about a minute. Throws Error if any transport loses or reorders a record.
+ */
+export async function runRingBench(): Promise<string> {
+  const loadStart = loadavg()[0]!;
+  await runRound(0.05);
+  const rounds: Round[] = [];
+  for (let r = 0; r < ROUNDS; r++) rounds.push(await runRound(1));
+
+  const rate = (c: Contender, s: PayloadSize): number => median(rounds.map((r) => r[c][s]));
+  const ratio = (a: Contender, b: Contender, s: PayloadSize): number =>
+    median(rounds.map((r) => r[a][s] / r[b][s]));
+  const header = ['transport', ...PAYLOAD_SIZES.flatMap((s) => [`${label(s)} rec/s`, `${label(s)} MB/s`])];
+  const rows = CONTENDERS.map((c) => [LABELS[c], ...PAYLOAD_SIZES.flatMap((s) => [
+    si(rate(c, s)), (rate(c, s) * s / 1e6).toFixed(0),
+  ])]);
+  const ratioRows = (['ring', 'ring-batch'] as const).flatMap((ring) => PAYLOAD_SIZES.map((s) => [
+    `${ring === 'ring' ? 'write()' : 'batched'}, ${label(s)}`,
+    `${ratio(ring, 'postMessage', s).toFixed(1)}x`,
+    `${ratio(ring, 'ringbuf.js', s).toFixed(1)}x`,
+    `${ratio(ring, 'bare', s).toFixed(2)}x`]));
+  const perRound = rounds.map((r, i) => `round ${i + 1}: ` + CONTENDERS.map((c) =>
+    `${c} ${PAYLOAD_SIZES.map((s) => si(r[c][s])).join('/')}`).join(', '));
+  const loadEnd = loadavg()[0]!;
+  return [
+    `Machine: ${machineLine()}. \`node dist/bench/ring.js\`; ring capacity ` +
+      `${RING_CAPACITY_BYTES / 1024} KiB; median of ${ROUNDS} rounds; 1-minute load average ` +
+      `${loadStart.toFixed(1)} at start, ${loadEnd.toFixed(1)} at end.`,
+    '',
+    markdownTable(header, rows),
+    '',
+    'Ratios within a round (median of rounds):',
+    '',
+    markdownTable(['Sluice ring, payload', 'ring / postMessage', 'ring / ringbuf.js',
+      'ring / bare loop'], ratioRows),
+    '',
+    'Records/s per round (64 B / 1 KiB):',
+    '',
+    ...perRound.map((line) => `- ${line}`),
+  ].join('\n');
+}
+
+function label(size: PayloadSize): string {
+  return size >= 1024 ? `${size / 1024} KiB` : `${size} B`;
+}
+
+if (isMainModule(import.meta.url)) {
+  console.log(await runRingBench());
+}

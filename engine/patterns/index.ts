@@ -1,0 +1,17 @@
+/**
+ * engine/patterns: message patterns written once against the bus API (engine/bus), so they run
+ * unchanged on the journal, memory and kafka backends. After Corda 5's messaging patterns
+ * (durable, pub/sub, compacted, state-and-event, RPC subscriptions). Application code writes a
+ * typed processor; the pattern owns polling, positions and transactions.
+ *
+ * ```ts
+ * const sub = startDurable({ bus, groupId: 'billing', topics: ['orders'], transactionalId: 'billing-1',
+ *   codec: jsonCodec<Order>(), processor: { onNext: (orders) => orders.map(toInvoice) } })
+ * await sub.ready; ...; await sub.stop()
+ * ```
+ */
+export { bytesCodec, jsonCodec, stringCodec, type Codec } from './codec.js'
+export { PATTERN_DEFAULTS, type PatternRecord, type Subscription } from './subscription.js'
+export { startDurable, type DurableOptions, type DurableProcessor, type DurableStats } from './durable.js'
+export { startPubSub, type PubSubOptions, type PubSubProcessor } from './pubsub.js'
+export { startCompacted, type CompactedOptions, type CompactedProcessor } from './compacted.js'

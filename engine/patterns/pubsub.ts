@@ -1,0 +1,77 @@
+/**
+ * Pub/sub pattern: after Corda 5's PubSubSubscription. Every instance reads every partition of
+ * the topic (manual assignment, no group), starting at the end: records produced before it
+ * started are never seen. No outputs, no committed positions: at-most-once (a record whose
+ * processing throws is reported to `onError` and skipped; a crash loses what was not processed).
+ */
+import type { BusBackend, BusConsumer } from '../bus/index.js'
+import type { Codec } from './codec.js'
+import { decodeRecord, deferred, PATTERN_DEFAULTS, type PatternRecord, type Subscription } from './subscription.js'
+
+/** The application side of a pub/sub subscription. */
+export interface PubSubProcessor<V> {
+  /** One record at a time, in offset order per partition. Throwing skips the record. */
+  onNext(record: PatternRecord<V>): void | Promise<void>
+}
+
+/** Options of {@link startPubSub}. */
+export interface PubSubOptions<V> {
+  bus: BusBackend
+  topic: string
+  codec: Codec<V>
+  processor: PubSubProcessor<V>
+  /** Processing and decode errors (the record is skipped). Default: ignored. */
+  onError?(error: unknown, record: { topic: string; partition: number; offset: number }): void
+}
+
+/**
+ * Starts a pub/sub subscription; `ready` resolves once it is positioned at the end of every
+ * partition (records produced after that are delivered). Throws (in `ready`/`done`)
+ * BusError 'unknown-topic'.
+ */
+export function startPubSub<V>(opts: PubSubOptions<V>): Subscription {
+  const ready = deferred()
+  const done = deferred()
+  let stopping = false
+  let consumer: BusConsumer | null = null
+
+  const run = async (): Promise<void> => {
+    const n = await opts.bus.partitionCount(opts.topic)
+    if (n === null) throw new Error(`pub/sub topic does not exist, topic=${opts.topic}`)
+    const tps = Array.from({ length: n }, (_, partition) => ({ topic: opts.topic, partition }))
+    consumer = await opts.bus.consumer({ autoOffsetReset: 'latest' })
+    await consumer.assign(tps)
+    await consumer.seekToEnd(tps)
+    ready.resolve()
+    while (!stopping) {
+      for (const r of await consumer.poll({ timeoutMs: PATTERN_DEFAULTS.pollTimeoutMs })) {
+        try {
+          await opts.processor.onNext(decodeRecord(r, opts.codec))
+        } catch (e) {
+          opts.onError?.(e, r)
+        }
+      }
+    }
+  }
+
+  run().then(
+    async () => {
+      await consumer?.close().catch(() => {})
+      done.resolve()
+    },
+    async (e) => {
+      await consumer?.close().catch(() => {})
+      ready.reject(e)
+      done.reject(e)
+    },
+  )
+  return {
+    ready: ready.promise,
+    done: done.promise,
+    async stop(o = {}) {
+      stopping = true
+      if (o.abandon) await consumer?.close().catch(() => {})
+      else await done.promise.catch(() => {})
+    },
+  }
+}

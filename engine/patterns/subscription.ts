@@ -1,0 +1,67 @@
+/**
+ * What every pattern returns: a running subscription with a bounded, explicit end.
+ */
+import type { ConsumedRecord } from '../bus/index.js'
+import type { Codec } from './codec.js'
+
+/** A record handed to a processor: the bus record with its value decoded (null = tombstone). */
+export interface PatternRecord<V> {
+  topic: string
+  partition: number
+  offset: number
+  key: string | null
+  value: V | null
+  headers: Record<string, string>
+  timestampMs: number
+}
+
+/** A running pattern. */
+export interface Subscription {
+  /** Resolves once the pattern reads (positions set); rejects if it failed before. */
+  readonly ready: Promise<void>
+  /** Settles when the loop ends: resolves after stop(), rejects with the error that stopped it. */
+  readonly done: Promise<void>
+  /**
+   * Stops after the current batch and closes the pattern's consumer and producer. With
+   * `abandon: true` closes them at once without waiting for the batch (a crash, for tests):
+   * an open transaction is aborted by the producer's close.
+   */
+  stop(opts?: { abandon?: boolean }): Promise<void>
+}
+
+/** Every default of engine/patterns, in one place. */
+export const PATTERN_DEFAULTS = {
+  /** Longest poll() wait per loop turn, ms: bounds how long stop() waits. */
+  pollTimeoutMs: 100,
+  /** Durable: consecutive failed batches (processing or commit) before the subscription fails. */
+  retriesMax: 10,
+  /** Durable: wait before retrying a failed batch, ms. */
+  retryBackoffMs: 50,
+} as const
+
+/** Decodes a consumed record; throws what the codec throws. */
+export function decodeRecord<V>(r: ConsumedRecord, codec: Codec<V>): PatternRecord<V> {
+  return {
+    topic: r.topic,
+    partition: r.partition,
+    offset: r.offset,
+    key: r.key,
+    value: r.value === null ? null : codec.decode(r.value),
+    headers: r.headers,
+    timestampMs: r.timestampMs,
+  }
+}
+
+export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms))
+
+/** A deferred promise whose rejection is not reported as unhandled (callers may never await it). */
+export function deferred(): { promise: Promise<void>; resolve: () => void; reject: (e: unknown) => void } {
+  let resolve!: () => void
+  let reject!: (e: unknown) => void
+  const promise = new Promise<void>((res, rej) => {
+    resolve = res
+    reject = rej
+  })
+  promise.catch(() => {})
+  return { promise, resolve, reject }
+}

@@ -29,6 +29,8 @@ export interface RunningTopology {
 export interface StartOptions {
   /** Receives supervisor log lines (restarts, drain timeouts). Default: stderr. */
   log?: (line: string) => void;
+  /** Called with the supervisor before any actor starts, e.g. to watch replay progress in its counters. */
+  onSupervisor?: (supervisor: Supervisor) => void;
 }
 
 /**
@@ -44,6 +46,7 @@ export async function startTopology(topology: Topology, options: StartOptions = 
   supervisor.on('log', log);
   supervisor.on('restart', (e: RestartEvent) => log(`restarting ${e.group} in ${e.delayMs} ms (attempt ${e.attempt}) after ${e.actor} failed: ${e.error}`));
   supervisor.on('fatal', (e: Error) => log(`stopped: ${e.message}`));
+  options.onSupervisor?.(supervisor);
   await supervisor.start(plan.groups);
   return { topology, supervisor, plan, stop: () => supervisor.stop() };
 }

@@ -6,6 +6,7 @@
  *   sluice tail <topology.yaml> <queue>    print a queue's records as JSON lines
  */
 import { Command } from 'commander';
+import { ReplayProgress } from './replay-progress.js';
 import { loadTopology, ConfigError } from '../engine/config/index.js';
 import { startTopology } from '../index.js';
 import { planTopology, partitionDir } from '../actors/index.js';
@@ -33,7 +34,18 @@ program
   .description('run a topology until SIGINT/SIGTERM, then drain, flush, fsync and exit 0')
   .action(async (file: string, opts: { statusMs: string }) => {
     const t = loadTopology(file);
-    const running = await startTopology(t);
+    // Replay progress (services rebuilding their state) shows as bars on a terminal while the
+    // topology starts; startTopology resolves once every service is live.
+    const progress = new ReplayProgress();
+    let ticker: NodeJS.Timeout | null = null;
+    const running = await startTopology(t, {
+      onSupervisor: (sup) => {
+        ticker = setInterval(() => progress.update(sup.counters()), 200);
+      },
+    });
+    if (ticker) clearInterval(ticker);
+    progress.update(running.supervisor.counters());
+    progress.stop();
     console.error(`sluice: ${t.name} is up (${running.plan.groups.length} actor groups); Ctrl-C drains and stops`);
     const statusMs = Number(opts.statusMs);
     const timer = statusMs > 0 ? setInterval(() => printCounters(running.supervisor.counters()), statusMs) : null;

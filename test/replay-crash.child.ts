@@ -1,0 +1,32 @@
+/**
+ * Child process of replay-crash.test: runs a topology until its service has processed every
+ * input (per the newest processed record when the service writes them, else per LAST_WRITTEN
+ * from the outputs' causes), then drains and exits 0. The parent kills it with SIGKILL at
+ * random moments.
+ * argv: <topology.yaml> <records per partition>
+ */
+import { loadTopology, startTopology, partitionDir, computeLastWritten } from 'sluice';
+import { Tailer } from '../engine/journal/index.js';
+import { scanOutput } from '../engine/replay/index.js';
+
+const [file, perPartition] = [process.argv[2], Number(process.argv[3])];
+const topology = loadTopology(file);
+const svc = topology.services[0];
+const inputs = svc.inputs.flatMap((q) => {
+  const queue = topology.queues.find((x) => x.name === q)!;
+  return Array.from({ length: queue.partitions }, (_, p) => ({ queue: q, partition: p }));
+});
+const running = await startTopology(topology, { log: (l) => process.stderr.write(`child: ${l}\n`) });
+for (;;) {
+  const t = Tailer.open({ dir: partitionDir(topology, svc.output, 0) });
+  t.moveToEnd();
+  let positions = scanOutput(t, inputs, undefined, svc.output).positions;
+  t.moveToEnd();
+  if (!positions) positions = Object.values(computeLastWritten(t, inputs).positions);
+  t.close();
+  if (positions.every((p) => p === perPartition - 1)) break;
+  await new Promise((r) => setTimeout(r, 20));
+}
+const result = await running.stop();
+process.stdout.write(JSON.stringify({ done: true, terminated: result.terminated }) + '\n');
+process.exit(0);

@@ -1,0 +1,32 @@
+/** Runs the pattern examples of README "Message patterns" and checks what they print. */
+import { execFileSync } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
+import { test } from 'uvu'
+import * as assert from 'uvu/assert'
+import { main as compacted } from '../examples/patterns/compacted.js'
+import { main as durable } from '../examples/patterns/durable.js'
+import { main as pubsub } from '../examples/patterns/pubsub.js'
+
+test('examples/patterns/durable: one invoice per order, 20% added', async () => {
+  assert.equal(await durable(), [
+    { orderId: 'o-1', customer: 'ada', totalCents: 1500 },
+    { orderId: 'o-2', customer: 'bob', totalCents: 1188 },
+    { orderId: 'o-3', customer: 'ada', totalCents: 4800 },
+  ])
+})
+
+test('examples/patterns/durable runs as a program', () => {
+  const out = execFileSync(process.execPath, [fileURLToPath(new URL('../examples/patterns/durable.js', import.meta.url))], { encoding: 'utf8' })
+  assert.is(out.trim().split('\n').length, 3)
+})
+
+test('examples/patterns/pubsub: only prices published after the start', async () => {
+  const seen = (await pubsub()).sort((a, b) => a.symbol.localeCompare(b.symbol))
+  assert.equal(seen, [{ symbol: 'ACME', priceCents: 101 }, { symbol: 'INIT', priceCents: 5000 }])
+})
+
+test('examples/patterns/compacted: snapshot without deleted keys, then changes with the previous value', async () => {
+  assert.equal(await compacted(), { snapshot: { timeoutMs: '800' }, changes: ['timeoutMs: 800 -> 1000'] })
+})
+
+test.run()

@@ -1,0 +1,182 @@
+/**
+ * Restart time per strategy and history length (issue 3): for histories of 10^5, 10^6 and 10^7
+ * input events, the time from `startTopology()` to live (workers spawned, positions found,
+ * state restored and replayed) of a positions service over two input queues, for
+ * LAST_WRITTEN without replay, INPUTS, OUTPUT, OUTPUT_REVERSE and snapshots (+ OUTPUT).
+ *
+ *   node dist/bench/restart.js [maxHistory]        (default 10000000)
+ *
+ * The history is written straight to the journals, as the service host would have written it:
+ * binary trades (type 100, 8 bytes) alternating in runs of 256 per queue, one output per trade
+ * (type 101 with its cause), a processed record per 512-input batch, a snapshot (type 150)
+ * every 10^4 inputs. The same history serves every strategy (a restart with nothing new to
+ * process appends nothing). Goals: snapshots flat (< 2x from 10^5 to 10^7); INPUTS replay
+ * >= 10^6 events/s. Bound: INPUTS replay reads each input once (journal read + envelope wrap +
+ * handler, ~100-300 ns); OUTPUT also reads every output once.
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { loadTopology, startTopology } from '../index.js';
+import { Appender } from '../engine/journal/index.js';
+import { EnvelopeWriter, queueId } from '../engine/codec/index.js';
+import { EVENT_TYPE_PROCESSED, ProcessedRecorder, encodeSnapshot } from '../engine/replay/index.js';
+import { markdownTable, machineLine, si, isMainModule } from './lib/report.js';
+
+const RUN_INPUTS = 256;
+const SNAPSHOT_EVERY_INPUTS = 10_000;
+const INSTRUMENTS = 64;
+const FLUSH_RECORDS = 65_536;
+const fixture = (name: string) => new URL(`../test/fixtures/services/${name}.js`, import.meta.url).pathname;
+
+const STRATEGIES = [
+  { name: 'LAST_WRITTEN, no replay', module: 'bench-positions', inputsReplay: 'NONE' },
+  { name: 'INPUTS', module: 'bench-positions', inputsReplay: 'INPUTS' },
+  { name: 'OUTPUT', module: 'bench-positions', inputsReplay: 'OUTPUT' },
+  { name: 'OUTPUT_REVERSE', module: 'bench-positions', inputsReplay: 'OUTPUT_REVERSE' },
+  { name: 'snapshots + OUTPUT', module: 'bench-positions-snapshot', inputsReplay: 'OUTPUT' },
+] as const;
+
+/** Writes a history of `n` inputs (n/2 per queue) and the outputs the host would have written. */
+function writeHistory(dataDir: string, n: number): void {
+  const queues = ['a', 'b'];
+  const inputs = queues.map((q) => ({ queue: q, partition: 0 }));
+  const writer = new EnvelopeWriter();
+  const ins = queues.map((q) => Appender.open({ dir: path.join(dataDir, 'queues', q, '0'), fsync: 'none' }));
+  const out = Appender.open({ dir: path.join(dataDir, 'queues', 'out', '0'), fsync: 'none' });
+  const recorder = new ProcessedRecorder(inputs, [-1, -1]);
+  const qids = queues.map((q) => queueId(q));
+  const positions = new Float64Array(INSTRUMENTS);
+  const payload = new Uint8Array(8);
+  const pv = new DataView(payload.buffer);
+  const outPayload = new Uint8Array(12);
+  const ov = new DataView(outPayload.buffer);
+  const next = [0, 0];
+  let done = 0;
+  let sinceSnapshot = 0;
+  let seed = 1;
+  const batch: Uint8Array[] = [];
+  const inBatches: Uint8Array[][] = [[], []];
+  while (done < n) {
+    for (let q = 0; q < 2 && done < n; q++) {
+      for (let r = 0; r < RUN_INPUTS && done < n; r++, done++) {
+        seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
+        const instrument = (seed >>> 16) % INSTRUMENTS;
+        const qty = ((seed >>> 4) % 200) - 100;
+        pv.setUint32(0, instrument, true);
+        pv.setInt32(4, qty, true);
+        const index = next[q]++;
+        inBatches[q].push(writer.encode({ type: 100, eventTimeMs: 0, payload }));
+        positions[instrument] += qty;
+        ov.setUint32(0, instrument, true);
+        ov.setFloat64(4, positions[instrument], true);
+        batch.push(writer.encode({ type: 101, key: '', eventTimeMs: 0, causeQueue: qids[q], causePartition: 0, causeIndex: index, payload: outPayload }));
+        recorder.note(q, index);
+        sinceSnapshot++;
+      }
+    }
+    batch.push(writer.encode({ type: EVENT_TYPE_PROCESSED, payload: recorder.take() }));
+    if (sinceSnapshot >= SNAPSHOT_EVERY_INPUTS) {
+      const f = new Float64Array(INSTRUMENTS + 1);
+      f.set(positions);
+      f[INSTRUMENTS] = done;
+      for (const e of encodeSnapshot(writer, 150, new Uint8Array(f.buffer), { 'a/0': recorder.positions[0], 'b/0': recorder.positions[1] }, 0)) batch.push(e);
+      sinceSnapshot = 0;
+    }
+    for (let q = 0; q < 2; q++) {
+      if (inBatches[q].length > 0) ins[q].appendBatch(inBatches[q]);
+      inBatches[q].length = 0;
+    }
+    out.appendBatch(batch);
+    batch.length = 0;
+    if (done % FLUSH_RECORDS < 2 * RUN_INPUTS) {
+      for (const a of ins) a.flush();
+      out.flush();
+    }
+  }
+  for (const a of ins) a.close();
+  out.close();
+}
+
+/** One restart: ms from startTopology() to live, and the events the service replayed. */
+async function restartOnce(dir: string, dataDir: string, s: (typeof STRATEGIES)[number]): Promise<{ ms: number; replayed: number }> {
+  const file = path.join(dir, 'topology.yaml');
+  fs.writeFileSync(
+    file,
+    [
+      'name: restart-bench',
+      `dataDir: ${dataDir}`,
+      'queues:',
+      '  - { name: a }',
+      '  - { name: b }',
+      '  - { name: out }',
+      'services:',
+      '  - name: positions',
+      `    module: ${fixture(s.module)}`,
+      '    inputs: [a, b]',
+      '    output: out',
+      `    inputsReplay: ${s.inputsReplay}`,
+      ...(s.module.endsWith('snapshot') ? [`    settings: { snapshotEveryInputs: ${SNAPSHOT_EVERY_INPUTS} }`] : []),
+      '',
+    ].join('\n'),
+  );
+  const topology = loadTopology(file);
+  const t0 = performance.now();
+  const running = await startTopology(topology, { log: (l) => process.stderr.write(`restart bench: ${l}\n`) });
+  const ms = performance.now() - t0;
+  const replayed = running.supervisor.counters()['service:positions']?.replayed ?? -1;
+  await running.stop();
+  return { ms, replayed };
+}
+
+/**
+ * Runs the benchmark for histories 10^5 .. `maxHistory` (powers of ten) and returns a markdown
+ * section: one row per strategy, restart ms per history length, replayed events, replay rate.
+ */
+export async function runRestartBench(maxHistory = 10_000_000): Promise<string> {
+  const histories = [100_000, 1_000_000, 10_000_000].filter((h) => h <= maxHistory);
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-restart-bench-'));
+  const results = new Map<string, { ms: number; replayed: number }[]>();
+  const writeMs: number[] = [];
+  try {
+    for (const n of histories) {
+      const dataDir = path.join(dir, `h${n}`);
+      const t0 = performance.now();
+      writeHistory(dataDir, n);
+      writeMs.push(performance.now() - t0);
+      for (const s of STRATEGIES) {
+        const r = await restartOnce(dir, dataDir, s);
+        const list = results.get(s.name) ?? [];
+        list.push(r);
+        results.set(s.name, list);
+      }
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    }
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+  const header = ['strategy', ...histories.map((h) => `${si(h)} events: ms (replayed)`), `${si(histories[histories.length - 1])} / ${si(histories[0])}`, 'replayed / restart time at the largest'];
+  const rows = STRATEGIES.map((s) => {
+    const list = results.get(s.name)!;
+    const last = list[list.length - 1];
+    const rate = last.replayed > 0 ? `${si((last.replayed / last.ms) * 1000)} events/s` : '-';
+    return [s.name, ...list.map((r) => `${r.ms.toFixed(0)} (${si(r.replayed)})`), `${(last.ms / list[0].ms).toFixed(2)}x`, rate];
+  });
+  return [
+    `### Restart time (startTopology() to live), positions service over 2 input queues`,
+    '',
+    machineLine(),
+    '',
+    markdownTable(header, rows),
+    '',
+    `History written straight to the journals (fsync none) in ${writeMs.map((m) => `${(m / 1000).toFixed(1)} s`).join(', ')}; ` +
+      `snapshot every ${si(SNAPSHOT_EVERY_INPUTS)} inputs; OUTPUT_REVERSE stops once all ${INSTRUMENTS} instruments are seen; ` +
+      `"replayed" = the service's replayed counter (inputs, or outputs for OUTPUT_REVERSE). One run per cell.`,
+    '',
+  ].join('\n');
+}
+
+if (isMainModule(import.meta.url)) {
+  console.log(await runRestartBench(Number(process.argv[2] ?? 10_000_000)));
+  process.exit(0);
+}

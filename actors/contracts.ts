@@ -84,3 +84,18 @@ export interface PumpData {
 
 /** Shared buffer names: `notifier:<queue>` for each target queue's partition `pump`. */
 export const PUMP_SHARED = { notifier: (queue: string) => `notifier:${queue}` } as const;
+
+/** Start data of a timer actor (periodic update events for a service). */
+export interface TimerData {
+  /** Service the timer serves (for logs). */
+  service: string;
+  queue: string;
+  /** Journal directory of the timer queue's partition 0. */
+  dir: string;
+  segmentBytes: number;
+  fsync: 'none' | 'batch' | 'record';
+  intervalMs: number;
+}
+
+/** Shared buffer names a timer actor expects. */
+export const TIMER_SHARED = { notifier: 'notifier' } as const;

@@ -13,7 +13,7 @@ import { pathToFileURL } from 'node:url';
 import { inputKey, assertServiceDefinition, replayProblems } from '../engine/service/index.js';
 import type { GroupSpec } from '../engine/supervisor/index.js';
 import type { Topology } from '../engine/config/index.js';
-import { HOST_SHARED, READER_SHARED, PUMP_SHARED, type ServiceHostData, type ServiceReadyInfo, type QueueReaderData, type PumpData } from './contracts.js';
+import { HOST_SHARED, READER_SHARED, PUMP_SHARED, TIMER_SHARED, type ServiceHostData, type ServiceReadyInfo, type QueueReaderData, type PumpData, type TimerData } from './contracts.js';
 
 const here = path.dirname(new URL(import.meta.url).pathname);
 /** Worker entry files of the ready-made actors. */
@@ -21,6 +21,7 @@ export const ACTOR_MODULES = {
   reader: path.join(here, 'queue-reader.js'),
   service: path.join(here, 'service-host.js'),
   pump: path.join(here, 'cdc-pump.js'),
+  timer: path.join(here, 'timer.js'),
 } as const;
 
 /** Journal directory of one queue partition: `<dataDir>/queues/<queue>/<partition>`. */
@@ -95,6 +96,27 @@ export function planTopology(topology: Topology): TopologyPlan {
       const q = queues.get(name)!;
       return Array.from({ length: q.partitions }, (_, p) => ({ queue: name, partition: p, dir: partitionDir(topology, name, p) }));
     });
+    // Periodic update events: a timer actor appends them to the service's timer queue (one of
+    // its inputs, written by nothing else), as a stage-0 group like a pump.
+    const timerQueue = s.settings.timerQueue;
+    if (timerQueue !== undefined) {
+      const q = typeof timerQueue === 'string' ? queues.get(timerQueue) : undefined;
+      if (!q || !s.inputs.includes(q.name)) {
+        throw new Error(`service ${s.name}: settings.timerQueue ${JSON.stringify(timerQueue)} must name one of its input queues (${s.inputs.join(', ')})`);
+      }
+      if (q.partitions !== 1) throw new Error(`service ${s.name}: timer queue "${q.name}" has ${q.partitions} partitions; a timer queue must have 1`);
+      const intervalMs = Number(s.settings.timerIntervalMs);
+      if (!(Number.isInteger(intervalMs) && intervalMs >= 1)) throw new Error(`service ${s.name}: settings.timerIntervalMs must be an integer >= 1 (ms), timerIntervalMs=${String(s.settings.timerIntervalMs)}`);
+      const data: TimerData = { service: s.name, queue: q.name, dir: partitionDir(topology, q.name, 0), segmentBytes: q.segmentBytes, fsync: q.fsync, intervalMs };
+      const shared = { [TIMER_SHARED.notifier]: notifiers.get(inputKey(q.name, 0))! };
+      groups.push({
+        name: `timer:${s.name}`,
+        stage: 0,
+        start: async (launcher) => {
+          await launcher.launch({ name: `timer:${s.name}`, module: ACTOR_MODULES.timer, data, shared }).ready();
+        },
+      });
+    }
     const hostData: ServiceHostData = {
       service: s.name,
       moduleFile: s.module,

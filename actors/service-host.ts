@@ -13,6 +13,8 @@
  *     - INPUTS (or a snapshot without OUTPUT): each input partition from index 0 (or the
  *       snapshot's position + 1) through its position, straight from the journal;
  *     - OUTPUT_REVERSE: the output newest first, to `replayOutput` until it returns true;
+ *     - a key-value store (`kvStore`): its puts/removes from the newest complete snapshot
+ *       cycle's start (engine/replay/kv.ts); timer events advance its snapshot cycles;
  *  3. send `ready` with the positions; the supervisor starts one queue reader per input
  *     partition at position + 1 (startFrom LAST_WRITTEN), 0 (START) or the end (END);
  *  4. live: read every input ring in batches, run handlers in place (zero-copy), append the
@@ -44,6 +46,10 @@ import {
 } from '../engine/codec/index.js';
 import {
   EVENT_TYPE_PROCESSED,
+  EVENT_TYPE_TIMER,
+  KV_DEFAULTS,
+  KvStore,
+  restoreKvStore,
   ProcessedRecorder,
   SNAPSHOT_DEFAULTS,
   encodeSnapshot,
@@ -105,7 +111,7 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
     if (problems.length > 0) throw new Error(problems.map(([field, m]) => `${field}: ${m} (${d.moduleFile})`).join('\n'));
     const snap = def.snapshot;
     // Processed records are written when a restart needs exact positions or the interleaving.
-    const recordProcessed = d.inputsReplay === 'OUTPUT' || snap !== undefined;
+    const recordProcessed = d.inputsReplay === 'OUTPUT' || snap !== undefined || def.kvStore !== undefined;
     const keys = d.inputs.map((i) => inputKey(i.queue, i.partition));
 
     // 1. positions: LAST_WRITTEN from the newest processed record, else from output causes;
@@ -143,10 +149,17 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
     const pending: Uint8Array[] = [];
     let replaying = false;
     let cause = { queue: 0, partition: 0, index: 0 };
+    const kv = def.kvStore
+      ? new KvStore(writer, (e) => pending.push(e), () => cause, Number(d.settings.kvSnapshotBatchSize ?? def.kvStore.snapshotBatchSize ?? KV_DEFAULTS.snapshotBatchSize))
+      : null;
     const sctx: ServiceContext = {
       service: d.service,
       get replaying() {
         return replaying;
+      },
+      get kv(): KvStore {
+        if (!kv) throw new Error(`service ${d.service}: ctx.kv needs kvStore in the service definition`);
+        return kv;
       },
       emit(key, value, eventTimeMs) {
         if (replaying) return;
@@ -180,6 +193,11 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
       ev.index = index;
       ev.payload = view.payload;
       cause = { queue: qid, partition: input.partition, index };
+      if (ev.type === EVENT_TYPE_TIMER) {
+        if (kv && !replaying) kv.onTimer();
+        if (def.onTimer) def.onTimer(state, ev, sctx);
+        return;
+      }
       const h = handlers.get(ev.type);
       if (h) h(state, ev, sctx);
       // Sluice's own records (types 3..99: replay metadata) have no handler and are skipped.
@@ -196,7 +214,19 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
       view.wrap(bytes, 0, bytes.length);
       dispatch(d.inputs[input], qids[input], index);
     };
-    if (d.inputsReplay === 'OUTPUT') {
+    if (kv) {
+      // The key-value store comes from the output alone (inputsReplay is NONE, checked above).
+      ctx.setState('replay');
+      const t = Tailer.open({ dir: d.output.dir });
+      try {
+        const r = restoreKvStore(kv, t, where);
+        scanned += r.scanned;
+        outputsReplayed = r.applied;
+      } finally {
+        t.close();
+      }
+      c[Counter.replayed] = outputsReplayed;
+    } else if (d.inputsReplay === 'OUTPUT') {
       ctx.setState('replay');
       replaying = true;
       c[Counter.replayTotal] = last.reduce((a, p, n) => a + p - replayBase[n], 0);

@@ -71,6 +71,12 @@ const cases = [
     message: /services\[1\]\.settings\.snapshotEveryInputs: service "positions": settings\.snapshotEveryInputs is set but the service definition declares no snapshot/,
     host: /settings\.snapshotEveryInputs: service "positions": settings\.snapshotEveryInputs is set/,
   },
+  {
+    name: 'a key-value store with an input replay',
+    service: { module: fixture('kv-counter'), inputsReplay: 'INPUTS' },
+    message: /topology\.yaml: services\[1\]\.inputsReplay: service "positions": a service with a key-value store rebuilds it from its output; inputsReplay must be NONE, not INPUTS/,
+    host: /inputsReplay: service "positions": a service with a key-value store rebuilds it from its output/,
+  },
 ];
 
 for (const c of cases) {

@@ -3,13 +3,14 @@
  * input (per the newest processed record when the service writes them, else per LAST_WRITTEN
  * from the outputs' causes), then drains and exits 0. The parent kills it with SIGKILL at
  * random moments.
- * argv: <topology.yaml> <records per partition>
+ * argv: <topology.yaml> <records per partition> [queues to wait for, comma-separated; default all]
  */
 import { loadTopology, startTopology, partitionDir, computeLastWritten } from 'sluice';
 import { Tailer } from '../engine/journal/index.js';
 import { scanOutput } from '../engine/replay/index.js';
 
 const [file, perPartition] = [process.argv[2], Number(process.argv[3])];
+const waitFor = process.argv[4] ? process.argv[4].split(',') : null;
 const topology = loadTopology(file);
 const svc = topology.services[0];
 const inputs = svc.inputs.flatMap((q) => {
@@ -24,7 +25,7 @@ for (;;) {
   t.moveToEnd();
   if (!positions) positions = Object.values(computeLastWritten(t, inputs).positions);
   t.close();
-  if (positions.every((p) => p === perPartition - 1)) break;
+  if (positions.every((p, n) => p === perPartition - 1 || (waitFor !== null && !waitFor.includes(inputs[n].queue)))) break;
   await new Promise((r) => setTimeout(r, 20));
 }
 const result = await running.stop();

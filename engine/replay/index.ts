@@ -7,3 +7,16 @@ export { EVENT_TYPE_PROCESSED, ProcessedRecorder, decodeProcessed, type ReplayIn
 export { EVENT_TYPE_SNAPSHOT_END, SNAPSHOT_DEFAULTS, encodeSnapshot, decodeSnapshotMarker, type SnapshotMarker } from './snapshot.js';
 export { scanOutput, type OutputScan, type OutputBackwardReader } from './scan.js';
 export { replayProcessed, replayRange, type ReplayInputDir, type ReplayApply } from './replay.js';
+export {
+  KvStore,
+  restoreKvStore,
+  KV_DEFAULTS,
+  EVENT_TYPE_KV_PUT,
+  EVENT_TYPE_KV_REMOVE,
+  EVENT_TYPE_KV_CYCLE_START,
+  EVENT_TYPE_KV_CYCLE_END,
+  type KeyValueStore,
+  type KvCause,
+  type KvOutputReader,
+} from './kv.js';
+export { EVENT_TYPE_TIMER, TIMER_DEFAULTS, encodeTimer } from './timer.js';

@@ -8,6 +8,7 @@
  * replaying inputs rebuilds its state; outputs carry their cause so a restart resumes exactly.
  */
 import type { Change } from '../codec/index.js';
+import type { KeyValueStore } from '../replay/index.js';
 
 /** One input event as a handler sees it. Its views are valid only during the handler call. */
 export interface ServiceEvent {
@@ -42,6 +43,11 @@ export interface ServiceContext {
   emit(key: string, value: unknown, eventTimeMs?: number): void;
   /** Appends a raw event of a user type (>= 100). Suppressed during replay. */
   emitBytes(type: number, key: string, payload: Uint8Array, eventTimeMs?: number): void;
+  /**
+   * The service's key-value store (definition `kvStore`): every put/remove is an event in the
+   * output queue, written with the current input's batch. @throws Error if not declared.
+   */
+  readonly kv: KeyValueStore;
 }
 
 /** Handler for one event type. */
@@ -76,6 +82,19 @@ export interface ServiceDefinition<S = unknown> {
   replayOutput?(state: S, event: ServiceEvent): boolean;
   /** Snapshots: see {@link ServiceSnapshot}. */
   snapshot?: ServiceSnapshot<S>;
+  /**
+   * Declares the idempotent key-value store (`ctx.kv`). Each periodic update (timer) event
+   * writes the next `snapshotBatchSize` entries (default 1000; `settings.kvSnapshotBatchSize`
+   * overrides) of a snapshot cycle; a restart rebuilds the store from the newest complete
+   * cycle's start (engine/replay/kv.ts), with inputsReplay NONE.
+   */
+  kvStore?: { snapshotBatchSize?: number };
+  /**
+   * Called for each periodic update event (type 9, from the service's timer queue: settings
+   * `timerQueue` and `timerIntervalMs` make the runtime append them). Runs during replays too,
+   * with `ctx.replaying` set.
+   */
+  onTimer?(state: S, event: ServiceEvent, ctx: ServiceContext): void;
 }
 
 /**
@@ -134,8 +153,22 @@ export function replayProblems(def: ServiceDefinition, cfg: ServiceReplayConfig)
     }
     if (cfg.inputsReplay === 'OUTPUT_REVERSE') problems.push(['inputsReplay', `${s}: snapshots and inputsReplay OUTPUT_REVERSE are alternatives; use NONE, INPUTS or OUTPUT with snapshots`]);
   } else if (every !== undefined) {
+    // (snapshotEveryInputs without a snapshot)
     problems.push(['settings.snapshotEveryInputs', `${s}: settings.snapshotEveryInputs is set but the service definition declares no snapshot`]);
   }
+  if (def.kvStore !== undefined) {
+    const b = cfg.settings.kvSnapshotBatchSize ?? def.kvStore?.snapshotBatchSize;
+    if (b !== undefined && !(Number.isInteger(b) && (b as number) >= 1)) problems.push(['kvStore.snapshotBatchSize', `${s}: the key-value store's snapshotBatchSize must be an integer >= 1, snapshotBatchSize=${String(b)}`]);
+    if (cfg.inputsReplay !== 'NONE') problems.push(['inputsReplay', `${s}: a service with a key-value store rebuilds it from its output; inputsReplay must be NONE, not ${cfg.inputsReplay}`]);
+    if (def.snapshot !== undefined) problems.push(['snapshot', `${s}: snapshots and the key-value store are alternatives`]);
+  } else if (cfg.settings.kvSnapshotBatchSize !== undefined) {
+    problems.push(['settings.kvSnapshotBatchSize', `${s}: settings.kvSnapshotBatchSize is set but the service definition declares no kvStore`]);
+  }
+  const tq = cfg.settings.timerQueue;
+  const ti = cfg.settings.timerIntervalMs;
+  if ((tq === undefined) !== (ti === undefined)) problems.push([tq === undefined ? 'settings.timerQueue' : 'settings.timerIntervalMs', `${s}: settings.timerQueue and settings.timerIntervalMs go together`]);
+  if (tq !== undefined && typeof tq !== 'string') problems.push(['settings.timerQueue', `${s}: settings.timerQueue must be a queue name`]);
+  if (ti !== undefined && !(typeof ti === 'number' && Number.isInteger(ti) && ti >= 1)) problems.push(['settings.timerIntervalMs', `${s}: settings.timerIntervalMs must be an integer >= 1 (ms), timerIntervalMs=${String(ti)}`]);
   if (every !== undefined && !(Number.isInteger(every) && (every as number) >= 1)) {
     problems.push(['settings.snapshotEveryInputs', `${s}: settings.snapshotEveryInputs must be an integer >= 1, snapshotEveryInputs=${String(every)}`]);
   }

@@ -26,6 +26,8 @@ export interface PatternBackend {
 
 export interface PatternConformanceOptions {
   knownLimits?: Record<string, string>
+  /** Test name -> why it is not run on this backend (printed as a SKIP line, never silent). */
+  notRun?: Record<string, string>
   after?: () => Promise<void>
   /** Per-test bound, ms. Default 20000. */
   testTimeoutMs?: number
@@ -68,6 +70,11 @@ export function patternConformance(backendName: string, make: () => Promise<Patt
   const track = <S extends Subscription>(sub: S): S => (subs.push(sub), sub)
 
   const it = (title: string, body: (pb: PatternBackend) => Promise<void>): void => {
+    const reason = opts.notRun?.[title]
+    if (reason) {
+      s(title, () => console.log(`  SKIP [${backendName}] "${title}": not run: ${reason}`))
+      return
+    }
     s(title, async () => {
       const pb = await make()
       try {

@@ -1,7 +1,8 @@
 /**
  * Runs examples/positions once per restart strategy (INPUTS, OUTPUT, OUTPUT_REVERSE,
- * snapshots): three rounds of trades and timer events with a stop and a restart between them;
- * the example exits 0 only when the newest output equals positions recomputed from the inputs.
+ * snapshots, key-value store): three rounds of trades, with runtime timer events, and a stop and
+ * a restart between them; the example exits 0 only when the service's state equals positions
+ * recomputed from the inputs.
  */
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -24,13 +25,14 @@ function runExample(args: string[], env: Record<string, string>): Promise<{ code
   });
 }
 
-for (const strategy of ['inputs', 'output', 'output-reverse', 'snapshots']) {
+for (const strategy of ['inputs', 'output', 'output-reverse', 'snapshots', 'kv-store']) {
   test(`examples/positions with topology.${strategy}.yaml: after two restarts the positions equal the reference`, async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-positions-'));
     try {
       const r = await runExample(['--topology', `examples/positions/topology.${strategy}.yaml`, '--trades', '3000', '--rounds', '3', '--fresh'], {
         POSITIONS_DATA: dir,
         SNAPSHOT_EVERY: '1000',
+        TIMER_MS: '10',
       });
       assert.is(r.code, 0, `exit ${r.code}\n${r.stdout}\n${r.stderr}`);
       const result = JSON.parse(r.stdout.trim().split('\n').pop()!) as { rounds: number; trades: number; match: boolean; restartMs: number[] };

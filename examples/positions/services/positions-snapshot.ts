@@ -9,6 +9,7 @@ import { positions, toOutput, fromOutput, type PositionsState, type PositionsOut
 export default defineService<PositionsState>({
   init: positions.init,
   handlers: positions.handlers,
+  onTimer: positions.onTimer,
   snapshot: {
     type: 200,
     everyInputs: 5000,

@@ -1,7 +1,8 @@
 /**
  * positions: per-instrument positions from trade events (queue `trades`, JSON
- * `{ instrument, qty, price }`, qty signed, price in integer cents) and timer events (queue
- * `position-timer`, JSON `{ tick }`). Every change writes the full position list to the output:
+ * `{ instrument, qty, price }`, qty signed, price in integer cents) and periodic update events
+ * (queue `position-timer`, appended by the runtime every `settings.timerIntervalMs`; each one
+ * counts a tick). Every change writes the full position list to the output:
  * `{ trades, ticks, positions: [instrument, qty, cost][] }` (sorted by instrument; cost = sum of
  * qty * price), keyed by the instrument traded or `timer`.
  *
@@ -38,11 +39,6 @@ export const positions = defineService<PositionsState>({
   init: () => ({ positions: new Map(), trades: 0, ticks: 0 }),
   handlers: {
     json(state, event: ServiceEvent, ctx) {
-      if (event.queue === 'position-timer') {
-        state.ticks++;
-        ctx.emit('timer', toOutput(state));
-        return;
-      }
       const t = event.json<{ instrument: string; qty: number; price: number }>();
       const p = state.positions.get(t.instrument) ?? [0, 0];
       p[0] += t.qty;
@@ -51,6 +47,10 @@ export const positions = defineService<PositionsState>({
       state.trades++;
       ctx.emit(t.instrument, toOutput(state));
     },
+  },
+  onTimer(state, _event, ctx) {
+    state.ticks++;
+    ctx.emit('timer', toOutput(state));
   },
   replayOutput(state, event) {
     if (event.type !== 2) return false;

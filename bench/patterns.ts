@@ -5,7 +5,8 @@
  * Method: one input topic of 4 partitions pre-filled with N records (keys `k<i % 1000>`, 100-byte
  * values, sends of 1000); the clock starts when the durable subscription is ready and stops when
  * it has committed every input. Batch size = `batchSizeMax` (default 500, the bus default).
- * Journal: fsync 'batch' (fdatasync per committed transaction), a fresh temp directory.
+ * Journal: fsync 'batch' (fdatasync at each queue flush: transaction log, each written partition,
+ * group queue, per transaction) and 'none', a fresh temp directory each.
  *
  * Run: `node dist/bench/patterns.js` (prints a markdown table). Env PATTERN_BENCH_RECORDS
  * overrides N (default 200000). Kafka (mock) is not measured yet.
@@ -47,11 +48,13 @@ export async function main(): Promise<string> {
   const rows: string[] = ['| pattern | backend | records | batch | records/s |', '|---|---|---:|---:|---:|']
   for (const batch of [500]) {
     rows.push(`| durable | memory | ${records} | ${batch} | ${await durableRate(createMemoryBus(), records, batch)} |`)
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-bench-patterns-'))
-    try {
-      rows.push(`| durable | journal (fsync batch) | ${records} | ${batch} | ${await durableRate(await createJournalBus({ dir }), records, batch)} |`)
-    } finally {
-      fs.rmSync(dir, { recursive: true, force: true })
+    for (const fsync of ['batch', 'none'] as const) {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-bench-patterns-'))
+      try {
+        rows.push(`| durable | journal (fsync ${fsync}) | ${records} | ${batch} | ${await durableRate(await createJournalBus({ dir, fsync }), records, batch)} |`)
+      } finally {
+        fs.rmSync(dir, { recursive: true, force: true })
+      }
     }
   }
   return rows.join('\n')

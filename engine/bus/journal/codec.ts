@@ -26,7 +26,7 @@ export interface RecordHeader {
   o: number
   /** Partition end offset after the write this record belongs to (markers included). */
   e: number
-  /** Transaction sequence number (transaction log), 0 for a non-transactional send. */
+  /** Sequence number of the transaction-log entry that wrote it (sends are logged too). */
   s: number
   k: string | null
   h: Record<string, string>
@@ -44,7 +44,7 @@ export interface TxnHeader {
 }
 
 export interface GroupHeader {
-  /** Transaction sequence number that wrote these positions, 0 for consumer commit(). */
+  /** Sequence number of the transaction-log entry that wrote these positions. */
   s: number
   g: string
   p: [topic: string, partition: number, offset: number][]

@@ -10,6 +10,11 @@
  * ```
  * (topic names are percent-encoded; record layouts in ./codec.ts).
  *
+ * Every write (transactional or not, and consumer commits) goes through the transaction log, which
+ * is the write-ahead log of the bus and the only queue fsynced per the `fsync` policy (one
+ * fdatasync per commit); partitions and the group queue are written without fsync and redone from
+ * it on recovery.
+ *
  * Transactions: a commit first appends ONE record to the transaction log holding everything the
  * transaction decided: each partition's records with their offsets and the partition's end
  * offset, and the group positions (after Kafka's transaction coordinator, which logs the decision
@@ -115,8 +120,12 @@ class JournalStore implements BusStore {
     this.segmentBytes = opts.segmentBytes
   }
 
-  private open(dir: string): Appender {
-    return Appender.open({ dir, fsync: this.fsync, ...(this.segmentBytes === undefined ? {} : { segmentBytes: this.segmentBytes }) })
+  /**
+   * Only the transaction log (and the rare topic log) fsync per the policy: partitions and the
+   * group queue are rebuilt from the transaction log on recovery, so one fdatasync per commit.
+   */
+  private open(dir: string, durable = false): Appender {
+    return Appender.open({ dir, fsync: durable ? this.fsync : 'none', ...(this.segmentBytes === undefined ? {} : { segmentBytes: this.segmentBytes }) })
   }
 
   private partitionDir(topic: string, partition: number): string {
@@ -126,7 +135,7 @@ class JournalStore implements BusStore {
   /** Opens every queue, reads it, redoes logged transactions the partitions or groups miss. */
   recover(): RestoredBus {
     fs.mkdirSync(this.dir, { recursive: true })
-    this.topicLog = this.open(path.join(this.dir, 'topics'))
+    this.topicLog = this.open(path.join(this.dir, 'topics'), true)
     readAll(path.join(this.dir, 'topics'), (b) => {
       const spec = decodeUnit<TopicSpec>(b).header
       this.topics.set(spec.name, spec)
@@ -157,7 +166,7 @@ class JournalStore implements BusStore {
       applyGroup({ groupId: h.g, positions: h.p.map(([topic, partition, offset]) => ({ topic, partition, offset })) })
       if (h.s > groupsSeq) groupsSeq = h.s
     })
-    this.txnLog = this.open(path.join(this.dir, 'txn'))
+    this.txnLog = this.open(path.join(this.dir, 'txn'), true)
     readAll(path.join(this.dir, 'txn'), (b) => {
       const { header, body } = decodeUnit<TxnHeader>(b)
       this.txnSeq = header.s
@@ -211,12 +220,8 @@ class JournalStore implements BusStore {
   }
 
   appendRecords(writes: PartitionWrite[]): void {
-    this.checkOpen()
-    for (const w of writes) {
-      const a = this.partition(w.topic, w.partition).appender
-      a.appendBatch(w.records.map((r) => encodeRecord(r, w.endOffset, 0)))
-      a.flush()
-    }
+    // Logged like a transaction: the transaction log is the write-ahead log of every write.
+    this.commitTransaction(writes, [])
   }
 
   commitTransaction(writes: PartitionWrite[], groups: GroupWrite[]): void {
@@ -242,9 +247,7 @@ class JournalStore implements BusStore {
   }
 
   commitOffsets(group: GroupWrite): void {
-    this.checkOpen()
-    this.appendGroups([group], 0)
-    this.groupLog!.flush()
+    this.commitTransaction([], [group])
   }
 
   private appendGroups(groups: GroupWrite[], seq: number): void {

@@ -10,11 +10,14 @@
 import { Supervisor, type StopResult, type RestartEvent } from './engine/supervisor/index.js';
 import type { Topology } from './engine/config/index.js';
 import { planTopology, type TopologyPlan } from './actors/index.js';
+import { openStaging } from './engine/cdc/index.js';
 
 export * from './engine/config/index.js';
 export * from './engine/service/index.js';
 export * from './engine/supervisor/index.js';
 export { planTopology, partitionDir, type TopologyPlan, type ServiceSummary, type ServiceReadyInfo } from './actors/index.js';
+export { openStaging, type CaptureSource, type CaptureTable, type StagedChange, type StagingClient } from './engine/cdc/index.js';
+export { openQueueAppender, type QueueAppender } from './engine/producer/index.js';
 
 /** A topology that is up. */
 export interface RunningTopology {
@@ -42,6 +45,7 @@ export interface StartOptions {
 export async function startTopology(topology: Topology, options: StartOptions = {}): Promise<RunningTopology> {
   const log = options.log ?? ((line: string) => process.stderr.write(`sluice: ${line}\n`));
   const plan = planTopology(topology);
+  await checkCaptureInstalled(topology);
   const supervisor = new Supervisor(topology.supervisor);
   supervisor.on('log', log);
   supervisor.on('restart', (e: RestartEvent) => log(`restarting ${e.group} in ${e.delayMs} ms (attempt ${e.attempt}) after ${e.actor} failed: ${e.error}`));
@@ -49,4 +53,41 @@ export async function startTopology(topology: Topology, options: StartOptions = 
   options.onSupervisor?.(supervisor);
   await supervisor.start(plan.groups);
   return { topology, supervisor, plan, stop: () => supervisor.stop() };
+}
+
+/**
+ * Installs every capture source of a topology: staging table, error table and triggers
+ * (idempotent; re-running it regenerates the triggers from the current config).
+ * @throws Error naming the source when its database cannot be opened or a table is missing.
+ */
+export async function installCapture(topology: Topology): Promise<void> {
+  for (const source of topology.capture) {
+    const staging = await openStaging(source);
+    try {
+      await staging.install();
+    } finally {
+      await staging.close();
+    }
+  }
+}
+
+/**
+ * Preflight: every capture source's database opens and its staging table exists, so a topology
+ * whose capture was never installed fails at once with what to do, not after restartsMax pump
+ * restarts. @throws Error naming the source and the fix.
+ */
+async function checkCaptureInstalled(topology: Topology): Promise<void> {
+  for (const source of topology.capture) {
+    const staging = await openStaging(source);
+    try {
+      await staging.stagedCount();
+    } catch (err) {
+      throw new Error(
+        `capture source "${source.name}" is not installed (${(err as Error).message}); ` +
+          `install its staging table and triggers first: sluice install ${topology.file}`,
+      );
+    } finally {
+      await staging.close();
+    }
+  }
 }

@@ -43,7 +43,8 @@ runActor<QueueReaderData>((ctx) => {
       }
       if (n > 0) {
         bell.ring();
-        c[Counter.eventsOut] += n;
+        c[Counter.eventsIn] += n; // read from the journal
+        c[Counter.eventsOut] += n; // written to the ring
         c[Counter.batches]++;
         continue;
       }

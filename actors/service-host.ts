@@ -199,7 +199,18 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
         return;
       }
       const h = handlers.get(ev.type);
-      if (h) h(state, ev, sctx);
+      if (!h) return;
+      try {
+        h(state, ev, sctx);
+      } catch (err) {
+        // Name the input: the supervisor restarts the group, and the same input fails again, so
+        // the operator needs to know which event it is.
+        const e = err instanceof Error ? err : new Error(String(err));
+        throw new Error(
+          `service ${d.service}: handler for type ${ev.type} failed${replaying ? ' during replay' : ''} on ${input.queue}/${input.partition} index ${index} (key ${JSON.stringify(ev.key)}): ${e.message}`,
+          { cause: e },
+        );
+      }
       // Sluice's own records (types 3..99: replay metadata) have no handler and are skipped.
     };
 

@@ -10,6 +10,7 @@
  * SQLite has one writer at a time, so staging ids (assigned inside the writing transaction)
  * follow commit order exactly; case C1 cannot happen here (a second writer waits, busy_timeout).
  */
+import fs from 'node:fs';
 import Database from 'better-sqlite3';
 import { CDC_DEFAULTS, validateCaptureSource, checkClaimArgs } from './config.js';
 import type { CaptureOperation, CaptureSource, StagedChange } from './config.js';
@@ -143,7 +144,11 @@ export class SqliteStaging implements StagingClient {
     validateCaptureSource(source);
     if (source.database.dialect !== 'sqlite') throw new Error(`SqliteStaging needs dialect "sqlite", dialect=${source.database.dialect}`);
     this.source = source;
-    this.db = new Database(source.database.file, { timeout: source.database.busyTimeoutMs ?? CDC_DEFAULTS.busyTimeoutMs });
+    // The captured tables must already exist, so a missing file is a wrong path, never a new database.
+    if (!fs.existsSync(source.database.file)) {
+      throw new Error(`capture source "${source.name}": SQLite database file ${source.database.file} does not exist`);
+    }
+    this.db = new Database(source.database.file, { timeout: source.database.busyTimeoutMs ?? CDC_DEFAULTS.busyTimeoutMs, fileMustExist: true });
     this.db.pragma('journal_mode = WAL');
   }
 

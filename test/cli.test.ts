@@ -1,0 +1,134 @@
+/**
+ * The `sluice` command line as a user drives it: check, install, append, tail, run; and its
+ * errors: one line naming what and where, exit 2, no stack trace.
+ */
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { spawn } from 'node:child_process';
+import Database from 'better-sqlite3';
+
+const cli = new URL('../cli/sluice.js', import.meta.url).pathname;
+const passThrough = new URL('./fixtures/services/thrower.js', import.meta.url).pathname;
+
+function sluice(args: string[], stdin = '', timeoutMs = 60_000): Promise<{ code: number | null; out: string; err: string }> {
+  return new Promise((resolve) => {
+    const p = spawn(process.execPath, [cli, ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    p.stdout.on('data', (b) => (out += b));
+    p.stderr.on('data', (b) => (err += b));
+    const timer = setTimeout(() => p.kill('SIGKILL'), timeoutMs);
+    p.on('exit', (code) => {
+      clearTimeout(timer);
+      resolve({ code, out, err });
+    });
+    p.stdin.end(stdin);
+  });
+}
+
+let dir = '';
+test.before.each(() => {
+  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-cli-'));
+});
+test.after.each(() => {
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+function writeTopology(extra = ''): string {
+  const file = path.join(dir, 'topology.yaml');
+  fs.writeFileSync(
+    file,
+    `name: cli\ndataDir: ./data\nsupervisor: { restartsMax: 1, backoffInitialMs: 10 }\nqueues:\n  - { name: in, partitions: 2 }\n  - { name: out }\nservices:\n  - name: pass\n    module: ${passThrough}\n    inputs: [in]\n    output: out\n${extra}`,
+  );
+  return file;
+}
+
+test('check lists every actor, readers included', async () => {
+  const r = await sluice(['check', writeTopology()]);
+  assert.is(r.code, 0, r.err);
+  assert.match(r.out, 'ok (2 queues, 1 service, 0 capture sources)');
+  assert.match(r.out, 'service:pass');
+  assert.match(r.out, 'reader:in/0>pass');
+  assert.match(r.out, 'reader:in/1>pass');
+});
+
+test('append takes JSON lines from stdin; tail prints the last n, or the first n with --from-start', async () => {
+  const file = writeTopology();
+  const lines = Array.from({ length: 30 }, (_, i) => JSON.stringify({ key: 'k', n: i })).join('\n');
+  const a = await sluice(['append', file, 'in', '--partition', '1'], lines);
+  assert.is(a.code, 0, a.err);
+  assert.match(a.err, 'appended 30 events to in');
+  const last = await sluice(['tail', file, 'in', '-p', '1', '-n', '3']);
+  assert.is(last.code, 0, last.err);
+  assert.equal(last.out.trim().split('\n').map((l) => JSON.parse(l).value.n), [27, 28, 29]);
+  const first = await sluice(['tail', file, 'in', '-p', '1', '-n', '2', '--from-start']);
+  assert.equal(first.out.trim().split('\n').map((l) => JSON.parse(l).index), [0, 1]);
+});
+
+test('append reports the stdin line of bad input and keeps what came before it', async () => {
+  const file = writeTopology();
+  const r = await sluice(['append', file, 'in'], '{"key":"a","n":1}\n{"key":"b","n":2}\nnot json\n');
+  assert.is(r.code, 2);
+  assert.match(r.err, 'stdin line 3: not JSON');
+  assert.match(r.err, '2 events before it were appended');
+  const t0 = await sluice(['tail', file, 'in', '-p', '0']);
+  const t1 = await sluice(['tail', file, 'in', '-p', '1']);
+  assert.is((t0.out + t1.out).trim().split('\n').length, 2);
+});
+
+test('user errors are one line with exit 2: unknown queue, partition out of range, bad number', async () => {
+  const file = writeTopology();
+  const q = await sluice(['tail', file, 'nope']);
+  assert.is(q.code, 2);
+  assert.match(q.err, 'unknown queue "nope"');
+  assert.not.match(q.err, '    at ');
+  const p = await sluice(['tail', file, 'in', '-p', '5']);
+  assert.is(p.code, 2);
+  assert.match(p.err, 'queue "in" has partitions 0..1, --partition 5');
+  const n = await sluice(['tail', file, 'in', '-n', 'abc']);
+  assert.is.not(n.code, 0);
+  assert.match(n.err, '--lines must be an integer >= 0, got "abc"');
+});
+
+test('run without installed capture fails at once, saying how to install; install then works', async () => {
+  const db = path.join(dir, 'app.db');
+  const sqlite = new Database(db);
+  sqlite.exec('CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT)');
+  sqlite.close();
+  const file = writeTopology(
+    `capture:\n  - name: app\n    database: { dialect: sqlite, file: ./app.db }\n    tables:\n      - { table: items, operations: [insert], target: items-changes }\n`,
+  ).replace(/$/, '');
+  fs.writeFileSync(file, fs.readFileSync(file, 'utf8').replace('  - { name: out }', '  - { name: out }\n  - { name: items-changes }'));
+  const r = await sluice(['run', file, '--status-ms', '0']);
+  assert.is(r.code, 2);
+  assert.match(r.err, 'capture source "app" is not installed');
+  assert.match(r.err, `sluice install ${file}`);
+  const i = await sluice(['install', file]);
+  assert.is(i.code, 0, i.err);
+  assert.match(i.out, 'installed capture "app": items (insert) -> items-changes');
+});
+
+test('a capture database path that does not exist is an error, not a new empty database', async () => {
+  const file = writeTopology(
+    `capture:\n  - name: app\n    database: { dialect: sqlite, file: ./typo.db }\n    tables:\n      - { table: items, operations: [insert], target: items-changes }\n`,
+  );
+  fs.writeFileSync(file, fs.readFileSync(file, 'utf8').replace('  - { name: out }', '  - { name: out }\n  - { name: items-changes }'));
+  const r = await sluice(['install', file]);
+  assert.is(r.code, 2);
+  assert.match(r.err, `typo.db does not exist`);
+  assert.not.ok(fs.existsSync(path.join(dir, 'typo.db')));
+});
+
+test('a handler that throws: the failure names the service, the input partition and index, once', async () => {
+  const file = writeTopology();
+  await sluice(['append', file, 'in', '-p', '0'], '{"key":"a"}\n{"key":"b"}\n{"key":"c","bad":true}\n');
+  const r = await sluice(['run', file, '--status-ms', '0']);
+  assert.is(r.code, 2);
+  assert.match(r.err, 'service pass: handler for type 2 failed on in/0 index 2 (key "c"): bad event on purpose');
+  assert.is(r.err.split('\n').filter((l) => l.startsWith('sluice: stopped:')).length, 1, r.err);
+});
+
+test.run();

@@ -37,6 +37,14 @@ test('bank job on SQLite: every branch total and changed account matches the dat
   assert.ok(captured >= 2 * tx - tx / 500 - 5 && captured <= 2 * tx, `captured ${captured} for ${tx} transactions`);
 });
 
+test('bank job with --keep continues the last run: services replay, resume after LAST_WRITTEN, verification passes', async () => {
+  const r = await runBank(['--duration-s', '2', '--clients', '2', '--keep']);
+  assert.is(r.code, 0, r.out);
+  assert.match(r.out, 'database kept from the last run');
+  assert.match(r.out, /after replaying \d+ from earlier runs/);
+  assert.match(r.out, /verification\s+OK/);
+});
+
 test('bank job on PostgreSQL driven by the real pgbench: verification passes', async () => {
   const r = await runBank(['--topology', 'examples/bank/topology.pg.yaml', '--duration-s', '4', '--clients', '4']);
   assert.is(r.code, 0, r.out);

@@ -87,20 +87,28 @@ async function main(o: Options): Promise<number> {
   const t0 = Date.now();
 
   // 1. the database with pgbench's tables, and the capture triggers
+  let kept = false;
   if (db.dialect === 'sqlite') {
-    for (const f of [db.file, `${db.file}-wal`, `${db.file}-shm`]) fs.rmSync(f, { force: true });
-    const sqlite = new Database(db.file);
-    sqlite.pragma('journal_mode = WAL');
-    createPgbenchSchema(sqlite, o.scale);
-    sqlite.close();
+    kept = o.keep && fs.existsSync(db.file);
+    if (!kept) {
+      for (const f of [db.file, `${db.file}-wal`, `${db.file}-shm`]) fs.rmSync(f, { force: true });
+      const sqlite = new Database(db.file);
+      sqlite.pragma('journal_mode = WAL');
+      createPgbenchSchema(sqlite, o.scale);
+      sqlite.close();
+    }
   } else {
     await ensurePgDatabase(db.url);
-    await run('pgbench', ['-i', '-q', '-s', String(o.scale), db.url]);
+    const client = new pg.Client({ connectionString: db.url });
+    await client.connect();
+    kept = o.keep && (await client.query(`SELECT to_regclass('pgbench_branches') IS NOT NULL AS present`)).rows[0].present === true;
+    await client.end();
+    if (!kept) await run('pgbench', ['-i', '-q', '-s', String(o.scale), db.url]);
   }
   const staging = await openStaging(source);
   await staging.install();
   await staging.close();
-  console.log(`bank: ${db.dialect} database ready (scale ${o.scale}) in ${Date.now() - t0} ms`);
+  console.log(`bank: ${db.dialect} database ${kept ? 'kept from the last run' : `ready (scale ${o.scale})`} in ${Date.now() - t0} ms`);
 
   // 2. the engine
   const running = await startTopology(topology);
@@ -128,7 +136,8 @@ async function main(o: Options): Promise<number> {
   const captured = Object.entries(result.counters)
     .filter(([name]) => name.startsWith('pump:'))
     .reduce((n, [, c]) => n + c.eventsIn, 0);
-  const processed = services.reduce((n, s) => n + s.eventsIn + s.replayed, 0);
+  const processed = services.reduce((n, s) => n + s.eventsIn, 0);
+  const replayed = services.reduce((n, s) => n + s.replayed, 0);
 
   if (o.verbose) {
     for (const [name, c] of Object.entries(result.counters)) {
@@ -175,7 +184,7 @@ async function main(o: Options): Promise<number> {
   console.log(`bank summary (${db.dialect}, scale ${o.scale}, ${o.clients} clients, ${(workloadMs / 1000).toFixed(1)} s workload)`);
   console.log(`  transactions run          ${transactions} (${Math.round(transactions / (workloadMs / 1000))} tps)`);
   console.log(`  changes captured          ${captured}`);
-  console.log(`  events processed          ${processed} (${services.map((s) => `${s.service} ${s.eventsIn}`).join(', ')})`);
+  console.log(`  events processed          ${processed} (${services.map((s) => `${s.service} ${s.eventsIn}`).join(', ')})${replayed ? `, after replaying ${replayed} from earlier runs` : ''}`);
   console.log(`  events/s                  ${Math.round(processed / (totalMs / 1000))} (workload start to drained)`);
   console.log(`  capture-to-service lag    p50 ${lagP50} ms, p99 ${lagP99} ms`);
   console.log(`  actor restarts            ${restarts.length}${restarts.length ? ': ' + restarts.join('; ') : ''}`);
@@ -194,7 +203,7 @@ const program = new Command()
   .option('--scale <n>', 'pgbench scale factor (100,000 accounts each)', '1')
   .option('--duration-s <s>', 'workload duration in seconds', '20')
   .option('--clients <n>', 'concurrent client loops', '4')
-  .option('--keep', 'keep the data directory of an earlier run (default: start fresh)', false)
+  .option('--keep', 'continue from the last run: keep its database and queues (services replay their inputs, then resume after LAST_WRITTEN)', false)
   .option('--verbose', 'print every actor\'s counters at the end', false)
   .parse();
 const raw = program.opts<{ topology: string; scale: string; durationS: string; clients: string; keep: boolean; verbose: boolean }>();

@@ -59,7 +59,10 @@ export function parseTopology(text: string, file: string, options: TopologyLoadO
   };
 
   if (doc.errors.length > 0) {
-    for (const e of doc.errors) atOffset(e.pos[0], e.message);
+    // Only the first syntax error: the parser's later ones mostly follow from it, with paths
+    // that reflect its recovery guesses rather than the file.
+    const [first, ...rest] = doc.errors;
+    atOffset(first.pos[0], rest.length > 0 ? `${first.message} (${rest.length} more YAML error${rest.length === 1 ? '' : 's'} after this one not shown)` : first.message);
     throw new ConfigError(ordered(problems));
   }
 

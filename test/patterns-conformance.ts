@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url'
 import { suite } from 'uvu'
 import * as assert from 'uvu/assert'
 import type { BusBackend, ConsumedRecord } from '../engine/bus/index.js'
-import { startCompacted, startDurable, startPubSub, stringCodec, type PatternRecord, type Subscription } from '../engine/patterns/index.js'
+import { jsonCodec, startCompacted, startDurable, startPubSub, startStateAndEvent, stringCodec, type PatternRecord, type Subscription } from '../engine/patterns/index.js'
 import { bytes, echoProcessor, readTopic, text, waitForRecords, type ChildBusSpec } from './patterns-helpers.js'
 
 /** A backend under test. */
@@ -42,6 +42,8 @@ export const PATTERNS = {
   p3: 'durable: an undecodable record goes to the dead-letter topic once; good records once (case P3)',
   pubsub: 'pub/sub: starts at the end; records produced before the start are never seen',
   compacted: 'compacted: snapshot holds the latest value per key after deletes; survives a restart',
+  sae: 'state-and-event: a state and an event of one key present at startup: the event sees the state',
+  p4: 'state-and-event: a new partition with 1000 states is loaded before its events, during a slow event (case P4)',
 } as const
 
 let seq = 0
@@ -245,6 +247,62 @@ export function patternConformance(backendName: string, make: () => Promise<Patt
     assert.equal(events.sort(), ['a:2->3', 'c:1->null', 'e:null->1'], 'each new record with the previous value')
     for (const sub of subs.splice(0)) await sub.stop()
     assert.equal(Object.fromEntries(await start([])), { a: '3', e: '1' }, 'a restart rebuilds the same map')
+  })
+
+  it(PATTERNS.sae, async (pb) => {
+    const [ev, st, out, group] = [name('ev'), name('st'), name('out'), name('g')]
+    await pb.bus.createTopics([{ name: ev, partitions: 2 }, { name: st, partitions: 2, compacted: true }, { name: out, partitions: 2 }])
+    const p = await pb.bus.producer()
+    const num = jsonCodec<number>()
+    await p.send([{ topic: st, key: 'acct', value: num.encode(5) }, { topic: ev, key: 'acct', value: num.encode(1) }, { topic: ev, key: 'acct', value: num.encode(10) }])
+    track(startStateAndEvent({
+      bus: pb.bus, groupId: group, eventTopic: ev, stateTopic: st, transactionalId: name('tx'), eventCodec: num, stateCodec: num, sessionTimeoutMs: opts.sessionTimeoutMs,
+      processor: { onNext: (state, event) => {
+        const next = (state ?? 0) + event.value!
+        return { state: next, outputs: [{ topic: out, key: event.key, value: bytes(`${state}+${event.value}=${next}`) }] }
+      } },
+    }))
+    assert.equal((await waitForRecords(pb.bus, out, 2)).map(text), ['5+1=6', '6+10=16'])
+    const states = (await readTopic(pb.bus, st)).map((r) => num.decode(r.value!))
+    assert.equal(states, [5, 6, 16], 'each new state committed once')
+  })
+
+  it(PATTERNS.p4, async (pb) => {
+    const [ev, st, out, group] = [name('ev'), name('st'), name('out'), name('g')]
+    await pb.bus.createTopics([{ name: ev, partitions: 2 }, { name: st, partitions: 2, compacted: true }, { name: out, partitions: 2 }])
+    const p = await pb.bus.producer()
+    const num = jsonCodec<number>()
+    for (let i = 0; i < 1000; i += 250) await p.send(Array.from({ length: 250 }, (_, j) => ({ topic: st, key: `s${i + j}`, value: num.encode(i + j), partition: 1 })))
+    // B (a plain member, sorted after A) holds partition 1 until A is busy with a slow event on partition 0.
+    const b = await pb.bus.consumer({ groupId: group, clientId: 'zz-holder' })
+    await b.subscribe([ev])
+    while (b.assignment().length < 2) await b.poll({ timeoutMs: 50 })
+    const log: string[] = []
+    let releaseB!: () => void
+    const bLeaves = new Promise<void>((r) => (releaseB = r))
+    track(startStateAndEvent({
+      bus: pb.bus, groupId: group, eventTopic: ev, stateTopic: st, transactionalId: name('tx'), eventCodec: num, stateCodec: num,
+      listener: { onPartitionSynced: (partition, states) => void log.push(`synced ${partition} ${states.size}`) },
+      processor: { onNext: async (state, event) => {
+        if (event.key === 'slow') {
+          releaseB()
+          await new Promise((r) => setTimeout(r, 300))
+        }
+        log.push(`event ${event.partition} ${event.key} state=${state}`)
+        return { outputs: [{ topic: out, key: event.key, value: bytes(`${event.key}`) }] }
+      } },
+    }))
+    const bPolls = (async () => { while (!(await Promise.race([bLeaves.then(() => true), b.poll({ timeoutMs: 50 }).then(() => false)]))); await b.close() })()
+    await p.send([{ topic: ev, key: 'slow', value: num.encode(0), partition: 0 }])
+    await bLeaves
+    await p.send(Array.from({ length: 10 }, (_, i) => ({ topic: ev, key: `s${i * 100}`, value: num.encode(1), partition: 1 })))
+    const got = await waitForRecords(pb.bus, out, 11)
+    await bPolls
+    assert.is(got.length, 11, 'no event processed twice')
+    const synced1 = log.indexOf('synced 1 1000')
+    const first1 = log.findIndex((l) => l.startsWith('event 1 '))
+    assert.ok(synced1 >= 0 && synced1 < first1, `partition 1 synced with all 1000 states before its first event: ${log.slice(0, 6).join(' | ')}`)
+    assert.ok(log.filter((l) => l.startsWith('event 1 ')).every((l) => !l.endsWith('state=null')), 'every event of partition 1 sees its state')
   })
 
   if (opts.after) s.after(opts.after)

@@ -19,6 +19,7 @@ patternConformance('kafka', async () => ({ bus: createKafkaBus({ brokers: mock.b
   notRun: {
     [PATTERNS.p1]: 'a second member joining the group while the first is mid-rebalance aborts the librdkafka 2.0.2 mock cluster (rd_kafka_mock_cgrp_member_sync_set: Assertion `!member->resp\' failed, observed); group handover itself is covered by the bus conformance group test',
     [PATTERNS.p2]: `${noLso} (bus conformance shows the same as a SKIP)`,
+    [PATTERNS.p4]: 'needs a second member joining and leaving the group during processing, which aborts the librdkafka 2.0.2 mock (see P1)',
   },
   sessionTimeoutMs: 3000,
   after: () => mock.stop(),

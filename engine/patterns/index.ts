@@ -15,3 +15,4 @@ export { PATTERN_DEFAULTS, type PatternRecord, type Subscription } from './subsc
 export { startDurable, type DurableOptions, type DurableProcessor, type DurableStats } from './durable.js'
 export { startPubSub, type PubSubOptions, type PubSubProcessor } from './pubsub.js'
 export { startCompacted, type CompactedOptions, type CompactedProcessor } from './compacted.js'
+export { startStateAndEvent, type StateAndEventListener, type StateAndEventOptions, type StateAndEventProcessor, type StateAndEventResult } from './state-and-event.js'

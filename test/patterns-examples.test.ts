@@ -6,6 +6,7 @@ import * as assert from 'uvu/assert'
 import { main as compacted } from '../examples/patterns/compacted.js'
 import { main as durable } from '../examples/patterns/durable.js'
 import { main as pubsub } from '../examples/patterns/pubsub.js'
+import { main as stateAndEvent } from '../examples/patterns/state-and-event.js'
 
 test('examples/patterns/durable: one invoice per order, 20% added', async () => {
   assert.equal(await durable(), [
@@ -27,6 +28,10 @@ test('examples/patterns/pubsub: only prices published after the start', async ()
 
 test('examples/patterns/compacted: snapshot without deleted keys, then changes with the previous value', async () => {
   assert.equal(await compacted(), { snapshot: { timeoutMs: '800' }, changes: ['timeoutMs: 800 -> 1000'] })
+})
+
+test('examples/patterns/state-and-event: balances per account, in deposit order', async () => {
+  assert.equal(await stateAndEvent(), ['ada: 1000', 'ada: 1500', 'bob: 250'])
 })
 
 test.run()

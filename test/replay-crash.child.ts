@@ -18,6 +18,8 @@ const inputs = svc.inputs.flatMap((q) => {
   return Array.from({ length: queue.partitions }, (_, p) => ({ queue: q, partition: p }));
 });
 const running = await startTopology(topology, { log: (l) => process.stderr.write(`child: ${l}\n`) });
+// the parent times most kills from here, so they land mid-stream whatever the machine's load
+process.stdout.write('live\n');
 for (;;) {
   const t = Tailer.open({ dir: partitionDir(topology, svc.output, 0) });
   t.moveToEnd();

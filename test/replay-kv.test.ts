@@ -128,16 +128,28 @@ test('a put of the value already stored writes nothing; a remove of an absent ke
 
 // End to end: kill -9 loop with the timer actor.
 const child = new URL('./replay-crash.child.js', import.meta.url).pathname;
-function runChild(topology: string, perPartition: number, killAfterMs: number | null): Promise<{ code: number | null; signal: string | null; out: string }> {
+/**
+ * Runs the child; kills it `kill.afterMs` after its spawn, or after it reports live (so the kill
+ * lands mid-stream whatever the machine's load), or not at all (null).
+ */
+function runChild(topology: string, perPartition: number, kill: { from: 'spawn' | 'live'; afterMs: number } | null): Promise<{ code: number | null; signal: string | null; out: string; liveToExitMs: number | null }> {
   return new Promise((resolve) => {
     const p = spawn(process.execPath, [child, topology, String(perPartition), 'ops'], { stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
-    p.stdout.on('data', (b) => (out += b));
+    let liveAt: number | null = null;
+    let timer: NodeJS.Timeout | null = null;
+    if (kill?.from === 'spawn') timer = setTimeout(() => p.kill('SIGKILL'), kill.afterMs);
+    p.stdout.on('data', (b) => {
+      out += b;
+      if (liveAt === null && out.includes('live\n')) {
+        liveAt = Date.now();
+        if (kill?.from === 'live') timer = setTimeout(() => p.kill('SIGKILL'), kill.afterMs);
+      }
+    });
     p.stderr.on('data', (b) => (out += b));
-    const timer = killAfterMs === null ? null : setTimeout(() => p.kill('SIGKILL'), killAfterMs);
     p.on('exit', (code, signal) => {
       if (timer) clearTimeout(timer);
-      resolve({ code, signal, out });
+      resolve({ code, signal, out, liveToExitMs: liveAt === null ? null : Date.now() - liveAt });
     });
   });
 }
@@ -191,17 +203,19 @@ test('kill -9 at random moments, key-value store with timer events: every restar
     more();
     let killed = 0;
     let runs = 0;
-    let cleanMs = 1200;
+    // One kill in four at a random moment of the start (restore, replay); the others at a
+    // random moment of the live run after it, spread over a clean run's live time as measured.
+    let liveMs = 800;
     while (killed < KILLS) {
       assert.ok(++runs <= 60, `(seed ${seed}) 60 runs without ${KILLS} kills`);
-      const started = Date.now();
-      const r = await runChild(topologyFile, ops.length, 200 + Math.floor(random() * Math.max(100, cleanMs - 250)));
+      const kill = random() < 0.25 ? { from: 'spawn' as const, afterMs: 100 + Math.floor(random() * 500) } : { from: 'live' as const, afterMs: Math.floor(random() * liveMs) };
+      const r = await runChild(topologyFile, ops.length, kill);
       if (r.signal === 'SIGKILL') {
         killed++;
         continue;
       }
       assert.is(r.code, 0, `run ${runs} exited ${r.code} (seed ${seed}):\n${r.out}`);
-      cleanMs = (cleanMs + Date.now() - started) / 2;
+      if (r.liveToExitMs !== null) liveMs = (liveMs + r.liveToExitMs) / 2;
       more();
     }
     const final = await runChild(topologyFile, ops.length, null);

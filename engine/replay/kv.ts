@@ -103,8 +103,9 @@ export class KvStore implements KeyValueStore {
     const bytes = encodeJson(value);
     const old = this.map.get(key);
     if (old && equalBytes(old.bytes, bytes)) return;
-    // keep a private copy: encodeJson results may share a slab
-    this.map.set(key, { value: decodeJson(bytes), bytes: bytes.slice() });
+    // Keep private copies: encodeJson results may share a slab, and the caller may mutate an
+    // object it put (primitives are immutable: no decode needed).
+    this.map.set(key, { value: typeof value === 'object' && value !== null ? decodeJson(bytes) : value, bytes: bytes.slice() });
     if (!this.logging) return;
     const c = this.cause();
     this.sink(this.writer.encode({ type: EVENT_TYPE_KV_PUT, key, causeQueue: c.queue, causePartition: c.partition, causeIndex: c.index, payload: bytes }));

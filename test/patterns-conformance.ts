@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url'
 import { suite } from 'uvu'
 import * as assert from 'uvu/assert'
 import type { BusBackend, ConsumedRecord } from '../engine/bus/index.js'
-import { jsonCodec, startCompacted, startDurable, startPubSub, startStateAndEvent, stringCodec, type PatternRecord, type Subscription } from '../engine/patterns/index.js'
+import { jsonCodec, RpcRemoteError, RpcTimeoutError, startRpcResponder, startRpcSender, startCompacted, startDurable, startPubSub, startStateAndEvent, stringCodec, type PatternRecord, type Subscription } from '../engine/patterns/index.js'
 import { bytes, echoProcessor, readTopic, text, waitForRecords, type ChildBusSpec } from './patterns-helpers.js'
 
 /** A backend under test. */
@@ -43,6 +43,7 @@ export const PATTERNS = {
   pubsub: 'pub/sub: starts at the end; records produced before the start are never seen',
   compacted: 'compacted: snapshot holds the latest value per key after deletes; survives a restart',
   sae: 'state-and-event: a state and an event of one key present at startup: the event sees the state',
+  rpc: 'rpc: response on the request partition; slow and lost requests time out; a late response is dropped',
   p4: 'state-and-event: a new partition with 1000 states is loaded before its events, during a slow event (case P4)',
 } as const
 
@@ -265,6 +266,35 @@ export function patternConformance(backendName: string, make: () => Promise<Patt
     assert.equal((await waitForRecords(pb.bus, out, 2)).map(text), ['5+1=6', '6+10=16'])
     const states = (await readTopic(pb.bus, st)).map((r) => num.decode(r.value!))
     assert.equal(states, [5, 6, 16], 'each new state committed once')
+  })
+
+  it(PATTERNS.rpc, async (pb) => {
+    const [req, resp] = [name('req'), name('resp')]
+    await pb.bus.createTopics([{ name: req, partitions: 3 }, { name: resp, partitions: 3 }])
+    const responder = track(startRpcResponder({
+      bus: pb.bus, requestTopic: req, responseTopic: resp, requestCodec: stringCodec, responseCodec: stringCodec,
+      processor: { onRequest: async (r) => {
+        if (r.value === 'slow') await new Promise((res) => setTimeout(res, 700))
+        if (r.value === 'boom') throw new Error('boom failed')
+        return r.value!.toUpperCase()
+      } },
+    }))
+    const sender = track(startRpcSender({ bus: pb.bus, requestTopic: req, responseTopic: resp, requestCodec: stringCodec, responseCodec: stringCodec, timeoutMs: 5000 }))
+    await Promise.all([responder.ready, sender.ready])
+    assert.is(await sender.send('hi', { partition: 2 }), 'HI')
+    const responses = await readTopic(pb.bus, resp)
+    assert.equal(responses.map((r) => [r.partition, text(r)]), [[2, 'HI']], 'the response is on the request partition')
+    const slow = await sender.send('slow', { timeoutMs: 200 }).then(() => null, (e: Error) => e)
+    assert.instance(slow, RpcTimeoutError, 'a slow response surfaces as a timeout')
+    const boom = await sender.send('boom').then(() => null, (e: Error) => e)
+    assert.instance(boom, RpcRemoteError)
+    assert.is(boom!.message, 'boom failed')
+    const deadline = Date.now() + 5000
+    while (sender.stats.lateResponses < 1 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50))
+    assert.is(sender.stats.lateResponses, 1, 'the late response is dropped, not given to another request')
+    await responder.stop()
+    const lost = await sender.send('nobody', { timeoutMs: 300 }).then(() => null, (e: Error) => e)
+    assert.instance(lost, RpcTimeoutError, 'a request nobody answers times out, never hangs')
   })
 
   it(PATTERNS.p4, async (pb) => {

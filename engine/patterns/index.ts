@@ -16,3 +16,4 @@ export { startDurable, type DurableOptions, type DurableProcessor, type DurableS
 export { startPubSub, type PubSubOptions, type PubSubProcessor } from './pubsub.js'
 export { startCompacted, type CompactedOptions, type CompactedProcessor } from './compacted.js'
 export { startStateAndEvent, type StateAndEventListener, type StateAndEventOptions, type StateAndEventProcessor, type StateAndEventResult } from './state-and-event.js'
+export { RPC_TIMEOUT_MS_DEFAULT, RpcRemoteError, RpcTimeoutError, startRpcResponder, startRpcSender, type RpcProcessor, type RpcResponderOptions, type RpcSender, type RpcSenderOptions } from './rpc.js'

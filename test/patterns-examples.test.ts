@@ -6,6 +6,7 @@ import * as assert from 'uvu/assert'
 import { main as compacted } from '../examples/patterns/compacted.js'
 import { main as durable } from '../examples/patterns/durable.js'
 import { main as pubsub } from '../examples/patterns/pubsub.js'
+import { main as rpc } from '../examples/patterns/rpc.js'
 import { main as stateAndEvent } from '../examples/patterns/state-and-event.js'
 
 test('examples/patterns/durable: one invoice per order, 20% added', async () => {
@@ -32,6 +33,10 @@ test('examples/patterns/compacted: snapshot without deleted keys, then changes w
 
 test('examples/patterns/state-and-event: balances per account, in deposit order', async () => {
   assert.equal(await stateAndEvent(), ['ada: 1000', 'ada: 1500', 'bob: 250'])
+})
+
+test('examples/patterns/rpc: a quote, then a timeout for the slow one', async () => {
+  assert.equal(await rpc(), [{ symbol: 'ACME', priceCents: 1234 }, 'timeout: UNKNOWN'])
 })
 
 test.run()

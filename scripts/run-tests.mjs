@@ -45,12 +45,15 @@ for (const file of files) {
   });
   const total = Number(/Total:\s+(\d+)/.exec(out)?.[1] ?? 0);
   const ok = Number(/Passed:\s+(\d+)/.exec(out)?.[1] ?? 0);
-  const skip = Number(/Skipped:\s+(\d+)/.exec(out)?.[1] ?? 0);
-  let bad = total - ok - skip;
+  // Tests that cannot show their behaviour on a backend (the Kafka mock's limits) pass in uvu's
+  // count but print a "SKIP [backend] ..." line with the reason: count those as skipped.
+  const noted = (out.match(/\bSKIP \[[^\]]+\]/g) ?? []).length;
+  const skip = Number(/Skipped:\s+(\d+)/.exec(out)?.[1] ?? 0) + noted;
+  let bad = total - (ok - noted) - skip;
   if ((code !== 0 || signal) && bad === 0) bad = 1; // crashed or hung outside a test
-  passed += ok; failed += bad; skipped += skip;
+  passed += ok - noted; failed += bad; skipped += skip;
   if (bad > 0) failures.push(`${rel} (${code !== null ? `exit ${code}` : signal})`);
-  console.log(`-- ${rel}: ${ok} passed, ${bad} failed, ${skip} skipped in ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
+  console.log(`-- ${rel}: ${ok - noted} passed, ${bad} failed, ${skip} skipped in ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
 }
 if (failures.length) console.log(`failed files: ${failures.join(', ')}`);
 console.log(`tests: ${files.length} files in ${((Date.now() - t0) / 1000).toFixed(1)} s`);

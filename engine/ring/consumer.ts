@@ -101,9 +101,9 @@ export class RingConsumer {
     try {
       while (count < limit && bytesRead < availableBytes) {
         const recordOffset = (head + bytesRead) & mask;
-        const recordLength = i32[lengthIndex(recordOffset)]!;
+        const recordLength = i32[lengthIndex(recordOffset)];
         bytesRead += alignedLength(recordLength);
-        const typeId = i32[typeIndex(recordOffset)]!;
+        const typeId = i32[typeIndex(recordOffset)];
         if (typeId === PADDING_TYPE_ID) continue;
         count++;
         handler(typeId, bytes, payloadOffset(recordOffset), recordLength - RECORD_HEADER_BYTES);

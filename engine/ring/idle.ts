@@ -2,8 +2,8 @@
  * Idle strategies: what a ring side does when it found no work (consumer: no record; producer: no
  * space). Small interchangeable policy objects after Agrona's IdleStrategy family
  * (BusySpinIdleStrategy, NoOpIdleStrategy, SleepingIdleStrategy, BackoffIdleStrategy), with one
- * addition: a ring side passes a Parker so that parking blocks on the ring's own signal counter
- * and is woken by the other side, instead of sleeping blind.
+ * addition: a ring side passes a Parker so that parking blocks on the ring's own position counter
+ * (Atomics.wait) and is woken by the other side's Atomics.notify, instead of sleeping blind.
  *
  * A strategy instance keeps per-thread state (BackoffIdleStrategy counts): give each ring side
  * its own instance.
@@ -11,12 +11,14 @@
 import { RING_DEFAULTS } from './defaults.js';
 
 /**
- * Blocks the calling thread until the other ring side signals progress or `timeoutMs` passes.
- * Implemented by RingProducer (waits for space) and RingConsumer (waits for data): they set their
- * "waiting" flag, re-check, then Atomics.wait on their signal counter.
+ * Blocks the calling thread until the other ring side makes progress or `timeoutMs` passes.
+ * Implemented by RingProducer (waits for space: parks on the head) and RingConsumer (waits for
+ * data: parks on the tail). Each sets its "waiting" bit on that counter only if the counter is
+ * still the value it saw, then Atomics.wait on it; the other side notifies only when it finds
+ * the bit set. See layout.ts.
  */
 export interface Parker {
-  /** Blocks up to `timeoutMs` (ms, > 0, fractional allowed). Returns early on a signal. */
+  /** Blocks up to `timeoutMs` (ms, > 0, fractional allowed). Returns early when woken. */
   park(timeoutMs: number): void;
 }
 

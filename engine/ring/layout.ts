@@ -151,11 +151,6 @@ export function payloadOffset(recordOffset: number): number {
   return recordOffset + RECORD_HEADER_BYTES;
 }
 
-/** Byte offset of the record whose payload starts at byte `payloadOffset`. */
-export function recordOffsetOfPayload(payloadOffset: number): number {
-  return payloadOffset - RECORD_HEADER_BYTES;
-}
-
 /** Bytes a record of `recordLength` (header + payload) occupies, rounded up to the alignment. */
 export function alignedLength(recordLength: number): number {
   return (recordLength + (RECORD_ALIGNMENT_BYTES - 1)) & ~(RECORD_ALIGNMENT_BYTES - 1);

@@ -31,6 +31,8 @@ runActor<QueueReaderData>((ctx) => {
     for (;;) {
       ctx.heartbeat();
       let n = 0;
+      // Publish the tail once per batch (the ring also publishes before it would wait), not per record.
+      ring.beginBatch();
       while (n < d.batchSizeMax) {
         const rec = tailer.next();
         if (!rec) break;
@@ -41,6 +43,7 @@ runActor<QueueReaderData>((ctx) => {
         ring.commit(off);
         n++;
       }
+      ring.endBatch();
       if (n > 0) {
         bell.ring();
         c[Counter.eventsIn] += n; // read from the journal

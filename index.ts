@@ -9,13 +9,13 @@
  */
 import { Supervisor, type StopResult, type RestartEvent } from './engine/supervisor/index.js';
 import type { Topology } from './engine/config/index.js';
-import { planTopology, type TopologyPlan } from './actors/index.js';
+import { planTopology, checkServiceModules, type TopologyPlan } from './actors/index.js';
 import { openStaging } from './engine/cdc/index.js';
 
 export * from './engine/config/index.js';
 export * from './engine/service/index.js';
 export * from './engine/supervisor/index.js';
-export { planTopology, partitionDir, type TopologyPlan, type ServiceSummary, type ServiceReadyInfo } from './actors/index.js';
+export { planTopology, partitionDir, checkServiceModules, type TopologyPlan, type ServiceSummary, type ServiceReadyInfo } from './actors/index.js';
 export { openStaging, type CaptureSource, type CaptureTable, type StagedChange, type StagingClient } from './engine/cdc/index.js';
 export { openQueueAppender, type QueueAppender } from './engine/producer/index.js';
 
@@ -45,6 +45,7 @@ export interface StartOptions {
 export async function startTopology(topology: Topology, options: StartOptions = {}): Promise<RunningTopology> {
   const log = options.log ?? ((line: string) => process.stderr.write(`sluice: ${line}\n`));
   const plan = planTopology(topology);
+  await checkServiceModules(topology);
   await checkCaptureInstalled(topology);
   const supervisor = new Supervisor(topology.supervisor);
   supervisor.on('log', log);

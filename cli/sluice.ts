@@ -13,7 +13,7 @@ import readline from 'node:readline';
 import { Command, InvalidArgumentError } from 'commander';
 import { loadTopology, ConfigError, type Topology } from '../engine/config/index.js';
 import { startTopology, installCapture } from '../index.js';
-import { planTopology, partitionDir } from '../actors/index.js';
+import { planTopology, partitionDir, checkServiceModules } from '../actors/index.js';
 import { openQueueAppender } from '../engine/producer/index.js';
 import { Tailer } from '../engine/journal/index.js';
 import { EnvelopeView, decodeChange, decodeJson, EVENT_TYPE_CHANGE, EVENT_TYPE_JSON } from '../engine/codec/index.js';
@@ -42,10 +42,11 @@ program.name('sluice').description('Sluice stream-processing engine').showHelpAf
 program
   .command('check')
   .argument('<topology>', 'topology YAML file')
-  .description('validate a topology file and print the actors it starts')
-  .action((file: string) => {
+  .description('validate a topology file and its service modules, and print the actors it starts')
+  .action(async (file: string) => {
     const t = loadTopology(file);
     const plan = planTopology(t);
+    await checkServiceModules(t);
     console.log(`${file}: ok (${plural(t.queues.length, 'queue')}, ${plural(t.services.length, 'service')}, ${plural(t.capture.length, 'capture source')})`);
     for (const g of plan.groups) console.log(`  stage ${g.stage}  ${g.name}`);
     for (const s of t.services) {

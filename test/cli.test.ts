@@ -131,4 +131,17 @@ test('a handler that throws: the failure names the service, the input partition 
   assert.is(r.err.split('\n').filter((l) => l.startsWith('sluice: stopped:')).length, 1, r.err);
 });
 
+test('a replay strategy the module cannot serve fails at check and at run, naming service and field', async () => {
+  const file = writeTopology().replace(/$/, '');
+  fs.writeFileSync(file, fs.readFileSync(file, 'utf8').replace('    output: out\n', '    output: out\n    inputsReplay: OUTPUT_REVERSE\n'));
+  const c = await sluice(['check', file]);
+  assert.is(c.code, 2, c.out + c.err);
+  assert.match(c.err, 'services[0].inputsReplay');
+  assert.match(c.err, 'service "pass"');
+  const r = await sluice(['run', file, '--status-ms', '0']);
+  assert.is(r.code, 2);
+  assert.match(r.err, 'services[0].inputsReplay');
+  assert.not.match(r.err, 'restarting');
+});
+
 test.run();

@@ -1,7 +1,7 @@
 /**
  * `npm run bench`: every benchmark in one run, printed as markdown with the machine described,
  * ready to paste into bench/RESULTS.md.
- *   node dist/bench/run.js [ring] [journal] [codec] [bus] [bank]    (default: all)
+ *   node dist/bench/run.js [ring] [journal] [codec] [bus] [bank] [restart] [patterns]  (default: all)
  * Ratios that matter (ring vs postMessage, Kafka backend vs raw kafkajs) are measured inside
  * one benchmark's run, so a noisy shared machine moves both sides together.
  */
@@ -11,6 +11,8 @@ import { runRingBench } from './ring.js';
 import { runJournalBench } from './journal.js';
 import { runCodecBench } from './codec.js';
 import { runBusBench } from './bus.js';
+import { runRestartBench } from './restart.js';
+import { main as runPatternsBench } from './patterns.js';
 
 /** The bank job's own summary lines (SQLite, default settings but a fixed 20 s workload). */
 async function runBankBench(): Promise<string> {
@@ -32,6 +34,8 @@ const suites: Record<string, () => Promise<string>> = {
   codec: () => runCodecBench(),
   bus: () => runBusBench(),
   bank: () => runBankBench(),
+  restart: () => runRestartBench(),
+  patterns: () => runPatternsBench(),
 };
 
 const chosen = process.argv.slice(2).length ? process.argv.slice(2) : Object.keys(suites);

@@ -1,13 +1,14 @@
 /**
  * `npm run bench`: every benchmark in one run, printed as markdown with the machine described,
  * ready to paste into bench/RESULTS.md.
- *   node dist/bench/run.js [ring] [journal] [codec] [bus] [bank] [restart] [patterns]  (default: all)
+ *   node dist/bench/run.js [ring] [ring-single] [journal] [codec] [bus] [bank] [restart] [patterns]  (default: all)
  * Ratios that matter (ring vs postMessage, Kafka backend vs raw kafkajs) are measured inside
  * one benchmark's run, so a noisy shared machine moves both sides together.
  */
 import os from 'node:os';
 import { spawn } from 'node:child_process';
 import { runRingBench } from './ring.js';
+import { runRingSingleThreadBench } from './ring-single.js';
 import { runJournalBench } from './journal.js';
 import { runCodecBench } from './codec.js';
 import { runBusBench } from './bus.js';
@@ -30,6 +31,7 @@ async function runBankBench(): Promise<string> {
 
 const suites: Record<string, () => Promise<string>> = {
   ring: () => runRingBench(),
+  'ring-single': () => runRingSingleThreadBench(),
   journal: () => runJournalBench(),
   codec: () => runCodecBench(),
   bus: () => runBusBench(),

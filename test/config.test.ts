@@ -427,4 +427,24 @@ test('the example bank topologies load', () => {
   assert.equal(pg.capture[0]!.database, { dialect: 'postgres', url: 'postgres://u@pg/bank' });
 });
 
+test('startFrom START with a replay strategy is refused (it would apply every input twice)', () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'sluice-cfg-start-'));
+  try {
+    const mod = path.join(dir, 'svc.mjs');
+    writeFileSync(mod, 'export default { init: () => 0, handlers: {} };\n');
+    const text = `name: x\nqueues:\n  - { name: a }\n  - { name: b }\nservices:\n  - name: s\n    module: ${mod}\n    inputs: [a]\n    output: b\n    startFrom: START\n    inputsReplay: INPUTS\n`;
+    const file = path.join(dir, 't.yaml');
+    let err: unknown = null;
+    try {
+      parseTopology(text, file);
+    } catch (e) {
+      err = e;
+    }
+    assert.instance(err, ConfigError);
+    assert.match((err as Error).message, `${file}:11:19: services[0].inputsReplay: inputsReplay INPUTS with startFrom START would apply every input twice`);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test.run();

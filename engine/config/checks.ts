@@ -156,6 +156,12 @@ export function checkReferences(doc: unknown, baseDir: string, report: Report, l
         }
       }
     }
+    // START processes every input again, for real (outputs included); replaying first would
+    // apply the same inputs twice to the state.
+    const replay = str(s.inputsReplay);
+    if (str(s.startFrom) === 'START' && replay !== undefined && replay !== 'NONE') {
+      report(['services', i, 'inputsReplay'], `inputsReplay ${replay} with startFrom START would apply every input twice (START processes all inputs again, live); use inputsReplay NONE with START, or startFrom LAST_WRITTEN`);
+    }
     const module = str(s.module);
     if (module !== undefined && module.length > 0) {
       const resolved = resolveModule(module, baseDir);

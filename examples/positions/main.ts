@@ -90,6 +90,11 @@ async function main(): Promise<number> {
   const restartMs: number[] = [];
   let seed = 12345;
   const random = () => ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 4294967296);
+  // Trades already in the queue from earlier runs (without --fresh the example continues them).
+  const tail = Tailer.open({ dir: partitionDir(topology, 'trades', 0) });
+  tail.moveToEnd();
+  const earlier = tail.index;
+  tail.close();
   for (let round = 0; round < o.rounds; round++) {
     const appender = Appender.open({ dir: partitionDir(topology, 'trades', 0) });
     const batch: Uint8Array[] = [];
@@ -104,7 +109,7 @@ async function main(): Promise<number> {
     const t0 = performance.now();
     const running = await startTopology(topology, { log: (l) => process.stderr.write(`positions: ${l}\n`) });
     restartMs.push(Math.round(performance.now() - t0));
-    const trades = round * o.trades + o.trades;
+    const trades = earlier + round * o.trades + o.trades;
     for (;;) {
       const got = outputState(topology);
       if (got && got.trades === trades && got.ticks >= 3) break;

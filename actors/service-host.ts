@@ -219,6 +219,8 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
     const progress = (n: number) => {
       c[Counter.replayed] = n;
       ctx.heartbeat();
+      // A drain (Ctrl-C) during a long replay: stop here; a replay writes nothing durable.
+      if (ctx.draining()) throw new DrainDuringReplay(n);
     };
     const replayBase = found ? found.positions : d.inputs.map(() => -1);
     const applyInput = (input: number, index: number, bytes: Uint8Array) => {
@@ -382,7 +384,18 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
       lagMs: { count: lag.totalCount, p50: lag.getValueAtPercentile(50), p99: lag.getValueAtPercentile(99), max: lag.maxValue },
     };
     return summary;
+  } catch (err) {
+    if (!(err instanceof DrainDuringReplay)) throw err;
+    ctx.setState('drain');
+    return { service: d.service, eventsIn: 0, eventsOut: 0, replayed: err.replayed, lagMs: { count: 0, p50: 0, p99: 0, max: 0 } } satisfies ServiceSummary;
   } finally {
     appender.close();
   }
 });
+
+/** Thrown from the replay's progress callback when the supervisor asks for a drain. */
+class DrainDuringReplay extends Error {
+  constructor(readonly replayed: number) {
+    super(`drain requested after ${replayed} replayed events`);
+  }
+}

@@ -18,6 +18,7 @@ import { openQueueAppender } from '../engine/producer/index.js';
 import { Tailer } from '../engine/journal/index.js';
 import { EnvelopeView, decodeChange, decodeJson, EVENT_TYPE_CHANGE, EVENT_TYPE_JSON } from '../engine/codec/index.js';
 import type { CounterSnapshot } from '../engine/actor/index.js';
+import type { Supervisor } from '../engine/supervisor/index.js';
 import { ReplayProgress } from './replay-progress.js';
 
 const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
@@ -77,36 +78,44 @@ program
     const t = loadTopology(file);
     const progress = new ReplayProgress();
     let ticker: NodeJS.Timeout | null = null;
-    const running = await startTopology(t, {
-      onSupervisor: (sup) => {
-        ticker = setInterval(() => progress.update(sup.counters()), 200);
-      },
-    });
-    if (ticker) clearInterval(ticker);
-    progress.update(running.supervisor.counters());
-    progress.stop();
-    console.error(`sluice: ${t.name} is up (${plural(running.plan.groups.length, 'actor group')}); Ctrl-C drains and stops`);
-    let last: Record<string, CounterSnapshot> = {};
-    const timer =
-      opts.statusMs > 0
-        ? setInterval(() => {
-            const now = running.supervisor.counters();
-            printCounters(now, last);
-            last = now;
-          }, opts.statusMs)
-        : null;
+    let supervisor: Supervisor | null = null;
+    let timer: NodeJS.Timeout | null = null;
     let stopping = false;
+    // Installed before the start, so Ctrl-C during a long replay drains too (and restores the
+    // terminal the progress bars drew on).
     const stop = async (signal: string) => {
       if (stopping) return;
       stopping = true;
+      if (ticker) clearInterval(ticker);
       if (timer) clearInterval(timer);
+      progress.stop();
       console.error(`sluice: ${signal}: draining`);
-      const result = await running.stop();
+      if (!supervisor) process.exit(0);
+      const result = await supervisor.stop();
       printCounters(result.counters, {});
       process.exit(result.terminated.length > 0 ? 1 : 0);
     };
     process.on('SIGINT', () => void stop('SIGINT'));
     process.on('SIGTERM', () => void stop('SIGTERM'));
+    const running = await startTopology(t, {
+      onSupervisor: (sup) => {
+        supervisor = sup;
+        ticker = setInterval(() => progress.update(sup.counters()), 200);
+      },
+    });
+    if (stopping) return; // a signal came during the start; stop() is draining
+    if (ticker) clearInterval(ticker);
+    progress.update(running.supervisor.counters());
+    progress.stop();
+    console.error(`sluice: ${t.name} is up (${plural(running.plan.groups.length, 'actor group')}); Ctrl-C drains and stops`);
+    let last: Record<string, CounterSnapshot> = {};
+    if (opts.statusMs > 0) {
+      timer = setInterval(() => {
+        const now = running.supervisor.counters();
+        printCounters(now, last);
+        last = now;
+      }, opts.statusMs);
+    }
     // startTopology's log already printed the reason; exit with the failure code.
     running.supervisor.done.catch(() => process.exit(2));
   });
@@ -195,8 +204,8 @@ program
 function printCounters(counters: Record<string, CounterSnapshot>, previous: Record<string, CounterSnapshot>): void {
   for (const [name, c] of Object.entries(counters)) {
     const p = previous[name];
-    if (p && p.state === c.state && p.eventsIn === c.eventsIn && p.eventsOut === c.eventsOut) continue;
-    console.error(`  ${name.padEnd(48)} ${c.state.padEnd(8)} in=${c.eventsIn} out=${c.eventsOut}`);
+    if (p && p.state === c.state && p.eventsIn === c.eventsIn && p.eventsOut === c.eventsOut && p.replayed === c.replayed) continue;
+    console.error(`  ${name.padEnd(48)} ${c.state.padEnd(8)} in=${c.eventsIn} out=${c.eventsOut}${c.replayed ? ` replayed=${c.replayed}` : ''}`);
   }
 }
 

@@ -56,4 +56,44 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
   });
 }
 
+test('SIGINT during a long replay stops the replay, drains and exits 0; nothing is written', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-drain-replay-'));
+  try {
+    const file = path.join(dir, 'topology.yaml');
+    const topology = (spinReplayUs: number) =>
+      `name: drain\ndataDir: ./data\nqueues:\n  - { name: in }\n  - { name: out }\nservices:\n  - name: summer\n    module: ${serviceModule}\n    inputs: [in]\n    output: out\n    inputsReplay: INPUTS\n    settings: { spinReplayUs: ${spinReplayUs} }\n`;
+    fs.writeFileSync(file, topology(0));
+    const writer = new EnvelopeWriter();
+    const a = Appender.open({ dir: path.join(dir, 'data/queues/in/0') });
+    const N = 20000;
+    for (let n = 0; n < N; n++) a.append(writer.encode({ type: EVENT_TYPE_JSON, key: `k${n % 5}`, eventTimeMs: Date.now(), payload: encodeJson({ v: 1, n }) }));
+    a.close();
+    const run = async (signalAfterMs: number | null, waitUp: boolean) => {
+      const child = spawn(process.execPath, [cli, 'run', file, '--status-ms', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
+      let err = '';
+      child.stderr.on('data', (b) => (err += b));
+      if (waitUp) while (!err.includes('is up')) await new Promise((r) => setTimeout(r, 20));
+      if (signalAfterMs !== null) setTimeout(() => child.kill('SIGINT'), signalAfterMs);
+      const code = await new Promise<number | null>((r) => child.on('exit', (c) => r(c)));
+      return { code, err };
+    };
+    // First run: everything processed live, then a clean stop.
+    const first = await run(200, true);
+    assert.is(first.code, 0, first.err);
+    assert.is(countRecords(path.join(dir, 'data/queues/out/0')), N);
+    // Second run: the replay of 20000 inputs takes ~4 s at 200 us each; interrupt it.
+    fs.writeFileSync(file, topology(200));
+    const t0 = Date.now();
+    const second = await run(1000, false);
+    assert.is(second.code, 0, second.err);
+    assert.match(second.err, 'SIGINT: draining');
+    assert.not.match(second.err, 'is up');
+    assert.match(second.err, /service:summer\s+stopped\s+in=0 out=0 replayed=\d+/);
+    assert.ok(Date.now() - t0 < 3500, `took ${Date.now() - t0} ms: the replay was not interrupted`);
+    assert.is(countRecords(path.join(dir, 'data/queues/out/0')), N);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test.run();

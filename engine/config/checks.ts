@@ -162,6 +162,20 @@ export function checkReferences(doc: unknown, baseDir: string, report: Report, l
     if (str(s.startFrom) === 'START' && replay !== undefined && replay !== 'NONE') {
       report(['services', i, 'inputsReplay'], `inputsReplay ${replay} with startFrom START would apply every input twice (START processes all inputs again, live); use inputsReplay NONE with START, or startFrom LAST_WRITTEN`);
     }
+    // Periodic update events go to one of the service's own input queues, of one partition.
+    if (isRecord(s.settings) && s.settings.timerQueue !== undefined) {
+      const tq = s.settings.timerQueue;
+      const at = ['services', i, 'settings', 'timerQueue'];
+      if (typeof tq !== 'string' || !inputs.some((x) => x.queue === tq)) {
+        report(at, `settings.timerQueue ${JSON.stringify(tq)} must name one of the service's input queues (${inputs.map((x) => x.queue).join(', ') || 'none'})`);
+      } else if (queues.has(tq) && queues.get(tq)!.partitions !== 1) {
+        report(at, `timer queue "${tq}" has ${queues.get(tq)!.partitions} partitions; a timer queue must have 1`);
+      }
+      const ti = s.settings.timerIntervalMs;
+      if (!(typeof ti === 'number' && Number.isInteger(ti) && ti >= 1)) {
+        report(ti === undefined ? at : ['services', i, 'settings', 'timerIntervalMs'], `settings.timerIntervalMs must be an integer >= 1 (ms) when settings.timerQueue is set, got ${JSON.stringify(ti)}`);
+      }
+    }
     const module = str(s.module);
     if (module !== undefined && module.length > 0) {
       const resolved = resolveModule(module, baseDir);

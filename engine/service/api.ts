@@ -164,6 +164,9 @@ export function replayProblems(def: ServiceDefinition, cfg: ServiceReplayConfig)
   } else if (cfg.settings.kvSnapshotBatchSize !== undefined) {
     problems.push(['settings.kvSnapshotBatchSize', `${s}: settings.kvSnapshotBatchSize is set but the service definition declares no kvStore`]);
   }
+  if (cfg.settings.timerQueue !== undefined && typeof def.onTimer !== 'function' && def.kvStore === undefined) {
+    problems.push(['settings.timerQueue', `${s}: settings.timerQueue is set but the service definition has no onTimer(state, event, ctx) and no kvStore, so its timer events would be dropped`]);
+  }
   const tq = cfg.settings.timerQueue;
   const ti = cfg.settings.timerIntervalMs;
   if ((tq === undefined) !== (ti === undefined)) problems.push([tq === undefined ? 'settings.timerQueue' : 'settings.timerIntervalMs', `${s}: settings.timerQueue and settings.timerIntervalMs go together`]);

@@ -18,6 +18,7 @@ export * from './engine/supervisor/index.js';
 export { planTopology, partitionDir, checkServiceModules, type TopologyPlan, type ServiceSummary, type ServiceReadyInfo } from './actors/index.js';
 export { openStaging, type CaptureSource, type CaptureTable, type StagedChange, type StagingClient } from './engine/cdc/index.js';
 export { openQueueAppender, type QueueAppender } from './engine/producer/index.js';
+export { queueId, EVENT_TYPE_CHANGE, EVENT_TYPE_JSON, USER_EVENT_TYPE_MIN, type Change } from './engine/codec/index.js';
 
 /** A topology that is up. */
 export interface RunningTopology {

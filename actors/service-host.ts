@@ -148,7 +148,7 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
     const writer = new EnvelopeWriter();
     const pending: Uint8Array[] = [];
     let replaying = false;
-    let cause = { queue: 0, partition: 0, index: 0 };
+    const cause = { queue: 0, partition: 0, index: 0 };
     const kv = def.kvStore
       ? new KvStore(writer, (e) => pending.push(e), () => cause, Number(d.settings.kvSnapshotBatchSize ?? def.kvStore.snapshotBatchSize ?? KV_DEFAULTS.snapshotBatchSize))
       : null;
@@ -192,7 +192,10 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
       ev.partition = input.partition;
       ev.index = index;
       ev.payload = view.payload;
-      cause = { queue: qid, partition: input.partition, index };
+      // Mutated in place: one object for the service's life, not one per input event.
+      cause.queue = qid;
+      cause.partition = input.partition;
+      cause.index = index;
       if (ev.type === EVENT_TYPE_TIMER) {
         if (kv && !replaying) kv.onTimer();
         if (def.onTimer) def.onTimer(state, ev, sctx);

@@ -14,7 +14,7 @@
  */
 import { BusError, type BusBackend, type BusConsumer, type BusProducer, type ConsumedRecord, type ProducerRecord, type TopicPartition } from '../bus/index.js'
 import type { Codec } from './codec.js'
-import { decodeRecord, deferred, PATTERN_DEFAULTS, sleep, type PatternRecord, type Subscription } from './subscription.js'
+import { decodeRecord, deferred, settleLoop, PATTERN_DEFAULTS, sleep, type PatternRecord, type Subscription } from './subscription.js'
 
 /** The application side of a durable subscription. */
 export interface DurableProcessor<V> {
@@ -137,18 +137,7 @@ export function startDurable<V>(opts: DurableOptions<V>): Subscription & { reado
     }
   }
 
-  run().then(
-    async () => {
-      await closeAll()
-      ready.resolve()
-      done.resolve()
-    },
-    async (e) => {
-      await closeAll()
-      ready.reject(e)
-      done.reject(e)
-    },
-  )
+  settleLoop(run(), closeAll, ready, done)
 
   return {
     stats,

@@ -6,7 +6,7 @@
  */
 import type { BusBackend, BusConsumer } from '../bus/index.js'
 import type { Codec } from './codec.js'
-import { decodeRecord, deferred, PATTERN_DEFAULTS, type PatternRecord, type Subscription } from './subscription.js'
+import { decodeRecord, deferred, settleLoop, PATTERN_DEFAULTS, type PatternRecord, type Subscription } from './subscription.js'
 
 /** The application side of a pub/sub subscription. */
 export interface PubSubProcessor<V> {
@@ -54,17 +54,7 @@ export function startPubSub<V>(opts: PubSubOptions<V>): Subscription {
     }
   }
 
-  run().then(
-    async () => {
-      await consumer?.close().catch(() => {})
-      done.resolve()
-    },
-    async (e) => {
-      await consumer?.close().catch(() => {})
-      ready.reject(e)
-      done.reject(e)
-    },
-  )
+  settleLoop(run(), async () => consumer?.close().catch(() => {}), ready, done)
   return {
     ready: ready.promise,
     done: done.promise,

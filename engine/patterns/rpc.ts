@@ -11,7 +11,7 @@
 import { randomUUID } from 'node:crypto'
 import type { BusBackend, BusConsumer, BusProducer } from '../bus/index.js'
 import type { Codec } from './codec.js'
-import { decodeRecord, deferred, PATTERN_DEFAULTS, type PatternRecord, type Subscription } from './subscription.js'
+import { decodeRecord, deferred, settleLoop, PATTERN_DEFAULTS, type PatternRecord, type Subscription } from './subscription.js'
 
 /** A request that got no response within its timeout. */
 export class RpcTimeoutError extends Error {
@@ -87,7 +87,7 @@ export function startRpcResponder<Req, Resp>(opts: RpcResponderOptions<Req, Resp
     await consumer?.close().catch(() => {})
     await producer?.close().catch(() => {})
   }
-  run().then(async () => (await closeAll(), ready.resolve(), done.resolve()), async (e) => (await closeAll(), ready.reject(e), done.reject(e)))
+  settleLoop(run(), closeAll, ready, done)
   return {
     ready: ready.promise,
     done: done.promise,
@@ -162,7 +162,7 @@ export function startRpcSender<Req, Resp>(opts: RpcSenderOptions<Req, Resp>): Rp
     await consumer?.close().catch(() => {})
     await producer?.close().catch(() => {})
   }
-  run().then(async () => (await closeAll(), ready.resolve(), done.resolve()), async (e) => (await closeAll(), ready.reject(e), done.reject(e)))
+  settleLoop(run(), closeAll, ready, done)
   return {
     stats,
     ready: ready.promise,

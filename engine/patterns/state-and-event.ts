@@ -11,7 +11,7 @@
  */
 import { BusError, type BusBackend, type BusConsumer, type BusProducer, type ConsumedRecord, type ProducerRecord, type TopicPartition } from '../bus/index.js'
 import type { Codec } from './codec.js'
-import { decodeRecord, deferred, PATTERN_DEFAULTS, sleep, type PatternRecord, type Subscription } from './subscription.js'
+import { decodeRecord, deferred, settleLoop, PATTERN_DEFAULTS, sleep, type PatternRecord, type Subscription } from './subscription.js'
 
 /** What the processor returns for one event. */
 export interface StateAndEventResult<S> {
@@ -182,18 +182,7 @@ export function startStateAndEvent<S, E>(opts: StateAndEventOptions<S, E>): Subs
     }
   }
 
-  run().then(
-    async () => {
-      await closeAll()
-      ready.resolve()
-      done.resolve()
-    },
-    async (e) => {
-      await closeAll()
-      ready.reject(e)
-      done.reject(e)
-    },
-  )
+  settleLoop(run(), closeAll, ready, done)
   return {
     stats,
     ready: ready.promise,

@@ -65,3 +65,25 @@ export function deferred(): { promise: Promise<void>; resolve: () => void; rejec
   promise.catch(() => {})
   return { promise, resolve, reject }
 }
+
+/** A promise with its resolve/reject, as returned by {@link deferred}. */
+export type Deferred = ReturnType<typeof deferred>
+
+/**
+ * Ends a pattern's loop the same way in every pattern: close the pattern's clients, then settle
+ * `ready` (in case the loop ended before it was ready) and `done` with the loop's outcome.
+ */
+export function settleLoop(loop: Promise<void>, close: () => Promise<unknown>, ready: Deferred, done: Deferred): void {
+  loop.then(
+    async () => {
+      await close()
+      ready.resolve()
+      done.resolve()
+    },
+    async (e) => {
+      await close()
+      ready.reject(e)
+      done.reject(e)
+    },
+  )
+}

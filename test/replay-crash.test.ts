@@ -6,12 +6,12 @@
  * lww-product.ts) keeps a non-commutative state over several input queues, so a replay in the
  * wrong order shows. The seed is printed on failure; SLUICE_TEST_SEED replays one.
  */
+import { runChild as runChildProcess, type KillAt, type ChildRun } from './lib/kill-child.js';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { spawn } from 'node:child_process';
 import { Tailer } from '../engine/journal/index.js';
 import { EnvelopeView } from '../engine/codec/index.js';
 import { EVENT_TYPE_SNAPSHOT_END } from '../engine/replay/index.js';
@@ -22,30 +22,9 @@ const RUNS_MAX = 80;
 const child = new URL('./replay-crash.child.js', import.meta.url).pathname;
 const fixture = (name: string) => new URL(`./fixtures/services/${name}.js`, import.meta.url).pathname;
 
-/**
- * Runs the child; kills it `kill.afterMs` after its spawn, or after it reports live (so the kill
- * lands mid-stream whatever the machine's load), or not at all (null).
- */
-function runChild(topology: string, perPartition: number, kill: { from: 'spawn' | 'live'; afterMs: number } | null): Promise<{ code: number | null; signal: string | null; out: string; liveToExitMs: number | null }> {
-  return new Promise((resolve) => {
-    const p = spawn(process.execPath, [child, topology, String(perPartition)], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    let liveAt: number | null = null;
-    let timer: NodeJS.Timeout | null = null;
-    if (kill?.from === 'spawn') timer = setTimeout(() => p.kill('SIGKILL'), kill.afterMs);
-    p.stdout.on('data', (b) => {
-      out += b;
-      if (liveAt === null && out.includes('live\n')) {
-        liveAt = Date.now();
-        if (kill?.from === 'live') timer = setTimeout(() => p.kill('SIGKILL'), kill.afterMs);
-      }
-    });
-    p.stderr.on('data', (b) => (out += b));
-    p.on('exit', (code, signal) => {
-      if (timer) clearTimeout(timer);
-      resolve({ code, signal, out, liveToExitMs: liveAt === null ? null : Date.now() - liveAt });
-    });
-  });
+/** Runs the child with the topology and record count; see test/lib/kill-child.ts. */
+function runChild(topology: string, perPartition: number, kill: KillAt | null): Promise<ChildRun> {
+  return runChildProcess(child, [topology, String(perPartition)], kill);
 }
 
 interface Scenario {

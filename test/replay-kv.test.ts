@@ -8,12 +8,12 @@
  * update events; every restart rebuilds the reference map; each input's effect is in the output
  * exactly once.
  */
+import { runChild as runChildProcess, type KillAt, type ChildRun } from './lib/kill-child.js';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { spawn } from 'node:child_process';
 import { Appender, Tailer } from '../engine/journal/index.js';
 import { EnvelopeView, EnvelopeWriter, EVENT_TYPE_JSON, decodeJson, encodeJson } from '../engine/codec/index.js';
 import { KvStore, restoreKvStore, EVENT_TYPE_KV_PUT, EVENT_TYPE_KV_REMOVE, EVENT_TYPE_KV_CYCLE_START, EVENT_TYPE_KV_CYCLE_END, EVENT_TYPE_TIMER } from '../engine/replay/index.js';
@@ -128,30 +128,9 @@ test('a put of the value already stored writes nothing; a remove of an absent ke
 
 // End to end: kill -9 loop with the timer actor.
 const child = new URL('./replay-crash.child.js', import.meta.url).pathname;
-/**
- * Runs the child; kills it `kill.afterMs` after its spawn, or after it reports live (so the kill
- * lands mid-stream whatever the machine's load), or not at all (null).
- */
-function runChild(topology: string, perPartition: number, kill: { from: 'spawn' | 'live'; afterMs: number } | null): Promise<{ code: number | null; signal: string | null; out: string; liveToExitMs: number | null }> {
-  return new Promise((resolve) => {
-    const p = spawn(process.execPath, [child, topology, String(perPartition), 'ops'], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    let liveAt: number | null = null;
-    let timer: NodeJS.Timeout | null = null;
-    if (kill?.from === 'spawn') timer = setTimeout(() => p.kill('SIGKILL'), kill.afterMs);
-    p.stdout.on('data', (b) => {
-      out += b;
-      if (liveAt === null && out.includes('live\n')) {
-        liveAt = Date.now();
-        if (kill?.from === 'live') timer = setTimeout(() => p.kill('SIGKILL'), kill.afterMs);
-      }
-    });
-    p.stderr.on('data', (b) => (out += b));
-    p.on('exit', (code, signal) => {
-      if (timer) clearTimeout(timer);
-      resolve({ code, signal, out, liveToExitMs: liveAt === null ? null : Date.now() - liveAt });
-    });
-  });
+/** Runs the child with the topology and record count in ops mode; see test/lib/kill-child.ts. */
+function runChild(topology: string, perPartition: number, kill: KillAt | null): Promise<ChildRun> {
+  return runChildProcess(child, [topology, String(perPartition), 'ops'], kill);
 }
 
 test('kill -9 at random moments, key-value store with timer events: every restart rebuilds the reference map; each input is in the output once', async () => {

@@ -12,7 +12,7 @@
  * read_committed readers. A crash before commit leaves nothing; the next member resumes at the
  * committed positions.
  */
-import { BusError, type BusBackend, type BusConsumer, type BusProducer, type ConsumedRecord, type ProducerRecord, type TopicPartition } from '../bus/index.js'
+import { BusError, type BusBackend, type BusConsumer, type BusProducer, type ConsumedRecord, type ProducerRecord, type RebalanceListener, type TopicPartition } from '../bus/index.js'
 import type { Codec } from './codec.js'
 import { decodeRecord, deferred, settleLoop, PATTERN_DEFAULTS, sleep, type PatternRecord, type Subscription } from './subscription.js'
 
@@ -44,6 +44,12 @@ export interface DurableOptions<V> {
   /** Default {@link PATTERN_DEFAULTS.retryBackoffMs}. */
   retryBackoffMs?: number
   sessionTimeoutMs?: number
+  /**
+   * Told which partitions this member gains and loses (run inside the pattern's poll, between
+   * batches; `assigned` after the new partitions' positions are set to the group's committed
+   * offsets). For observing how a group of processes splits the input, e.g. in logs.
+   */
+  listener?: RebalanceListener
   /** Test hooks: called after the transaction's sends, before its commit. */
   faults?: { beforeCommit?(records: ConsumedRecord[]): void | Promise<void> }
 }
@@ -114,7 +120,7 @@ export function startDurable<V>(opts: DurableOptions<V>): Subscription & { reado
   const run = async (): Promise<void> => {
     consumer = await opts.bus.consumer({ groupId: opts.groupId, pollRecordsMax: opts.batchSizeMax, sessionTimeoutMs: opts.sessionTimeoutMs, autoOffsetReset: 'earliest' })
     producer = await opts.bus.producer({ transactionalId: opts.transactionalId })
-    await consumer.subscribe(opts.topics)
+    await consumer.subscribe(opts.topics, opts.listener)
     ready.resolve()
     let failures = 0
     while (!stopping) {

@@ -156,6 +156,7 @@ export class KafkaConsumer implements BusConsumer {
       readUncommitted: false,
       allowAutoTopicCreation: false,
       retry: { retries: 5, initialRetryTime: 100 },
+      ...(this.bus.opts.partitionAssigners ? { partitionAssigners: this.bus.opts.partitionAssigners } : {}),
     })
     this.kc = kc
     this.kcTopics = [...topics].sort()

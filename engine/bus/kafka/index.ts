@@ -14,7 +14,7 @@
  * not implement CreateTopics; pass {@link KafkaMockCluster.createTopics}).
  */
 import kafkajs from 'kafkajs'
-import type { Admin, Kafka as KafkaClient, Producer, Transaction } from 'kafkajs'
+import type { Admin, Kafka as KafkaClient, PartitionAssigner, Producer, Transaction } from 'kafkajs'
 import { PartitionResolver } from '../partitioner.js'
 import {
   BusError,
@@ -55,6 +55,12 @@ export interface KafkaBusOptions {
   heartbeatIntervalMs?: number
   /** kafkajs log level name. Default 'NOTHING' (kafkajs logs expected rebalance errors loudly). */
   logLevel?: 'NOTHING' | 'ERROR' | 'WARN' | 'INFO' | 'DEBUG'
+  /**
+   * Partition assigners a group consumer offers when it joins, in order of preference (kafkajs
+   * `partitionAssigners`). Default: kafkajs' round robin. On librdkafka's mock cluster pass
+   * `mockClusterAssigners()` (./mock-cluster.ts) when several processes share a group.
+   */
+  partitionAssigners?: PartitionAssigner[]
 }
 
 /** Creates a kafka bus; connects lazily. Throws 'bad-input' on an empty broker list. */
@@ -66,7 +72,7 @@ export function createKafkaBus(opts: KafkaBusOptions): BusBackend {
 /** Internal settings shared with ./consumer.ts. */
 export interface KafkaBusInternals {
   readonly kafka: KafkaClient
-  readonly opts: Required<Pick<KafkaBusOptions, 'fetchMaxWaitMs' | 'heartbeatIntervalMs' | 'clientId'>>
+  readonly opts: Required<Pick<KafkaBusOptions, 'fetchMaxWaitMs' | 'heartbeatIntervalMs' | 'clientId'>> & Pick<KafkaBusOptions, 'partitionAssigners'>
   admin(): Promise<Admin>
   offsets(tps: TopicPartition[]): Promise<{ start: number; end: number }[]>
   committed(groupId: string, tps: TopicPartition[]): Promise<(number | null)[]>
@@ -87,6 +93,7 @@ class KafkaBus implements BusBackend, KafkaBusInternals {
       clientId: options.clientId ?? 'sluice',
       fetchMaxWaitMs: options.fetchMaxWaitMs ?? 100,
       heartbeatIntervalMs: options.heartbeatIntervalMs ?? 500,
+      partitionAssigners: options.partitionAssigners,
     }
     this.kafka = new Kafka({
       clientId: this.opts.clientId,

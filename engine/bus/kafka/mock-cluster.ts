@@ -16,8 +16,14 @@
  * - Metadata requests auto-create an unknown topic with 4 partitions, even with
  *   allow_auto_topic_creation=false (kafkajs admin): 'unknown-topic' cannot be shown, and
  *   {@link KafkaMockCluster.createTopics} must run before any client touches a topic.
- * - Consumer groups (JoinGroup/SyncGroup/Heartbeat/LeaveGroup, OffsetCommit/Fetch) work.
+ * - Consumer groups (JoinGroup/SyncGroup/Heartbeat/LeaveGroup, OffsetCommit/Fetch) work, with one
+ *   race: the mock completes a sync as soon as the leader's SyncGroup has brought an assignment for
+ *   every member, and answers a follower's SyncGroup that arrives after that with INVALID_REQUEST
+ *   (kafkajs then crashes the consumer). A follower in another process, whose first join runs cold
+ *   code, loses that race every time (observed: leader 4 ms, follower 10 ms after the JoinGroup
+ *   response). {@link mockClusterAssigners} delays the leader's assignment so followers sync first.
  */
+import kafkajs, { type PartitionAssigner } from 'kafkajs'
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { dirname, join } from 'node:path'
@@ -110,6 +116,30 @@ export async function startKafkaMockCluster(opts: KafkaMockOptions = {}): Promis
   }
   await cluster.createTopics(opts.topics ?? [])
   return cluster
+}
+
+/** Default delay of the group leader's assignment on the mock, ms: far above a cold follower's ~10 ms. */
+export const MOCK_SYNC_DELAY_MS = 250
+
+/**
+ * kafkajs' round-robin assigner (same protocol name, so it mixes with plain members) whose
+ * assign() first waits `syncDelayMs`: the leader's SyncGroup then reaches the mock after the
+ * followers' (see the file comment). For `createKafkaBus({ partitionAssigners })` on the mock
+ * only; every rebalance takes `syncDelayMs` longer.
+ */
+export function mockClusterAssigners(syncDelayMs: number = MOCK_SYNC_DELAY_MS): PartitionAssigner[] {
+  if (!Number.isInteger(syncDelayMs) || syncDelayMs < 0) throw new BusError('bad-input', `syncDelayMs must be an integer >= 0, syncDelayMs=${syncDelayMs}`)
+  const roundRobin: PartitionAssigner = kafkajs.PartitionAssigners.roundRobin
+  return [(config) => {
+    const assigner = roundRobin(config)
+    return {
+      ...assigner,
+      assign: async (group) => {
+        await new Promise((r) => setTimeout(r, syncDelayMs))
+        return assigner.assign(group)
+      },
+    }
+  }]
 }
 
 function stopChild(child: ChildProcess, timeoutMs: number): Promise<void> {

@@ -1,0 +1,144 @@
+/**
+ * Durable pattern as a process on the Kafka backend: orders in, invoices out. Start it several
+ * times with the same --group and the processes split the partitions of the order topic between
+ * them; when one dies, the others take its partitions over at the group's committed positions.
+ *
+ *   node dist/examples/patterns/durable-kafka.js --brokers HOST:PORT[,HOST:PORT] --instance a
+ *     [--group billing] [--input orders] [--output invoices] [--session-timeout-ms 10000]
+ *     [--log-level NOTHING|ERROR|WARN|INFO|DEBUG]   (kafkajs' log, on stderr)
+ *     [--mock]   the brokers are librdkafka's mock cluster (tools/kafka-mock): group leaders delay
+ *                their assignment, or a second process's SyncGroup fails (see mockClusterAssigners)
+ *
+ * The topics must exist (on librdkafka's mock cluster: `dist/tools/kafka-mock/mock-cluster 1
+ * orders:6 invoices:6`). Each process needs its own --instance: it names the process in logs and
+ * makes its transactionalId (`<group>-<instance>`), which must be unique among the running
+ * processes and stable across restarts of the same one (a restart then fences the transaction
+ * its predecessor left open, instead of leaving it to the broker's transaction timeout).
+ *
+ * Stdout: one JSON line per event, for logs and for test/patterns-scaleout.test.ts:
+ *   {"event":"ready",...}                             a group member, about to be assigned
+ *   {"event":"assigned","partitions":[..],"committed":[..]}   gained partitions, and the group's
+ *                                                     committed offsets they start from (null: none)
+ *   {"event":"revoked","partitions":[..]}             lost partitions
+ *   {"event":"batch","n":N,"records":R}               batch N handed to the processor
+ *   {"event":"committed","n":N} | {"event":"failed","n":N}   its transaction's outcome
+ *   {"event":"stopped","stats":{..}}                  after SIGTERM/SIGINT: drained, exits 0
+ * Each invoice carries headers `source` (orders:partition:offset) and `batch` (instance:N).
+ */
+import { pathToFileURL } from 'node:url'
+import { createKafkaBus, mockClusterAssigners, type BusBackend, type KafkaBusOptions, type TopicPartition } from '../../engine/bus/index.js'
+import { jsonCodec, startDurable, type DurableStats, type Subscription } from '../../engine/patterns/index.js'
+
+/** An order, keyed by customer on the input topic. */
+export interface Order { id: string; customer: string; amountCents: number }
+/** The invoice of one order, keyed by customer on the output topic. */
+export interface Invoice { orderId: string; customer: string; totalCents: number }
+
+/** Codecs of both topics, shared with producers and readers of them. */
+export const orderCodec = jsonCodec<Order>()
+export const invoiceCodec = jsonCodec<Invoice>()
+
+/** Settings of one billing process. */
+export interface BillingOptions {
+  bus: BusBackend
+  groupId: string
+  /** Names this process; its transactionalId is `<groupId>-<instance>`. */
+  instance: string
+  input: string
+  output: string
+  sessionTimeoutMs?: number
+  /** Receives one event object per line of the program's stdout (see the file comment). */
+  log: (event: Record<string, unknown>) => void
+}
+
+/**
+ * Starts the billing processor: a durable subscription whose processor turns each order into its
+ * invoice (20% added). Logs assignments and the outcome of every batch's transaction.
+ */
+export function startBilling(o: BillingOptions): Subscription & { readonly stats: DurableStats } {
+  let batch = 0
+  let committedAtLastBatch = 0
+  // The loop runs one batch at a time: between two onNext calls exactly the previous batch's
+  // outcome is counted (a decode failure without onNext only adds to batchesFailed).
+  const reportPrevious = (): void => {
+    if (batch === 0) return
+    o.log({ event: sub.stats.batchesCommitted > committedAtLastBatch ? 'committed' : 'failed', n: batch })
+  }
+  const partitions = (tps: TopicPartition[]): number[] => tps.map((tp) => tp.partition).sort((a, b) => a - b)
+  const sub = startDurable({
+    bus: o.bus, groupId: o.groupId, topics: [o.input], transactionalId: `${o.groupId}-${o.instance}`, codec: orderCodec,
+    sessionTimeoutMs: o.sessionTimeoutMs,
+    listener: {
+      assigned: async (tps) => o.log({ event: 'assigned', partitions: partitions(tps), committed: await o.bus.committed(o.groupId, tps) }),
+      revoked: (tps) => o.log({ event: 'revoked', partitions: partitions(tps) }),
+    },
+    processor: {
+      // Outputs are returned, never sent: the pattern commits them with the consumed positions.
+      onNext: (records) => {
+        reportPrevious()
+        committedAtLastBatch = sub.stats.batchesCommitted
+        o.log({ event: 'batch', n: ++batch, records: records.length })
+        return records.map((r) => {
+          const order = r.value!
+          return {
+            topic: o.output, key: order.customer,
+            value: invoiceCodec.encode({ orderId: order.id, customer: order.customer, totalCents: Math.round(order.amountCents * 1.2) }),
+            headers: { source: `${r.topic}:${r.partition}:${r.offset}`, batch: `${o.instance}:${batch}` },
+          }
+        })
+      },
+    },
+  })
+  return {
+    get stats() { return sub.stats },
+    ready: sub.ready,
+    done: sub.done,
+    async stop(opts) {
+      await sub.stop(opts)
+      reportPrevious()
+      batch = 0
+    },
+  }
+}
+
+function arg(args: string[], name: string, fallback?: string): string {
+  const i = args.indexOf(`--${name}`)
+  const v = i >= 0 ? args[i + 1] : fallback
+  if (v === undefined) throw new Error(`--${name} is required`)
+  return v
+}
+
+/** The program: runs one billing process until SIGTERM or SIGINT, then drains and exits 0. */
+export async function main(args: string[]): Promise<void> {
+  const log = (e: Record<string, unknown>): void => void process.stdout.write(`${JSON.stringify(e)}\n`)
+  const logLevel = arg(args, 'log-level', 'NOTHING') as KafkaBusOptions['logLevel']
+  const bus = createKafkaBus({
+    brokers: arg(args, 'brokers').split(','), clientId: `billing-${arg(args, 'instance')}`, logLevel,
+    ...(args.includes('--mock') ? { partitionAssigners: mockClusterAssigners() } : {}),
+  })
+  const sessionTimeoutMs = Number(arg(args, 'session-timeout-ms', '10000'))
+  const billing = startBilling({
+    bus, groupId: arg(args, 'group', 'billing'), instance: arg(args, 'instance'),
+    input: arg(args, 'input', 'orders'), output: arg(args, 'output', 'invoices'), sessionTimeoutMs, log,
+  })
+  const stop = new Promise<string>((resolve) => {
+    process.once('SIGTERM', () => resolve('SIGTERM'))
+    process.once('SIGINT', () => resolve('SIGINT'))
+  })
+  await billing.ready
+  log({ event: 'ready', instance: arg(args, 'instance'), pid: process.pid })
+  const reason = await Promise.race([stop, billing.done.then(() => 'done')])
+  await billing.stop()
+  log({ event: 'stopped', reason, stats: billing.stats })
+  await bus.close()
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  main(process.argv.slice(2)).then(
+    () => process.exit(0),
+    (e: Error) => {
+      process.stderr.write(`durable-kafka: ${e.message}\n`)
+      process.exit(1)
+    },
+  )
+}

@@ -6,8 +6,10 @@
  *   node dist/examples/patterns/durable-kafka.js --brokers HOST:PORT[,HOST:PORT] --instance a
  *     [--group billing] [--input orders] [--output invoices] [--session-timeout-ms 10000]
  *     [--log-level NOTHING|ERROR|WARN|INFO|DEBUG]   (kafkajs' log, on stderr)
- *     [--mock]   the brokers are librdkafka's mock cluster (tools/kafka-mock): group leaders delay
- *                their assignment, or a second process's SyncGroup fails (see mockClusterAssigners)
+ *     [--mock]   the brokers are librdkafka's mock cluster (tools/kafka-mock): producers without
+ *                idempotence (the mock cannot initialise them) and group leaders that delay their
+ *                assignment, or a second process's SyncGroup fails (see mockClusterAssigners).
+ *                Without it the settings are a real cluster's: idempotent transactional producers.
  *
  * The topics must exist (on librdkafka's mock cluster: `dist/tools/kafka-mock/mock-cluster 1
  * orders:6 invoices:6`). Each process needs its own --instance: it names the process in logs and
@@ -112,9 +114,10 @@ function arg(args: string[], name: string, fallback?: string): string {
 export async function main(args: string[]): Promise<void> {
   const log = (e: Record<string, unknown>): void => void process.stdout.write(`${JSON.stringify(e)}\n`)
   const logLevel = arg(args, 'log-level', 'NOTHING') as KafkaBusOptions['logLevel']
+  const mock = args.includes('--mock')
   const bus = createKafkaBus({
     brokers: arg(args, 'brokers').split(','), clientId: `billing-${arg(args, 'instance')}`, logLevel,
-    ...(args.includes('--mock') ? { partitionAssigners: mockClusterAssigners() } : {}),
+    idempotent: !mock, ...(mock ? { partitionAssigners: mockClusterAssigners() } : {}),
   })
   const sessionTimeoutMs = Number(arg(args, 'session-timeout-ms', '10000'))
   const billing = startBilling({

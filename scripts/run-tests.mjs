@@ -3,7 +3,7 @@
  * Runs every compiled uvu test file (dist/test/**\/*.test.js) in its own Node process, one after
  * another, so a leaked handle or global state in one file cannot stall or skew the others, and
  * a hung file is killed after its timeout instead of hanging CI.
- *   node scripts/run-tests.mjs [substring ...]     only files whose path contains a substring
+ *   node scripts/run-tests.mjs [substring ...]     only files whose path under dist/test contains a substring
  * Env: SLUICE_TEST_TIMEOUT_S (default 300) per file.
  * Prints each file's output, then "N passed, N failed, N skipped"; exits 1 if anything failed.
  */
@@ -24,7 +24,7 @@ function list(d) {
 }
 
 const strip = (s) => s.replace(/\x1b\[[0-9;]*m/g, '');
-const files = list(dir).sort().filter((f) => filters.length === 0 || filters.some((x) => f.includes(x)));
+const files = list(dir).sort().filter((f) => filters.length === 0 || filters.some((x) => path.relative(dir, f).includes(x)));
 if (files.length === 0) {
   console.error(`no test files under ${dir}${filters.length ? ` matching ${filters.join(', ')}` : ''}; run npm run build first`);
   process.exit(1);

@@ -12,6 +12,7 @@ import {
   type BusBackend,
   type BusConsumer,
   type BusProducer,
+  type BusRecord,
   type BusTransaction,
   type ConsumedRecord,
   type ConsumerOptions,
@@ -26,6 +27,7 @@ import {
   type TopicSpec,
 } from '../types.js'
 import { MemoryGroup, type GroupMember } from './group.js'
+import { ValueSlab } from './slab.js'
 import { PartitionLog, type TxnState } from './log.js'
 import type { BusStore, GroupWrite, PartitionWrite, RestoredBus } from '../store.js'
 
@@ -58,6 +60,8 @@ class MemoryBus implements BusBackend {
   readonly txnEpochs = new Map<string, number>()
   readonly producers = new Set<MemoryProducer>()
   readonly consumers = new Set<MemoryConsumer>()
+  /** Copies of sent values (see ./slab.ts). */
+  readonly values = new ValueSlab()
   private waiters = new Set<() => void>()
   private memberSeq = 0
   private closed = false
@@ -184,12 +188,13 @@ class MemoryBus implements BusBackend {
   }
 }
 
-function toStored(r: ProducerRecord): { key: string | null; value: Uint8Array | null; headers: Record<string, string>; timestampMs: number } {
+/** The stored copy of a sent record; `nowMs` is the send's time (one clock read per send). */
+function toStored(r: ProducerRecord, nowMs: number, values: ValueSlab): BusRecord {
   return {
     key: r.key,
-    value: r.value === null ? null : Uint8Array.prototype.slice.call(r.value), // a copy even for a Buffer
+    value: r.value === null ? null : values.copy(r.value),
     headers: r.headers ? { ...r.headers } : {},
-    timestampMs: r.timestampMs ?? Date.now(),
+    timestampMs: r.timestampMs ?? nowMs,
   }
 }
 
@@ -226,7 +231,8 @@ class MemoryProducer implements BusProducer {
     const partitions = await this.resolver.resolve(records)
     this.checkUsable()
     const logs = partitions.map((partition, i) => this.bus.log({ topic: records[i].topic, partition }))
-    const stored = records.map(toStored)
+    const nowMs = Date.now()
+    const stored = records.map((r) => toStored(r, nowMs, this.bus.values))
     if (this.bus.store) {
       // Durable before visible: offsets are the ones the appends below will assign.
       const writes = new Map<PartitionLog, PartitionWrite>()
@@ -249,12 +255,13 @@ class MemoryProducer implements BusProducer {
   async append(records: ProducerRecord[], txn: TxnState, touched: Map<PartitionLog, PartitionWrite>): Promise<RecordMetadata[]> {
     const partitions = await this.resolver.resolve(records)
     const out = new Array<RecordMetadata>(records.length)
+    const nowMs = Date.now()
     for (let i = 0; i < records.length; i++) {
       const r = records[i]
       const log = this.bus.log({ topic: r.topic, partition: partitions[i] })
       let w = touched.get(log)
       if (!w) touched.set(log, (w = { topic: r.topic, partition: partitions[i], records: [], endOffset: 0 }))
-      const stored = toStored(r)
+      const stored = toStored(r, nowMs, this.bus.values)
       const offset = log.append(stored, txn)
       w.records.push({ offset, record: stored })
       out[i] = { topic: r.topic, partition: partitions[i], offset }

@@ -4,33 +4,40 @@
  *
  * ```
  * <dir>/topics/                  topic specs, one record per createTopics entry
- * <dir>/t/<topic>/<partition>/   one durable queue per partition: the partition's records
- * <dir>/groups/                  committed group positions, in commit order
+ * <dir>/t/<topic>/<partition>/   one durable queue per partition: one batch record per write
+ * <dir>/groups/                  committed group positions, one record per commit
  * <dir>/txn/                     transaction log: one record per committed transaction
  * ```
- * (topic names are percent-encoded; record layouts in ./codec.ts).
+ * (topic names are percent-encoded; binary layouts in ./codec.ts).
  *
  * Every write (transactional or not, and consumer commits) goes through the transaction log, which
- * is the write-ahead log of the bus and the only queue fsynced per the `fsync` policy (one
- * fdatasync per commit); partitions and the group queue are written without fsync and redone from
- * it on recovery.
+ * is the write-ahead log of the bus and the only queue fsynced per the `fsync` policy (one write
+ * and one fdatasync per commit); partitions and the group queue are written without fsync and
+ * redone from it on recovery.
  *
  * Transactions: a commit first appends ONE record to the transaction log holding everything the
- * transaction decided: each partition's records with their offsets and the partition's end
- * offset, and the group positions (after Kafka's transaction coordinator, which logs the decision
- * before writing markers). That single append, flushed, is the commit point: engine/journal cuts
- * a torn record off on recovery, so a transaction is either in the log whole or not at all. Then
- * the commit writes each partition's records as one atomic `appendBatch` and the positions to the
- * group queue, every record stamped with the transaction's sequence number. Recovery (on open)
- * reads each partition and the group queue, finds the highest transaction sequence each holds,
- * and re-applies every logged transaction above it (redo). So after a crash at any point (kill -9
- * between the log append and the partition appends included) either the whole transaction
- * (records of every partition and positions) is visible, or none of it.
+ * transaction decided: each written partition's batch (its records with their offsets, the
+ * partition's end offset) and the group positions (after Kafka's transaction coordinator, which
+ * logs the decision before writing markers). That single append, flushed, is the commit point:
+ * engine/journal cuts a torn record off on recovery, so a transaction is either in the log whole
+ * or not at all. Then the commit hands each partition's batch (the same bytes, encoded once) to
+ * the partition's appender and the positions to the group queue's, every record stamped with the
+ * transaction's sequence number. Those appenders are not flushed per commit: they write when their
+ * buffer passes engine/journal's writeBufferBytes, and at close. Recovery (on open) reads each
+ * partition and the group queue, finds the highest transaction sequence each holds, and re-applies
+ * every logged transaction above it (redo). So after a crash at any point (kill -9 between the
+ * log append and the partition appends, or with any mix of partitions flushed) either the whole
+ * transaction (records of every partition and positions) is visible, or none of it.
+ *
+ * Why not write each record only once, to its partition, with a small commit record in the log
+ * (Kafka's control records)? Then the commit record may reach the disk only after every written
+ * partition's records did: one fdatasync per written partition before the log's, where this
+ * layout pays one fdatasync per commit for a second memcpy of the records.
  *
  * Reads, groups, fencing: the in-process model of engine/bus/memory (read_committed visibility,
  * last stable offset, range assignor, membership within one process), rebuilt from the queues on
  * open; records of transactions open or aborted at a crash leave gaps in the offsets, which
- * consumers skip as they skip markers. Offsets survive restarts (each partition write records the
+ * consumers skip as they skip markers. Offsets survive restarts (each partition batch records the
  * partition's end offset, markers included). Limits: the whole bus is held in memory after open
  * (the queues are read once, at open); one process opens a directory at a time (the journal's
  * appender lock); the transaction log is never truncated.
@@ -42,22 +49,13 @@ import { tpKey } from '../partitioner.js'
 import { createStoredBus } from '../memory/index.js'
 import type { BusBackend, TopicSpec } from '../types.js'
 import type { BusStore, GroupWrite, PartitionWrite, RestoredBus, StoredRecord } from '../store.js'
-import {
-  decodeList,
-  decodeRecord,
-  decodeUnit,
-  encodeList,
-  encodeRecord,
-  encodeUnit,
-  type GroupHeader,
-  type TxnHeader,
-} from './codec.js'
+import { EntryWriter, decodeBatch, decodeGroupEntry, decodeTopic, decodeTxn, encodeGroupEntry, encodeTopic, encodeTxn } from './codec.js'
 
 /** Options of {@link createJournalBus}. */
 export interface JournalBusOptions {
   /** Directory holding the bus; created if missing. One process at a time. */
   dir: string
-  /** engine/journal fsync policy of every queue. Default 'batch': fdatasync at each commit/send. */
+  /** engine/journal fsync policy of the transaction log. Default 'batch': one fdatasync per commit/send. */
   fsync?: FsyncPolicy
   /** Segment roll size of each queue, bytes. Default: engine/journal's (64 MiB). */
   segmentBytes?: number
@@ -66,7 +64,8 @@ export interface JournalBusOptions {
 /**
  * Opens (or creates) a journal bus at `opts.dir`, recovering it first (see the module doc).
  * Throws JournalLockedError when another process has it open, JournalCorruptionError (file and
- * offset) on damage other than a torn tail.
+ * offset) on damage other than a torn tail, Error naming the queue and record for an entry that
+ * does not decode (e.g. a directory written by another layout).
  */
 export function createJournalBus(opts: JournalBusOptions): Promise<BusBackend> {
   const store = new JournalStore(opts)
@@ -79,15 +78,25 @@ export function createJournalBus(opts: JournalBusOptions): Promise<BusBackend> {
   }
 }
 
-/** Fault points for crash tests: SLUICE_BUS_FAULT=after-txn-log|after-first-partition kills the process there. */
-function faultAt(point: string): void {
-  if (process.env.SLUICE_BUS_FAULT === point) process.kill(process.pid, 'SIGKILL')
+/**
+ * Fault points for crash tests, SLUICE_BUS_FAULT=<point> kills the process there:
+ * `after-txn-log` (commit point written, nothing else), `after-first-partition` (the first
+ * written partition's queue flushed to its file, the others and the group queue not).
+ */
+function faultAt(point: string): boolean {
+  return process.env.SLUICE_BUS_FAULT === point
 }
 
-function readAll(dir: string, each: (bytes: Uint8Array) => void): void {
+function die(): never {
+  process.kill(process.pid, 'SIGKILL')
+  throw new Error('unreachable: SIGKILL to self returned')
+}
+
+/** Calls `each` with every record of the queue at `dir` and a name for errors (`<queue> record <i>`). */
+function readAll(dir: string, queue: string, each: (bytes: Uint8Array, where: string) => void): void {
   const t = Tailer.open({ dir })
   try {
-    for (let r = t.next(); r !== null; r = t.next()) each(r.bytes)
+    for (let r = t.next(), i = 0; r !== null; r = t.next(), i++) each(r.bytes, `${queue} record ${i}`)
   } finally {
     t.close()
   }
@@ -97,7 +106,7 @@ interface PartitionState {
   appender: Appender
   records: StoredRecord[]
   endOffset: number
-  /** Highest transaction sequence applied to this partition. */
+  /** Highest transaction sequence applied to this partition (in its queue or its appender's buffer). */
   appliedSeq: number
 }
 
@@ -107,6 +116,8 @@ class JournalStore implements BusStore {
   private readonly segmentBytes: number | undefined
   private readonly topics = new Map<string, TopicSpec>()
   private readonly partitions = new Map<string, PartitionState>()
+  /** Scratch every entry is encoded into (the appenders copy it). */
+  private readonly writer = new EntryWriter()
   private topicLog: Appender | null = null
   private groupLog: Appender | null = null
   private txnLog: Appender | null = null
@@ -122,7 +133,7 @@ class JournalStore implements BusStore {
 
   /**
    * Only the transaction log (and the rare topic log) fsync per the policy: partitions and the
-   * group queue are rebuilt from the transaction log on recovery, so one fdatasync per commit.
+   * group queue are redone from the transaction log on recovery, so one fdatasync per commit.
    */
   private open(dir: string, durable = false): Appender {
     return Appender.open({ dir, fsync: durable ? this.fsync : 'none', ...(this.segmentBytes === undefined ? {} : { segmentBytes: this.segmentBytes }) })
@@ -136,21 +147,23 @@ class JournalStore implements BusStore {
   recover(): RestoredBus {
     fs.mkdirSync(this.dir, { recursive: true })
     this.topicLog = this.open(path.join(this.dir, 'topics'), true)
-    readAll(path.join(this.dir, 'topics'), (b) => {
-      const spec = decodeUnit<TopicSpec>(b).header
+    readAll(path.join(this.dir, 'topics'), 'topics', (b, where) => {
+      const spec = decodeTopic(b, where)
       this.topics.set(spec.name, spec)
     })
     for (const spec of this.topics.values()) {
       for (let p = 0; p < spec.partitions; p++) {
         const dir = this.partitionDir(spec.name, p)
         const state: PartitionState = { appender: this.open(dir), records: [], endOffset: 0, appliedSeq: 0 }
-        readAll(dir, (b) => {
-          const { header, record } = decodeRecord(b)
-          state.records.push({ offset: header.o, record })
-          if (header.e > state.endOffset) state.endOffset = header.e
-          if (header.s > state.appliedSeq) state.appliedSeq = header.s
+        readAll(dir, `partition ${spec.name}/${p}`, (b, where) => {
+          // A copy: record values are views into it, and the tailer reuses its buffer.
+          const batch = decodeBatch(b.slice(), where)
+          for (const r of batch.records) state.records.push(r)
+          if (batch.endOffset > state.endOffset) state.endOffset = batch.endOffset
+          if (batch.seq > state.appliedSeq) state.appliedSeq = batch.seq
         })
         this.partitions.set(tpKey(spec.name, p), state)
+        if (state.appliedSeq > this.txnSeq) this.txnSeq = state.appliedSeq
       }
     }
     const committed = new Map<string, Map<string, number>>()
@@ -161,34 +174,34 @@ class JournalStore implements BusStore {
     }
     let groupsSeq = 0
     this.groupLog = this.open(path.join(this.dir, 'groups'))
-    readAll(path.join(this.dir, 'groups'), (b) => {
-      const h = decodeUnit<GroupHeader>(b).header
-      applyGroup({ groupId: h.g, positions: h.p.map(([topic, partition, offset]) => ({ topic, partition, offset })) })
-      if (h.s > groupsSeq) groupsSeq = h.s
+    readAll(path.join(this.dir, 'groups'), 'groups', (b, where) => {
+      const e = decodeGroupEntry(b, where)
+      e.groups.forEach(applyGroup)
+      if (e.seq > groupsSeq) groupsSeq = e.seq
     })
+    if (groupsSeq > this.txnSeq) this.txnSeq = groupsSeq
     this.txnLog = this.open(path.join(this.dir, 'txn'), true)
-    readAll(path.join(this.dir, 'txn'), (b) => {
-      const { header, body } = decodeUnit<TxnHeader>(b)
-      this.txnSeq = header.s
-      const items = decodeList(body)
-      let at = 0
-      for (const part of header.parts) {
-        const frames = items.slice(at, at + part.n)
-        at += part.n
-        const state = this.partitions.get(tpKey(part.t, part.p))
-        if (!state) throw new Error(`transaction log entry ${header.s} names an unknown partition, topic=${part.t} partition=${part.p}`)
-        if (state.appliedSeq >= header.s) continue
-        state.appender.appendBatch(frames)
-        state.appender.flush()
-        for (const f of frames) state.records.push({ offset: decodeRecord(f).header.o, record: decodeRecord(f).record })
-        state.endOffset = Math.max(state.endOffset, part.e)
-        state.appliedSeq = header.s
+    readAll(path.join(this.dir, 'txn'), 'txn', (b, where) => {
+      const txn = decodeTxn(b, where)
+      if (txn.seq > this.txnSeq) this.txnSeq = txn.seq
+      for (const part of txn.parts) {
+        const state = this.partitions.get(tpKey(part.topic, part.partition))
+        if (!state) throw new Error(`transaction-log entry names an unknown partition, ${where} seq=${txn.seq} topic=${part.topic} partition=${part.partition}`)
+        if (state.appliedSeq >= txn.seq) continue
+        // Redo: the queue gets the batch the commit would have appended.
+        state.appender.append(part.batch)
+        const batch = decodeBatch(part.batch.slice(), `${where} part ${part.topic}/${part.partition}`)
+        for (const r of batch.records) state.records.push(r)
+        if (batch.endOffset > state.endOffset) state.endOffset = batch.endOffset
+        state.appliedSeq = txn.seq
       }
-      if (header.s > groupsSeq && header.groups.length > 0) {
-        this.appendGroups(header.groups, header.s)
-        header.groups.forEach(applyGroup)
+      if (txn.seq > groupsSeq && txn.groups.length > 0) {
+        this.groupLog!.append(encodeGroupEntry(this.writer, txn.seq, txn.groups))
+        txn.groups.forEach(applyGroup)
+        groupsSeq = txn.seq
       }
     })
+    for (const s of this.partitions.values()) s.appender.flush()
     this.groupLog.flush()
     return {
       topics: [...this.topics.values()].map((spec) => ({
@@ -214,7 +227,7 @@ class JournalStore implements BusStore {
       this.partitions.set(tpKey(spec.name, p), { appender: this.open(this.partitionDir(spec.name, p)), records: [], endOffset: 0, appliedSeq: 0 })
     }
     // The spec is written after the partition queues exist, so a recovered spec always has them.
-    this.topicLog!.append(encodeUnit({ ...spec }, null))
+    this.topicLog!.append(encodeTopic(spec))
     this.topicLog!.flush()
     this.topics.set(spec.name, spec)
   }
@@ -226,34 +239,32 @@ class JournalStore implements BusStore {
 
   commitTransaction(writes: PartitionWrite[], groups: GroupWrite[]): void {
     this.checkOpen()
+    // Every partition is resolved before the commit point, so a logged entry always redoes.
+    const states = writes.map((w) => this.partition(w.topic, w.partition))
     const seq = this.txnSeq + 1
-    const frames = writes.map((w) => w.records.map((r) => encodeRecord(r, w.endOffset, seq)))
-    const header: TxnHeader = { s: seq, parts: writes.map((w, i) => ({ t: w.topic, p: w.partition, n: frames[i].length, e: w.endOffset })), groups }
-    // The commit point: one record, atomic on recovery.
-    this.txnLog!.append(encodeUnit(header, encodeList(frames.flat())))
+    const { entry, batches } = encodeTxn(this.writer, seq, writes, groups)
+    // The commit point: one record, fdatasynced per the policy, atomic on recovery.
+    this.txnLog!.append(entry)
     this.txnLog!.flush()
     this.txnSeq = seq
-    faultAt('after-txn-log')
-    writes.forEach((w, i) => {
-      const a = this.partition(w.topic, w.partition).appender
-      a.appendBatch(frames[i])
-      a.flush()
-      if (i === 0) faultAt('after-first-partition')
-    })
-    if (groups.length > 0) {
-      this.appendGroups(groups, seq)
-      this.groupLog!.flush()
+    if (faultAt('after-txn-log')) die()
+    // Partitions and the group queue are written without flush: their appenders write when
+    // their buffers fill (writeBufferBytes) or at close; a crash loses only what recovery
+    // redoes from the log. So a commit costs one write and one fdatasync, not one per queue.
+    for (let i = 0; i < states.length; i++) {
+      states[i].appender.append(batches[i])
+      states[i].appliedSeq = seq
+      if (i === 0 && faultAt('after-first-partition')) {
+        states[i].appender.flush()
+        die()
+      }
     }
+    // Last: encoding the group entry reuses the writer, whose views `batches` are.
+    if (groups.length > 0) this.groupLog!.append(encodeGroupEntry(this.writer, seq, groups))
   }
 
   commitOffsets(group: GroupWrite): void {
     this.commitTransaction([], [group])
-  }
-
-  private appendGroups(groups: GroupWrite[], seq: number): void {
-    this.groupLog!.appendBatch(
-      groups.map((g) => encodeUnit({ s: seq, g: g.groupId, p: g.positions.map((p) => [p.topic, p.partition, p.offset]) } satisfies GroupHeader, null)),
-    )
   }
 
   private checkOpen(): void {

@@ -31,6 +31,7 @@ export class ValueSlab {
     this.slab.set(value, at)
     // 8-byte alignment keeps later views of the slab usable by aligned typed arrays.
     this.used = (at + n + 7) & ~7
-    return this.slab.subarray(at, at + n)
+    // The constructor, not subarray(): subarray looks up the species constructor on every call.
+    return new Uint8Array(this.slab.buffer, at, n)
   }
 }

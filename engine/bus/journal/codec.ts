@@ -394,6 +394,13 @@ export interface DecodedTxn {
   groups: GroupWrite[]
 }
 
+/** The seq of a transaction-log entry (checks the magic only). */
+export function decodeTxnSeq(bytes: Uint8Array, where: string): number {
+  const r = new EntryReader(bytes, where)
+  r.magic(MAGIC_TXN, 'transaction-log entry')
+  return r.u64('transaction seq')
+}
+
 /** Decodes a transaction-log entry; batch bytes stay undecoded (see {@link decodeBatch}). */
 export function decodeTxn(bytes: Uint8Array, where: string): DecodedTxn {
   const r = new EntryReader(bytes, where)

@@ -13,7 +13,11 @@
  * Every write (transactional or not, and consumer commits) goes through the transaction log, which
  * is the write-ahead log of the bus and the only queue fsynced per the `fsync` policy (one write
  * and one fdatasync per commit); partitions and the group queue are written without fsync and
- * redone from it on recovery.
+ * redone from it on recovery. A transaction commit's fdatasync runs on libuv's thread pool
+ * (Appender.flushAsync): the entry is written before commitTransaction returns, so commits stay
+ * in call order, and the commit is confirmed (and becomes visible) when the sync finishes, in seq
+ * order; meanwhile the caller prepares its next batch. Sends and consumer commits sync on the
+ * calling thread.
  *
  * Transactions: a commit first appends ONE record to the transaction log holding everything the
  * transaction decided: each written partition's batch (its records with their offsets, the
@@ -23,11 +27,16 @@
  * or not at all. Then the commit hands each partition's batch (the same bytes, encoded once) to
  * the partition's appender and the positions to the group queue's, every record stamped with the
  * transaction's sequence number. Those appenders are not flushed per commit: they write when their
- * buffer passes engine/journal's writeBufferBytes, and at close. Recovery (on open) reads each
- * partition and the group queue, finds the highest transaction sequence each holds, and re-applies
- * every logged transaction above it (redo). So after a crash at any point (kill -9 between the
- * log append and the partition appends, or with any mix of partitions flushed) either the whole
- * transaction (records of every partition and positions) is visible, or none of it.
+ * buffer passes engine/journal's writeBufferBytes, and at close (after the log is synced). So a
+ * partition file may get a batch before the log entry naming it is on disk; the log decides:
+ * recovery (on open) first collects the seqs the log holds, skips partition batches and group
+ * entries whose seq it lacks (as Kafka readers stop at the last stable offset; later seqs are
+ * numbered above the skipped ones, so they never become valid), finds the highest seq each
+ * partition and the group queue hold, and re-applies every logged transaction above it (redo).
+ * So after a crash at any point (kill -9 between the log append and the partition appends, with
+ * any mix of partitions flushed, or a power loss that kept a partition's batch but not its log
+ * entry) either the whole transaction (records of every partition and positions) is visible, or
+ * none of it.
  *
  * Why not write each record only once, to its partition, with a small commit record in the log
  * (Kafka's control records)? Then the commit record may reach the disk only after every written
@@ -49,7 +58,7 @@ import { tpKey } from '../partitioner.js'
 import { createStoredBus } from '../memory/index.js'
 import type { BusBackend, TopicSpec } from '../types.js'
 import type { BusStore, GroupWrite, PartitionWrite, RestoredBus, StoredRecord } from '../store.js'
-import { EntryWriter, decodeBatch, decodeGroupEntry, decodeTopic, decodeTxn, encodeGroupEntry, encodeTopic, encodeTxn } from './codec.js'
+import { EntryWriter, decodeBatch, decodeGroupEntry, decodeTopic, decodeTxn, decodeTxnSeq, encodeGroupEntry, encodeTopic, encodeTxn } from './codec.js'
 
 /** Options of {@link createJournalBus}. */
 export interface JournalBusOptions {
@@ -80,8 +89,11 @@ export function createJournalBus(opts: JournalBusOptions): Promise<BusBackend> {
 
 /**
  * Fault points for crash tests, SLUICE_BUS_FAULT=<point> kills the process there:
- * `after-txn-log` (commit point written, nothing else), `after-first-partition` (the first
- * written partition's queue flushed to its file, the others and the group queue not).
+ * `after-txn-log` (the commit point written and synced, partition and group queues not written),
+ * `after-first-partition` (also the first written partition's queue flushed to its file, the
+ * others and the group queue not), `partitions-before-txn-log` (every written partition's batch
+ * flushed to its file, the transaction-log entry never written: the state a power loss can leave,
+ * as partition queues are not fsynced before the log).
  */
 function faultAt(point: string): boolean {
   return process.env.SLUICE_BUS_FAULT === point
@@ -122,6 +134,12 @@ class JournalStore implements BusStore {
   private groupLog: Appender | null = null
   private txnLog: Appender | null = null
   private txnSeq = 0
+  /** Commits written to the log whose fdatasync has not finished, in seq order. */
+  private readonly syncing: { seq: number; first: PartitionState | null; resolve: () => void; reject: (e: Error) => void }[] = []
+  /** Highest seq known durable in the log. */
+  private durableSeq = 0
+  /** The first failed log write or sync: the store refuses every later write. */
+  private failure: Error | null = null
   private closed = false
 
   constructor(opts: JournalBusOptions) {
@@ -151,6 +169,14 @@ class JournalStore implements BusStore {
       const spec = decodeTopic(b, where)
       this.topics.set(spec.name, spec)
     })
+    // The log decides what is committed: a partition batch or group entry counts only if the
+    // log holds its seq. Queues are not synced before the log, so after a power loss one may
+    // hold a batch whose log entry never reached the disk (Kafka's last stable offset plays this
+    // role there). Such a batch is skipped, and later seqs are numbered above it so it never
+    // becomes valid.
+    const logged = new Set<number>()
+    readAll(path.join(this.dir, 'txn'), 'txn', (b, where) => logged.add(decodeTxnSeq(b, where)))
+    let skipped = 0
     for (const spec of this.topics.values()) {
       for (let p = 0; p < spec.partitions; p++) {
         const dir = this.partitionDir(spec.name, p)
@@ -158,12 +184,16 @@ class JournalStore implements BusStore {
         readAll(dir, `partition ${spec.name}/${p}`, (b, where) => {
           // A copy: record values are views into it, and the tailer reuses its buffer.
           const batch = decodeBatch(b.slice(), where)
+          if (batch.seq > this.txnSeq) this.txnSeq = batch.seq
+          if (!logged.has(batch.seq)) {
+            skipped++
+            return
+          }
           for (const r of batch.records) state.records.push(r)
           if (batch.endOffset > state.endOffset) state.endOffset = batch.endOffset
           if (batch.seq > state.appliedSeq) state.appliedSeq = batch.seq
         })
         this.partitions.set(tpKey(spec.name, p), state)
-        if (state.appliedSeq > this.txnSeq) this.txnSeq = state.appliedSeq
       }
     }
     const committed = new Map<string, Map<string, number>>()
@@ -176,10 +206,15 @@ class JournalStore implements BusStore {
     this.groupLog = this.open(path.join(this.dir, 'groups'))
     readAll(path.join(this.dir, 'groups'), 'groups', (b, where) => {
       const e = decodeGroupEntry(b, where)
+      if (e.seq > this.txnSeq) this.txnSeq = e.seq
+      if (!logged.has(e.seq)) {
+        skipped++
+        return
+      }
       e.groups.forEach(applyGroup)
       if (e.seq > groupsSeq) groupsSeq = e.seq
     })
-    if (groupsSeq > this.txnSeq) this.txnSeq = groupsSeq
+    this.skippedEntries = skipped
     this.txnLog = this.open(path.join(this.dir, 'txn'), true)
     readAll(path.join(this.dir, 'txn'), 'txn', (b, where) => {
       const txn = decodeTxn(b, where)
@@ -203,6 +238,7 @@ class JournalStore implements BusStore {
     })
     for (const s of this.partitions.values()) s.appender.flush()
     this.groupLog.flush()
+    this.durableSeq = this.txnSeq
     return {
       topics: [...this.topics.values()].map((spec) => ({
         spec,
@@ -214,6 +250,9 @@ class JournalStore implements BusStore {
       committed,
     }
   }
+
+  /** Partition batches and group entries recovery skipped: their seq is not in the log. For tests. */
+  skippedEntries = 0
 
   private partition(topic: string, partition: number): PartitionState {
     const s = this.partitions.get(tpKey(topic, partition))
@@ -234,49 +273,120 @@ class JournalStore implements BusStore {
 
   appendRecords(writes: PartitionWrite[]): void {
     // Logged like a transaction: the transaction log is the write-ahead log of every write.
-    this.commitTransaction(writes, [])
-  }
-
-  commitTransaction(writes: PartitionWrite[], groups: GroupWrite[]): void {
-    this.checkOpen()
-    // Every partition is resolved before the commit point, so a logged entry always redoes.
-    const states = writes.map((w) => this.partition(w.topic, w.partition))
-    const seq = this.txnSeq + 1
-    const { entry, batches } = encodeTxn(this.writer, seq, writes, groups)
-    // The commit point: one record, fdatasynced per the policy, atomic on recovery.
-    this.txnLog!.append(entry)
-    this.txnLog!.flush()
-    this.txnSeq = seq
-    if (faultAt('after-txn-log')) die()
-    // Partitions and the group queue are written without flush: their appenders write when
-    // their buffers fill (writeBufferBytes) or at close; a crash loses only what recovery
-    // redoes from the log. So a commit costs one write and one fdatasync, not one per queue.
-    for (let i = 0; i < states.length; i++) {
-      states[i].appender.append(batches[i])
-      states[i].appliedSeq = seq
-      if (i === 0 && faultAt('after-first-partition')) {
-        states[i].appender.flush()
-        die()
-      }
-    }
-    // Last: encoding the group entry reuses the writer, whose views `batches` are.
-    if (groups.length > 0) this.groupLog!.append(encodeGroupEntry(this.writer, seq, groups))
+    this.write(writes, [])
+    this.syncNow()
   }
 
   commitOffsets(group: GroupWrite): void {
-    this.commitTransaction([], [group])
+    this.write([], [group])
+    this.syncNow()
+  }
+
+  /**
+   * Writes the commit point now; the promise resolves once the log's fdatasync (on the thread
+   * pool) has it, so the caller can prepare its next batch meanwhile (one sync in flight while
+   * the CPU works: the pipelining the durable pattern uses).
+   */
+  commitTransaction(writes: PartitionWrite[], groups: GroupWrite[]): Promise<void> {
+    const first = this.write(writes, groups)
+    const seq = this.txnSeq
+    let synced: Promise<void>
+    try {
+      synced = this.txnLog!.flushAsync()
+    } catch (e) {
+      throw this.fail(e)
+    }
+    const done = new Promise<void>((resolve, reject) => this.syncing.push({ seq, first, resolve, reject }))
+    synced.then(
+      () => this.durable(seq),
+      (e: unknown) => this.fail(e),
+    )
+    return done
+  }
+
+  /**
+   * Appends a transaction's log entry (buffered), then its partition batches and group entry to
+   * their queues' appenders, which write them to their files only when their buffers fill. The
+   * entry is synced by the caller. Returns the first written partition (for the fault points).
+   */
+  private write(writes: PartitionWrite[], groups: GroupWrite[]): PartitionState | null {
+    this.checkOpen()
+    // Every partition is resolved before anything is written, so a logged entry always redoes.
+    const states = writes.map((w) => this.partition(w.topic, w.partition))
+    const seq = this.txnSeq + 1
+    const { entry, batches } = encodeTxn(this.writer, seq, writes, groups)
+    if (faultAt('partitions-before-txn-log')) {
+      states.forEach((st, i) => {
+        st.appender.append(batches[i])
+        st.appender.flush()
+      })
+      die()
+    }
+    try {
+      this.txnLog!.append(entry)
+    } catch (e) {
+      throw this.fail(e)
+    }
+    this.txnSeq = seq
+    for (let i = 0; i < states.length; i++) {
+      states[i].appender.append(batches[i])
+      states[i].appliedSeq = seq
+    }
+    // Last: encoding the group entry reuses the writer, whose views `batches` are.
+    if (groups.length > 0) this.groupLog!.append(encodeGroupEntry(this.writer, seq, groups))
+    return states[0] ?? null
+  }
+
+  /** Writes and fdatasyncs the log on this thread (the synchronous calls). */
+  private syncNow(): void {
+    try {
+      this.txnLog!.flush()
+    } catch (e) {
+      throw this.fail(e)
+    }
+    this.durable(this.txnSeq)
+  }
+
+  /** The log is durable up to `seq`: confirms the commits it covers, in seq order. */
+  private durable(seq: number): void {
+    if (this.failure) return
+    if (seq > this.durableSeq) this.durableSeq = seq
+    while (this.syncing.length > 0 && this.syncing[0].seq <= this.durableSeq) {
+      const c = this.syncing.shift()!
+      if (faultAt('after-txn-log')) die()
+      if (c.first && faultAt('after-first-partition')) {
+        c.first.appender.flush()
+        die()
+      }
+      c.resolve()
+    }
+  }
+
+  /** Records the first failure and rejects every commit waiting for a sync; returns the error to throw. */
+  private fail(e: unknown): Error {
+    const err = e instanceof Error ? e : new Error(String(e))
+    if (!this.failure) this.failure = err
+    for (const c of this.syncing.splice(0)) c.reject(err)
+    return err
   }
 
   private checkOpen(): void {
     if (this.closed) throw new Error(`journal bus store is closed, dir=${this.dir}`)
+    if (this.failure) throw new Error(`journal bus store failed earlier and takes no more writes (reopen the bus), dir=${this.dir}: ${this.failure.message}`, { cause: this.failure })
   }
 
+  /** Syncs the log first (confirming commits still syncing), then closes every queue. */
   close(): void {
     if (this.closed) return
     this.closed = true
+    try {
+      this.txnLog?.close()
+      if (!this.failure) this.durable(this.txnSeq)
+    } catch (e) {
+      this.fail(e)
+    }
     for (const s of this.partitions.values()) s.appender.close()
     this.topicLog?.close()
     this.groupLog?.close()
-    this.txnLog?.close()
   }
 }

@@ -3,7 +3,8 @@
  * backend where they can differ: murmur2 partitioning, transaction markers taking offsets,
  * read_committed visibility with a last stable offset, consumer groups with a range assignor and
  * rebalance callbacks inside poll(). Nothing survives the process. Records are stored and returned
- * by reference (values are copied once at send): treat consumed values as read-only.
+ * by reference (values are copied once at send, into shared slabs): treat consumed values and
+ * headers as read-only (the headers of records sent without any are one frozen object).
  */
 import { PartitionResolver, tpKey } from '../partitioner.js'
 import {
@@ -150,6 +151,13 @@ class MemoryBus implements BusBackend {
     if (this.closed) throw new BusError('closed', `${this.kind} bus is closed`)
   }
 
+  /** The topic; throws 'unknown-topic'. */
+  topicOf(topic: string): MemoryTopic {
+    const t = this.topics.get(topic)
+    if (!t) throw new BusError('unknown-topic', `topic does not exist, topic=${topic}`)
+    return t
+  }
+
   /** The partition's log; throws 'unknown-topic' / 'bad-input'. */
   log(tp: TopicPartition): PartitionLog {
     const t = this.topics.get(tp.topic)
@@ -188,12 +196,19 @@ class MemoryBus implements BusBackend {
   }
 }
 
+/**
+ * Headers of every record sent without any: one frozen object instead of one per record (records
+ * are returned by reference and must not be changed; frozen, a change throws instead of silently
+ * editing the stored record).
+ */
+const NO_HEADERS: Record<string, string> = Object.freeze({})
+
 /** The stored copy of a sent record; `nowMs` is the send's time (one clock read per send). */
 function toStored(r: ProducerRecord, nowMs: number, values: ValueSlab): BusRecord {
   return {
     key: r.key,
     value: r.value === null ? null : values.copy(r.value),
-    headers: r.headers ? { ...r.headers } : {},
+    headers: r.headers ? { ...r.headers } : NO_HEADERS,
     timestampMs: r.timestampMs ?? nowMs,
   }
 }
@@ -256,9 +271,16 @@ class MemoryProducer implements BusProducer {
     const partitions = await this.resolver.resolve(records)
     const out = new Array<RecordMetadata>(records.length)
     const nowMs = Date.now()
+    let topic: string | null = null
+    let logs: PartitionLog[] = []
     for (let i = 0; i < records.length; i++) {
       const r = records[i]
-      const log = this.bus.log({ topic: r.topic, partition: partitions[i] })
+      // Records of one send mostly share a topic: one topic lookup per run of them.
+      if (r.topic !== topic) {
+        logs = this.bus.topicOf(r.topic).logs
+        topic = r.topic
+      }
+      const log = logs[partitions[i]]
       let w = touched.get(log)
       if (!w) touched.set(log, (w = { topic: r.topic, partition: partitions[i], records: [], endOffset: 0 }))
       const stored = toStored(r, nowMs, this.bus.values)
@@ -289,12 +311,23 @@ class MemoryTransaction implements BusTransaction {
   /** Partitions written, with the records sent to each (for the durable store). */
   private readonly touched = new Map<PartitionLog, PartitionWrite>()
   private readonly offsets: { group: string | GroupMetadata; positions: PartitionPosition[] }[] = []
+  private markersWritten = false
+  /** Handed to the durable store, which has not confirmed it yet: it can no longer be aborted. */
+  private committing = false
 
   constructor(private readonly bus: MemoryBus, private readonly producer: MemoryProducer) {}
 
   private checkOpen(): void {
     if (this.state.status !== 'open') throw new BusError('txn-state', `transaction is ${this.state.status}, transactionalId=${this.producer.transactionalId}`)
+    if (this.committing) throw new BusError('txn-state', `transaction is committing, transactionalId=${this.producer.transactionalId}`)
     this.producer.checkUsable()
+  }
+
+  /** Appends this transaction's marker to every partition it wrote, once. */
+  private writeMarkers(): void {
+    if (this.markersWritten) return
+    this.markersWritten = true
+    for (const log of this.touched.keys()) log.appendMarker(this.state)
   }
 
   async send(records: ProducerRecord[]): Promise<RecordMetadata[]> {
@@ -320,18 +353,31 @@ class MemoryTransaction implements BusTransaction {
       }
     }
     if (this.bus.store) {
-      // The store's commit is the commit point: each partition's end includes the marker decide() adds.
+      // The store's commit is the commit point: each partition's end includes the marker.
       const writes = [...this.touched].map(([log, w]) => ({ ...w, endOffset: log.endOffset + 1 }))
       const groups: GroupWrite[] = this.offsets.map(({ group, positions }) => ({
         groupId: typeof group === 'string' ? group : group.groupId,
         positions: positions.map((p) => ({ topic: p.topic, partition: p.partition, offset: p.offset })),
       }))
+      let durable: Promise<void>
       try {
-        this.bus.store.commitTransaction(writes, groups)
+        durable = this.bus.store.commitTransaction(writes, groups)
       } catch (e) {
         this.decide('aborted')
         throw storeFailure(e, `transaction aborted, transactionalId=${this.producer.transactionalId}`)
       }
+      // The markers take the offsets `writes` counted, before anything else can be appended while
+      // the store syncs; the transaction stays invisible until decided below.
+      this.writeMarkers()
+      this.committing = true
+      try {
+        await durable
+      } catch (e) {
+        this.committing = false
+        this.decide('aborted')
+        throw storeFailure(e, `transaction aborted (the store failed after writing it: its outcome is known after reopening), transactionalId=${this.producer.transactionalId}`)
+      }
+      this.committing = false
     }
     for (const { group, positions } of this.offsets) {
       const g = this.bus.group(typeof group === 'string' ? group : group.groupId)
@@ -347,8 +393,12 @@ class MemoryTransaction implements BusTransaction {
   /** Decides the transaction and writes its markers; no-op once decided. */
   decide(status: 'committed' | 'aborted'): void {
     if (this.state.status !== 'open') return
+    // A fencing producer or close() cannot abort a commit the store already has: it completes,
+    // as a Kafka transaction past PrepareCommit does.
+    if (this.committing && status === 'aborted') return
+    this.writeMarkers()
     this.state.status = status
-    for (const log of this.touched.keys()) log.appendMarker(this.state)
+    for (const log of this.touched.keys()) log.endTxn(this.state)
     if (this.producer.open === this) this.producer.open = null
     this.bus.notify()
   }

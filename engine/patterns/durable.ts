@@ -11,8 +11,14 @@
  * and the batch is read and processed again, so each input's outputs appear exactly once to
  * read_committed readers. A crash before commit leaves nothing; the next member resumes at the
  * committed positions.
+ *
+ * Pipelined one batch deep: while a batch's commit waits for the bus to make it durable (journal:
+ * the fdatasync of the transaction log), the next batch is polled and processed. Its transaction
+ * begins only after that commit succeeded; if it failed, the prepared batch is dropped with it
+ * and both are read again after the rewind (the processor contract already allows a batch to be
+ * processed more than once). At most one commit is in flight, so outputs keep batch order.
  */
-import { BusError, type BusBackend, type BusConsumer, type BusProducer, type ConsumedRecord, type ProducerRecord, type TopicPartition } from '../bus/index.js'
+import { BusError, type BusBackend, type BusConsumer, type BusProducer, type ConsumedRecord, type PartitionPosition, type ProducerRecord, type TopicPartition } from '../bus/index.js'
 import type { Codec } from './codec.js'
 import { decodeRecord, deferred, settleLoop, PATTERN_DEFAULTS, sleep, type PatternRecord, type Subscription } from './subscription.js'
 
@@ -84,7 +90,15 @@ export function startDurable<V>(opts: DurableOptions<V>): Subscription & { reado
     owned.forEach((tp, i) => c.seek(tp, committed[i] ?? starts[i].start))
   }
 
-  const processBatch = async (c: BusConsumer, p: BusProducer, batch: ConsumedRecord[]): Promise<void> => {
+  /** A batch decoded and processed, ready to commit. */
+  interface Prepared {
+    batch: ConsumedRecord[]
+    positions: PartitionPosition[]
+    outputs: ProducerRecord[]
+  }
+
+  /** Decodes and processes a batch; its positions are the consumer's after the poll that read it. */
+  const prepare = async (c: BusConsumer, batch: ConsumedRecord[]): Promise<Prepared> => {
     const tps = new Map<string, TopicPartition>()
     for (const r of batch) tps.set(`${r.topic}:${r.partition}`, { topic: r.topic, partition: r.partition })
     const positions = [...tps.values()].map((tp) => ({ ...tp, offset: c.position(tp) }))
@@ -99,16 +113,23 @@ export function startDurable<V>(opts: DurableOptions<V>): Subscription & { reado
       }
     }
     const outputs = good.length > 0 ? await opts.processor.onNext(good) : []
+    return { batch, positions, outputs: dead.length === 0 ? outputs : [...outputs, ...dead] }
+  }
+
+  /** Commits a prepared batch in one transaction; aborts it on any error. */
+  const commit = async (c: BusConsumer, p: BusProducer, b: Prepared): Promise<void> => {
     const txn = await p.begin()
     try {
-      if (outputs.length + dead.length > 0) await txn.send([...outputs, ...dead])
-      await txn.sendOffsets(c.groupMetadata() ?? opts.groupId, positions)
-      await opts.faults?.beforeCommit?.(batch)
+      if (b.outputs.length > 0) await txn.send(b.outputs)
+      await txn.sendOffsets(c.groupMetadata() ?? opts.groupId, b.positions)
+      await opts.faults?.beforeCommit?.(b.batch)
       await txn.commit()
     } catch (e) {
       await txn.abort().catch(() => {})
       throw e
     }
+    stats.batchesCommitted++
+    stats.recordsCommitted += b.batch.length
   }
 
   const run = async (): Promise<void> => {
@@ -116,24 +137,56 @@ export function startDurable<V>(opts: DurableOptions<V>): Subscription & { reado
     producer = await opts.bus.producer({ transactionalId: opts.transactionalId })
     await consumer.subscribe(opts.topics)
     ready.resolve()
+    const c = consumer
+    const p = producer
     let failures = 0
-    while (!stopping) {
-      const c = consumer
-      const batch = await c.poll({ timeoutMs: PATTERN_DEFAULTS.pollTimeoutMs })
-      if (batch.length === 0 || stopping) continue
-      try {
-        await processBatch(c, producer, batch)
-        stats.batchesCommitted++
-        stats.recordsCommitted += batch.length
-        failures = 0
-      } catch (e) {
-        if (stopping) return
-        if (e instanceof BusError && (e.code === 'fenced' || e.code === 'closed')) throw e
-        stats.batchesFailed++
-        if (++failures > retriesMax) throw new Error(`durable ${opts.groupId}: ${failures} consecutive failed batches, last: ${(e as Error).message}`, { cause: e })
-        await sleep(retryBackoffMs)
-        await rewind(c)
+    /**
+     * The commit of the previous batch, still in flight while the next batch is polled and
+     * processed (at most one: the next transaction begins only once it succeeded). Resolves to
+     * its error, or null.
+     */
+    let inflight: Promise<unknown> | null = null
+    const settle = async (): Promise<unknown> => {
+      const f = inflight
+      inflight = null
+      const e = f === null ? null : await f
+      if (f !== null && e === null) failures = 0
+      return e
+    }
+    /** Counts a failed batch, then rewinds every owned partition to its committed position. */
+    const failed = async (e: unknown): Promise<void> => {
+      if (e instanceof BusError && (e.code === 'fenced' || e.code === 'closed')) throw e
+      stats.batchesFailed++
+      if (++failures > retriesMax) throw new Error(`durable ${opts.groupId}: ${failures} consecutive failed batches, last: ${(e as Error).message}`, { cause: e })
+      await sleep(retryBackoffMs)
+      await rewind(c)
+    }
+    try {
+      while (!stopping) {
+        const batch = await c.poll({ timeoutMs: PATTERN_DEFAULTS.pollTimeoutMs })
+        if (stopping) break
+        let prepared: Prepared | null = null
+        let error: unknown = null
+        if (batch.length > 0) {
+          try {
+            prepared = await prepare(c, batch)
+          } catch (e) {
+            error = e
+          }
+        }
+        // A failed previous commit voids this batch too: it was read past uncommitted positions,
+        // and the rewind reads it again.
+        const previous = await settle()
+        if (stopping) break
+        if (previous !== null) error = previous
+        if (error !== null) {
+          await failed(error)
+          continue
+        }
+        if (prepared !== null) inflight = commit(c, p, prepared).then(() => null, (e: unknown) => e)
       }
+    } finally {
+      await settle()
     }
   }
 

@@ -12,11 +12,14 @@
  * read_committed readers. A crash before commit leaves nothing; the next member resumes at the
  * committed positions.
  *
- * Pipelined one batch deep: while a batch's commit waits for the bus to make it durable (journal:
- * the fdatasync of the transaction log), the next batch is polled and processed. Its transaction
- * begins only after that commit succeeded; if it failed, the prepared batch is dropped with it
- * and both are read again after the rewind (the processor contract already allows a batch to be
- * processed more than once). At most one commit is in flight, so outputs keep batch order.
+ * Pipelined, with group commit: while a transaction's commit waits for the bus to make it durable
+ * (journal: the fdatasync of the transaction log, on the thread pool), the next batches are
+ * polled and processed, and committed together in the next transaction (at most
+ * `commitRecordsMax` input records), so one sync covers what the CPU prepared during the last
+ * one (after the group commit of database write-ahead logs). That transaction begins only after
+ * the previous commit succeeded; if it failed, the prepared batches are dropped with it and read
+ * again after the rewind (the processor contract already allows a batch to be processed more
+ * than once). At most one commit is in flight, so outputs keep batch order.
  */
 import { BusError, type BusBackend, type BusConsumer, type BusProducer, type ConsumedRecord, type PartitionPosition, type ProducerRecord, type TopicPartition } from '../bus/index.js'
 import type { Codec } from './codec.js'
@@ -43,8 +46,13 @@ export interface DurableOptions<V> {
   processor: DurableProcessor<V>
   /** Records that fail to decode go here (raw, with header `error`), exactly once, in the batch's transaction. Without it a decode error fails the batch. */
   deadLetterTopic?: string
-  /** Most records per batch. Default: the bus's pollRecordsMax. */
+  /** Most records per batch (one poll, one onNext call). Default: the bus's pollRecordsMax. */
   batchSizeMax?: number
+  /**
+   * Most input records per transaction, >= 1: batches polled while the previous commit syncs are
+   * committed together, up to this. Default {@link PATTERN_DEFAULTS.commitRecordsMax}.
+   */
+  commitRecordsMax?: number
   /** Default {@link PATTERN_DEFAULTS.retriesMax}. */
   retriesMax?: number
   /** Default {@link PATTERN_DEFAULTS.retryBackoffMs}. */
@@ -56,6 +64,7 @@ export interface DurableOptions<V> {
 
 /** Counters of a durable subscription. */
 export interface DurableStats {
+  /** Transactions committed (each holds one or more polled batches). */
   batchesCommitted: number
   recordsCommitted: number
   batchesFailed: number
@@ -68,6 +77,8 @@ export interface DurableStats {
 export function startDurable<V>(opts: DurableOptions<V>): Subscription & { readonly stats: DurableStats } {
   if (opts.topics.length === 0) throw new Error('topics must name at least one topic, topics=[]')
   const retriesMax = opts.retriesMax ?? PATTERN_DEFAULTS.retriesMax
+  const commitRecordsMax = opts.commitRecordsMax ?? PATTERN_DEFAULTS.commitRecordsMax
+  if (!(Number.isInteger(commitRecordsMax) && commitRecordsMax >= 1)) throw new Error(`commitRecordsMax must be an integer >= 1, commitRecordsMax=${commitRecordsMax}`)
   const retryBackoffMs = opts.retryBackoffMs ?? PATTERN_DEFAULTS.retryBackoffMs
   const stats: DurableStats = { batchesCommitted: 0, recordsCommitted: 0, batchesFailed: 0 }
   const ready = deferred()
@@ -132,6 +143,21 @@ export function startDurable<V>(opts: DurableOptions<V>): Subscription & { reado
     stats.recordsCommitted += b.batch.length
   }
 
+  /** One transaction's worth of prepared batches as one (positions: the last of each partition). */
+  const merge = (group: Prepared[]): Prepared => {
+    if (group.length === 1) return group[0]
+    const positions = new Map<string, PartitionPosition>()
+    const batch: ConsumedRecord[] = []
+    const outputs: ProducerRecord[] = []
+    for (const g of group) {
+      for (const p of g.positions) positions.set(`${p.topic}:${p.partition}`, p)
+      // Loops, not flatMap: a group holds thousands of records and this runs once per commit.
+      for (let i = 0; i < g.batch.length; i++) batch.push(g.batch[i])
+      for (let i = 0; i < g.outputs.length; i++) outputs.push(g.outputs[i])
+    }
+    return { batch, positions: [...positions.values()], outputs }
+  }
+
   const run = async (): Promise<void> => {
     consumer = await opts.bus.consumer({ groupId: opts.groupId, pollRecordsMax: opts.batchSizeMax, sessionTimeoutMs: opts.sessionTimeoutMs, autoOffsetReset: 'earliest' })
     producer = await opts.bus.producer({ transactionalId: opts.transactionalId })
@@ -141,11 +167,12 @@ export function startDurable<V>(opts: DurableOptions<V>): Subscription & { reado
     const p = producer
     let failures = 0
     /**
-     * The commit of the previous batch, still in flight while the next batch is polled and
-     * processed (at most one: the next transaction begins only once it succeeded). Resolves to
-     * its error, or null.
+     * The commit of the previous transaction, still in flight while the next batches are polled
+     * and processed (at most one: the next transaction begins only once it succeeded). Resolves
+     * to its error, or null; `inflightDone` turns true when it settles.
      */
     let inflight: Promise<unknown> | null = null
+    let inflightDone = true
     const settle = async (): Promise<unknown> => {
       const f = inflight
       inflight = null
@@ -153,7 +180,7 @@ export function startDurable<V>(opts: DurableOptions<V>): Subscription & { reado
       if (f !== null && e === null) failures = 0
       return e
     }
-    /** Counts a failed batch, then rewinds every owned partition to its committed position. */
+    /** Counts a failed transaction, then rewinds every owned partition to its committed position. */
     const failed = async (e: unknown): Promise<void> => {
       if (e instanceof BusError && (e.code === 'fenced' || e.code === 'closed')) throw e
       stats.batchesFailed++
@@ -163,19 +190,36 @@ export function startDurable<V>(opts: DurableOptions<V>): Subscription & { reado
     }
     try {
       while (!stopping) {
-        const batch = await c.poll({ timeoutMs: PATTERN_DEFAULTS.pollTimeoutMs })
-        if (stopping) break
-        let prepared: Prepared | null = null
+        const group: Prepared[] = []
+        let records = 0
         let error: unknown = null
-        if (batch.length > 0) {
+        const first = await c.poll({ timeoutMs: PATTERN_DEFAULTS.pollTimeoutMs, recordsMax: commitRecordsMax })
+        if (stopping) break
+        if (first.length > 0) {
           try {
-            prepared = await prepare(c, batch)
+            group.push(await prepare(c, first))
+            records += first.length
           } catch (e) {
             error = e
           }
+          // Group commit: while the previous commit syncs, read and process what is already
+          // there. A macrotask turn per round lets the sync's completion in, so the group grows
+          // to what the CPU prepares in one sync (bounded by commitRecordsMax), not past it.
+          while (error === null && !inflightDone && records < commitRecordsMax && !stopping) {
+            await new Promise<void>((r) => setImmediate(r))
+            if (inflightDone) break
+            const more = await c.poll({ timeoutMs: 0, recordsMax: commitRecordsMax - records })
+            if (more.length === 0) break
+            try {
+              group.push(await prepare(c, more))
+              records += more.length
+            } catch (e) {
+              error = e
+            }
+          }
         }
-        // A failed previous commit voids this batch too: it was read past uncommitted positions,
-        // and the rewind reads it again.
+        // A failed previous commit voids these batches too: they were read past uncommitted
+        // positions, and the rewind reads them again.
         const previous = await settle()
         if (stopping) break
         if (previous !== null) error = previous
@@ -183,7 +227,13 @@ export function startDurable<V>(opts: DurableOptions<V>): Subscription & { reado
           await failed(error)
           continue
         }
-        if (prepared !== null) inflight = commit(c, p, prepared).then(() => null, (e: unknown) => e)
+        if (group.length > 0) {
+          inflightDone = false
+          inflight = commit(c, p, merge(group)).then(
+            () => ((inflightDone = true), null),
+            (e: unknown) => ((inflightDone = true), e),
+          )
+        }
       }
     } finally {
       await settle()

@@ -114,6 +114,11 @@ function readAll(dir: string, queue: string, each: (bytes: Uint8Array, where: st
   }
 }
 
+/** A copy of `b`, also when it is a Buffer (whose slice() is a view, not a copy). */
+function copyOf(b: Uint8Array): Uint8Array {
+  return Uint8Array.prototype.slice.call(b)
+}
+
 interface PartitionState {
   appender: Appender
   records: StoredRecord[]
@@ -183,7 +188,7 @@ class JournalStore implements BusStore {
         const state: PartitionState = { appender: this.open(dir), records: [], endOffset: 0, appliedSeq: 0 }
         readAll(dir, `partition ${spec.name}/${p}`, (b, where) => {
           // A copy: record values are views into it, and the tailer reuses its buffer.
-          const batch = decodeBatch(b.slice(), where)
+          const batch = decodeBatch(copyOf(b), where)
           if (batch.seq > this.txnSeq) this.txnSeq = batch.seq
           if (!logged.has(batch.seq)) {
             skipped++
@@ -225,7 +230,7 @@ class JournalStore implements BusStore {
         if (state.appliedSeq >= txn.seq) continue
         // Redo: the queue gets the batch the commit would have appended.
         state.appender.append(part.batch)
-        const batch = decodeBatch(part.batch.slice(), `${where} part ${part.topic}/${part.partition}`)
+        const batch = decodeBatch(copyOf(part.batch), `${where} part ${part.topic}/${part.partition}`)
         for (const r of batch.records) state.records.push(r)
         if (batch.endOffset > state.endOffset) state.endOffset = batch.endOffset
         state.appliedSeq = txn.seq

@@ -67,6 +67,22 @@ s('records, offsets (markers included) and group positions survive a reopen', as
   await bus.close()
 })
 
+s('a transaction committed after a later send keeps its earlier offsets across a reopen', async () => {
+  const dir = freshDir()
+  let bus = await createJournalBus({ dir })
+  await bus.createTopics([{ name: 'a', partitions: 1 }])
+  const t = await (await bus.producer({ transactionalId: 'x' })).begin()
+  await t.send([{ topic: 'a', key: null, value: enc.encode('txn'), partition: 0 }])
+  await (await bus.producer()).send([{ topic: 'a', key: null, value: enc.encode('plain'), partition: 0 }])
+  await t.commit()
+  const before = (await readAll(bus, [{ topic: 'a', partition: 0 }])).map((r) => [r.offset, dec.decode(r.value!)])
+  assert.equal(before, [[0, 'txn'], [1, 'plain']])
+  await bus.close()
+  bus = await createJournalBus({ dir })
+  assert.equal((await readAll(bus, [{ topic: 'a', partition: 0 }])).map((r) => [r.offset, dec.decode(r.value!)]), before, 'the log holds them in commit order: plain first')
+  await bus.close()
+})
+
 s('values read back after a reopen stay intact when the queues hold more than one tailer read buffer', async () => {
   const dir = freshDir()
   let bus = await createJournalBus({ dir, fsync: 'none' })

@@ -30,7 +30,8 @@ export interface DurableProcessor<V> {
   /**
    * Processes one batch (records of several partitions, in offset order per partition) and
    * returns the outputs to commit with it. May be called again with the same records after a
-   * failure: it must not have effects outside its return value. Throwing fails the batch (retried).
+   * failure, and for the next batch before the previous one's commit is confirmed: it must not
+   * have effects outside its return value. Throwing fails the batch (retried).
    */
   onNext(records: PatternRecord<V>[]): ProducerRecord[] | Promise<ProducerRecord[]>
 }

@@ -83,6 +83,31 @@ test('the queue rolls to a new segment, named by its first index, when segmentBy
   t.close();
 }));
 
+test('flushAsync writes before it returns, resolves once synced, and survives rolls and close while syncs are in flight', withDir(async (dir) => {
+  const a = Appender.open({ dir, segmentBytes: 1024 });
+  const payload = Buffer.alloc(100, 2); // 120-byte frames: 7 per 1024-byte segment
+  const synced: Promise<void>[] = [];
+  for (let i = 0; i < 20; i++) {
+    a.append(payload);
+    synced.push(a.flushAsync());
+    assert.is(a.bufferedBytes, 0, `record ${i} written to the file before flushAsync returns`);
+  }
+  // Rolls closed two segments while their syncs were queued; close() now, syncs still in flight.
+  a.close();
+  await Promise.all(synced);
+  assert.equal(segFiles(dir), [segmentFileName(0), segmentFileName(7), segmentFileName(14)]);
+  const t = Tailer.open({ dir });
+  let n = 0;
+  for (let r = t.next(); r; r = t.next()) assert.is(r.index, n++);
+  assert.is(n, 20);
+  t.close();
+  const b = Appender.open({ dir, fsync: 'none' });
+  b.append(payload);
+  await b.flushAsync(); // 'none': resolves without a sync
+  assert.is(b.nextIndex, 21);
+  b.close();
+}));
+
 test('a batch never spans segments, and one larger than segmentBytes gets a segment of its own', withDir((dir) => {
   const a = Appender.open({ dir, segmentBytes: 512 });
   a.append(rec('x'));

@@ -28,16 +28,22 @@ export interface GroupWrite {
 }
 
 /**
- * Durable side of a bus. Every call is synchronous and durable (per the store's fsync policy) on
- * return; a throw means nothing of the call is visible after recovery except for
- * {@link BusStore.appendRecords}, which is atomic per partition only (as a Kafka produce).
+ * Durable side of a bus. Every call but commitTransaction is synchronous and durable (per the
+ * store's fsync policy) on return; a throw means nothing of the call is visible after recovery
+ * except for {@link BusStore.appendRecords}, which is atomic per partition only (as a Kafka
+ * produce). Calls are ordered as made: a call's writes follow every earlier call's.
  */
 export interface BusStore {
   createTopic(spec: TopicSpec): void
   /** Non-transactional records. */
   appendRecords(writes: PartitionWrite[]): void
-  /** A transaction's records and group positions: all or nothing across partitions and groups. */
-  commitTransaction(writes: PartitionWrite[], groups: GroupWrite[]): void
+  /**
+   * A transaction's records and group positions: all or nothing across partitions and groups.
+   * Ordered at the call (a later call's writes follow it); the promise resolves once it is
+   * durable, so the caller may prepare more work meanwhile. A throw: nothing written. A
+   * rejection: written but not known durable (visible after recovery or not).
+   */
+  commitTransaction(writes: PartitionWrite[], groups: GroupWrite[]): Promise<void>
   /** Consumer commit() outside a transaction. */
   commitOffsets(group: GroupWrite): void
   close(): void

@@ -100,6 +100,10 @@ export class Appender {
   private pendingBytes = 0;
   private pendingRecords = 0;
   private pendingIndex: Buffer = Buffer.alloc(INDEX_BUFFER_ENTRIES_INITIAL * INDEX_ENTRY_BYTES);
+  /** fdatasyncs started by flushAsync() and not yet finished. */
+  private syncsInFlight = 0;
+  /** Descriptors whose close waits for the syncs in flight (one of them may name it). */
+  private closeWhenSynced: number[] = [];
   private closed = false;
 
   private constructor(opts: ResolvedOptions, lock: AppenderLock, faults: FaultInjector, seg: ActiveSegment, recovery: RecoveryReport) {
@@ -267,6 +271,51 @@ export class Appender {
   }
 
   /**
+   * flush() with the fdatasync on libuv's thread pool instead of the calling thread: the
+   * buffered frames are written (one write for frames, one for index entries) before this
+   * returns, so later appends land after them in the file; the promise resolves once they are
+   * durable per the policy (at once with 'none'), and same-process tailers are woken then. While
+   * a sync is in flight the caller may append and flush again; a later sync covers every earlier
+   * write of the segment. Lets a caller prepare its next batch while the disk syncs (group
+   * commit after the write-ahead logs of databases, e.g. PostgreSQL's WAL writer).
+   *
+   * Throws Error if closed; rethrows write errors; the promise rejects with the fdatasync error
+   * (then close and reopen, as after a failed flush()).
+   */
+  flushAsync(): Promise<void> {
+    this.checkOpen();
+    if (this.pendingBytes > 0) this.writePending(false);
+    if (this.opts.fsync === 'none') {
+      if (this.opts.notifier) publish(this.opts.notifier);
+      return Promise.resolve();
+    }
+    const fd = this.seg.fd;
+    const notifier = this.opts.notifier;
+    this.syncsInFlight++;
+    return new Promise((resolve, reject) => {
+      fs.fdatasync(fd, (err) => {
+        if (--this.syncsInFlight === 0 && this.closeWhenSynced.length > 0) {
+          for (const f of this.closeWhenSynced.splice(0)) fs.closeSync(f);
+        }
+        if (err) return reject(err);
+        if (notifier) publish(notifier);
+        resolve();
+      });
+    });
+  }
+
+  /** Bytes appended and not yet written to the segment file. */
+  get bufferedBytes(): number {
+    return this.pendingBytes;
+  }
+
+  /** Closes a segment descriptor, or defers it while a flushAsync() sync may still use it. */
+  private closeFd(fd: number): void {
+    if (this.syncsInFlight > 0) this.closeWhenSynced.push(fd);
+    else fs.closeSync(fd);
+  }
+
+  /**
    * Flushes, fsyncs the segment and its index (whatever the policy), closes the files and
    * releases the lock. Idempotent. Does not seal the segment: the next appender continues it.
    */
@@ -281,7 +330,7 @@ export class Appender {
       fs.fsyncSync(this.seg.idxFd);
     } finally {
       this.closed = true;
-      fs.closeSync(this.seg.fd);
+      this.closeFd(this.seg.fd);
       fs.closeSync(this.seg.idxFd);
       this.lock.release();
     }
@@ -341,7 +390,7 @@ export class Appender {
       fs.fdatasyncSync(seg.fd);
       fs.fsyncSync(seg.idxFd);
     }
-    fs.closeSync(seg.fd);
+    this.closeFd(seg.fd);
     fs.closeSync(seg.idxFd);
     this.seg = createSegment(this.opts, this.faults, this.next);
     if (this.opts.notifier) publish(this.opts.notifier);

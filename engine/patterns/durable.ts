@@ -11,8 +11,17 @@
  * and the batch is read and processed again, so each input's outputs appear exactly once to
  * read_committed readers. A crash before commit leaves nothing; the next member resumes at the
  * committed positions.
+ *
+ * Pipelined, with group commit: while a transaction's commit waits for the bus to make it durable
+ * (journal: the fdatasync of the transaction log, on the thread pool), the next batches are
+ * polled and processed, and committed together in the next transaction (at most
+ * `commitRecordsMax` input records), so one sync covers what the CPU prepared during the last
+ * one (after the group commit of database write-ahead logs). That transaction begins only after
+ * the previous commit succeeded; if it failed, the prepared batches are dropped with it and read
+ * again after the rewind (the processor contract already allows a batch to be processed more
+ * than once). At most one commit is in flight, so outputs keep batch order.
  */
-import { BusError, type BusBackend, type BusConsumer, type BusProducer, type ConsumedRecord, type ProducerRecord, type RebalanceListener, type TopicPartition } from '../bus/index.js'
+import { BusError, type BusBackend, type BusConsumer, type BusProducer, type ConsumedRecord, type PartitionPosition, type ProducerRecord, type RebalanceListener, type TopicPartition } from '../bus/index.js'
 import type { Codec } from './codec.js'
 import { decodeRecord, deferred, settleLoop, PATTERN_DEFAULTS, sleep, type PatternRecord, type Subscription } from './subscription.js'
 
@@ -21,7 +30,8 @@ export interface DurableProcessor<V> {
   /**
    * Processes one batch (records of several partitions, in offset order per partition) and
    * returns the outputs to commit with it. May be called again with the same records after a
-   * failure: it must not have effects outside its return value. Throwing fails the batch (retried).
+   * failure, and for the next batch before the previous one's commit is confirmed: it must not
+   * have effects outside its return value. Throwing fails the batch (retried).
    */
   onNext(records: PatternRecord<V>[]): ProducerRecord[] | Promise<ProducerRecord[]>
 }
@@ -37,8 +47,13 @@ export interface DurableOptions<V> {
   processor: DurableProcessor<V>
   /** Records that fail to decode go here (raw, with header `error`), exactly once, in the batch's transaction. Without it a decode error fails the batch. */
   deadLetterTopic?: string
-  /** Most records per batch. Default: the bus's pollRecordsMax. */
+  /** Most records per batch (one poll, one onNext call). Default: the bus's pollRecordsMax. */
   batchSizeMax?: number
+  /**
+   * Most input records per transaction, >= 1: batches polled while the previous commit syncs are
+   * committed together, up to this. Default {@link PATTERN_DEFAULTS.commitRecordsMax}.
+   */
+  commitRecordsMax?: number
   /** Default {@link PATTERN_DEFAULTS.retriesMax}. */
   retriesMax?: number
   /** Default {@link PATTERN_DEFAULTS.retryBackoffMs}. */
@@ -56,6 +71,7 @@ export interface DurableOptions<V> {
 
 /** Counters of a durable subscription. */
 export interface DurableStats {
+  /** Transactions committed (each holds one or more polled batches). */
   batchesCommitted: number
   recordsCommitted: number
   batchesFailed: number
@@ -68,6 +84,8 @@ export interface DurableStats {
 export function startDurable<V>(opts: DurableOptions<V>): Subscription & { readonly stats: DurableStats } {
   if (opts.topics.length === 0) throw new Error('topics must name at least one topic, topics=[]')
   const retriesMax = opts.retriesMax ?? PATTERN_DEFAULTS.retriesMax
+  const commitRecordsMax = opts.commitRecordsMax ?? PATTERN_DEFAULTS.commitRecordsMax
+  if (!(Number.isInteger(commitRecordsMax) && commitRecordsMax >= 1)) throw new Error(`commitRecordsMax must be an integer >= 1, commitRecordsMax=${commitRecordsMax}`)
   const retryBackoffMs = opts.retryBackoffMs ?? PATTERN_DEFAULTS.retryBackoffMs
   const stats: DurableStats = { batchesCommitted: 0, recordsCommitted: 0, batchesFailed: 0 }
   const ready = deferred()
@@ -90,7 +108,15 @@ export function startDurable<V>(opts: DurableOptions<V>): Subscription & { reado
     owned.forEach((tp, i) => c.seek(tp, committed[i] ?? starts[i].start))
   }
 
-  const processBatch = async (c: BusConsumer, p: BusProducer, batch: ConsumedRecord[]): Promise<void> => {
+  /** A batch decoded and processed, ready to commit. */
+  interface Prepared {
+    batch: ConsumedRecord[]
+    positions: PartitionPosition[]
+    outputs: ProducerRecord[]
+  }
+
+  /** Decodes and processes a batch; its positions are the consumer's after the poll that read it. */
+  const prepare = async (c: BusConsumer, batch: ConsumedRecord[]): Promise<Prepared> => {
     const tps = new Map<string, TopicPartition>()
     for (const r of batch) tps.set(`${r.topic}:${r.partition}`, { topic: r.topic, partition: r.partition })
     const positions = [...tps.values()].map((tp) => ({ ...tp, offset: c.position(tp) }))
@@ -105,16 +131,38 @@ export function startDurable<V>(opts: DurableOptions<V>): Subscription & { reado
       }
     }
     const outputs = good.length > 0 ? await opts.processor.onNext(good) : []
+    return { batch, positions, outputs: dead.length === 0 ? outputs : [...outputs, ...dead] }
+  }
+
+  /** Commits a prepared batch in one transaction; aborts it on any error. */
+  const commit = async (c: BusConsumer, p: BusProducer, b: Prepared): Promise<void> => {
     const txn = await p.begin()
     try {
-      if (outputs.length + dead.length > 0) await txn.send([...outputs, ...dead])
-      await txn.sendOffsets(c.groupMetadata() ?? opts.groupId, positions)
-      await opts.faults?.beforeCommit?.(batch)
+      if (b.outputs.length > 0) await txn.send(b.outputs)
+      await txn.sendOffsets(c.groupMetadata() ?? opts.groupId, b.positions)
+      await opts.faults?.beforeCommit?.(b.batch)
       await txn.commit()
     } catch (e) {
       await txn.abort().catch(() => {})
       throw e
     }
+    stats.batchesCommitted++
+    stats.recordsCommitted += b.batch.length
+  }
+
+  /** One transaction's worth of prepared batches as one (positions: the last of each partition). */
+  const merge = (group: Prepared[]): Prepared => {
+    if (group.length === 1) return group[0]
+    const positions = new Map<string, PartitionPosition>()
+    const batch: ConsumedRecord[] = []
+    const outputs: ProducerRecord[] = []
+    for (const g of group) {
+      for (const p of g.positions) positions.set(`${p.topic}:${p.partition}`, p)
+      // Loops, not flatMap: a group holds thousands of records and this runs once per commit.
+      for (let i = 0; i < g.batch.length; i++) batch.push(g.batch[i])
+      for (let i = 0; i < g.outputs.length; i++) outputs.push(g.outputs[i])
+    }
+    return { batch, positions: [...positions.values()], outputs }
   }
 
   const run = async (): Promise<void> => {
@@ -122,24 +170,80 @@ export function startDurable<V>(opts: DurableOptions<V>): Subscription & { reado
     producer = await opts.bus.producer({ transactionalId: opts.transactionalId })
     await consumer.subscribe(opts.topics, opts.listener)
     ready.resolve()
+    const c = consumer
+    const p = producer
     let failures = 0
-    while (!stopping) {
-      const c = consumer
-      const batch = await c.poll({ timeoutMs: PATTERN_DEFAULTS.pollTimeoutMs })
-      if (batch.length === 0 || stopping) continue
-      try {
-        await processBatch(c, producer, batch)
-        stats.batchesCommitted++
-        stats.recordsCommitted += batch.length
-        failures = 0
-      } catch (e) {
-        if (stopping) return
-        if (e instanceof BusError && (e.code === 'fenced' || e.code === 'closed')) throw e
-        stats.batchesFailed++
-        if (++failures > retriesMax) throw new Error(`durable ${opts.groupId}: ${failures} consecutive failed batches, last: ${(e as Error).message}`, { cause: e })
-        await sleep(retryBackoffMs)
-        await rewind(c)
+    /**
+     * The commit of the previous transaction, still in flight while the next batches are polled
+     * and processed (at most one: the next transaction begins only once it succeeded). Resolves
+     * to its error, or null; `inflightDone` turns true when it settles.
+     */
+    let inflight: Promise<unknown> | null = null
+    let inflightDone = true
+    const settle = async (): Promise<unknown> => {
+      const f = inflight
+      inflight = null
+      const e = f === null ? null : await f
+      if (f !== null && e === null) failures = 0
+      return e
+    }
+    /** Counts a failed transaction, then rewinds every owned partition to its committed position. */
+    const failed = async (e: unknown): Promise<void> => {
+      if (e instanceof BusError && (e.code === 'fenced' || e.code === 'closed')) throw e
+      stats.batchesFailed++
+      if (++failures > retriesMax) throw new Error(`durable ${opts.groupId}: ${failures} consecutive failed batches, last: ${(e as Error).message}`, { cause: e })
+      await sleep(retryBackoffMs)
+      await rewind(c)
+    }
+    try {
+      while (!stopping) {
+        const group: Prepared[] = []
+        let records = 0
+        let error: unknown = null
+        const first = await c.poll({ timeoutMs: PATTERN_DEFAULTS.pollTimeoutMs, recordsMax: commitRecordsMax })
+        if (stopping) break
+        if (first.length > 0) {
+          try {
+            group.push(await prepare(c, first))
+            records += first.length
+          } catch (e) {
+            error = e
+          }
+          // Group commit: while the previous commit syncs, read and process what is already
+          // there. A macrotask turn per round lets the sync's completion in, so the group grows
+          // to what the CPU prepares in one sync (bounded by commitRecordsMax), not past it.
+          while (error === null && !inflightDone && records < commitRecordsMax && !stopping) {
+            await new Promise<void>((r) => setImmediate(r))
+            if (inflightDone) break
+            const more = await c.poll({ timeoutMs: 0, recordsMax: commitRecordsMax - records })
+            if (more.length === 0) break
+            try {
+              group.push(await prepare(c, more))
+              records += more.length
+            } catch (e) {
+              error = e
+            }
+          }
+        }
+        // A failed previous commit voids these batches too: they were read past uncommitted
+        // positions, and the rewind reads them again.
+        const previous = await settle()
+        if (stopping) break
+        if (previous !== null) error = previous
+        if (error !== null) {
+          await failed(error)
+          continue
+        }
+        if (group.length > 0) {
+          inflightDone = false
+          inflight = commit(c, p, merge(group)).then(
+            () => ((inflightDone = true), null),
+            (e: unknown) => ((inflightDone = true), e),
+          )
+        }
       }
+    } finally {
+      await settle()
     }
   }
 

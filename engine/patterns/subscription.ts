@@ -37,6 +37,11 @@ export const PATTERN_DEFAULTS = {
   retriesMax: 10,
   /** Durable: wait before retrying a failed batch, ms. */
   retryBackoffMs: 50,
+  /**
+   * Durable: most input records in one transaction. Batches polled while the previous commit
+   * is still syncing join the next transaction (group commit), up to this bound.
+   */
+  commitRecordsMax: 5000,
 } as const
 
 /** Decodes a consumed record; throws what the codec throws. */

@@ -3,7 +3,8 @@
  * backend where they can differ: murmur2 partitioning, transaction markers taking offsets,
  * read_committed visibility with a last stable offset, consumer groups with a range assignor and
  * rebalance callbacks inside poll(). Nothing survives the process. Records are stored and returned
- * by reference (values are copied once at send): treat consumed values as read-only.
+ * by reference (values are copied once at send, into shared slabs): treat consumed values and
+ * headers as read-only (the headers of records sent without any are one frozen object).
  */
 import { PartitionResolver, tpKey } from '../partitioner.js'
 import {
@@ -12,6 +13,7 @@ import {
   type BusBackend,
   type BusConsumer,
   type BusProducer,
+  type BusRecord,
   type BusTransaction,
   type ConsumedRecord,
   type ConsumerOptions,
@@ -26,6 +28,7 @@ import {
   type TopicSpec,
 } from '../types.js'
 import { MemoryGroup, type GroupMember } from './group.js'
+import { ValueSlab } from './slab.js'
 import { PartitionLog, type TxnState } from './log.js'
 import type { BusStore, GroupWrite, PartitionWrite, RestoredBus } from '../store.js'
 
@@ -58,6 +61,8 @@ class MemoryBus implements BusBackend {
   readonly txnEpochs = new Map<string, number>()
   readonly producers = new Set<MemoryProducer>()
   readonly consumers = new Set<MemoryConsumer>()
+  /** Copies of sent values (see ./slab.ts). */
+  readonly values = new ValueSlab()
   private waiters = new Set<() => void>()
   private memberSeq = 0
   private closed = false
@@ -146,6 +151,13 @@ class MemoryBus implements BusBackend {
     if (this.closed) throw new BusError('closed', `${this.kind} bus is closed`)
   }
 
+  /** The topic; throws 'unknown-topic'. */
+  topicOf(topic: string): MemoryTopic {
+    const t = this.topics.get(topic)
+    if (!t) throw new BusError('unknown-topic', `topic does not exist, topic=${topic}`)
+    return t
+  }
+
   /** The partition's log; throws 'unknown-topic' / 'bad-input'. */
   log(tp: TopicPartition): PartitionLog {
     const t = this.topics.get(tp.topic)
@@ -184,12 +196,20 @@ class MemoryBus implements BusBackend {
   }
 }
 
-function toStored(r: ProducerRecord): { key: string | null; value: Uint8Array | null; headers: Record<string, string>; timestampMs: number } {
+/**
+ * Headers of every record sent without any: one frozen object instead of one per record (records
+ * are returned by reference and must not be changed; frozen, a change throws instead of silently
+ * editing the stored record).
+ */
+const NO_HEADERS: Record<string, string> = Object.freeze({})
+
+/** The stored copy of a sent record; `nowMs` is the send's time (one clock read per send). */
+function toStored(r: ProducerRecord, nowMs: number, values: ValueSlab): BusRecord {
   return {
     key: r.key,
-    value: r.value === null ? null : Uint8Array.prototype.slice.call(r.value), // a copy even for a Buffer
-    headers: r.headers ? { ...r.headers } : {},
-    timestampMs: r.timestampMs ?? Date.now(),
+    value: r.value === null ? null : values.copy(r.value),
+    headers: r.headers ? { ...r.headers } : NO_HEADERS,
+    timestampMs: r.timestampMs ?? nowMs,
   }
 }
 
@@ -226,7 +246,8 @@ class MemoryProducer implements BusProducer {
     const partitions = await this.resolver.resolve(records)
     this.checkUsable()
     const logs = partitions.map((partition, i) => this.bus.log({ topic: records[i].topic, partition }))
-    const stored = records.map(toStored)
+    const nowMs = Date.now()
+    const stored = records.map((r) => toStored(r, nowMs, this.bus.values))
     if (this.bus.store) {
       // Durable before visible: offsets are the ones the appends below will assign.
       const writes = new Map<PartitionLog, PartitionWrite>()
@@ -249,12 +270,20 @@ class MemoryProducer implements BusProducer {
   async append(records: ProducerRecord[], txn: TxnState, touched: Map<PartitionLog, PartitionWrite>): Promise<RecordMetadata[]> {
     const partitions = await this.resolver.resolve(records)
     const out = new Array<RecordMetadata>(records.length)
+    const nowMs = Date.now()
+    let topic: string | null = null
+    let logs: PartitionLog[] = []
     for (let i = 0; i < records.length; i++) {
       const r = records[i]
-      const log = this.bus.log({ topic: r.topic, partition: partitions[i] })
+      // Records of one send mostly share a topic: one topic lookup per run of them.
+      if (r.topic !== topic) {
+        logs = this.bus.topicOf(r.topic).logs
+        topic = r.topic
+      }
+      const log = logs[partitions[i]]
       let w = touched.get(log)
       if (!w) touched.set(log, (w = { topic: r.topic, partition: partitions[i], records: [], endOffset: 0 }))
-      const stored = toStored(r)
+      const stored = toStored(r, nowMs, this.bus.values)
       const offset = log.append(stored, txn)
       w.records.push({ offset, record: stored })
       out[i] = { topic: r.topic, partition: partitions[i], offset }
@@ -282,12 +311,23 @@ class MemoryTransaction implements BusTransaction {
   /** Partitions written, with the records sent to each (for the durable store). */
   private readonly touched = new Map<PartitionLog, PartitionWrite>()
   private readonly offsets: { group: string | GroupMetadata; positions: PartitionPosition[] }[] = []
+  private markersWritten = false
+  /** Handed to the durable store, which has not confirmed it yet: it can no longer be aborted. */
+  private committing = false
 
   constructor(private readonly bus: MemoryBus, private readonly producer: MemoryProducer) {}
 
   private checkOpen(): void {
     if (this.state.status !== 'open') throw new BusError('txn-state', `transaction is ${this.state.status}, transactionalId=${this.producer.transactionalId}`)
+    if (this.committing) throw new BusError('txn-state', `transaction is committing, transactionalId=${this.producer.transactionalId}`)
     this.producer.checkUsable()
+  }
+
+  /** Appends this transaction's marker to every partition it wrote, once. */
+  private writeMarkers(): void {
+    if (this.markersWritten) return
+    this.markersWritten = true
+    for (const log of this.touched.keys()) log.appendMarker(this.state)
   }
 
   async send(records: ProducerRecord[]): Promise<RecordMetadata[]> {
@@ -313,18 +353,31 @@ class MemoryTransaction implements BusTransaction {
       }
     }
     if (this.bus.store) {
-      // The store's commit is the commit point: each partition's end includes the marker decide() adds.
+      // The store's commit is the commit point: each partition's end includes the marker.
       const writes = [...this.touched].map(([log, w]) => ({ ...w, endOffset: log.endOffset + 1 }))
       const groups: GroupWrite[] = this.offsets.map(({ group, positions }) => ({
         groupId: typeof group === 'string' ? group : group.groupId,
         positions: positions.map((p) => ({ topic: p.topic, partition: p.partition, offset: p.offset })),
       }))
+      let durable: Promise<void>
       try {
-        this.bus.store.commitTransaction(writes, groups)
+        durable = this.bus.store.commitTransaction(writes, groups)
       } catch (e) {
         this.decide('aborted')
         throw storeFailure(e, `transaction aborted, transactionalId=${this.producer.transactionalId}`)
       }
+      // The markers take the offsets `writes` counted, before anything else can be appended while
+      // the store syncs; the transaction stays invisible until decided below.
+      this.writeMarkers()
+      this.committing = true
+      try {
+        await durable
+      } catch (e) {
+        this.committing = false
+        this.decide('aborted')
+        throw storeFailure(e, `transaction aborted (the store failed after writing it: its outcome is known after reopening), transactionalId=${this.producer.transactionalId}`)
+      }
+      this.committing = false
     }
     for (const { group, positions } of this.offsets) {
       const g = this.bus.group(typeof group === 'string' ? group : group.groupId)
@@ -340,8 +393,12 @@ class MemoryTransaction implements BusTransaction {
   /** Decides the transaction and writes its markers; no-op once decided. */
   decide(status: 'committed' | 'aborted'): void {
     if (this.state.status !== 'open') return
+    // A fencing producer or close() cannot abort a commit the store already has: it completes,
+    // as a Kafka transaction past PrepareCommit does.
+    if (this.committing && status === 'aborted') return
+    this.writeMarkers()
     this.state.status = status
-    for (const log of this.touched.keys()) log.appendMarker(this.state)
+    for (const log of this.touched.keys()) log.endTxn(this.state)
     if (this.producer.open === this) this.producer.open = null
     this.bus.notify()
   }

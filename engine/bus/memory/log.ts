@@ -6,33 +6,30 @@ export interface TxnState {
 }
 
 /**
- * One entry per offset. `record === null` is a transaction marker (commit or abort), which
- * takes an offset but is never returned, as Kafka's control records.
- */
-interface Entry {
-  record: BusRecord | null
-  txn: TxnState | null
-}
-
-/**
- * One in-memory partition: an append-only array indexed by offset (offsets start at 0 and are
+ * One in-memory partition: append-only arrays indexed by offset (offsets start at 0 and are
  * never deleted), with Kafka's read_committed rules: records of a transaction become visible at
  * its commit marker; aborted ones never; readers stop at the last stable offset (the first offset
  * of a still-open transaction), so they never skip past an open transaction (cases P2).
+ *
+ * Per offset, `records[o] === null` is a transaction marker (commit or abort), which takes an
+ * offset but is never returned, as Kafka's control records; `txns[o]` is the transaction that
+ * wrote it (null = non-transactional). Two parallel arrays rather than one entry object per
+ * offset: every record stays alive until the bus closes, and each retained object costs the GC.
  */
 export class PartitionLog {
-  private readonly entries: Entry[] = []
+  private readonly records: (BusRecord | null)[] = []
+  private readonly txns: (TxnState | null)[] = []
   /** Open transaction -> its first offset in this partition. */
   private readonly openFirstOffset = new Map<TxnState, number>()
 
   /** Offset the next append gets. */
   get endOffset(): number {
-    return this.entries.length
+    return this.records.length
   }
 
   /** Last stable offset: records below it are decided (committed, aborted or non-transactional). */
   get lastStableOffset(): number {
-    let lso = this.entries.length
+    let lso = this.records.length
     for (const first of this.openFirstOffset.values()) if (first < lso) lso = first
     return lso
   }
@@ -42,25 +39,38 @@ export class PartitionLog {
    * gaps (markers, aborted or torn transactions) as invisible entries up to `endOffset`.
    */
   restore(records: readonly { offset: number; record: BusRecord }[], endOffset: number): void {
-    if (this.entries.length !== 0) throw new Error(`restore() needs an empty partition log, endOffset=${this.entries.length}`)
-    for (let i = 0; i < endOffset; i++) this.entries.push({ record: null, txn: null })
+    if (this.records.length !== 0) throw new Error(`restore() needs an empty partition log, endOffset=${this.records.length}`)
+    for (let i = 0; i < endOffset; i++) {
+      this.records.push(null)
+      this.txns.push(null)
+    }
     for (const r of records) {
       if (!(r.offset >= 0 && r.offset < endOffset)) throw new Error(`restored offset must be in [0, ${endOffset}), offset=${r.offset}`)
-      this.entries[r.offset] = { record: r.record, txn: null }
+      this.records[r.offset] = r.record
     }
   }
 
   /** Appends a record (txn null = visible at once); returns its offset. */
   append(record: BusRecord, txn: TxnState | null): number {
-    const offset = this.entries.length
-    this.entries.push({ record, txn })
+    const offset = this.records.length
+    this.records.push(record)
+    this.txns.push(txn)
     if (txn !== null && !this.openFirstOffset.has(txn)) this.openFirstOffset.set(txn, offset)
     return offset
   }
 
-  /** Writes the commit/abort marker of `txn` (its status must already be decided). */
+  /**
+   * Writes the commit/abort marker of `txn`, taking an offset. The transaction stays open (its
+   * records invisible, the last stable offset held at its first offset) until {@link endTxn}:
+   * a commit reserves its markers' offsets before its durable store has it, and decides after.
+   */
   appendMarker(txn: TxnState): void {
-    this.entries.push({ record: null, txn })
+    this.records.push(null)
+    this.txns.push(txn)
+  }
+
+  /** Called once `txn` is decided (status set): its records stop holding the last stable offset. */
+  endTxn(txn: TxnState): void {
     this.openFirstOffset.delete(txn)
   }
 
@@ -74,10 +84,11 @@ export class PartitionLog {
     let offset = from
     let taken = 0
     for (; offset < lso; offset++) {
-      const e = this.entries[offset]
-      if (e.record === null || (e.txn !== null && e.txn.status !== 'committed')) continue
+      const r = this.records[offset]
+      if (r === null) continue
+      const txn = this.txns[offset]
+      if (txn !== null && txn.status !== 'committed') continue
       if (taken === recordsMax) break
-      const r = e.record
       out.push({ topic, partition, offset, key: r.key, value: r.value, headers: r.headers, timestampMs: r.timestampMs })
       taken++
     }

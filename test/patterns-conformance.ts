@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url'
 import { suite } from 'uvu'
 import * as assert from 'uvu/assert'
 import type { BusBackend, ConsumedRecord } from '../engine/bus/index.js'
-import { jsonCodec, RpcRemoteError, RpcTimeoutError, startRpcResponder, startRpcSender, startCompacted, startDurable, startPubSub, startStateAndEvent, stringCodec, type PatternRecord, type Subscription } from '../engine/patterns/index.js'
+import { jsonCodec, RpcRemoteError, RpcTimeoutError, startRpcResponder, startRpcSender, startCompacted, startDurable, startPubSub, startStateAndEvent, stringCodec, type DurableOutcome, type PatternRecord, type Subscription } from '../engine/patterns/index.js'
 import { bytes, echoProcessor, readTopic, text, waitForRecords, type ChildBusSpec } from './patterns-helpers.js'
 
 /** A backend under test. */
@@ -135,12 +135,20 @@ export function patternConformance(backendName: string, make: () => Promise<Patt
     await seed(pb.bus, input, 30, 1)
     await pb.bus.createTopics([{ name: output, partitions: 1 }])
     let batches = 0
+    const outcomes: DurableOutcome[] = []
     const sub = durable(pb.bus, input, output, group, {
       faults: { beforeCommit: () => { if (++batches === 2) throw new Error('injected commit failure') } },
+      onOutcome: (o) => outcomes.push(o),
     })
     const got = await waitForRecords(pb.bus, output, 30)
     outputsOnce(got, 30)
     assert.is(sub.stats.batchesFailed, 1)
+    // onOutcome: the failed transaction is reported with its error; committed outcomes cover
+    // every input (an outcome is reported when the pattern next settles, after at most one poll).
+    const committedRecords = (): number => outcomes.reduce((n, o) => n + (o.committed ? o.records : 0), 0)
+    for (let waited = 0; committedRecords() < 30 && waited < 5000; waited += 20) await new Promise((r) => setTimeout(r, 20))
+    assert.ok(outcomes.some((o) => !o.committed && String((o.error as Error).message) === 'injected commit failure'), `a failed outcome carries the injected error: ${JSON.stringify(outcomes)}`)
+    assert.ok(committedRecords() >= 30, `committed outcomes cover all 30 inputs: ${JSON.stringify(outcomes)}`)
     assert.equal(got.map(text), Array.from({ length: 30 }, (_, i) => `o:v${i}`), 'in input order (one partition)')
   })
 

@@ -65,8 +65,29 @@ export interface DurableOptions<V> {
    * offsets). For observing how a group of processes splits the input, e.g. in logs.
    */
   listener?: RebalanceListener
+  /**
+   * Told the outcome of every onNext call's outputs, in onNext order: once per transaction when
+   * it commits or fails, and once per group of processed batches dropped without a transaction
+   * (the previous commit failed, or a later batch of the group failed to decode or process; they
+   * are read and processed again after the rewind). `batches` counts the onNext calls covered,
+   * `records` their input records. Batches still prepared when the subscription stops are
+   * reported as not committed. For logs and tests that must tell committed outputs from
+   * aborted ones on a bus whose readers cannot (a broker without abort markers).
+   */
+  onOutcome?(outcome: DurableOutcome): void
   /** Test hooks: called after the transaction's sends, before its commit. */
   faults?: { beforeCommit?(records: ConsumedRecord[]): void | Promise<void> }
+}
+
+/** What happened to the outputs of `batches` consecutive onNext calls (see `onOutcome`). */
+export interface DurableOutcome {
+  committed: boolean
+  /** onNext calls covered, >= 1. */
+  batches: number
+  /** Input records of those calls. */
+  records: number
+  /** Why they were not committed (absent when committed). */
+  error?: unknown
 }
 
 /** Counters of a durable subscription. */
@@ -115,6 +136,20 @@ export function startDurable<V>(opts: DurableOptions<V>): Subscription & { reado
     outputs: ProducerRecord[]
   }
 
+  /** onNext calls (and their input records) since the last reported outcome. */
+  const calls = { batches: 0, records: 0 }
+  /** Reports the outcome of the onNext calls counted since the last report, if any. */
+  const report = (covered: { batches: number; records: number }, error: unknown): void => {
+    if (covered.batches === 0 || opts.onOutcome === undefined) return
+    opts.onOutcome(error === null ? { committed: true, ...covered } : { committed: false, ...covered, error })
+  }
+  const take = (): { batches: number; records: number } => {
+    const t = { ...calls }
+    calls.batches = 0
+    calls.records = 0
+    return t
+  }
+
   /** Decodes and processes a batch; its positions are the consumer's after the poll that read it. */
   const prepare = async (c: BusConsumer, batch: ConsumedRecord[]): Promise<Prepared> => {
     const tps = new Map<string, TopicPartition>()
@@ -129,6 +164,10 @@ export function startDurable<V>(opts: DurableOptions<V>): Subscription & { reado
         if (opts.deadLetterTopic === undefined) throw e
         dead.push({ topic: opts.deadLetterTopic, key: r.key, value: r.value, headers: { ...r.headers, error: String((e as Error).message), source: `${r.topic}:${r.partition}:${r.offset}` } })
       }
+    }
+    if (good.length > 0) {
+      calls.batches++
+      calls.records += good.length
     }
     const outputs = good.length > 0 ? await opts.processor.onNext(good) : []
     return { batch, positions, outputs: dead.length === 0 ? outputs : [...outputs, ...dead] }
@@ -180,10 +219,12 @@ export function startDurable<V>(opts: DurableOptions<V>): Subscription & { reado
      */
     let inflight: Promise<unknown> | null = null
     let inflightDone = true
+    let inflightCovers = { batches: 0, records: 0 }
     const settle = async (): Promise<unknown> => {
       const f = inflight
       inflight = null
       const e = f === null ? null : await f
+      if (f !== null) report(inflightCovers, e)
       if (f !== null && e === null) failures = 0
       return e
     }
@@ -231,11 +272,13 @@ export function startDurable<V>(opts: DurableOptions<V>): Subscription & { reado
         if (stopping) break
         if (previous !== null) error = previous
         if (error !== null) {
+          report(take(), error)
           await failed(error)
           continue
         }
         if (group.length > 0) {
           inflightDone = false
+          inflightCovers = take()
           inflight = commit(c, p, merge(group)).then(
             () => ((inflightDone = true), null),
             (e: unknown) => ((inflightDone = true), e),
@@ -244,6 +287,7 @@ export function startDurable<V>(opts: DurableOptions<V>): Subscription & { reado
       }
     } finally {
       await settle()
+      report(take(), new Error('not committed: the subscription stopped'))
     }
   }
 

@@ -59,26 +59,23 @@ export interface BillingOptions {
  */
 export function startBilling(o: BillingOptions): Subscription & { readonly stats: DurableStats } {
   let batch = 0
-  let committedAtLastBatch = 0
-  // The loop runs one batch at a time: between two onNext calls exactly the previous batch's
-  // outcome is counted (a decode failure without onNext only adds to batchesFailed).
-  const reportPrevious = (): void => {
-    if (batch === 0) return
-    o.log({ event: sub.stats.batchesCommitted > committedAtLastBatch ? 'committed' : 'failed', n: batch })
-  }
+  // The pattern reports outcomes in onNext order, each covering one or more batches (one
+  // transaction may hold several batches: group commit).
+  let reported = 0
   const partitions = (tps: TopicPartition[]): number[] => tps.map((tp) => tp.partition).sort((a, b) => a - b)
-  const sub = startDurable({
+  return startDurable({
     bus: o.bus, groupId: o.groupId, topics: [o.input], transactionalId: `${o.groupId}-${o.instance}`, codec: orderCodec,
     sessionTimeoutMs: o.sessionTimeoutMs,
     listener: {
       assigned: async (tps) => o.log({ event: 'assigned', partitions: partitions(tps), committed: await o.bus.committed(o.groupId, tps) }),
       revoked: (tps) => o.log({ event: 'revoked', partitions: partitions(tps) }),
     },
+    onOutcome: (outcome) => {
+      for (let i = 0; i < outcome.batches; i++) o.log({ event: outcome.committed ? 'committed' : 'failed', n: ++reported })
+    },
     processor: {
       // Outputs are returned, never sent: the pattern commits them with the consumed positions.
       onNext: (records) => {
-        reportPrevious()
-        committedAtLastBatch = sub.stats.batchesCommitted
         o.log({ event: 'batch', n: ++batch, records: records.length })
         return records.map((r) => {
           const order = r.value!
@@ -91,16 +88,6 @@ export function startBilling(o: BillingOptions): Subscription & { readonly stats
       },
     },
   })
-  return {
-    get stats() { return sub.stats },
-    ready: sub.ready,
-    done: sub.done,
-    async stop(opts) {
-      await sub.stop(opts)
-      reportPrevious()
-      batch = 0
-    },
-  }
 }
 
 function arg(args: string[], name: string, fallback?: string): string {

@@ -327,12 +327,22 @@ export class KafkaConsumer implements BusConsumer {
       await this.stopKafka()
       return
     }
-    if (!this.kc || topics.join('\n') !== this.kcTopics.join('\n')) {
-      await this.startKafka(`${this.groupId ?? this.bus.opts.clientId}.assign.${randomUUID()}`, topics)
-    }
+    const restart = !this.kc || topics.join('\n') !== this.kcTopics.join('\n')
+    if (restart) await this.stopKafka()
+    // Own the new partitions before kafkajs joins: GROUP_JOIN then seeks them and leaves them
+    // unpaused, so the first Fetch already reads them. Owned after the join, they would be paused
+    // by the join and kafkajs' first fetch would find no partition and sleep fetchMaxWaitMs.
     const fresh = [...wanted].filter(([k]) => !this.owned.has(k)).map(([, tp]) => tp)
     const positions = await this.initialPositions(fresh)
     fresh.forEach((tp, i) => this.own(tp, positions[i]))
+    if (restart) {
+      try {
+        await this.startKafka(`${this.groupId ?? this.bus.opts.clientId}.assign.${randomUUID()}`, topics)
+      } catch (e) {
+        for (const tp of fresh) this.owned.delete(tpKey(tp.topic, tp.partition))
+        throw e
+      }
+    }
     this.syncKafkaPauses()
   }
 

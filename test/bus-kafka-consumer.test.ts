@@ -39,5 +39,48 @@ test('assign() fetches its partitions from the first fetch: the first record com
   })
 })
 
+test('records fetched ahead of poll() come out in offset order per partition, at most recordsMax per poll, positions after the last returned', async () => {
+  await withBus({}, async (bus) => {
+    const topic = topicName('ahead')
+    await bus.createTopics([{ name: topic, partitions: 2 }])
+    const p = await bus.producer()
+    const perPartition = 3000
+    for (let i = 0; i < perPartition; i += 500) {
+      const batch = []
+      for (let j = i; j < i + 500; j++) {
+        batch.push({ topic, key: `k${j}`, value: enc.encode(`v${j}`), headers: { i: String(j) }, partition: 0 })
+        batch.push({ topic, key: `k${j}`, value: enc.encode(`v${j}`), headers: { i: String(j) }, partition: 1 })
+      }
+      await p.send(batch)
+    }
+    const tps = [{ topic, partition: 0 }, { topic, partition: 1 }]
+    const c = await bus.consumer({ pollRecordsMax: 333 })
+    await c.assign(tps)
+    // Let several fetches pile up in the buffers before the first poll.
+    await new Promise((r) => setTimeout(r, 500))
+    const got: ConsumedRecord[][] = [[], []]
+    const deadline = Date.now() + 20_000
+    while (got[0].length + got[1].length < 2 * perPartition && Date.now() < deadline) {
+      const recs = await c.poll({ timeoutMs: 200 })
+      assert.ok(recs.length <= 333, `poll returned ${recs.length} > pollRecordsMax 333`)
+      for (const r of recs) got[r.partition].push(r)
+      for (const tp of tps) {
+        const mine = got[tp.partition]
+        if (mine.length > 0) assert.is(c.position(tp), mine[mine.length - 1].offset + 1, `position of partition ${tp.partition}`)
+      }
+    }
+    for (const part of [0, 1]) {
+      const mine = got[part]
+      assert.is(mine.length, perPartition, `records of partition ${part}`)
+      mine.forEach((r, j) => {
+        if (r.offset !== j || r.key !== `k${j}` || new TextDecoder().decode(r.value!) !== `v${j}` || r.headers.i !== String(j) || r.topic !== topic) {
+          assert.unreachable(`partition ${part} record ${j}: ${JSON.stringify({ ...r, value: new TextDecoder().decode(r.value!) })}`)
+        }
+      })
+    }
+    assert.equal(await c.poll({ timeoutMs: 200 }), [], 'nothing more')
+  })
+})
+
 test.after(() => mock.stop())
 test.run()

@@ -6,6 +6,7 @@
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { createKafkaBus, startKafkaMockCluster, type BusBackend, type ConsumedRecord } from '../engine/bus/index.js'
+import { decimal } from '../engine/bus/kafka/consumer.js'
 
 const mock = await startKafkaMockCluster({ brokers: 1 })
 let n = 0
@@ -80,6 +81,13 @@ test('records fetched ahead of poll() come out in offset order per partition, at
     }
     assert.equal(await c.poll({ timeoutMs: 200 }), [], 'nothing more')
   })
+})
+
+test('decimal() reads the offsets and timestamps kafkajs hands over as strings, exactly, as Number() does', () => {
+  const cases = ['0', '7', '42', '1764468000000', '999999999999999', '1000000000000000', '9007199254740991', '-1', '', '12a', ' 3']
+  for (const s of cases) assert.is(Object.is(decimal(s), Number(s)), true, `decimal(${JSON.stringify(s)}) = ${decimal(s)}, Number() = ${Number(s)}`)
+  assert.is(decimal('1764468000000'), 1_764_468_000_000)
+  assert.is(decimal('999999999999999'), 999_999_999_999_999)
 })
 
 test.after(() => mock.stop())

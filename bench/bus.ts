@@ -14,7 +14,9 @@
  * poll() returned, when that Fetch is already waiting (up to fetchMaxWaitMs) at the end of the
  * log. "consume" is records read / consume time over all passes, "produce+consume" is records /
  * (produce time + consume time of one pass). Why passes: one pass of 100,000 records takes ~0.2 s
- * on the mock, too short a window on a shared 2-CPU machine.
+ * on the mock, too short a window on a shared 2-CPU machine. The time from the consumer being
+ * ready (raw: run() returned after the join; bus: assign() returned) to its first record is
+ * printed per round below the table, outside the rates.
  *
  * The kafka runs alternate raw/bus/bus/raw on one mock cluster and are summed, after one untimed
  * warm-up run of each (a fifth of the records) so neither side pays for kafkajs' cold code.
@@ -51,6 +53,8 @@ interface Row {
   /** Records read, over all passes. */
   consumed: number
   consumeMs: number
+  /** Per round: ms from the consumer being ready (raw: run() returned; bus: assign() returned) to the first record handed over. */
+  firstRecordMs: number[]
 }
 
 const value = new Uint8Array(VALUE_BYTES).fill(0x61)
@@ -93,6 +97,8 @@ async function benchBus(name: string, bus: BusBackend, records: number, batchRec
   const c = await bus.consumer({ pollRecordsMax: 5000 })
   const tps = Array.from({ length: PARTITIONS }, (_, partition) => ({ topic, partition }))
   await c.assign(tps)
+  const ready = performance.now()
+  let firstAt = 0
   let got = 0
   let consumeMs = 0
   const deadline = Date.now() + 120_000
@@ -101,6 +107,7 @@ async function benchBus(name: string, bus: BusBackend, records: number, batchRec
     while (got < records * pass && Date.now() < deadline) {
       const n = (await c.poll({ timeoutMs: 100 })).length
       if (n > 0 && t0 === 0) t0 = performance.now()
+      if (firstAt === 0) firstAt = t0
       got += n
     }
     consumeMs += performance.now() - t0
@@ -108,7 +115,7 @@ async function benchBus(name: string, bus: BusBackend, records: number, batchRec
   }
   if (got !== records * CONSUME_PASSES) throw new Error(`bench ${name}: consumed ${got} of ${records * CONSUME_PASSES} records`)
   await bus.close()
-  return { backend: name, records, produceMs, txnProduceMs, consumed: got, consumeMs }
+  return { backend: name, records, produceMs, txnProduceMs, consumed: got, consumeMs, firstRecordMs: [firstAt - ready] }
 }
 
 /** The same three runs with kafkajs directly: sendBatch, transaction per batch, eachBatch consumer. */
@@ -145,12 +152,14 @@ async function benchRawKafkajs(mock: KafkaMockCluster, records: number, batchRec
   let done: () => void = () => undefined
   const finished = new Promise<void>((resolve) => (done = resolve))
   let pass = 1
+  let firstAt = 0
   await c.run({
     autoCommit: false,
     eachBatch: async ({ batch, isStale }) => {
       // Batches fetched before the last seek: kafkajs hands them over flagged (the bus drops them too).
       if (isStale()) return
       if (t0 === 0) t0 = performance.now()
+      if (firstAt === 0) firstAt = t0
       got += batch.messages.length
       if (got < records * pass) return
       consumeMs += performance.now() - t0
@@ -159,12 +168,13 @@ async function benchRawKafkajs(mock: KafkaMockCluster, records: number, batchRec
       else for (let partition = 0; partition < PARTITIONS; partition++) c.seek({ topic, partition, offset: '0' })
     },
   })
+  const ready = performance.now()
   let timer: NodeJS.Timeout | undefined
   await Promise.race([finished, new Promise((r) => (timer = setTimeout(r, 120_000)))])
   clearTimeout(timer)
   await c.disconnect()
   if (got !== records * CONSUME_PASSES) throw new Error(`bench raw kafkajs: consumed ${got} of ${records * CONSUME_PASSES} records`)
-  return { backend: 'raw kafkajs (mock)', records, produceMs, txnProduceMs, consumed: got, consumeMs }
+  return { backend: 'raw kafkajs (mock)', records, produceMs, txnProduceMs, consumed: got, consumeMs, firstRecordMs: [firstAt - ready] }
 }
 
 function sum(rows: Row[]): Row {
@@ -175,6 +185,7 @@ function sum(rows: Row[]): Row {
     txnProduceMs: a.txnProduceMs + r.txnProduceMs,
     consumed: a.consumed + r.consumed,
     consumeMs: a.consumeMs + r.consumeMs,
+    firstRecordMs: [...a.firstRecordMs, ...r.firstRecordMs],
   }))
 }
 
@@ -214,6 +225,8 @@ export async function runBusBench(): Promise<string> {
   const bus = rows.find((r) => r.backend.startsWith('kafka'))
   if (raw && bus) {
     const ratio = (a: number, b: number): string => `${Math.round((b / a) * 100)}%`
+    const first = (r: Row): string => r.firstRecordMs.map((ms) => ms.toFixed(0)).join(', ')
+    lines.push('', `ms from consumer ready to first record, per round (not in the rates): raw kafkajs ${first(raw)}; kafka backend ${first(bus)}.`)
     lines.push('', `kafka backend vs raw kafkajs: produce ${ratio(bus.produceMs, raw.produceMs)}, produce txn ${ratio(bus.txnProduceMs, raw.txnProduceMs)}, consume ${ratio(bus.consumeMs, raw.consumeMs)} of raw throughput.`)
   }
   return lines.join('\n')

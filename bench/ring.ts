@@ -37,7 +37,7 @@ const PAYLOAD_SIZES = [64, 1024] as const;
 /** Data area of the Sluice ring and storage of the ringbuf.js ring, bytes. */
 const RING_CAPACITY_BYTES = 1 << 20;
 /** Rounds; each runs every contender once. */
-const ROUNDS = 3;
+const ROUNDS = 5;
 /** Records per run, chosen so each run takes roughly 0.3 - 1 s on a 2-core machine. */
 const RECORDS: Record<Contender, Record<PayloadSize, number>> = {
   ring: { 64: 10_000_000, 1024: 2_000_000 },

@@ -50,8 +50,15 @@ const RECORDS: Record<Contender, Record<PayloadSize, number>> = {
 
 type PayloadSize = (typeof PAYLOAD_SIZES)[number];
 type Contender = Transport | 'bare';
+/** Table order. */
 const CONTENDERS: readonly Contender[] =
   ['ring', 'ring-batch', 'postMessage', 'ringbuf.js', 'bare', 'bare-2t'];
+/**
+ * Run order within a round, per payload size: the ring and the two baselines it is divided by
+ * run back to back, so a ratio compares runs seconds apart (this host's speed drifts).
+ */
+const RUN_ORDER: readonly Contender[] =
+  ['bare', 'ring-batch', 'bare-2t', 'ring', 'postMessage', 'ringbuf.js'];
 const LABELS: Record<Contender, string> = {
   ring: 'Sluice ring, write() (worker -> main)',
   'ring-batch': 'Sluice ring, write() in beginBatch/endBatch',
@@ -274,9 +281,9 @@ async function runContender(contender: Contender, payloadBytes: PayloadSize,
 
 async function runRound(scale: number): Promise<Round> {
   const round = {} as Round;
-  for (const contender of CONTENDERS) {
-    round[contender] = {} as Record<PayloadSize, Run>;
-    for (const size of PAYLOAD_SIZES) {
+  for (const contender of RUN_ORDER) round[contender] = {} as Record<PayloadSize, Run>;
+  for (const size of PAYLOAD_SIZES) {
+    for (const contender of RUN_ORDER) {
       const count = Math.max(1000, Math.round(RECORDS[contender][size] * scale));
       round[contender][size] = await runContender(contender, size, count);
     }

@@ -252,8 +252,8 @@ export class RingProducer {
 
   /**
    * write() when its fast path does not apply: claim (checks and throws, pads at the wrap, reloads
-   * the head, waits), copy, commit. Kept out of write() so that write() stays small enough for
-   * the JIT to inline into the caller's loop.
+   * the head, waits), copy, commit. A separate method so that write()'s own body is only the
+   * fast path.
    */
   private writeSlow(typeId: number, src: Uint8Array, srcOff: number, len: number): void {
     const offset = this.claim(typeId, len);

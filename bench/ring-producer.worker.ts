@@ -6,14 +6,21 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { RingBuffer } from 'ringbuf.js';
 import { RingProducer } from '../engine/ring/index.js';
+import {
+  BARE_PADDING_TYPE_ID, BARE_PUBLISH_EVERY_RECORDS, BARE_TRAILER_BYTES, bareHeadIndex,
+  bareTailIndex,
+} from './lib/bare-two-thread.js';
 
 /** How records travel to the consumer. */
-export type Transport = 'ring' | 'ring-batch' | 'postMessage' | 'ringbuf.js';
+export type Transport = 'ring' | 'ring-batch' | 'postMessage' | 'ringbuf.js' | 'bare-2t';
 
 /** workerData of this worker. */
 export interface ProducerWorkerData {
   transport: Transport;
-  /** createRing() buffer for 'ring*', RingBuffer storage for 'ringbuf.js', unused otherwise. */
+  /**
+   * createRing() buffer for 'ring*', RingBuffer storage for 'ringbuf.js', data area +
+   * BARE_TRAILER_BYTES for 'bare-2t', unused for 'postMessage'.
+   */
   sab: SharedArrayBuffer;
   /** Int32Array slot 0: 0 until the main thread starts the clock, then 1. */
   control: SharedArrayBuffer;
@@ -73,9 +80,56 @@ function runRingbuf(): void {
   }
 }
 
+/**
+ * The bare two-thread reference (lib/bare-two-thread.ts): the ring's record format written with
+ * plain stores, one Atomics.store of the tail per BARE_PUBLISH_EVERY_RECORDS records, busy-spin
+ * while full (after publishing, so the consumer can free space).
+ */
+function runBareTwoThread(): void {
+  const capacityBytes = data.sab.byteLength - BARE_TRAILER_BYTES;
+  const mask = capacityBytes - 1;
+  const i32 = new Int32Array(data.sab);
+  const bytes = new Uint8Array(data.sab, 0, capacityBytes);
+  const tailIndex = bareTailIndex(capacityBytes);
+  const headIndex = bareHeadIndex(capacityBytes);
+  const recordLength = 8 + src.length;
+  const recordBytes = (recordLength + 7) & ~7;
+  let tail = 0;
+  let headCache = 0;
+  let unpublished = 0;
+  for (let seq = 0; seq < data.count; seq++) {
+    stamp(seq);
+    let offset = tail & mask;
+    const toEndBytes = capacityBytes - offset;
+    const paddingBytes = recordBytes > toEndBytes ? toEndBytes : 0;
+    while (((tail - headCache) | 0) > capacityBytes - paddingBytes - recordBytes) {
+      if (unpublished !== 0) {
+        Atomics.store(i32, tailIndex, tail);
+        unpublished = 0;
+      }
+      headCache = Atomics.load(i32, headIndex);
+    }
+    if (paddingBytes !== 0) {
+      i32[offset >> 2] = paddingBytes;
+      i32[(offset >> 2) + 1] = BARE_PADDING_TYPE_ID;
+      offset = 0;
+    }
+    i32[offset >> 2] = recordLength;
+    i32[(offset >> 2) + 1] = BENCH_TYPE_ID;
+    bytes.set(src, offset + 8);
+    tail = (tail + paddingBytes + recordBytes) | 0;
+    if (++unpublished === BARE_PUBLISH_EVERY_RECORDS) {
+      Atomics.store(i32, tailIndex, tail);
+      unpublished = 0;
+    }
+  }
+  Atomics.store(i32, tailIndex, tail);
+}
+
 port.postMessage('ready' satisfies ProducerWorkerMessage);
 Atomics.wait(control, 0, 0);
 if (data.transport === 'ring') runRing(false);
 else if (data.transport === 'ring-batch') runRing(true);
 else if (data.transport === 'postMessage') runPostMessage();
+else if (data.transport === 'bare-2t') runBareTwoThread();
 else runRingbuf();

@@ -153,6 +153,57 @@ test('wrap-around at every start offset and every payload size keeps records con
   }
 });
 
+test('write places records exactly as tryClaim + commit, at every start offset and payload size, batched or not', () => {
+  const capacityBytes = 256;
+  for (const batched of [false, true]) {
+    for (let start = 0; start < capacityBytes; start += 8) {
+      for (let length = 0; length <= capacityBytes / 8; length++) {
+        const where = `batched=${batched} start=${start} length=${length}`;
+        const viaWrite = createRing(capacityBytes);
+        const viaClaim = createRing(capacityBytes);
+        const writeReader = new RingConsumer(viaWrite);
+        advance(new RingProducer(viaWrite), writeReader, start);
+        advance(new RingProducer(viaClaim), new RingConsumer(viaClaim), start);
+        // Producers attached after the advance start with an up-to-date head, so write() takes
+        // its fast path wherever the record fits before the end, and claim() elsewhere.
+        const writer = new RingProducer(viaWrite, new BusySpinIdleStrategy());
+        const claimer = new RingProducer(viaClaim, new BusySpinIdleStrategy());
+        // Three records in a row: for most sizes one fits, one straddles the end (padding).
+        const sent = [0, 1, 2].map((k) => payload(start * 100 + length * 3 + k, length));
+        if (batched) writer.beginBatch();
+        sent.forEach((p, k) => writer.write(k + 1, p));
+        if (batched) writer.endBatch();
+        sent.forEach((p, k) => {
+          const at = claimer.tryClaim(k + 1, length);
+          claimer.bytes.set(p, at);
+          claimer.commit(at);
+        });
+        // Same bytes in the whole buffer (headers, padding, payloads, published tail).
+        assert.equal(new Uint8Array(viaWrite), new Uint8Array(viaClaim), where);
+        const got = drain(writeReader);
+        assert.equal(got.map((r) => r.typeId), [1, 2, 3], where);
+        got.forEach((r, k) => assert.equal(r.bytes, Array.from(sent[k]), `${where} record ${k}`));
+      }
+    }
+  }
+});
+
+test('write while a claim is outstanding is refused and leaves the claim to commit', () => {
+  const sab = createRing(256);
+  const producer = new RingProducer(sab);
+  const consumer = new RingConsumer(sab);
+  const at = producer.claim(2, 3);
+  producer.bytes.set([7, 8, 9], at);
+  assert.throws(() => producer.write(1, new Uint8Array(1)),
+    (e: Error) => e.message === `claim while the record claimed at offset ${at} is not ` +
+      'committed; one claim at a time');
+  producer.commit(at);
+  producer.write(1, new Uint8Array([5]));
+  assert.equal(drain(consumer), [
+    { typeId: 2, offset: at, bytes: [7, 8, 9] }, { typeId: 1, offset: at + 16, bytes: [5] },
+  ]);
+});
+
 test('a record larger than the space left before the end is preceded by padding and starts at 0', () => {
   const sab = createRing(256);
   const producer = new RingProducer(sab);

@@ -5,9 +5,18 @@
 import { RING_DEFAULTS } from './defaults.js';
 import { BackoffIdleStrategy, type IdleStrategy, type Parker } from './idle.js';
 import {
-  PADDING_TYPE_ID, RECORD_HEADER_BYTES, WAITING_BIT, alignedLength, capacityBytesOf, lengthIndex,
-  payloadOffset, trailerIndexes, typeIndex,
+  PADDING_TYPE_ID, RECORD_ALIGNMENT_BYTES, RECORD_HEADER_BYTES, WAITING_BIT, capacityBytesOf,
+  lengthIndex, trailerIndexes, typeIndex,
 } from './layout.js';
+
+// Hot-path copies of layout.ts values: Node 20's JIT folds a module's own constants but reads an
+// imported binding through its module cell at every use (see producer.ts). Record starts are
+// 8-aligned, so a header field's Int32Array index is (recordOffset >> 2) + its word.
+const HEADER_BYTES = RECORD_HEADER_BYTES;
+const ALIGNMENT_MASK = RECORD_ALIGNMENT_BYTES - 1;
+const LENGTH_WORD = lengthIndex(0);
+const TYPE_WORD = typeIndex(0);
+const PADDING_TYPE = PADDING_TYPE_ID;
 
 /**
  * Receives one record, zero-copy: the payload is `bytes[offset, offset + length)` (contiguous,
@@ -101,12 +110,12 @@ export class RingConsumer {
     try {
       while (count < limit && bytesRead < availableBytes) {
         const recordOffset = (head + bytesRead) & mask;
-        const recordLength = i32[lengthIndex(recordOffset)];
-        bytesRead += alignedLength(recordLength);
-        const typeId = i32[typeIndex(recordOffset)];
-        if (typeId === PADDING_TYPE_ID) continue;
+        const recordLength = i32[(recordOffset >> 2) + LENGTH_WORD];
+        bytesRead += (recordLength + ALIGNMENT_MASK) & ~ALIGNMENT_MASK;
+        const typeId = i32[(recordOffset >> 2) + TYPE_WORD];
+        if (typeId === PADDING_TYPE) continue;
         count++;
-        handler(typeId, bytes, payloadOffset(recordOffset), recordLength - RECORD_HEADER_BYTES);
+        handler(typeId, bytes, recordOffset + HEADER_BYTES, recordLength - HEADER_BYTES);
         // Checked after a record, so a call that found records always delivers at least one.
         if (bytesRead >= readBytesMax) break;
       }

@@ -37,7 +37,7 @@
  * default fetch sizes, 3 passes. The kafka bus uses the same settings (its defaults).
  *
  * N per cell is in `RECORDS` below: chosen so a cell takes about a second or more on this 2-CPU
- * VM within a run of about 2 minutes; the kafka mock is 10-100x slower per record, so its N is
+ * VM within a run of about 2 minutes; the kafka mock is an order of magnitude or more slower per record, so its N is
  * smaller, and rpc on the journal (one fdatasync per request and per response send) gets a
  * smaller N too. Env PATTERN_BENCH_SCALE
  * multiplies every N (default 1).
@@ -412,7 +412,7 @@ export async function main(): Promise<string> {
     await mock.stop()
   }
   return [
-    `Patterns: ${VALUE_BYTES}-byte records, ${PARTITIONS} partitions, ${KEYS} keys; journal fsync 'batch' (default); kafka on librdkafka 2.0.2's mock cluster (1 broker, loopback), smaller N (its per-record cost is 10-100x the others'). Measurements as in bench/patterns.ts's header. Raw kafkajs and the kafka bus share: acks -1, sends of ${PREFILL_SEND_RECORDS} (pre-fills), read_committed, maxWaitTimeInMs 100, kafkajs' default fetch sizes (1 MiB per partition, 10 MiB per fetch, minBytes 1).`,
+    `Patterns: ${VALUE_BYTES}-byte records, ${PARTITIONS} partitions, ${KEYS} keys; journal fsync 'batch' (default); kafka on librdkafka 2.0.2's mock cluster (1 broker, loopback), smaller N (an order of magnitude or more slower per record than memory). Measurements as in bench/patterns.ts's header. Raw kafkajs and the kafka bus share: acks -1, sends of ${PREFILL_SEND_RECORDS} (pre-fills), read_committed, maxWaitTimeInMs 100, kafkajs' default fetch sizes (1 MiB per partition, 10 MiB per fetch, minBytes 1).`,
     '',
     '| pattern | backend | records | s | records/s | notes |',
     '|---|---|---:|---:|---:|---|',

@@ -36,11 +36,13 @@
  * with sendBatch, acks -1, sends of 1000; consume read_committed, maxWaitTimeInMs 100, kafkajs'
  * default fetch sizes, 3 passes. The kafka bus uses the same settings (its defaults).
  *
- * N per cell is in `RECORDS` below: chosen so a cell takes about a second or more on this 2-CPU
- * VM within a run of about 2 minutes; the kafka mock is an order of magnitude or more slower per record, so its N is
- * smaller, and rpc on the journal (one fdatasync per request and per response send) gets a
- * smaller N too. Env PATTERN_BENCH_SCALE
- * multiplies every N (default 1).
+ * N per cell is in `RECORDS` below, chosen so the whole run stays near 2 minutes on this 2-CPU
+ * VM (most of it untimed: pre-fills, group joins, read-backs) with cells of 0.5-12 s. Compacted
+ * load on memory and journal stays under 0.6 s: its untimed pre-fill is several times slower
+ * than the load, so a longer load would cost far more run time. The kafka mock is an order of
+ * magnitude or more slower per record, so its N is smaller; rpc on the journal (one fdatasync per
+ * request and per response send) gets a smaller N too. Env PATTERN_BENCH_SCALE multiplies every
+ * N (default 1).
  *
  * Run: `node dist/bench/run.js patterns` (prints a markdown table).
  */

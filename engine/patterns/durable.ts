@@ -22,7 +22,7 @@
  * than once). At most one commit is in flight, so outputs keep batch order.
  */
 import { BusError, type BusBackend, type BusConsumer, type BusProducer, type ConsumedRecord, type PartitionPosition, type ProducerRecord, type RebalanceListener } from '../bus/index.js'
-import type { Codec } from './codec.js'
+import { bytesCodec, type Codec } from './codec.js'
 import { decodeRecord, deferred, settleLoop, PATTERN_DEFAULTS, sleep, type PatternRecord, type Subscription } from './subscription.js'
 
 /** The application side of a durable subscription. */
@@ -173,6 +173,17 @@ export function startDurable<V>(opts: DurableOptions<V>): Subscription & { reado
   /** Decodes and processes a batch; its positions are the consumer's after the poll that read it. */
   const prepare = async (c: BusConsumer, batch: ConsumedRecord[]): Promise<Prepared> => {
     const positions = batchPositions(c, batch)
+    // bytesCodec decodes a value to itself, so a decoded record would be a field-by-field copy of
+    // the consumed one: hand the consumed records over as they are (read-only to the processor,
+    // as every input), in an array of their own.
+    if (opts.codec === (bytesCodec as Codec<unknown>)) {
+      const good = batch.slice() as unknown as PatternRecord<V>[]
+      if (good.length > 0) {
+        calls.batches++
+        calls.records += good.length
+      }
+      return { batch, positions, outputs: good.length > 0 ? await opts.processor.onNext(good) : [] }
+    }
     const good: PatternRecord<V>[] = []
     const dead: ProducerRecord[] = []
     for (const r of batch) {

@@ -25,13 +25,20 @@ export class ValueSlab {
   private used = 0
   /** Every slab this has handed views of (weak: a slab goes once no stored record views it). */
   private readonly slabs = new WeakSet<ArrayBufferLike>([this.slab.buffer])
+  /** The slab {@link ValueSlab.store} last found in `slabs` (a strong reference to one slab at most). */
+  private lastOwned: ArrayBufferLike | null = null
 
   /**
    * `value` itself when it is a view of one of this bus's slabs (a stored value, read-only by
    * contract, so it cannot change under the stored record), else {@link ValueSlab.copy}.
    */
   store(value: Uint8Array): Uint8Array {
-    return this.slabs.has(value.buffer) ? value : this.copy(value)
+    const buffer = value.buffer
+    // Forwarded values of one batch mostly share a slab: one WeakSet lookup per run of them.
+    if (buffer === this.lastOwned) return value
+    if (!this.slabs.has(buffer)) return this.copy(value)
+    this.lastOwned = buffer
+    return value
   }
 
   /** A copy of `value`, sharing its backing buffer with other small copies. */

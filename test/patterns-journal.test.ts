@@ -9,7 +9,7 @@ import path from 'node:path'
 import { suite } from 'uvu'
 import * as assert from 'uvu/assert'
 import { createJournalBus } from '../engine/bus/index.js'
-import { startDurable, stringCodec } from '../engine/patterns/index.js'
+import { bytesCodec, startDurable, stringCodec } from '../engine/patterns/index.js'
 import { patternConformance } from './patterns-conformance.js'
 import { bytes, echoProcessor, text, waitForRecords } from './patterns-helpers.js'
 
@@ -60,6 +60,39 @@ s('a failed group commit drops all its batches and the ones prepared meanwhile; 
   assert.is(r.failed, 1)
   assert.ok(r.sizes[2] > 10, `the failed transaction held several polls (${r.sizes[2]} inputs)`)
   assert.equal(r.outputs, inOrder)
+})
+
+s('bytesCodec: the processor gets each consumed record (topic, partition, offset, key, raw value); forwarded values are committed once, in order, also after a failed commit and a reopen', async () => {
+  const dir = path.join(root, `bytes-${++n}`)
+  let bus = await createJournalBus({ dir, fsync: 'batch' })
+  const seen: string[] = []
+  try {
+    await bus.createTopics([{ name: 'in', partitions: 1 }, { name: 'out', partitions: 1 }])
+    const p = await bus.producer()
+    await p.send(Array.from({ length: 100 }, (_, i) => ({ topic: 'in', key: `k${i % 7}`, value: bytes(`v${i}`) })))
+    await p.close()
+    let transactions = 0
+    const sub = startDurable({
+      bus, groupId: 'g', topics: ['in'], transactionalId: 'tx', codec: bytesCodec, batchSizeMax: 10,
+      processor: {
+        onNext: (records) => records.map((r) => {
+          seen.push(`${r.topic}/${r.partition}@${r.offset} ${r.key}=${text({ value: r.value })}`)
+          return { topic: 'out', key: r.key, value: r.value }
+        }),
+      },
+      faults: { beforeCommit: () => { if (++transactions === 2) throw new Error('injected commit failure') } },
+    })
+    await waitForRecords(bus, 'out', 100)
+    await sub.stop()
+    assert.is(sub.stats.batchesFailed, 1)
+    await bus.close()
+    bus = await createJournalBus({ dir, fsync: 'batch' })
+    const got = await waitForRecords(bus, 'out', 100)
+    assert.equal(got.map((r) => `${r.key}=${text(r)}`), Array.from({ length: 100 }, (_, i) => `k${i % 7}=v${i}`))
+    assert.ok(seen.includes('in/0@0 k0=v0') && seen.includes('in/0@99 k1=v99'), `processor saw consumed records: ${seen.slice(0, 3).join(', ')}`)
+  } finally {
+    await bus.close()
+  }
 })
 
 s.after(() => fs.rmSync(root, { recursive: true, force: true }))

@@ -12,11 +12,17 @@ export interface StoredRecord {
   record: BusRecord
 }
 
-/** Records written to one partition, and the partition's end offset after them (markers included). */
+/**
+ * Records written to one partition, and the partition's end offset after them (markers included).
+ * Two parallel arrays (`records[i]` is at `offsets[i]`) rather than one {@link StoredRecord} per
+ * record: a transaction's writes live until its commit is durable, and a send builds one per record.
+ */
 export interface PartitionWrite {
   topic: string
   partition: number
-  records: StoredRecord[]
+  records: BusRecord[]
+  /** Offset of each record, ascending; same length as `records`. */
+  offsets: number[]
   /** Offset the next append gets after this write: keeps offsets stable across restarts. */
   endOffset: number
 }

@@ -273,14 +273,17 @@ export function encodeTxn(w: EntryWriter, seq: number, writes: readonly Partitio
 
 function encodeBatch(w: EntryWriter, seq: number, pw: PartitionWrite): void {
   const records = pw.records
-  const base = records.length > 0 ? records[0].offset : pw.endOffset
+  const offsets = pw.offsets
+  if (offsets.length !== records.length) throw new Error(`a partition write needs one offset per record, topic=${pw.topic} partition=${pw.partition} records=${records.length} offsets=${offsets.length}`)
+  const base = records.length > 0 ? offsets[0] : pw.endOffset
   w.u32(MAGIC_BATCH)
   w.u64(seq)
   w.u64(base)
   w.u64(pw.endOffset)
   w.u32(records.length)
   for (let i = 0; i < records.length; i++) {
-    const { offset, record: r } = records[i]
+    const offset = offsets[i]
+    const r = records[i]
     const delta = offset - base
     if (!(delta >= 0 && delta <= U32_MAX)) {
       throw new Error(`record offsets of one write must lie in [first, first + 2^32), topic=${pw.topic} partition=${pw.partition} first=${base} offset=${offset}`)

@@ -207,8 +207,9 @@ const NO_HEADERS: Record<string, string> = Object.freeze({})
 function toStored(r: ProducerRecord, nowMs: number, values: ValueSlab): BusRecord {
   return {
     key: r.key,
-    value: r.value === null ? null : values.copy(r.value),
-    headers: r.headers ? { ...r.headers } : NO_HEADERS,
+    value: r.value === null ? null : values.store(r.value),
+    // NO_HEADERS is frozen: a forwarded record's (consumed) empty headers need no copy.
+    headers: r.headers && r.headers !== NO_HEADERS ? { ...r.headers } : NO_HEADERS,
     timestampMs: r.timestampMs ?? nowMs,
   }
 }
@@ -253,8 +254,9 @@ class MemoryProducer implements BusProducer {
       const writes = new Map<PartitionLog, PartitionWrite>()
       for (let i = 0; i < records.length; i++) {
         let w = writes.get(logs[i])
-        if (!w) writes.set(logs[i], (w = { topic: records[i].topic, partition: partitions[i], records: [], endOffset: logs[i].endOffset }))
-        w.records.push({ offset: w.endOffset++, record: stored[i] })
+        if (!w) writes.set(logs[i], (w = { topic: records[i].topic, partition: partitions[i], records: [], offsets: [], endOffset: logs[i].endOffset }))
+        w.records.push(stored[i])
+        w.offsets.push(w.endOffset++)
       }
       try {
         this.bus.store.appendRecords([...writes.values()])
@@ -271,21 +273,32 @@ class MemoryProducer implements BusProducer {
     const partitions = await this.resolver.resolve(records)
     const out = new Array<RecordMetadata>(records.length)
     const nowMs = Date.now()
+    // Without a store nothing reads the records of `touched`: only its partitions (for markers).
+    const keep = this.bus.store !== null
     let topic: string | null = null
     let logs: PartitionLog[] = []
+    let log: PartitionLog | null = null
+    let w: PartitionWrite | undefined
     for (let i = 0; i < records.length; i++) {
       const r = records[i]
       // Records of one send mostly share a topic: one topic lookup per run of them.
       if (r.topic !== topic) {
         logs = this.bus.topicOf(r.topic).logs
         topic = r.topic
+        log = null
       }
-      const log = logs[partitions[i]]
-      let w = touched.get(log)
-      if (!w) touched.set(log, (w = { topic: r.topic, partition: partitions[i], records: [], endOffset: 0 }))
+      // One `touched` lookup per change of partition, not per record.
+      if (logs[partitions[i]] !== log) {
+        log = logs[partitions[i]]
+        w = touched.get(log)
+        if (!w) touched.set(log, (w = { topic: r.topic, partition: partitions[i], records: [], offsets: [], endOffset: 0 }))
+      }
       const stored = toStored(r, nowMs, this.bus.values)
-      const offset = log.append(stored, txn)
-      w.records.push({ offset, record: stored })
+      const offset = log!.append(stored, txn)
+      if (keep) {
+        w!.records.push(stored)
+        w!.offsets.push(offset)
+      }
       out[i] = { topic: r.topic, partition: partitions[i], offset }
     }
     return out

@@ -8,6 +8,11 @@
  *
  * Retention: a slab stays alive while any view of it does. The memory model keeps every record
  * until the bus is closed, so a slab wastes at most its unused tail.
+ *
+ * Values already in a slab are not copied again ({@link ValueSlab.store}): consumed values are
+ * read-only by the bus contract, so a processor forwarding a consumed value (filter, route,
+ * re-key) hands the bus bytes that can never change, and its stored output shares the input's
+ * copy. That saves the memcpy, the view object and, as every record is retained, its GC.
  */
 
 /** Bytes of one slab. */
@@ -18,6 +23,23 @@ export const SLAB_VALUE_BYTES_MAX = 4 * 1024
 export class ValueSlab {
   private slab = new Uint8Array(SLAB_BYTES)
   private used = 0
+  /** Every slab this has handed views of (weak: a slab goes once no stored record views it). */
+  private readonly slabs = new WeakSet<ArrayBufferLike>([this.slab.buffer])
+  /** The slab {@link ValueSlab.store} last found in `slabs` (a strong reference to one slab at most). */
+  private lastOwned: ArrayBufferLike | null = null
+
+  /**
+   * `value` itself when it is a view of one of this bus's slabs (a stored value, read-only by
+   * contract, so it cannot change under the stored record), else {@link ValueSlab.copy}.
+   */
+  store(value: Uint8Array): Uint8Array {
+    const buffer = value.buffer
+    // Forwarded values of one batch mostly share a slab: one WeakSet lookup per run of them.
+    if (buffer === this.lastOwned) return value
+    if (!this.slabs.has(buffer)) return this.copy(value)
+    this.lastOwned = buffer
+    return value
+  }
 
   /** A copy of `value`, sharing its backing buffer with other small copies. */
   copy(value: Uint8Array): Uint8Array {
@@ -25,6 +47,7 @@ export class ValueSlab {
     if (n > SLAB_VALUE_BYTES_MAX) return Uint8Array.prototype.slice.call(value) // a copy even for a Buffer
     if (this.used + n > SLAB_BYTES) {
       this.slab = new Uint8Array(SLAB_BYTES)
+      this.slabs.add(this.slab.buffer)
       this.used = 0
     }
     const at = this.used

@@ -15,7 +15,8 @@
  *   and committed (outputs + positions in one transaction, group commit as the pattern's
  *   default). Clock from the first onNext call (so the kafka group join is not timed) to
  *   `stats.recordsCommitted` = N. Afterwards the output topic is read back: exactly the N inputs,
- *   once each. `batch` 500 (the bus default pollRecordsMax).
+ *   once each. `batch` 500 (the bus default pollRecordsMax). The processor forwards each input's
+ *   value; the row `durable (new values)` is the same with a new Uint8Array copy per output.
  * - pub/sub: records delivered/s while a producer sends N records in sends of 100 (each send
  *   awaited, producer and subscriber in one process). Clock from the first send to the Nth
  *   delivery.
@@ -71,12 +72,13 @@ const RPC_CONCURRENCY = 32
 /** Bound on any one wait of a cell, ms: a pattern that stops delivering fails the run, never hangs it. */
 const CELL_TIMEOUT_MS = 60_000
 
-type Measure = 'durable' | 'pub/sub' | 'compacted load' | 'compacted live' | 'state-and-event' | 'rpc'
+type Measure = 'durable' | 'durable (new values)' | 'pub/sub' | 'compacted load' | 'compacted live' | 'state-and-event' | 'rpc'
 type BackendName = 'memory' | 'journal' | 'kafka'
 
 /** Records (or round trips) per cell, before PATTERN_BENCH_SCALE. */
 const RECORDS: Record<Measure, Record<BackendName, number>> = {
   durable: { memory: 400_000, journal: 400_000, kafka: 30_000 },
+  'durable (new values)': { memory: 400_000, journal: 400_000, kafka: 30_000 },
   'pub/sub': { memory: 400_000, journal: 150_000, kafka: 60_000 },
   'compacted load': { memory: 800_000, journal: 800_000, kafka: 40_000 },
   'compacted live': { memory: 200_000, journal: 200_000, kafka: 20_000 },
@@ -168,7 +170,12 @@ let topicSeq = 0
 /** Topic names unique within the run: kafka cells share one mock cluster. */
 const topicName = (base: string): string => `${base}-${++topicSeq}`
 
-async function durable(bus: BusBackend, n: number): Promise<Cell> {
+/**
+ * The durable cell. `freshValues` false: each output forwards its input's value (the consumed
+ * bytes, which the bus may store without a copy); true: each output gets a new Uint8Array with
+ * the input's bytes, the cost of a processor that builds its outputs.
+ */
+async function durable(bus: BusBackend, n: number, freshValues: boolean): Promise<Cell> {
   const [input, output] = [topicName('durable-in'), topicName('durable-out')]
   await bus.createTopics([{ name: input, partitions: PARTITIONS }, { name: output, partitions: PARTITIONS }])
   await prefill(bus, input, n)
@@ -178,7 +185,9 @@ async function durable(bus: BusBackend, n: number): Promise<Cell> {
     processor: {
       onNext: (rs) => {
         if (t0 === 0) t0 = now()
-        return rs.map((r) => ({ topic: output, key: r.key, value: r.value }))
+        return freshValues
+          ? rs.map((r) => ({ topic: output, key: r.key, value: r.value === null ? null : new Uint8Array(r.value) }))
+          : rs.map((r) => ({ topic: output, key: r.key, value: r.value }))
       },
     },
   })
@@ -381,7 +390,8 @@ export async function main(): Promise<string> {
   try {
     const all = backends(mock)
     const cells: [Measure, (bus: BusBackend, b: BackendName) => Promise<void>][] = [
-      ['durable', async (bus, b) => row('durable', label(b), await durable(bus, count('durable', b)))],
+      ['durable', async (bus, b) => row('durable', label(b), await durable(bus, count('durable', b), false))],
+      ['durable (new values)', async (bus, b) => row('durable (new values)', label(b), await durable(bus, count('durable (new values)', b), true))],
       ['pub/sub', async (bus, b) => row('pub/sub', label(b), await pubsub(bus, count('pub/sub', b)))],
       ['compacted load', async (bus, b) => {
         const [load, live] = await compacted(bus, count('compacted load', b), count('compacted live', b))

@@ -45,6 +45,13 @@ test('bank job with --keep continues the last run: services replay, resume after
   assert.match(r.out, /verification\s+OK/);
 });
 
+test('a bad --scale is one line naming it, exit 2, no stack trace', async () => {
+  const r = await runBank(['--scale', '0', '--duration-s', '1']);
+  assert.is(r.code, 2, r.out);
+  assert.match(r.out, /^bank: .*scale must be/m);
+  assert.not.match(r.out, /^\s+at /m, r.out);
+});
+
 test('bank job on PostgreSQL driven by the real pgbench: verification passes', async () => {
   const r = await runBank(['--topology', 'examples/bank/topology.pg.yaml', '--duration-s', '4', '--clients', '4']);
   assert.is(r.code, 0, r.out);

@@ -13,9 +13,9 @@ import Database from 'better-sqlite3';
 const cli = new URL('../cli/sluice.js', import.meta.url).pathname;
 const passThrough = new URL('./fixtures/services/thrower.js', import.meta.url).pathname;
 
-function sluice(args: string[], stdin = '', timeoutMs = 60_000): Promise<{ code: number | null; out: string; err: string }> {
+function sluice(args: string[], stdin = '', timeoutMs = 60_000, env: Record<string, string> = {}): Promise<{ code: number | null; out: string; err: string }> {
   return new Promise((resolve) => {
-    const p = spawn(process.execPath, [cli, ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
+    const p = spawn(process.execPath, [cli, ...args], { stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, ...env } });
     let out = '';
     let err = '';
     p.stdout.on('data', (b) => (out += b));
@@ -129,6 +129,17 @@ test('a handler that throws: the failure names the service, the input partition 
   assert.is(r.code, 2);
   assert.match(r.err, 'service pass: handler for type 2 failed on in/0 index 2 (key "c"): bad event on purpose');
   assert.is(r.err.split('\n').filter((l) => l.startsWith('sluice: stopped:')).length, 1, r.err);
+  // One line per failure, no stack trace (README: SLUICE_DEBUG=1 adds them).
+  assert.not.match(r.err, /^\s+at /m, r.err);
+  assert.match(r.err, 'sluice: actor service:pass failed: service pass: handler for type 2 failed');
+});
+
+test('SLUICE_DEBUG=1 adds the stack trace of an actor failure', async () => {
+  const file = writeTopology();
+  await sluice(['append', file, 'in', '-p', '0'], '{"key":"c","bad":true}\n');
+  const r = await sluice(['run', file, '--status-ms', '0'], '', 60_000, { SLUICE_DEBUG: '1' });
+  assert.is(r.code, 2);
+  assert.match(r.err, /^\s+at /m, r.err);
 });
 
 test('a replay strategy the module cannot serve fails at check and at run, naming service and field', async () => {

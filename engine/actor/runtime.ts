@@ -71,7 +71,10 @@ export function runActor<D>(body: (ctx: ActorContext<D>) => Promise<unknown> | u
       (err: unknown) => {
         ctx.setState('failed');
         const e = err instanceof Error ? err : new Error(String(err));
-        port.postMessage({ type: 'failed', message: e.message, stack: e.stack } satisfies ActorMessage);
+        // The cause's message too (when the message does not already carry it): the log is one line.
+        const cause = e.cause instanceof Error ? e.cause.message : e.cause !== undefined ? String(e.cause) : '';
+        const message = cause && !e.message.includes(cause) ? `${e.message} (cause: ${cause})` : e.message;
+        port.postMessage({ type: 'failed', message, stack: e.stack } satisfies ActorMessage);
         // Let the message flush before the exit; the supervisor treats the exit as the crash.
         setImmediate(() => process.exit(1));
       },

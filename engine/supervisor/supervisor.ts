@@ -300,15 +300,16 @@ export class Supervisor extends EventEmitter {
           break;
         case 'failed':
           running.lastError = m.message;
-          this.emit('log', `actor ${spec.name} failed: ${m.stack ?? m.message}`);
+          // One line unless SLUICE_DEBUG is set (then the worker's stack trace too).
+          this.emit('log', `actor ${spec.name} failed: ${process.env.SLUICE_DEBUG ? (m.stack ?? m.message) : m.message}`);
           break;
         case 'live':
           break;
       }
     });
     worker.on('error', (err) => {
-      running.lastError = err.stack ?? err.message;
-      this.emit('log', `actor ${spec.name} threw: ${err.stack ?? err.message}`);
+      running.lastError = err.message;
+      this.emit('log', `actor ${spec.name} threw: ${process.env.SLUICE_DEBUG ? (err.stack ?? err.message) : err.message}`);
     });
     worker.on('exit', (code) => {
       exitResolve(code);

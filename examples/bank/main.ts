@@ -197,6 +197,14 @@ async function main(o: Options): Promise<number> {
   return 1;
 }
 
+/** An error as one line: its message and its cause's message; the stack too with SLUICE_DEBUG=1. */
+function oneLine(e: unknown): string {
+  if (!(e instanceof Error)) return String(e);
+  if (process.env.SLUICE_DEBUG) return e.stack ?? e.message;
+  const cause = e.cause instanceof Error ? e.cause.message : e.cause !== undefined ? String(e.cause) : '';
+  return cause && !e.message.includes(cause) ? `${e.message} (cause: ${cause})` : e.message;
+}
+
 const program = new Command()
   .name('bank')
   .option('--topology <file>', 'topology file', path.join(repoRoot, 'examples/bank/topology.yaml'))
@@ -210,7 +218,7 @@ const raw = program.opts<{ topology: string; scale: string; durationS: string; c
 main({ topology: raw.topology, scale: Number(raw.scale), durationS: Number(raw.durationS), clients: Number(raw.clients), keep: raw.keep, verbose: raw.verbose }).then(
   (code) => process.exit(code),
   (e: unknown) => {
-    console.error(`bank: ${(e as Error).stack ?? e}`);
+    console.error(`bank: ${oneLine(e)}`);
     process.exit(2);
   },
 );

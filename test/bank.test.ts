@@ -45,6 +45,20 @@ test('bank job with --keep continues the last run: services replay, resume after
   assert.match(r.out, /verification\s+OK/);
 });
 
+test('--keep takes the scale from the kept database and refuses a different --scale', async () => {
+  const first = await runBank(['--scale', '2', '--duration-s', '1', '--clients', '2']);
+  assert.is(first.code, 0, first.out);
+  const kept = await runBank(['--keep', '--duration-s', '1', '--clients', '2']);
+  assert.is(kept.code, 0, kept.out);
+  assert.match(kept.out, 'database kept from the last run (scale 2)');
+  assert.match(kept.out, /bank summary \(sqlite, scale 2,/);
+  assert.match(kept.out, /verification\s+OK: 2 branch totals/);
+  const wrong = await runBank(['--keep', '--scale', '1', '--duration-s', '1']);
+  assert.is(wrong.code, 2, wrong.out);
+  assert.match(wrong.out, 'bank: --scale 1 with --keep, but the kept database has scale 2');
+  assert.is(wrong.out.trim().split('\n').length, 1, wrong.out);
+});
+
 test('a bad --scale is one line naming it, exit 2, no stack trace', async () => {
   const r = await runBank(['--scale', '0', '--duration-s', '1']);
   assert.is(r.code, 2, r.out);

@@ -28,7 +28,8 @@ const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../
 
 interface Options {
   topology: string;
-  scale: number;
+  /** The --scale given, if any; with --keep the kept database's scale is used (a different one is refused). */
+  scale?: number;
   durationS: number;
   clients: number;
   keep: boolean;
@@ -86,29 +87,49 @@ async function main(o: Options): Promise<number> {
   const db = source.database;
   const t0 = Date.now();
 
-  // 1. the database with pgbench's tables, and the capture triggers
+  // 1. the database with pgbench's tables, and the capture triggers; a kept database keeps its
+  //    scale (pgbench's rule: the row count of pgbench_branches)
   let kept = false;
+  let scale = o.scale ?? 1;
+  let keptScale: number | null = null;
   if (db.dialect === 'sqlite') {
     kept = o.keep && fs.existsSync(db.file);
-    if (!kept) {
+    if (kept) {
+      const sqlite = new Database(db.file, { readonly: true });
+      try {
+        keptScale = sqlite.prepare('SELECT count(*) FROM pgbench_branches').pluck().get() as number;
+      } finally {
+        sqlite.close();
+      }
+    } else {
       for (const f of [db.file, `${db.file}-wal`, `${db.file}-shm`]) fs.rmSync(f, { force: true });
       const sqlite = new Database(db.file);
       sqlite.pragma('journal_mode = WAL');
-      createPgbenchSchema(sqlite, o.scale);
+      createPgbenchSchema(sqlite, scale);
       sqlite.close();
     }
   } else {
     await ensurePgDatabase(db.url);
     const client = new pg.Client({ connectionString: db.url });
     await client.connect();
-    kept = o.keep && (await client.query(`SELECT to_regclass('pgbench_branches') IS NOT NULL AS present`)).rows[0].present === true;
-    await client.end();
-    if (!kept) await run('pgbench', ['-i', '-q', '-s', String(o.scale), db.url]);
+    try {
+      kept = o.keep && (await client.query(`SELECT to_regclass('pgbench_branches') IS NOT NULL AS present`)).rows[0].present === true;
+      if (kept) keptScale = Number((await client.query('SELECT count(*) AS n FROM pgbench_branches')).rows[0].n);
+    } finally {
+      await client.end();
+    }
+    if (!kept) await run('pgbench', ['-i', '-q', '-s', String(scale), db.url]);
+  }
+  if (keptScale !== null) {
+    if (o.scale !== undefined && o.scale !== keptScale) {
+      throw new Error(`--scale ${o.scale} with --keep, but the kept database has scale ${keptScale} (pgbench_branches rows); drop --scale, or drop --keep to start over at scale ${o.scale}`);
+    }
+    scale = keptScale;
   }
   const staging = await openStaging(source);
   await staging.install();
   await staging.close();
-  console.log(`bank: ${db.dialect} database ${kept ? 'kept from the last run' : `ready (scale ${o.scale})`} in ${Date.now() - t0} ms`);
+  console.log(`bank: ${db.dialect} database ${kept ? `kept from the last run (scale ${scale})` : `ready (scale ${scale})`} in ${Date.now() - t0} ms`);
 
   // 2. the engine
   const running = await startTopology(topology);
@@ -119,7 +140,7 @@ async function main(o: Options): Promise<number> {
   const w0 = Date.now();
   let transactions: number;
   if (db.dialect === 'sqlite') {
-    const r = await runTpcb({ file: db.file, clients: o.clients, durationMs: o.durationS * 1000, scale: o.scale });
+    const r = await runTpcb({ file: db.file, clients: o.clients, durationMs: o.durationS * 1000, scale });
     transactions = r.transactions;
   } else {
     const out = await run('pgbench', ['-c', String(o.clients), '-j', '2', '-T', String(o.durationS), db.url]);
@@ -181,7 +202,7 @@ async function main(o: Options): Promise<number> {
   const lagP50 = Math.max(...services.map((s) => s.lagMs.p50));
   const lagP99 = Math.max(...services.map((s) => s.lagMs.p99));
   console.log('');
-  console.log(`bank summary (${db.dialect}, scale ${o.scale}, ${o.clients} clients, ${(workloadMs / 1000).toFixed(1)} s workload)`);
+  console.log(`bank summary (${db.dialect}, scale ${scale}, ${o.clients} clients, ${(workloadMs / 1000).toFixed(1)} s workload)`);
   console.log(`  transactions run          ${transactions} (${Math.round(transactions / (workloadMs / 1000))} tps)`);
   console.log(`  changes captured          ${captured}`);
   console.log(`  events processed          ${processed} (${services.map((s) => `${s.service} ${s.eventsIn}`).join(', ')})${replayed ? `, after replaying ${replayed} from earlier runs` : ''}`);
@@ -208,14 +229,14 @@ function oneLine(e: unknown): string {
 const program = new Command()
   .name('bank')
   .option('--topology <file>', 'topology file', path.join(repoRoot, 'examples/bank/topology.yaml'))
-  .option('--scale <n>', 'pgbench scale factor (100,000 accounts each)', '1')
+  .option('--scale <n>', 'pgbench scale factor (100,000 accounts each; default 1, or with --keep the kept database\'s)')
   .option('--duration-s <s>', 'workload duration in seconds', '20')
   .option('--clients <n>', 'concurrent client loops', '4')
   .option('--keep', 'continue from the last run: keep its database and queues (services replay their inputs, then resume after LAST_WRITTEN)', false)
   .option('--verbose', 'print every actor\'s counters at the end', false)
   .parse();
-const raw = program.opts<{ topology: string; scale: string; durationS: string; clients: string; keep: boolean; verbose: boolean }>();
-main({ topology: raw.topology, scale: Number(raw.scale), durationS: Number(raw.durationS), clients: Number(raw.clients), keep: raw.keep, verbose: raw.verbose }).then(
+const raw = program.opts<{ topology: string; scale?: string; durationS: string; clients: string; keep: boolean; verbose: boolean }>();
+main({ topology: raw.topology, scale: raw.scale === undefined ? undefined : Number(raw.scale), durationS: Number(raw.durationS), clients: Number(raw.clients), keep: raw.keep, verbose: raw.verbose }).then(
   (code) => process.exit(code),
   (e: unknown) => {
     console.error(`bank: ${oneLine(e)}`);

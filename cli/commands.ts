@@ -1,0 +1,217 @@
+/**
+ * The `sluice` command line (loaded by the entry, sluice.ts, after it installed the signal
+ * listeners).
+ *   sluice check <topology.yaml>                 validate a topology file and print its actors
+ *   sluice install <topology.yaml>               install capture staging tables and triggers
+ *   sluice run <topology.yaml>                   run it until SIGINT/SIGTERM, then drain, exit 0
+ *   sluice append <topology.yaml> <queue>        append JSON lines from stdin as events
+ *   sluice tail <topology.yaml> <queue>          print a queue's records as JSON lines
+ * Errors print one line (`sluice: ...`, or the config problems) and exit 2; SLUICE_DEBUG=1 adds
+ * the stack.
+ */
+import readline from 'node:readline';
+import { Command, InvalidArgumentError } from 'commander';
+import { loadTopology, ConfigError, type Topology } from '../engine/config/index.js';
+import { startTopology, installCapture } from '../index.js';
+import { planTopology, partitionDir, checkServiceModules } from '../actors/index.js';
+import { openQueueAppender } from '../engine/producer/index.js';
+import { Tailer } from '../engine/journal/index.js';
+import { EnvelopeView, decodeChange, decodeJson, EVENT_TYPE_CHANGE, EVENT_TYPE_JSON } from '../engine/codec/index.js';
+import type { CounterSnapshot } from '../engine/actor/index.js';
+import type { Supervisor } from '../engine/supervisor/index.js';
+import { ReplayProgress } from './replay-progress.js';
+import { onStopSignal } from './signals.js';
+
+const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
+
+function intOption(name: string, min: number) {
+  return (value: string): number => {
+    const n = Number(value);
+    if (!Number.isInteger(n) || n < min) throw new InvalidArgumentError(`${name} must be an integer >= ${min}, got "${value}"`);
+    return n;
+  };
+}
+
+function queueOf(t: Topology, queue: string) {
+  const q = t.queues.find((x) => x.name === queue);
+  if (!q) throw new Error(`unknown queue "${queue}" in ${t.file} (known: ${t.queues.map((x) => x.name).join(', ')})`);
+  return q;
+}
+
+const program = new Command();
+program.name('sluice').description('Sluice stream-processing engine').showHelpAfterError();
+
+program
+  .command('check')
+  .argument('<topology>', 'topology YAML file')
+  .description('validate a topology file and its service modules, and print the actors it starts')
+  .action(async (file: string) => {
+    const t = loadTopology(file);
+    const plan = planTopology(t);
+    await checkServiceModules(t);
+    console.log(`${file}: ok (${plural(t.queues.length, 'queue')}, ${plural(t.services.length, 'service')}, ${plural(t.capture.length, 'capture source')})`);
+    for (const g of plan.groups) console.log(`  stage ${g.stage}  ${g.name}`);
+    for (const s of t.services) {
+      for (const input of s.inputs) {
+        const q = queueOf(t, input);
+        for (let p = 0; p < q.partitions; p++) console.log(`           reader:${input}/${p}>${s.name}`);
+      }
+    }
+  });
+
+program
+  .command('install')
+  .argument('<topology>', 'topology YAML file')
+  .description("install every capture source's staging table, error table and triggers (idempotent)")
+  .action(async (file: string) => {
+    const t = loadTopology(file);
+    await installCapture(t);
+    for (const c of t.capture) console.log(`installed capture "${c.name}": ${c.tables.map((x) => `${x.table} (${x.operations.join(', ')}) -> ${x.target}`).join('; ')}`);
+    if (t.capture.length === 0) console.log(`${file} has no capture sources`);
+  });
+
+program
+  .command('run')
+  .argument('<topology>', 'topology YAML file')
+  .option('--status-ms <ms>', 'print counters that changed every <ms> milliseconds (0: never)', intOption('--status-ms', 0), 5000)
+  .description('run a topology until SIGINT/SIGTERM, then drain, flush, fsync and exit 0')
+  .action(async (file: string, opts: { statusMs: number }) => {
+    const t = loadTopology(file);
+    const progress = new ReplayProgress();
+    let ticker: NodeJS.Timeout | null = null;
+    let supervisor: Supervisor | null = null;
+    let timer: NodeJS.Timeout | null = null;
+    let stopping = false;
+    // Registered before the start, so Ctrl-C during a long replay drains too (and restores the
+    // terminal the progress bars drew on); a signal that came even earlier is delivered now.
+    const stop = async (signal: string) => {
+      if (stopping) return;
+      stopping = true;
+      if (ticker) clearInterval(ticker);
+      if (timer) clearInterval(timer);
+      progress.stop();
+      console.error(`sluice: ${signal}: draining`);
+      if (!supervisor) process.exit(0);
+      const result = await supervisor.stop();
+      printCounters(result.counters, {});
+      process.exit(result.terminated.length > 0 ? 1 : 0);
+    };
+    onStopSignal((signal) => void stop(signal));
+    if (stopping) return;
+    const running = await startTopology(t, {
+      onSupervisor: (sup) => {
+        supervisor = sup;
+        ticker = setInterval(() => progress.update(sup.counters()), 200);
+      },
+    });
+    if (stopping) return; // a signal came during the start; stop() is draining
+    if (ticker) clearInterval(ticker);
+    progress.update(running.supervisor.counters());
+    progress.stop();
+    console.error(`sluice: ${t.name} is up (${plural(running.plan.groups.length, 'actor group')}); Ctrl-C drains and stops`);
+    let last: Record<string, CounterSnapshot> = {};
+    if (opts.statusMs > 0) {
+      timer = setInterval(() => {
+        const now = running.supervisor.counters();
+        printCounters(now, last);
+        last = now;
+      }, opts.statusMs);
+    }
+    // startTopology's log already printed the reason; exit with the failure code.
+    running.supervisor.done.catch(() => process.exit(2));
+  });
+
+program
+  .command('append')
+  .argument('<topology>', 'topology YAML file')
+  .argument('<queue>', 'queue name (one no service or capture source of the topology writes)')
+  .option('-k, --key-field <field>', 'field of each JSON object used as the event key', 'key')
+  .option('-p, --partition <n>', 'partition (default: hash of the key)', intOption('--partition', 0))
+  .description('append JSON objects, one per line of stdin, as JSON events (type 2)')
+  .action(async (file: string, queue: string, opts: { keyField: string; partition?: number }) => {
+    const t = loadTopology(file);
+    const appender = openQueueAppender(t, queue);
+    let line = 0;
+    let appended = 0;
+    try {
+      for await (const text of readline.createInterface({ input: process.stdin, crlfDelay: Infinity })) {
+        line++;
+        if (text.trim() === '') continue;
+        let value: unknown;
+        try {
+          value = JSON.parse(text);
+        } catch (e) {
+          throw new Error(`stdin line ${line}: not JSON (${(e as Error).message}); ${appended} events before it were appended`);
+        }
+        if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new Error(`stdin line ${line}: expected a JSON object; ${appended} events before it were appended`);
+        const key = (value as Record<string, unknown>)[opts.keyField];
+        if (key === undefined || key === null) throw new Error(`stdin line ${line}: no "${opts.keyField}" field for the key; ${appended} events before it were appended`);
+        appender.appendJson(String(key), value, { partition: opts.partition });
+        appended++;
+        if (appended % 1000 === 0) appender.flush();
+      }
+    } finally {
+      appender.close();
+    }
+    console.error(`sluice: appended ${plural(appended, 'event')} to ${queue}`);
+  });
+
+program
+  .command('tail')
+  .argument('<topology>', 'topology YAML file')
+  .argument('<queue>', 'queue name')
+  .option('-p, --partition <n>', 'partition', intOption('--partition', 0), 0)
+  .option('-n, --lines <n>', 'records to print', intOption('--lines', 0), 10)
+  .option('--from-start', 'print the first records instead of the last', false)
+  .option('-f, --follow', 'keep printing records as they are appended (Ctrl-C stops)', false)
+  .description('print records of a queue partition as JSON lines (the last 10 by default)')
+  .action(async (file: string, queue: string, opts: { partition: number; lines: number; fromStart: boolean; follow: boolean }) => {
+    const t = loadTopology(file);
+    const q = queueOf(t, queue);
+    if (opts.partition >= q.partitions) throw new Error(`queue "${queue}" has partitions 0..${q.partitions - 1}, --partition ${opts.partition}`);
+    const tailer = Tailer.open({ dir: partitionDir(t, queue, opts.partition) });
+    const view = new EnvelopeView();
+    const print = (rec: { index: number; bytes: Uint8Array }) => {
+      view.wrap(rec.bytes, 0, rec.bytes.length);
+      const value =
+        view.type === EVENT_TYPE_CHANGE ? decodeChange(view.payload) : view.type === EVENT_TYPE_JSON ? decodeJson(view.payload) : `<${view.payload.length} bytes>`;
+      const cause = view.hasCause ? { queue: view.causeQueue, partition: view.causePartition, index: view.causeIndex } : undefined;
+      console.log(JSON.stringify({ index: rec.index, type: view.type, key: view.key, eventTimeMs: view.eventTimeMs, cause, value }));
+    };
+    if (opts.fromStart) {
+      for (let i = 0; i < opts.lines; i++) {
+        const rec = tailer.next();
+        if (!rec) break;
+        print(rec);
+      }
+    } else {
+      tailer.moveToEnd();
+      const end = tailer.index;
+      tailer.moveToIndex(Math.max(0, end - opts.lines));
+      for (let rec = tailer.next(); rec; rec = tailer.next()) print(rec);
+    }
+    if (!opts.follow) {
+      tailer.close();
+      return;
+    }
+    onStopSignal(() => process.exit(0));
+    for (;;) {
+      for (let rec = tailer.next(); rec; rec = tailer.next()) print(rec);
+      tailer.waitForAppend(0);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  });
+
+function printCounters(counters: Record<string, CounterSnapshot>, previous: Record<string, CounterSnapshot>): void {
+  for (const [name, c] of Object.entries(counters)) {
+    const p = previous[name];
+    if (p && p.state === c.state && p.eventsIn === c.eventsIn && p.eventsOut === c.eventsOut && p.replayed === c.replayed) continue;
+    console.error(`  ${name.padEnd(48)} ${c.state.padEnd(8)} in=${c.eventsIn} out=${c.eventsOut}${c.replayed ? ` replayed=${c.replayed}` : ''}`);
+  }
+}
+
+program.parseAsync().catch((e: unknown) => {
+  if (e instanceof ConfigError) console.error(e.message);
+  else console.error(`sluice: ${process.env.SLUICE_DEBUG ? ((e as Error).stack ?? e) : ((e as Error).message ?? e)}`);
+  process.exit(2);
+});

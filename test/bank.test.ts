@@ -59,6 +59,22 @@ test('--keep takes the scale from the kept database and refuses a different --sc
   assert.is(wrong.out.trim().split('\n').length, 1, wrong.out);
 });
 
+test('SIGINT during the workload stops it early, drains, prints the summary of what ran, verifies, exit 0', async () => {
+  const p = spawn(process.execPath, [main, '--duration-s', '60', '--clients', '2'], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  p.stdout.on('data', (b) => (out += b));
+  p.stderr.on('data', (b) => (out += b));
+  while (!out.includes('database ready') && p.exitCode === null) await new Promise((r) => setTimeout(r, 50));
+  const t0 = Date.now();
+  setTimeout(() => p.kill('SIGINT'), 2000);
+  const code = await new Promise<number | null>((r) => p.on('exit', (c) => r(c)));
+  assert.is(code, 0, out);
+  assert.ok(Date.now() - t0 < 30_000, `took ${Date.now() - t0} ms after the database was ready`);
+  assert.match(out, /bank summary \(sqlite, scale 1, 2 clients, [\d.]+ s workload, stopped early by SIGINT\)/);
+  assert.ok(number(out, 'transactions run') > 0, out);
+  assert.match(out, /verification\s+OK/);
+});
+
 test('a bad --scale is one line naming it, exit 2, no stack trace', async () => {
   const r = await runBank(['--scale', '0', '--duration-s', '1']);
   assert.is(r.code, 2, r.out);

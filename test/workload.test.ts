@@ -71,6 +71,28 @@ test('runTpcbClient runs the TPC-B transaction: each one moves delta into an acc
   }
 });
 
+test('runTpcb stops early when its signal aborts, with the totals of what ran', async () => {
+  const { file, db, cleanup } = tempDb();
+  try {
+    createPgbenchSchema(db, 1);
+    db.close();
+    const ac = new AbortController();
+    setTimeout(() => ac.abort(), 500);
+    const t0 = Date.now();
+    const r = await runTpcb({ file, clients: 2, durationMs: 60_000, signal: ac.signal });
+    assert.ok(Date.now() - t0 < 10_000, `took ${Date.now() - t0} ms`);
+    assert.ok(r.transactions > 0, `transactions=${r.transactions}`);
+    const check = new Database(file, { readonly: true });
+    try {
+      assert.is(check.prepare('SELECT count(*) FROM pgbench_history').pluck().get() as number, r.transactions);
+    } finally {
+      check.close();
+    }
+  } finally {
+    cleanup();
+  }
+});
+
 test('runTpcb with 2 client workers for 2 s commits transactions; per branch sum(history.delta) = bbalance', async () => {
   const { file, db, cleanup } = tempDb();
   try {

@@ -70,6 +70,8 @@ export function createPgbenchSchema(db: Database.Database, scale: number): void 
  * - busyRetriesMax: retries of one transaction after SQLITE_BUSY (each after the connection's
  *   busy_timeout already waited) before it counts as an error; default 10.
  * - seed: seed of the xorshift32 generator for aid/bid/tid/delta; default random.
+ * - stop: shared flag (element 0); once it is non-zero no further transaction starts (how
+ *   runTpcb stops its client threads early).
  */
 export interface TpcbClientOptions {
   durationMs?: number;
@@ -77,6 +79,7 @@ export interface TpcbClientOptions {
   scale?: number;
   busyRetriesMax?: number;
   seed?: number;
+  stop?: Int32Array;
 }
 
 /** What one client loop did. */
@@ -149,7 +152,8 @@ export function runTpcbClient(db: Database.Database, options: TpcbClientOptions)
 
   const deadline = durationMs === undefined ? Infinity : Date.now() + durationMs;
   const result: TpcbClientResult = { transactions: 0, errors: 0, busyRetries: 0 };
-  while (Date.now() < deadline && (transactionsMax === undefined || result.transactions < transactionsMax)) {
+  const stop = options.stop;
+  while (Date.now() < deadline && (transactionsMax === undefined || result.transactions < transactionsMax) && (!stop || Atomics.load(stop, 0) === 0)) {
     const aid = random(1, PGBENCH_ACCOUNTS_PER_BRANCH * scale);
     const bid = random(1, scale);
     const tid = random(1, PGBENCH_TELLERS_PER_BRANCH * scale);

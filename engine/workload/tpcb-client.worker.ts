@@ -13,7 +13,7 @@ try {
   const db = new Database(data.file, { timeout: data.busyTimeoutMs });
   try {
     db.pragma('journal_mode = WAL');
-    const result = runTpcbClient(db, { durationMs: data.durationMs, scale: data.scale, seed: data.seed, busyRetriesMax: data.busyRetriesMax });
+    const result = runTpcbClient(db, { durationMs: data.durationMs, scale: data.scale, seed: data.seed, busyRetriesMax: data.busyRetriesMax, stop: data.stop ? new Int32Array(data.stop) : undefined });
     message = { type: 'result', result };
   } finally {
     db.close();

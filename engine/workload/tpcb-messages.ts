@@ -12,6 +12,8 @@ export interface TpcbWorkerData {
   seed?: number;
   busyTimeoutMs: number;
   busyRetriesMax: number;
+  /** Int32 stop flag shared with runTpcb (see TpcbClientOptions.stop). */
+  stop?: SharedArrayBuffer;
 }
 
 /** The one message a client worker posts: its result, or the error that stopped it. */

@@ -14,6 +14,8 @@ import type { TpcbWorkerData, TpcbWorkerMessage } from './tpcb-messages.js';
  * - scale: pgbench scale; default the row count of pgbench_branches.
  * - busyTimeoutMs / busyRetriesMax: see TPCB_DEFAULTS.
  * - seed: base seed; client i uses seed + i. Default random.
+ * - signal: when it aborts, the clients start no further transaction and runTpcb resolves with
+ *   what ran so far (early stop, e.g. on Ctrl-C).
  */
 export interface TpcbOptions {
   file: string;
@@ -23,6 +25,7 @@ export interface TpcbOptions {
   busyTimeoutMs?: number;
   busyRetriesMax?: number;
   seed?: number;
+  signal?: AbortSignal;
 }
 
 /** Totals over all clients. */
@@ -36,8 +39,8 @@ export interface TpcbResult {
 }
 
 /**
- * Runs pgbench's TPC-B (sort of) with `clients` concurrent worker threads for durationMs and
- * resolves with the totals. Rejects with the first client's error if any client fails (the
+ * Runs pgbench's TPC-B (sort of) with `clients` concurrent worker threads for durationMs (or until
+ * options.signal aborts) and resolves with the totals. Rejects with the first client's error if any client fails (the
  * others still run to the end). Throws `Error` on bad options.
  */
 export async function runTpcb(options: TpcbOptions): Promise<TpcbResult> {
@@ -47,6 +50,11 @@ export async function runTpcb(options: TpcbOptions): Promise<TpcbResult> {
     throw new Error(`clients must be an integer in [1, ${TPCB_DEFAULTS.clientsMax}], clients=${clients}`);
   }
   if (!Number.isFinite(durationMs) || durationMs < 0) throw new Error(`durationMs must be >= 0, durationMs=${durationMs}`);
+  const stopBuffer = new SharedArrayBuffer(4);
+  const stopFlag = new Int32Array(stopBuffer);
+  const onAbort = () => Atomics.store(stopFlag, 0, 1);
+  if (options.signal?.aborted) onAbort();
+  options.signal?.addEventListener('abort', onAbort, { once: true });
   const results = await Promise.allSettled(Array.from({ length: clients }, (_, i) => {
     const data: TpcbWorkerData = {
       file,
@@ -55,6 +63,7 @@ export async function runTpcb(options: TpcbOptions): Promise<TpcbResult> {
       seed: options.seed === undefined ? undefined : options.seed + i,
       busyTimeoutMs: options.busyTimeoutMs ?? TPCB_DEFAULTS.busyTimeoutMs,
       busyRetriesMax: options.busyRetriesMax ?? TPCB_DEFAULTS.busyRetriesMax,
+      stop: stopBuffer,
     };
     return new Promise<TpcbResult>((resolve, reject) => {
       const worker = new Worker(new URL('./tpcb-client.worker.js', import.meta.url), { workerData: data });
@@ -68,6 +77,7 @@ export async function runTpcb(options: TpcbOptions): Promise<TpcbResult> {
       worker.once('exit', (code) => { if (!settled) reject(new Error(`tpcb client ${i} exited with code ${code} before reporting`)); });
     });
   }));
+  options.signal?.removeEventListener('abort', onAbort);
   const total: TpcbResult = { transactions: 0, errors: 0, busyRetries: 0 };
   for (const r of results) {
     if (r.status === 'rejected') throw r.reason;

@@ -26,6 +26,19 @@ import { EnvelopeView, decodeJson } from '../../engine/codec/index.js';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 
+// SIGINT/SIGTERM end the workload early; the job then drains, prints the summary of what ran and
+// verifies it. A second signal exits at once (130 / 143).
+const interrupt = new AbortController();
+let interruptedBy: string | null = null;
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.on(signal, () => {
+    if (interruptedBy) process.exit(signal === 'SIGINT' ? 130 : 143);
+    interruptedBy = signal;
+    console.error(`bank: ${signal}: stopping the workload, then draining and verifying (again to exit at once)`);
+    interrupt.abort();
+  });
+}
+
 interface Options {
   topology: string;
   /** The --scale given, if any; with --keep the kept database's scale is used (a different one is refused). */
@@ -52,15 +65,40 @@ function latestByKey<T>(topology: Topology, queue: string): Map<string, T> {
   return out;
 }
 
-function run(cmd: string, args: string[]): Promise<string> {
+/**
+ * Runs a command and resolves with its stdout and stderr (`out`). With `signal`, an abort sends the
+ * command SIGINT and whatever it exits with resolves (its output so far); so does its death by
+ * SIGINT/SIGTERM (a terminal's Ctrl-C reaches it directly, maybe before our listener runs); then
+ * `interrupted` is true.
+ */
+function run(cmd: string, args: string[], signal?: AbortSignal): Promise<{ out: string; interrupted: boolean }> {
   return new Promise((resolve, reject) => {
     const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     child.stdout.on('data', (b) => (out += b));
     child.stderr.on('data', (b) => (out += b));
     child.on('error', reject);
-    child.on('exit', (code) => (code === 0 ? resolve(out) : reject(new Error(`${cmd} ${args.join(' ')} exited ${code}:\n${out}`))));
+    const onAbort = () => child.kill('SIGINT');
+    if (signal?.aborted) onAbort();
+    signal?.addEventListener('abort', onAbort, { once: true });
+    child.on('exit', (code, killedBy) => {
+      signal?.removeEventListener('abort', onAbort);
+      const interrupted = !!signal && (signal.aborted || killedBy === 'SIGINT' || killedBy === 'SIGTERM');
+      if (code === 0 || interrupted) resolve({ out, interrupted });
+      else reject(new Error(`${cmd} ${args.join(' ')} exited ${code}:\n${out}`));
+    });
   });
+}
+
+/** Rows of pgbench_history: one per committed TPC-B transaction. */
+async function pgHistoryRows(url: string): Promise<number> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    return Number((await client.query('SELECT count(*) AS n FROM pgbench_history')).rows[0].n);
+  } finally {
+    await client.end();
+  }
 }
 
 async function ensurePgDatabase(url: string): Promise<void> {
@@ -140,13 +178,16 @@ async function main(o: Options): Promise<number> {
   const w0 = Date.now();
   let transactions: number;
   if (db.dialect === 'sqlite') {
-    const r = await runTpcb({ file: db.file, clients: o.clients, durationMs: o.durationS * 1000, scale });
+    const r = await runTpcb({ file: db.file, clients: o.clients, durationMs: o.durationS * 1000, scale, signal: interrupt.signal });
     transactions = r.transactions;
   } else {
-    const out = await run('pgbench', ['-c', String(o.clients), '-j', '2', '-T', String(o.durationS), db.url]);
+    const historyBefore = await pgHistoryRows(db.url);
+    const { out, interrupted } = await run('pgbench', ['-c', String(o.clients), '-j', '2', '-T', String(o.durationS), db.url], interrupt.signal);
     const m = /number of transactions actually processed: (\d+)/.exec(out);
-    if (!m) throw new Error(`could not read the transaction count from pgbench's output:\n${out}`);
-    transactions = Number(m[1]);
+    if (m) transactions = Number(m[1]);
+    // An interrupted pgbench prints no totals: count the history rows its transactions inserted.
+    else if (interrupted) transactions = (await pgHistoryRows(db.url)) - historyBefore;
+    else throw new Error(`could not read the transaction count from pgbench's output:\n${out}`);
   }
   const workloadMs = Date.now() - w0;
 
@@ -202,11 +243,11 @@ async function main(o: Options): Promise<number> {
   const lagP50 = Math.max(...services.map((s) => s.lagMs.p50));
   const lagP99 = Math.max(...services.map((s) => s.lagMs.p99));
   console.log('');
-  console.log(`bank summary (${db.dialect}, scale ${scale}, ${o.clients} clients, ${(workloadMs / 1000).toFixed(1)} s workload)`);
-  console.log(`  transactions run          ${transactions} (${Math.round(transactions / (workloadMs / 1000))} tps)`);
+  console.log(`bank summary (${db.dialect}, scale ${scale}, ${o.clients} clients, ${(workloadMs / 1000).toFixed(1)} s workload${interruptedBy ? `, stopped early by ${interruptedBy}` : ''})`);
+  console.log(`  transactions run          ${transactions} (${workloadMs > 0 ? Math.round(transactions / (workloadMs / 1000)) : 0} tps)`);
   console.log(`  changes captured          ${captured}`);
   console.log(`  events processed          ${processed} (${services.map((s) => `${s.service} ${s.eventsIn}`).join(', ')})${replayed ? `, after replaying ${replayed} from earlier runs` : ''}`);
-  console.log(`  events/s                  ${Math.round(processed / (totalMs / 1000))} (workload start to drained)`);
+  console.log(`  events/s                  ${totalMs > 0 ? Math.round(processed / (totalMs / 1000)) : 0} (workload start to drained)`);
   console.log(`  capture-to-service lag    p50 ${lagP50} ms, p99 ${lagP99} ms`);
   console.log(`  actor restarts            ${restarts.length}${restarts.length ? ': ' + restarts.join('; ') : ''}`);
   if (mismatches.length === 0) {

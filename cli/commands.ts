@@ -6,8 +6,8 @@
  *   sluice run <topology.yaml>                   run it until SIGINT/SIGTERM, then drain, exit 0
  *   sluice append <topology.yaml> <queue>        append JSON lines from stdin as events
  *   sluice tail <topology.yaml> <queue>          print a queue's records as JSON lines
- * Errors print one line (`sluice: ...`, or the config problems) and exit 2; SLUICE_DEBUG=1 adds
- * the stack.
+ * Errors print one line (`sluice: ...`, commander's `error: ...` for usage, or the config
+ * problems) and exit 2; SLUICE_DEBUG=1 adds the stack.
  */
 import readline from 'node:readline';
 import { Command, InvalidArgumentError } from 'commander';
@@ -39,7 +39,14 @@ function queueOf(t: Topology, queue: string) {
 }
 
 const program = new Command();
-program.name('sluice').description('Sluice stream-processing engine').showHelpAfterError();
+// Usage errors (unknown option, bad option value, missing argument) are bad input like the rest:
+// commander's one-line message, a pointer to the help, exit 2. --help exits 0. Set before the
+// commands are added, which inherit it.
+program
+  .name('sluice')
+  .description('Sluice stream-processing engine')
+  .showHelpAfterError('(sluice help <command> shows its usage)')
+  .exitOverride((err) => process.exit(err.exitCode === 0 ? 0 : 2));
 
 program
   .command('check')

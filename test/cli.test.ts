@@ -89,8 +89,16 @@ test('user errors are one line with exit 2: unknown queue, partition out of rang
   assert.is(p.code, 2);
   assert.match(p.err, 'queue "in" has partitions 0..1, --partition 5');
   const n = await sluice(['tail', file, 'in', '-n', 'abc']);
-  assert.is.not(n.code, 0);
+  assert.is(n.code, 2, n.err);
   assert.match(n.err, '--lines must be an integer >= 0, got "abc"');
+  assert.not.match(n.err, 'Usage:', 'no full help dump');
+  assert.ok(n.err.trim().split('\n').length <= 2, n.err);
+  const u = await sluice(['tail', file, 'in', '--no-such-option']);
+  assert.is(u.code, 2, u.err);
+  assert.match(u.err, "unknown option '--no-such-option'");
+  const h = await sluice(['tail', '--help']);
+  assert.is(h.code, 0, h.err);
+  assert.match(h.out, 'Usage: sluice tail');
 });
 
 test('run without installed capture fails at once, saying how to install; install then works', async () => {

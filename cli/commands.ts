@@ -152,7 +152,8 @@ program
         }
         if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new Error(`stdin line ${line}: expected a JSON object; ${appended} events before it were appended`);
         const key = (value as Record<string, unknown>)[opts.keyField];
-        if (key === undefined || key === null) throw new Error(`stdin line ${line}: no "${opts.keyField}" field for the key; ${appended} events before it were appended`);
+        if (key === undefined) throw new Error(`stdin line ${line}: no "${opts.keyField}" field for the key; ${appended} events before it were appended`);
+        if (key === null) throw new Error(`stdin line ${line}: the key field "${opts.keyField}" is null (a key must be a string or number); ${appended} events before it were appended`);
         appender.appendJson(String(key), value, { partition: opts.partition });
         appended++;
         if (appended % 1000 === 0) appender.flush();
@@ -172,10 +173,14 @@ program
   .option('--from-start', 'print the first records instead of the last', false)
   .option('-f, --follow', 'keep printing records as they are appended (Ctrl-C stops)', false)
   .description('print records of a queue partition as JSON lines (the last 10 by default)')
-  .action(async (file: string, queue: string, opts: { partition: number; lines: number; fromStart: boolean; follow: boolean }) => {
+  .action(async (file: string, queue: string, opts: { partition: number; lines: number; fromStart: boolean; follow: boolean }, cmd: Command) => {
     const t = loadTopology(file);
     const q = queueOf(t, queue);
     if (opts.partition >= q.partitions) throw new Error(`queue "${queue}" has partitions 0..${q.partitions - 1}, --partition ${opts.partition}`);
+    // Only one partition is shown: say so when the user did not pick it.
+    if (q.partitions > 1 && cmd.getOptionValueSource('partition') !== 'cli') {
+      console.error(`sluice: queue "${queue}" has ${q.partitions} partitions; showing partition 0 (-p <n> for another)`);
+    }
     const tailer = Tailer.open({ dir: partitionDir(t, queue, opts.partition) });
     const view = new EnvelopeView();
     const print = (rec: { index: number; bytes: Uint8Array }) => {

@@ -65,7 +65,14 @@ test('append takes JSON lines from stdin; tail prints the last n, or the first n
   assert.is(last.code, 0, last.err);
   assert.equal(last.out.trim().split('\n').map((l) => JSON.parse(l).value.n), [27, 28, 29]);
   const first = await sluice(['tail', file, 'in', '-p', '1', '-n', '2', '--from-start']);
-  assert.equal(first.out.trim().split('\n').map((l) => JSON.parse(l).index), [0, 1]);
+  assert.equal(first.out.trim().split('\n').map((l) => JSON.parse(l).index), [0, 1]);  assert.is(first.err, '', 'no note when -p is given');
+  // Without -p only partition 0 is shown, and stderr says so.
+  const p0 = await sluice(['tail', file, 'in']);
+  assert.is(p0.code, 0, p0.err);
+  assert.is(p0.out, '');
+  assert.match(p0.err, 'queue "in" has 2 partitions; showing partition 0 (-p <n> for another)');
+  const single = await sluice(['tail', file, 'out']);
+  assert.is(single.err, '');
 });
 
 test('append reports the stdin line of bad input and keeps what came before it', async () => {
@@ -74,6 +81,11 @@ test('append reports the stdin line of bad input and keeps what came before it',
   assert.is(r.code, 2);
   assert.match(r.err, 'stdin line 3: not JSON');
   assert.match(r.err, '2 events before it were appended');
+  const nul = await sluice(['append', file, 'in'], '{"key":null}\n');
+  assert.is(nul.code, 2);
+  assert.match(nul.err, 'stdin line 1: the key field "key" is null');
+  const missing = await sluice(['append', file, 'in'], '{"id":1}\n');
+  assert.match(missing.err, 'stdin line 1: no "key" field for the key');
   const t0 = await sluice(['tail', file, 'in', '-p', '0']);
   const t1 = await sluice(['tail', file, 'in', '-p', '1']);
   assert.is((t0.out + t1.out).trim().split('\n').length, 2);

@@ -5,6 +5,7 @@
  */
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
+import fs from 'node:fs';
 import { spawn } from 'node:child_process';
 
 const main = new URL('../examples/bank/main.js', import.meta.url).pathname;
@@ -75,11 +76,23 @@ test('SIGINT during the workload stops it early, drains, prints the summary of w
   assert.match(out, /verification\s+OK/);
 });
 
-test('a bad --scale is one line naming it, exit 2, no stack trace', async () => {
-  const r = await runBank(['--scale', '0', '--duration-s', '1']);
-  assert.is(r.code, 2, r.out);
-  assert.match(r.out, /^bank: .*scale must be/m);
-  assert.not.match(r.out, /^\s+at /m, r.out);
+test('bad options are one line each, exit 2, checked before the database is touched', async () => {
+  const dbFile = new URL('../../data/bank/bank.db', import.meta.url).pathname;
+  const before = fs.statSync(dbFile);
+  for (const [args, message] of [
+    [['--scale', '0'], '--scale must be an integer in [1, 100], got "0"'],
+    [['--duration-s', 'abc'], '--duration-s must be an integer in [1, 86400], got "abc"'],
+    [['--clients', '0'], '--clients must be an integer in [1, 64], got "0"'],
+  ] as const) {
+    const r = await runBank([...args]);
+    assert.is(r.code, 2, r.out);
+    assert.match(r.out, message);
+    assert.not.match(r.out, /^\s+at /m, r.out);
+    assert.not.match(r.out, 'Usage:');
+  }
+  const after = fs.statSync(dbFile);
+  assert.is(after.ino, before.ino, 'the database was not recreated');
+  assert.is(after.mtimeMs, before.mtimeMs, 'the database was not written');
 });
 
 test('bank job on PostgreSQL driven by the real pgbench: verification passes', async () => {

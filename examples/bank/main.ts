@@ -15,12 +15,12 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { Command } from 'commander';
+import { Command, InvalidArgumentError } from 'commander';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { loadTopology, startTopology, partitionDir, type Topology, type ServiceSummary } from 'sluice';
 import { openStaging } from '../../engine/cdc/index.js';
-import { createPgbenchSchema, runTpcb } from '../../engine/workload/index.js';
+import { createPgbenchSchema, runTpcb, PGBENCH_SCALE_MAX, TPCB_DEFAULTS } from '../../engine/workload/index.js';
 import { Tailer } from '../../engine/journal/index.js';
 import { EnvelopeView, decodeJson } from '../../engine/codec/index.js';
 
@@ -267,17 +267,28 @@ function oneLine(e: unknown): string {
   return cause && !e.message.includes(cause) ? `${e.message} (cause: ${cause})` : e.message;
 }
 
+/** Commander parser of an integer option in [min, max]; a bad value is a usage error (exit 2). */
+function intIn(name: string, min: number, max: number) {
+  return (value: string): number => {
+    const n = Number(value);
+    if (!Number.isInteger(n) || n < min || n > max) throw new InvalidArgumentError(`${name} must be an integer in [${min}, ${max}], got "${value}"`);
+    return n;
+  };
+}
+
+// Every option is checked here, before any database or queue is touched.
 const program = new Command()
   .name('bank')
+  .exitOverride((err) => process.exit(err.exitCode === 0 ? 0 : 2))
   .option('--topology <file>', 'topology file', path.join(repoRoot, 'examples/bank/topology.yaml'))
-  .option('--scale <n>', 'pgbench scale factor (100,000 accounts each; default 1, or with --keep the kept database\'s)')
-  .option('--duration-s <s>', 'workload duration in seconds', '20')
-  .option('--clients <n>', 'concurrent client loops', '4')
+  .option('--scale <n>', 'pgbench scale factor (100,000 accounts each; default 1, or with --keep the kept database\'s)', intIn('--scale', 1, PGBENCH_SCALE_MAX))
+  .option('--duration-s <s>', 'workload duration in seconds', intIn('--duration-s', 1, 24 * 3600), 20)
+  .option('--clients <n>', 'concurrent client loops', intIn('--clients', 1, TPCB_DEFAULTS.clientsMax), 4)
   .option('--keep', 'continue from the last run: keep its database and queues (services replay their inputs, then resume after LAST_WRITTEN)', false)
   .option('--verbose', 'print every actor\'s counters at the end', false)
   .parse();
-const raw = program.opts<{ topology: string; scale?: string; durationS: string; clients: string; keep: boolean; verbose: boolean }>();
-main({ topology: raw.topology, scale: raw.scale === undefined ? undefined : Number(raw.scale), durationS: Number(raw.durationS), clients: Number(raw.clients), keep: raw.keep, verbose: raw.verbose }).then(
+const raw = program.opts<{ topology: string; scale?: number; durationS: number; clients: number; keep: boolean; verbose: boolean }>();
+main(raw).then(
   (code) => process.exit(code),
   (e: unknown) => {
     console.error(`bank: ${oneLine(e)}`);

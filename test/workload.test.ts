@@ -71,6 +71,20 @@ test('runTpcbClient runs the TPC-B transaction: each one moves delta into an acc
   }
 });
 
+test('a failing runTpcb client rejects with a one-line message (the stack apart)', async () => {
+  const { file, db, cleanup } = tempDb();
+  try {
+    db.close(); // no pgbench tables
+    const e = await runTpcb({ file, clients: 1, durationMs: 100 }).then(() => null, (err: Error) => err);
+    assert.ok(e, 'rejected');
+    assert.match(e!.message, /^tpcb client 0: .*no such table: pgbench_branches$/);
+    assert.not.match(e!.message, '\n');
+    assert.match(e!.stack ?? '', 'worker stack:');
+  } finally {
+    cleanup();
+  }
+});
+
 test('runTpcb stops early when its signal aborts, with the totals of what ran', async () => {
   const { file, db, cleanup } = tempDb();
   try {

@@ -19,6 +19,6 @@ try {
     db.close();
   }
 } catch (err) {
-  message = { type: 'error', message: (err as Error).stack ?? String(err) };
+  message = err instanceof Error ? { type: 'error', message: err.message, stack: err.stack } : { type: 'error', message: String(err) };
 }
 parentPort!.postMessage(message);

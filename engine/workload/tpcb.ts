@@ -71,7 +71,12 @@ export async function runTpcb(options: TpcbOptions): Promise<TpcbResult> {
       worker.once('message', (m: TpcbWorkerMessage) => {
         settled = true;
         if (m.type === 'result') resolve(m.result);
-        else reject(new Error(`tpcb client ${i}: ${m.message}`));
+        else {
+          // The message alone (callers print one line); the worker's stack for SLUICE_DEBUG-style use.
+          const e = new Error(`tpcb client ${i}: ${m.message}`);
+          if (m.stack) e.stack = `Error: ${e.message}\n  worker stack: ${m.stack}`;
+          reject(e);
+        }
       });
       worker.once('error', (err) => { settled = true; reject(err); });
       worker.once('exit', (code) => { if (!settled) reject(new Error(`tpcb client ${i} exited with code ${code} before reporting`)); });

@@ -8,9 +8,9 @@
  * ```
  */
 import { Supervisor, type StopResult, type RestartEvent } from './engine/supervisor/index.js';
-import type { Topology } from './engine/config/index.js';
+import { ConfigError, problemAt, type Topology } from './engine/config/index.js';
 import { planTopology, checkServiceModules, type TopologyPlan } from './actors/index.js';
-import { openStaging } from './engine/cdc/index.js';
+import { CaptureTableError, openStaging } from './engine/cdc/index.js';
 
 export * from './engine/config/index.js';
 export * from './engine/service/index.js';
@@ -60,13 +60,20 @@ export async function startTopology(topology: Topology, options: StartOptions = 
 /**
  * Installs every capture source of a topology: staging table, error table and triggers
  * (idempotent; re-running it regenerates the triggers from the current config).
- * @throws Error naming the source when its database cannot be opened or a table is missing.
+ * @throws ConfigError at the topology field (`file:line:col: capture[i].tables[k].table: ...`)
+ *   when a captured table, column or key is missing; Error naming the source when its database
+ *   cannot be opened.
  */
 export async function installCapture(topology: Topology): Promise<void> {
-  for (const source of topology.capture) {
+  for (const [i, source] of topology.capture.entries()) {
     const staging = await openStaging(source);
     try {
       await staging.install();
+    } catch (err) {
+      const k = err instanceof CaptureTableError ? source.tables.findIndex((t) => t.table === err.table) : -1;
+      if (!(err instanceof CaptureTableError) || k < 0) throw err;
+      const field = err.index === undefined ? [err.field] : [err.field, err.index];
+      throw new ConfigError([problemAt(topology.file, ['capture', i, 'tables', k, ...field], `capture source "${source.name}": ${err.message}`)]);
     } finally {
       await staging.close();
     }

@@ -11,7 +11,7 @@
  */
 import readline from 'node:readline';
 import { Command, InvalidArgumentError } from 'commander';
-import { loadTopology, ConfigError, type Topology } from '../engine/config/index.js';
+import { loadTopology, checkEnvironment, ConfigError, type Topology } from '../engine/config/index.js';
 import { startTopology, installCapture } from '../index.js';
 import { planTopology, partitionDir, checkServiceModules } from '../actors/index.js';
 import { openQueueAppender } from '../engine/producer/index.js';
@@ -46,6 +46,7 @@ program
   .description('validate a topology file and its service modules, and print the actors it starts')
   .action(async (file: string) => {
     const t = loadTopology(file);
+    checkEnvironment(t);
     const plan = planTopology(t);
     await checkServiceModules(t);
     console.log(`${file}: ok (${plural(t.queues.length, 'queue')}, ${plural(t.services.length, 'service')}, ${plural(t.capture.length, 'capture source')})`);

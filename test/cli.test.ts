@@ -120,6 +120,38 @@ test('a capture database path that does not exist is an error, not a new empty d
   assert.is(r.code, 2);
   assert.match(r.err, `typo.db does not exist`);
   assert.not.ok(fs.existsSync(path.join(dir, 'typo.db')));
+  const c = await sluice(['check', file]);
+  assert.is(c.code, 2, c.out);
+  assert.is(c.err.trim(), `${file}:${at(file, './typo.db')}: capture[0].database.file: SQLite database file not found: ${path.join(dir, 'typo.db')} (create the database first; capture does not create it)`);
+  assert.not.ok(fs.existsSync(path.join(dir, 'typo.db')));
+});
+
+/** `line:col` (1-based) of the first occurrence of `token` in `file`, computed from its text. */
+function at(file: string, token: string): string {
+  const lines = fs.readFileSync(file, 'utf8').split('\n');
+  const line = lines.findIndex((l) => l.includes(token));
+  if (line < 0) throw new Error(`test bug: "${token}" not in ${file}`);
+  return `${line + 1}:${lines[line]!.indexOf(token) + 1}`;
+}
+
+test('install names the topology file, line and field of a captured table or column that does not exist', async () => {
+  const sqlite = new Database(path.join(dir, 'app.db'));
+  sqlite.exec('CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT)');
+  sqlite.close();
+  const file = writeTopology(
+    `capture:\n  - name: app\n    database: { dialect: sqlite, file: ./app.db }\n    tables:\n` +
+      `      - { table: items, operations: [insert], columns: [id, nmae], target: items-changes }\n` +
+      `      - { table: nosuchtable, operations: [insert], target: items-changes }\n`,
+  );
+  fs.writeFileSync(file, fs.readFileSync(file, 'utf8').replace('  - { name: out }', '  - { name: out }\n  - { name: items-changes }'));
+  assert.is((await sluice(['check', file])).code, 0);
+  let r = await sluice(['install', file]);
+  assert.is(r.code, 2);
+  assert.is(r.err.trim(), `${file}:${at(file, 'nmae')}: capture[0].tables[0].columns[1]: capture source "app": capture table "items": columns: column "nmae" not found (columns: id, name)`);
+  fs.writeFileSync(file, fs.readFileSync(file, 'utf8').replace('nmae', 'name'));
+  r = await sluice(['install', file]);
+  assert.is(r.code, 2);
+  assert.is(r.err.trim(), `${file}:${at(file, 'nosuchtable')}: capture[0].tables[1].table: capture source "app": capture table "nosuchtable": table not found (no columns introspected)`);
 });
 
 test('a handler that throws: the failure names the service, the input partition and index, once', async () => {

@@ -176,4 +176,35 @@ test('a replay strategy the module cannot serve fails at check and at run, namin
   assert.not.match(r.err, 'restarting');
 });
 
+test('a second run of a running topology fails at once, naming the running pid, exit 2; the lock goes with the first', async () => {
+  const file = writeTopology();
+  const first = spawn(process.execPath, [cli, 'run', file, '--status-ms', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let firstErr = '';
+  const exited = new Promise<number | null>((resolve) => first.on('exit', (code) => resolve(code)));
+  try {
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`first run not up in 30 s: ${firstErr}`)), 30_000);
+      first.stderr.on('data', (b) => {
+        firstErr += b;
+        if (firstErr.includes('is up')) {
+          clearTimeout(timer);
+          resolve();
+        }
+      });
+    });
+    const started = Date.now();
+    const second = await sluice(['run', file, '--status-ms', '0']);
+    const tookMs = Date.now() - started;
+    assert.is(second.code, 2, second.err);
+    const lock = path.join(dir, 'data', 'topology.lock');
+    assert.is(second.err.trim(), `sluice: topology "cli" (${file}) is already running (pid ${first.pid}): its data directory ${path.join(dir, 'data')} is locked by ${lock}`);
+    assert.ok(tookMs < 10_000, `second run took ${tookMs} ms`);
+    assert.ok(fs.existsSync(lock));
+  } finally {
+    first.kill('SIGTERM');
+  }
+  assert.is(await exited, 0, firstErr);
+  assert.not.ok(fs.existsSync(path.join(dir, 'data', 'topology.lock')), 'the first run released its lock');
+});
+
 test.run();

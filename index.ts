@@ -9,7 +9,7 @@
  */
 import { Supervisor, type StopResult, type RestartEvent } from './engine/supervisor/index.js';
 import { ConfigError, problemAt, type Topology } from './engine/config/index.js';
-import { planTopology, checkServiceModules, type TopologyPlan } from './actors/index.js';
+import { planTopology, checkServiceModules, serviceWarnings, type TopologyPlan } from './actors/index.js';
 import { CaptureTableError, openStaging } from './engine/cdc/index.js';
 import { acquireAppenderLock, JournalLockedError, type AppenderLock } from './engine/journal/index.js';
 import fs from 'node:fs';
@@ -18,7 +18,7 @@ import path from 'node:path';
 export * from './engine/config/index.js';
 export * from './engine/service/index.js';
 export * from './engine/supervisor/index.js';
-export { planTopology, partitionDir, checkServiceModules, type TopologyPlan, type ServiceSummary, type ServiceReadyInfo } from './actors/index.js';
+export { planTopology, partitionDir, checkServiceModules, serviceWarnings, type TopologyPlan, type ServiceSummary, type ServiceReadyInfo } from './actors/index.js';
 export { openStaging, type CaptureSource, type CaptureTable, type StagedChange, type StagingClient } from './engine/cdc/index.js';
 export { openQueueAppender, type QueueAppender } from './engine/producer/index.js';
 export { queueId, EVENT_TYPE_CHANGE, EVENT_TYPE_JSON, USER_EVENT_TYPE_MIN, type Change } from './engine/codec/index.js';
@@ -53,6 +53,7 @@ export async function startTopology(topology: Topology, options: StartOptions = 
   const log = options.log ?? ((line: string) => process.stderr.write(`sluice: ${line}\n`));
   const plan = planTopology(topology);
   await checkServiceModules(topology);
+  for (const w of await serviceWarnings(topology)) log(w);
   const lock = lockTopology(topology);
   try {
     await checkCaptureInstalled(topology);

@@ -207,4 +207,29 @@ test('a second run of a running topology fails at once, naming the running pid, 
   assert.not.ok(fs.existsSync(path.join(dir, 'data', 'topology.lock')), 'the first run released its lock');
 });
 
+test('check and run warn, at the service input, when a capture target feeds a service without a change handler', async () => {
+  const sqlite = new Database(path.join(dir, 'app.db'));
+  sqlite.exec('CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT)');
+  sqlite.close();
+  const file = writeTopology(
+    `capture:\n  - name: app\n    database: { dialect: sqlite, file: ./app.db }\n    tables:\n      - { table: items, operations: [insert], target: items-changes }\n`,
+  );
+  fs.writeFileSync(file, fs.readFileSync(file, 'utf8')
+    .replace('  - { name: out }', '  - { name: out }\n  - { name: items-changes }')
+    .replace('    inputs: [in]', '    inputs: [in, items-changes]'));
+  const warning = `${file}:${at(file, 'items-changes]')}: services[0].inputs[1]: warning: service "pass" has no change handler: ` +
+    `the change events capture source "app" writes to queue "items-changes" would be dropped (add handlers.change to ${passThrough})`;
+  const c = await sluice(['check', file]);
+  assert.is(c.code, 0, c.err);
+  assert.is(c.err.trim(), warning);
+  assert.is((await sluice(['install', file])).code, 0);
+  const r = await sluice(['run', file, '--status-ms', '0'], '', 3_000);
+  assert.match(r.err, `sluice: ${warning}\n`);
+  // A service with a change handler gets no warning.
+  fs.writeFileSync(file, fs.readFileSync(file, 'utf8').replace(passThrough, new URL('./fixtures/services/change-log.js', import.meta.url).pathname));
+  const ok = await sluice(['check', file]);
+  assert.is(ok.code, 0, ok.err);
+  assert.is(ok.err, '');
+});
+
 test.run();

@@ -8,14 +8,17 @@
  * ```
  */
 import { Supervisor, type StopResult, type RestartEvent } from './engine/supervisor/index.js';
-import type { Topology } from './engine/config/index.js';
-import { planTopology, checkServiceModules, type TopologyPlan } from './actors/index.js';
-import { openStaging } from './engine/cdc/index.js';
+import { ConfigError, problemAt, type Topology } from './engine/config/index.js';
+import { planTopology, checkServiceModules, serviceWarnings, type TopologyPlan } from './actors/index.js';
+import { CaptureTableError, openStaging } from './engine/cdc/index.js';
+import { acquireAppenderLock, JournalLockedError, type AppenderLock } from './engine/journal/index.js';
+import fs from 'node:fs';
+import path from 'node:path';
 
 export * from './engine/config/index.js';
 export * from './engine/service/index.js';
 export * from './engine/supervisor/index.js';
-export { planTopology, partitionDir, checkServiceModules, type TopologyPlan, type ServiceSummary, type ServiceReadyInfo } from './actors/index.js';
+export { planTopology, partitionDir, checkServiceModules, serviceWarnings, type TopologyPlan, type ServiceSummary, type ServiceReadyInfo } from './actors/index.js';
 export { openStaging, type CaptureSource, type CaptureTable, type StagedChange, type StagingClient } from './engine/cdc/index.js';
 export { openQueueAppender, type QueueAppender } from './engine/producer/index.js';
 export { queueId, EVENT_TYPE_CHANGE, EVENT_TYPE_JSON, USER_EVENT_TYPE_MIN, type Change } from './engine/codec/index.js';
@@ -40,33 +43,86 @@ export interface StartOptions {
 /**
  * Plans and starts a topology: every capture pump, queue reader and service in its own worker.
  * Resolves once every service has finished its restart protocol (LAST_WRITTEN, replay) and its
- * readers are running.
- * @throws Error if the plan is invalid or a group keeps failing while starting (restartsMax).
+ * readers are running. Holds `<dataDir>/topology.lock` from before the first actor starts until
+ * the supervisor has stopped or failed.
+ * @throws TopologyRunningError if the topology (its dataDir) is already running, in this or
+ *   another live process; Error if the plan is invalid or a group keeps failing while starting
+ *   (restartsMax).
  */
 export async function startTopology(topology: Topology, options: StartOptions = {}): Promise<RunningTopology> {
   const log = options.log ?? ((line: string) => process.stderr.write(`sluice: ${line}\n`));
   const plan = planTopology(topology);
   await checkServiceModules(topology);
-  await checkCaptureInstalled(topology);
-  const supervisor = new Supervisor(topology.supervisor);
-  supervisor.on('log', log);
-  supervisor.on('restart', (e: RestartEvent) => log(`restarting ${e.group} in ${e.delayMs} ms (attempt ${e.attempt}) after ${e.actor} failed: ${e.error}`));
-  supervisor.on('fatal', (e: Error) => log(`stopped: ${e.message}`));
-  options.onSupervisor?.(supervisor);
-  await supervisor.start(plan.groups);
-  return { topology, supervisor, plan, stop: () => supervisor.stop() };
+  for (const w of await serviceWarnings(topology)) log(w);
+  const lock = lockTopology(topology);
+  try {
+    await checkCaptureInstalled(topology);
+    const supervisor = new Supervisor(topology.supervisor);
+    supervisor.on('log', log);
+    supervisor.on('restart', (e: RestartEvent) => log(`restarting ${e.group} in ${e.delayMs} ms (attempt ${e.attempt}) after ${e.actor} failed: ${e.error}`));
+    supervisor.on('fatal', (e: Error) => log(`stopped: ${e.message}`));
+    // The topology is no longer running once the supervisor has stopped (stop(), by whoever
+    // calls it) or failed (its workers terminated).
+    const release = (): void => lock.release();
+    supervisor.done.then(release, release);
+    options.onSupervisor?.(supervisor);
+    await supervisor.start(plan.groups);
+    return { topology, supervisor, plan, stop: () => supervisor.stop() };
+  } catch (err) {
+    lock.release();
+    throw err;
+  }
+}
+
+/** Lock file of a running topology, in its dataDir (same protocol as a queue's appender.lock). */
+export const TOPOLOGY_LOCK_FILE_NAME = 'topology.lock';
+
+/** Another live process (or this one) is running the topology: its dataDir is locked. */
+export class TopologyRunningError extends Error {
+  override readonly name = 'TopologyRunningError';
+  /** @param ownerPid the pid recorded in the lock file (0: being created). */
+  constructor(topology: Topology, readonly lockFile: string, readonly ownerPid: number) {
+    super(`topology "${topology.name}" (${topology.file}) is already running (pid ${ownerPid}): its data directory ${topology.dataDir} is locked by ${lockFile}`);
+  }
+}
+
+/**
+ * Takes the running topology's lock `<dataDir>/topology.lock` before any actor starts, so a second
+ * run of the same topology (same dataDir) fails at once instead of in its actors' queue locks.
+ * A lock left by a dead process is taken over. @throws TopologyRunningError when it is held.
+ */
+function lockTopology(topology: Topology): AppenderLock {
+  fs.mkdirSync(topology.dataDir, { recursive: true });
+  const file = path.resolve(topology.dataDir, TOPOLOGY_LOCK_FILE_NAME);
+  try {
+    return acquireAppenderLock(topology.dataDir, TOPOLOGY_LOCK_FILE_NAME);
+  } catch (err) {
+    if (err instanceof JournalLockedError) throw new TopologyRunningError(topology, file, err.ownerPid);
+    // acquireAppenderLock's "already open in this process": started twice in this process.
+    if (fs.existsSync(file) && (err as Error).message.startsWith(`${file}: an Appender is already open`)) {
+      throw new TopologyRunningError(topology, file, process.pid);
+    }
+    throw err;
+  }
 }
 
 /**
  * Installs every capture source of a topology: staging table, error table and triggers
  * (idempotent; re-running it regenerates the triggers from the current config).
- * @throws Error naming the source when its database cannot be opened or a table is missing.
+ * @throws ConfigError at the topology field (`file:line:col: capture[i].tables[k].table: ...`)
+ *   when a captured table, column or key is missing; Error naming the source when its database
+ *   cannot be opened.
  */
 export async function installCapture(topology: Topology): Promise<void> {
-  for (const source of topology.capture) {
+  for (const [i, source] of topology.capture.entries()) {
     const staging = await openStaging(source);
     try {
       await staging.install();
+    } catch (err) {
+      const k = err instanceof CaptureTableError ? source.tables.findIndex((t) => t.table === err.table) : -1;
+      if (!(err instanceof CaptureTableError) || k < 0) throw err;
+      const field = err.index === undefined ? [err.field] : [err.field, err.index];
+      throw new ConfigError([problemAt(topology.file, ['capture', i, 'tables', k, ...field], `capture source "${source.name}": ${err.message}`)]);
     } finally {
       await staging.close();
     }

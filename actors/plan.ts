@@ -12,7 +12,7 @@ import { createQueueNotifier } from '../engine/journal/index.js';
 import { pathToFileURL } from 'node:url';
 import { inputKey, assertServiceDefinition, replayProblems } from '../engine/service/index.js';
 import type { GroupSpec } from '../engine/supervisor/index.js';
-import type { Topology } from '../engine/config/index.js';
+import { formatProblem, problemAt, type Topology } from '../engine/config/index.js';
 import { HOST_SHARED, READER_SHARED, PUMP_SHARED, TIMER_SHARED, type ServiceHostData, type ServiceReadyInfo, type QueueReaderData, type PumpData, type TimerData } from './contracts.js';
 
 const here = path.dirname(new URL(import.meta.url).pathname);
@@ -187,4 +187,33 @@ export async function checkServiceModules(topology: Topology): Promise<void> {
     }
   }
   if (lines.length > 0) throw new Error(lines.join('\n'));
+}
+
+/**
+ * Problems of a topology that are not errors, one line each as `file:line:col: path: warning: ...`:
+ * a service reading a capture target queue (capture writes change events, type 1) whose
+ * definition has no `change` handler would drop every change without a trace. One line per such
+ * service input. Loads the service modules (in this thread); a module that does not load is left
+ * to checkServiceModules.
+ */
+export async function serviceWarnings(topology: Topology): Promise<string[]> {
+  const captureOf = new Map<string, string>();
+  for (const c of topology.capture) for (const t of c.tables) captureOf.set(t.target, c.name);
+  const lines: string[] = [];
+  for (const [i, s] of topology.services.entries()) {
+    const fed = s.inputs.map((q, j) => [q, j, captureOf.get(q)] as const).filter(([, , c]) => c !== undefined);
+    if (fed.length === 0) continue;
+    let def;
+    try {
+      def = assertServiceDefinition(await import(pathToFileURL(s.module).href), s.module);
+    } catch {
+      continue;
+    }
+    if (def.handlers.change) continue;
+    for (const [queue, j, capture] of fed) {
+      lines.push(formatProblem(problemAt(topology.file, ['services', i, 'inputs', j],
+        `warning: service "${s.name}" has no change handler: the change events capture source "${capture}" writes to queue "${queue}" would be dropped (add handlers.change to ${s.module})`)));
+    }
+  }
+  return lines;
 }

@@ -11,9 +11,9 @@
  */
 import readline from 'node:readline';
 import { Command, InvalidArgumentError } from 'commander';
-import { loadTopology, ConfigError, type Topology } from '../engine/config/index.js';
+import { loadTopology, checkEnvironment, ConfigError, type Topology } from '../engine/config/index.js';
 import { startTopology, installCapture } from '../index.js';
-import { planTopology, partitionDir, checkServiceModules } from '../actors/index.js';
+import { planTopology, partitionDir, checkServiceModules, serviceWarnings } from '../actors/index.js';
 import { openQueueAppender } from '../engine/producer/index.js';
 import { Tailer } from '../engine/journal/index.js';
 import { EnvelopeView, decodeChange, decodeJson, EVENT_TYPE_CHANGE, EVENT_TYPE_JSON } from '../engine/codec/index.js';
@@ -54,8 +54,10 @@ program
   .description('validate a topology file and its service modules, and print the actors it starts')
   .action(async (file: string) => {
     const t = loadTopology(file);
+    checkEnvironment(t);
     const plan = planTopology(t);
     await checkServiceModules(t);
+    for (const w of await serviceWarnings(t)) console.error(w);
     console.log(`${file}: ok (${plural(t.queues.length, 'queue')}, ${plural(t.services.length, 'service')}, ${plural(t.capture.length, 'capture source')})`);
     for (const g of plan.groups) console.log(`  stage ${g.stage}  ${g.name}`);
     for (const s of t.services) {

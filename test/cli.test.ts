@@ -140,6 +140,38 @@ test('a capture database path that does not exist is an error, not a new empty d
   assert.is(r.code, 2);
   assert.match(r.err, `typo.db does not exist`);
   assert.not.ok(fs.existsSync(path.join(dir, 'typo.db')));
+  const c = await sluice(['check', file]);
+  assert.is(c.code, 2, c.out);
+  assert.is(c.err.trim(), `${file}:${at(file, './typo.db')}: capture[0].database.file: SQLite database file not found: ${path.join(dir, 'typo.db')} (create the database first; capture does not create it)`);
+  assert.not.ok(fs.existsSync(path.join(dir, 'typo.db')));
+});
+
+/** `line:col` (1-based) of the first occurrence of `token` in `file`, computed from its text. */
+function at(file: string, token: string): string {
+  const lines = fs.readFileSync(file, 'utf8').split('\n');
+  const line = lines.findIndex((l) => l.includes(token));
+  if (line < 0) throw new Error(`test bug: "${token}" not in ${file}`);
+  return `${line + 1}:${lines[line]!.indexOf(token) + 1}`;
+}
+
+test('install names the topology file, line and field of a captured table or column that does not exist', async () => {
+  const sqlite = new Database(path.join(dir, 'app.db'));
+  sqlite.exec('CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT)');
+  sqlite.close();
+  const file = writeTopology(
+    `capture:\n  - name: app\n    database: { dialect: sqlite, file: ./app.db }\n    tables:\n` +
+      `      - { table: items, operations: [insert], columns: [id, nmae], target: items-changes }\n` +
+      `      - { table: nosuchtable, operations: [insert], target: items-changes }\n`,
+  );
+  fs.writeFileSync(file, fs.readFileSync(file, 'utf8').replace('  - { name: out }', '  - { name: out }\n  - { name: items-changes }'));
+  assert.is((await sluice(['check', file])).code, 0);
+  let r = await sluice(['install', file]);
+  assert.is(r.code, 2);
+  assert.is(r.err.trim(), `${file}:${at(file, 'nmae')}: capture[0].tables[0].columns[1]: capture source "app": capture table "items": columns: column "nmae" not found (columns: id, name)`);
+  fs.writeFileSync(file, fs.readFileSync(file, 'utf8').replace('nmae', 'name'));
+  r = await sluice(['install', file]);
+  assert.is(r.code, 2);
+  assert.is(r.err.trim(), `${file}:${at(file, 'nosuchtable')}: capture[0].tables[1].table: capture source "app": capture table "nosuchtable": table not found (no columns introspected)`);
 });
 
 test('a handler that throws: the failure names the service, the input partition and index, once', async () => {
@@ -173,6 +205,62 @@ test('a replay strategy the module cannot serve fails at check and at run, namin
   assert.is(r.code, 2);
   assert.match(r.err, 'services[0].inputsReplay');
   assert.not.match(r.err, 'restarting');
+});
+
+test('a second run of a running topology fails at once, naming the running pid, exit 2; the lock goes with the first', async () => {
+  const file = writeTopology();
+  const first = spawn(process.execPath, [cli, 'run', file, '--status-ms', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let firstErr = '';
+  const exited = new Promise<number | null>((resolve) => first.on('exit', (code) => resolve(code)));
+  try {
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`first run not up in 30 s: ${firstErr}`)), 30_000);
+      first.stderr.on('data', (b) => {
+        firstErr += b;
+        if (firstErr.includes('is up')) {
+          clearTimeout(timer);
+          resolve();
+        }
+      });
+    });
+    const started = Date.now();
+    const second = await sluice(['run', file, '--status-ms', '0']);
+    const tookMs = Date.now() - started;
+    assert.is(second.code, 2, second.err);
+    const lock = path.join(dir, 'data', 'topology.lock');
+    assert.is(second.err.trim(), `sluice: topology "cli" (${file}) is already running (pid ${first.pid}): its data directory ${path.join(dir, 'data')} is locked by ${lock}`);
+    assert.ok(tookMs < 10_000, `second run took ${tookMs} ms`);
+    assert.ok(fs.existsSync(lock));
+  } finally {
+    first.kill('SIGTERM');
+  }
+  assert.is(await exited, 0, firstErr);
+  assert.not.ok(fs.existsSync(path.join(dir, 'data', 'topology.lock')), 'the first run released its lock');
+});
+
+test('check and run warn, at the service input, when a capture target feeds a service without a change handler', async () => {
+  const sqlite = new Database(path.join(dir, 'app.db'));
+  sqlite.exec('CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT)');
+  sqlite.close();
+  const file = writeTopology(
+    `capture:\n  - name: app\n    database: { dialect: sqlite, file: ./app.db }\n    tables:\n      - { table: items, operations: [insert], target: items-changes }\n`,
+  );
+  fs.writeFileSync(file, fs.readFileSync(file, 'utf8')
+    .replace('  - { name: out }', '  - { name: out }\n  - { name: items-changes }')
+    .replace('    inputs: [in]', '    inputs: [in, items-changes]'));
+  const warning = `${file}:${at(file, 'items-changes]')}: services[0].inputs[1]: warning: service "pass" has no change handler: ` +
+    `the change events capture source "app" writes to queue "items-changes" would be dropped (add handlers.change to ${passThrough})`;
+  const c = await sluice(['check', file]);
+  assert.is(c.code, 0, c.err);
+  assert.is(c.err.trim(), warning);
+  assert.is((await sluice(['install', file])).code, 0);
+  const r = await sluice(['run', file, '--status-ms', '0'], '', 3_000);
+  assert.match(r.err, `sluice: ${warning}\n`);
+  // A service with a change handler gets no warning.
+  fs.writeFileSync(file, fs.readFileSync(file, 'utf8').replace(passThrough, new URL('./fixtures/services/change-log.js', import.meta.url).pathname));
+  const ok = await sluice(['check', file]);
+  assert.is(ok.code, 0, ok.err);
+  assert.is(ok.err, '');
 });
 
 test.run();

@@ -1,5 +1,8 @@
 /** Runs the pattern examples of README "Message patterns" and checks what they print. */
 import { execFileSync } from 'node:child_process'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
@@ -17,9 +20,17 @@ test('examples/patterns/durable: one invoice per order, 20% added', async () => 
   ])
 })
 
-test('examples/patterns/durable runs as a program', () => {
-  const out = execFileSync(process.execPath, [fileURLToPath(new URL('../examples/patterns/durable.js', import.meta.url))], { encoding: 'utf8' })
-  assert.is(out.trim().split('\n').length, 3)
+test('examples/patterns/durable runs as a program; a second run on the same dir adds three new orders', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-durable-example-'))
+  const run = (): { orderId: string; new: boolean }[] =>
+    execFileSync(process.execPath, [fileURLToPath(new URL('../examples/patterns/durable.js', import.meta.url)), dir], { encoding: 'utf8' })
+      .trim().split('\n').map((l) => JSON.parse(l) as { orderId: string; new: boolean })
+  try {
+    assert.equal(run().map((i) => [i.orderId, i.new]), [['o-1', true], ['o-2', true], ['o-3', true]])
+    assert.equal(run().map((i) => [i.orderId, i.new]), [['o-1', false], ['o-2', false], ['o-3', false], ['o-4', true], ['o-5', true], ['o-6', true]])
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true })
+  }
 })
 
 test('examples/patterns/pubsub: only prices published after the start', async () => {

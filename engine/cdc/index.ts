@@ -42,7 +42,7 @@ export type { CaptureOperation, CaptureSource, CaptureTable, DatabaseRef, Staged
 export { keyHash, pumpOfKey } from './key-hash.js';
 export type { StagingClient, UninstallOptions } from './staging.js';
 export type { ColumnInfo, ResolvedTable } from './sql.js';
-export { resolveTable } from './sql.js';
+export { resolveTable, CaptureTableError } from './sql.js';
 export {
   SqliteStaging,
   introspectSqliteTable,

@@ -39,18 +39,33 @@ export function quoteLiteral(text: string): string {
 }
 
 /**
+ * A captured table's config does not match the database: the table, a listed column or its key
+ * is missing. `field` and `index` name the topology field at fault (`tables[].table`,
+ * `tables[].columns[index]`, `tables[].key[index]`, or `tables[].key` with no index), so callers
+ * can point at it in the topology file.
+ */
+export class CaptureTableError extends Error {
+  override readonly name = 'CaptureTableError';
+  /** @param table the configured table name; @param field, index the field at fault. */
+  constructor(message: string, readonly table: string, readonly field: 'table' | 'columns' | 'key', readonly index?: number) {
+    super(message);
+  }
+}
+
+/**
  * Resolves `columns` (default: all, in table order) and `key` (default: the primary key) of one
- * captured table. Throws `Error` naming the table and the missing column, or the missing key.
+ * captured table. Throws `CaptureTableError` naming the table and the missing column, or the
+ * missing key.
  */
 export function resolveTable(config: CaptureTable, tableColumns: ColumnInfo[]): ResolvedTable {
   const where = `capture table "${config.table}"`;
-  if (tableColumns.length === 0) throw new Error(`${where}: table not found (no columns introspected)`);
+  if (tableColumns.length === 0) throw new CaptureTableError(`${where}: table not found (no columns introspected)`, config.table, 'table');
   const byName = new Map(tableColumns.map((c) => [c.name, c]));
-  const pick = (names: string[], field: string): ColumnInfo[] =>
-    names.map((n) => {
+  const pick = (names: string[], field: 'columns' | 'key'): ColumnInfo[] =>
+    names.map((n, i) => {
       const c = byName.get(n);
       if (c === undefined) {
-        throw new Error(`${where}: ${field}: column "${n}" not found (columns: ${tableColumns.map((x) => x.name).join(', ')})`);
+        throw new CaptureTableError(`${where}: ${field}: column "${n}" not found (columns: ${tableColumns.map((x) => x.name).join(', ')})`, config.table, field, i);
       }
       return c;
     });
@@ -60,7 +75,7 @@ export function resolveTable(config: CaptureTable, tableColumns: ColumnInfo[]): 
     key = pick(config.key, 'key');
   } else {
     key = tableColumns.filter((c) => c.pkPosition > 0).sort((a, b) => a.pkPosition - b.pkPosition);
-    if (key.length === 0) throw new Error(`${where}: key: table has no primary key; list the key columns in "key"`);
+    if (key.length === 0) throw new CaptureTableError(`${where}: key: table has no primary key; list the key columns in "key"`, config.table, 'key');
   }
   return { config, columns, key };
 }

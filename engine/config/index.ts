@@ -11,6 +11,7 @@ export type { TopologyLoadOptions } from './load.js';
 export { ConfigError, formatProblem } from './errors.js';
 export type { ConfigProblem } from './errors.js';
 export { resolveModule } from './checks.js';
+export { checkEnvironment, problemAt } from './locate.js';
 export { TOPOLOGY_SCHEMA } from './schema.js';
 export type { ModuleResolution } from './checks.js';
 export {

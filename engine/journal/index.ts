@@ -12,5 +12,6 @@ export { Appender, type RecoveryReport } from './appender.js';
 export { Tailer, type JournalRecord, type TailerStats } from './tailer.js';
 export { createQueueNotifier } from './notifier.js';
 export { JournalCorruptionError, JournalLockedError } from './errors.js';
+export { acquireAppenderLock, type AppenderLock } from './lock.js';
 export { JOURNAL_DEFAULTS, type FsyncPolicy, type JournalOptions, type TailerOptions } from './options.js';
 export { RECORD_BYTES_MAX } from './frame.js';

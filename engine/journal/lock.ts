@@ -56,10 +56,11 @@ function readOwner(file: string): { pid: number; ageMs: number } | null {
 
 /**
  * Takes the lock of queue directory `dir` (which must exist). Throws JournalLockedError if a
- * live process (or this process) holds it.
+ * live process (or this process) holds it. `fileName` names the lock file: other single-owner
+ * directories (a running topology's dataDir) use the same protocol under another name.
  */
-export function acquireAppenderLock(dir: string): AppenderLock {
-  const file = path.resolve(dir, LOCK_FILE_NAME);
+export function acquireAppenderLock(dir: string, fileName = LOCK_FILE_NAME): AppenderLock {
+  const file = path.resolve(dir, fileName);
   if (heldInThisProcess.has(file)) {
     throw new Error(`${file}: an Appender is already open on this queue directory in this process`);
   }

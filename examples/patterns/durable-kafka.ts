@@ -11,8 +11,12 @@
  *                assignment, or a second process's SyncGroup fails (see mockClusterAssigners).
  *                Without it the settings are a real cluster's: idempotent transactional producers.
  *
- * The topics must exist (on librdkafka's mock cluster: `dist/tools/kafka-mock/mock-cluster 1
- * orders:6 invoices:6`). Each process needs its own --instance: it names the process in logs and
+ *   node dist/examples/patterns/durable-kafka.js --brokers HOST:PORT --produce N [--input orders] [--mock]
+ *     sends N orders (ids `o-<time>-<i>`, customers c1..c4 as keys) to the input topic, prints
+ *     {"event":"produced",...} and exits: a producer to try the processors with.
+ *
+ * The topics must exist (on librdkafka's mock cluster: `sleep infinity | dist/tools/kafka-mock/mock-cluster
+ * 1 orders:6 invoices:6`, which runs while its stdin is open). Each process needs its own --instance: it names the process in logs and
  * makes its transactionalId (`<group>-<instance>`), which must be unique among the running
  * processes and stable across restarts of the same one (a restart then fences the transaction
  * its predecessor left open, instead of leaving it to the broker's transaction timeout).
@@ -97,15 +101,45 @@ function arg(args: string[], name: string, fallback?: string): string {
   return v
 }
 
-/** The program: runs one billing process until SIGTERM or SIGINT, then drains and exits 0. */
+/**
+ * Sends `count` orders to `input` (customers c1..c4 as keys, ids unique per call) with a plain
+ * producer of `bus`, and returns their ids.
+ */
+export async function produceOrders(bus: BusBackend, input: string, count: number): Promise<string[]> {
+  const producer = await bus.producer()
+  try {
+    const run = Date.now().toString(36)
+    const orders: Order[] = Array.from({ length: count }, (_, i) => ({ id: `o-${run}-${i + 1}`, customer: `c${(i % 4) + 1}`, amountCents: 1000 + i }))
+    await producer.send(orders.map((o) => ({ topic: input, key: o.customer, value: orderCodec.encode(o) })))
+    return orders.map((o) => o.id)
+  } finally {
+    await producer.close()
+  }
+}
+
+/**
+ * The program: with --produce N sends N orders and exits; otherwise runs one billing process
+ * until SIGTERM or SIGINT, then drains and exits 0.
+ */
 export async function main(args: string[]): Promise<void> {
   const log = (e: Record<string, unknown>): void => void process.stdout.write(`${JSON.stringify(e)}\n`)
   const logLevel = arg(args, 'log-level', 'NOTHING') as KafkaBusOptions['logLevel']
   const mock = args.includes('--mock')
+  const produce = args.includes('--produce') ? Number(arg(args, 'produce')) : null
+  if (produce !== null && !(Number.isInteger(produce) && produce > 0)) throw new Error('--produce needs a positive integer')
   const bus = createKafkaBus({
-    brokers: arg(args, 'brokers').split(','), clientId: `billing-${arg(args, 'instance')}`, logLevel,
+    brokers: arg(args, 'brokers').split(','), clientId: produce !== null ? 'billing-producer' : `billing-${arg(args, 'instance')}`, logLevel,
     idempotent: !mock, ...(mock ? { partitionAssigners: mockClusterAssigners() } : {}),
   })
+  if (produce !== null) {
+    try {
+      const ids = await produceOrders(bus, arg(args, 'input', 'orders'), produce)
+      log({ event: 'produced', topic: arg(args, 'input', 'orders'), orders: ids.length, first: ids[0], last: ids[ids.length - 1] })
+    } finally {
+      await bus.close()
+    }
+    return
+  }
   const sessionTimeoutMs = Number(arg(args, 'session-timeout-ms', '10000'))
   const billing = startBilling({
     bus, groupId: arg(args, 'group', 'billing'), instance: arg(args, 'instance'),

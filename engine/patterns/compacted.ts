@@ -70,14 +70,5 @@ export function startCompacted<V>(opts: CompactedOptions<V>): Subscription {
     }
   }
 
-  settleLoop(run(), async () => consumer?.close().catch(() => {}), ready, done)
-  return {
-    ready: ready.promise,
-    done: done.promise,
-    async stop(o = {}) {
-      stopping = true
-      if (o.abandon) await consumer?.close().catch(() => {})
-      else await done.promise.catch(() => {})
-    },
-  }
+  return settleLoop(run(), async () => consumer?.close().catch(() => {}), ready, done, () => { stopping = true })
 }

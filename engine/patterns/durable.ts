@@ -320,19 +320,5 @@ export function startDurable<V>(opts: DurableOptions<V>): Subscription & { reado
     }
   }
 
-  settleLoop(run(), closeAll, ready, done)
-
-  return {
-    stats,
-    ready: ready.promise,
-    done: done.promise,
-    async stop(o = {}) {
-      stopping = true
-      if (o.abandon) {
-        await closeAll()
-        return
-      }
-      await done.promise.catch(() => {})
-    },
-  }
+  return { stats, ...settleLoop(run(), closeAll, ready, done, () => { stopping = true }) }
 }

@@ -54,14 +54,5 @@ export function startPubSub<V>(opts: PubSubOptions<V>): Subscription {
     }
   }
 
-  settleLoop(run(), async () => consumer?.close().catch(() => {}), ready, done)
-  return {
-    ready: ready.promise,
-    done: done.promise,
-    async stop(o = {}) {
-      stopping = true
-      if (o.abandon) await consumer?.close().catch(() => {})
-      else await done.promise.catch(() => {})
-    },
-  }
+  return settleLoop(run(), async () => consumer?.close().catch(() => {}), ready, done, () => { stopping = true })
 }

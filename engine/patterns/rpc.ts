@@ -87,16 +87,7 @@ export function startRpcResponder<Req, Resp>(opts: RpcResponderOptions<Req, Resp
     await consumer?.close().catch(() => {})
     await producer?.close().catch(() => {})
   }
-  settleLoop(run(), closeAll, ready, done)
-  return {
-    ready: ready.promise,
-    done: done.promise,
-    async stop(o = {}) {
-      stopping = true
-      if (o.abandon) await closeAll()
-      else await done.promise.catch(() => {})
-    },
-  }
+  return settleLoop(run(), closeAll, ready, done, () => { stopping = true })
 }
 
 export interface RpcSenderOptions<Req, Resp> {
@@ -162,11 +153,9 @@ export function startRpcSender<Req, Resp>(opts: RpcSenderOptions<Req, Resp>): Rp
     await consumer?.close().catch(() => {})
     await producer?.close().catch(() => {})
   }
-  settleLoop(run(), closeAll, ready, done)
   return {
     stats,
-    ready: ready.promise,
-    done: done.promise,
+    ...settleLoop(run(), closeAll, ready, done, () => { stopping = true }),
     async send(request, o = {}) {
       await ready.promise
       if (!producer) throw new Error('rpc sender is not running')
@@ -190,11 +179,6 @@ export function startRpcSender<Req, Resp>(opts: RpcSenderOptions<Req, Resp>): Rp
         throw e
       }
       return result
-    },
-    async stop(o = {}) {
-      stopping = true
-      if (o.abandon) await closeAll()
-      else await done.promise.catch(() => {})
     },
   }
 }

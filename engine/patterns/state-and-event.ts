@@ -182,15 +182,5 @@ export function startStateAndEvent<S, E>(opts: StateAndEventOptions<S, E>): Subs
     }
   }
 
-  settleLoop(run(), closeAll, ready, done)
-  return {
-    stats,
-    ready: ready.promise,
-    done: done.promise,
-    async stop(o = {}) {
-      stopping = true
-      if (o.abandon) await closeAll()
-      else await done.promise.catch(() => {})
-    },
-  }
+  return { stats, ...settleLoop(run(), closeAll, ready, done, () => { stopping = true }) }
 }

@@ -75,10 +75,13 @@ export function deferred(): { promise: Promise<void>; resolve: () => void; rejec
 export type Deferred = ReturnType<typeof deferred>
 
 /**
- * Ends a pattern's loop the same way in every pattern: close the pattern's clients, then settle
- * `ready` (in case the loop ended before it was ready) and `done` with the loop's outcome.
+ * Runs a pattern's loop to its end the same way in every pattern, and returns its
+ * {@link Subscription}: when the loop ends, close the pattern's clients, then settle `ready` (in
+ * case the loop ended before it was ready) and `done` with the loop's outcome. `stop()` calls
+ * `requestStop` (the loop then ends after its current batch) and waits for `done`; with
+ * `abandon` it closes the clients at once instead.
  */
-export function settleLoop(loop: Promise<void>, close: () => Promise<unknown>, ready: Deferred, done: Deferred): void {
+export function settleLoop(loop: Promise<void>, close: () => Promise<unknown>, ready: Deferred, done: Deferred, requestStop: () => void): Subscription {
   loop.then(
     async () => {
       await close()
@@ -91,4 +94,13 @@ export function settleLoop(loop: Promise<void>, close: () => Promise<unknown>, r
       done.reject(e)
     },
   )
+  return {
+    ready: ready.promise,
+    done: done.promise,
+    async stop(o = {}) {
+      requestStop()
+      if (o.abandon) await close()
+      else await done.promise.catch(() => {})
+    },
+  }
 }

@@ -25,18 +25,7 @@ export function echoProcessor(output: string): DurableProcessor<string> {
 export async function readTopic(bus: BusBackend, topic: string): Promise<ConsumedRecord[]> {
   const n = (await bus.partitionCount(topic)) ?? 0
   const tps = Array.from({ length: n }, (_, partition) => ({ topic, partition }))
-  // kafkajs' fetchTopicOffsets sometimes fails right after a topic was created on the mock
-  // ("Cannot destructure property 'partitions'"): a bounded retry.
-  let ends: { start: number; end: number }[] = []
-  for (let attempt = 1; ; attempt++) {
-    try {
-      ends = await bus.offsets(tps)
-      break
-    } catch (e) {
-      if (attempt === 5) throw e
-      await new Promise((r) => setTimeout(r, 200))
-    }
-  }
+  const ends = await bus.offsets(tps)
   const c = await bus.consumer()
   try {
     await c.assign(tps)

@@ -204,7 +204,10 @@ export class KafkaConsumer implements BusConsumer {
       maxWaitTimeInMs: this.bus.opts.fetchMaxWaitMs,
       readUncommitted: false,
       allowAutoTopicCreation: false,
-      retry: { retries: 5, initialRetryTime: 100 },
+      // kafkajs restarts a crashed runner on a timer even when the crash comes while
+      // disconnect() runs (seen in CI: a closed consumer restarting forever against a stopped
+      // cluster, keeping the process alive); a replaced or closed consumer never restarts.
+      retry: { retries: 5, initialRetryTime: 100, restartOnFailure: async () => kc === this.kc && !this.closed },
       ...(this.bus.opts.partitionAssigners ? { partitionAssigners: this.bus.opts.partitionAssigners } : {}),
     })
     this.kc = kc

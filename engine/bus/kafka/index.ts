@@ -63,6 +63,18 @@ export interface KafkaBusOptions {
   partitionAssigners?: PartitionAssigner[]
 }
 
+/** How long {@link KafkaBus.offsets} retries a transient ListOffsets failure, ms. */
+const OFFSETS_RETRY_MS = 10_000
+/** kafkajs error types after which ListOffsets may succeed on fresh metadata (kafkajs itself retries an unknown topic). */
+const RETRIABLE_OFFSETS_TYPES = new Set(['LEADER_NOT_AVAILABLE', 'NOT_LEADER_FOR_PARTITION', 'NOT_LEADER_OR_FOLLOWER', 'REQUEST_TIMED_OUT', 'KAFKA_STORAGE_ERROR'])
+function retriableOffsetsFailure(e: unknown): boolean {
+  if (e instanceof BusError) return false
+  // kafkajs' own TypeError when a ListOffsets answer lacks the topic, and our short-answer Error.
+  if (e instanceof TypeError || (e instanceof Error && e.message.startsWith('ListOffsets answered'))) return true
+  const type = kafkaErrorType(e)
+  return type !== undefined && RETRIABLE_OFFSETS_TYPES.has(type)
+}
+
 /** Creates a kafka bus; connects lazily. Throws 'bad-input' on an empty broker list. */
 export function createKafkaBus(opts: KafkaBusOptions): BusBackend {
   if (!opts.brokers?.length) throw new BusError('bad-input', 'kafka bus needs at least one broker, brokers=[]')
@@ -168,15 +180,38 @@ class KafkaBus implements BusBackend, KafkaBusInternals {
     }
   }
 
+  /**
+   * Start (log start offset) and end (last stable offset under READ_COMMITTED, kafkajs' default
+   * isolation) of each partition, in the order of `tps`. kafkajs' admin.fetchTopicOffsets fails
+   * now and then right after a topic was created or a leader moved (its ListOffsets answer lacks
+   * the topic: "Cannot destructure property 'partitions'", seen on the mock cluster in CI), and
+   * its cached metadata can stay stale: each retry uses a fresh admin client, with backoff
+   * 100 ms doubling to 1.6 s, for up to {@link OFFSETS_RETRY_MS}. Throws BusError 'bad-input' for a
+   * partition the topic does not have, else the last kafkajs failure as a BusError.
+   */
   async offsets(tps: TopicPartition[]): Promise<{ start: number; end: number }[]> {
-    const admin = await this.admin()
     const byTopic = new Map<string, { partition: number; low: string; high: string }[]>()
     for (const topic of new Set(tps.map((tp) => tp.topic))) {
-      try {
-        // ListOffsets with isolation level READ_COMMITTED (kafkajs default): high = last stable offset.
-        byTopic.set(topic, await admin.fetchTopicOffsets(topic))
-      } catch (e) {
-        throw toBusError(e, `offsets of topic ${topic}`)
+      const wanted = tps.filter((tp) => tp.topic === topic).map((tp) => tp.partition)
+      const deadline = Date.now() + OFFSETS_RETRY_MS
+      for (let delay = 100; ; delay = Math.min(delay * 2, 1600)) {
+        let failure: unknown
+        try {
+          const got = await (await this.admin()).fetchTopicOffsets(topic)
+          const missing = wanted.filter((p) => !got.some((x) => x.partition === p))
+          // A wanted partition missing from the answer: bad input if the topic lacks it, else transient.
+          const count = missing.length ? await this.partitionCount(topic) : null
+          if (missing.length === 0 || (count !== null && missing.some((p) => p >= count))) {
+            byTopic.set(topic, got)
+            break
+          }
+          failure = new Error(`ListOffsets answered partitions ${got.map((x) => x.partition).join(',')} of ${count ?? 'unknown'}`)
+        } catch (e) {
+          failure = e
+        }
+        if (Date.now() + delay > deadline || !retriableOffsetsFailure(failure)) throw toBusError(failure, `offsets of topic ${topic}`)
+        await this.resetAdmin()
+        await new Promise((r) => setTimeout(r, delay))
       }
     }
     return tps.map((tp) => {
@@ -184,6 +219,13 @@ class KafkaBus implements BusBackend, KafkaBusInternals {
       if (!p) throw new BusError('bad-input', `no such partition, topic=${tp.topic} partition=${tp.partition}`)
       return { start: Number(p.low), end: Number(p.high) }
     })
+  }
+
+  /** Drops the admin client (its cached metadata with it); the next {@link admin} connects anew. */
+  private async resetAdmin(): Promise<void> {
+    const old = this.adminClient
+    this.adminClient = null
+    if (old) await old.then((a) => a.disconnect()).catch(() => undefined)
   }
 
   async committed(groupId: string, tps: TopicPartition[]): Promise<(number | null)[]> {

@@ -38,10 +38,19 @@ for (const file of files) {
   const { code, signal, out } = await new Promise((resolve) => {
     const child = spawn(process.execPath, [file], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, FORCE_COLOR: '0' } });
     let out = '';
-    child.stdout.on('data', (b) => { out += b; process.stdout.write(b); });
+    // uvu prints "Duration:" once, after the file's last test: a file still running 30 s later
+    // holds a leaked handle; kill it then rather than at the timeout (counted as failed).
+    let exitTimer = null;
+    child.stdout.on('data', (b) => {
+      out += b;
+      process.stdout.write(b);
+      if (!exitTimer && /Duration:/.test(strip(out))) {
+        exitTimer = setTimeout(() => { out += `\n${rel}: did not exit 30 s after its tests ended (a leaked handle)\n`; child.kill('SIGKILL'); }, 30_000);
+      }
+    });
     child.stderr.on('data', (b) => { out += b; process.stderr.write(b); });
     const timer = setTimeout(() => { out += `\n${rel}: timed out after ${timeoutS} s\n`; child.kill('SIGKILL'); }, timeoutS * 1000);
-    child.on('exit', (code, signal) => { clearTimeout(timer); resolve({ code, signal, out: strip(out) }); });
+    child.on('exit', (code, signal) => { clearTimeout(timer); clearTimeout(exitTimer); resolve({ code, signal, out: strip(out) }); });
   });
   const total = Number(/Total:\s+(\d+)/.exec(out)?.[1] ?? 0);
   const ok = Number(/Passed:\s+(\d+)/.exec(out)?.[1] ?? 0);

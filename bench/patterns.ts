@@ -16,7 +16,8 @@
  *   default). Clock from the first onNext call (so the kafka group join is not timed) to
  *   `stats.recordsCommitted` = N. Afterwards the output topic is read back: exactly the N inputs,
  *   once each. `batch` 500 (the bus default pollRecordsMax). The processor forwards each input's
- *   value; the row `durable (new values)` is the same with a new Uint8Array copy per output.
+ *   value; the row `durable (new values)` is the same with a new Uint8Array copy per output, and
+ *   `durable (allocValue)` with the copy built in `bus.allocValue(n)`.
  * - pub/sub: records delivered/s while a producer sends N records in sends of 100 (each send
  *   awaited, producer and subscriber in one process). Clock from the first send to the Nth
  *   delivery.
@@ -43,7 +44,7 @@
  * than the load, so a longer load would cost far more run time. The kafka mock is an order of
  * magnitude or more slower per record, so its N is smaller; rpc on the journal (one fdatasync per
  * request and per response send) gets a smaller N too. Env PATTERN_BENCH_SCALE multiplies every
- * N (default 1).
+ * N (default 1); PATTERN_BENCH_ONLY (a comma list of cell names, e.g. `durable,rpc`) runs only those.
  *
  * Run: `node dist/bench/run.js patterns` (prints a markdown table).
  */
@@ -72,13 +73,14 @@ const RPC_CONCURRENCY = 32
 /** Bound on any one wait of a cell, ms: a pattern that stops delivering fails the run, never hangs it. */
 const CELL_TIMEOUT_MS = 60_000
 
-type Measure = 'durable' | 'durable (new values)' | 'pub/sub' | 'compacted load' | 'compacted live' | 'state-and-event' | 'rpc'
+type Measure = 'durable' | 'durable (new values)' | 'durable (allocValue)' | 'pub/sub' | 'compacted load' | 'compacted live' | 'state-and-event' | 'rpc'
 type BackendName = 'memory' | 'journal' | 'kafka'
 
 /** Records (or round trips) per cell, before PATTERN_BENCH_SCALE. */
 const RECORDS: Record<Measure, Record<BackendName, number>> = {
   durable: { memory: 400_000, journal: 400_000, kafka: 30_000 },
   'durable (new values)': { memory: 400_000, journal: 400_000, kafka: 30_000 },
+  'durable (allocValue)': { memory: 400_000, journal: 400_000, kafka: 30_000 },
   'pub/sub': { memory: 400_000, journal: 150_000, kafka: 60_000 },
   'compacted load': { memory: 800_000, journal: 800_000, kafka: 40_000 },
   'compacted live': { memory: 200_000, journal: 200_000, kafka: 20_000 },
@@ -171,23 +173,29 @@ let topicSeq = 0
 const topicName = (base: string): string => `${base}-${++topicSeq}`
 
 /**
- * The durable cell. `freshValues` false: each output forwards its input's value (the consumed
- * bytes, which the bus may store without a copy); true: each output gets a new Uint8Array with
- * the input's bytes, the cost of a processor that builds its outputs.
+ * The durable cell, by how the processor makes each output's value: 'forward' hands on its input's
+ * value (the consumed bytes, which the bus may store without a copy); 'new' copies the input's
+ * bytes into a new Uint8Array (a processor that builds its outputs the plain way); 'alloc' copies
+ * them into `bus.allocValue(n)` (the same, built in the bus's value slab).
  */
-async function durable(bus: BusBackend, n: number, freshValues: boolean): Promise<Cell> {
+async function durable(bus: BusBackend, n: number, values: 'forward' | 'new' | 'alloc'): Promise<Cell> {
   const [input, output] = [topicName('durable-in'), topicName('durable-out')]
   await bus.createTopics([{ name: input, partitions: PARTITIONS }, { name: output, partitions: PARTITIONS }])
   await prefill(bus, input, n)
   let t0 = 0
+  const build = (v: Uint8Array): Uint8Array => {
+    const out = bus.allocValue(v.byteLength)
+    out.set(v)
+    return out
+  }
   const sub = startDurable({
     bus, groupId: topicName('durable-group'), topics: [input], transactionalId: topicName('durable-tx'), codec: bytesCodec, batchSizeMax: BATCH_SIZE_MAX,
     processor: {
       onNext: (rs) => {
         if (t0 === 0) t0 = now()
-        return freshValues
-          ? rs.map((r) => ({ topic: output, key: r.key, value: r.value === null ? null : new Uint8Array(r.value) }))
-          : rs.map((r) => ({ topic: output, key: r.key, value: r.value }))
+        if (values === 'forward') return rs.map((r) => ({ topic: output, key: r.key, value: r.value }))
+        if (values === 'new') return rs.map((r) => ({ topic: output, key: r.key, value: r.value === null ? null : new Uint8Array(r.value) }))
+        return rs.map((r) => ({ topic: output, key: r.key, value: r.value === null ? null : build(r.value) }))
       },
     },
   })
@@ -390,8 +398,9 @@ export async function main(): Promise<string> {
   try {
     const all = backends(mock)
     const cells: [Measure, (bus: BusBackend, b: BackendName) => Promise<void>][] = [
-      ['durable', async (bus, b) => row('durable', label(b), await durable(bus, count('durable', b), false))],
-      ['durable (new values)', async (bus, b) => row('durable (new values)', label(b), await durable(bus, count('durable (new values)', b), true))],
+      ['durable', async (bus, b) => row('durable', label(b), await durable(bus, count('durable', b), 'forward'))],
+      ['durable (new values)', async (bus, b) => row('durable (new values)', label(b), await durable(bus, count('durable (new values)', b), 'new'))],
+      ['durable (allocValue)', async (bus, b) => row('durable (allocValue)', label(b), await durable(bus, count('durable (allocValue)', b), 'alloc'))],
       ['pub/sub', async (bus, b) => row('pub/sub', label(b), await pubsub(bus, count('pub/sub', b)))],
       ['compacted load', async (bus, b) => {
         const [load, live] = await compacted(bus, count('compacted load', b), count('compacted live', b))
@@ -404,7 +413,12 @@ export async function main(): Promise<string> {
     function label(b: BackendName): string {
       return all.find((x) => x.name === b)!.label
     }
-    for (const [, run] of cells) {
+    // PATTERN_BENCH_ONLY: a comma list of the first column's names (e.g. "durable,rpc") to run only those cells.
+    const only = process.env.PATTERN_BENCH_ONLY?.split(',').map((x) => x.trim())
+    const unknown = only?.filter((m) => !cells.some(([name]) => name === m)) ?? []
+    if (unknown.length > 0) throw new Error(`PATTERN_BENCH_ONLY names no cell: ${unknown.join(', ')} (cells: ${cells.map(([name]) => name).join(', ')})`)
+    for (const [name, run] of cells) {
+      if (only && !only.includes(name)) continue
       for (const backend of all) {
         const { bus, cleanup } = await backend.open()
         try {

@@ -35,6 +35,7 @@ export interface ConformanceOptions {
 /** Test names, shared with the backends' knownLimits. */
 export const CONFORMANCE = {
   roundTrip: 'produce/consume round trip preserves order per partition',
+  allocValue: 'allocValue: zero-filled buffers of their own, built in place, sent plainly and in a transaction, read back as built',
   partitioner: "a key lands on Kafka's default-partitioner partition, on send and on consume",
   commitVisible: 'a committed transaction makes all its records visible, in every partition',
   openInvisible: 'records of an open transaction are invisible; a reader does not pass it (case P2)',
@@ -167,6 +168,36 @@ export function busConformance(name: string, makeBackend: () => Promise<BusBacke
     for (const r of got) assert.is(r.partition, partitionForKey(r.key!, 7), `consumed partition of ${r.key}`)
     const explicit = await p.send([rec(topic, 'order-42', 'pinned', 6)])
     assert.is(explicit[0].partition, 6, 'explicit partition wins over the key')
+  })
+
+  it(CONFORMANCE.allocValue, async (bus) => {
+    const topic = topicName('alloc')
+    await bus.createTopics([{ name: topic, partitions: 2 }])
+    for (const bad of [-1, 1.5, Number.NaN]) assert.throws(() => bus.allocValue(bad), (e: unknown) => e instanceof RangeError && /bytes=/.test((e as Error).message), `size ${bad}`)
+    // Small (a slab view), empty and large (own buffer) values; fill each after allocating all,
+    // so overlapping views would show as wrong bytes.
+    const sizes = [100, 0, 100, 5000, 7, 100]
+    const values = sizes.map((n) => bus.allocValue(n))
+    values.forEach((v, i) => {
+      assert.is(v.byteLength, sizes[i])
+      assert.ok(v.every((b) => b === 0), `value ${i} zero-filled`)
+    })
+    values.forEach((v, i) => v.fill(i + 1))
+    const p = await bus.producer()
+    await p.send(values.slice(0, 3).map((value, i) => ({ topic, key: `k${i}`, value })))
+    const tp = await bus.producer({ transactionalId: topicName('tx') })
+    const txn = await tp.begin()
+    await txn.send(values.slice(3).map((value, i) => ({ topic, key: `k${i + 3}`, value })))
+    await txn.commit()
+    const c = await bus.consumer()
+    await c.assign(allPartitions(topic, 2))
+    const got = await pollFor(c, sizes.length)
+    assert.is(got.length, sizes.length)
+    for (const r of got) {
+      const i = Number(r.key!.slice(1))
+      assert.is(r.value!.byteLength, sizes[i], `value ${i} size`)
+      assert.ok(r.value!.every((b) => b === i + 1), `value ${i} bytes as built`)
+    }
   })
 
   it(CONFORMANCE.commitVisible, async (bus) => {

@@ -232,6 +232,15 @@ export interface BusBackend {
   committed(groupId: string, tps: TopicPartition[]): Promise<(number | null)[]>
   producer(opts?: ProducerOptions): Promise<BusProducer>
   consumer(opts?: ConsumerOptions): Promise<BusConsumer>
+  /**
+   * A zero-filled value buffer of `bytes` (integer >= 0) for a record the caller is about to
+   * send on this bus: a processor that builds its output values writes them here instead of
+   * allocating a Uint8Array per record. Memory and journal: a view of the bus's value slab (no
+   * ArrayBuffer per record, and the send stores it without copying it), so the caller must not
+   * write to it once it has been sent; kafka: a Buffer from Node's pool. Throws RangeError for a
+   * bad size.
+   */
+  allocValue(bytes: number): Uint8Array
   /** Closes every producer and consumer made by this backend. Idempotent. */
   close(): Promise<void>
 }

@@ -261,6 +261,12 @@ class KafkaBus implements BusBackend, KafkaBusInternals {
     return producer
   }
 
+  /** See {@link BusBackend.allocValue}: a zero-filled Buffer (from Node's pool when under 4 KiB). */
+  allocValue(bytes: number): Uint8Array {
+    if (!Number.isInteger(bytes) || bytes < 0) throw new RangeError(`value size must be an integer >= 0, bytes=${bytes}`)
+    return Buffer.allocUnsafe(bytes).fill(0)
+  }
+
   async consumer(opts: ConsumerOptions = {}): Promise<BusConsumer> {
     this.checkOpen()
     const c = new KafkaConsumer(this, opts, () => this.consumers.delete(c))

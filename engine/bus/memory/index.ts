@@ -131,6 +131,11 @@ class MemoryBus implements BusBackend {
     return p
   }
 
+  /** See {@link BusBackend.allocValue}: a view of this bus's value slab (./slab.ts). */
+  allocValue(bytes: number): Uint8Array {
+    return this.values.alloc(bytes)
+  }
+
   async consumer(opts: ConsumerOptions = {}): Promise<BusConsumer> {
     this.checkOpen()
     const c = new MemoryConsumer(this, opts, `${opts.clientId ?? 'consumer'}-${String(++this.memberSeq).padStart(6, '0')}`)

@@ -41,19 +41,41 @@ export class ValueSlab {
     return value
   }
 
-  /** A copy of `value`, sharing its backing buffer with other small copies. */
-  copy(value: Uint8Array): Uint8Array {
-    const n = value.length
-    if (n > SLAB_VALUE_BYTES_MAX) return Uint8Array.prototype.slice.call(value) // a copy even for a Buffer
+  /**
+   * A zero-filled view of `n` bytes of a slab (its own buffer, still known to {@link store}, when
+   * longer than {@link SLAB_VALUE_BYTES_MAX}): a value built in place, which {@link store} then
+   * keeps without a copy. Throws RangeError unless `n` is an integer >= 0.
+   */
+  alloc(n: number): Uint8Array {
+    if (!Number.isInteger(n) || n < 0) throw new RangeError(`value size must be an integer >= 0, bytes=${n}`)
+    if (n > SLAB_VALUE_BYTES_MAX) {
+      const own = new Uint8Array(n)
+      this.slabs.add(own.buffer)
+      return own
+    }
+    const at = this.reserve(n)
+    return new Uint8Array(this.slab.buffer, at, n)
+  }
+
+  /** Offset of `n` free bytes in the current slab (a new slab when it lacks them); marks them used. */
+  private reserve(n: number): number {
     if (this.used + n > SLAB_BYTES) {
       this.slab = new Uint8Array(SLAB_BYTES)
       this.slabs.add(this.slab.buffer)
       this.used = 0
     }
     const at = this.used
-    this.slab.set(value, at)
     // 8-byte alignment keeps later views of the slab usable by aligned typed arrays.
     this.used = (at + n + 7) & ~7
+    return at
+  }
+
+  /** A copy of `value`, sharing its backing buffer with other small copies. */
+  copy(value: Uint8Array): Uint8Array {
+    const n = value.length
+    if (n > SLAB_VALUE_BYTES_MAX) return Uint8Array.prototype.slice.call(value) // a copy even for a Buffer
+    const at = this.reserve(n)
+    this.slab.set(value, at)
     // The constructor, not subarray(): subarray looks up the species constructor on every call.
     return new Uint8Array(this.slab.buffer, at, n)
   }

@@ -185,7 +185,7 @@ class KafkaBus implements BusBackend, KafkaBusInternals {
    * isolation) of each partition, in the order of `tps`. kafkajs' admin.fetchTopicOffsets fails
    * now and then right after a topic was created or a leader moved (its ListOffsets answer lacks
    * the topic: "Cannot destructure property 'partitions'", seen on the mock cluster in CI), and
-   * its cached metadata can stay stale: each retry uses a fresh admin client, with backoff
+   * its cached metadata can stay stale: each retry asks through a new admin client, with backoff
    * 100 ms doubling to 1.6 s, for up to {@link OFFSETS_RETRY_MS}. Throws BusError 'bad-input' for a
    * partition the topic does not have, else the last kafkajs failure as a BusError.
    */
@@ -194,10 +194,12 @@ class KafkaBus implements BusBackend, KafkaBusInternals {
     for (const topic of new Set(tps.map((tp) => tp.topic))) {
       const wanted = tps.filter((tp) => tp.topic === topic).map((tp) => tp.partition)
       const deadline = Date.now() + OFFSETS_RETRY_MS
-      for (let delay = 100; ; delay = Math.min(delay * 2, 1600)) {
+      for (let attempt = 0, delay = 100; ; attempt++, delay = Math.min(delay * 2, 1600)) {
         let failure: unknown
         try {
-          const got = await (await this.admin()).fetchTopicOffsets(topic)
+          // Retries ask through an admin client of their own: its metadata is fresh, and the
+          // shared client (maybe in use by another call) is left alone.
+          const got = attempt === 0 ? await (await this.admin()).fetchTopicOffsets(topic) : await this.withFreshAdmin((a) => a.fetchTopicOffsets(topic))
           const missing = wanted.filter((p) => !got.some((x) => x.partition === p))
           // A wanted partition missing from the answer: bad input if the topic lacks it, else transient.
           const count = missing.length ? await this.partitionCount(topic) : null
@@ -210,7 +212,6 @@ class KafkaBus implements BusBackend, KafkaBusInternals {
           failure = e
         }
         if (Date.now() + delay > deadline || !retriableOffsetsFailure(failure)) throw toBusError(failure, `offsets of topic ${topic}`)
-        await this.resetAdmin()
         await new Promise((r) => setTimeout(r, delay))
       }
     }
@@ -221,11 +222,16 @@ class KafkaBus implements BusBackend, KafkaBusInternals {
     })
   }
 
-  /** Drops the admin client (its cached metadata with it); the next {@link admin} connects anew. */
-  private async resetAdmin(): Promise<void> {
-    const old = this.adminClient
-    this.adminClient = null
-    if (old) await old.then((a) => a.disconnect()).catch(() => undefined)
+  /** Runs `f` with a newly connected admin client (fresh metadata), disconnected afterwards. */
+  private async withFreshAdmin<T>(f: (a: Admin) => Promise<T>): Promise<T> {
+    this.checkOpen()
+    const a = this.kafka.admin()
+    await a.connect()
+    try {
+      return await f(a)
+    } finally {
+      await a.disconnect().catch(() => undefined)
+    }
   }
 
   async committed(groupId: string, tps: TopicPartition[]): Promise<(number | null)[]> {

@@ -13,6 +13,8 @@
  *   aborted records and records of still-open transactions are returned like committed ones.
  * - TxnOffsetCommit (sendOffsets in a transaction) is accepted but does not move the group's
  *   committed offsets; plain OffsetCommit does.
+ * - InitProducerId returns a new producer id with epoch 0 for every producer, even for a
+ *   transactionalId it has seen: no epoch bump, so no producer is ever fenced (test/bus-kafka-fencing.test.ts).
  * - Metadata requests auto-create an unknown topic with 4 partitions, even with
  *   allow_auto_topic_creation=false (kafkajs admin): 'unknown-topic' cannot be shown, and
  *   {@link KafkaMockCluster.createTopics} must run before any client touches a topic.

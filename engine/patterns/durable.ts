@@ -171,7 +171,8 @@ function batchPositions(c: BusConsumer, batch: readonly ConsumedRecord[]): Parti
  * Starts a durable subscription. Returns at once; `ready` resolves once it is a group member.
  * `done` rejects after `retriesMax` consecutive failed batches (with 'partition' fencing: cycles
  * with a failed transaction), or on 'closed', or ('member' fencing) 'fenced'. With 'partition'
- * fencing a 'fenced' transaction only takes its partition out of work (see `fencing`). Throws
+ * fencing a 'fenced' transaction only takes its partition out of work (see `fencing`), and
+ * `done` rejects if a partition's producer cannot be created on assignment. Throws
  * at once on empty `topics`, a bad `commitRecordsMax` or `fencing`.
  */
 export function startDurable<V>(opts: DurableOptions<V>): Subscription & { readonly stats: DurableStats } {

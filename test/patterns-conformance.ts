@@ -32,6 +32,11 @@ export interface PatternConformanceOptions {
   /** Per-test bound, ms. Default 20000. */
   testTimeoutMs?: number
   sessionTimeoutMs?: number
+  /**
+   * The durable pattern's `fencing`; default: the pattern's default for the bus. With 'partition'
+   * every member of a group gets the same transactionalId prefix (the group's), as that mode needs.
+   */
+  durableFencing?: 'member' | 'partition'
 }
 
 export const PATTERNS = {
@@ -96,7 +101,10 @@ export function patternConformance(backendName: string, make: () => Promise<Patt
   }
 
   const durable = (bus: BusBackend, input: string, output: string, group: string, extra: Partial<Parameters<typeof startDurable<string>>[0]> = {}) =>
-    track(startDurable({ bus, groupId: group, topics: [input], transactionalId: name('tx'), codec: stringCodec, processor: echoProcessor(output), batchSizeMax: 10, sessionTimeoutMs: opts.sessionTimeoutMs, ...extra }))
+    track(startDurable({ bus, groupId: group, topics: [input], codec: stringCodec,
+      ...(opts.durableFencing === 'partition' || (opts.durableFencing === undefined && bus.kind === 'kafka')
+        ? { fencing: 'partition' as const, transactionalId: `${group}-tx` }
+        : { fencing: opts.durableFencing ?? 'member', transactionalId: name('tx') }), processor: echoProcessor(output), batchSizeMax: 10, sessionTimeoutMs: opts.sessionTimeoutMs, ...extra }))
 
   const seed = async (bus: BusBackend, input: string, count: number, partitions: number): Promise<void> => {
     await bus.createTopics([{ name: input, partitions }])

@@ -95,7 +95,12 @@ export interface RebalanceListener {
 
 /** Options for {@link BusBackend.producer}. */
 export interface ProducerOptions {
-  /** Enables {@link BusProducer.begin}. A newer producer with the same id fences older ones. */
+  /**
+   * Enables {@link BusProducer.begin}. Creating a producer with this id fences older ones with the
+   * same id (kafka: InitProducerId is sent by producer(), not at the first begin(); memory,
+   * journal: the epoch is bumped): their open transaction is aborted and their later
+   * send/sendOffsets/commit throw 'fenced' (on brokers that fence; librdkafka's mock does not).
+   */
   transactionalId?: string
   /** Name in logs and broker metrics. */
   clientId?: string

@@ -20,8 +20,26 @@
  * the previous commit succeeded; if it failed, the prepared batches are dropped with it and read
  * again after the rewind (the processor contract already allows a batch to be processed more
  * than once). At most one commit is in flight, so outputs keep batch order.
+ *
+ * Fencing (`fencing`): which producer a transaction goes through decides who can fence a zombie,
+ * a member that stalled past its session timeout and still commits for partitions the group gave
+ * to another member.
+ * - 'member' (memory, journal): one transactional producer per member; the bus refuses a commit
+ *   whose GroupMetadata names a stale generation ('not-assigned'), so the zombie's commit fails.
+ * - 'partition' (kafka): kafkajs 2.2 sends TxnOffsetCommit v0/v1 without member id and
+ *   generation (it lacks KIP-447), so a broker accepts a zombie's offsets. Instead, as Kafka
+ *   Streams' "exactly_once" (EOS v1, KIP-98 / KIP-129), one transactional producer per input
+ *   partition, with a transactionalId derived from the partition ({@link partitionTransactionalId}):
+ *   the partition's new owner creates its producer on assignment, and that InitProducerId bumps
+ *   the epoch, aborting the zombie's open transaction and fencing its later ones
+ *   (PRODUCER_FENCED / INVALID_PRODUCER_EPOCH -> BusError 'fenced'). Each onNext call then gets
+ *   the records of one input partition, and each cycle commits one transaction per input
+ *   partition (in parallel); no group commit across cycles. A fenced partition's prepared work
+ *   is dropped, the partition is rewound and paused until the group revokes it (the member keeps
+ *   its other partitions); a fresh producer is made only if the group assigns it again.
  */
-import { BusError, type BusBackend, type BusConsumer, type BusProducer, type ConsumedRecord, type PartitionPosition, type ProducerRecord, type RebalanceListener } from '../bus/index.js'
+import { BusError, type BusBackend, type BusConsumer, type BusProducer, type ConsumedRecord, type PartitionPosition, type ProducerRecord, type RebalanceListener, type TopicPartition } from '../bus/index.js'
+import { tpKey } from '../bus/index.js'
 import { bytesCodec, type Codec } from './codec.js'
 import { decodeRecord, deferred, settleLoop, PATTERN_DEFAULTS, sleep, type PatternRecord, type Subscription } from './subscription.js'
 
@@ -41,8 +59,24 @@ export interface DurableOptions<V> {
   bus: BusBackend
   groupId: string
   topics: string[]
-  /** Fences older instances; unique per instance (e.g. `${groupId}-${host}-${n}`). */
+  /**
+   * With `fencing: 'member'`: this member's producer's id; fences older instances of the member,
+   * so unique per instance and stable across its restarts (e.g. `${groupId}-${host}-${n}`).
+   * With `fencing: 'partition'`: the prefix of one id per input partition,
+   * {@link partitionTransactionalId}(transactionalId, tp); it must be THE SAME in every member of
+   * the group (e.g. the groupId), or a partition's new owner fences nobody.
+   */
   transactionalId: string
+  /**
+   * Who can fence a zombie member's commit (see the file comment). 'member': one producer per
+   * member, relies on the bus refusing stale-generation offsets (memory, journal; KIP-447 on a
+   * broker, which kafkajs does not send). 'partition': one producer per input partition, created
+   * when the partition is assigned and closed when it is revoked or the subscription stops; its
+   * creation fences the partition's previous owner (KIP-98, Kafka Streams EOS v1); onNext gets
+   * one partition's records per call and onOutcome reports one transaction per call. Default:
+   * 'partition' when `bus.kind === 'kafka'`, else 'member' (its pipelined group commit is faster).
+   */
+  fencing?: 'member' | 'partition'
   codec: Codec<V>
   processor: DurableProcessor<V>
   /** Records that fail to decode go here (raw, with header `error`), exactly once, in the batch's transaction. Without it a decode error fails the batch. */
@@ -73,6 +107,9 @@ export interface DurableOptions<V> {
    * `records` their input records. Batches still prepared when the subscription stops are
    * reported as not committed. For logs and tests that must tell committed outputs from
    * aborted ones on a bus whose readers cannot (a broker without abort markers).
+   * With `fencing: 'partition'` every outcome covers exactly one onNext call (`batches: 1`, one
+   * input partition, one transaction); calls of one cycle are reported in onNext order after all
+   * of the cycle's transactions settled; a fenced transaction reports `error` BusError 'fenced'.
    */
   onOutcome?(outcome: DurableOutcome): void
   /** Test hooks: called after the transaction's sends, before its commit. */
@@ -96,6 +133,18 @@ export interface DurableStats {
   batchesCommitted: number
   recordsCommitted: number
   batchesFailed: number
+  /** 'partition' fencing: transactions refused because a newer producer took the partition's transactionalId. */
+  partitionsFenced: number
+}
+
+/**
+ * The transactionalId of input partition `tp` under `fencing: 'partition'`:
+ * `${prefix}:${topic}:${partition}`. Kafka topic names are [A-Za-z0-9._-], so ':' keeps the
+ * three parts apart for any prefix without ':'. Every member of a group must compute the same id
+ * for a partition: that is what lets the partition's new owner fence the old one.
+ */
+export function partitionTransactionalId(prefix: string, tp: TopicPartition): string {
+  return `${prefix}:${tp.topic}:${tp.partition}`
 }
 
 /**
@@ -120,7 +169,11 @@ function batchPositions(c: BusConsumer, batch: readonly ConsumedRecord[]): Parti
 
 /**
  * Starts a durable subscription. Returns at once; `ready` resolves once it is a group member.
- * `done` rejects after `retriesMax` consecutive failed batches, or on 'fenced' / 'closed'.
+ * `done` rejects after `retriesMax` consecutive failed batches (with 'partition' fencing: cycles
+ * with a failed transaction), or on 'closed', or ('member' fencing) 'fenced'. With 'partition'
+ * fencing a 'fenced' transaction only takes its partition out of work (see `fencing`), and
+ * `done` rejects if a partition's producer cannot be created on assignment. Throws
+ * at once on empty `topics`, a bad `commitRecordsMax` or `fencing`.
  */
 export function startDurable<V>(opts: DurableOptions<V>): Subscription & { readonly stats: DurableStats } {
   if (opts.topics.length === 0) throw new Error('topics must name at least one topic, topics=[]')
@@ -128,16 +181,24 @@ export function startDurable<V>(opts: DurableOptions<V>): Subscription & { reado
   const commitRecordsMax = opts.commitRecordsMax ?? PATTERN_DEFAULTS.commitRecordsMax
   if (!(Number.isInteger(commitRecordsMax) && commitRecordsMax >= 1)) throw new Error(`commitRecordsMax must be an integer >= 1, commitRecordsMax=${commitRecordsMax}`)
   const retryBackoffMs = opts.retryBackoffMs ?? PATTERN_DEFAULTS.retryBackoffMs
-  const stats: DurableStats = { batchesCommitted: 0, recordsCommitted: 0, batchesFailed: 0 }
+  const stats: DurableStats = { batchesCommitted: 0, recordsCommitted: 0, batchesFailed: 0, partitionsFenced: 0 }
   const ready = deferred()
   const done = deferred()
   let stopping = false
   let consumer: BusConsumer | null = null
   let producer: BusProducer | null = null
 
+  const fencing = opts.fencing ?? (opts.bus.kind === 'kafka' ? 'partition' : 'member')
+  if (fencing !== 'member' && fencing !== 'partition') throw new Error(`fencing must be 'member' or 'partition', fencing=${String(fencing)}`)
+  /** 'partition' fencing: the producer of each owned input partition, by tpKey. */
+  const partitionProducers = new Map<string, Promise<BusProducer>>()
+
   const closeAll = async (): Promise<void> => {
     await consumer?.close().catch(() => {})
     await producer?.close().catch(() => {})
+    const ps = [...partitionProducers.values()]
+    partitionProducers.clear()
+    await Promise.all(ps.map((p) => p.then((x) => x.close()).catch(() => {})))
   }
 
   /** Seeks every owned partition back to its committed position (or the start). */
@@ -233,7 +294,9 @@ export function startDurable<V>(opts: DurableOptions<V>): Subscription & { reado
     return { batch, positions: [...positions.values()], outputs }
   }
 
-  const run = async (): Promise<void> => {
+  const run = (): Promise<void> => (fencing === 'partition' ? runPartitions() : runMember())
+
+  const runMember = async (): Promise<void> => {
     consumer = await opts.bus.consumer({ groupId: opts.groupId, pollRecordsMax: opts.batchSizeMax, sessionTimeoutMs: opts.sessionTimeoutMs, autoOffsetReset: 'earliest' })
     producer = await opts.bus.producer({ transactionalId: opts.transactionalId })
     await consumer.subscribe(opts.topics, opts.listener)
@@ -318,6 +381,122 @@ export function startDurable<V>(opts: DurableOptions<V>): Subscription & { reado
       await settle()
       report(take(), new Error('not committed: the subscription stopped'))
     }
+  }
+
+  /**
+   * 'partition' fencing. Each cycle: one poll, then one onNext call and one transaction per input
+   * partition in the poll, through that partition's producer; the cycle's transactions commit in
+   * parallel and are awaited before the next poll, so rebalance callbacks (inside poll) never
+   * run with a transaction open.
+   */
+  const runPartitions = async (): Promise<void> => {
+    const c = await opts.bus.consumer({ groupId: opts.groupId, pollRecordsMax: opts.batchSizeMax, sessionTimeoutMs: opts.sessionTimeoutMs, autoOffsetReset: 'earliest' })
+    consumer = c
+    /** Partitions whose producer was fenced: paused, their records dropped, until revoked. */
+    const fenced = new Set<string>()
+    const listener: RebalanceListener = {
+      assigned: async (tps) => {
+        // Creating the producer is the fence (InitProducerId): it must happen before any record
+        // of the partition is processed here, so the previous owner's open transaction is
+        // aborted and its later commits refused.
+        for (const tp of tps) {
+          const k = tpKey(tp.topic, tp.partition)
+          fenced.delete(k)
+          if (!partitionProducers.has(k)) {
+            const made = opts.bus.producer({ transactionalId: partitionTransactionalId(opts.transactionalId, tp) })
+            made.catch(() => {})
+            partitionProducers.set(k, made)
+          }
+        }
+        await Promise.all(tps.map((tp) => partitionProducers.get(tpKey(tp.topic, tp.partition))))
+        await opts.listener?.assigned?.(tps)
+      },
+      revoked: async (tps) => {
+        await Promise.all(tps.map(async (tp) => {
+          const k = tpKey(tp.topic, tp.partition)
+          fenced.delete(k)
+          const made = partitionProducers.get(k)
+          partitionProducers.delete(k)
+          await made?.then((x) => x.close()).catch(() => {})
+        }))
+        await opts.listener?.revoked?.(tps)
+      },
+    }
+    await c.subscribe(opts.topics, listener)
+    ready.resolve()
+    let failures = 0
+    /** Seeks one partition back to its committed position (or the start), if still owned. */
+    const rewindOne = async (tp: TopicPartition): Promise<void> => {
+      if (!c.assignment().some((x) => x.topic === tp.topic && x.partition === tp.partition)) return
+      const [committed] = await c.committed([tp])
+      const [range] = await opts.bus.offsets([tp])
+      c.seek(tp, committed ?? range.start)
+    }
+    while (!stopping) {
+      const polled = await c.poll({ timeoutMs: PATTERN_DEFAULTS.pollTimeoutMs, recordsMax: commitRecordsMax })
+      if (stopping || polled.length === 0) continue
+      // Split by input partition, keeping offset order within each (a poll returns runs).
+      const parts = new Map<string, { tp: TopicPartition; records: ConsumedRecord[] }>()
+      for (const r of polled) {
+        const k = tpKey(r.topic, r.partition)
+        let part = parts.get(k)
+        if (!part) parts.set(k, (part = { tp: { topic: r.topic, partition: r.partition }, records: [] }))
+        part.records.push(r)
+      }
+      const cycle: { tp: TopicPartition; covers: { batches: number; records: number }; result: Promise<unknown> }[] = []
+      for (const [k, { tp, records }] of parts) {
+        if (fenced.has(k)) continue
+        const made = partitionProducers.get(k)
+        let prepared: Prepared | null = null
+        let error: unknown = null
+        try {
+          prepared = await prepare(c, records)
+        } catch (e) {
+          error = e
+        }
+        const covers = take()
+        if (error !== null || made === undefined) {
+          cycle.push({ tp, covers, result: Promise.resolve(error ?? new BusError('not-assigned', `no producer for ${k}: not assigned`)) })
+          continue
+        }
+        const b = prepared!
+        cycle.push({ tp, covers, result: made.then((p) => commit(c, p, b)).then(() => null, (e: unknown) => e) })
+      }
+      const results = await Promise.all(cycle.map((x) => x.result))
+      let failed: unknown = null
+      for (let i = 0; i < cycle.length; i++) {
+        const { tp, covers } = cycle[i]
+        const e = results[i]
+        report(covers, e)
+        if (e === null) continue
+        if (e instanceof BusError && e.code === 'closed' && stopping) continue
+        if (e instanceof BusError && e.code === 'fenced') {
+          // Another producer took this partition's transactionalId: its new owner. Stop working
+          // on it here (its open transaction was aborted by the fence), and never make a new
+          // producer for it unless the group assigns it again, which would fence the new owner.
+          stats.partitionsFenced++
+          const k = tpKey(tp.topic, tp.partition)
+          fenced.add(k)
+          c.pause([tp])
+          const made = partitionProducers.get(k)
+          partitionProducers.delete(k)
+          await made?.then((x) => x.close()).catch(() => {})
+          await rewindOne(tp).catch(() => {})
+          continue
+        }
+        if (e instanceof BusError && e.code === 'closed') throw e
+        stats.batchesFailed++
+        failed = e
+        await rewindOne(tp)
+      }
+      if (failed === null) {
+        if (cycle.length > 0) failures = 0
+        continue
+      }
+      if (++failures > retriesMax) throw new Error(`durable ${opts.groupId}: ${failures} consecutive failed cycles, last: ${(failed as Error).message}`, { cause: failed })
+      await sleep(retryBackoffMs)
+    }
+    report(take(), new Error('not committed: the subscription stopped'))
   }
 
   return { stats, ...settleLoop(run(), closeAll, ready, done, () => { stopping = true }) }

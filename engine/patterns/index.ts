@@ -12,7 +12,7 @@
  */
 export { bytesCodec, jsonCodec, stringCodec, type Codec } from './codec.js'
 export { PATTERN_DEFAULTS, type PatternRecord, type Subscription } from './subscription.js'
-export { startDurable, type DurableOptions, type DurableOutcome, type DurableProcessor, type DurableStats } from './durable.js'
+export { partitionTransactionalId, startDurable, type DurableOptions, type DurableOutcome, type DurableProcessor, type DurableStats } from './durable.js'
 export { startPubSub, type PubSubOptions, type PubSubProcessor } from './pubsub.js'
 export { startCompacted, type CompactedOptions, type CompactedProcessor } from './compacted.js'
 export { startStateAndEvent, type StateAndEventListener, type StateAndEventOptions, type StateAndEventProcessor, type StateAndEventResult } from './state-and-event.js'

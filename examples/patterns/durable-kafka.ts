@@ -5,6 +5,10 @@
  *
  *   node dist/examples/patterns/durable-kafka.js --brokers HOST:PORT[,HOST:PORT] --instance a
  *     [--group billing] [--input orders] [--output invoices] [--session-timeout-ms 10000]
+ *     [--fencing partition|member]   default partition: one transactional producer per order
+ *                partition, ids `<group>:<input>:<partition>`, so a partition's new owner fences
+ *                its previous one (see engine/patterns/durable.ts); member: one per process,
+ *                id `<group>-<instance>`, which on Kafka fences only the same instance's restart.
  *     [--log-level NOTHING|ERROR|WARN|INFO|DEBUG]   (kafkajs' log, on stderr)
  *     [--mock]   the brokers are librdkafka's mock cluster (tools/kafka-mock): producers without
  *                idempotence (the mock cannot initialise them) and group leaders that delay their
@@ -16,10 +20,13 @@
  *     {"event":"produced",...} and exits: a producer to try the processors with.
  *
  * The topics must exist (on librdkafka's mock cluster: `sleep infinity | dist/tools/kafka-mock/mock-cluster
- * 1 orders:6 invoices:6`, which runs while its stdin is open). Each process needs its own --instance: it names the process in logs and
- * makes its transactionalId (`<group>-<instance>`), which must be unique among the running
- * processes and stable across restarts of the same one (a restart then fences the transaction
- * its predecessor left open, instead of leaving it to the broker's transaction timeout).
+ * 1 orders:6 invoices:6`, which runs while its stdin is open). Each process needs its own
+ * --instance: it names the process in logs (clientId, `batch` header). With --fencing partition
+ * every process derives the same transactionalId per order partition from --group, so whichever
+ * process is assigned a partition creates its producer and so fences and aborts what a previous
+ * owner (dead, or stalled past its session timeout) left open or still tries to commit. With
+ * --fencing member the transactionalId is `<group>-<instance>`: unique among the running
+ * processes and stable across restarts of the same one, it fences only that instance's restart.
  *
  * Stdout: one JSON line per event, for logs and for test/patterns-scaleout.test.ts:
  *   {"event":"ready",...}                             a group member, about to be assigned
@@ -48,8 +55,13 @@ export const invoiceCodec = jsonCodec<Invoice>()
 export interface BillingOptions {
   bus: BusBackend
   groupId: string
-  /** Names this process; its transactionalId is `<groupId>-<instance>`. */
+  /** Names this process (logs, `batch` header); with `fencing: 'member'` its transactionalId is `<groupId>-<instance>`. */
   instance: string
+  /**
+   * Default 'partition': transactionalId prefix `groupId`, the same in every process, one
+   * producer per order partition (`<groupId>:<input>:<partition>`).
+   */
+  fencing?: 'member' | 'partition'
   input: string
   output: string
   sessionTimeoutMs?: number
@@ -68,7 +80,9 @@ export function startBilling(o: BillingOptions): Subscription & { readonly stats
   let reported = 0
   const partitions = (tps: TopicPartition[]): number[] => tps.map((tp) => tp.partition).sort((a, b) => a - b)
   return startDurable({
-    bus: o.bus, groupId: o.groupId, topics: [o.input], transactionalId: `${o.groupId}-${o.instance}`, codec: orderCodec,
+    bus: o.bus, groupId: o.groupId, topics: [o.input], codec: orderCodec,
+    fencing: o.fencing ?? 'partition',
+    transactionalId: (o.fencing ?? 'partition') === 'partition' ? o.groupId : `${o.groupId}-${o.instance}`,
     sessionTimeoutMs: o.sessionTimeoutMs,
     listener: {
       assigned: async (tps) => o.log({ event: 'assigned', partitions: partitions(tps), committed: await o.bus.committed(o.groupId, tps) }),
@@ -141,9 +155,11 @@ export async function main(args: string[]): Promise<void> {
     return
   }
   const sessionTimeoutMs = Number(arg(args, 'session-timeout-ms', '10000'))
+  const fencing = arg(args, 'fencing', 'partition')
+  if (fencing !== 'partition' && fencing !== 'member') throw new Error(`--fencing is partition or member, --fencing ${fencing}`)
   const billing = startBilling({
     bus, groupId: arg(args, 'group', 'billing'), instance: arg(args, 'instance'),
-    input: arg(args, 'input', 'orders'), output: arg(args, 'output', 'invoices'), sessionTimeoutMs, log,
+    input: arg(args, 'input', 'orders'), output: arg(args, 'output', 'invoices'), sessionTimeoutMs, log, fencing,
   })
   const stop = new Promise<string>((resolve) => {
     process.once('SIGTERM', () => resolve('SIGTERM'))

@@ -259,8 +259,15 @@ class KafkaBus implements BusBackend, KafkaBusInternals {
     })
     try {
       await p.connect()
+      // kafkajs sends InitProducerId only at the first transaction(); Kafka's Java producer sends
+      // it in initTransactions(), before any work. Doing it here makes creating the producer fence
+      // older producers with this id at once (the broker bumps the epoch and aborts their open
+      // transaction, KIP-98), which is what a new owner of a partition relies on. An abort of a
+      // transaction with no partitions sends nothing (kafkajs skips EndTxn).
+      if (transactionalId !== null) await (await p.transaction()).abort()
     } catch (e) {
-      throw toBusError(e, 'connecting producer')
+      await p.disconnect().catch(() => undefined)
+      throw toBusError(e, transactionalId !== null ? `initialising transactional producer ${transactionalId}` : 'connecting producer')
     }
     const producer = new KafkaProducer(this, p, transactionalId, () => this.producers.delete(producer))
     this.producers.add(producer)

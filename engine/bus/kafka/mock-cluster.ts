@@ -13,6 +13,8 @@
  *   aborted records and records of still-open transactions are returned like committed ones.
  * - TxnOffsetCommit (sendOffsets in a transaction) is accepted but does not move the group's
  *   committed offsets; plain OffsetCommit does.
+ * - InitProducerId returns a new producer id with epoch 0 for every producer, even for a
+ *   transactionalId it has seen: no epoch bump, so no producer is ever fenced (test/bus-kafka-fencing.test.ts).
  * - Metadata requests auto-create an unknown topic with 4 partitions, even with
  *   allow_auto_topic_creation=false (kafkajs admin): 'unknown-topic' cannot be shown, and
  *   {@link KafkaMockCluster.createTopics} must run before any client touches a topic.
@@ -37,6 +39,13 @@ export interface KafkaMockCluster {
   readonly brokers: string[]
   /** Creates topics inside the mock (CreateTopics is not implemented by it). Throws 'backend'. */
   createTopics(topics: TopicSpec[]): Promise<void>
+  /**
+   * Makes the next `count` (1..64) requests with Kafka API key `apiKey` (e.g. 26 EndTxn), from any
+   * client, fail with Kafka error code `errorCode` (e.g. 47 INVALID_PRODUCER_EPOCH), through
+   * librdkafka's `rd_kafka_mock_push_request_errors`. For tests of a client's handling of broker
+   * errors the mock never produces itself (it does not fence producers). Throws 'bad-input', 'backend'.
+   */
+  injectRequestErrors(apiKey: number, errorCode: number, count?: number): Promise<void>
   /** Closes the launcher's stdin and waits for it to exit (SIGKILL after `timeoutMs`, default 5000). */
   stop(timeoutMs?: number): Promise<void>
 }
@@ -111,6 +120,15 @@ export async function startKafkaMockCluster(opts: KafkaMockOptions = {}): Promis
         if (line !== `ok ${t.name}`) throw new BusError('backend', `kafka mock could not create topic ${t.name}: ${line}`)
         created.set(t.name, t.partitions)
       }
+    },
+    async injectRequestErrors(apiKey, errorCode, count = 1) {
+      if (![apiKey, errorCode, count].every(Number.isInteger) || count < 1 || count > 64) {
+        throw new BusError('bad-input', `injectRequestErrors needs integers and 1 <= count <= 64, apiKey=${apiKey} errorCode=${errorCode} count=${count}`)
+      }
+      const answer = nextLine(5000, `errors ${apiKey}`)
+      child.stdin!.write(`errors ${apiKey} ${errorCode} ${count}\n`)
+      const line = await answer
+      if (line !== `ok errors ${apiKey}`) throw new BusError('backend', `kafka mock did not take errors for api key ${apiKey}: ${line}`)
     },
     stop: (timeoutMs = 5000) => stopChild(child, timeoutMs),
   }

@@ -1,0 +1,158 @@
+/**
+ * The durable pattern's 'partition' fencing (engine/patterns/durable.ts) on the kafka bus, against
+ * librdkafka's mock cluster, with one group member (a second member joining mid-rebalance aborts
+ * the mock; the fence needs no second consumer, only a second producer with the partition's id).
+ *
+ * The mock does not fence (test/bus-kafka-fencing.test.ts: every InitProducerId gets a new
+ * producer id), so the zombie test injects the answer a broker gives the zombie's EndTxn,
+ * INVALID_PRODUCER_EPOCH, and checks what the member does with it. That aborted outputs stay
+ * invisible to read_committed readers cannot be shown on the mock (no abort markers): printed as
+ * a SKIP line with the observed records.
+ */
+import { test } from 'uvu'
+import * as assert from 'uvu/assert'
+import { BusError, createKafkaBus, startKafkaMockCluster, type BusBackend, type ProducerOptions } from '../engine/bus/index.js'
+import { partitionTransactionalId, startDurable, stringCodec, type DurableOutcome, type PatternRecord } from '../engine/patterns/index.js'
+import { bytes, readTopic, text } from './patterns-helpers.js'
+
+let seq = 0
+const name = (base: string): string => `${base}-${process.pid}-${++seq}`
+const topics = { pfIn: name('pf-in'), pfOut: name('pf-out'), pzIn: name('pz-in'), pzOut: name('pz-out') }
+// Created by the launcher before any client connects: kafkajs' admin metadata of a topic created
+// while a client runs failed now and then ("Cannot read properties of null (reading
+// 'topicMetadata')", observed once in readTopic).
+const mock = await startKafkaMockCluster({ brokers: 1, topics: Object.values(topics).map((t) => ({ name: t, partitions: 3 })) })
+const END_TXN = 26
+const INVALID_PRODUCER_EPOCH = 47
+
+/** A kafka bus that records the transactionalId of every producer made through it. */
+function recordingBus(): { bus: BusBackend; ids: (string | undefined)[] } {
+  const inner = createKafkaBus({ brokers: mock.brokers, createTopics: mock.createTopics })
+  const ids: (string | undefined)[] = []
+  const bus = new Proxy(inner, {
+    get(target, prop) {
+      if (prop === 'producer') return (o?: ProducerOptions) => (ids.push(o?.transactionalId), target.producer(o))
+      const v = Reflect.get(target, prop, target) as unknown
+      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v
+    },
+  })
+  return { bus, ids }
+}
+
+async function until(cond: () => boolean | Promise<boolean>, what: string, timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  while (!(await cond())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    await new Promise((r) => setTimeout(r, 50))
+  }
+}
+
+test("partition fencing: inputs on 3 partitions each yield their output once; one onNext call and one producer 'prefix:topic:partition' per input partition", async () => {
+  const { bus, ids } = recordingBus()
+  const input = topics.pfIn
+  const output = topics.pfOut
+  const prefix = name('pf-group')
+  const plain = await bus.producer()
+  await plain.send(Array.from({ length: 30 }, (_, i) => ({ topic: input, key: `k${i}`, value: bytes(`v${i}`), partition: i % 3 })))
+  const calls: string[][] = []
+  const outcomes: DurableOutcome[] = []
+  const sub = startDurable({
+    bus, groupId: prefix, topics: [input], transactionalId: prefix, codec: stringCodec, sessionTimeoutMs: 3000,
+    processor: { onNext: (rs: PatternRecord<string>[]) => (calls.push([...new Set(rs.map((r) => `${r.topic}:${r.partition}`))]), rs.map((r) => ({ topic: output, key: r.key, value: bytes(`o:${r.value}`) }))) },
+    onOutcome: (o) => outcomes.push(o),
+  })
+  try {
+    await sub.ready
+    // Outcomes first, then one read: reading while the pattern's producers resolve partitions
+    // shares the bus's admin client, which KafkaBus.offsets() replaces (disconnects) after a
+    // transient ListOffsets failure; a concurrent metadata call on it then failed ("Cannot read
+    // properties of null (reading 'topicMetadata')", seen in 3 of 4 runs).
+    await until(() => outcomes.reduce((n, o) => n + o.records, 0) >= 30, 'outcomes of 30 inputs')
+    const got = await readTopic(bus, output)
+    assert.equal(got.map(text).sort(), Array.from({ length: 30 }, (_, i) => `o:v${i}`).sort(), 'each input yields its output exactly once')
+    assert.ok(calls.every((c) => c.length === 1), `each onNext call holds one input partition: ${JSON.stringify(calls)}`)
+    assert.ok(outcomes.every((o) => o.committed && o.batches === 1), `one committed transaction per onNext call: ${JSON.stringify(outcomes)}`)
+    assert.is(sub.stats.recordsCommitted, 30)
+    const expected = [0, 1, 2].map((partition) => partitionTransactionalId(prefix, { topic: input, partition }))
+    assert.equal(ids.filter((id) => id !== undefined).sort(), expected.sort(), 'one transactional producer per input partition, no member producer')
+    assert.is(expected[0], `${prefix}:${input}:0`)
+  } finally {
+    await sub.stop()
+    await plain.close()
+    await bus.close()
+  }
+})
+
+test("partition fencing: a zombie's commit for a partition whose id a new producer took is refused (fenced), not retried; its other partitions keep committing", async () => {
+  const { bus } = recordingBus()
+  const input = topics.pzIn
+  const output = topics.pzOut
+  const prefix = name('pz-group')
+  const plain = await bus.producer()
+  let release!: () => void
+  const gate = new Promise<void>((r) => (release = r))
+  let blocked = false
+  const seen: string[] = []
+  const outcomes: DurableOutcome[] = []
+  const sub = startDurable({
+    bus, groupId: prefix, topics: [input], transactionalId: prefix, codec: stringCodec, sessionTimeoutMs: 3000, retryBackoffMs: 10,
+    processor: {
+      onNext: async (rs: PatternRecord<string>[]) => {
+        for (const r of rs) seen.push(`${r.partition}:${r.value}`)
+        if (rs.some((r) => r.value === 'block')) {
+          blocked = true
+          await gate // A stalls here, past its session timeout in the story; its partition 0 moves
+        }
+        return rs.map((r) => ({ topic: output, key: r.key, value: bytes(`o:${r.value}`) }))
+      },
+    },
+    onOutcome: (o) => outcomes.push(o),
+  })
+  let newOwner: Awaited<ReturnType<BusBackend['producer']>> | null = null
+  try {
+    await sub.ready
+    await plain.send([{ topic: input, key: 'a', value: bytes('before'), partition: 1 }])
+    await until(() => outcomes.some((o) => o.committed), 'a first committed transaction')
+    await plain.send([{ topic: input, key: 'z', value: bytes('block'), partition: 0 }])
+    await until(() => blocked, 'onNext blocked on partition 0')
+    // What partition 0's new owner does on assignment: a producer with A's id for partition 0.
+    newOwner = await bus.producer({ transactionalId: partitionTransactionalId(prefix, { topic: input, partition: 0 }) })
+    // A broker now answers A's EndTxn with INVALID_PRODUCER_EPOCH; the mock does not, so say it for it.
+    await mock.injectRequestErrors(END_TXN, INVALID_PRODUCER_EPOCH, 1)
+    release()
+    await until(() => sub.stats.partitionsFenced === 1, 'the fenced commit')
+    const fencedOutcome = outcomes.find((o) => !o.committed)
+    assert.ok(fencedOutcome, 'the blocked call is reported not committed')
+    assert.is((fencedOutcome!.error as BusError).code, 'fenced')
+    assert.is(sub.stats.batchesFailed, 0, 'a fence is not a failure to retry')
+    // Partition 0 is out of A's work; 1 and 2 keep going.
+    await plain.send([
+      { topic: input, key: 'b', value: bytes('after-1'), partition: 1 },
+      { topic: input, key: 'c', value: bytes('after-2'), partition: 2 },
+      { topic: input, key: 'd', value: bytes('after-0'), partition: 0 },
+    ])
+    await until(() => outcomes.filter((o) => o.committed).length >= 3, 'commits of partitions 1 and 2 after the fence')
+    await new Promise((r) => setTimeout(r, 500))
+    assert.ok(seen.includes('1:after-1') && seen.includes('2:after-2'), `other partitions processed: ${JSON.stringify(seen)}`)
+    assert.not.ok(seen.includes('0:after-0'), `the fenced partition is not processed again by the zombie: ${JSON.stringify(seen)}`)
+    assert.is(seen.filter((s) => s === '0:block').length, 1, 'the fenced input is not retried by the zombie')
+    let stopped: unknown = 'running'
+    sub.done.then(() => (stopped = 'resolved'), (e: unknown) => (stopped = e))
+    await new Promise((r) => setImmediate(r))
+    assert.is(stopped, 'running', 'the subscription keeps running')
+    const out = (await readTopic(bus, output)).map(text)
+    assert.ok(out.includes('o:after-1') && out.includes('o:after-2'), JSON.stringify(out))
+    if (out.includes('o:block')) {
+      console.log(`  SKIP [kafka] "the fenced transaction's outputs stay invisible to read_committed readers": librdkafka 2.0.2 mock writes no abort markers (the fence itself was injected: the mock does not fence); observed: reader got ${JSON.stringify(out.sort())}`)
+    }
+  } finally {
+    release()
+    await sub.stop()
+    await newOwner?.close()
+    await plain.close()
+    await bus.close()
+  }
+})
+
+test.after(() => mock.stop())
+test.run()

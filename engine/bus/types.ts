@@ -238,12 +238,13 @@ export interface BusBackend {
   producer(opts?: ProducerOptions): Promise<BusProducer>
   consumer(opts?: ConsumerOptions): Promise<BusConsumer>
   /**
-   * A zero-filled value buffer of `bytes` (integer >= 0) for a record the caller is about to
-   * send on this bus: a processor that builds its output values writes them here instead of
-   * allocating a Uint8Array per record. Memory and journal: a view of the bus's value slab (no
-   * ArrayBuffer per record, and the send stores it without copying it), so the caller must not
-   * write to it once it has been sent; kafka: a Buffer from Node's pool. Throws RangeError for a
-   * bad size.
+   * A zero-filled value buffer of `bytes` (integer, 0 to 2^30) for a record the caller is about
+   * to send on this bus: a processor that builds its output values writes them here instead of
+   * allocating a Uint8Array per record. Memory and journal: up to 4 KiB a view of the bus's
+   * 64 KiB value slab (no ArrayBuffer per record), larger values a buffer of their own; either
+   * way the send stores it without copying it, so the caller must not write to it once it has
+   * been sent. Kafka: a Buffer (from Node's pool under 4 KiB). Throws RangeError for a bad size,
+   * BusError 'closed' after close().
    */
   allocValue(bytes: number): Uint8Array
   /** Closes every producer and consumer made by this backend. Idempotent. */

@@ -41,7 +41,7 @@
 import { BusError, type BusBackend, type BusConsumer, type BusProducer, type ConsumedRecord, type PartitionPosition, type ProducerRecord, type RebalanceListener, type TopicPartition } from '../bus/index.js'
 import { tpKey } from '../bus/index.js'
 import { bytesCodec, type Codec } from './codec.js'
-import { decodeRecord, deferred, settleLoop, PATTERN_DEFAULTS, sleep, type PatternRecord, type Subscription } from './subscription.js'
+import { checkLoopOptions, checkTopicsExist, decodeRecord, deferred, settleLoop, PATTERN_DEFAULTS, sleep, type PatternRecord, type Subscription } from './subscription.js'
 
 /** The application side of a durable subscription. */
 export interface DurableProcessor<V> {
@@ -88,7 +88,7 @@ export interface DurableOptions<V> {
    * committed together, up to this. Default {@link PATTERN_DEFAULTS.commitRecordsMax}.
    */
   commitRecordsMax?: number
-  /** Default {@link PATTERN_DEFAULTS.retriesMax}. */
+  /** Retries of a failed batch in a row, integer >= 0; the next failure rejects `done`. Default {@link PATTERN_DEFAULTS.retriesMax}. */
   retriesMax?: number
   /** Default {@link PATTERN_DEFAULTS.retryBackoffMs}. */
   retryBackoffMs?: number
@@ -167,20 +167,29 @@ function batchPositions(c: BusConsumer, batch: readonly ConsumedRecord[]): Parti
   return positions
 }
 
+/** onNext's return value, if it is an array; else an Error naming the batch (a failed batch). */
+function checkOutputs(outputs: unknown, batch: readonly PatternRecord<unknown>[]): ProducerRecord[] {
+  if (Array.isArray(outputs)) return outputs as ProducerRecord[]
+  const first = batch[0]
+  throw new Error(`durable onNext must return an array of output records (may be empty), got ${outputs === null ? 'null' : typeof outputs} for the batch of ${batch.length} records from ${first.topic}/${first.partition} at offset ${first.offset}`)
+}
+
 /**
- * Starts a durable subscription. Returns at once; `ready` resolves once it is a group member.
- * `done` rejects after `retriesMax` consecutive failed batches (with 'partition' fencing: cycles
- * with a failed transaction), or on 'closed', or ('member' fencing) 'fenced'. With 'partition'
+ * Starts a durable subscription. Returns at once; `ready` resolves once it is a group member
+ * (rejects, as `done` does, when a topic does not exist). `done` rejects on the failure after
+ * `retriesMax` retries in a row (retriesMax + 1 consecutive failed batches; with 'partition'
+ * fencing: cycles with a failed transaction), or on 'closed', or ('member' fencing) 'fenced'. With 'partition'
  * fencing a 'fenced' transaction only takes its partition out of work (see `fencing`), and
  * `done` rejects if a partition's producer cannot be created on assignment. Throws
- * at once on empty `topics`, a bad `commitRecordsMax` or `fencing`.
+ * at once on empty `topics`, a bad `commitRecordsMax`, `fencing`, `retriesMax`,
+ * `retryBackoffMs`, `sessionTimeoutMs` or `batchSizeMax` (see checkLoopOptions). onNext
+ * returning anything but an array fails the batch with an error naming it.
  */
 export function startDurable<V>(opts: DurableOptions<V>): Subscription & { readonly stats: DurableStats } {
   if (opts.topics.length === 0) throw new Error('topics must name at least one topic, topics=[]')
-  const retriesMax = opts.retriesMax ?? PATTERN_DEFAULTS.retriesMax
+  const { retriesMax, retryBackoffMs } = checkLoopOptions(`durable ${opts.groupId}`, opts)
   const commitRecordsMax = opts.commitRecordsMax ?? PATTERN_DEFAULTS.commitRecordsMax
   if (!(Number.isInteger(commitRecordsMax) && commitRecordsMax >= 1)) throw new Error(`commitRecordsMax must be an integer >= 1, commitRecordsMax=${commitRecordsMax}`)
-  const retryBackoffMs = opts.retryBackoffMs ?? PATTERN_DEFAULTS.retryBackoffMs
   const stats: DurableStats = { batchesCommitted: 0, recordsCommitted: 0, batchesFailed: 0, partitionsFenced: 0 }
   const ready = deferred()
   const done = deferred()
@@ -243,7 +252,7 @@ export function startDurable<V>(opts: DurableOptions<V>): Subscription & { reado
         calls.batches++
         calls.records += good.length
       }
-      return { batch, positions, outputs: good.length > 0 ? await opts.processor.onNext(good) : [] }
+      return { batch, positions, outputs: good.length > 0 ? checkOutputs(await opts.processor.onNext(good), good) : [] }
     }
     const good: PatternRecord<V>[] = []
     const dead: ProducerRecord[] = []
@@ -259,7 +268,7 @@ export function startDurable<V>(opts: DurableOptions<V>): Subscription & { reado
       calls.batches++
       calls.records += good.length
     }
-    const outputs = good.length > 0 ? await opts.processor.onNext(good) : []
+    const outputs = good.length > 0 ? checkOutputs(await opts.processor.onNext(good), good) : []
     return { batch, positions, outputs: dead.length === 0 ? outputs : [...outputs, ...dead] }
   }
 
@@ -297,6 +306,7 @@ export function startDurable<V>(opts: DurableOptions<V>): Subscription & { reado
   const run = (): Promise<void> => (fencing === 'partition' ? runPartitions() : runMember())
 
   const runMember = async (): Promise<void> => {
+    await checkTopicsExist(opts.bus, 'durable', opts.topics)
     consumer = await opts.bus.consumer({ groupId: opts.groupId, pollRecordsMax: opts.batchSizeMax, sessionTimeoutMs: opts.sessionTimeoutMs, autoOffsetReset: 'earliest' })
     producer = await opts.bus.producer({ transactionalId: opts.transactionalId })
     await consumer.subscribe(opts.topics, opts.listener)
@@ -390,6 +400,7 @@ export function startDurable<V>(opts: DurableOptions<V>): Subscription & { reado
    * run with a transaction open.
    */
   const runPartitions = async (): Promise<void> => {
+    await checkTopicsExist(opts.bus, 'durable', opts.topics)
     const c = await opts.bus.consumer({ groupId: opts.groupId, pollRecordsMax: opts.batchSizeMax, sessionTimeoutMs: opts.sessionTimeoutMs, autoOffsetReset: 'earliest' })
     consumer = c
     /** Partitions whose producer was fenced: paused, their records dropped, until revoked. */

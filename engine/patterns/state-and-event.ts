@@ -11,7 +11,7 @@
  */
 import { BusError, type BusBackend, type BusConsumer, type BusProducer, type ConsumedRecord, type ProducerRecord, type TopicPartition } from '../bus/index.js'
 import type { Codec } from './codec.js'
-import { decodeRecord, deferred, settleLoop, PATTERN_DEFAULTS, sleep, type PatternRecord, type Subscription } from './subscription.js'
+import { checkLoopOptions, decodeRecord, deferred, settleLoop, PATTERN_DEFAULTS, sleep, type PatternRecord, type Subscription } from './subscription.js'
 
 /** What the processor returns for one event. */
 export interface StateAndEventResult<S> {
@@ -54,12 +54,13 @@ export interface StateAndEventOptions<S, E> {
 }
 
 /**
- * Starts a state-and-event subscription. `done` rejects after `retriesMax` consecutive failed
- * batches, on 'fenced'/'closed', or when the state topic has fewer partitions than the event topic.
+ * Starts a state-and-event subscription. `done` rejects on the failure after `retriesMax`
+ * retries in a row (retriesMax + 1 consecutive failed batches), on 'fenced'/'closed', or when a
+ * topic does not exist or the state topic has fewer partitions than the event topic. Throws at
+ * once on a bad `retriesMax`, `retryBackoffMs`, `sessionTimeoutMs` or `batchSizeMax`.
  */
 export function startStateAndEvent<S, E>(opts: StateAndEventOptions<S, E>): Subscription & { readonly stats: { eventsCommitted: number; batchesFailed: number } } {
-  const retriesMax = opts.retriesMax ?? PATTERN_DEFAULTS.retriesMax
-  const retryBackoffMs = opts.retryBackoffMs ?? PATTERN_DEFAULTS.retryBackoffMs
+  const { retriesMax, retryBackoffMs } = checkLoopOptions(`state-and-event ${opts.groupId}`, opts)
   const stats = { eventsCommitted: 0, batchesFailed: 0 }
   const ready = deferred()
   const done = deferred()
@@ -140,7 +141,9 @@ export function startStateAndEvent<S, E>(opts: StateAndEventOptions<S, E>): Subs
 
   const run = async (): Promise<void> => {
     const [events, stateParts] = [await opts.bus.partitionCount(opts.eventTopic), await opts.bus.partitionCount(opts.stateTopic)]
-    if (events === null || stateParts === null || stateParts < events) {
+    if (events === null) throw new Error(`state-and-event event topic does not exist, topic=${opts.eventTopic}`)
+    if (stateParts === null) throw new Error(`state-and-event state topic does not exist, topic=${opts.stateTopic}`)
+    if (stateParts < events) {
       throw new Error(`state topic needs at least the event topic's partitions, eventTopic=${opts.eventTopic} partitions=${events} stateTopic=${opts.stateTopic} partitions=${stateParts}`)
     }
     consumer = await opts.bus.consumer({ groupId: opts.groupId, pollRecordsMax: opts.batchSizeMax, sessionTimeoutMs: opts.sessionTimeoutMs, autoOffsetReset: 'earliest' })

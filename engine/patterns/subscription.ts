@@ -1,7 +1,7 @@
 /**
  * What every pattern returns: a running subscription with a bounded, explicit end.
  */
-import type { ConsumedRecord } from '../bus/index.js'
+import type { BusBackend, ConsumedRecord } from '../bus/index.js'
 import type { Codec } from './codec.js'
 
 /** A record handed to a processor: the bus record with its value decoded (null = tombstone). */
@@ -33,9 +33,12 @@ export interface Subscription {
 export const PATTERN_DEFAULTS = {
   /** Longest poll() wait per loop turn, ms: bounds how long stop() waits. */
   pollTimeoutMs: 100,
-  /** Durable: consecutive failed batches (processing or commit) before the subscription fails. */
+  /**
+   * Durable and state-and-event: retries of a failed batch (processing or commit) in a row; the
+   * next failure ends the subscription, so it fails on retriesMax + 1 consecutive failures.
+   */
   retriesMax: 10,
-  /** Durable: wait before retrying a failed batch, ms. */
+  /** Durable and state-and-event: wait before retrying a failed batch, ms. */
   retryBackoffMs: 50,
   /**
    * Durable: most input records in one transaction. Batches polled while the previous commit
@@ -44,16 +47,54 @@ export const PATTERN_DEFAULTS = {
   commitRecordsMax: 5000,
 } as const
 
-/** Decodes a consumed record; throws what the codec throws. */
+/**
+ * Decodes a consumed record. Throws Error "cannot decode the value of topic/partition at offset
+ * N: <codec's message>" (the codec's error as `cause`).
+ */
 export function decodeRecord<V>(r: ConsumedRecord, codec: Codec<V>): PatternRecord<V> {
-  return {
-    topic: r.topic,
-    partition: r.partition,
-    offset: r.offset,
-    key: r.key,
-    value: r.value === null ? null : codec.decode(r.value),
-    headers: r.headers,
-    timestampMs: r.timestampMs,
+  let value: V | null = null
+  if (r.value !== null) {
+    try {
+      value = codec.decode(r.value)
+    } catch (e) {
+      throw new Error(`cannot decode the value of ${r.topic}/${r.partition} at offset ${r.offset}: ${(e as Error)?.message ?? String(e)}`, { cause: e })
+    }
+  }
+  return { topic: r.topic, partition: r.partition, offset: r.offset, key: r.key, value, headers: r.headers, timestampMs: r.timestampMs }
+}
+
+/** The retry and sizing options the durable and state-and-event patterns share. */
+export interface LoopOptions {
+  retriesMax?: number
+  retryBackoffMs?: number
+  sessionTimeoutMs?: number
+  batchSizeMax?: number
+}
+
+/**
+ * `opts` with the retry defaults filled in, checked up front: retriesMax an integer >= 0,
+ * retryBackoffMs a finite number >= 0, sessionTimeoutMs and batchSizeMax (when given) integers
+ * >= 1. Throws Error naming the pattern, the option and its value.
+ */
+export function checkLoopOptions(pattern: string, opts: LoopOptions): { retriesMax: number; retryBackoffMs: number } {
+  const retriesMax = opts.retriesMax ?? PATTERN_DEFAULTS.retriesMax
+  const retryBackoffMs = opts.retryBackoffMs ?? PATTERN_DEFAULTS.retryBackoffMs
+  const bad = (name: string, rule: string, v: unknown): Error => new Error(`${pattern}: ${name} must be ${rule}, ${name}=${String(v)}`)
+  if (!(Number.isInteger(retriesMax) && retriesMax >= 0)) throw bad('retriesMax', 'an integer >= 0', retriesMax)
+  if (!(Number.isFinite(retryBackoffMs) && retryBackoffMs >= 0)) throw bad('retryBackoffMs', 'a number of ms >= 0', retryBackoffMs)
+  if (opts.sessionTimeoutMs !== undefined && !(Number.isInteger(opts.sessionTimeoutMs) && opts.sessionTimeoutMs >= 1)) throw bad('sessionTimeoutMs', 'an integer number of ms >= 1', opts.sessionTimeoutMs)
+  if (opts.batchSizeMax !== undefined && !(Number.isInteger(opts.batchSizeMax) && opts.batchSizeMax >= 1)) throw bad('batchSizeMax', 'an integer >= 1', opts.batchSizeMax)
+  return { retriesMax, retryBackoffMs }
+}
+
+/**
+ * Throws Error "<pattern> topic does not exist, topic=<name>" for the first of `topics` the bus
+ * does not have. Patterns check before they subscribe: a group subscription to a missing topic
+ * would otherwise wait, silently, for the topic to appear.
+ */
+export async function checkTopicsExist(bus: BusBackend, pattern: string, topics: string[]): Promise<void> {
+  for (const topic of topics) {
+    if ((await bus.partitionCount(topic)) === null) throw new Error(`${pattern} topic does not exist, topic=${topic}`)
   }
 }
 

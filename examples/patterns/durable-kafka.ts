@@ -110,6 +110,7 @@ export function startBilling(o: BillingOptions): Subscription & { readonly stats
 
 function arg(args: string[], name: string, fallback?: string): string {
   const i = args.indexOf(`--${name}`)
+  if (i >= 0 && (args[i + 1] === undefined || args[i + 1].startsWith('--'))) throw new Error(`--${name} needs a value`)
   const v = i >= 0 ? args[i + 1] : fallback
   if (v === undefined) throw new Error(`--${name} is required`)
   return v
@@ -140,7 +141,7 @@ export async function main(args: string[]): Promise<void> {
   const logLevel = arg(args, 'log-level', 'NOTHING') as KafkaBusOptions['logLevel']
   const mock = args.includes('--mock')
   const produce = args.includes('--produce') ? Number(arg(args, 'produce')) : null
-  if (produce !== null && !(Number.isInteger(produce) && produce > 0)) throw new Error('--produce needs a positive integer')
+  if (produce !== null && !(Number.isInteger(produce) && produce > 0)) throw new Error(`--produce needs a positive integer, --produce ${arg(args, 'produce')}`)
   const bus = createKafkaBus({
     brokers: arg(args, 'brokers').split(','), clientId: produce !== null ? 'billing-producer' : `billing-${arg(args, 'instance')}`, logLevel,
     idempotent: !mock, ...(mock ? { partitionAssigners: mockClusterAssigners() } : {}),
@@ -155,6 +156,7 @@ export async function main(args: string[]): Promise<void> {
     return
   }
   const sessionTimeoutMs = Number(arg(args, 'session-timeout-ms', '10000'))
+  if (!(Number.isInteger(sessionTimeoutMs) && sessionTimeoutMs > 0)) throw new Error(`--session-timeout-ms needs a positive integer (ms), --session-timeout-ms ${arg(args, 'session-timeout-ms')}`)
   const fencing = arg(args, 'fencing', 'partition')
   if (fencing !== 'partition' && fencing !== 'member') throw new Error(`--fencing is partition or member, --fencing ${fencing}`)
   const billing = startBilling({

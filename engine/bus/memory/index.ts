@@ -133,6 +133,7 @@ class MemoryBus implements BusBackend {
 
   /** See {@link BusBackend.allocValue}: a view of this bus's value slab (./slab.ts). */
   allocValue(bytes: number): Uint8Array {
+    this.checkOpen()
     return this.values.alloc(bytes)
   }
 

@@ -17,6 +17,8 @@
 
 /** Bytes of one slab. */
 export const SLAB_BYTES = 64 * 1024
+/** Largest value allocValue hands out, bytes (1 GiB; Kafka's own limit is far lower). */
+export const VALUE_BYTES_MAX = 1 << 30
 /** Values longer than this get their own copy (a slab would waste too much of its tail). */
 export const SLAB_VALUE_BYTES_MAX = 4 * 1024
 
@@ -47,7 +49,8 @@ export class ValueSlab {
    * keeps without a copy. Throws RangeError unless `n` is an integer >= 0.
    */
   alloc(n: number): Uint8Array {
-    if (!Number.isInteger(n) || n < 0) throw new RangeError(`value size must be an integer >= 0, bytes=${n}`)
+    if (!Number.isInteger(n) || n < 0) throw new RangeError(`value size must be an integer >= 0, bytes=${typeof n === 'number' ? n : `${JSON.stringify(n)} (a ${typeof n})`}`)
+    if (n > VALUE_BYTES_MAX) throw new RangeError(`value size must be at most ${VALUE_BYTES_MAX} bytes (1 GiB), bytes=${n}`)
     if (n > SLAB_VALUE_BYTES_MAX) {
       const own = new Uint8Array(n)
       this.slabs.add(own.buffer)

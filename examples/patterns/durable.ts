@@ -68,7 +68,19 @@ export async function main(dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-d
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
-  const all = await main(process.argv[2])
+  // With a directory the journal stays there for the next run; without one it is a temporary
+  // directory, removed at the end.
+  const dir = process.argv[2]
+  const tmp = dir === undefined ? fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-durable-')) : null
+  const all = await main(dir ?? tmp!).then(
+    (invoices) => invoices,
+    (e: unknown) => {
+      console.error(`durable example: ${(e as Error).message}${dir !== undefined ? ` (journal directory ${dir})` : ''}`)
+      return null
+    },
+  )
+  if (tmp !== null) fs.rmSync(tmp, { recursive: true, force: true })
+  if (all === null) process.exit(1)
   // This run's orders are the last three numbers; earlier runs' invoices are listed once each.
   const firstNew = all.length > 0 ? orderNumber(all[all.length - 1].orderId) - 2 : 1
   for (const inv of all) console.log(JSON.stringify({ ...inv, new: orderNumber(inv.orderId) >= firstNew }))

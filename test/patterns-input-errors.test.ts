@@ -6,7 +6,7 @@
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { BusError, createMemoryBus, type BusBackend } from '../engine/bus/index.js'
-import { jsonCodec, startDurable, startStateAndEvent, stringCodec, type DurableProcessor } from '../engine/patterns/index.js'
+import { jsonCodec, startDurable, startRpcSender, startStateAndEvent, stringCodec, type DurableProcessor } from '../engine/patterns/index.js'
 
 const echo: DurableProcessor<string> = { onNext: (rs) => rs.map((r) => ({ topic: 'out', key: r.key, value: new TextEncoder().encode(String(r.value)) })) }
 
@@ -92,6 +92,15 @@ test('allocValue: a non-number size is named with its type; after close it throw
   assert.throws(() => bus.allocValue(2 ** 40), /at most 1073741824 bytes/)
   await bus.close()
   assert.throws(() => bus.allocValue(8), (e: unknown) => e instanceof BusError && e.code === 'closed')
+})
+
+test('rpc send after stop() says the sender is stopped', async () => {
+  const bus = await busWith([])
+  const sender = startRpcSender({ bus, requestTopic: 'in', responseTopic: 'out', requestCodec: stringCodec, responseCodec: stringCodec, timeoutMs: 200 })
+  await sender.ready
+  await sender.stop()
+  assert.is((await rejection(sender.send('x'))).message, 'rpc sender is stopped, requestTopic=in')
+  await bus.close()
 })
 
 test.run()

@@ -159,6 +159,7 @@ export function startRpcSender<Req, Resp>(opts: RpcSenderOptions<Req, Resp>): Rp
     async send(request, o = {}) {
       await ready.promise
       if (!producer) throw new Error('rpc sender is not running')
+      if (stopping) throw new Error(`rpc sender is stopped, requestTopic=${opts.requestTopic}`)
       const id = randomUUID()
       const timeoutMs = o.timeoutMs ?? opts.timeoutMs ?? RPC_TIMEOUT_MS_DEFAULT
       const result = new Promise<Resp>((resolve, reject) => {

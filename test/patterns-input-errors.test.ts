@@ -1,11 +1,12 @@
 /**
  * Bad input to the durable and state-and-event patterns gets a clear error naming what and where,
  * at once or through `ready`/`done`, never a silent wait or an endless retry loop (memory bus;
- * these checks run before any bus-specific code). Found by a first-time user's review.
+ * these checks run before any bus-specific code); and the buses' own argument checks
+ * (allocValue, kafka broker addresses, which need no cluster). Found by a first-time user's review.
  */
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import { BusError, createMemoryBus, type BusBackend } from '../engine/bus/index.js'
+import { BusError, createKafkaBus, createMemoryBus, type BusBackend } from '../engine/bus/index.js'
 import { jsonCodec, startDurable, startRpcSender, startStateAndEvent, stringCodec, type DurableProcessor } from '../engine/patterns/index.js'
 
 const echo: DurableProcessor<string> = { onNext: (rs) => rs.map((r) => ({ topic: 'out', key: r.key, value: new TextEncoder().encode(String(r.value)) })) }
@@ -101,6 +102,16 @@ test('rpc send after stop() says the sender is stopped', async () => {
   await sender.stop()
   assert.is((await rejection(sender.send('x'))).message, 'rpc sender is stopped, requestTopic=in')
   await bus.close()
+})
+
+test('kafka bus: a broker entry that is not host:port is refused at creation, naming the entry', () => {
+  const refused = (brokers: string[], entry: string) =>
+    assert.throws(() => createKafkaBus({ brokers }), (e: unknown) => e instanceof BusError && e.code === 'bad-input' && (e as Error).message === `kafka broker must be host:port with a port 1-65535, ${entry}`)
+  refused(['nonsense'], 'brokers[0]="nonsense"')
+  refused(['127.0.0.1:9092', 'b:x'], 'brokers[1]="b:x"')
+  refused(['h:0'], 'brokers[0]="h:0"')
+  assert.throws(() => createKafkaBus({ brokers: [] }), /at least one broker/)
+  assert.is(createKafkaBus({ brokers: ['127.0.0.1:9092', '[::1]:9093'] }).kind, 'kafka')
 })
 
 test.run()

@@ -76,9 +76,15 @@ function retriableOffsetsFailure(e: unknown): boolean {
   return type !== undefined && RETRIABLE_OFFSETS_TYPES.has(type)
 }
 
-/** Creates a kafka bus; connects lazily. Throws 'bad-input' on an empty broker list. */
+/** Creates a kafka bus; connects lazily. Throws 'bad-input' on an empty broker list or an entry that is not host:port. */
 export function createKafkaBus(opts: KafkaBusOptions): BusBackend {
   if (!opts.brokers?.length) throw new BusError('bad-input', 'kafka bus needs at least one broker, brokers=[]')
+  opts.brokers.forEach((b, i) => {
+    // host:port (a bracketed IPv6 host allowed), port 1..65535, as a Kafka bootstrap.servers entry.
+    const m = /^(\[[^\]]+\]|[^:\s]+):(\d+)$/.exec(String(b))
+    const port = m ? Number(m[2]) : NaN
+    if (!m || port < 1 || port > 65535) throw new BusError('bad-input', `kafka broker must be host:port with a port 1-65535, brokers[${i}]=${JSON.stringify(b)}`)
+  })
   return new KafkaBus(opts)
 }
 

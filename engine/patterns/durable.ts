@@ -41,7 +41,7 @@
 import { BusError, type BusBackend, type BusConsumer, type BusProducer, type ConsumedRecord, type PartitionPosition, type ProducerRecord, type RebalanceListener, type TopicPartition } from '../bus/index.js'
 import { tpKey } from '../bus/index.js'
 import { bytesCodec, type Codec } from './codec.js'
-import { checkLoopOptions, checkTopicsExist, decodeRecord, deferred, settleLoop, PATTERN_DEFAULTS, sleep, type PatternRecord, type Subscription } from './subscription.js'
+import { checkLoopOptions, checkTopicsExist, decodeRecord, rewindToCommitted, deferred, settleLoop, PATTERN_DEFAULTS, sleep, type PatternRecord, type Subscription } from './subscription.js'
 
 /** The application side of a durable subscription. */
 export interface DurableProcessor<V> {
@@ -210,15 +210,6 @@ export function startDurable<V>(opts: DurableOptions<V>): Subscription & { reado
     await Promise.all(ps.map((p) => p.then((x) => x.close()).catch(() => {})))
   }
 
-  /** Seeks every owned partition back to its committed position (or the start). */
-  const rewind = async (c: BusConsumer): Promise<void> => {
-    const owned = c.assignment()
-    if (owned.length === 0) return
-    const committed = await c.committed(owned)
-    const starts = await opts.bus.offsets(owned)
-    owned.forEach((tp, i) => c.seek(tp, committed[i] ?? starts[i].start))
-  }
-
   /** A batch decoded and processed, ready to commit. */
   interface Prepared {
     batch: ConsumedRecord[]
@@ -336,7 +327,7 @@ export function startDurable<V>(opts: DurableOptions<V>): Subscription & { reado
       stats.batchesFailed++
       if (++failures > retriesMax) throw new Error(`durable ${opts.groupId}: ${failures} consecutive failed batches, last: ${(e as Error).message}`, { cause: e })
       await sleep(retryBackoffMs)
-      await rewind(c)
+      await rewindToCommitted(opts.bus, c)
     }
     try {
       while (!stopping) {
@@ -436,13 +427,6 @@ export function startDurable<V>(opts: DurableOptions<V>): Subscription & { reado
     await c.subscribe(opts.topics, listener)
     ready.resolve()
     let failures = 0
-    /** Seeks one partition back to its committed position (or the start), if still owned. */
-    const rewindOne = async (tp: TopicPartition): Promise<void> => {
-      if (!c.assignment().some((x) => x.topic === tp.topic && x.partition === tp.partition)) return
-      const [committed] = await c.committed([tp])
-      const [range] = await opts.bus.offsets([tp])
-      c.seek(tp, committed ?? range.start)
-    }
     while (!stopping) {
       const polled = await c.poll({ timeoutMs: PATTERN_DEFAULTS.pollTimeoutMs, recordsMax: commitRecordsMax })
       if (stopping || polled.length === 0) continue
@@ -492,13 +476,13 @@ export function startDurable<V>(opts: DurableOptions<V>): Subscription & { reado
           const made = partitionProducers.get(k)
           partitionProducers.delete(k)
           await made?.then((x) => x.close()).catch(() => {})
-          await rewindOne(tp).catch(() => {})
+          await rewindToCommitted(opts.bus, c, [tp]).catch(() => {})
           continue
         }
         if (e instanceof BusError && e.code === 'closed') throw e
         stats.batchesFailed++
         failed = e
-        await rewindOne(tp)
+        await rewindToCommitted(opts.bus, c, [tp])
       }
       if (failed === null) {
         if (cycle.length > 0) failures = 0

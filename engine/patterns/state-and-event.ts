@@ -11,7 +11,7 @@
  */
 import { BusError, type BusBackend, type BusConsumer, type BusProducer, type ConsumedRecord, type ProducerRecord, type TopicPartition } from '../bus/index.js'
 import type { Codec } from './codec.js'
-import { checkLoopOptions, decodeRecord, deferred, settleLoop, PATTERN_DEFAULTS, sleep, type PatternRecord, type Subscription } from './subscription.js'
+import { checkLoopOptions, decodeRecord, rewindToCommitted, deferred, settleLoop, PATTERN_DEFAULTS, sleep, type PatternRecord, type Subscription } from './subscription.js'
 
 /** What the processor returns for one event. */
 export interface StateAndEventResult<S> {
@@ -131,14 +131,6 @@ export function startStateAndEvent<S, E>(opts: StateAndEventOptions<S, E>): Subs
     }
   }
 
-  const rewind = async (c: BusConsumer): Promise<void> => {
-    const owned = c.assignment()
-    if (owned.length === 0) return
-    const committed = await c.committed(owned)
-    const starts = await opts.bus.offsets(owned)
-    owned.forEach((tp, i) => c.seek(tp, committed[i] ?? starts[i].start))
-  }
-
   const run = async (): Promise<void> => {
     const [events, stateParts] = [await opts.bus.partitionCount(opts.eventTopic), await opts.bus.partitionCount(opts.stateTopic)]
     if (events === null) throw new Error(`state-and-event event topic does not exist, topic=${opts.eventTopic}`)
@@ -180,7 +172,7 @@ export function startStateAndEvent<S, E>(opts: StateAndEventOptions<S, E>): Subs
         stats.batchesFailed++
         if (++failures > retriesMax) throw new Error(`state-and-event ${opts.groupId}: ${failures} consecutive failed batches, last: ${(e as Error).message}`, { cause: e })
         await sleep(retryBackoffMs)
-        await rewind(c)
+        await rewindToCommitted(opts.bus, c)
       }
     }
   }

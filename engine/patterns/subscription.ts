@@ -1,7 +1,7 @@
 /**
  * What every pattern returns: a running subscription with a bounded, explicit end.
  */
-import type { BusBackend, ConsumedRecord } from '../bus/index.js'
+import type { BusBackend, BusConsumer, ConsumedRecord, TopicPartition } from '../bus/index.js'
 import type { Codec } from './codec.js'
 
 /** A record handed to a processor: the bus record with its value decoded (null = tombstone). */
@@ -96,6 +96,20 @@ export async function checkTopicsExist(bus: BusBackend, pattern: string, topics:
   for (const topic of topics) {
     if ((await bus.partitionCount(topic)) === null) throw new Error(`${pattern} topic does not exist, topic=${topic}`)
   }
+}
+
+/**
+ * Seeks each of `tps` that `c` still owns (default: every owned partition) back to its group's
+ * committed position, or to the partition's start when nothing is committed: how the durable and
+ * state-and-event patterns retry after a failed batch.
+ */
+export async function rewindToCommitted(bus: BusBackend, c: BusConsumer, tps: TopicPartition[] = c.assignment()): Promise<void> {
+  const owned = c.assignment()
+  const mine = tps.filter((tp) => owned.some((o) => o.topic === tp.topic && o.partition === tp.partition))
+  if (mine.length === 0) return
+  const committed = await c.committed(mine)
+  const starts = await bus.offsets(mine)
+  mine.forEach((tp, i) => c.seek(tp, committed[i] ?? starts[i].start))
 }
 
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms))

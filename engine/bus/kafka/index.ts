@@ -32,7 +32,7 @@ import {
   type TopicSpec,
 } from '../types.js'
 import { KafkaConsumer } from './consumer.js'
-import { VALUE_BYTES_MAX } from '../memory/slab.js'
+import { checkValueSize } from '../memory/slab.js'
 import { kafkaErrorType, toBusError } from './errors.js'
 
 const { Kafka, logLevel } = kafkajs
@@ -284,8 +284,7 @@ class KafkaBus implements BusBackend, KafkaBusInternals {
   /** See {@link BusBackend.allocValue}: a zero-filled Buffer (from Node's pool when under 4 KiB). */
   allocValue(bytes: number): Uint8Array {
     this.checkOpen()
-    if (!Number.isInteger(bytes) || bytes < 0) throw new RangeError(`value size must be an integer >= 0, bytes=${typeof bytes === 'number' ? bytes : `${JSON.stringify(bytes)} (a ${typeof bytes})`}`)
-    if (bytes > VALUE_BYTES_MAX) throw new RangeError(`value size must be at most ${VALUE_BYTES_MAX} bytes (1 GiB), bytes=${bytes}`)
+    checkValueSize(bytes)
     return Buffer.allocUnsafe(bytes).fill(0)
   }
 

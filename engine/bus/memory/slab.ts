@@ -22,6 +22,15 @@ export const VALUE_BYTES_MAX = 1 << 30
 /** Values longer than this get their own copy (a slab would waste too much of its tail). */
 export const SLAB_VALUE_BYTES_MAX = 4 * 1024
 
+/**
+ * Throws RangeError unless `bytes` is an integer from 0 to {@link VALUE_BYTES_MAX}, naming the
+ * value (and its type when it is not a number). The size check of every bus's allocValue.
+ */
+export function checkValueSize(bytes: number): void {
+  if (!Number.isInteger(bytes) || bytes < 0) throw new RangeError(`value size must be an integer >= 0, bytes=${typeof bytes === 'number' ? bytes : `${JSON.stringify(bytes)} (a ${typeof bytes})`}`)
+  if (bytes > VALUE_BYTES_MAX) throw new RangeError(`value size must be at most ${VALUE_BYTES_MAX} bytes (1 GiB), bytes=${bytes}`)
+}
+
 export class ValueSlab {
   private slab = new Uint8Array(SLAB_BYTES)
   private used = 0
@@ -46,11 +55,10 @@ export class ValueSlab {
   /**
    * A zero-filled view of `n` bytes of a slab (its own buffer, still known to {@link store}, when
    * longer than {@link SLAB_VALUE_BYTES_MAX}): a value built in place, which {@link store} then
-   * keeps without a copy. Throws RangeError unless `n` is an integer >= 0.
+   * keeps without a copy. Throws RangeError for a bad size ({@link checkValueSize}).
    */
   alloc(n: number): Uint8Array {
-    if (!Number.isInteger(n) || n < 0) throw new RangeError(`value size must be an integer >= 0, bytes=${typeof n === 'number' ? n : `${JSON.stringify(n)} (a ${typeof n})`}`)
-    if (n > VALUE_BYTES_MAX) throw new RangeError(`value size must be at most ${VALUE_BYTES_MAX} bytes (1 GiB), bytes=${n}`)
+    checkValueSize(n)
     if (n > SLAB_VALUE_BYTES_MAX) {
       const own = new Uint8Array(n)
       this.slabs.add(own.buffer)

@@ -44,7 +44,8 @@ for (const file of files) {
     child.stdout.on('data', (b) => {
       out += b;
       process.stdout.write(b);
-      if (!exitTimer && /Duration:/.test(strip(out))) {
+      // The tail only: the summary is at the end, and a chunk may split its word.
+      if (!exitTimer && /Duration:/.test(strip(out.slice(-256)))) {
         exitTimer = setTimeout(() => { out += `\n${rel}: did not exit 30 s after its tests ended (a leaked handle)\n`; child.kill('SIGKILL'); }, 30_000);
       }
     });

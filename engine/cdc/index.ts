@@ -66,7 +66,7 @@ export {
   pgTriggerDdl,
   pgTriggerName,
 } from './postgres.js';
-export { PumpCore, PUMP_FAULT_ENV } from './pump.js';
+export { PumpCore, PUMP_FAULT_ENV, RecordRefusedError } from './pump.js';
 export type { PumpFault, PumpOptions, PumpSink, PumpStats } from './pump.js';
 
 import type { CaptureSource } from './config.js';

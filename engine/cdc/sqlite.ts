@@ -385,7 +385,10 @@ export class SqliteStaging implements StagingClient {
   async purge(selection: ParkedSelection = {}): Promise<number> {
     this.checkOpen();
     const [where, params] = this.selectionWhere(selection);
-    const stmt = this.db.prepare(`DELETE FROM ${quoteIdent(`${this.source.stagingTable}_errors`)} ${where}`);
+    const e = quoteIdent(`${this.source.stagingTable}_errors`);
+    // The pumps' periodic retention purge must not wait for the write lock when there is nothing to delete.
+    if (this.db.prepare(`SELECT NOT EXISTS (SELECT 1 FROM ${e} ${where})`).pluck().get(...params) === 1) return 0;
+    const stmt = this.db.prepare(`DELETE FROM ${e} ${where}`);
     return this.withWriteLock(() => stmt.run(...params).changes);
   }
 

@@ -354,15 +354,16 @@ export class PgStaging implements StagingClient {
     );
   }
 
-  async park(stagingId: string, error: string, nowMs: number): Promise<boolean> {
+  async park(stagingId: string, attempts: number, error: string, nowMs: number): Promise<boolean> {
     const schema = await this.open();
     // One statement: the delete and the insert commit together.
     const res = await this.client.query(
       `WITH moved AS (DELETE FROM ${this.stagingRef(schema)} WHERE id = $1::bigint RETURNING *)
        INSERT INTO ${this.errorsRef(schema)} (id, table_name, op, key, key_hash, before, after, txid, time_ms, attempts, error, parked_time_ms)
-       SELECT id, table_name, op, key, key_hash, before, after, txid, time_ms, attempts, $2, $3 FROM moved
-       ON CONFLICT (id) DO UPDATE SET error = EXCLUDED.error, parked_time_ms = EXCLUDED.parked_time_ms`,
-      [stagingId, error, nowMs],
+       SELECT id, table_name, op, key, key_hash, before, after, txid, time_ms, $2, $3, $4 FROM moved
+       ON CONFLICT (id) DO UPDATE SET attempts = EXCLUDED.attempts, error = EXCLUDED.error,
+         parked_time_ms = EXCLUDED.parked_time_ms`,
+      [stagingId, attempts, error, nowMs],
     );
     return (res.rowCount ?? 0) > 0;
   }

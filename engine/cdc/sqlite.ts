@@ -301,7 +301,7 @@ export class SqliteStaging implements StagingClient {
     this.withWriteLock(() => stmt.run(attempts, nextAttemptMs, error, stagingId));
   }
 
-  async park(stagingId: string, error: string, nowMs: number): Promise<boolean> {
+  async park(stagingId: string, attempts: number, error: string, nowMs: number): Promise<boolean> {
     this.checkOpen();
     const s = quoteIdent(this.source.stagingTable);
     const e = quoteIdent(`${this.source.stagingTable}_errors`);
@@ -310,8 +310,8 @@ export class SqliteStaging implements StagingClient {
     const move = this.db.transaction(() => {
       const n = this.db.prepare(
         `INSERT OR REPLACE INTO ${e} (id, table_name, op, key, key_hash, before, after, txid, time_ms, attempts, error, parked_time_ms)
-         SELECT id, table_name, op, key, ?, before, after, txid, time_ms, attempts, ?, ? FROM ${s} WHERE id = CAST(? AS INTEGER)`,
-      ).run(keyHash(row.key), error, nowMs, stagingId).changes;
+         SELECT id, table_name, op, key, ?, before, after, txid, time_ms, ?, ?, ? FROM ${s} WHERE id = CAST(? AS INTEGER)`,
+      ).run(keyHash(row.key), attempts, error, nowMs, stagingId).changes;
       this.db.prepare(`DELETE FROM ${s} WHERE id = CAST(? AS INTEGER)`).run(stagingId);
       return n > 0;
     });

@@ -39,12 +39,13 @@ export {
   CAPTURE_OPERATIONS,
   CDC_DEFAULTS,
   ERROR_POLICY_LIMITS,
+  KEY_UPDATE_MODES,
   STAGING_NAME_PATTERN,
   resolveErrorPolicy,
   validateCaptureSource,
 } from './config.js';
 export type {
-  CaptureErrorPolicy, CaptureOperation, CaptureSource, CaptureTable, DatabaseRef, StagedChange,
+  CaptureErrorPolicy, KeyUpdateMode, CaptureOperation, CaptureSource, CaptureTable, DatabaseRef, StagedChange,
 } from './config.js';
 export { keyHash, pumpOfKey } from './key-hash.js';
 export type {

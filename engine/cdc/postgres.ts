@@ -128,13 +128,23 @@ export function pgTriggerDdl(schema: string, stagingTable: string, t: ResolvedTa
   const keyOld = jsonArrayExpr(t.key, (c) => pgJson('OLD', c));
   const imgNew = jsonObjectExpr(t.columns, (c) => pgJson('NEW', c));
   const imgOld = jsonObjectExpr(t.columns, (c) => pgJson('OLD', c));
+  const keyUpdate = cfg.keyUpdate ?? CDC_DEFAULTS.keyUpdate;
+  // Case C8: a key change retires the old key (delete on its pump) and creates the new one.
+  const update = keyUpdate === 'update'
+    ? insert('update', keyNew, imgOld, imgNew)
+    : `    IF (${keyOld}) IS DISTINCT FROM (${keyNew}) THEN
+${insert('delete', keyOld, imgOld, 'NULL')}
+${insert('insert', keyNew, 'NULL', imgNew)}
+    ELSE
+${insert('update', keyNew, imgOld, imgNew)}
+    END IF;`;
   const body = `DECLARE
   k text;
 BEGIN
   IF TG_OP = 'INSERT' THEN
 ${insert('insert', keyNew, 'NULL', imgNew)}
   ELSIF TG_OP = 'UPDATE' THEN
-${insert('update', keyNew, imgOld, imgNew)}
+${update}
   ELSIF TG_OP = 'DELETE' THEN
 ${insert('delete', keyOld, imgOld, 'NULL')}
   ELSE

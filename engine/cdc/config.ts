@@ -151,12 +151,15 @@ export const KEY_UPDATE_MODES: readonly KeyUpdateMode[] = ['delete-create', 'upd
  * Where the captured database is.
  * - sqlite: `file` path of the database file (switched to WAL mode by `openStaging`);
  *   `busyTimeoutMs` (added field) is the connection's busy_timeout, default CDC_DEFAULTS.busyTimeoutMs.
- * - postgres: `url` libpq-style connection string; `schema` (added field, optional) sets the
- *   connection's search_path, so unqualified table names and the staging table resolve there.
+ * - postgres: `url` libpq-style connection string; `schema` (optional) sets the connection's
+ *   search_path, so unqualified captured table names resolve there; `captureSchema` (default
+ *   CDC_DEFAULTS.captureSchema, "sluice") holds every object capture creates except the triggers
+ *   themselves (staging and error tables, index, key hash and trigger functions); install creates
+ *   it when missing and uninstall drops it again only if install created it and it is empty.
  */
 export type DatabaseRef =
   | { dialect: 'sqlite'; file: string; busyTimeoutMs?: number }
-  | { dialect: 'postgres'; url: string; schema?: string };
+  | { dialect: 'postgres'; url: string; schema?: string; captureSchema?: string };
 
 /**
  * What a pump does with a change its target refuses (cases C4, C10). After MOVEX CDC's divide
@@ -233,6 +236,8 @@ export interface StagedChange {
 
 /** Defaults for every optional bound of engine/cdc, in one place. */
 export const CDC_DEFAULTS = {
+  /** DatabaseRef postgres captureSchema. */
+  captureSchema: 'sluice',
   /** CaptureTable.suppressNoopUpdates */
   suppressNoopUpdates: true,
   /** CaptureTable.keyUpdate */
@@ -303,6 +308,9 @@ export function validateCaptureSource(source: CaptureSource): CaptureSource {
     if (typeof db.url !== 'string' || db.url.length === 0) bad('database.url', 'must be a non-empty connection string');
     if (db.schema !== undefined && (typeof db.schema !== 'string' || db.schema.length === 0)) {
       bad('database.schema', 'must be a non-empty string when given');
+    }
+    if (db.captureSchema !== undefined && (typeof db.captureSchema !== 'string' || !STAGING_NAME_PATTERN.test(db.captureSchema))) {
+      bad('database.captureSchema', `must match ${STAGING_NAME_PATTERN}, captureSchema=${JSON.stringify(db.captureSchema)}`);
     }
   } else {
     bad('database.dialect', `must be "sqlite" or "postgres", dialect=${String((db as { dialect?: unknown })?.dialect)}`);

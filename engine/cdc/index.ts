@@ -70,6 +70,8 @@ export {
   PgStaging,
   introspectPgTable,
   pgFunctionName,
+  pgCaptureSchema,
+  pgHashFunctionRef,
   pgHashFunctionDdl,
   pgStagingDdl,
   pgTriggerDdl,

@@ -77,12 +77,26 @@ const PG_KEY_DIALECT: KeyDialect = {
 
 const PG_NOW_MS = `pg_catalog.floor(pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()) * 1000)::bigint`;
 
+/** Comment install puts on a capture schema it created; uninstall drops only a schema with it. */
+const PG_SCHEMA_MARK = 'created by sluice install: capture staging, error tables and functions';
+
+/** The schema of a source's capture objects: database.captureSchema, default "sluice". */
+export function pgCaptureSchema(source: CaptureSource): string {
+  const db = source.database;
+  return (db.dialect === 'postgres' ? db.captureSchema : undefined) ?? CDC_DEFAULTS.captureSchema;
+}
+
+/** Quoted name of the key hash function of `stagingTable` (one per source, so uninstall can drop it). */
+export function pgHashFunctionRef(schema: string, stagingTable: string): string {
+  return `${quoteIdent(schema)}.${quoteIdent(pgName(`${stagingTable}_fnv1a32`))}`;
+}
+
 /**
- * `sluice_fnv1a32(text) -> bigint` in `schema`: FNV-1a 32 over the UTF-8 bytes, identical to
+ * `<staging>_fnv1a32(text) -> bigint` in `schema`: FNV-1a 32 over the UTF-8 bytes, identical to
  * the JS keyHash(). h < 2^32 and prime < 2^25, so h * prime fits in a bigint before the mask.
  */
-export function pgHashFunctionDdl(schema: string): string {
-  return `CREATE OR REPLACE FUNCTION ${quoteIdent(schema)}.sluice_fnv1a32(k text) RETURNS bigint
+export function pgHashFunctionDdl(schema: string, stagingTable: string): string {
+  return `CREATE OR REPLACE FUNCTION ${pgHashFunctionRef(schema, stagingTable)}(k text) RETURNS bigint
 LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $sluice$
 DECLARE
   b bytea := pg_catalog.convert_to(k, 'UTF8');
@@ -119,7 +133,7 @@ export function pgStagingDdl(schema: string, stagingTable: string, pumps: number
 export function pgTriggerDdl(schema: string, stagingTable: string, t: ResolvedTable): string[] {
   const cfg = t.config;
   const staging = `${quoteIdent(schema)}.${quoteIdent(stagingTable)}`;
-  const hash = `${quoteIdent(schema)}.sluice_fnv1a32`;
+  const hash = pgHashFunctionRef(schema, stagingTable);
   const fn = `${quoteIdent(schema)}.${quoteIdent(pgFunctionName(stagingTable, cfg.table))}`;
   const table = pgQualifiedTable(cfg.table);
   const tableLit = quoteLiteral(cfg.table);
@@ -261,7 +275,7 @@ export class PgStaging implements StagingClient {
     if (current === null) {
       throw new Error(`capture source "${this.source.name}": no current schema (schema ${JSON.stringify(schema ?? null)} does not exist?)`);
     }
-    return current;
+    return pgCaptureSchema(this.source);
   }
 
   /** Schema of the staging table, once connected. */
@@ -283,7 +297,13 @@ export class PgStaging implements StagingClient {
     const schema = await this.open();
     await this.inTransaction(async () => {
       await this.client.query('SELECT pg_advisory_xact_lock($1)', [INSTALL_LOCK_KEY]);
-      await this.client.query(pgHashFunctionDdl(schema));
+      const exists = await this.client.query('SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = $1', [schema]);
+      if (exists.rowCount === 0) {
+        // Marked, so uninstall removes the schema only when install created it.
+        await this.client.query(`CREATE SCHEMA ${quoteIdent(schema)}`);
+        await this.client.query(`COMMENT ON SCHEMA ${quoteIdent(schema)} IS ${quoteLiteral(PG_SCHEMA_MARK)}`);
+      }
+      await this.client.query(pgHashFunctionDdl(schema, this.source.stagingTable));
       for (const stmt of pgStagingDdl(schema, this.source.stagingTable, this.source.pumps)) await this.client.query(stmt);
       for (const cfg of this.source.tables) {
         const resolved = resolveTable(cfg, await introspectPgTable(this.client, cfg.table));
@@ -300,6 +320,18 @@ export class PgStaging implements StagingClient {
       if (options.dropStaging) {
         await this.client.query(`DROP TABLE IF EXISTS ${this.stagingRef(schema)}`);
         await this.client.query(`DROP TABLE IF EXISTS ${quoteIdent(schema)}.${quoteIdent(`${this.source.stagingTable}_errors`)}`);
+        await this.client.query(`DROP FUNCTION IF EXISTS ${pgHashFunctionRef(schema, this.source.stagingTable)}(text)`);
+        const mark = await this.client.query<{ c: string | null }>(
+          `SELECT pg_catalog.obj_description(oid, 'pg_namespace') AS c FROM pg_catalog.pg_namespace WHERE nspname = $1`, [schema]);
+        if (mark.rows[0]?.c === PG_SCHEMA_MARK) {
+          // RESTRICT: a schema that still holds anything (another source, a user's object) stays.
+          await this.client.query('SAVEPOINT sluice_drop_schema');
+          try {
+            await this.client.query(`DROP SCHEMA ${quoteIdent(schema)} RESTRICT`);
+          } catch {
+            await this.client.query('ROLLBACK TO SAVEPOINT sluice_drop_schema');
+          }
+        }
       }
     });
   }

@@ -123,7 +123,7 @@ interface TopologyFile {
   }>;
   capture?: Array<{
     name: string;
-    database: { dialect: 'sqlite'; file: string; busyTimeoutMs?: number } | { dialect: 'postgres'; url: string; schema?: string };
+    database: { dialect: 'sqlite'; file: string; busyTimeoutMs?: number } | { dialect: 'postgres'; url: string; schema?: string; captureSchema?: string };
     pumps?: number; batchSizeMax?: number; pollIntervalMs?: number; stagingTable?: string;
     recordBytesMax?: number; errors?: Partial<CaptureErrorPolicy>;
     tables: Array<{
@@ -146,7 +146,11 @@ function applyDefaults(f: TopologyFile, file: string, baseDir: string): Topology
       const dbFile = db.file === ':memory:' || db.file.startsWith('file:') ? db.file : resolvePath(db.file);
       return { dialect: 'sqlite', file: dbFile, ...(db.busyTimeoutMs !== undefined ? { busyTimeoutMs: db.busyTimeoutMs } : {}) };
     }
-    return { dialect: 'postgres', url: db.url, ...(db.schema !== undefined ? { schema: db.schema } : {}) };
+    return {
+      dialect: 'postgres', url: db.url,
+      ...(db.schema !== undefined ? { schema: db.schema } : {}),
+      ...(db.captureSchema !== undefined ? { captureSchema: db.captureSchema } : {}),
+    };
   };
   return {
     name: f.name,

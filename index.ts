@@ -132,6 +132,49 @@ export async function installCapture(topology: Topology): Promise<void> {
   }
 }
 
+/**
+ * Compares each captured table of the live database with what its installed triggers capture
+ * (`sluice check --live`): one line per difference, naming source, table and column, e.g.
+ * `capture source "app": table "ledger": column "memo" is captured by the installed triggers but
+ * the table no longer has it (dropped or renamed; run sluice install)`. Empty when all match.
+ * @throws when a database cannot be reached.
+ */
+export async function checkCaptureLive(topology: Topology): Promise<string[]> {
+  const out: string[] = [];
+  for (const source of topology.capture) {
+    const staging = await openStaging(source);
+    try {
+      if (staging.describeTable === undefined) continue;
+      for (const t of source.tables) {
+        const where = `capture source "${source.name}": table "${t.table}"`;
+        const { live, installed } = await staging.describeTable(t.table);
+        if (live.length === 0) {
+          out.push(`${where}: the table does not exist`);
+          continue;
+        }
+        if (installed === null) {
+          out.push(`${where}: capture is not installed (run sluice install)`);
+          continue;
+        }
+        for (const c of installed) {
+          if (!live.includes(c)) out.push(`${where}: column "${c}" is captured by the installed triggers but the table no longer has it (dropped or renamed; run sluice install)`);
+        }
+        const wanted = t.columns ?? live;
+        for (const c of wanted) {
+          if (!installed.includes(c)) {
+            out.push(live.includes(c)
+              ? `${where}: column "${c}" is not captured by the installed triggers yet (added or renamed; run sluice install)`
+              : `${where}: columns: column "${c}" is not in the table`);
+          }
+        }
+      }
+    } finally {
+      await staging.close();
+    }
+  }
+  return out;
+}
+
 /** Options of {@link uninstallCapture}. */
 export interface UninstallCaptureOptions {
   /** Keep the staging and error tables (and the capture schema); drop only triggers. Default false. */

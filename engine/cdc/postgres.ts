@@ -15,7 +15,7 @@ import pg from 'pg';
 import { CDC_DEFAULTS, conditionFor, validateCaptureSource, checkClaimArgs } from './config.js';
 import type { CaptureOperation, CaptureSource, CaptureTable, StagedChange } from './config.js';
 import { keyHash } from './key-hash.js';
-import { jsonObjectExpr, keyTextExpr, quoteIdent, quoteLiteral, resolveTable } from './sql.js';
+import { imageColumnsOf, jsonObjectExpr, keyTextExpr, quoteIdent, quoteLiteral, resolveTable } from './sql.js';
 import type { ColumnInfo, KeyDialect, ResolvedTable } from './sql.js';
 import type { HeldKeys, ParkedChange, ParkedSelection, StagingClient, UninstallOptions } from './staging.js';
 
@@ -632,6 +632,16 @@ export class PgStaging implements StagingClient {
     const [where, params] = this.selectionWhere(selection);
     const res = await this.client.query(`DELETE FROM ${this.errorsRef(schema)} ${where}`, params);
     return res.rowCount ?? 0;
+  }
+
+  async describeTable(table: string): Promise<{ live: string[]; installed: string[] | null }> {
+    const schema = await this.open();
+    const live = (await introspectPgTable(this.client, table)).map((c) => c.name);
+    const fn = await this.client.query<{ src: string }>(
+      `SELECT p.prosrc AS src FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+       WHERE n.nspname = $1 AND p.proname = $2`, [schema, pgFunctionName(this.source.stagingTable, table)]);
+    const src = fn.rows[0]?.src;
+    return { live, installed: src === undefined ? null : imageColumnsOf(src) };
   }
 
   async stagedCount(): Promise<number> {

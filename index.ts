@@ -59,7 +59,7 @@ export async function startTopology(topology: Topology, options: StartOptions = 
   for (const w of await serviceWarnings(topology)) log(w);
   const lock = lockTopology(topology);
   try {
-    await checkCaptureInstalled(topology);
+    await checkCaptureInstalled(topology, log);
     const supervisor = new Supervisor(topology.supervisor);
     supervisor.on('log', log);
     supervisor.on('restart', (e: RestartEvent) => log(`restarting ${e.group} in ${e.delayMs} ms (attempt ${e.attempt}) after ${e.actor} failed: ${e.error}`));
@@ -220,9 +220,18 @@ export async function uninstallCapture(topology: Topology, options: UninstallCap
  * whose capture was never installed fails at once with what to do, not after restartsMax pump
  * restarts. @throws Error naming the source and the fix.
  */
-async function checkCaptureInstalled(topology: Topology): Promise<void> {
+async function checkCaptureInstalled(topology: Topology, log: (line: string) => void): Promise<void> {
   for (const source of topology.capture) {
-    const staging = await openStaging(source);
+    let staging: StagingClient;
+    try {
+      staging = await openStaging(source);
+    } catch (err) {
+      // A database server that is down or refuses the login is waited out by the pumps (they
+      // retry forever); a bad config or a missing SQLite file is an error now.
+      if (source.database.dialect !== 'postgres' || !isUnreachable(err)) throw err;
+      log(`capture source "${source.name}" is down (${(err as Error).message}); its pumps wait for it`);
+      continue;
+    }
     try {
       await staging.stagedCount();
     } catch (err) {
@@ -234,6 +243,16 @@ async function checkCaptureInstalled(topology: Topology): Promise<void> {
       await staging.close();
     }
   }
+}
+
+/**
+ * A connection failure that a wait can cure: refused, reset, timed out, the server starting or
+ * shutting down, or a login refused (SQLSTATE class 08, 57P0x, 28xxx).
+ */
+function isUnreachable(err: unknown): boolean {
+  const code = String((err as { code?: unknown })?.code ?? '');
+  return ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENOTFOUND', 'EAI_AGAIN'].includes(code) ||
+    /^(08|28|57P0)/.test(code);
 }
 
 /** Options of the capture error-table functions: which source (default all) and which changes. */

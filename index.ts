@@ -15,13 +15,37 @@ import { acquireAppenderLock, JournalLockedError, type AppenderLock } from './en
 import fs from 'node:fs';
 import path from 'node:path';
 
-export * from './engine/config/index.js';
-export * from './engine/service/index.js';
-export * from './engine/supervisor/index.js';
-export { planTopology, partitionDir, checkServiceModules, serviceWarnings, type TopologyPlan, type ServiceSummary, type ServiceReadyInfo } from './actors/index.js';
-export { openStaging, type CaptureSource, type CaptureTable, type StagedChange, type StagingClient } from './engine/cdc/index.js';
+// The documented surface only (README "Embedding"); service authors import 'sluice/service',
+// the bus and its patterns are 'sluice/bus' and 'sluice/patterns'.
+export {
+  loadTopology,
+  parseTopology,
+  ConfigError,
+  formatProblem,
+  TOPOLOGY_DEFAULTS,
+  type ConfigProblem,
+  type InputsReplay,
+  type QueueFsync,
+  type StartFrom,
+  type Topology,
+  type TopologyLoadOptions,
+  type TopologyQueue,
+  type TopologyRings,
+  type TopologyService,
+} from './engine/config/index.js';
+export type { Supervisor, StopResult, RestartEvent } from './engine/supervisor/index.js';
+export { checkServiceModules, partitionDir } from './actors/index.js';
+export type { TopologyPlan, ServiceReadyInfo, ServiceSummary } from './actors/index.js';
+export type { CaptureSource, CaptureTable } from './engine/cdc/index.js';
 export { openQueueAppender, type QueueAppender } from './engine/producer/index.js';
-export { queueId, EVENT_TYPE_CHANGE, EVENT_TYPE_JSON, USER_EVENT_TYPE_MIN, type Change } from './engine/codec/index.js';
+export {
+  queueId,
+  EVENT_TYPE_CHANGE,
+  EVENT_TYPE_JSON,
+  USER_EVENT_TYPE_MIN,
+  type Change,
+  type ChangeOp,
+} from './engine/codec/index.js';
 
 /** A topology that is up. */
 export interface RunningTopology {
@@ -75,7 +99,7 @@ export async function startTopology(topology: Topology, options: StartOptions = 
 }
 
 /** Lock file of a running topology, in its dataDir (same protocol as a queue's appender.lock). */
-export const TOPOLOGY_LOCK_FILE_NAME = 'topology.lock';
+const TOPOLOGY_LOCK_FILE_NAME = 'topology.lock';
 
 /** Another live process (or this one) is running the topology: its dataDir is locked. */
 export class TopologyRunningError extends Error {

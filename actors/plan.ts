@@ -126,6 +126,7 @@ export function planTopology(topology: Topology): TopologyPlan {
       startFrom: s.startFrom,
       inputsReplay: s.inputsReplay,
       batchSizeMax: s.batchSizeMax,
+      emitDuringReplay: s.emitDuringReplay,
     };
     groups.push({
       name: `service:${s.name}`,

@@ -72,6 +72,12 @@ const cases = [
     host: /settings\.snapshotEveryInputs: service "positions": settings\.snapshotEveryInputs is set/,
   },
   {
+    name: 'snapshots every N timer events without periodic update events',
+    service: { module: fixture('lww-timer-snapshot'), inputsReplay: 'OUTPUT' },
+    message: /topology\.yaml: services\[1\]\.snapshot\.everyTimerEvents: service "positions": snapshots every N periodic update events need them: set settings\.timerQueue and settings\.timerIntervalMs/,
+    host: /snapshot\.everyTimerEvents: service "positions": snapshots every N periodic update events need them/,
+  },
+  {
     name: 'a key-value store with an input replay',
     service: { module: fixture('kv-counter'), inputsReplay: 'INPUTS' },
     message: /topology\.yaml: services\[1\]\.inputsReplay: service "positions": a service with a key-value store rebuilds it from its output; inputsReplay must be NONE, not INPUTS/,

@@ -118,7 +118,8 @@ interface TopologyFile {
   queues?: Array<{ name: string; partitions?: number; segmentBytes?: number; fsync?: QueueFsync }>;
   services?: Array<{
     name: string; module: string; inputs: string[]; output: string; startFrom?: StartFrom;
-    inputsReplay?: InputsReplay; batchSizeMax?: number; settings?: Record<string, unknown>;
+    inputsReplay?: InputsReplay; batchSizeMax?: number; emitDuringReplay?: boolean;
+    settings?: Record<string, unknown>;
   }>;
   capture?: Array<{
     name: string;
@@ -169,6 +170,7 @@ function applyDefaults(f: TopologyFile, file: string, baseDir: string): Topology
         startFrom: s.startFrom ?? D.service.startFrom,
         inputsReplay: s.inputsReplay ?? D.service.inputsReplay,
         batchSizeMax: s.batchSizeMax ?? D.service.batchSizeMax,
+        emitDuringReplay: s.emitDuringReplay ?? D.service.emitDuringReplay,
         settings: s.settings ?? {},
       };
     }),

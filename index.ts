@@ -10,7 +10,7 @@
 import { Supervisor, type StopResult, type RestartEvent } from './engine/supervisor/index.js';
 import { ConfigError, problemAt, type Topology } from './engine/config/index.js';
 import { planTopology, checkServiceModules, serviceWarnings, type TopologyPlan } from './actors/index.js';
-import { CaptureTableError, openStaging } from './engine/cdc/index.js';
+import { CaptureTableError, openStaging, type StagingClient } from './engine/cdc/index.js';
 import { acquireAppenderLock, JournalLockedError, type AppenderLock } from './engine/journal/index.js';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -134,12 +134,12 @@ function lockTopology(topology: Topology): AppenderLock {
  * Installs every capture source of a topology: staging table, error table and triggers
  * (idempotent; re-running it regenerates the triggers from the current config).
  * @throws ConfigError at the topology field (`file:line:col: capture[i].tables[k].table: ...`)
- *   when a captured table, column or key is missing; Error naming the source when its database
- *   cannot be opened.
+ *   when a captured table, column or key is missing, or at the source's database field
+ *   (`capture[i].database.url` / `.file`) when its database cannot be opened.
  */
 export async function installCapture(topology: Topology): Promise<void> {
   for (const [i, source] of topology.capture.entries()) {
-    const staging = await openStaging(source);
+    const staging = await openSource(topology, i);
     try {
       await staging.install();
     } catch (err) {
@@ -156,11 +156,12 @@ export async function installCapture(topology: Topology): Promise<void> {
 /**
  * Preflight: every capture source's database opens and its staging table exists, so a topology
  * whose capture was never installed fails at once with what to do, not after restartsMax pump
- * restarts. @throws Error naming the source and the fix.
+ * restarts. @throws ConfigError at the source's database field when its database cannot be
+ *   opened; Error naming the source and the fix when it is not installed.
  */
 async function checkCaptureInstalled(topology: Topology): Promise<void> {
-  for (const source of topology.capture) {
-    const staging = await openStaging(source);
+  for (const [i, source] of topology.capture.entries()) {
+    const staging = await openSource(topology, i);
     try {
       await staging.stagedCount();
     } catch (err) {
@@ -171,5 +172,38 @@ async function checkCaptureInstalled(topology: Topology): Promise<void> {
     } finally {
       await staging.close();
     }
+  }
+}
+
+/**
+ * Opens capture source `i`'s staging client.
+ * @throws ConfigError at the field that names the database (`capture[i].database.url` for
+ *   PostgreSQL, `.file` for SQLite) with the source's name and the driver's reason, e.g.
+ *   `topology.yaml:7:36: capture[0].database.url: capture source "shop-db": cannot connect to
+ *   postgres://app:***@db:5432/shop: connect ECONNREFUSED 10.0.0.5:5432`.
+ */
+async function openSource(topology: Topology, i: number): Promise<StagingClient> {
+  const source = topology.capture[i]!;
+  try {
+    return await openStaging(source);
+  } catch (err) {
+    const db = source.database as { dialect: string; url?: string; file?: string };
+    const field = db.url !== undefined ? 'url' : db.file !== undefined ? 'file' : 'dialect';
+    const target = db.url !== undefined ? redactUrl(db.url) : (db.file ?? db.dialect);
+    const reason = (err as Error).message;
+    throw new ConfigError([problemAt(topology.file, ['capture', i, 'database', field],
+      `capture source "${source.name}": cannot ${db.url !== undefined ? 'connect to' : 'open'} ${target}: ${reason}`)], { cause: err });
+  }
+}
+
+/** A connection URL with its password replaced by `***` (for messages and logs). */
+function redactUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password === '') return url;
+    u.password = '***';
+    return u.toString();
+  } catch {
+    return '(unparsable URL)';
   }
 }

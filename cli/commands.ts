@@ -11,9 +11,16 @@
  */
 import readline from 'node:readline';
 import { Command, InvalidArgumentError } from 'commander';
-import { loadTopology, checkEnvironment, ConfigError, type Topology } from '../engine/config/index.js';
+import {
+  loadTopology,
+  checkEnvironment,
+  readServiceModules,
+  ConfigError,
+  type ConfigProblem,
+  type Topology,
+} from '../engine/config/index.js';
 import { startTopology, installCapture } from '../index.js';
-import { planTopology, partitionDir, checkServiceModules, serviceWarnings } from '../actors/index.js';
+import { planTopology, partitionDir, serviceModuleProblems, serviceWarnings } from '../actors/index.js';
 import { openQueueAppender } from '../engine/producer/index.js';
 import { Tailer } from '../engine/journal/index.js';
 import { EnvelopeView, decodeChange, decodeJson, EVENT_TYPE_CHANGE, EVENT_TYPE_JSON } from '../engine/codec/index.js';
@@ -53,10 +60,27 @@ program
   .argument('<topology>', 'topology YAML file')
   .description('validate a topology file and its service modules, and print the actors it starts')
   .action(async (file: string) => {
-    const t = loadTopology(file);
-    checkEnvironment(t);
+    // Every problem at once, in file order: the YAML's, the environment's (files it names) and
+    // the service modules' (imported), each at its field's line:col.
+    const problems: ConfigProblem[] = [];
+    const located = (err: unknown): void => {
+      if (!(err instanceof ConfigError)) throw err;
+      problems.push(...err.problems);
+    };
+    let loaded: Topology | null = null;
+    try {
+      loaded = loadTopology(file);
+      checkEnvironment(loaded);
+    } catch (err) {
+      located(err);
+    }
+    const entries = loaded
+      ? loaded.services.map((s, index) => ({ index, name: s.name, module: s.module, inputsReplay: s.inputsReplay, settings: s.settings }))
+      : readServiceModules(file);
+    problems.push(...(await serviceModuleProblems(file, entries)));
+    if (problems.length > 0) throw new ConfigError(problems.sort((a, b) => a.line - b.line || a.col - b.col));
+    const t = loaded!;
     const plan = planTopology(t);
-    await checkServiceModules(t);
     for (const w of await serviceWarnings(t)) console.error(w);
     console.log(`${file}: ok (${plural(t.queues.length, 'queue')}, ${plural(t.services.length, 'service')}, ${plural(t.capture.length, 'capture source')})`);
     for (const g of plan.groups) console.log(`  stage ${g.stage}  ${g.name}`);

@@ -7,6 +7,7 @@ import * as assert from 'uvu/assert';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import net from 'node:net';
 import { spawn } from 'node:child_process';
 import Database from 'better-sqlite3';
 
@@ -261,6 +262,65 @@ test('check and run warn, at the service input, when a capture target feeds a se
   const ok = await sluice(['check', file]);
   assert.is(ok.code, 0, ok.err);
   assert.is(ok.err, '');
+});
+
+/** A TCP port nothing listens on (the OS picked it free, then it was closed). */
+async function closedPort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  const port = (server.address() as net.AddressInfo).port;
+  await new Promise((r) => server.close(r));
+  return port;
+}
+
+test('run and install name the capture source and the database field when the database cannot be reached', async () => {
+  const port = await closedPort();
+  const file = path.join(dir, 'topology.yaml');
+  fs.writeFileSync(file, [
+    'name: conn',
+    'dataDir: ./data',
+    'queues:',
+    '  - { name: changes }',
+    'capture:',
+    '  - name: shop-db',
+    `    database: { dialect: postgres, url: "postgres://app:secret@127.0.0.1:${port}/shop" }`,
+    '    tables:',
+    '      - { table: orders, operations: [insert], target: changes }',
+    '',
+  ].join('\n'));
+  for (const command of ['run', 'install']) {
+    const r = await sluice([command, file]);
+    assert.is(r.code, 2, r.err);
+    assert.is(r.err, `${file}:7:41: capture[0].database.url: capture source "shop-db": cannot connect to postgres://app:***@127.0.0.1:${port}/shop: connect ECONNREFUSED 127.0.0.1:${port}\n`, command);
+  }
+});
+
+test('check reports service module problems with the YAML ones, in file order, each at its line:col', async () => {
+  const file = path.join(dir, 'topology.yaml');
+  fs.writeFileSync(file, [
+    'name: modules',
+    'queues:',
+    '  - { name: in }',
+    '  - { name: out }',
+    '  - { name: out2 }',
+    'services:',
+    '  - name: reverse',
+    `    module: ${new URL('./fixtures/services/no-replay-handler.js', import.meta.url).pathname}`,
+    '    inputs: [in]',
+    '    output: out',
+    '    inputsReplay: OUTPUT_REVERSE',
+    '  - name: typo',
+    `    module: ${passThrough}`,
+    '    inputs: [inn]',
+    '    output: out2',
+    '',
+  ].join('\n'));
+  const r = await sluice(['check', file]);
+  assert.is(r.code, 2, r.err);
+  const lines = r.err.trim().split('\n');
+  assert.is(lines.length, 2, r.err);
+  assert.match(lines[0]!, `${file}:11:19: services[0].inputsReplay: service "reverse": inputsReplay OUTPUT_REVERSE needs an output-replay handler`);
+  assert.match(lines[1]!, `${file}:14:14: services[1].inputs[0]: unknown queue "inn"`);
 });
 
 test.run();

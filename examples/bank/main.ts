@@ -175,6 +175,7 @@ async function main(o: Options): Promise<number> {
   running.supervisor.on('restart', (e: { actor: string; error: string }) => restarts.push(`${e.actor}: ${e.error}`));
 
   // 3. the workload
+  console.log(`bank: workload running (${o.clients} clients, ${o.durationS} s)`);
   const w0 = Date.now();
   let transactions: number;
   if (db.dialect === 'sqlite') {

@@ -190,9 +190,10 @@ async function openSource(topology: Topology, i: number): Promise<StagingClient>
     const db = source.database as { dialect: string; url?: string; file?: string };
     const field = db.url !== undefined ? 'url' : db.file !== undefined ? 'file' : 'dialect';
     const target = db.url !== undefined ? redactUrl(db.url) : (db.file ?? db.dialect);
-    const reason = (err as Error).message;
-    throw new ConfigError([problemAt(topology.file, ['capture', i, 'database', field],
-      `capture source "${source.name}": cannot ${db.url !== undefined ? 'connect to' : 'open'} ${target}: ${reason}`)], { cause: err });
+    const verb = db.url !== undefined ? 'connect to' : 'open';
+    const message = `capture source "${source.name}": cannot ${verb} ${target}: ${(err as Error).message}`;
+    const problem = problemAt(topology.file, ['capture', i, 'database', field], message);
+    throw new ConfigError([problem], { cause: err });
   }
 }
 

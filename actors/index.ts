@@ -3,6 +3,7 @@ export {
   planTopology,
   partitionDir,
   checkServiceModules,
+  serviceModuleEntries,
   serviceModuleProblems,
   serviceWarnings,
   ACTOR_MODULES,

@@ -12,7 +12,13 @@ import { createQueueNotifier } from '../engine/journal/index.js';
 import { pathToFileURL } from 'node:url';
 import { inputKey, assertServiceDefinition, replayProblems } from '../engine/service/index.js';
 import type { GroupSpec } from '../engine/supervisor/index.js';
-import { ConfigError, formatProblem, problemAt, type ConfigProblem, type Topology } from '../engine/config/index.js';
+import {
+  ConfigError,
+  formatProblem,
+  problemAt,
+  type ConfigProblem,
+  type Topology,
+} from '../engine/config/index.js';
 import { HOST_SHARED, READER_SHARED, PUMP_SHARED, TIMER_SHARED, type ServiceHostData, type ServiceReadyInfo, type QueueReaderData, type PumpData, type TimerData } from './contracts.js';
 
 const here = path.dirname(new URL(import.meta.url).pathname);
@@ -181,17 +187,22 @@ export interface ServiceModuleEntry {
  * @returns one problem each, at the topology field it is about (`services[i].inputsReplay`,
  *   `services[i].settings.x`), or at `services[i].module` for the module and its definition.
  */
-export async function serviceModuleProblems(file: string, entries: readonly ServiceModuleEntry[]): Promise<ConfigProblem[]> {
+export async function serviceModuleProblems(
+  file: string,
+  entries: readonly ServiceModuleEntry[],
+): Promise<ConfigProblem[]> {
   const problems: ConfigProblem[] = [];
   for (const s of entries) {
     let def;
     try {
       def = assertServiceDefinition(await import(pathToFileURL(s.module).href), s.module);
     } catch (err) {
-      problems.push(problemAt(file, ['services', s.index, 'module'], `service "${s.name}": ${(err as Error).message}`));
+      const message = `service "${s.name}": ${(err as Error).message}`;
+      problems.push(problemAt(file, ['services', s.index, 'module'], message));
       continue;
     }
-    for (const [field, message] of replayProblems(def, { service: s.name, inputsReplay: s.inputsReplay, settings: s.settings })) {
+    const cfg = { service: s.name, inputsReplay: s.inputsReplay, settings: s.settings };
+    for (const [field, message] of replayProblems(def, cfg)) {
       const at = field === 'inputsReplay' ? ['inputsReplay']
         : field.startsWith('settings.') ? ['settings', field.slice('settings.'.length)]
         : ['module'];
@@ -201,16 +212,22 @@ export async function serviceModuleProblems(file: string, entries: readonly Serv
   return problems;
 }
 
+/** The module check's view of a loaded topology's services. */
+export function serviceModuleEntries(topology: Topology): ServiceModuleEntry[] {
+  return topology.services.map((s, index) => ({
+    index, name: s.name, module: s.module, inputsReplay: s.inputsReplay, settings: s.settings,
+  }));
+}
+
 /**
  * {@link serviceModuleProblems} for a loaded topology. Call it after loadTopology and before
  * startTopology to fail at load instead of in a restarting worker (the service host runs the
  * same check and fails its start with the same message).
  * @throws ConfigError listing every problem, one line each:
- *   `<topology file>:line:col: services[1].inputsReplay: service "positions": inputsReplay OUTPUT_REVERSE needs ...`
+ *   `<file>:17:19: services[1].inputsReplay: service "positions": inputsReplay OUTPUT_REVERSE ...`
  */
 export async function checkServiceModules(topology: Topology): Promise<void> {
-  const entries = topology.services.map((s, index) => ({ index, name: s.name, module: s.module, inputsReplay: s.inputsReplay, settings: s.settings }));
-  const problems = await serviceModuleProblems(topology.file, entries);
+  const problems = await serviceModuleProblems(topology.file, serviceModuleEntries(topology));
   if (problems.length > 0) throw new ConfigError(problems);
 }
 

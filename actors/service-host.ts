@@ -113,7 +113,8 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
     // Processed records are written when a restart needs exact positions or the interleaving.
     // With emitDuringReplay the output also holds outputs of replayed (old) inputs, so the
     // positions cannot come from the outputs' causes.
-    const recordProcessed = d.inputsReplay === 'OUTPUT' || snap !== undefined || def.kvStore !== undefined || d.emitDuringReplay;
+    const recordProcessed = d.inputsReplay === 'OUTPUT' || snap !== undefined ||
+      def.kvStore !== undefined || d.emitDuringReplay;
     const keys = d.inputs.map((i) => inputKey(i.queue, i.partition));
 
     // 1. positions: LAST_WRITTEN from the newest processed record, else from output causes;
@@ -340,7 +341,9 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
     const recorder = recordProcessed ? new ProcessedRecorder(d.inputs, keys.map((k) => from[k] - 1)) : null;
     // Snapshot triggers: every N inputs and/or every M periodic update events; inputs only
     // (default interval) when neither is declared.
-    const snapshotEveryTimers = snap ? Number(d.settings.snapshotEveryTimerEvents ?? snap.everyTimerEvents ?? 0) : 0;
+    const snapshotEveryTimers = snap
+      ? Number(d.settings.snapshotEveryTimerEvents ?? snap.everyTimerEvents ?? 0)
+      : 0;
     const everyInputs = d.settings.snapshotEveryInputs ?? snap?.everyInputs;
     const snapshotEvery = !snap ? 0
       : everyInputs !== undefined ? Number(everyInputs)

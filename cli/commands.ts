@@ -20,7 +20,13 @@ import {
   type Topology,
 } from '../engine/config/index.js';
 import { startTopology, installCapture } from '../index.js';
-import { planTopology, partitionDir, serviceModuleProblems, serviceWarnings } from '../actors/index.js';
+import {
+  planTopology,
+  partitionDir,
+  serviceModuleEntries,
+  serviceModuleProblems,
+  serviceWarnings,
+} from '../actors/index.js';
 import { openQueueAppender } from '../engine/producer/index.js';
 import { Tailer } from '../engine/journal/index.js';
 import { EnvelopeView, decodeChange, decodeJson, EVENT_TYPE_CHANGE, EVENT_TYPE_JSON } from '../engine/codec/index.js';
@@ -74,11 +80,11 @@ program
     } catch (err) {
       located(err);
     }
-    const entries = loaded
-      ? loaded.services.map((s, index) => ({ index, name: s.name, module: s.module, inputsReplay: s.inputsReplay, settings: s.settings }))
-      : readServiceModules(file);
+    const entries = loaded ? serviceModuleEntries(loaded) : readServiceModules(file);
     problems.push(...(await serviceModuleProblems(file, entries)));
-    if (problems.length > 0) throw new ConfigError(problems.sort((a, b) => a.line - b.line || a.col - b.col));
+    if (problems.length > 0) {
+      throw new ConfigError(problems.sort((a, b) => a.line - b.line || a.col - b.col));
+    }
     const t = loaded!;
     const plan = planTopology(t);
     for (const w of await serviceWarnings(t)) console.error(w);

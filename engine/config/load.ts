@@ -112,10 +112,14 @@ export interface ServiceModuleRef {
  * of the file may have problems (this is for reporting module problems together with them).
  * `${VAR}` is substituted as in loadTopology. Returns [] when the file cannot be read or parsed.
  */
-export function readServiceModules(file: string, options: TopologyLoadOptions = {}): ServiceModuleRef[] {
+export function readServiceModules(
+  file: string,
+  options: TopologyLoadOptions = {},
+): ServiceModuleRef[] {
   let data: unknown;
   try {
-    const doc = parseDocument(readFileSync(file, 'utf8'), { prettyErrors: false, uniqueKeys: true });
+    const text = readFileSync(file, 'utf8');
+    const doc = parseDocument(text, { prettyErrors: false, uniqueKeys: true });
     if (doc.errors.length > 0) return [];
     substituteEnv(doc, options.env ?? process.env);
     data = doc.toJS({ maxAliasCount: 1000 });
@@ -132,12 +136,15 @@ export function readServiceModules(file: string, options: TopologyLoadOptions = 
     if (typeof e.module !== 'string' || e.module.length === 0) return;
     const module = resolveModule(e.module, baseDir);
     if (!module.ok) return;
-    const settings = typeof e.settings === 'object' && e.settings !== null && !Array.isArray(e.settings) ? (e.settings as Record<string, unknown>) : {};
+    const isObject = typeof e.settings === 'object' && e.settings !== null && !Array.isArray(e.settings);
+    const settings = isObject ? (e.settings as Record<string, unknown>) : {};
     out.push({
       index,
       name: typeof e.name === 'string' ? e.name : `#${index}`,
       module: module.file,
-      inputsReplay: typeof e.inputsReplay === 'string' ? e.inputsReplay : TOPOLOGY_DEFAULTS.service.inputsReplay,
+      inputsReplay: typeof e.inputsReplay === 'string'
+        ? e.inputsReplay
+        : TOPOLOGY_DEFAULTS.service.inputsReplay,
       settings,
     });
   });

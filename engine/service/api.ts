@@ -99,7 +99,8 @@ export interface ServiceDefinition<S = unknown> {
 
 /**
  * A service's snapshot source. Every `everyInputs` processed inputs (checked at batch ends, so
- * the interval is at least that), or every `everyTimerEvents` periodic update events, the runtime appends `write(state)` to the output queue as
+ * the interval is at least that), or every `everyTimerEvents` periodic update events, the
+ * runtime appends `write(state)` to the output queue as
  * events of `type`, with the input positions the state includes, in the same atomic batch as
  * the outputs. On restart it reads the output backwards to the newest complete snapshot,
  * `restore`s it and replays only the inputs after it (in the recorded interleaving with
@@ -159,9 +160,15 @@ export function replayProblems(def: ServiceDefinition, cfg: ServiceReplayConfig)
       if (typeof snap.write !== 'function') problems.push(['snapshot.write', `${s}: snapshot.write(state) => Uint8Array is missing`]);
       if (typeof snap.restore !== 'function') problems.push(['snapshot.restore', `${s}: snapshot.restore(bytes, init) => state is missing`]);
       if (snap.everyInputs !== undefined && !(Number.isInteger(snap.everyInputs) && snap.everyInputs >= 1)) problems.push(['snapshot.everyInputs', `${s}: snapshot.everyInputs must be an integer >= 1, everyInputs=${String(snap.everyInputs)}`]);
-      if (snap.everyTimerEvents !== undefined && !(Number.isInteger(snap.everyTimerEvents) && snap.everyTimerEvents >= 1)) problems.push(['snapshot.everyTimerEvents', `${s}: snapshot.everyTimerEvents must be an integer >= 1, everyTimerEvents=${String(snap.everyTimerEvents)}`]);
-      if ((everyTimers ?? snap.everyTimerEvents) !== undefined && cfg.settings.timerQueue === undefined) {
-        problems.push([everyTimers !== undefined ? 'settings.snapshotEveryTimerEvents' : 'snapshot.everyTimerEvents', `${s}: snapshots every N periodic update events need them: set settings.timerQueue and settings.timerIntervalMs`]);
+      const perTimers = snap.everyTimerEvents;
+      if (perTimers !== undefined && !(Number.isInteger(perTimers) && perTimers >= 1)) {
+        problems.push(['snapshot.everyTimerEvents',
+          `${s}: snapshot.everyTimerEvents must be an integer >= 1, everyTimerEvents=${String(perTimers)}`]);
+      }
+      if ((everyTimers ?? perTimers) !== undefined && cfg.settings.timerQueue === undefined) {
+        problems.push([everyTimers !== undefined ? 'settings.snapshotEveryTimerEvents' : 'snapshot.everyTimerEvents',
+          `${s}: snapshots every N periodic update events need them: ` +
+            'set settings.timerQueue and settings.timerIntervalMs']);
       }
     }
     if (cfg.inputsReplay === 'OUTPUT_REVERSE') problems.push(['inputsReplay', `${s}: snapshots and inputsReplay OUTPUT_REVERSE are alternatives; use NONE, INPUTS or OUTPUT with snapshots`]);
@@ -169,10 +176,12 @@ export function replayProblems(def: ServiceDefinition, cfg: ServiceReplayConfig)
     // (snapshotEveryInputs without a snapshot)
     problems.push(['settings.snapshotEveryInputs', `${s}: settings.snapshotEveryInputs is set but the service definition declares no snapshot`]);
   } else if (everyTimers !== undefined) {
-    problems.push(['settings.snapshotEveryTimerEvents', `${s}: settings.snapshotEveryTimerEvents is set but the service definition declares no snapshot`]);
+    problems.push(['settings.snapshotEveryTimerEvents',
+      `${s}: settings.snapshotEveryTimerEvents is set but the service definition declares no snapshot`]);
   }
   if (everyTimers !== undefined && !(Number.isInteger(everyTimers) && (everyTimers as number) >= 1)) {
-    problems.push(['settings.snapshotEveryTimerEvents', `${s}: settings.snapshotEveryTimerEvents must be an integer >= 1, snapshotEveryTimerEvents=${String(everyTimers)}`]);
+    problems.push(['settings.snapshotEveryTimerEvents', `${s}: settings.snapshotEveryTimerEvents ` +
+      `must be an integer >= 1, snapshotEveryTimerEvents=${String(everyTimers)}`]);
   }
   if (def.kvStore !== undefined) {
     const b = cfg.settings.kvSnapshotBatchSize ?? def.kvStore?.snapshotBatchSize;

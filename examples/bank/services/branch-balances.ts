@@ -28,9 +28,8 @@ export default defineService<{ totals: Map<string, number> }>({
         state.totals.set(row.bid, (state.totals.get(row.bid) ?? 0) + sign * Number(row.delta));
         touched.add(row.bid);
       }
-      for (const bid of touched) {
-        ctx.emit(bid, { bid: Number(bid), total: state.totals.get(bid) }); // stamped with this input
-      }
+      // each output is stamped with this input
+      for (const bid of touched) ctx.emit(bid, { bid: Number(bid), total: state.totals.get(bid) });
     },
   },
 });

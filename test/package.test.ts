@@ -76,6 +76,7 @@ let dir = '';
 let consumer = '';
 
 test.before(async () => {
+  const t0 = Date.now();
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-package-'));
   const packed = await run('npm', ['pack', '--json', '--pack-destination', dir], root);
   assert.is(packed.code, 0, packed.err);
@@ -91,6 +92,7 @@ test.before(async () => {
   // --ignore-scripts: better-sqlite3 would compile its addon (minutes); nothing here opens SQLite.
   const installed = await run('npm', ['ci', '--prefer-offline', '--ignore-scripts', '--no-audit', '--no-fund'], consumer);
   assert.is(installed.code, 0, `${installed.out}\n${installed.err}`);
+  process.stdout.write(`\n  packed and installed in ${Date.now() - t0} ms\n`);
 });
 
 test.after(() => {
@@ -126,15 +128,29 @@ test('every entry point exports exactly its documented names; internals are not 
   assert.is(got.dist, 'ERR_PACKAGE_PATH_NOT_EXPORTED');
 });
 
+test("every exported name is in the README's row for its entry point", () => {
+  const readme = fs.readFileSync(path.join(root, 'README.md'), 'utf8');
+  for (const [entry, names] of Object.entries({ ...DOCUMENTED, 'sluice/testing': TESTING_AT_LEAST })) {
+    const row = readme.split('\n').find((l) => l.startsWith(`| \`${entry}\` |`));
+    assert.ok(row, `no README row for ${entry}`);
+    const documented = new Set([...row!.matchAll(/`([A-Za-z_][A-Za-z0-9_]*)[`(*]/g)].map((m) => m[1]));
+    const missing = names.filter((n) => !documented.has(n) && !(n.startsWith('PGBENCH_') && documented.has('PGBENCH_')));
+    assert.equal(missing, [], entry);
+  }
+});
+
 test('the pattern examples copied out of the repository run on the installed package with the same output', async () => {
   fs.mkdirSync(path.join(consumer, 'examples'));
-  for (const name of EXAMPLES) {
+  const runs = await Promise.all(EXAMPLES.map(async (name) => {
     const file = path.join(root, 'dist', 'examples', 'patterns', `${name}.js`);
     fs.copyFileSync(file, path.join(consumer, 'examples', `${name}.js`));
     const [inRepo, installed] = await Promise.all([
       run(process.execPath, [file], root),
       run(process.execPath, [path.join('examples', `${name}.js`)], consumer),
     ]);
+    return { name, inRepo, installed };
+  }));
+  for (const { name, inRepo, installed } of runs) {
     assert.is(inRepo.code, 0, inRepo.err);
     assert.is(installed.code, 0, `${name}: ${installed.err}`);
     assert.ok(installed.out.trim().length > 0, name);

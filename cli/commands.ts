@@ -1,7 +1,7 @@
 /**
  * The `sluice` command line (loaded by the entry, sluice.ts, after it installed the signal
  * listeners).
- *   sluice check <topology.yaml>                 validate a topology file and print its actors
+ *   sluice check <topology.yaml> [--live]        validate a topology file and print its actors
  *   sluice install <topology.yaml>               install capture staging tables and triggers
  *   sluice run <topology.yaml>                   run it until SIGINT/SIGTERM, then drain, exit 0
  *   sluice append <topology.yaml> <queue>        append JSON lines from stdin as events
@@ -32,6 +32,7 @@ import { Tailer } from '../engine/journal/index.js';
 import { EnvelopeView, decodeChange, decodeJson, EVENT_TYPE_CHANGE, EVENT_TYPE_JSON } from '../engine/codec/index.js';
 import type { CounterSnapshot } from '../engine/actor/index.js';
 import type { Supervisor } from '../engine/supervisor/index.js';
+import { liveCaptureProblems } from './live-check.js';
 import { ReplayProgress } from './replay-progress.js';
 import { onStopSignal } from './signals.js';
 
@@ -64,8 +65,9 @@ program
 program
   .command('check')
   .argument('<topology>', 'topology YAML file')
+  .option('--live', "also check the capture section against the live databases (tables, columns, keys)")
   .description('validate a topology file and its service modules, and print the actors it starts')
-  .action(async (file: string) => {
+  .action(async (file: string, opts: { live?: boolean }) => {
     // Every problem at once, in file order: the YAML's, the environment's (files it names) and
     // the service modules' (imported), each at its field's line:col.
     const problems: ConfigProblem[] = [];
@@ -82,6 +84,8 @@ program
     }
     const entries = loaded ? serviceModuleEntries(loaded) : readServiceModules(file);
     problems.push(...(await serviceModuleProblems(file, entries)));
+    // Against the live databases only once the file itself is right (no repeats of its problems).
+    if (opts.live && loaded && problems.length === 0) problems.push(...(await liveCaptureProblems(loaded)));
     if (problems.length > 0) {
       throw new ConfigError(problems.sort((a, b) => a.line - b.line || a.col - b.col));
     }
@@ -89,6 +93,10 @@ program
     const plan = planTopology(t);
     for (const w of await serviceWarnings(t)) console.error(w);
     console.log(`${file}: ok (${plural(t.queues.length, 'queue')}, ${plural(t.services.length, 'service')}, ${plural(t.capture.length, 'capture source')})`);
+    if (opts.live) {
+      const tables = t.capture.reduce((n, c) => n + c.tables.length, 0);
+      console.log(`  live: ${plural(tables, 'captured table')} found with their columns and keys`);
+    }
     for (const g of plan.groups) console.log(`  stage ${g.stage}  ${g.name}`);
     for (const s of t.services) {
       for (const input of s.inputs) {

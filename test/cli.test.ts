@@ -10,6 +10,7 @@ import path from 'node:path';
 import net from 'node:net';
 import { spawn } from 'node:child_process';
 import Database from 'better-sqlite3';
+import pg from 'pg';
 
 const cli = new URL('../cli/sluice.js', import.meta.url).pathname;
 const passThrough = new URL('./fixtures/services/thrower.js', import.meta.url).pathname;
@@ -321,6 +322,57 @@ test('check reports service module problems with the YAML ones, in file order, e
   assert.is(lines.length, 2, r.err);
   assert.match(lines[0]!, `${file}:11:19: services[0].inputsReplay: service "reverse": inputsReplay OUTPUT_REVERSE needs an output-replay handler`);
   assert.match(lines[1]!, `${file}:14:14: services[1].inputs[0]: unknown queue "inn"`);
+});
+
+test('check --live finds missing tables, columns and keys in the live SQLite and PostgreSQL databases', async () => {
+  const sqliteFile = path.join(dir, 'app.db');
+  const sqlite = new Database(sqliteFile);
+  sqlite.exec('CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT); CREATE TABLE notes (body TEXT)');
+  sqlite.close();
+  const schema = `sluice_live_${process.pid}_${Math.floor(Math.random() * 1e9)}`;
+  const admin = new pg.Client({ connectionString: 'postgres://postgres@127.0.0.1:5432/test' });
+  await admin.connect();
+  try {
+    await admin.query(`CREATE SCHEMA "${schema}"`);
+    await admin.query(`CREATE TABLE "${schema}".orders (id int PRIMARY KEY, amount numeric)`);
+    const file = path.join(dir, 'topology.yaml');
+    const write = (itemsColumns: string, ordersColumns: string, extra: string) => fs.writeFileSync(file, [
+      'name: live',
+      'dataDir: ./data',
+      'queues:',
+      '  - { name: a }',
+      '  - { name: b }',
+      'capture:',
+      '  - name: app',
+      '    database: { dialect: sqlite, file: ./app.db }',
+      '    tables:',
+      `      - { table: items, columns: [${itemsColumns}], operations: [insert], target: a }`,
+      ...extra.split('|').filter((l) => l !== ''),
+      '  - name: shop',
+      `    database: { dialect: postgres, url: "postgres://postgres@127.0.0.1:5432/test", schema: ${schema} }`,
+      '    tables:',
+      `      - { table: orders, columns: [${ordersColumns}], operations: [insert], target: b }`,
+      '',
+    ].join('\n'));
+    write('id, nme', 'id, amont', '      - { table: itemz, operations: [insert], target: a }|      - { table: notes, operations: [insert], target: a }');
+    const plain = await sluice(['check', file]);
+    assert.is(plain.code, 0, plain.err); // the file alone is fine
+    const r = await sluice(['check', '--live', file]);
+    assert.is(r.code, 2, r.out + r.err);
+    assert.equal(r.err.trim().split('\n'), [
+      `${file}:10:39: capture[0].tables[0].columns[1]: capture source "app": capture table "items": columns: column "nme" not found (columns: id, name)`,
+      `${file}:11:18: capture[0].tables[1].table: capture source "app": capture table "itemz": table not found (no columns introspected)`,
+      `${file}:12:9: capture[0].tables[2].key: capture source "app": capture table "notes": key: table has no primary key; list the key columns in "key"`,
+      `${file}:16:40: capture[1].tables[0].columns[1]: capture source "shop": capture table "orders": columns: column "amont" not found (columns: id, amount)`,
+    ]);
+    write('id, name', 'id, amount', '');
+    const ok = await sluice(['check', '--live', file]);
+    assert.is(ok.code, 0, ok.err);
+    assert.match(ok.out, 'live: 2 captured tables found with their columns and keys');
+  } finally {
+    await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+    await admin.end();
+  }
 });
 
 test.run();

@@ -191,7 +191,8 @@ async function openSource(topology: Topology, i: number): Promise<StagingClient>
     const field = db.url !== undefined ? 'url' : db.file !== undefined ? 'file' : 'dialect';
     const target = db.url !== undefined ? redactUrl(db.url) : (db.file ?? db.dialect);
     const verb = db.url !== undefined ? 'connect to' : 'open';
-    const message = `capture source "${source.name}": cannot ${verb} ${target}: ${(err as Error).message}`;
+    const reason = (err as Error).message;
+    const message = `capture source "${source.name}": cannot ${verb} ${target}: ${reason}`;
     const problem = problemAt(topology.file, ['capture', i, 'database', field], message);
     throw new ConfigError([problem], { cause: err });
   }

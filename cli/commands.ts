@@ -65,7 +65,7 @@ program
 program
   .command('check')
   .argument('<topology>', 'topology YAML file')
-  .option('--live', "also check the capture section against the live databases (tables, columns, keys)")
+  .option('--live', 'also check the capture section against the live databases (tables, columns, keys)')
   .description('validate a topology file and its service modules, and print the actors it starts')
   .action(async (file: string, opts: { live?: boolean }) => {
     // Every problem at once, in file order: the YAML's, the environment's (files it names) and
@@ -85,7 +85,9 @@ program
     const entries = loaded ? serviceModuleEntries(loaded) : readServiceModules(file);
     problems.push(...(await serviceModuleProblems(file, entries)));
     // Against the live databases only once the file itself is right (no repeats of its problems).
-    if (opts.live && loaded && problems.length === 0) problems.push(...(await liveCaptureProblems(loaded)));
+    if (opts.live && loaded && problems.length === 0) {
+      problems.push(...(await liveCaptureProblems(loaded)));
+    }
     if (problems.length > 0) {
       throw new ConfigError(problems.sort((a, b) => a.line - b.line || a.col - b.col));
     }

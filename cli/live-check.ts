@@ -40,7 +40,9 @@ async function openLive(source: CaptureSource): Promise<LiveDatabase | null> {
     client.on('error', () => {});
     await client.connect();
     try {
-      if (db.schema !== undefined) await client.query('SELECT set_config($1, $2, false)', ['search_path', db.schema]);
+      // As the staging client does (SET search_path TO "<schema>"), as a bound parameter.
+      const quoted = db.schema === undefined ? null : `"${db.schema.replace(/"/g, '""')}"`;
+      if (quoted !== null) await client.query("SELECT set_config('search_path', $1, false)", [quoted]);
     } catch (err) {
       await client.end();
       throw err;
@@ -70,7 +72,8 @@ export async function liveCaptureProblems(topology: Topology): Promise<ConfigPro
     }
     if (live === null) {
       problems.push(problemAt(topology.file, ['capture', i, 'database', 'dialect'],
-        `capture source "${source.name}": --live does not check dialect ${source.database.dialect}`));
+        `capture source "${source.name}": --live does not check dialect ` +
+          source.database.dialect));
       continue;
     }
     try {

@@ -168,7 +168,8 @@ export function checkReferences(doc: unknown, baseDir: string, report: Report, l
     }
     if (s.emitDuringReplay === true && replay !== 'INPUTS' && replay !== 'OUTPUT') {
       report(['services', i, 'emitDuringReplay'],
-        `emitDuringReplay needs a replay of the inputs: inputsReplay INPUTS or OUTPUT, not ${replay ?? 'NONE'}`);
+        'emitDuringReplay needs a replay of the inputs: inputsReplay INPUTS or OUTPUT, ' +
+          `not ${replay ?? 'NONE'}`);
     }
     // Periodic update events go to one of the service's own input queues, of one partition.
     if (isRecord(s.settings) && s.settings.timerQueue !== undefined) {

@@ -136,8 +136,9 @@ export function readServiceModules(
     if (typeof e.module !== 'string' || e.module.length === 0) return;
     const module = resolveModule(e.module, baseDir);
     if (!module.ok) return;
-    const isObject = typeof e.settings === 'object' && e.settings !== null && !Array.isArray(e.settings);
-    const settings = isObject ? (e.settings as Record<string, unknown>) : {};
+    const raw = e.settings;
+    const isObject = typeof raw === 'object' && raw !== null && !Array.isArray(raw);
+    const settings = isObject ? (raw as Record<string, unknown>) : {};
     out.push({
       index,
       name: typeof e.name === 'string' ? e.name : `#${index}`,

@@ -163,10 +163,14 @@ export function replayProblems(def: ServiceDefinition, cfg: ServiceReplayConfig)
       const perTimers = snap.everyTimerEvents;
       if (perTimers !== undefined && !(Number.isInteger(perTimers) && perTimers >= 1)) {
         problems.push(['snapshot.everyTimerEvents',
-          `${s}: snapshot.everyTimerEvents must be an integer >= 1, everyTimerEvents=${String(perTimers)}`]);
+          `${s}: snapshot.everyTimerEvents must be an integer >= 1, ` +
+            `everyTimerEvents=${String(perTimers)}`]);
       }
       if ((everyTimers ?? perTimers) !== undefined && cfg.settings.timerQueue === undefined) {
-        problems.push([everyTimers !== undefined ? 'settings.snapshotEveryTimerEvents' : 'snapshot.everyTimerEvents',
+        const field = everyTimers !== undefined
+          ? 'settings.snapshotEveryTimerEvents'
+          : 'snapshot.everyTimerEvents';
+        problems.push([field,
           `${s}: snapshots every N periodic update events need them: ` +
             'set settings.timerQueue and settings.timerIntervalMs']);
       }
@@ -177,9 +181,11 @@ export function replayProblems(def: ServiceDefinition, cfg: ServiceReplayConfig)
     problems.push(['settings.snapshotEveryInputs', `${s}: settings.snapshotEveryInputs is set but the service definition declares no snapshot`]);
   } else if (everyTimers !== undefined) {
     problems.push(['settings.snapshotEveryTimerEvents',
-      `${s}: settings.snapshotEveryTimerEvents is set but the service definition declares no snapshot`]);
+      `${s}: settings.snapshotEveryTimerEvents is set but the service definition declares ` +
+        'no snapshot']);
   }
-  if (everyTimers !== undefined && !(Number.isInteger(everyTimers) && (everyTimers as number) >= 1)) {
+  const timersValid = Number.isInteger(everyTimers) && (everyTimers as number) >= 1;
+  if (everyTimers !== undefined && !timersValid) {
     problems.push(['settings.snapshotEveryTimerEvents', `${s}: settings.snapshotEveryTimerEvents ` +
       `must be an integer >= 1, snapshotEveryTimerEvents=${String(everyTimers)}`]);
   }

@@ -1,31 +1,38 @@
 /**
  * Debezium Embedded against Sluice's trigger capture, on the same pgbench workload in one run.
  *
- *   node dist/bench/peers/debezium.js [--duration-s 30] [--scale 10] [--clients 8]
+ *   node dist/bench/peers/debezium.js [--duration-s 30] [--scale 10] [--clients 8] [--rounds 3]
  *
  * 1. A PostgreSQL 15 cluster of the bench's own (bench/lib/pg-cluster.ts): wal_level=logical,
- *    trust, a free port on 127.0.0.1; `pgbench -i -s <scale>` into database `bench`.
- * 2. Four pgbench runs of `-c <clients> -j 2 -T <duration>` on it, in this order:
- *    a. no capture;
- *    b. Debezium (bench/peers/debezium/, 3.6.1.Final, pgoutput, its own JVM) streaming the
- *       inserts of pgbench_history and updates of pgbench_accounts, the bank topology's
- *       columns, into a file, fsync per batch (DebeziumCaptureBench.java);
- *    c. Sluice: examples/bank/topology.pg.yaml pointed at the cluster (triggers on the same two
- *       tables and columns, 2 pumps, 2 durable queues, the bank's two services), in this
- *       process;
- *    d. no capture again (triggers removed, slot dropped): the drift of the machine over the run.
- * 3. For b and c: events delivered to the consumer (Debezium: written to the file; Sluice: read
- *    by the services), events/s from the start of pgbench to the last event delivered,
- *    capture-to-consumer lag p50/p99 (Debezium: consumer time minus the commit time the event
- *    carries in source.ts_ms; Sluice: service time minus the row change time the trigger
- *    stamped, which is before the commit), CPU time of the capture process (the JVM; this Node
- *    process with all its workers) and of the PostgreSQL cluster, and events per CPU-second.
+ *    trust, a free port on 127.0.0.1; `pgbench -i -s <scale>` into database `bench`. The system
+ *    cluster is never touched.
+ * 2. Each round runs `pgbench -c <clients> -j 2 -T <duration>` three times, the order rotating
+ *    from round to round (the machine is shared, so drift must hit each side alike):
+ *    - no capture;
+ *    - Debezium (bench/peers/debezium/, 3.6.1.Final, pgoutput, its own JVM started for the run)
+ *      streaming the inserts of pgbench_history and updates of pgbench_accounts, the bank
+ *      topology's columns, into a file, fsync per batch (DebeziumCaptureBench.java); its slot
+ *      is dropped when it stops;
+ *    - Sluice: examples/bank/topology.pg.yaml pointed at the cluster (triggers on the same two
+ *      tables and columns, 2 pumps, 2 durable queues, the bank's two services) started in this
+ *      process for the run; its triggers and staging table are removed afterwards.
+ * 3. For each capture: events delivered to the consumer (Debezium: written to the file and
+ *    synced; Sluice: read by the services) against twice the history rows in the database;
+ *    events/s from the start of pgbench to the last event delivered; capture-to-consumer lag
+ *    p50/p99 (Debezium: consumer time minus the commit time the event carries in source.ts_ms;
+ *    Sluice: service time minus the row change time the trigger stamped, which is before the
+ *    commit, so Sluice's lag includes the rest of its transaction); CPU time of the capture
+ *    process (the JVM; this Node process with all its workers) and of the PostgreSQL cluster
+ *    (postmaster, backends, WAL sender), and events per CPU-second of the capture process.
+ *    Both captures start cold in each round (a new JVM; new worker threads), and the numbers
+ *    include that warm-up.
  *
  * Prints a markdown section for bench/RESULTS.md. Run under `flock /tmp/sluice-bench.lock`.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { loadavg } from 'node:os';
 import { createInterface } from 'node:readline';
 import { Command, InvalidArgumentError } from 'commander';
 import pg from 'pg';
@@ -33,7 +40,7 @@ import { loadTopology, startTopology, type ServiceSummary } from '../../index.js
 import { openStaging } from '../../engine/cdc/index.js';
 import { startBenchCluster, PG_BIN_DIR, type BenchCluster } from '../lib/pg-cluster.js';
 import { clusterCpuMs, processCpuMs } from '../lib/proc-cpu.js';
-import { isMainModule, machineLine, markdownTable } from '../lib/report.js';
+import { isMainModule, machineLine, markdownTable, median } from '../lib/report.js';
 import { buildPeer, REPO_ROOT } from './maven.js';
 
 /** Options of {@link runDebeziumBench}. */
@@ -44,9 +51,11 @@ export interface DebeziumBenchOptions {
   scale: number;
   /** pgbench -c. */
   clients: number;
+  /** Rounds of the three pgbench runs. */
+  rounds: number;
 }
 
-const DEFAULTS: DebeziumBenchOptions = { durationS: 30, scale: 10, clients: 8 };
+const DEFAULTS: DebeziumBenchOptions = { durationS: 30, scale: 10, clients: 8, rounds: 3 };
 const DATABASE = 'bench';
 const SLOT = 'sluice_bench_debezium';
 /** Bounds of the waits: the JVM connecting, and events still arriving after pgbench ended. */
@@ -113,6 +122,16 @@ async function query<T extends pg.QueryResultRow>(url: string, sql: string): Pro
   }
 }
 
+/**
+ * Events a capture of the run must deliver: pgbench truncates pgbench_history before each run,
+ * and each transaction inserts one history row and updates one account, so twice the history
+ * rows (counted in the database, not taken from pgbench's report).
+ */
+async function expectedEvents(url: string): Promise<number> {
+  const rows = await query<{ n: string }>(url, 'SELECT count(*) AS n FROM pgbench_history');
+  return 2 * Number(rows[0]!.n);
+}
+
 /** Lines of JSON a Java peer prints, handed out as they arrive. */
 class JsonLines {
   private readonly waiters: ((v: Record<string, unknown>) => void)[] = [];
@@ -153,8 +172,8 @@ class JsonLines {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function runDebeziumPhase(o: DebeziumBenchOptions, cluster: BenchCluster,
-    classpath: string): Promise<CaptureRun> {
-  const dir = join(cluster.dir, 'debezium');
+    classpath: string, round: number): Promise<CaptureRun> {
+  const dir = join(cluster.dir, `debezium-${round}`);
   mkdirSync(dir);
   const url = cluster.url(DATABASE);
   const stderr: string[] = [];
@@ -182,7 +201,7 @@ async function runDebeziumPhase(o: DebeziumBenchOptions, cluster: BenchCluster,
     const javaCpu0 = processCpuMs(java.pid!);
     const clusterCpu0 = clusterCpuMs(pid);
     const run = await runWorkload(o, url);
-    const expected = 2 * run.transactions;
+    const expected = await expectedEvents(url);
     while (lines.latestProgress < expected &&
         Date.now() - lines.latestProgressAtMs < DRAIN_IDLE_TIMEOUT_MS) {
       await sleep(100);
@@ -192,12 +211,13 @@ async function runDebeziumPhase(o: DebeziumBenchOptions, cluster: BenchCluster,
     java.stdin!.write('stop\n');
     const done = await lines.next(120_000);
     await exited;
+    if (process.env.SLUICE_BENCH_VERBOSE) console.error(stderr.join(''));
     const lag = done.lagMs as Record<string, number>;
     const events = Number(done.events);
     return {
       pgbench: run, events, drainedMs: Number(done.lastEventMs), lagP50Ms: lag.p50!,
       lagP99Ms: lag.p99!, captureCpuMs: javaCpu1 - javaCpu0, clusterCpuMs: clusterCpu1 - clusterCpu0,
-      note: events === expected ? '' : `expected ${expected} events (2 per transaction)`,
+      note: events === expected ? '' : `Debezium delivered ${events} of ${expected} events`,
     };
   } catch (err) {
     java.kill('SIGKILL');
@@ -205,12 +225,12 @@ async function runDebeziumPhase(o: DebeziumBenchOptions, cluster: BenchCluster,
   }
 }
 
-async function runSluicePhase(o: DebeziumBenchOptions, cluster: BenchCluster):
+async function runSluicePhase(o: DebeziumBenchOptions, cluster: BenchCluster, round: number):
     Promise<CaptureRun> {
   const url = cluster.url(DATABASE);
   const file = join(REPO_ROOT, 'examples', 'bank', 'topology.pg.yaml');
   const loaded = loadTopology(file, { env: { ...process.env, SLUICE_PG_URL: url } });
-  const topology = { ...loaded, dataDir: join(cluster.dir, 'sluice') };
+  const topology = { ...loaded, dataDir: join(cluster.dir, `sluice-${round}`) };
   const source = topology.capture[0]!;
   const staging = await openStaging(source);
   await staging.install();
@@ -223,24 +243,24 @@ async function runSluicePhase(o: DebeziumBenchOptions, cluster: BenchCluster):
   const cpu0 = process.cpuUsage();
   const clusterCpu0 = clusterCpuMs(pid);
   const workload = runWorkload(o, url);
-  const finished: { run: PgbenchRun | null } = { run: null };
-  void workload.then((r) => { finished.run = r; }, () => {});
+  const finished: { expected: number | null } = { expected: null };
+  void workload.then(async () => { finished.expected = await expectedEvents(url); }, () => {});
   let lastIn = 0;
   let lastChangeMs = Date.now();
   let drainedMs = 0;
   for (;;) {
-    await sleep(finished.run ? 5 : 50);
+    await sleep(finished.expected !== null ? 5 : 50);
     const n = servicesIn();
     if (n !== lastIn) {
       lastIn = n;
       lastChangeMs = Date.now();
     }
-    const run = finished.run;
-    if (run && n >= 2 * run.transactions) {
+    const expected = finished.expected;
+    if (expected !== null && n >= expected) {
       drainedMs = Date.now();
       break;
     }
-    if (run && Date.now() - lastChangeMs > DRAIN_IDLE_TIMEOUT_MS) break;
+    if (expected !== null && Date.now() - lastChangeMs > DRAIN_IDLE_TIMEOUT_MS) break;
   }
   const cpu = process.cpuUsage(cpu0);
   const clusterCpu1 = clusterCpuMs(pid);
@@ -252,27 +272,47 @@ async function runSluicePhase(o: DebeziumBenchOptions, cluster: BenchCluster):
   const uninstall = await openStaging(source);
   await uninstall.uninstall({ dropStaging: true });
   await uninstall.close();
-  const expected = 2 * run.transactions;
+  const expected = await expectedEvents(url);
   return {
     pgbench: run, events, drainedMs: drainedMs || Date.now(),
     lagP50Ms: Math.max(...services.map((s) => s.lagMs.p50)),
     lagP99Ms: Math.max(...services.map((s) => s.lagMs.p99)),
     captureCpuMs: (cpu.user + cpu.system) / 1000, clusterCpuMs: clusterCpu1 - clusterCpu0,
-    note: events === expected ? '' : `expected ${expected} events (2 per transaction)`,
+    note: events === expected ? '' : `Sluice delivered ${events} of ${expected} events`,
   };
 }
 
-async function runBaseline(o: DebeziumBenchOptions, cluster: BenchCluster):
-    Promise<{ run: PgbenchRun; clusterCpuMs: number }> {
+async function runBaseline(o: DebeziumBenchOptions, cluster: BenchCluster): Promise<BaseRun> {
   const pid = postmasterPid(cluster);
   const cpu0 = clusterCpuMs(pid);
-  const run = await runWorkload(o, cluster.url(DATABASE));
-  return { run, clusterCpuMs: clusterCpuMs(pid) - cpu0 };
+  const pgbench = await runWorkload(o, cluster.url(DATABASE));
+  return { pgbench, clusterCpuMs: clusterCpuMs(pid) - cpu0 };
 }
 
+/** The pgbench run without capture of one round. */
+interface BaseRun {
+  pgbench: PgbenchRun;
+  clusterCpuMs: number;
+}
+
+/** One round: each of the three pgbench runs once. */
+interface Round {
+  order: string;
+  none: BaseRun;
+  debezium: CaptureRun;
+  sluice: CaptureRun;
+}
+
+type Phase = 'none' | 'debezium' | 'sluice';
+/** Run order per round, rotating, so that drift of the shared machine hits each side alike. */
+const ORDERS: readonly (readonly Phase[])[] = [
+  ['none', 'debezium', 'sluice'], ['sluice', 'none', 'debezium'], ['debezium', 'sluice', 'none'],
+];
+
 /**
- * Runs the whole comparison (about 4 x durationS plus setup, a few minutes) and returns the
- * markdown section. Throws Error if a step fails (the cluster is stopped and removed anyway).
+ * Runs the whole comparison (rounds x 3 pgbench runs of durationS, plus setup: about 6 minutes
+ * with the defaults) and returns the markdown section. Throws Error if a step fails (the
+ * cluster is stopped and removed anyway).
  */
 export async function runDebeziumBench(options: Partial<DebeziumBenchOptions> = {}):
     Promise<string> {
@@ -281,58 +321,85 @@ export async function runDebeziumBench(options: Partial<DebeziumBenchOptions> = 
   const cluster = await startBenchCluster({
     wal_level: 'logical', max_wal_senders: 4, max_replication_slots: 4,
   });
+  const loadStart = loadavg()[0]!;
   try {
     await query(cluster.url('postgres'), `CREATE DATABASE ${DATABASE}`);
     await pgbench(['-i', '-q', '-s', String(o.scale)], cluster.url(DATABASE));
-    const before = await runBaseline(o, cluster);
-    const debezium = await runDebeziumPhase(o, cluster, classpath);
-    const sluice = await runSluicePhase(o, cluster);
-    const after = await runBaseline(o, cluster);
-    const slots = await query(cluster.url(DATABASE), 'SELECT slot_name FROM pg_replication_slots');
-    if (slots.length !== 0) throw new Error(`replication slots left: ${JSON.stringify(slots)}`);
-    return report(o, before, after, debezium, sluice);
+    const rounds: Round[] = [];
+    for (let r = 0; r < o.rounds; r++) {
+      const order = ORDERS[r % ORDERS.length]!;
+      const round: Partial<Round> = { order: order.join(', ') };
+      for (const phase of order) {
+        if (phase === 'none') round.none = await runBaseline(o, cluster);
+        else if (phase === 'debezium') {
+          round.debezium = await runDebeziumPhase(o, cluster, classpath, r);
+        } else round.sluice = await runSluicePhase(o, cluster, r);
+      }
+      rounds.push(round as Round);
+      const slots = await query(cluster.url(DATABASE), 'SELECT slot_name FROM pg_replication_slots');
+      if (slots.length !== 0) throw new Error(`replication slots left: ${JSON.stringify(slots)}`);
+    }
+    return report(o, rounds, loadStart, loadavg()[0]!);
   } finally {
     await cluster.stop();
   }
 }
 
-function report(o: DebeziumBenchOptions, before: { run: PgbenchRun; clusterCpuMs: number },
-    after: { run: PgbenchRun; clusterCpuMs: number }, debezium: CaptureRun,
-    sluice: CaptureRun): string {
-  const baseTps = (before.run.tps + after.run.tps) / 2;
-  const row = (name: string, c: CaptureRun): string[] => {
-    const spanS = (c.drainedMs - c.pgbench.startMs) / 1000;
-    return [name, c.pgbench.tps.toFixed(0), `${(c.pgbench.tps / baseTps).toFixed(2)}x`,
-      String(c.events), (c.events / spanS).toFixed(0),
-      `${c.lagP50Ms} / ${c.lagP99Ms}`, (c.captureCpuMs / 1000).toFixed(1),
-      (c.events / (c.captureCpuMs / 1000)).toFixed(0),
-      (c.clusterCpuMs / 1000).toFixed(1),
-      (c.clusterCpuMs / c.pgbench.transactions).toFixed(2), c.note];
-  };
-  const base = (name: string, b: { run: PgbenchRun; clusterCpuMs: number }): string[] =>
-    [name, b.run.tps.toFixed(0), `${(b.run.tps / baseTps).toFixed(2)}x`, '', '', '', '', '',
-      (b.clusterCpuMs / 1000).toFixed(1), (b.clusterCpuMs / b.run.transactions).toFixed(2), ''];
-  const ratio = (f: (c: CaptureRun) => number): string => (f(sluice) / f(debezium)).toFixed(2);
-  const eventsPerS = (c: CaptureRun) => c.events / ((c.drainedMs - c.pgbench.startMs) / 1000);
+const eventsPerS = (c: CaptureRun): number =>
+  c.events / ((c.drainedMs - c.pgbench.startMs) / 1000);
+const eventsPerCpuS = (c: CaptureRun): number => c.events / (c.captureCpuMs / 1000);
+const pgCpuPerTx = (c: BaseRun | CaptureRun): number => c.clusterCpuMs / c.pgbench.transactions;
+
+function report(o: DebeziumBenchOptions, rounds: Round[], loadStart: number,
+    loadEnd: number): string {
+  const med = (f: (r: Round) => number, digits = 2): string =>
+    median(rounds.map(f)).toFixed(digits);
+  const all = (f: (r: Round) => number, digits = 2): string =>
+    rounds.map((r) => f(r).toFixed(digits)).join(', ');
+  const captureRow = (name: string, pick: (r: Round) => CaptureRun): string[] => [name,
+    `${med((r) => pick(r).pgbench.tps, 0)} (${all((r) => pick(r).pgbench.tps, 0)})`,
+    `${med((r) => pick(r).pgbench.tps / r.none.pgbench.tps)}x ` +
+      `(${all((r) => pick(r).pgbench.tps / r.none.pgbench.tps)})`,
+    `${med((r) => eventsPerS(pick(r)), 0)} (${all((r) => eventsPerS(pick(r)), 0)})`,
+    `${med((r) => pick(r).lagP50Ms, 0)} / ${med((r) => pick(r).lagP99Ms, 0)} ` +
+      `(${rounds.map((r) => `${pick(r).lagP50Ms}/${pick(r).lagP99Ms}`).join(', ')})`,
+    `${med((r) => eventsPerCpuS(pick(r)), 0)} (${all((r) => eventsPerCpuS(pick(r)), 0)})`,
+    `${med((r) => pgCpuPerTx(pick(r)))} (${all((r) => pgCpuPerTx(pick(r)))})`,
+  ];
+  const header = ['capture', 'pgbench TPS', 'TPS / no capture (same round)',
+    'events/s (pgbench start to last event consumed)', 'lag p50 / p99 ms',
+    'events per capture-process CPU-s', 'PostgreSQL CPU ms / transaction'];
+  const rows = [
+    ['none', `${med((r) => r.none.pgbench.tps, 0)} (${all((r) => r.none.pgbench.tps, 0)})`,
+      '1.00x', '', '', '', `${med((r) => pgCpuPerTx(r.none))} (${all((r) => pgCpuPerTx(r.none))})`],
+    captureRow('Debezium 3.6.1 embedded (pgoutput -> file)', (r) => r.debezium),
+    captureRow('Sluice triggers (bank topology: 2 pumps -> queues -> 2 services)', (r) => r.sluice),
+  ];
+  const ratio = (f: (c: CaptureRun) => number): string =>
+    `${med((r) => f(r.sluice) / f(r.debezium))}x (${all((r) => f(r.sluice) / f(r.debezium))})`;
+  const notes = rounds.flatMap((r, i) => [r.debezium, r.sluice]
+    .filter((c) => c.note).map((c) => `round ${i + 1}: ${c.note}`));
   return [
     `Machine: ${machineLine()}. \`node dist/bench/peers/debezium.js --duration-s ${o.durationS}` +
-      ` --scale ${o.scale} --clients ${o.clients}\`: pgbench -c ${o.clients} -j 2 -T ` +
-      `${o.durationS} on a PostgreSQL 15 cluster of the bench's own (wal_level=logical, other ` +
-      `settings default), scale ${o.scale}; runs in the order of the table.`,
+      ` --scale ${o.scale} --clients ${o.clients} --rounds ${o.rounds}\`: each round runs ` +
+      `pgbench -c ${o.clients} -j 2 -T ${o.durationS} three times (no capture, Debezium, ` +
+      `Sluice; order rotating per round: ${rounds.map((r) => r.order).join(' | ')}) on a ` +
+      `PostgreSQL 15 cluster of the bench's own (wal_level=logical, other settings default), ` +
+      `scale ${o.scale}. 1-minute load average ${loadStart.toFixed(1)} at start, ` +
+      `${loadEnd.toFixed(1)} at end. Median of ${o.rounds} rounds, each round's value in ` +
+      'parentheses.',
     '',
-    markdownTable(['capture', 'pgbench TPS', 'TPS / no capture', 'events', 'events/s',
-      'lag p50 / p99 ms', 'capture CPU s', 'events per capture CPU-s', 'PostgreSQL CPU s',
-      'PostgreSQL CPU ms / transaction', 'note'], [
-      base('none (before)', before),
-      row('Debezium 3.6.1 embedded (pgoutput -> file)', debezium),
-      row('Sluice triggers (bank topology, 2 pumps -> queues -> services)', sluice),
-      base('none (after)', after),
-    ]),
+    markdownTable(header, rows),
     '',
-    `Sluice / Debezium in this run: pgbench TPS ${ratio((c) => c.pgbench.tps)}x, events/s ` +
-      `${ratio(eventsPerS)}x, events per capture CPU-second ` +
-      `${ratio((c) => c.events / c.captureCpuMs)}x, lag p50 ${ratio((c) => c.lagP50Ms)}x, ` +
-      `p99 ${ratio((c) => c.lagP99Ms)}x (lag: lower is better).`,
+    `Sluice / Debezium within each round: pgbench TPS ${ratio((c) => c.pgbench.tps)}, ` +
+      `events/s ${ratio(eventsPerS)}, events per capture-process CPU-second ` +
+      `${ratio(eventsPerCpuS)}, lag p50 ${ratio((c) => c.lagP50Ms)}, ` +
+      `lag p99 ${ratio((c) => c.lagP99Ms)} (lag: lower is better), PostgreSQL CPU per ` +
+      `transaction ${ratio(pgCpuPerTx)}.`,
+    ...(notes.length ? ['', `Event counts: ${notes.join('; ')}.`] : []),
+    '',
+    `Events counted: ${rounds.map((r, i) => `round ${i + 1} Debezium ${r.debezium.events}, ` +
+      `Sluice ${r.sluice.events}`).join('; ')} (2 per transaction: one history insert, one account update).`,
   ].join('\n');
 }
 
@@ -351,6 +418,7 @@ if (isMainModule(import.meta.url)) {
     .option('--duration-s <s>', 'pgbench -T of each run', intOption('--duration-s'), 30)
     .option('--scale <n>', 'pgbench scale', intOption('--scale'), 10)
     .option('--clients <n>', 'pgbench clients', intOption('--clients'), 8)
+    .option('--rounds <n>', 'rounds of the three pgbench runs', intOption('--rounds'), 3)
     .parse().opts<DebeziumBenchOptions>();
   console.log(await runDebeziumBench(opts));
   process.exit(0);

@@ -7,13 +7,15 @@
  * Both sides: 64 B and 1 KiB payloads (first 4 bytes a sequence number the consumer checks, as
  * bench/ring.ts), a 1 MiB data area, producer on its own thread (a worker; a Java thread), the
  * consumer on the main thread reading in batches (RingConsumer.read; OneToOneRingBuffer.read),
- * both sides idling with a backoff strategy when full or empty (each library's default kind).
+ * both sides idling with a backoff strategy when full or empty (each library's default kind;
+ * Agrona's parks are timed, Sluice's are woken by the other side), plus Agrona busy-spinning.
  * Contenders:
  *   - Sluice ring, write() in beginBatch()/endBatch() (tail published every 64 records: what
  *     the queue readers use) and plain write() (published per record), from bench/ring.ts;
  *   - Agrona write() (copy in, published per record) and tryClaim()/commit() (the sequence
- *     number and payload written into the claimed slot), in one long-lived JVM
- *     (bench/peers/agrona/, AgronaRingBench.java) so its JIT stays warm across rounds.
+ *     number and payload written into the claimed slot) with Agrona's BackoffIdleStrategy, and
+ *     write() with BusySpinIdleStrategy on both sides (the JVM's lowest-latency setting), in one
+ *     long-lived JVM (bench/peers/agrona/, AgronaRingBench.java) so its JIT stays warm.
  *
  * A warm-up round, then `rounds` rounds alternating the side that runs first (A B A B); the
  * ratio Sluice / Agrona is taken within each round (runs seconds apart), and the median over
@@ -31,13 +33,15 @@ type PayloadSize = (typeof PAYLOAD_SIZES)[number];
 /** Records per run, as bench/ring.ts's ring rows: each run takes about 0.3 - 2 s here. */
 const RECORDS: Record<PayloadSize, number> = { 64: 10_000_000, 1024: 2_000_000 };
 const WARMUP_SCALE = 0.2;
-const CONTENDERS = ['sluice-batch', 'sluice-write', 'agrona-write', 'agrona-claim'] as const;
+const CONTENDERS =
+  ['sluice-batch', 'sluice-write', 'agrona-write', 'agrona-claim', 'agrona-spin'] as const;
 type Contender = (typeof CONTENDERS)[number];
 const LABELS: Record<Contender, string> = {
   'sluice-batch': 'Sluice ring, write() in beginBatch/endBatch',
   'sluice-write': 'Sluice ring, write()',
   'agrona-write': 'Agrona OneToOneRingBuffer, write()',
   'agrona-claim': 'Agrona OneToOneRingBuffer, tryClaim()/commit()',
+  'agrona-spin': 'Agrona OneToOneRingBuffer, write(), both sides busy-spin',
 };
 type Round = Record<Contender, Record<PayloadSize, Run>>;
 
@@ -73,9 +77,10 @@ class AgronaPeer {
     });
   }
 
-  async run(variant: 'write' | 'claim', payloadBytes: number, records: number): Promise<Run> {
+  async run(variant: 'write' | 'claim', idle: 'backoff' | 'spin', payloadBytes: number,
+      records: number): Promise<Run> {
     const reply = this.line();
-    this.child.stdin!.write(`run ${variant} ${payloadBytes} ${records}\n`);
+    this.child.stdin!.write(`run ${variant} ${payloadBytes} ${records} ${idle}\n`);
     const v = JSON.parse(await reply) as { recordsPerS: number; cores: number };
     return { recordsPerS: v.recordsPerS, cores: v.cores };
   }
@@ -92,15 +97,16 @@ function runContender(peer: AgronaPeer, c: Contender, size: PayloadSize,
   switch (c) {
     case 'sluice-batch': return runRing('ring-batch', size, records);
     case 'sluice-write': return runRing('ring', size, records);
-    case 'agrona-write': return peer.run('write', size, records);
-    case 'agrona-claim': return peer.run('claim', size, records);
+    case 'agrona-write': return peer.run('write', 'backoff', size, records);
+    case 'agrona-claim': return peer.run('claim', 'backoff', size, records);
+    case 'agrona-spin': return peer.run('write', 'spin', size, records);
   }
 }
 
 async function runRound(peer: AgronaPeer, index: number, scale: number): Promise<Round> {
   const order: readonly Contender[] = index % 2 === 0
-    ? ['sluice-batch', 'agrona-write', 'sluice-write', 'agrona-claim']
-    : ['agrona-write', 'sluice-batch', 'agrona-claim', 'sluice-write'];
+    ? ['sluice-batch', 'agrona-write', 'sluice-write', 'agrona-claim', 'agrona-spin']
+    : ['agrona-spin', 'agrona-write', 'sluice-batch', 'agrona-claim', 'sluice-write'];
   const round = Object.fromEntries(CONTENDERS.map((c) => [c, {}])) as Round;
   for (const size of PAYLOAD_SIZES) {
     for (const c of order) {
@@ -139,7 +145,8 @@ export async function runAgronaBench(rounds = 5): Promise<string> {
   const best = (r: Round, side: 'sluice' | 'agrona', s: PayloadSize): number =>
     side === 'sluice'
       ? Math.max(r['sluice-batch'][s].recordsPerS, r['sluice-write'][s].recordsPerS)
-      : Math.max(r['agrona-write'][s].recordsPerS, r['agrona-claim'][s].recordsPerS);
+      : Math.max(r['agrona-write'][s].recordsPerS, r['agrona-claim'][s].recordsPerS,
+        r['agrona-spin'][s].recordsPerS);
   const ratioRows = PAYLOAD_SIZES.flatMap((s) => {
     const rows: [string, (r: Round) => number][] = [
       ['batched write / Agrona write', (r) =>

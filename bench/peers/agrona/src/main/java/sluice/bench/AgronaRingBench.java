@@ -10,6 +10,7 @@ import java.util.concurrent.CountDownLatch;
 
 import org.agrona.MutableDirectBuffer;
 import org.agrona.concurrent.BackoffIdleStrategy;
+import org.agrona.concurrent.BusySpinIdleStrategy;
 import org.agrona.concurrent.IdleStrategy;
 import org.agrona.concurrent.MessageHandler;
 import org.agrona.concurrent.UnsafeBuffer;
@@ -24,20 +25,24 @@ import org.agrona.concurrent.ringbuffer.RingBufferDescriptor;
  * <p>Same records as the Sluice benchmark: the first four payload bytes carry the sequence number
  * (little-endian), the rest a fixed pattern; the consumer checks every record's sequence number
  * and length. Same ring: a data area of the given capacity (bytes, a power of two) plus Agrona's
- * trailer. Same waits: both sides idle with a BackoffIdleStrategy (spin, yield, park) when the
- * ring is full or empty, as both Sluice ring sides do by default. The consumer reads in batches
+ * trailer. Waits: both sides idle with a BackoffIdleStrategy (spin, yield, park) when the ring
+ * is full or empty, as both Sluice ring sides do by default, or busy-spin. The consumer reads in batches
  * ({@code read(handler)}: every record up to the end of the data area per call).
  *
  * <p>Protocol, one command per stdin line, one JSON line per command on stdout, so the JVM stays
  * warm across the rounds the Node runner alternates with its own:
  * <pre>
- *   run &lt;write|claim&gt; &lt;payloadBytes&gt; &lt;records&gt;
- *     -&gt; {"variant":"write","payloadBytes":64,"records":N,"recordsPerS":R,"cores":C}
+ *   run &lt;write|claim&gt; &lt;payloadBytes&gt; &lt;records&gt; &lt;backoff|spin&gt;
+ *     -&gt; {"variant":"write","idle":"backoff","payloadBytes":64,"records":N,"recordsPerS":R,
+ *         "cores":C}
  *   quit
  * </pre>
  * {@code write}: {@code OneToOneRingBuffer.write} (copies the record in, publishes it).
  * {@code claim}: {@code tryClaim}, sequence number and payload written into the claimed slot,
- * {@code commit}: the zero-copy path. {@code cores}: process CPU time / wall time of the run.
+ * {@code commit}: the zero-copy path. {@code backoff}: BackoffIdleStrategy on both sides (its
+ * defaults: spin, yield, then park 1 us doubling to 1 ms; a park is not woken by the other
+ * side); {@code spin}: BusySpinIdleStrategy on both sides, Agrona's lowest-latency choice.
+ * {@code cores}: process CPU time / wall time of the run.
  * Usage: {@code java -cp ... sluice.bench.AgronaRingBench <capacityBytes>}.
  */
 public final class AgronaRingBench {
@@ -60,9 +65,9 @@ public final class AgronaRingBench {
       if (words[0].equals("quit")) {
         break;
       }
-      if (words.length != 4 || !words[0].equals("run")) {
-        throw new IllegalArgumentException("expected 'run <write|claim> <payloadBytes> <records>'"
-            + " or 'quit', line=\"" + line + "\"");
+      if (words.length != 5 || !words[0].equals("run")) {
+        throw new IllegalArgumentException("expected 'run <write|claim> <payloadBytes> <records>"
+            + " <backoff|spin>' or 'quit', line=\"" + line + "\"");
       }
       final String variant = words[1];
       if (!variant.equals("write") && !variant.equals("claim")) {
@@ -70,8 +75,14 @@ public final class AgronaRingBench {
       }
       final int payloadBytes = Integer.parseInt(words[2]);
       final int records = Integer.parseInt(words[3]);
-      final double[] result = run(variant.equals("claim"), capacityBytes, payloadBytes, records);
-      System.out.println("{\"variant\":\"" + variant + "\",\"payloadBytes\":" + payloadBytes
+      final String idle = words[4];
+      if (!idle.equals("backoff") && !idle.equals("spin")) {
+        throw new IllegalArgumentException("idle must be backoff or spin, idle=" + idle);
+      }
+      final double[] result = run(variant.equals("claim"), idle.equals("spin"), capacityBytes,
+          payloadBytes, records);
+      System.out.println("{\"variant\":\"" + variant + "\",\"idle\":\"" + idle
+          + "\",\"payloadBytes\":" + payloadBytes
           + ",\"records\":" + records + ",\"recordsPerS\":" + result[0]
           + ",\"cores\":" + result[1] + "}");
       System.out.flush();
@@ -79,18 +90,19 @@ public final class AgronaRingBench {
   }
 
   /** Returns {records/s, cores busy}. Throws IllegalStateException on a lost or wrong record. */
-  private static double[] run(boolean claim, int capacityBytes, int payloadBytes, int records)
-      throws InterruptedException {
+  private static double[] run(boolean claim, boolean spin, int capacityBytes, int payloadBytes,
+      int records) throws InterruptedException {
     final UnsafeBuffer buffer = new UnsafeBuffer(
         ByteBuffer.allocateDirect(capacityBytes + RingBufferDescriptor.TRAILER_LENGTH));
     final OneToOneRingBuffer ring = new OneToOneRingBuffer(buffer);
     final CountDownLatch start = new CountDownLatch(1);
-    final Thread producer = new Thread(() -> produce(ring, start, claim, payloadBytes, records),
+    final Thread producer = new Thread(
+        () -> produce(ring, start, claim, idleStrategy(spin), payloadBytes, records),
         "agrona-producer");
     producer.start();
 
     final Checker checker = new Checker(payloadBytes);
-    final IdleStrategy idle = new BackoffIdleStrategy();
+    final IdleStrategy idle = idleStrategy(spin);
     final com.sun.management.OperatingSystemMXBean os =
         (com.sun.management.OperatingSystemMXBean) ManagementFactory.getOperatingSystemMXBean();
     final long cpuStartNs = os.getProcessCpuTime();
@@ -109,13 +121,16 @@ public final class AgronaRingBench {
     return new double[] {records / (elapsedNs / 1e9), (double) cpuNs / elapsedNs};
   }
 
+  private static IdleStrategy idleStrategy(boolean spin) {
+    return spin ? new BusySpinIdleStrategy() : new BackoffIdleStrategy();
+  }
+
   private static void produce(OneToOneRingBuffer ring, CountDownLatch start, boolean claim,
-      int payloadBytes, int records) {
+      IdleStrategy idle, int payloadBytes, int records) {
     final UnsafeBuffer src = new UnsafeBuffer(new byte[payloadBytes]);
     for (int i = 4; i < payloadBytes; i++) {
       src.putByte(i, (byte) i);
     }
-    final IdleStrategy idle = new BackoffIdleStrategy();
     final UnsafeBuffer ringBuffer = (UnsafeBuffer) ring.buffer();
     try {
       start.await();

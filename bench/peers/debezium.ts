@@ -17,7 +17,8 @@
  *      tables and columns, 2 pumps, 2 durable queues, the bank's two services) started in this
  *      process for the run; its triggers and staging table are removed afterwards.
  * 3. For each capture: events delivered to the consumer (Debezium: written to the file and
- *    synced; Sluice: read by the services) against twice the history rows in the database;
+ *    synced; Sluice: read by the services) against twice the history rows in the database
+ *    (Sluice: less the no-op account updates, delta 0, that its triggers suppress);
  *    events/s from the start of pgbench to the last event delivered; capture-to-consumer lag
  *    p50/p99 (Debezium: consumer time minus the commit time the event carries in source.ts_ms;
  *    Sluice: service time minus the row change time the trigger stamped, which is before the
@@ -125,11 +126,14 @@ async function query<T extends pg.QueryResultRow>(url: string, sql: string): Pro
 /**
  * Events a capture of the run must deliver: pgbench truncates pgbench_history before each run,
  * and each transaction inserts one history row and updates one account, so twice the history
- * rows (counted in the database, not taken from pgbench's report).
+ * rows (counted in the database, not taken from pgbench's report). With `noopUpdatesSuppressed`
+ * (the Sluice triggers' default, suppressNoopUpdates), minus the updates that changed nothing:
+ * the transactions whose delta was 0 (pgbench draws it from -5000..5000).
  */
-async function expectedEvents(url: string): Promise<number> {
-  const rows = await query<{ n: string }>(url, 'SELECT count(*) AS n FROM pgbench_history');
-  return 2 * Number(rows[0]!.n);
+async function expectedEvents(url: string, noopUpdatesSuppressed: boolean): Promise<number> {
+  const rows = await query<{ n: string; noop: string }>(url,
+    'SELECT count(*) AS n, count(*) FILTER (WHERE delta = 0) AS noop FROM pgbench_history');
+  return 2 * Number(rows[0]!.n) - (noopUpdatesSuppressed ? Number(rows[0]!.noop) : 0);
 }
 
 /** Lines of JSON a Java peer prints, handed out as they arrive. */
@@ -201,7 +205,7 @@ async function runDebeziumPhase(o: DebeziumBenchOptions, cluster: BenchCluster,
     const javaCpu0 = processCpuMs(java.pid!);
     const clusterCpu0 = clusterCpuMs(pid);
     const run = await runWorkload(o, url);
-    const expected = await expectedEvents(url);
+    const expected = await expectedEvents(url, false);
     while (lines.latestProgress < expected &&
         Date.now() - lines.latestProgressAtMs < DRAIN_IDLE_TIMEOUT_MS) {
       await sleep(100);
@@ -247,7 +251,9 @@ async function runSluicePhase(o: DebeziumBenchOptions, cluster: BenchCluster, ro
   const clusterCpu0 = clusterCpuMs(pid);
   const workload = runWorkload(o, url);
   const finished: { expected: number | null } = { expected: null };
-  void workload.then(async () => { finished.expected = await expectedEvents(url); }, () => {});
+  void workload.then(async () => {
+    finished.expected = await expectedEvents(url, true);
+  }, () => {});
   let lastIn = 0;
   let lastChangeMs = Date.now();
   let drainedMs = 0;
@@ -279,7 +285,7 @@ async function runSluicePhase(o: DebeziumBenchOptions, cluster: BenchCluster, ro
   const staged = await uninstall.stagedCount();
   await uninstall.uninstall({ dropStaging: true });
   await uninstall.close();
-  const expected = await expectedEvents(url);
+  const expected = await expectedEvents(url, true);
   // Not all delivered: count the time to the last event that was, not the idle timeout.
   return {
     pgbench: run, events, drainedMs: drainedMs || lastChangeMs,
@@ -410,7 +416,8 @@ function report(o: DebeziumBenchOptions, rounds: Round[], loadStart: number,
     ...(notes.length ? ['', `Event counts: ${notes.join('; ')}.`] : []),
     '',
     `Events counted: ${rounds.map((r, i) => `round ${i + 1} Debezium ${r.debezium.events}, ` +
-      `Sluice ${r.sluice.events}`).join('; ')} (2 per transaction: one history insert, one account update).`,
+      `Sluice ${r.sluice.events}`).join('; ')} (Debezium: 2 per transaction, one history insert and one account update; Sluice: the same ' +
+      'less the account updates that changed nothing, delta 0, which its triggers suppress).`,
   ].join('\n');
 }
 

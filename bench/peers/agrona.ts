@@ -27,6 +27,7 @@ import { loadavg } from 'node:os';
 import { RING_CAPACITY_BYTES, runRing, type Run } from '../ring.js';
 import { isMainModule, machineLine, markdownTable, median, si } from '../lib/report.js';
 import { buildPeer } from './maven.js';
+import { processCpuMs } from '../lib/proc-cpu.js';
 
 const PAYLOAD_SIZES = [64, 1024] as const;
 type PayloadSize = (typeof PAYLOAD_SIZES)[number];
@@ -49,6 +50,8 @@ type Round = Record<Contender, Record<PayloadSize, Run>>;
 class AgronaPeer {
   private readonly pending: ((line: string) => void)[] = [];
   private readonly stderr: string[] = [];
+  /** Per run: JVM CPU time from /proc / wall time of the command, cores. */
+  readonly procCores: number[] = [];
 
   private constructor(private readonly child: ReturnType<typeof spawn>) {
     createInterface({ input: child.stdout! }).on('line', (line) => this.pending.shift()?.(line));
@@ -80,8 +83,13 @@ class AgronaPeer {
   async run(variant: 'write' | 'claim', idle: 'backoff' | 'spin', payloadBytes: number,
       records: number): Promise<Run> {
     const reply = this.line();
+    // Cores busy from /proc around the whole command (a little more than the timed part), as a
+    // check of the JVM's own figure: they agree when the JVM's accounting is right.
+    const cpu0 = processCpuMs(this.child.pid!);
+    const t0 = performance.now();
     this.child.stdin!.write(`run ${variant} ${payloadBytes} ${records} ${idle}\n`);
     const v = JSON.parse(await reply) as { recordsPerS: number; cores: number };
+    this.procCores.push((processCpuMs(this.child.pid!) - cpu0) / (performance.now() - t0));
     return { recordsPerS: v.recordsPerS, cores: v.cores };
   }
 
@@ -137,6 +145,7 @@ export async function runAgronaBench(rounds = 5): Promise<string> {
   } finally {
     await peer.quit();
   }
+  const procCores = peer.procCores.slice(-rounds * PAYLOAD_SIZES.length * 3);
   const loadEnd = loadavg()[0]!;
   const rate = (c: Contender, s: PayloadSize) => median(measured.map((r) => r[c][s].recordsPerS));
   const ratios = (f: (r: Round) => number): { med: number; all: string } => ({
@@ -184,6 +193,9 @@ export async function runAgronaBench(rounds = 5): Promise<string> {
       'time / wall time of that side\'s process):',
     '',
     ...perRound.map((line) => `- ${line}`),
+    '',
+    `JVM cores busy per Agrona run read from /proc by the runner (command round trip): ` +
+      `${procCores.map((c) => c.toFixed(2)).join(', ')}.`,
   ].join('\n');
 }
 

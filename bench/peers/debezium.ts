@@ -220,7 +220,8 @@ async function runDebeziumPhase(o: DebeziumBenchOptions, cluster: BenchCluster,
     const events = Number(done.events);
     return {
       pgbench: run, events, drainedMs: Number(done.lastEventMs), lagP50Ms: lag.p50!,
-      lagP99Ms: lag.p99!, captureCpuMs: javaCpu1 - javaCpu0, clusterCpuMs: clusterCpu1 - clusterCpu0,
+      lagP99Ms: lag.p99!, captureCpuMs: javaCpu1 - javaCpu0,
+      clusterCpuMs: clusterCpu1 - clusterCpu0,
       note: events === expected ? '' : `Debezium delivered ${events} of ${expected} events`,
     };
   } catch (err) {
@@ -353,7 +354,8 @@ export async function runDebeziumBench(options: Partial<DebeziumBenchOptions> = 
         } else round.sluice = await runSluicePhase(o, cluster, r);
       }
       rounds.push(round as Round);
-      const slots = await query(cluster.url(DATABASE), 'SELECT slot_name FROM pg_replication_slots');
+      const slots = await query(cluster.url(DATABASE),
+        'SELECT slot_name FROM pg_replication_slots');
       if (slots.length !== 0) throw new Error(`replication slots left: ${JSON.stringify(slots)}`);
     }
     return report(o, rounds, loadStart, loadavg()[0]!);
@@ -366,6 +368,14 @@ const eventsPerS = (c: CaptureRun): number =>
   c.events / ((c.drainedMs - c.pgbench.startMs) / 1000);
 const eventsPerCpuS = (c: CaptureRun): number => c.events / (c.captureCpuMs / 1000);
 const pgCpuPerTx = (c: BaseRun | CaptureRun): number => c.clusterCpuMs / c.pgbench.transactions;
+/**
+ * Events per CPU-second of the whole capture: the capture process plus what PostgreSQL spent
+ * over the same round's no-capture run per transaction (triggers and pump queries for Sluice;
+ * decoding in the WAL sender for Debezium).
+ */
+const eventsPerTotalCpuS = (c: CaptureRun, none: BaseRun): number => c.events /
+  ((c.captureCpuMs + Math.max(0, c.clusterCpuMs - pgCpuPerTx(none) * c.pgbench.transactions)) /
+    1000);
 
 function report(o: DebeziumBenchOptions, rounds: Round[], loadStart: number,
     loadEnd: number): string {
@@ -382,13 +392,17 @@ function report(o: DebeziumBenchOptions, rounds: Round[], loadStart: number,
       `(${rounds.map((r) => `${pick(r).lagP50Ms}/${pick(r).lagP99Ms}`).join(', ')})`,
     `${med((r) => eventsPerCpuS(pick(r)), 0)} (${all((r) => eventsPerCpuS(pick(r)), 0)})`,
     `${med((r) => pgCpuPerTx(pick(r)))} (${all((r) => pgCpuPerTx(pick(r)))})`,
+    `${med((r) => eventsPerTotalCpuS(pick(r), r.none), 0)} ` +
+      `(${all((r) => eventsPerTotalCpuS(pick(r), r.none), 0)})`,
   ];
   const header = ['capture', 'pgbench TPS', 'TPS / no capture (same round)',
     'events/s (pgbench start to last event consumed)', 'lag p50 / p99 ms',
-    'events per capture-process CPU-s', 'PostgreSQL CPU ms / transaction'];
+    'events per capture-process CPU-s', 'PostgreSQL CPU ms / transaction',
+    'events per CPU-s, capture process + PostgreSQL over no capture'];
   const rows = [
     ['none', `${med((r) => r.none.pgbench.tps, 0)} (${all((r) => r.none.pgbench.tps, 0)})`,
-      '1.00x', '', '', '', `${med((r) => pgCpuPerTx(r.none))} (${all((r) => pgCpuPerTx(r.none))})`],
+      '1.00x', '', '', '', `${med((r) => pgCpuPerTx(r.none))} (${all((r) => pgCpuPerTx(r.none))})`,
+      ''],
     captureRow('Debezium 3.6.1 embedded (pgoutput -> file)', (r) => r.debezium),
     captureRow('Sluice triggers (bank topology: 2 pumps -> queues -> 2 services)', (r) => r.sluice),
   ];
@@ -410,14 +424,18 @@ function report(o: DebeziumBenchOptions, rounds: Round[], loadStart: number,
     '',
     `Sluice / Debezium within each round: pgbench TPS ${ratio((c) => c.pgbench.tps)}, ` +
       `events/s ${ratio(eventsPerS)}, events per capture-process CPU-second ` +
-      `${ratio(eventsPerCpuS)}, lag p50 ${ratio((c) => c.lagP50Ms)}, ` +
+      `${ratio(eventsPerCpuS)}, events per CPU-second with PostgreSQL's extra CPU ` +
+      `${med((r) => eventsPerTotalCpuS(r.sluice, r.none) /
+        eventsPerTotalCpuS(r.debezium, r.none))}x, ` +
+      `lag p50 ${ratio((c) => c.lagP50Ms)}, ` +
       `lag p99 ${ratio((c) => c.lagP99Ms)} (lag: lower is better), PostgreSQL CPU per ` +
       `transaction ${ratio(pgCpuPerTx)}.`,
     ...(notes.length ? ['', `Event counts: ${notes.join('; ')}.`] : []),
     '',
     `Events counted: ${rounds.map((r, i) => `round ${i + 1} Debezium ${r.debezium.events}, ` +
-      `Sluice ${r.sluice.events}`).join('; ')} (Debezium: 2 per transaction, one history insert and one account update; Sluice: the same ' +
-      'less the account updates that changed nothing, delta 0, which its triggers suppress).`,
+      `Sluice ${r.sluice.events}`).join('; ')} (Debezium: 2 per transaction, one history ` +
+      'insert and one account update; Sluice: the same less the account updates that changed ' +
+      'nothing, delta 0, which its triggers suppress).',
   ].join('\n');
 }
 

@@ -26,8 +26,8 @@ import org.agrona.concurrent.ringbuffer.RingBufferDescriptor;
  * (little-endian), the rest a fixed pattern; the consumer checks every record's sequence number
  * and length. Same ring: a data area of the given capacity (bytes, a power of two) plus Agrona's
  * trailer. Waits: both sides idle with a BackoffIdleStrategy (spin, yield, park) when the ring
- * is full or empty, as both Sluice ring sides do by default, or busy-spin. The consumer reads in batches
- * ({@code read(handler)}: every record up to the end of the data area per call).
+ * is full or empty, as both Sluice ring sides do by default, or busy-spin. The consumer reads in
+ * batches ({@code read(handler)}: every record up to the end of the data area per call).
  *
  * <p>Protocol, one command per stdin line, one JSON line per command on stdout, so the JVM stays
  * warm across the rounds the Node runner alternates with its own:

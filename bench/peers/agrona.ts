@@ -156,6 +156,8 @@ export async function runAgronaBench(rounds = 5): Promise<string> {
       ? Math.max(r['sluice-batch'][s].recordsPerS, r['sluice-write'][s].recordsPerS)
       : Math.max(r['agrona-write'][s].recordsPerS, r['agrona-claim'][s].recordsPerS,
         r['agrona-spin'][s].recordsPerS);
+  // Records per second of CPU the side's process used: what the host's share of CPU bought.
+  const perCpuS = (run: Run): number => run.recordsPerS / run.cores;
   const ratioRows = PAYLOAD_SIZES.flatMap((s) => {
     const rows: [string, (r: Round) => number][] = [
       ['batched write / Agrona write', (r) =>
@@ -163,6 +165,8 @@ export async function runAgronaBench(rounds = 5): Promise<string> {
       ['write / Agrona write (both publish per record)', (r) =>
         r['sluice-write'][s].recordsPerS / r['agrona-write'][s].recordsPerS],
       ['best / best (per round)', (r) => best(r, 'sluice', s) / best(r, 'agrona', s)],
+      ['batched write / Agrona write, records per CPU-second', (r) =>
+        perCpuS(r['sluice-batch'][s]) / perCpuS(r['agrona-write'][s])],
     ];
     return rows.map(([name, f]) => {
       const x = ratios(f);

@@ -62,6 +62,8 @@ const SLOT = 'sluice_bench_debezium';
 /** Bounds of the waits: the JVM connecting, and events still arriving after pgbench ended. */
 const CONNECT_TIMEOUT_MS = 180_000;
 const DRAIN_IDLE_TIMEOUT_MS = 20_000;
+/** Wait after pgbench exits before reading the cluster's CPU (its backends reaped). */
+const BACKEND_REAP_MS = 1000;
 
 /** One pgbench run. */
 interface PgbenchRun {
@@ -210,6 +212,7 @@ async function runDebeziumPhase(o: DebeziumBenchOptions, cluster: BenchCluster,
         Date.now() - lines.latestProgressAtMs < DRAIN_IDLE_TIMEOUT_MS) {
       await sleep(100);
     }
+    await sleep(Math.max(0, run.endMs + BACKEND_REAP_MS - Date.now()));
     const javaCpu1 = processCpuMs(java.pid!);
     const clusterCpu1 = clusterCpuMs(pid);
     java.stdin!.write('stop\n');
@@ -272,9 +275,10 @@ async function runSluicePhase(o: DebeziumBenchOptions, cluster: BenchCluster, ro
     }
     if (expected !== null && Date.now() - lastChangeMs > DRAIN_IDLE_TIMEOUT_MS) break;
   }
+  const run = await workload;
+  await sleep(Math.max(0, run.endMs + BACKEND_REAP_MS - Date.now()));
   const cpu = process.cpuUsage(cpu0);
   const clusterCpu1 = clusterCpuMs(pid);
-  const run = await workload;
   const result = await running.stop();
   const services = Object.values(result.summaries).filter(
     (s): s is ServiceSummary => !!s && typeof s === 'object' && 'service' in s);
@@ -304,6 +308,8 @@ async function runBaseline(o: DebeziumBenchOptions, cluster: BenchCluster): Prom
   const pid = postmasterPid(cluster);
   const cpu0 = clusterCpuMs(pid);
   const pgbench = await runWorkload(o, cluster.url(DATABASE));
+  // pgbench's backends exit with it; their CPU reaches the postmaster's cutime once reaped.
+  await sleep(BACKEND_REAP_MS);
   return { pgbench, clusterCpuMs: clusterCpuMs(pid) - cpu0 };
 }
 

@@ -31,4 +31,6 @@ export type ActorMessage =
   /** The actor finished draining; `summary` is actor-specific plain data. */
   | { type: 'stopped'; summary: unknown }
   /** A failure the actor reports before it exits (the supervisor restarts the group). */
-  | { type: 'failed'; message: string; stack?: string };
+  | { type: 'failed'; message: string; stack?: string }
+  /** A log line at `level` (LOG_LEVELS numbers), sent only when the actor's level allows it. */
+  | { type: 'log'; level: number; msg: string; fields?: Record<string, unknown> };

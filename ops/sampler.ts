@@ -30,6 +30,9 @@ export interface SamplerOptions {
 /** Defaults of {@link SamplerOptions}. */
 export const SAMPLER_DEFAULTS: SamplerOptions = { intervalMs: 1000, secondSamplesMax: 3600, minuteSamplesMax: 1440 };
 
+/** Largest age of the lag figures GET /actors serves, ms. */
+export const LAG_FRESH_MS = 200;
+
 /** Actor kinds, from the name's prefix (`pump:`, `reader:`, `service:`, `timer:`). */
 export type ActorKind = 'pump' | 'reader' | 'service' | 'timer' | 'other';
 
@@ -147,6 +150,7 @@ export class Sampler {
   private readonly view = new EnvelopeView();
   private timer: NodeJS.Timeout | null = null;
   private lastSampleMs = 0;
+  private lagsAtMs = 0;
   /** Called after every sample (the metrics layer observes lag histograms there). */
   onSample: ((statuses: ActorStatus[]) => void) | null = null;
 
@@ -183,8 +187,7 @@ export class Sampler {
     const dtMs = this.lastSampleMs === 0 ? this.options.intervalMs : nowMs - this.lastSampleMs;
     this.lastSampleMs = nowMs;
     const actors = this.supervisor.actors();
-    this.lags.clear();
-    for (const a of actors) this.lags.set(a.name, this.inputLags(a, actors, nowMs));
+    this.refreshLags(actors, nowMs);
     for (const a of actors) {
       const t = this.track(a);
       // A restarted actor has fresh counters: count from zero again instead of a negative delta.
@@ -215,10 +218,22 @@ export class Sampler {
     return statuses;
   }
 
-  /** Status of every actor: counters read now, rates and lag from the latest sample. */
+  /**
+   * Status of every actor: counters read now, lag at most LAG_FRESH_MS old (reading the end of
+   * every input partition costs file reads, so a hammered endpoint shares them), rates from the
+   * latest samples.
+   */
   statuses(): ActorStatus[] {
     const nowMs = Date.now();
-    return this.supervisor.actors().map((a) => this.status(a, nowMs));
+    const actors = this.supervisor.actors();
+    if (nowMs - this.lagsAtMs > LAG_FRESH_MS) this.refreshLags(actors, nowMs);
+    return actors.map((a) => this.status(a, nowMs));
+  }
+
+  private refreshLags(actors: ActorInfo[], nowMs: number): void {
+    this.lags.clear();
+    for (const a of actors) this.lags.set(a.name, this.inputLags(a, actors, nowMs));
+    this.lagsAtMs = nowMs;
   }
 
   /** History of one actor, or null when it is unknown. */

@@ -71,7 +71,7 @@ export interface StartOptions {
  *   (restartsMax).
  */
 export async function startTopology(topology: Topology, options: StartOptions = {}): Promise<RunningTopology> {
-  const logger = options.logger ?? createLogger({ format: options.logFormat ?? 'text', topology: topology.name, lineSink: options.log });
+  const logger = options.logger ?? await createLogger({ format: options.logFormat ?? 'text', topology: topology.name, lineSink: options.log });
   const log = (line: string) => logger.info(line);
   const plan = planTopology(topology);
   await checkServiceModules(topology);

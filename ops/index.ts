@@ -9,20 +9,21 @@ import type { Supervisor } from '../engine/supervisor/index.js';
 import type { Topology } from '../engine/config/index.js';
 import { Sampler, type SamplerOptions } from './sampler.js';
 import { CaptureStats } from './capture-stats.js';
-import { createMetrics } from './metrics.js';
 import { AuditLog } from './audit.js';
 import { healthOf } from './health.js';
-import { listenOps, type HttpOptions, type OpsServer } from './server.js';
+import type { HttpOptions, OpsServer } from './server.js';
 import { packageVersion } from './version.js';
 
 export { Sampler, SAMPLER_DEFAULTS, kindOf, type ActorStatus, type ActorHistory, type InputLag, type Rates, type SamplerOptions } from './sampler.js';
 export { CaptureStats, type CaptureSourceStats, type CaptureTableStats } from './capture-stats.js';
-export { createMetrics, LAG_BUCKETS_SECONDS } from './metrics.js';
+// metrics.js (prom-client) and server.js (fastify) are loaded only when a server is asked for:
+// import them from 'sluice/ops/metrics' style paths directly if you need them without startOps.
 export { AuditLog, type AuditEntry } from './audit.js';
 export { healthOf, type Health, type HealthStatus, type Degraded } from './health.js';
-export { createLogger, attachSupervisorLogs, parseLogLevel, LOG_FORMATS, type LogFormat, type LoggerOptions } from './logging.js';
+export { createLogger, attachSupervisorLogs, parseLogLevel, type LoggerOptions } from './logging.js';
+export { LOG_FORMATS, type LogFormat } from './formats.js';
 export { redactTopology, redactUrl } from './redact.js';
-export { buildOpsApp, listenOps, DASHBOARD_DIR, type HttpOptions, type OpsServer, type OpsContext } from './server.js';
+export type { HttpOptions, OpsServer, OpsContext } from './server.js';
 export { packageVersion } from './version.js';
 
 /** The operations layer of one running topology. */
@@ -51,11 +52,12 @@ export async function startOps(options: OpsOptions): Promise<Ops> {
   const { topology, supervisor, logger } = options;
   const sampler = new Sampler(supervisor, options.sampler);
   const capture = new CaptureStats(topology.capture);
-  const metrics = createMetrics({ sampler, capture, ready: () => healthOf(supervisor).ready });
   sampler.start();
   let server: OpsServer | null = null;
   try {
     if (options.http) {
+      const [{ createMetrics }, { listenOps }] = await Promise.all([import('./metrics.js'), import('./server.js')]);
+      const metrics = createMetrics({ sampler, capture, ready: () => healthOf(supervisor).ready });
       const audit = new AuditLog(topology.dataDir);
       server = await listenOps({ topology, supervisor, sampler, capture, metrics, logger, audit, version: packageVersion() }, options.http);
     }

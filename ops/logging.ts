@@ -9,14 +9,11 @@
  * thread through a shared cell, so a line below its level costs no message).
  */
 import { Writable } from 'node:stream';
-import pino, { type Logger } from 'pino';
+import type { DestinationStream, Logger } from 'pino';
 import { LOG_LEVELS, logLevelName, type LogLevelName } from '../engine/actor/index.js';
 import type { ActorLogEvent, Supervisor } from '../engine/supervisor/index.js';
 
-/** Log line formats. */
-export type LogFormat = 'json' | 'text';
-/** Allowed values of a log format option. */
-export const LOG_FORMATS: readonly LogFormat[] = ['json', 'text'];
+import { type LogFormat } from './formats.js';
 
 /** Options of {@link createLogger}. */
 export interface LoggerOptions {
@@ -56,13 +53,17 @@ function textLine(json: string): string {
   return `${actor ? `[${String(actor)}] ` : ''}${String(msg ?? '')}${extra}`;
 }
 
-/** Creates the topology's logger. */
-export function createLogger(options: LoggerOptions): Logger {
+/**
+ * Creates the topology's logger. Async because pino is loaded on first use: a CLI command that
+ * logs nothing (append, tail, check) does not pay for it at start.
+ */
+export async function createLogger(options: LoggerOptions): Promise<Logger> {
+  const { default: pino } = await import('pino');
   const level = pinoLevel(options.level ?? 'info');
   const base = { topology: options.topology };
   if (options.format === 'json') {
     const dest = options.destination ?? pino.destination({ dest: 1, sync: true });
-    return pino({ level, base, messageKey: 'msg' }, dest as pino.DestinationStream);
+    return pino({ level, base, messageKey: 'msg' }, dest as DestinationStream);
   }
   const out = options.destination ?? process.stderr;
   const sink = options.lineSink ?? ((line: string) => out.write(`sluice: ${line}\n`));

@@ -89,12 +89,14 @@ program
   .argument('<topology>', 'topology YAML file')
   .option('--status-ms <ms>', 'print counters that changed every <ms> milliseconds (0: never)', intOption('--status-ms', 0), 5000)
   .option('--http <[host:]port>', 'serve the operations API and dashboard (host default 127.0.0.1)', parseHttpAddress)
+  .option('--users <users.json>', 'require a user token for the API (sluice user add writes the file)')
   .option('--log-format <format>', `log lines: ${LOG_FORMATS.join(' or ')} (json: pino JSON lines on stdout)`, (v: string) => {
     if (!(LOG_FORMATS as readonly string[]).includes(v)) throw new InvalidArgumentError(`--log-format must be ${LOG_FORMATS.join(' or ')}, got "${v}"`);
     return v as LogFormat;
   }, 'text')
   .description('run a topology until SIGINT/SIGTERM, then drain, flush, fsync and exit 0')
-  .action(async (file: string, opts: { statusMs: number; http?: { host: string; port: number }; logFormat: LogFormat }) => {
+  .action(async (file: string, opts: { statusMs: number; http?: { host: string; port: number }; users?: string; logFormat: LogFormat }) => {
+    if (opts.users && !opts.http) throw new InvalidArgumentError('--users needs --http');
     const t = loadTopology(file);
     const progress = new ReplayProgress();
     let ticker: NodeJS.Timeout | null = null;
@@ -119,7 +121,7 @@ program
     onStopSignal((signal) => void stop(signal));
     if (stopping) return;
     const running = await startTopology(t, {
-      http: opts.http,
+      http: opts.http ? { ...opts.http, usersFile: opts.users } : undefined,
       logFormat: opts.logFormat,
       onSupervisor: (sup) => {
         supervisor = sup;

@@ -2,12 +2,20 @@
  * Operations commands of the `sluice` command line, against a running topology's HTTP API:
  *   sluice status --http URL [--interval-ms N] [--once]   the figures of GET /actors, refreshing
  *   sluice log-level --http URL [--actor NAME] [LEVEL]     show or set log levels (audited)
+ *   sluice user add --file users.json --name N --right R   add a user of the API, print its token
  * and the parser of `sluice run --http [host:]port`.
  */
 import os from 'node:os';
 import { InvalidArgumentError, type Command } from 'commander';
 import type { ActorStatus, CaptureSourceStats, Health } from '../ops/index.js';
 import type { AuditEntry } from '../ops/index.js';
+import { addUser, RIGHTS, type Right } from '../ops/auth.js';
+
+/** Authorization header from --token or SLUICE_TOKEN (never printed). */
+function authHeaders(token: string | undefined): Record<string, string> {
+  const t = token ?? process.env.SLUICE_TOKEN;
+  return t ? { authorization: `Bearer ${t}` } : {};
+}
 
 /** `127.0.0.1:8080`, `:8080`, `8080`, `[::1]:8080` -> host and port (host default 127.0.0.1). */
 export function parseHttpAddress(value: string): { host: string; port: number } {
@@ -77,7 +85,7 @@ export function statusTable(actors: ActorStatus[], health: Health, capture: Capt
   return lines.join('\n');
 }
 
-/** Adds `status` and `log-level` to the program. */
+/** Adds `status`, `log-level` and `user add` to the program. */
 export function addOpsCommands(program: Command, intOption: (name: string, min: number) => (v: string) => number): void {
   program
     .command('status')
@@ -85,16 +93,19 @@ export function addOpsCommands(program: Command, intOption: (name: string, min: 
     .option('--interval-ms <ms>', 'refresh every <ms> milliseconds', intOption('--interval-ms', 100), 2000)
     .option('--once', 'print once and exit', false)
     .option('--json', 'print GET /actors as JSON (implies --once)', false)
+    .option('--token <token>', 'a user\'s token when the server has users (default: $SLUICE_TOKEN)')
     .description('show every actor of a running topology: state, restarts, counters, rates, lag, ring')
-    .action(async (opts: { http: string; intervalMs: number; once: boolean; json: boolean }) => {
+    .action(async (opts: { http: string; intervalMs: number; once: boolean; json: boolean; token?: string }) => {
       const base = baseUrl(opts.http);
+      const init = { headers: authHeaders(opts.token) };
       const once = opts.once || opts.json || !process.stdout.isTTY;
       for (;;) {
         const [actors, health, capture] = await Promise.all([
-          getJson<{ actors: ActorStatus[] }>(base, '/actors'),
-          getJson<Health>(base, '/health'),
-          getJson<{ sources: CaptureSourceStats[] }>(base, '/capture'),
+          getJson<{ actors: ActorStatus[]; error?: string }>(base, '/actors', init),
+          getJson<Health>(base, '/health', init),
+          getJson<{ sources: CaptureSourceStats[] }>(base, '/capture', init),
         ]);
+        if (actors.status !== 200) throw new Error(`status: HTTP ${actors.status}: ${actors.body.error ?? ''}`);
         if (opts.json) {
           console.log(JSON.stringify(actors.body, null, 2));
           return;
@@ -110,22 +121,39 @@ export function addOpsCommands(program: Command, intOption: (name: string, min: 
     });
 
   program
+    .command('user')
+    .description('manage users of the operations API (a users file for sluice run --users)')
+    .command('add')
+    .requiredOption('--file <users.json>', 'users file (created if missing, mode 0600)')
+    .requiredOption('--name <name>', 'user name')
+    .requiredOption('--right <right>', `one of ${RIGHTS.join(', ')}`)
+    .option('--topology <name>', 'topology the right is for (default: every topology, "*")', '*')
+    .description('add a user (or give an existing one a new token and right); prints the token once')
+    .action((opts: { file: string; name: string; right: string; topology: string }) => {
+      const token = addUser(opts.file, opts.name, opts.right as Right, opts.topology);
+      console.error(`sluice: user "${opts.name}" has ${opts.right} on ${opts.topology === '*' ? 'every topology' : `topology "${opts.topology}"`} in ${opts.file}; the token (shown once):`);
+      console.log(token);
+    });
+
+  program
     .command('log-level')
     .argument('[level]', 'trace, debug, info, warn, error, fatal or silent (omit to show the levels)')
     .requiredOption('--http <url>', 'HTTP address of the running topology (sluice run --http)')
     .option('--actor <name>', 'only this actor (default: the global level)')
+    .option('--token <token>', 'a user\'s token when the server has users (default: $SLUICE_TOKEN)')
     .description('show or change log levels of a running topology (each change is audited)')
-    .action(async (level: string | undefined, opts: { http: string; actor?: string }) => {
+    .action(async (level: string | undefined, opts: { http: string; actor?: string; token?: string }) => {
       const base = baseUrl(opts.http);
       if (level === undefined) {
-        const r = await getJson<{ global: string; actors: Record<string, string> }>(base, '/log-level');
+        const r = await getJson<{ global: string; actors: Record<string, string>; error?: string }>(base, '/log-level', { headers: authHeaders(opts.token) });
+        if (r.status !== 200) throw new Error(`log-level: HTTP ${r.status}: ${r.body.error ?? ''}`);
         console.log(`global  ${r.body.global}`);
         for (const [name, l] of Object.entries(r.body.actors)) console.log(`${name}  ${l}`);
         return;
       }
       const r = await getJson<AuditEntry & { error?: string }>(base, '/log-level', {
         method: 'PUT',
-        headers: { 'content-type': 'application/json', 'x-sluice-user': os.userInfo().username },
+        headers: { 'content-type': 'application/json', 'x-sluice-user': os.userInfo().username, ...authHeaders(opts.token) },
         body: JSON.stringify({ level, actor: opts.actor }),
       });
       if (r.status !== 200) throw new Error(`log-level: HTTP ${r.status}: ${r.body.error ?? JSON.stringify(r.body)}`);

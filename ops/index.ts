@@ -10,6 +10,7 @@ import type { Topology } from '../engine/config/index.js';
 import { Sampler, type SamplerOptions } from './sampler.js';
 import { CaptureStats } from './capture-stats.js';
 import { AuditLog } from './audit.js';
+import { Authenticator, loadUsers } from './auth.js';
 import { healthOf } from './health.js';
 import type { HttpOptions, OpsServer } from './server.js';
 import { packageVersion } from './version.js';
@@ -19,6 +20,7 @@ export { CaptureStats, type CaptureSourceStats, type CaptureTableStats } from '.
 // metrics.js (prom-client) and server.js (fastify) are loaded only when a server is asked for:
 // import them from 'sluice/ops/metrics' style paths directly if you need them without startOps.
 export { AuditLog, type AuditEntry } from './audit.js';
+export { Authenticator, addUser, hashToken, verifyToken, loadUsers, RIGHTS, AUTH_LIMITS_DEFAULTS, type Right, type StoredUser, type AuthLimits } from './auth.js';
 export { healthOf, type Health, type HealthStatus, type Degraded } from './health.js';
 export { createLogger, attachSupervisorLogs, parseLogLevel, type LoggerOptions } from './logging.js';
 export { LOG_FORMATS, type LogFormat } from './formats.js';
@@ -59,7 +61,8 @@ export async function startOps(options: OpsOptions): Promise<Ops> {
       const [{ createMetrics }, { listenOps }] = await Promise.all([import('./metrics.js'), import('./server.js')]);
       const metrics = createMetrics({ sampler, capture, ready: () => healthOf(supervisor).ready });
       const audit = new AuditLog(topology.dataDir);
-      server = await listenOps({ topology, supervisor, sampler, capture, metrics, logger, audit, version: packageVersion() }, options.http);
+      const auth = options.http.usersFile ? new Authenticator(loadUsers(options.http.usersFile), topology.name) : null;
+      server = await listenOps({ topology, supervisor, sampler, capture, metrics, logger, audit, auth, version: packageVersion() }, options.http);
     }
   } catch (err) {
     sampler.stop();

@@ -24,6 +24,18 @@ import { healthOf } from './health.js';
 import { redactTopology } from './redact.js';
 import { parseLogLevel } from './logging.js';
 import * as S from './schemas.js';
+import type { Authenticator, Right } from './auth.js';
+
+/** Authenticated user names of requests (set by the auth hook). */
+const requestUsers = new WeakMap<FastifyRequest, string>();
+
+/** The right a request needs: runtime changes operate, the audit log admin, the rest read. */
+function rightNeeded(req: FastifyRequest): Right | null {
+  const url = req.url.split('?')[0];
+  if (url === '/health/live' || url === '/' || url.startsWith('/assets/')) return null;
+  if (req.method !== 'GET' && req.method !== 'HEAD') return 'operate';
+  return url === '/audit' ? 'admin' : 'read';
+}
 
 /** Where the server listens. */
 export interface HttpOptions {
@@ -31,6 +43,11 @@ export interface HttpOptions {
   host?: string;
   /** 0: any free port (read the bound one from OpsServer.url). */
   port: number;
+  /**
+   * Users file (see ops/auth.ts; `sluice user add` writes it): when given, every request but
+   * GET /health/live and the dashboard's static files needs a user's token with the route's right.
+   */
+  usersFile?: string;
 }
 
 /** What the routes read and change. */
@@ -44,6 +61,8 @@ export interface OpsContext {
   audit: AuditLog;
   /** Package version, for GET /version and the dashboard. */
   version: string;
+  /** Null: no authentication (the server then should stay on 127.0.0.1). */
+  auth: Authenticator | null;
 }
 
 /** Directory of the dashboard's files (copied next to this module at build). */
@@ -55,8 +74,13 @@ const DASHBOARD_TYPES: Record<string, string> = {
   '.svg': 'image/svg+xml',
 };
 
-/** Who made a request, for the audit log: the `x-sluice-user` header, else `anonymous`. */
+/**
+ * Who made a request, for the audit log: the authenticated user; without authentication the
+ * `x-sluice-user` header (self-declared), else `anonymous`.
+ */
 function userOf(req: FastifyRequest): string {
+  const authenticated = requestUsers.get(req);
+  if (authenticated !== undefined) return authenticated;
   const h = req.headers['x-sluice-user'];
   const name = Array.isArray(h) ? h[0] : h;
   return name && /^[\w.@-]{1,64}$/.test(name) ? name : 'anonymous';
@@ -82,6 +106,17 @@ export async function buildOpsApp(ctx: OpsContext): Promise<FastifyInstance> {
     if (status >= 500) ctx.logger.error({ url: req.url, err: err.message }, 'http request failed');
     void reply.code(status).send({ error: err.message });
   });
+
+  if (ctx.auth) {
+    const auth = ctx.auth;
+    app.addHook('onRequest', async (req, reply) => {
+      const needed = rightNeeded(req);
+      if (needed === null) return;
+      const outcome = auth.check(req.headers.authorization, req.ip, needed);
+      if (!outcome.ok) return reply.code(outcome.status).send({ error: outcome.error });
+      requestUsers.set(req, outcome.user);
+    });
+  }
 
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 

@@ -7,11 +7,30 @@ const $ = (sel) => document.querySelector(sel);
 const REFRESH_MS = 1000;
 const CHART_REFRESH_MS = 5000;
 
-async function getJson(route, init) {
-  const res = await fetch(route, init);
+// With users configured on the server, the API wants a token: asked for once, kept for the tab.
+const TOKEN_KEY = 'sluice-token';
+
+class Unauthorized extends Error {}
+
+async function getJson(route, init = {}) {
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  const headers = { ...(init.headers || {}), ...(token ? { authorization: `Bearer ${token}` } : {}) };
+  const res = await fetch(route, { ...init, headers });
   const body = await res.json();
+  if (res.status === 401) {
+    $('#login').hidden = false;
+    throw new Unauthorized(body.error);
+  }
   return { status: res.status, body };
 }
+
+$('#login').addEventListener('submit', (ev) => {
+  ev.preventDefault();
+  sessionStorage.setItem(TOKEN_KEY, $('#token').value.trim());
+  $('#token').value = '';
+  $('#login').hidden = true;
+  if (!started) main();
+});
 
 function el(tag, attrs = {}, text) {
   const e = document.createElement(tag);
@@ -245,14 +264,30 @@ async function refresh() {
       await drawCharts(actors.body.actors);
     }
   } catch (err) {
+    if (err instanceof Unauthorized) {
+      $('#health').textContent = 'sign in';
+      return;
+    }
     $('#health').textContent = 'unreachable';
     $('#health').dataset.status = 'failed';
     $('#health-reasons').textContent = String(err);
   }
 }
 
+let started = false;
+
 async function main() {
-  const [{ body: v }, { body: t }] = await Promise.all([getJson('version'), getJson('topology')]);
+  let v, t;
+  try {
+    [{ body: v }, { body: t }] = await Promise.all([getJson('version'), getJson('topology')]);
+  } catch (err) {
+    if (err instanceof Unauthorized) {
+      $('#health').textContent = 'sign in';
+      return;
+    }
+    throw err;
+  }
+  started = true;
   $('#topology-name').textContent = t.name;
   $('#version').textContent = `v${v.version}`;
   document.title = `Sluice ${t.name}`;

@@ -83,16 +83,28 @@ async function pgProbe(source: CaptureSource & { database: { dialect: 'postgres'
     await client.end().catch(() => undefined);
     throw err;
   }
-  const errors = `${source.stagingTable}_errors`;
+  // The staging table sits in the capture schema (database.captureSchema, "sluice" by default,
+  // where capture keeps its own objects) or, in older installs, on the search_path: the first
+  // that exists wins.
+  const captureSchema = (source.database as { captureSchema?: string }).captureSchema ?? 'sluice';
+  const resolve = async (table: string): Promise<string | null> => {
+    for (const name of [`${quote(captureSchema)}.${quote(table)}`, quote(table)]) {
+      const r = await client.query<{ t: string | null }>('SELECT to_regclass($1)::text AS t', [name]);
+      if (r.rows[0]?.t) return name;
+    }
+    return null;
+  };
   return {
     async read() {
       if (broken) throw broken;
+      const stagingName = await resolve(source.stagingTable);
+      if (stagingName === null) throw new Error(`staging table ${source.stagingTable} not found (is the capture installed? sluice install)`);
       const staged = await client.query<Row>(
-        `SELECT table_name, count(*) AS n, min(time_ms) AS oldest FROM ${quote(source.stagingTable)} GROUP BY table_name`,
+        `SELECT table_name, count(*) AS n, min(time_ms) AS oldest FROM ${stagingName} GROUP BY table_name`,
       );
-      const exists = await client.query<{ t: string | null }>('SELECT to_regclass($1)::text AS t', [quote(errors)]);
-      const parked = exists.rows[0]?.t
-        ? (await client.query<Row>(`SELECT table_name, count(*) AS n, NULL AS oldest FROM ${quote(errors)} GROUP BY table_name`)).rows
+      const errorsName = await resolve(`${source.stagingTable}_errors`);
+      const parked = errorsName
+        ? (await client.query<Row>(`SELECT table_name, count(*) AS n, NULL AS oldest FROM ${errorsName} GROUP BY table_name`)).rows
         : null;
       return { staged: staged.rows, parked };
     },

@@ -1,8 +1,9 @@
 /**
  * What the operations HTTP server costs the pipeline: the bank job (SQLite, 4 clients) with its
  * server on, once left alone and once while autocannon hammers GET /metrics and GET /actors
- * (10 connections, as fast as they are answered), alternated over `--rounds` so a noisy shared
- * machine moves both sides alike; and once without a server for reference. Prints markdown.
+ * (10 connections, as fast as they are answered, for the workload's duration), alternated over
+ * `--rounds` so a noisy shared machine moves both sides alike; and once without a server for
+ * reference. Prints markdown.
  *   node dist/bench/ops-overhead.js [--duration-s 20] [--rounds 2] [--connections 10]
  */
 import os from 'node:os';
@@ -34,8 +35,16 @@ async function runBank(mode: Run['mode'], durationS: number, connections: number
     const m = /operations API and dashboard at (http:\/\/[\d.:]+)\//.exec(out);
     if (m && mode === 'server, hammered' && !load) {
       load = autocannon({
-        url: m[1], connections, duration: durationS + 30,
-        requests: [{ method: 'GET', path: '/metrics' }, { method: 'GET', path: '/actors' }],
+        // The workload's duration from the moment the server is up (the workload starts then):
+        // the drain and the verification afterwards are not hammered, and the server's close
+        // (503s, refused connections) is not counted.
+        url: m[1],
+        connections,
+        duration: durationS,
+        requests: [
+          { method: 'GET', path: '/metrics' },
+          { method: 'GET', path: '/actors' },
+        ],
       });
     }
   };
@@ -48,7 +57,13 @@ async function runBank(mode: Run['mode'], durationS: number, connections: number
     const l = load as ReturnType<typeof autocannon>;
     l.stop();
     const r = await l;
-    requests = { total: r.requests.total, perS: Math.round(r.requests.average), p99Ms: r.latency.p99, non2xx: r.non2xx, errors: r.errors };
+    requests = {
+      total: r.requests.total,
+      perS: Math.round(r.requests.average),
+      p99Ms: r.latency.p99,
+      non2xx: r.non2xx,
+      errors: r.errors,
+    };
   }
   const eventsPerS = Number(/events\/s\s+(\d+)/.exec(out)?.[1]);
   const tps = Number(/transactions run\s+\d+ \((\d+) tps\)/.exec(out)?.[1]);
@@ -57,10 +72,15 @@ async function runBank(mode: Run['mode'], durationS: number, connections: number
 }
 
 /** Runs the comparison; returns the markdown section. */
-export async function runOpsOverheadBench(durationS = 20, rounds = 2, connections = 10): Promise<string> {
+export async function runOpsOverheadBench(
+  durationS = 20,
+  rounds = 2,
+  connections = 10,
+): Promise<string> {
   const runs: Run[] = [await runBank('no server', durationS, connections)];
   for (let i = 0; i < rounds; i++) {
-    const order: Run['mode'][] = i % 2 === 0 ? ['server, idle', 'server, hammered'] : ['server, hammered', 'server, idle'];
+    const order: Run['mode'][] =
+      i % 2 === 0 ? ['server, idle', 'server, hammered'] : ['server, hammered', 'server, idle'];
     for (const mode of order) runs.push(await runBank(mode, durationS, connections));
   }
   const mean = (mode: Run['mode']) => {
@@ -72,11 +92,17 @@ export async function runOpsOverheadBench(durationS = 20, rounds = 2, connection
   const lines = [
     `### Operations server overhead (bank, SQLite, scale 1, 4 clients, ${durationS} s; autocannon ${connections} connections on /metrics + /actors)`,
     '',
-    `${os.cpus().length} CPUs (${os.cpus()[0]?.model ?? '?'}), Node ${process.version}, load average at the end ${os.loadavg().map((x) => x.toFixed(1)).join(' ')}`,
+    `${os.cpus().length} CPUs (${os.cpus()[0]?.model ?? '?'}), Node ${process.version}, load average at the end ${os
+      .loadavg()
+      .map((x) => x.toFixed(1))
+      .join(' ')}`,
     '',
     '| run | mode | events/s | tps | requests served | req/s | p99 ms | non-2xx |',
     '|---|---|---|---|---|---|---|---|',
-    ...runs.map((r, i) => `| ${i + 1} | ${r.mode} | ${r.eventsPerS} | ${r.tps} | ${r.requests?.total ?? '-'} | ${r.requests?.perS ?? '-'} | ${r.requests?.p99Ms ?? '-'} | ${r.requests ? r.requests.non2xx + r.requests.errors : '-'} |`),
+    ...runs.map(
+      (r, i) =>
+        `| ${i + 1} | ${r.mode} | ${r.eventsPerS} | ${r.tps} | ${r.requests?.total ?? '-'} | ${r.requests?.perS ?? '-'} | ${r.requests?.p99Ms ?? '-'} | ${r.requests ? r.requests.non2xx + r.requests.errors : '-'} |`,
+    ),
     '',
     `Mean events/s: server idle ${Math.round(idle)}, hammered ${Math.round(hammered)}: the hammered server costs ${(((idle - hammered) / idle) * 100).toFixed(1)}% (target < 5%).`,
   ];

@@ -40,7 +40,11 @@ const NAME_PATTERN = /^[A-Za-z0-9_.@-]{1,64}$/;
 /** Hashes a token for the users file. */
 export function hashToken(token: string): string {
   const salt = crypto.randomBytes(16);
-  const hash = crypto.scryptSync(token, salt, SCRYPT.keyBytes, { N: SCRYPT.N, r: SCRYPT.r, p: SCRYPT.p });
+  const hash = crypto.scryptSync(token, salt, SCRYPT.keyBytes, {
+    N: SCRYPT.N,
+    r: SCRYPT.r,
+    p: SCRYPT.p,
+  });
   return `scrypt$${SCRYPT.N}$${SCRYPT.r}$${SCRYPT.p}$${salt.toString('base64')}$${hash.toString('base64')}`;
 }
 
@@ -51,7 +55,12 @@ export function verifyToken(token: string, stored: string): boolean {
   const [N, r, p] = parts.slice(1, 4).map(Number);
   const salt = Buffer.from(parts[4], 'base64');
   const expected = Buffer.from(parts[5], 'base64');
-  const actual = crypto.scryptSync(token, salt, expected.length, { N, r, p, maxmem: 256 * N * r + 1024 * 1024 });
+  const actual = crypto.scryptSync(token, salt, expected.length, {
+    N,
+    r,
+    p,
+    maxmem: 256 * N * r + 1024 * 1024,
+  });
   return actual.length === expected.length && crypto.timingSafeEqual(actual, expected);
 }
 
@@ -75,13 +84,19 @@ export function loadUsers(file: string): StoredUser[] {
   const seen = new Set<string>();
   return users.map((u: Partial<StoredUser>, i): StoredUser => {
     const where = `users file ${file}: users[${i}]`;
-    if (typeof u?.name !== 'string' || !NAME_PATTERN.test(u.name)) throw new Error(`${where}.name must match ${NAME_PATTERN}`);
+    if (typeof u?.name !== 'string' || !NAME_PATTERN.test(u.name))
+      throw new Error(`${where}.name must match ${NAME_PATTERN}`);
     if (seen.has(u.name)) throw new Error(`${where}.name: "${u.name}" is listed twice`);
     seen.add(u.name);
-    if (typeof u.tokenHash !== 'string' || !u.tokenHash.startsWith('scrypt$')) throw new Error(`${where}.tokenHash must be a scrypt hash (sluice user add writes one)`);
-    if (u.rights === null || typeof u.rights !== 'object') throw new Error(`${where}.rights must be an object of topology -> right`);
+    if (typeof u.tokenHash !== 'string' || !u.tokenHash.startsWith('scrypt$'))
+      throw new Error(`${where}.tokenHash must be a scrypt hash (sluice user add writes one)`);
+    if (u.rights === null || typeof u.rights !== 'object')
+      throw new Error(`${where}.rights must be an object of topology -> right`);
     for (const [t, r] of Object.entries(u.rights)) {
-      if (!(RIGHTS as readonly string[]).includes(r)) throw new Error(`${where}.rights.${t} must be one of ${RIGHTS.join(', ')}, got ${JSON.stringify(r)}`);
+      if (!(RIGHTS as readonly string[]).includes(r))
+        throw new Error(
+          `${where}.rights.${t} must be one of ${RIGHTS.join(', ')}, got ${JSON.stringify(r)}`,
+        );
     }
     return { name: u.name, tokenHash: u.tokenHash, rights: u.rights as Record<string, Right> };
   });
@@ -92,12 +107,18 @@ export function loadUsers(file: string): StoredUser[] {
  * @throws Error when the name or right is invalid.
  */
 export function addUser(file: string, name: string, right: Right, topology = '*'): string {
-  if (!NAME_PATTERN.test(name)) throw new Error(`user name must match ${NAME_PATTERN}, got "${name}"`);
-  if (!(RIGHTS as readonly string[]).includes(right)) throw new Error(`right must be one of ${RIGHTS.join(', ')}, got "${right}"`);
+  if (!NAME_PATTERN.test(name))
+    throw new Error(`user name must match ${NAME_PATTERN}, got "${name}"`);
+  if (!(RIGHTS as readonly string[]).includes(right))
+    throw new Error(`right must be one of ${RIGHTS.join(', ')}, got "${right}"`);
   const users = fs.existsSync(file) ? loadUsers(file) : [];
   const token = newToken(name);
   const old = users.find((u) => u.name === name);
-  const user: StoredUser = { name, tokenHash: hashToken(token), rights: { ...(old?.rights ?? {}), [topology]: right } };
+  const user: StoredUser = {
+    name,
+    tokenHash: hashToken(token),
+    rights: { ...(old?.rights ?? {}), [topology]: right },
+  };
   const next = users.filter((u) => u.name !== name).concat(user);
   fs.writeFileSync(file, `${JSON.stringify({ users: next }, null, 2)}\n`, { mode: 0o600 });
   return token;
@@ -111,12 +132,15 @@ export interface AuthLimits {
   addressesMax: number;
 }
 /** Defaults of {@link AuthLimits}: 5 failures per minute per address. */
-export const AUTH_LIMITS_DEFAULTS: AuthLimits = { failuresMax: 5, windowMs: 60_000, addressesMax: 10_000 };
+export const AUTH_LIMITS_DEFAULTS: AuthLimits = {
+  failuresMax: 5,
+  windowMs: 60_000,
+  addressesMax: 10_000,
+};
 
 /** Outcome of {@link Authenticator.check}. */
 export type AuthOutcome =
-  | { ok: true; user: string; right: Right }
-  | { ok: false; status: 401 | 403 | 429; error: string };
+  { ok: true; user: string; right: Right } | { ok: false; status: 401 | 403 | 429; error: string };
 
 /** Checks requests against a users file (see the module comment). */
 export class Authenticator {
@@ -125,7 +149,11 @@ export class Authenticator {
   /** Verified tokens (by their SHA-256), so a polling dashboard costs one scrypt per minute. */
   private readonly verified = new Map<string, { user: string; atMs: number }>();
 
-  constructor(users: StoredUser[], private readonly topology: string, private readonly limits: AuthLimits = AUTH_LIMITS_DEFAULTS) {
+  constructor(
+    users: StoredUser[],
+    private readonly topology: string,
+    private readonly limits: AuthLimits = AUTH_LIMITS_DEFAULTS,
+  ) {
     this.users = new Map(users.map((u) => [u.name, u]));
   }
 
@@ -138,11 +166,21 @@ export class Authenticator {
   /** Authenticates `authorization` from `remote` and checks it has `needed`. */
   check(authorization: string | undefined, remote: string, needed: Right): AuthOutcome {
     const nowMs = Date.now();
-    const recent = (this.failures.get(remote) ?? []).filter((t) => nowMs - t < this.limits.windowMs);
+    const recent = (this.failures.get(remote) ?? []).filter(
+      (t) => nowMs - t < this.limits.windowMs,
+    );
     if (recent.length >= this.limits.failuresMax) {
-      return { ok: false, status: 429, error: `too many failed authentications from ${remote}; retry in ${Math.ceil((this.limits.windowMs - (nowMs - recent[0])) / 1000)} s` };
+      return {
+        ok: false,
+        status: 429,
+        error: `too many failed authentications from ${remote}; retry in ${Math.ceil((this.limits.windowMs - (nowMs - recent[0])) / 1000)} s`,
+      };
     }
-    const required = { ok: false, status: 401, error: 'authentication required: Authorization: Bearer <token> (sluice user add makes one)' } as const;
+    const required = {
+      ok: false,
+      status: 401,
+      error: 'authentication required: Authorization: Bearer <token> (sluice user add makes one)',
+    } as const;
     // No credentials is not a failed login: only presented, wrong ones count against the address.
     if (authorization === undefined || authorization === '') return required;
     const user = this.authenticate(authorization, nowMs);
@@ -150,12 +188,17 @@ export class Authenticator {
       recent.push(nowMs);
       this.failures.delete(remote);
       this.failures.set(remote, recent);
-      if (this.failures.size > this.limits.addressesMax) this.failures.delete(this.failures.keys().next().value as string);
+      if (this.failures.size > this.limits.addressesMax)
+        this.failures.delete(this.failures.keys().next().value as string);
       return required;
     }
     const right = this.rightOf(user);
     if (right === null || RIGHTS.indexOf(right) < RIGHTS.indexOf(needed)) {
-      return { ok: false, status: 403, error: `user "${user}" has ${right ?? 'no'} right on topology "${this.topology}"; this needs ${needed}` };
+      return {
+        ok: false,
+        status: 403,
+        error: `user "${user}" has ${right ?? 'no'} right on topology "${this.topology}"; this needs ${needed}`,
+      };
     }
     return { ok: true, user, right };
   }

@@ -53,15 +53,25 @@ interface Probe {
 const quote = (name: string) => `"${name.replace(/"/g, '""')}"`;
 
 function sqliteProbe(source: CaptureSource & { database: { dialect: 'sqlite' } }): Probe {
-  const db = new Database(source.database.file, { readonly: true, fileMustExist: true, timeout: 1000 });
+  const db = new Database(source.database.file, {
+    readonly: true,
+    fileMustExist: true,
+    timeout: 1000,
+  });
   const staging = quote(source.stagingTable);
   const errors = `${source.stagingTable}_errors`;
-  const staged = db.prepare(`SELECT table_name, count(*) AS n, min(time_ms) AS oldest FROM ${staging} GROUP BY table_name`);
+  const staged = db.prepare(
+    `SELECT table_name, count(*) AS n, min(time_ms) AS oldest FROM ${staging} GROUP BY table_name`,
+  );
   const hasErrors = db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?`);
   return {
     async read() {
       const parked = hasErrors.get(errors)
-        ? (db.prepare(`SELECT table_name, count(*) AS n, NULL AS oldest FROM ${quote(errors)} GROUP BY table_name`).all() as Row[])
+        ? (db
+            .prepare(
+              `SELECT table_name, count(*) AS n, NULL AS oldest FROM ${quote(errors)} GROUP BY table_name`,
+            )
+            .all() as Row[])
         : null;
       return { staged: staged.all() as Row[], parked };
     },
@@ -71,13 +81,19 @@ function sqliteProbe(source: CaptureSource & { database: { dialect: 'sqlite' } }
   };
 }
 
-async function pgProbe(source: CaptureSource & { database: { dialect: 'postgres' } }): Promise<Probe> {
-  const client = new pg.Client({ connectionString: source.database.url, application_name: 'sluice-ops' });
+async function pgProbe(
+  source: CaptureSource & { database: { dialect: 'postgres' } },
+): Promise<Probe> {
+  const client = new pg.Client({
+    connectionString: source.database.url,
+    application_name: 'sluice-ops',
+  });
   let broken: Error | null = null;
   client.on('error', (err: Error) => (broken = err));
   await client.connect();
   try {
-    if (source.database.schema !== undefined) await client.query(`SET search_path TO ${quote(source.database.schema)}`);
+    if (source.database.schema !== undefined)
+      await client.query(`SET search_path TO ${quote(source.database.schema)}`);
     await client.query('SET default_transaction_read_only = on');
   } catch (err) {
     await client.end().catch(() => undefined);
@@ -89,7 +105,9 @@ async function pgProbe(source: CaptureSource & { database: { dialect: 'postgres'
   const captureSchema = (source.database as { captureSchema?: string }).captureSchema ?? 'sluice';
   const resolve = async (table: string): Promise<string | null> => {
     for (const name of [`${quote(captureSchema)}.${quote(table)}`, quote(table)]) {
-      const r = await client.query<{ t: string | null }>('SELECT to_regclass($1)::text AS t', [name]);
+      const r = await client.query<{ t: string | null }>('SELECT to_regclass($1)::text AS t', [
+        name,
+      ]);
       if (r.rows[0]?.t) return name;
     }
     return null;
@@ -98,13 +116,20 @@ async function pgProbe(source: CaptureSource & { database: { dialect: 'postgres'
     async read() {
       if (broken) throw broken;
       const stagingName = await resolve(source.stagingTable);
-      if (stagingName === null) throw new Error(`staging table ${source.stagingTable} not found (is the capture installed? sluice install)`);
+      if (stagingName === null)
+        throw new Error(
+          `staging table ${source.stagingTable} not found (is the capture installed? sluice install)`,
+        );
       const staged = await client.query<Row>(
         `SELECT table_name, count(*) AS n, min(time_ms) AS oldest FROM ${stagingName} GROUP BY table_name`,
       );
       const errorsName = await resolve(`${source.stagingTable}_errors`);
       const parked = errorsName
-        ? (await client.query<Row>(`SELECT table_name, count(*) AS n, NULL AS oldest FROM ${errorsName} GROUP BY table_name`)).rows
+        ? (
+            await client.query<Row>(
+              `SELECT table_name, count(*) AS n, NULL AS oldest FROM ${errorsName} GROUP BY table_name`,
+            )
+          ).rows
         : null;
       return { staged: staged.rows, parked };
     },
@@ -120,7 +145,10 @@ export class CaptureStats {
   private cached: { atMs: number; value: Promise<CaptureSourceStats[]> } | null = null;
 
   /** @param cacheMs how long one read is served from cache, ms. */
-  constructor(private readonly sources: CaptureSource[], private readonly cacheMs = 1000) {}
+  constructor(
+    private readonly sources: CaptureSource[],
+    private readonly cacheMs = 1000,
+  ) {}
 
   /** Figures of every source, at most `cacheMs` old. Never rejects: errors are per source. */
   read(): Promise<CaptureSourceStats[]> {
@@ -139,14 +167,20 @@ export class CaptureStats {
   }
 
   private async readSource(source: CaptureSource): Promise<CaptureSourceStats> {
-    const base = { source: source.name, dialect: source.database.dialect, stagingTable: source.stagingTable, pumps: source.pumps };
+    const base = {
+      source: source.name,
+      dialect: source.database.dialect,
+      stagingTable: source.stagingTable,
+      pumps: source.pumps,
+    };
     const nowMs = Date.now();
     try {
       let probe = this.probes.get(source.name);
       if (!probe) {
-        probe = source.database.dialect === 'sqlite'
-          ? sqliteProbe(source as CaptureSource & { database: { dialect: 'sqlite' } })
-          : await pgProbe(source as CaptureSource & { database: { dialect: 'postgres' } });
+        probe =
+          source.database.dialect === 'sqlite'
+            ? sqliteProbe(source as CaptureSource & { database: { dialect: 'sqlite' } })
+            : await pgProbe(source as CaptureSource & { database: { dialect: 'postgres' } });
         this.probes.set(source.name, probe);
       }
       const { staged, parked } = await probe.read();
@@ -167,7 +201,12 @@ export class CaptureStats {
       const probe = this.probes.get(source.name);
       this.probes.delete(source.name);
       await probe?.close().catch(() => undefined);
-      return { ...base, tables: null, error: (err as Error).message, readAt: new Date(nowMs).toISOString() };
+      return {
+        ...base,
+        tables: null,
+        error: (err as Error).message,
+        readAt: new Date(nowMs).toISOString(),
+      };
     }
   }
 }

@@ -32,7 +32,12 @@ export function healthOf(supervisor: Supervisor): Health {
   const state = supervisor.status();
   if (state === 'failed') {
     const message = supervisor.failure()?.message ?? 'failed';
-    return { status: 'failed', ready: false, reasons: [`topology stopped: ${message}`], degraded: [] };
+    return {
+      status: 'failed',
+      ready: false,
+      reasons: [`topology stopped: ${message}`],
+      degraded: [],
+    };
   }
   if (state === 'draining' || state === 'stopped') {
     return { status: state, ready: false, reasons: [`topology is ${state}`], degraded: [] };
@@ -44,16 +49,27 @@ export function healthOf(supervisor: Supervisor): Health {
   for (const g of groups) {
     if (g.failure) {
       const since = new Date(g.failure.sinceMs).toISOString();
-      degraded.push({ group: g.name, actor: g.failure.actor, error: g.failure.error, since, restarts: g.restarts });
-      reasons.push(`${g.name}: degraded since ${since}: ${g.failure.actor} failed: ${g.failure.error}`);
+      degraded.push({
+        group: g.name,
+        actor: g.failure.actor,
+        error: g.failure.error,
+        since,
+        restarts: g.restarts,
+      });
+      reasons.push(
+        `${g.name}: degraded since ${since}: ${g.failure.actor} failed: ${g.failure.error}`,
+      );
     } else if (!g.live) {
       const notLive = actors.filter((a) => a.group === g.name && a.counters.state !== 'live');
-      reasons.push(notLive.length > 0
-        ? `${g.name}: ${notLive.map((a) => `${a.name} is ${a.counters.state}`).join(', ')}`
-        : `${g.name}: starting`);
+      reasons.push(
+        notLive.length > 0
+          ? `${g.name}: ${notLive.map((a) => `${a.name} is ${a.counters.state}`).join(', ')}`
+          : `${g.name}: starting`,
+      );
     }
   }
   if (state === 'idle' || groups.length === 0) reasons.push('topology is starting');
-  const status: HealthStatus = degraded.length > 0 ? 'degraded' : reasons.length > 0 ? 'starting' : 'ok';
+  const status: HealthStatus =
+    degraded.length > 0 ? 'degraded' : reasons.length > 0 ? 'starting' : 'ok';
   return { status, ready: reasons.length === 0, reasons, degraded };
 }

@@ -15,14 +15,39 @@ import { healthOf } from './health.js';
 import type { HttpOptions, OpsServer } from './server.js';
 import { packageVersion } from './version.js';
 
-export { Sampler, SAMPLER_DEFAULTS, kindOf, type ActorStatus, type ActorHistory, type InputLag, type Rates, type SamplerOptions } from './sampler.js';
+export {
+  Sampler,
+  SAMPLER_DEFAULTS,
+  kindOf,
+  type ActorStatus,
+  type ActorHistory,
+  type InputLag,
+  type Rates,
+  type SamplerOptions,
+} from './sampler.js';
 export { CaptureStats, type CaptureSourceStats, type CaptureTableStats } from './capture-stats.js';
 // metrics.js (prom-client) and server.js (fastify) are loaded only when a server is asked for:
 // import them from 'sluice/ops/metrics' style paths directly if you need them without startOps.
 export { AuditLog, type AuditEntry } from './audit.js';
-export { Authenticator, addUser, hashToken, verifyToken, loadUsers, RIGHTS, AUTH_LIMITS_DEFAULTS, type Right, type StoredUser, type AuthLimits } from './auth.js';
+export {
+  Authenticator,
+  addUser,
+  hashToken,
+  verifyToken,
+  loadUsers,
+  RIGHTS,
+  AUTH_LIMITS_DEFAULTS,
+  type Right,
+  type StoredUser,
+  type AuthLimits,
+} from './auth.js';
 export { healthOf, type Health, type HealthStatus, type Degraded } from './health.js';
-export { createLogger, attachSupervisorLogs, parseLogLevel, type LoggerOptions } from './logging.js';
+export {
+  createLogger,
+  attachSupervisorLogs,
+  parseLogLevel,
+  type LoggerOptions,
+} from './logging.js';
 export { LOG_FORMATS, type LogFormat } from './formats.js';
 export { redactTopology, redactUrl } from './redact.js';
 export type { HttpOptions, OpsServer, OpsContext } from './server.js';
@@ -58,11 +83,29 @@ export async function startOps(options: OpsOptions): Promise<Ops> {
   let server: OpsServer | null = null;
   try {
     if (options.http) {
-      const [{ createMetrics }, { listenOps }] = await Promise.all([import('./metrics.js'), import('./server.js')]);
+      const [{ createMetrics }, { listenOps }] = await Promise.all([
+        import('./metrics.js'),
+        import('./server.js'),
+      ]);
       const metrics = createMetrics({ sampler, capture, ready: () => healthOf(supervisor).ready });
       const audit = new AuditLog(topology.dataDir);
-      const auth = options.http.usersFile ? new Authenticator(loadUsers(options.http.usersFile), topology.name) : null;
-      server = await listenOps({ topology, supervisor, sampler, capture, metrics, logger, audit, auth, version: packageVersion() }, options.http);
+      const auth = options.http.usersFile
+        ? new Authenticator(loadUsers(options.http.usersFile), topology.name)
+        : null;
+      server = await listenOps(
+        {
+          topology,
+          supervisor,
+          sampler,
+          capture,
+          metrics,
+          logger,
+          audit,
+          auth,
+          version: packageVersion(),
+        },
+        options.http,
+      );
     }
   } catch (err) {
     sampler.stop();

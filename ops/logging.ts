@@ -32,7 +32,9 @@ export interface LoggerOptions {
  */
 export function parseLogLevel(value: unknown, where: string): LogLevelName {
   if (typeof value === 'string' && Object.hasOwn(LOG_LEVELS, value)) return value as LogLevelName;
-  throw new Error(`${where}: log level must be one of ${Object.keys(LOG_LEVELS).join(', ')}, got ${JSON.stringify(value)}`);
+  throw new Error(
+    `${where}: log level must be one of ${Object.keys(LOG_LEVELS).join(', ')}, got ${JSON.stringify(value)}`,
+  );
 }
 
 /** pino's level name for ours (silent is pino's too). */
@@ -47,9 +49,14 @@ function textLine(json: string): string {
     return json;
   }
   const { level, time, topology, actor, msg, pid, hostname, ...rest } = o;
-  void time; void topology; void pid; void hostname;
+  void time;
+  void topology;
+  void pid;
+  void hostname;
   void level;
-  const extra = Object.entries(rest).map(([k, v]) => ` ${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`).join('');
+  const extra = Object.entries(rest)
+    .map(([k, v]) => ` ${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`)
+    .join('');
   return `${actor ? `[${String(actor)}] ` : ''}${String(msg ?? '')}${extra}`;
 }
 
@@ -86,9 +93,12 @@ export function attachSupervisorLogs(supervisor: Supervisor, logger: Logger): ()
   const onLog = (line: string) => logger.info(line);
   const onActorLog = (e: ActorLogEvent) => {
     let child = children.get(e.actor);
-    if (!child) children.set(e.actor, (child = logger.child({ actor: e.actor }, { level: 'trace' })));
+    if (!child)
+      children.set(e.actor, (child = logger.child({ actor: e.actor }, { level: 'trace' })));
     const name = logLevelName(e.level);
-    const method = (Object.hasOwn(LOG_LEVELS, name) && name !== 'silent' ? name : 'info') as Exclude<LogLevelName, 'silent'>;
+    const method = (
+      Object.hasOwn(LOG_LEVELS, name) && name !== 'silent' ? name : 'info'
+    ) as Exclude<LogLevelName, 'silent'>;
     child[method](e.fields ?? {}, e.msg);
   };
   supervisor.on('log', onLog);

@@ -21,7 +21,9 @@ function redactValue(value: unknown, key: string): unknown {
   if (Array.isArray(value)) return value.map((v) => redactValue(v, key));
   if (value !== null && typeof value === 'object') {
     const out: Record<string, unknown> = {};
-    for (const [k, v] of Object.entries(value)) out[k] = SECRET_FIELD.test(k) && v !== null && typeof v !== 'object' ? REDACTED : redactValue(v, k);
+    for (const [k, v] of Object.entries(value))
+      out[k] =
+        SECRET_FIELD.test(k) && v !== null && typeof v !== 'object' ? REDACTED : redactValue(v, k);
     return out;
   }
   return value;

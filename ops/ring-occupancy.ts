@@ -24,5 +24,10 @@ export function ringOccupancy(sab: SharedArrayBuffer): RingOccupancy {
   const tail = Atomics.load(words, ix.tailPosition) & ~WAITING_BIT;
   const head = Atomics.load(words, ix.headPosition) & ~WAITING_BIT;
   const usedBytes = Math.min(capacityBytes, Math.max(0, (tail - head) | 0));
-  return { capacityBytes, usedBytes, ratio: usedBytes / capacityBytes, closed: Atomics.load(words, ix.closed) === 1 };
+  return {
+    capacityBytes,
+    usedBytes,
+    ratio: usedBytes / capacityBytes,
+    closed: Atomics.load(words, ix.closed) === 1,
+  };
 }

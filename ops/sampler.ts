@@ -14,7 +14,12 @@ import { EnvelopeView } from '../engine/codec/index.js';
 import { inputKey } from '../engine/service/index.js';
 import type { ActorInfo, Supervisor } from '../engine/supervisor/index.js';
 import type { CounterSnapshot } from '../engine/actor/index.js';
-import { HOST_SHARED, READER_SHARED, type QueueReaderData, type ServiceHostData } from '../actors/contracts.js';
+import {
+  HOST_SHARED,
+  READER_SHARED,
+  type QueueReaderData,
+  type ServiceHostData,
+} from '../actors/contracts.js';
 import { ringOccupancy, type RingOccupancy } from './ring-occupancy.js';
 
 /** Bounds of the sampler, all with defaults in {@link SAMPLER_DEFAULTS}. */
@@ -28,7 +33,11 @@ export interface SamplerOptions {
 }
 
 /** Defaults of {@link SamplerOptions}. */
-export const SAMPLER_DEFAULTS: SamplerOptions = { intervalMs: 1000, secondSamplesMax: 3600, minuteSamplesMax: 1440 };
+export const SAMPLER_DEFAULTS: SamplerOptions = {
+  intervalMs: 1000,
+  secondSamplesMax: 3600,
+  minuteSamplesMax: 1440,
+};
 
 /** Largest age of the lag figures GET /actors serves, ms. */
 export const LAG_FRESH_MS = 200;
@@ -98,7 +107,10 @@ class SampleRing {
   private readonly cols: Float64Array[];
   private next = 0;
   private size = 0;
-  constructor(readonly capacity: number, columns: number) {
+  constructor(
+    readonly capacity: number,
+    columns: number,
+  ) {
     this.cols = Array.from({ length: columns }, () => new Float64Array(capacity));
   }
   push(values: number[]): void {
@@ -113,7 +125,8 @@ class SampleRing {
   column(c: number, n = this.size): number[] {
     const k = Math.min(n, this.size);
     const out = new Array<number>(k);
-    for (let i = 0; i < k; i++) out[i] = this.cols[c][(this.next - k + i + this.capacity) % this.capacity];
+    for (let i = 0; i < k; i++)
+      out[i] = this.cols[c][(this.next - k + i + this.capacity) % this.capacity];
     return out;
   }
 }
@@ -132,7 +145,15 @@ interface Track {
   last: CounterSnapshot | null;
   seconds: SampleRing;
   minutes: SampleRing;
-  minuteAcc: { in: number; out: number; dt: number; lagRecords: number; lagMs: number; n: number; startMs: number };
+  minuteAcc: {
+    in: number;
+    out: number;
+    dt: number;
+    lagRecords: number;
+    lagMs: number;
+    n: number;
+    startMs: number;
+  };
 }
 
 interface PartitionProbe {
@@ -155,10 +176,14 @@ export class Sampler {
   onSample: ((statuses: ActorStatus[]) => void) | null = null;
 
   /** @throws Error when an option is not a positive integer. */
-  constructor(private readonly supervisor: Supervisor, options: Partial<SamplerOptions> = {}) {
+  constructor(
+    private readonly supervisor: Supervisor,
+    options: Partial<SamplerOptions> = {},
+  ) {
     this.options = { ...SAMPLER_DEFAULTS, ...options };
     for (const [k, v] of Object.entries(this.options)) {
-      if (!Number.isInteger(v) || v < 1) throw new Error(`sampler option ${k} must be an integer >= 1, ${k}=${v}`);
+      if (!Number.isInteger(v) || v < 1)
+        throw new Error(`sampler option ${k} must be an integer >= 1, ${k}=${v}`);
     }
   }
 
@@ -242,7 +267,8 @@ export class Sampler {
     if (!t) return null;
     const ring = step === 'second' ? t.seconds : t.minutes;
     const dt = ring.column(COL_DT, samplesMax);
-    const perS = (col: number) => ring.column(col, samplesMax).map((v, i) => (dt[i] > 0 ? (v * 1000) / dt[i] : 0));
+    const perS = (col: number) =>
+      ring.column(col, samplesMax).map((v, i) => (dt[i] > 0 ? (v * 1000) / dt[i] : 0));
     return {
       actor,
       step,
@@ -301,7 +327,9 @@ export class Sampler {
       const handled = a.shared[HOST_SHARED.positions];
       if (!handled || !Array.isArray(d?.inputs)) return [];
       const pos = new Float64Array(handled);
-      return d.inputs.map((input, i) => this.lagOf(input.queue, input.partition, input.dir, pos[i], nowMs));
+      return d.inputs.map((input, i) =>
+        this.lagOf(input.queue, input.partition, input.dir, pos[i], nowMs),
+      );
     }
     if (kind === 'reader') {
       const d = a.data as QueueReaderData;
@@ -309,14 +337,21 @@ export class Sampler {
       const host = all.find((x) => x.name === `service:${service}`);
       const hd = host?.data as ServiceHostData | undefined;
       const handled = host?.shared[HOST_SHARED.positions];
-      const i = hd?.inputs.findIndex((x) => x.queue === d.queue && x.partition === d.partition) ?? -1;
+      const i =
+        hd?.inputs.findIndex((x) => x.queue === d.queue && x.partition === d.partition) ?? -1;
       const h = handled && i >= 0 ? new Float64Array(handled)[i] : d.from - 1;
       return [this.lagOf(d.queue, d.partition, d.dir, h, nowMs)];
     }
     return [];
   }
 
-  private lagOf(queue: string, partition: number, dir: string, handledIndex: number, nowMs: number): InputLag {
+  private lagOf(
+    queue: string,
+    partition: number,
+    dir: string,
+    handledIndex: number,
+    nowMs: number,
+  ): InputLag {
     const key = inputKey(queue, partition);
     let p = this.probes.get(key);
     if (!p) this.probes.set(key, (p = { dir, end: null, at: null }));
@@ -342,14 +377,23 @@ export class Sampler {
       p.at?.close();
       p.end = p.at = null;
     }
-    return { queue, partition, endIndex, handledIndex, lagRecords: Math.max(0, endIndex - handledIndex - 1), lagMs };
+    return {
+      queue,
+      partition,
+      endIndex,
+      handledIndex,
+      lagRecords: Math.max(0, endIndex - handledIndex - 1),
+      lagMs,
+    };
   }
 }
 
 /** Actor kind from its name's prefix. */
 export function kindOf(name: string): ActorKind {
   const prefix = name.slice(0, name.indexOf(':'));
-  return prefix === 'pump' || prefix === 'reader' || prefix === 'service' || prefix === 'timer' ? prefix : 'other';
+  return prefix === 'pump' || prefix === 'reader' || prefix === 'service' || prefix === 'timer'
+    ? prefix
+    : 'other';
 }
 
 function rates(ring: SampleRing, col: number, windowSamples: number): Rates {

@@ -20,12 +20,25 @@ export const health = obj({
   reasons: { type: 'array', items: str },
   degraded: {
     type: 'array',
-    items: obj({ group: str, actor: str, error: str, since: { type: 'string', format: 'date-time' }, restarts: int }),
+    items: obj({
+      group: str,
+      actor: str,
+      error: str,
+      since: { type: 'string', format: 'date-time' },
+      restarts: int,
+    }),
   },
 });
 
 const rates = obj({ perSecond1s: num, perSecond1m: num });
-const inputLag = obj({ queue: str, partition: int, endIndex: int, handledIndex: int, lagRecords: int, lagMs: num });
+const inputLag = obj({
+  queue: str,
+  partition: int,
+  endIndex: int,
+  handledIndex: int,
+  lagRecords: int,
+  lagMs: num,
+});
 const ring = obj({ capacityBytes: int, usedBytes: int, ratio: num, closed: { type: 'boolean' } });
 
 export const actor = obj({
@@ -37,23 +50,44 @@ export const actor = obj({
   startedAt: { type: 'string', format: 'date-time' },
   heartbeatAgeMs: num,
   lastError: { type: 'string', nullable: true },
-  counters: obj({ eventsIn: num, eventsOut: num, batches: num, waits: num, replayed: num, replayTotal: num, errors: num }),
+  counters: obj({
+    eventsIn: num,
+    eventsOut: num,
+    batches: num,
+    waits: num,
+    replayed: num,
+    replayTotal: num,
+    errors: num,
+  }),
   rates: obj({ eventsIn: rates, eventsOut: rates }),
   inputs: { type: 'array', items: inputLag },
   ring: { ...ring, nullable: true },
 });
 
-export const actors = obj({ topology: str, time: { type: 'string', format: 'date-time' }, actors: { type: 'array', items: actor } });
+export const actors = obj({
+  topology: str,
+  time: { type: 'string', format: 'date-time' },
+  actors: { type: 'array', items: actor },
+});
 
 export const actorParams = obj({ name: str });
 export const historyQuery = {
   type: 'object',
-  properties: { step: { type: 'string', enum: ['second', 'minute'] }, samples: { type: 'integer', minimum: 1, maximum: 3600 } },
+  properties: {
+    step: { type: 'string', enum: ['second', 'minute'] },
+    samples: { type: 'integer', minimum: 1, maximum: 3600 },
+  },
   additionalProperties: false,
 } as const;
 const series = { type: 'array', items: num } as const;
 export const history = obj({
-  actor: str, step: str, timeMs: series, eventsInPerSecond: series, eventsOutPerSecond: series, lagRecords: series, lagMs: series,
+  actor: str,
+  step: str,
+  timeMs: series,
+  eventsInPerSecond: series,
+  eventsOutPerSecond: series,
+  lagRecords: series,
+  lagMs: series,
 });
 
 export const capture = obj({
@@ -71,14 +105,26 @@ export const capture = obj({
       tables: {
         type: 'array',
         nullable: true,
-        items: obj({ table: str, target: str, stagingDepth: int, oldestStagedAgeMs: num, parkedErrors: { type: 'integer', nullable: true } }),
+        items: obj({
+          table: str,
+          target: str,
+          stagingDepth: int,
+          oldestStagedAgeMs: num,
+          parkedErrors: { type: 'integer', nullable: true },
+        }),
       },
     }),
   },
 });
 
-const level = { type: 'string', enum: ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] } as const;
-export const logLevels = obj({ global: str, actors: { type: 'object', additionalProperties: str } });
+const level = {
+  type: 'string',
+  enum: ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'],
+} as const;
+export const logLevels = obj({
+  global: str,
+  actors: { type: 'object', additionalProperties: str },
+});
 export const logLevelBody = {
   type: 'object',
   properties: { level, actor: { type: 'string', minLength: 1 } },
@@ -88,7 +134,13 @@ export const logLevelBody = {
 
 const anyValue = {} as const;
 export const auditEntry = obj({
-  time: { type: 'string', format: 'date-time' }, user: str, remote: str, action: str, target: str, before: anyValue, after: anyValue,
+  time: { type: 'string', format: 'date-time' },
+  user: str,
+  remote: str,
+  action: str,
+  target: str,
+  before: anyValue,
+  after: anyValue,
 });
 export const auditQuery = {
   type: 'object',

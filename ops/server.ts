@@ -66,7 +66,10 @@ export interface OpsContext {
 }
 
 /** Directory of the dashboard's files (copied next to this module at build). */
-export const DASHBOARD_DIR = path.join(path.dirname(new URL(import.meta.url).pathname), 'dashboard');
+export const DASHBOARD_DIR = path.join(
+  path.dirname(new URL(import.meta.url).pathname),
+  'dashboard',
+);
 const DASHBOARD_TYPES: Record<string, string> = {
   '.html': 'text/html; charset=utf-8',
   '.js': 'text/javascript; charset=utf-8',
@@ -90,7 +93,9 @@ function userOf(req: FastifyRequest): string {
  * Builds the fastify app (not listening yet). @throws Error when a plugin fails to load.
  */
 export async function buildOpsApp(ctx: OpsContext): Promise<FastifyInstance> {
-  const app = Fastify({ logger: false });
+  // On close, open keep-alive connections (a dashboard, a scraper) are destroyed, so stop() does
+  // not wait for clients; a request arriving while closing gets 503.
+  const app = Fastify({ logger: false, forceCloseConnections: true });
   await app.register(swagger, {
     openapi: {
       openapi: '3.0.3',
@@ -120,134 +125,240 @@ export async function buildOpsApp(ctx: OpsContext): Promise<FastifyInstance> {
 
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 
-  app.get('/health/live', { schema: { summary: 'The process answers.', tags: ['health'], response: { 200: S.live } } },
-    async () => ({ status: 'live' as const }));
+  app.get(
+    '/health/live',
+    { schema: { summary: 'The process answers.', tags: ['health'], response: { 200: S.live } } },
+    async () => ({ status: 'live' as const }),
+  );
 
-  app.get('/health/ready', {
-    schema: {
-      summary: 'Ready when every actor is live; 503 with the reasons otherwise.', tags: ['health'],
-      response: { 200: S.health, 503: S.health },
+  app.get(
+    '/health/ready',
+    {
+      schema: {
+        summary: 'Ready when every actor is live; 503 with the reasons otherwise.',
+        tags: ['health'],
+        response: { 200: S.health, 503: S.health },
+      },
     },
-  }, async (_req, reply) => {
-    const h = healthOf(ctx.supervisor);
-    return reply.code(h.ready ? 200 : 503).send(h);
-  });
-
-  app.get('/health', {
-    schema: {
-      summary: 'Overall state: ok, starting, degraded (naming the failing actor and since when), draining, stopped, failed.',
-      tags: ['health'], response: { 200: S.health, 503: S.health },
+    async (_req, reply) => {
+      const h = healthOf(ctx.supervisor);
+      return reply.code(h.ready ? 200 : 503).send(h);
     },
-  }, async (_req, reply) => {
-    const h = healthOf(ctx.supervisor);
-    return reply.code(h.status === 'failed' || h.status === 'stopped' ? 503 : 200).send(h);
-  });
+  );
 
-  app.get('/version', { schema: { summary: 'Package version.', response: { 200: S.version } } },
-    async () => ({ version: ctx.version, topology: ctx.topology.name }));
-
-  app.get('/topology', {
-    schema: { summary: 'The running topology, secrets redacted.', tags: ['status'], response: { 200: S.anyObject } },
-  }, async () => redactTopology(ctx.topology));
-
-  app.get('/actors', {
-    schema: {
-      summary: 'Every actor: state, restarts, counters, rates over 1 s and 1 min, lag per input, ring occupancy.',
-      tags: ['status'], response: { 200: S.actors },
+  app.get(
+    '/health',
+    {
+      schema: {
+        summary:
+          'Overall state: ok, starting, degraded (naming the failing actor and since when), draining, stopped, failed.',
+        tags: ['health'],
+        response: { 200: S.health, 503: S.health },
+      },
     },
-  }, async () => ({ topology: ctx.topology.name, time: new Date().toISOString(), actors: ctx.sampler.statuses() }));
-
-  app.get<{ Params: { name: string }; Querystring: { step?: 'second' | 'minute'; samples?: number } }>('/actors/:name/history', {
-    schema: {
-      summary: 'Per-second (last hour) or per-minute (last day) samples of one actor.', tags: ['status'],
-      params: S.actorParams, querystring: S.historyQuery, response: { 200: S.history, 404: S.error },
+    async (_req, reply) => {
+      const h = healthOf(ctx.supervisor);
+      return reply.code(h.status === 'failed' || h.status === 'stopped' ? 503 : 200).send(h);
     },
-  }, async (req, reply) => {
-    const h = ctx.sampler.history(req.params.name, req.query.step ?? 'second', req.query.samples);
-    if (!h) return reply.code(404).send({ error: `unknown actor "${req.params.name}"` });
-    return h;
-  });
+  );
 
-  app.get('/capture', {
-    schema: {
-      summary: 'Per capture source and table: staging depth, oldest staged age, drain rate, parked errors.',
-      tags: ['status'], response: { 200: S.capture },
+  app.get(
+    '/version',
+    { schema: { summary: 'Package version.', response: { 200: S.version } } },
+    async () => ({ version: ctx.version, topology: ctx.topology.name }),
+  );
+
+  app.get(
+    '/topology',
+    {
+      schema: {
+        summary: 'The running topology, secrets redacted.',
+        tags: ['status'],
+        response: { 200: S.anyObject },
+      },
     },
-  }, async () => {
-    const statuses = ctx.sampler.statuses();
-    const sources = (await ctx.capture.read()).map((s) => {
-      const pumps = statuses.filter((a) => a.kind === 'pump' && a.name.startsWith(`pump:${s.source}/`));
-      const drain = pumps.reduce((acc, p) => ({ s1: acc.s1 + p.rates.eventsIn.perSecond1s, m1: acc.m1 + p.rates.eventsIn.perSecond1m }), { s1: 0, m1: 0 });
-      return { ...s, drainRate: { perSecond1s: drain.s1, perSecond1m: drain.m1 } };
-    });
-    return { topology: ctx.topology.name, sources };
-  });
+    async () => redactTopology(ctx.topology),
+  );
 
-  app.get('/metrics', { schema: { summary: 'Prometheus text format (prom-client).', tags: ['status'], produces: ['text/plain'] } },
+  app.get(
+    '/actors',
+    {
+      schema: {
+        summary:
+          'Every actor: state, restarts, counters, rates over 1 s and 1 min, lag per input, ring occupancy.',
+        tags: ['status'],
+        response: { 200: S.actors },
+      },
+    },
+    async () => ({
+      topology: ctx.topology.name,
+      time: new Date().toISOString(),
+      actors: ctx.sampler.statuses(),
+    }),
+  );
+
+  app.get<{
+    Params: { name: string };
+    Querystring: { step?: 'second' | 'minute'; samples?: number };
+  }>(
+    '/actors/:name/history',
+    {
+      schema: {
+        summary: 'Per-second (last hour) or per-minute (last day) samples of one actor.',
+        tags: ['status'],
+        params: S.actorParams,
+        querystring: S.historyQuery,
+        response: { 200: S.history, 404: S.error },
+      },
+    },
+    async (req, reply) => {
+      const h = ctx.sampler.history(req.params.name, req.query.step ?? 'second', req.query.samples);
+      if (!h) return reply.code(404).send({ error: `unknown actor "${req.params.name}"` });
+      return h;
+    },
+  );
+
+  app.get(
+    '/capture',
+    {
+      schema: {
+        summary:
+          'Per capture source and table: staging depth, oldest staged age, drain rate, parked errors.',
+        tags: ['status'],
+        response: { 200: S.capture },
+      },
+    },
+    async () => {
+      const statuses = ctx.sampler.statuses();
+      const sources = (await ctx.capture.read()).map((s) => {
+        const pumps = statuses.filter(
+          (a) => a.kind === 'pump' && a.name.startsWith(`pump:${s.source}/`),
+        );
+        const drain = pumps.reduce(
+          (acc, p) => ({
+            s1: acc.s1 + p.rates.eventsIn.perSecond1s,
+            m1: acc.m1 + p.rates.eventsIn.perSecond1m,
+          }),
+          { s1: 0, m1: 0 },
+        );
+        return { ...s, drainRate: { perSecond1s: drain.s1, perSecond1m: drain.m1 } };
+      });
+      return { topology: ctx.topology.name, sources };
+    },
+  );
+
+  app.get(
+    '/metrics',
+    {
+      schema: {
+        summary: 'Prometheus text format (prom-client).',
+        tags: ['status'],
+        produces: ['text/plain'],
+      },
+    },
     async (_req, reply) => {
       const text = await ctx.metrics.metrics();
       return reply.type(ctx.metrics.contentType).send(text);
-    });
-
-  app.get('/log-level', {
-    schema: { summary: 'The global log level and each actor\'s.', tags: ['logs'], response: { 200: S.logLevels } },
-  }, async () => logLevels(ctx));
-
-  app.put<{ Body: { level: string; actor?: string } }>('/log-level', {
-    schema: {
-      summary: 'Sets the log level of one actor, or the global one; audited.', tags: ['logs'],
-      body: S.logLevelBody, response: { 200: S.auditEntry, 400: S.error, 404: S.error },
     },
-  }, async (req, reply) => {
-    let level;
-    try {
-      level = parseLogLevel(req.body.level, 'body.level');
-    } catch (err) {
-      return reply.code(400).send({ error: (err as Error).message });
-    }
-    const actor = req.body.actor;
-    if (actor !== undefined && !ctx.supervisor.actors().some((a) => a.name === actor)) {
-      return reply.code(404).send({ error: `unknown actor "${actor}" (GET /actors lists them)` });
-    }
-    const before = actor === undefined ? ctx.logger.level : logLevelName(ctx.supervisor.logLevel(actor));
-    ctx.supervisor.setLogLevel(LOG_LEVELS[level], actor);
-    if (actor === undefined) ctx.logger.level = level;
-    const entry = ctx.audit.record({
-      user: userOf(req), remote: req.ip, action: 'log-level', target: actor ?? '*', before, after: level,
-    });
-    ctx.logger.info({ user: entry.user, target: entry.target, before, after: level }, 'log level changed');
-    return entry;
-  });
+  );
 
-  app.get<{ Querystring: { limit?: number } }>('/audit', {
-    schema: {
-      summary: 'Runtime changes, newest first: who, when, what, before and after.', tags: ['logs'],
-      querystring: S.auditQuery, response: { 200: S.audit },
+  app.get(
+    '/log-level',
+    {
+      schema: {
+        summary: "The global log level and each actor's.",
+        tags: ['logs'],
+        response: { 200: S.logLevels },
+      },
     },
-  }, async (req) => ({ entries: ctx.audit.list(req.query.limit ?? 100) }));
+    async () => logLevels(ctx),
+  );
 
-  app.get('/', { schema: { hide: true } }, async (_req, reply) => sendDashboardFile(reply, 'index.html'));
-  app.get<{ Params: { file: string } }>('/assets/:file', { schema: { hide: true } }, async (req, reply) =>
-    sendDashboardFile(reply, req.params.file));
+  app.put<{ Body: { level: string; actor?: string } }>(
+    '/log-level',
+    {
+      schema: {
+        summary: 'Sets the log level of one actor, or the global one; audited.',
+        tags: ['logs'],
+        body: S.logLevelBody,
+        response: { 200: S.auditEntry, 400: S.error, 404: S.error },
+      },
+    },
+    async (req, reply) => {
+      let level;
+      try {
+        level = parseLogLevel(req.body.level, 'body.level');
+      } catch (err) {
+        return reply.code(400).send({ error: (err as Error).message });
+      }
+      const actor = req.body.actor;
+      if (actor !== undefined && !ctx.supervisor.actors().some((a) => a.name === actor)) {
+        return reply.code(404).send({ error: `unknown actor "${actor}" (GET /actors lists them)` });
+      }
+      const before =
+        actor === undefined ? ctx.logger.level : logLevelName(ctx.supervisor.logLevel(actor));
+      ctx.supervisor.setLogLevel(LOG_LEVELS[level], actor);
+      if (actor === undefined) ctx.logger.level = level;
+      const entry = ctx.audit.record({
+        user: userOf(req),
+        remote: req.ip,
+        action: 'log-level',
+        target: actor ?? '*',
+        before,
+        after: level,
+      });
+      ctx.logger.info(
+        { user: entry.user, target: entry.target, before, after: level },
+        'log level changed',
+      );
+      return entry;
+    },
+  );
+
+  app.get<{ Querystring: { limit?: number } }>(
+    '/audit',
+    {
+      schema: {
+        summary: 'Runtime changes, newest first: who, when, what, before and after.',
+        tags: ['logs'],
+        querystring: S.auditQuery,
+        response: { 200: S.audit },
+      },
+    },
+    async (req) => ({ entries: ctx.audit.list(req.query.limit ?? 100) }),
+  );
+
+  app.get('/', { schema: { hide: true } }, async (_req, reply) =>
+    sendDashboardFile(reply, 'index.html'),
+  );
+  app.get<{ Params: { file: string } }>(
+    '/assets/:file',
+    { schema: { hide: true } },
+    async (req, reply) => sendDashboardFile(reply, req.params.file),
+  );
 
   return app;
 }
 
 function logLevels(ctx: OpsContext) {
   const actors: Record<string, string> = {};
-  for (const a of ctx.supervisor.actors()) actors[a.name] = logLevelName(ctx.supervisor.logLevel(a.name));
+  for (const a of ctx.supervisor.actors())
+    actors[a.name] = logLevelName(ctx.supervisor.logLevel(a.name));
   return { global: String(ctx.logger.level), actors };
 }
 
 async function sendDashboardFile(reply: import('fastify').FastifyReply, file: string) {
   // Only plain file names of the dashboard's own directory: no path can leave it.
   const type = DASHBOARD_TYPES[path.extname(file)];
-  if (!/^[\w.-]+$/.test(file) || !type) return reply.code(404).send({ error: `no dashboard file "${file}"` });
+  if (!/^[\w.-]+$/.test(file) || !type)
+    return reply.code(404).send({ error: `no dashboard file "${file}"` });
   try {
     const body = await fs.promises.readFile(path.join(DASHBOARD_DIR, file));
     return reply.type(type).header('cache-control', 'no-cache').send(body);
   } catch {
-    return reply.code(404).send({ error: `no dashboard file "${file}" (was the package built? npm run build)` });
+    return reply
+      .code(404)
+      .send({ error: `no dashboard file "${file}" (was the package built? npm run build)` });
   }
 }
 

@@ -26,7 +26,10 @@ let topology: Topology;
 test.before(async () => {
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-auth-'));
   const file = path.join(dir, 'topology.yaml');
-  fs.writeFileSync(file, `name: ops\ndataDir: ./data\nqueues:\n  - { name: in }\n  - { name: out }\nservices:\n  - name: pass\n    module: ${service}\n    inputs: [in]\n    output: out\n`);
+  fs.writeFileSync(
+    file,
+    `name: ops\ndataDir: ./data\nqueues:\n  - { name: in }\n  - { name: out }\nservices:\n  - name: pass\n    module: ${service}\n    inputs: [in]\n    output: out\n`,
+  );
   topology = loadTopology(file);
   usersFile = path.join(dir, 'users.json');
   tokens.rita = addUser(usersFile, 'rita', 'read');
@@ -35,7 +38,10 @@ test.before(async () => {
   tokens.otto = addUser(usersFile, 'otto', 'admin', 'another-topology');
   tokens.mixed = addUser(usersFile, 'mixed', 'admin');
   tokens.mixed = addUser(usersFile, 'mixed', 'read', 'ops');
-  running = await startTopology(topology, { http: { port: 0, usersFile }, log: (l) => lines.push(l) });
+  running = await startTopology(topology, {
+    http: { port: 0, usersFile },
+    log: (l) => lines.push(l),
+  });
 });
 
 test.after(async () => {
@@ -43,7 +49,11 @@ test.after(async () => {
   fs.rmSync(dir, { recursive: true, force: true });
 });
 
-async function call(route: string, user?: string, init: RequestInit = {}): Promise<{ status: number; body: Record<string, unknown> }> {
+async function call(
+  route: string,
+  user?: string,
+  init: RequestInit = {},
+): Promise<{ status: number; body: Record<string, unknown> }> {
   const headers: Record<string, string> = { ...(init.headers as Record<string, string>) };
   if (user) headers.authorization = `Bearer ${tokens[user] ?? user}`;
   const res = await fetch(`${running!.ops.server!.url}${route}`, { ...init, headers });
@@ -58,16 +68,27 @@ async function call(route: string, user?: string, init: RequestInit = {}): Promi
 }
 
 const putLevel = (user: string | undefined, level: string) =>
-  call('/log-level', user, { method: 'PUT', headers: { 'content-type': 'application/json', 'x-sluice-user': 'mallory' }, body: JSON.stringify({ level, actor: 'service:pass' }) });
+  call('/log-level', user, {
+    method: 'PUT',
+    headers: { 'content-type': 'application/json', 'x-sluice-user': 'mallory' },
+    body: JSON.stringify({ level, actor: 'service:pass' }),
+  });
 
 test('the users file holds scrypt hashes, never the tokens', () => {
   const text = fs.readFileSync(usersFile, 'utf8');
   for (const t of Object.values(tokens)) assert.not.match(text, t.slice(t.indexOf('.') + 1));
   assert.is(fs.statSync(usersFile).mode & 0o777, 0o600);
   const users = loadUsers(usersFile);
-  assert.equal(users.map((u) => [u.name, u.rights]), [
-    ['rita', { '*': 'read' }], ['olga', { '*': 'operate' }], ['adam', { '*': 'admin' }], ['otto', { 'another-topology': 'admin' }], ['mixed', { '*': 'admin', ops: 'read' }],
-  ]);
+  assert.equal(
+    users.map((u) => [u.name, u.rights]),
+    [
+      ['rita', { '*': 'read' }],
+      ['olga', { '*': 'operate' }],
+      ['adam', { '*': 'admin' }],
+      ['otto', { 'another-topology': 'admin' }],
+      ['mixed', { '*': 'admin', ops: 'read' }],
+    ],
+  );
   assert.ok(verifyToken(tokens.rita, users[0].tokenHash));
   assert.not.ok(verifyToken(tokens.olga, users[0].tokenHash));
 });
@@ -76,7 +97,15 @@ test('without a token only /health/live and the dashboard page answer; the API i
   assert.is((await call('/health/live')).status, 200);
   assert.is((await call('/')).status, 200);
   assert.is((await call('/assets/app.js')).status, 200);
-  for (const route of ['/actors', '/health/ready', '/metrics', '/topology', '/openapi.json', '/capture', '/audit']) {
+  for (const route of [
+    '/actors',
+    '/health/ready',
+    '/metrics',
+    '/topology',
+    '/openapi.json',
+    '/capture',
+    '/audit',
+  ]) {
     const r = await call(route);
     assert.is(r.status, 401, route);
     assert.match(String(r.body.error), 'authentication required: Authorization: Bearer <token>');
@@ -85,7 +114,16 @@ test('without a token only /health/live and the dashboard page answer; the API i
 });
 
 test('read: every GET but the audit log; refused runtime changes (403)', async () => {
-  for (const route of ['/actors', '/health/ready', '/metrics', '/topology', '/capture', '/log-level', '/openapi.json']) assert.is((await call(route, 'rita')).status, 200, route);
+  for (const route of [
+    '/actors',
+    '/health/ready',
+    '/metrics',
+    '/topology',
+    '/capture',
+    '/log-level',
+    '/openapi.json',
+  ])
+    assert.is((await call(route, 'rita')).status, 200, route);
   const put = await putLevel('rita', 'debug');
   assert.is(put.status, 403);
   assert.is(put.body.error, 'user "rita" has read right on topology "ops"; this needs operate');
@@ -104,7 +142,10 @@ test('operate: changes a log level, audited under the authenticated name (not a 
 test('admin: reads the audit log; a right for another topology only is no right here; a topology entry beats "*"', async () => {
   const audit = await call('/audit', 'adam');
   assert.is(audit.status, 200);
-  assert.equal((audit.body.entries as { user: string; after: string }[]).map((e) => [e.user, e.after]), [['olga', 'debug']]);
+  assert.equal(
+    (audit.body.entries as { user: string; after: string }[]).map((e) => [e.user, e.after]),
+    [['olga', 'debug']],
+  );
   const otto = await call('/actors', 'otto');
   assert.is(otto.status, 403);
   assert.is(otto.body.error, 'user "otto" has no right on topology "ops"; this needs read');
@@ -115,20 +156,23 @@ test('admin: reads the audit log; a right for another topology only is no right 
 test('a wrong secret is 401; tokens appear in no log line and no audit entry', async () => {
   const wrong = `rita.${'A'.repeat(43)}`;
   assert.is((await call('/actors', wrong)).status, 401);
-  const logged = lines.join('\n') + fs.readFileSync(path.join(topology.dataDir, 'ops', 'audit.jsonl'), 'utf8');
+  const logged =
+    lines.join('\n') + fs.readFileSync(path.join(topology.dataDir, 'ops', 'audit.jsonl'), 'utf8');
   assert.match(logged, 'log level changed user=olga');
-  for (const t of [...Object.values(tokens), wrong]) assert.not.match(logged, t.slice(t.indexOf('.') + 1));
+  for (const t of [...Object.values(tokens), wrong])
+    assert.not.match(logged, t.slice(t.indexOf('.') + 1));
 });
 
 test('sluice status --token reads a protected server; without a token it says 401', async () => {
-  const run = (args: string[], env: Record<string, string> = {}) => new Promise<{ code: number | null; out: string; err: string }>((resolve) => {
-    const p = spawn(process.execPath, [cli, ...args], { env: { ...process.env, ...env } });
-    let out = '';
-    let err = '';
-    p.stdout.on('data', (b) => (out += b));
-    p.stderr.on('data', (b) => (err += b));
-    p.on('exit', (code) => resolve({ code, out, err }));
-  });
+  const run = (args: string[], env: Record<string, string> = {}) =>
+    new Promise<{ code: number | null; out: string; err: string }>((resolve) => {
+      const p = spawn(process.execPath, [cli, ...args], { env: { ...process.env, ...env } });
+      let out = '';
+      let err = '';
+      p.stdout.on('data', (b) => (out += b));
+      p.stderr.on('data', (b) => (err += b));
+      p.on('exit', (code) => resolve({ code, out, err }));
+    });
   const url = running!.ops.server!.url;
   const ok = await run(['status', '--http', url, '--once', '--token', tokens.rita]);
   assert.is(ok.code, 0, ok.err);
@@ -138,7 +182,18 @@ test('sluice status --token reads a protected server; without a token it says 40
   const none = await run(['status', '--http', url, '--once']);
   assert.is(none.code, 2);
   assert.match(none.err, 'status: HTTP 401: authentication required');
-  const added = await run(['user', 'add', '--file', path.join(dir, 'more.json'), '--name', 'cli', '--right', 'read', '--topology', 'ops']);
+  const added = await run([
+    'user',
+    'add',
+    '--file',
+    path.join(dir, 'more.json'),
+    '--name',
+    'cli',
+    '--right',
+    'read',
+    '--topology',
+    'ops',
+  ]);
   assert.is(added.code, 0, added.err);
   assert.match(added.out, /^cli\.[A-Za-z0-9_-]{43}\n$/);
   assert.match(added.err, 'user "cli" has read on topology "ops"');
@@ -148,21 +203,43 @@ test('sluice status --token reads a protected server; without a token it says 40
 test('after 5 failed authentications from one address it gets 429, even with a good token', async () => {
   // The wrong-secret test already failed once from 127.0.0.1 (calls without a token do not count).
   const statuses: number[] = [];
-  for (let i = 0; i < 5; i++) statuses.push((await call('/actors', `nobody.${'B'.repeat(43)}`)).status);
+  for (let i = 0; i < 5; i++)
+    statuses.push((await call('/actors', `nobody.${'B'.repeat(43)}`)).status);
   assert.equal(statuses, [401, 401, 401, 401, 429]);
   const good = await call('/actors', 'adam');
   assert.is(good.status, 429);
-  assert.match(String(good.body.error), /^too many failed authentications from 127\.0\.0\.1; retry in \d+ s$/);
+  assert.match(
+    String(good.body.error),
+    /^too many failed authentications from 127\.0\.0\.1; retry in \d+ s$/,
+  );
   assert.is((await call('/health/live')).status, 200, 'liveness is never limited');
 });
 
 test('a bad users file stops the start with the file, user and field', async () => {
   const bad = path.join(dir, 'bad.json');
-  fs.writeFileSync(bad, JSON.stringify({ users: [{ name: 'x', tokenHash: 'scrypt$1', rights: { ops: 'root' } }] }));
+  fs.writeFileSync(
+    bad,
+    JSON.stringify({ users: [{ name: 'x', tokenHash: 'scrypt$1', rights: { ops: 'root' } }] }),
+  );
   const file2 = path.join(dir, 'second.yaml');
-  fs.writeFileSync(file2, fs.readFileSync(topology.file, 'utf8').replace('dataDir: ./data', 'dataDir: ./data2').replace('name: ops', 'name: ops2'));
-  const err = await startTopology(loadTopology(file2), { http: { port: 0, usersFile: bad }, log: () => {} }).then(() => null, (e: Error) => e);
-  assert.is(err?.message, `users file ${bad}: users[0].rights.ops must be one of read, operate, admin, got "root"`);
+  fs.writeFileSync(
+    file2,
+    fs
+      .readFileSync(topology.file, 'utf8')
+      .replace('dataDir: ./data', 'dataDir: ./data2')
+      .replace('name: ops', 'name: ops2'),
+  );
+  const err = await startTopology(loadTopology(file2), {
+    http: { port: 0, usersFile: bad },
+    log: () => {},
+  }).then(
+    () => null,
+    (e: Error) => e,
+  );
+  assert.is(
+    err?.message,
+    `users file ${bad}: users[0].rights.ops must be one of read, operate, admin, got "root"`,
+  );
 });
 
 test.run();

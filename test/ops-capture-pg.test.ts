@@ -21,7 +21,9 @@ test('PostgreSQL: staging depth, oldest staged age and parked errors per table',
   await app.exec('CREATE TABLE ledger (id bigint PRIMARY KEY, memo text)');
   await app.exec('CREATE TABLE notes (id bigint PRIMARY KEY, body text)');
   const stagingTable = `ops_staging_${randomBytes(4).toString('hex')}`;
-  const source = sourceFor(app, [{ table: 'ledger' }, { table: 'notes', target: 'note-events' }], { stagingTable });
+  const source = sourceFor(app, [{ table: 'ledger' }, { table: 'notes', target: 'note-events' }], {
+    stagingTable,
+  });
   const staging = await openStaging(source);
   await staging.install();
   await app.exec(`INSERT INTO ledger VALUES (1, 'a'), (2, 'b'), (3, 'c')`);
@@ -31,11 +33,25 @@ test('PostgreSQL: staging depth, oldest staged age and parked errors per table',
   try {
     let [s] = await stats.read();
     assert.is(s.error, null);
-    assert.equal(s.tables!.map((t) => [t.table, t.stagingDepth, t.parkedErrors]), [['ledger', 3, 0], ['notes', 1, 0]]);
+    assert.equal(
+      s.tables!.map((t) => [t.table, t.stagingDepth, t.parkedErrors]),
+      [
+        ['ledger', 3, 0],
+        ['notes', 1, 0],
+      ],
+    );
     assert.ok(s.tables![0].oldestStagedAgeMs >= 30, String(s.tables![0].oldestStagedAgeMs));
-    await staging.ack((await staging.claim(0, 1, 10)).filter((c) => c.table === 'ledger').map((c) => c.stagingId));
+    await staging.ack(
+      (await staging.claim(0, 1, 10)).filter((c) => c.table === 'ledger').map((c) => c.stagingId),
+    );
     [s] = await stats.read();
-    assert.equal(s.tables!.map((t) => [t.table, t.stagingDepth, t.oldestStagedAgeMs === 0]), [['ledger', 0, true], ['notes', 1, false]]);
+    assert.equal(
+      s.tables!.map((t) => [t.table, t.stagingDepth, t.oldestStagedAgeMs === 0]),
+      [
+        ['ledger', 0, true],
+        ['notes', 1, false],
+      ],
+    );
   } finally {
     await stats.close();
     await staging.uninstall({ dropStaging: true });

@@ -26,14 +26,17 @@ let browser: Browser | null = null;
 let db: Database.Database | null = null;
 
 test.before(async () => {
-  if (!fs.existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: install Debian's chromium (bash .ci/deps does)`);
+  if (!fs.existsSync(CHROMIUM))
+    throw new Error(`${CHROMIUM} is missing: install Debian's chromium (bash .ci/deps does)`);
   fs.mkdirSync(artifacts, { recursive: true });
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-dash-'));
   const file = path.join(dir, 'shop.db');
   db = new Database(file);
   db.exec('CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT)');
   const topologyFile = path.join(dir, 'topology.yaml');
-  fs.writeFileSync(topologyFile, `name: dash
+  fs.writeFileSync(
+    topologyFile,
+    `name: dash
 dataDir: ./data
 queues:
   - { name: item-changes, partitions: 2 }
@@ -50,14 +53,21 @@ services:
     module: ${service}
     inputs: [item-changes]
     output: item-log
-`);
+`,
+  );
   const t = loadTopology(topologyFile);
   await installCapture(t);
   running = await startTopology(t, { http: { port: 0 }, log: () => {} });
   browser = await chromium.launch({
     executablePath: CHROMIUM,
     headless: true,
-    args: ['--no-sandbox', '--disable-background-networking', '--disable-component-update', '--disable-gpu', '--no-first-run'],
+    args: [
+      '--no-sandbox',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-gpu',
+      '--no-first-run',
+    ],
   });
 });
 
@@ -72,7 +82,11 @@ async function actorsNow(url: string): Promise<ActorStatus[]> {
   return ((await (await fetch(`${url}/actors`)).json()) as { actors: ActorStatus[] }).actors;
 }
 
-async function until<T>(what: string, probe: () => Promise<T | null | false>, timeoutMs = 30_000): Promise<T> {
+async function until<T>(
+  what: string,
+  probe: () => Promise<T | null | false>,
+  timeoutMs = 30_000,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const v = await probe();
@@ -84,10 +98,19 @@ async function until<T>(what: string, probe: () => Promise<T | null | false>, ti
 
 /** The actors table as the page shows it: actor name -> field -> text. */
 async function shownActors(page: Page): Promise<Record<string, Record<string, string>>> {
-  return page.$$eval('#actors tbody tr', (rows) => Object.fromEntries(rows.map((tr) => [
-    tr.getAttribute('data-actor'),
-    Object.fromEntries([...tr.querySelectorAll('td')].map((td) => [td.getAttribute('data-field'), td.textContent ?? ''])),
-  ])));
+  return page.$$eval('#actors tbody tr', (rows) =>
+    Object.fromEntries(
+      rows.map((tr) => [
+        tr.getAttribute('data-actor'),
+        Object.fromEntries(
+          [...tr.querySelectorAll('td')].map((td) => [
+            td.getAttribute('data-field'),
+            td.textContent ?? '',
+          ]),
+        ),
+      ]),
+    ),
+  );
 }
 
 test('the dashboard shows the topology, actors and capture figures of the API, charts, and sets a log level', async () => {
@@ -98,12 +121,16 @@ test('the dashboard shows the topology, actors and capture figures of the API, c
   // Quiescent: everything shipped and handled, so the page and the API must agree exactly.
   await until('50 changes handled', async () => {
     const s = (await actorsNow(url)).find((a) => a.name === 'service:item-log');
-    return s !== undefined && s.counters.eventsOut === 50 && s.inputs.every((l) => l.lagRecords === 0);
+    return (
+      s !== undefined && s.counters.eventsOut === 50 && s.inputs.every((l) => l.lagRecords === 0)
+    );
   });
   const page = await browser!.newPage({ viewport: { width: 1400, height: 1000 } });
   const outside: string[] = [];
   const pageErrors: string[] = [];
-  page.on('request', (r) => { if (!r.url().startsWith(url)) outside.push(r.url()); });
+  page.on('request', (r) => {
+    if (!r.url().startsWith(url)) outside.push(r.url());
+  });
   page.on('pageerror', (e) => pageErrors.push(e.message));
   await page.goto(`${url}/`);
   await page.waitForSelector('#actors tbody tr[data-actor="service:item-log"]');
@@ -121,7 +148,8 @@ test('the dashboard shows the topology, actors and capture figures of the API, c
     assert.is(row.restarts, String(a.restarts), a.name);
     assert.is(row.eventsIn, String(a.counters.eventsIn), a.name);
     assert.is(row.eventsOut, String(a.counters.eventsOut), a.name);
-    if (a.inputs.length) assert.is(row.lagRecords, String(Math.max(...a.inputs.map((l) => l.lagRecords))), a.name);
+    if (a.inputs.length)
+      assert.is(row.lagRecords, String(Math.max(...a.inputs.map((l) => l.lagRecords))), a.name);
   }
   assert.is(shown['service:item-log'].eventsIn, '50');
   assert.is(Number(shown['pump:shop/0'].eventsIn) + Number(shown['pump:shop/1'].eventsIn), 50);
@@ -129,19 +157,43 @@ test('the dashboard shows the topology, actors and capture figures of the API, c
   assert.is(await page.textContent('#topology-name'), 'dash');
 
   // Topology picture: capture source -> topic -> service -> topic, with live figures.
-  const nodes = await page.$$eval('#graph [data-node]', (gs) => gs.map((g) => g.getAttribute('data-node')));
-  assert.equal(nodes.sort(), ['capture:shop', 'queue:item-changes', 'queue:item-log', 'service:item-log']);
-  assert.match(await page.textContent('[data-node="capture:shop"] text.figure') ?? '', /staged 0$/);
-  assert.match(await page.textContent('[data-node="service:item-log"] text.figure') ?? '', /lag 0 rec, 0 ms$/);
+  const nodes = await page.$$eval('#graph [data-node]', (gs) =>
+    gs.map((g) => g.getAttribute('data-node')),
+  );
+  assert.equal(nodes.sort(), [
+    'capture:shop',
+    'queue:item-changes',
+    'queue:item-log',
+    'service:item-log',
+  ]);
+  assert.match(
+    (await page.textContent('[data-node="capture:shop"] text.figure')) ?? '',
+    /staged 0$/,
+  );
+  assert.match(
+    (await page.textContent('[data-node="service:item-log"] text.figure')) ?? '',
+    /lag 0 rec, 0 ms$/,
+  );
 
   // Capture table: the figures of /capture.
-  const capture = ((await (await fetch(`${url}/capture`)).json()) as { sources: { tables: { stagingDepth: number; parkedErrors: number | null }[] }[] }).sources[0].tables[0];
-  const cells = await page.$$eval('#capture tr[data-table="items"] td', (tds) => Object.fromEntries(tds.map((td) => [td.getAttribute('data-field'), td.textContent])));
-  assert.equal([cells.source, cells.table, cells.target, cells.stagingDepth, cells.parkedErrors], ['shop', 'items', 'item-changes', String(capture.stagingDepth), String(capture.parkedErrors)]);
+  const capture = (
+    (await (await fetch(`${url}/capture`)).json()) as {
+      sources: { tables: { stagingDepth: number; parkedErrors: number | null }[] }[];
+    }
+  ).sources[0].tables[0];
+  const cells = await page.$$eval('#capture tr[data-table="items"] td', (tds) =>
+    Object.fromEntries(tds.map((td) => [td.getAttribute('data-field'), td.textContent])),
+  );
+  assert.equal(
+    [cells.source, cells.table, cells.target, cells.stagingDepth, cells.parkedErrors],
+    ['shop', 'items', 'item-changes', String(capture.stagingDepth), String(capture.parkedErrors)],
+  );
 
   // A chart (uPlot canvas) per service and pump.
   await page.waitForSelector('[data-chart="service:item-log"] canvas');
-  const charts = await page.$$eval('#charts [data-chart]', (cs) => cs.map((c) => c.getAttribute('data-chart')));
+  const charts = await page.$$eval('#charts [data-chart]', (cs) =>
+    cs.map((c) => c.getAttribute('data-chart')),
+  );
   assert.equal(charts.sort(), ['pump:shop/0', 'pump:shop/1', 'service:item-log']);
   await page.screenshot({ path: path.join(artifacts, 'dashboard.png'), fullPage: true });
 
@@ -151,10 +203,20 @@ test('the dashboard shows the topology, actors and capture figures of the API, c
   await page.click('#log-apply');
   await page.waitForFunction(`document.querySelector('#log-result').textContent !== ''`);
   assert.is(await page.textContent('#log-result'), 'service:item-log: info -> debug');
-  const levels = (await (await fetch(`${url}/log-level`)).json()) as { actors: Record<string, string> };
+  const levels = (await (await fetch(`${url}/log-level`)).json()) as {
+    actors: Record<string, string>;
+  };
   assert.is(levels.actors['service:item-log'], 'debug');
-  const firstAudit = await page.$$eval('#audit tbody tr:first-child td', (tds) => tds.map((td) => td.textContent));
-  assert.equal(firstAudit.slice(1), ['dashboard', 'log-level', 'service:item-log', 'info', 'debug']);
+  const firstAudit = await page.$$eval('#audit tbody tr:first-child td', (tds) =>
+    tds.map((td) => td.textContent),
+  );
+  assert.equal(firstAudit.slice(1), [
+    'dashboard',
+    'log-level',
+    'service:item-log',
+    'info',
+    'debug',
+  ]);
   await page.screenshot({ path: path.join(artifacts, 'dashboard-log-level.png'), fullPage: true });
 
   assert.equal(outside, [], 'no request leaves the server (no CDN)');

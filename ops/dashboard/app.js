@@ -14,7 +14,10 @@ class Unauthorized extends Error {}
 
 async function getJson(route, init = {}) {
   const token = sessionStorage.getItem(TOKEN_KEY);
-  const headers = { ...(init.headers || {}), ...(token ? { authorization: `Bearer ${token}` } : {}) };
+  const headers = {
+    ...(init.headers || {}),
+    ...(token ? { authorization: `Bearer ${token}` } : {}),
+  };
   const res = await fetch(route, { ...init, headers });
   const body = await res.json();
   if (res.status === 401) {
@@ -52,7 +55,10 @@ function layoutTopology(t) {
   const writerOf = new Map();
   for (const c of t.capture) {
     add(`capture:${c.name}`, 'capture', c.name);
-    for (const tb of c.tables) { writerOf.set(tb.target, `capture:${c.name}`); edges.push([`capture:${c.name}`, `queue:${tb.target}`]); }
+    for (const tb of c.tables) {
+      writerOf.set(tb.target, `capture:${c.name}`);
+      edges.push([`capture:${c.name}`, `queue:${tb.target}`]);
+    }
   }
   for (const q of t.queues) add(`queue:${q.name}`, 'queue', q.name);
   for (const s of t.services) {
@@ -77,27 +83,46 @@ function layoutTopology(t) {
   return { nodes: [...nodes.values()], edges };
 }
 
-const NODE_W = 170, NODE_H = 44, COL_GAP = 60, ROW_GAP = 14;
+const NODE_W = 170,
+  NODE_H = 44,
+  COL_GAP = 60,
+  ROW_GAP = 14;
 let graph = null;
 
 function drawGraph(t) {
   graph = layoutTopology(t);
   const cols = new Map();
-  for (const n of graph.nodes) { if (!cols.has(n.col)) cols.set(n.col, []); cols.get(n.col).push(n); }
+  for (const n of graph.nodes) {
+    if (!cols.has(n.col)) cols.set(n.col, []);
+    cols.get(n.col).push(n);
+  }
   let height = 0;
-  for (const [c, list] of cols) list.forEach((n, i) => { n.x = 10 + c * (NODE_W + COL_GAP); n.y = 10 + i * (NODE_H + ROW_GAP); height = Math.max(height, n.y + NODE_H + 10); });
+  for (const [c, list] of cols)
+    list.forEach((n, i) => {
+      n.x = 10 + c * (NODE_W + COL_GAP);
+      n.y = 10 + i * (NODE_H + ROW_GAP);
+      height = Math.max(height, n.y + NODE_H + 10);
+    });
   const width = 20 + Math.max(...graph.nodes.map((n) => n.col + 1)) * (NODE_W + COL_GAP);
   const ns = 'http://www.w3.org/2000/svg';
   const svg = document.createElementNS(ns, 'svg');
   svg.setAttribute('viewBox', `0 0 ${width} ${height}`);
   svg.setAttribute('style', `max-width:${width}px`);
-  svg.innerHTML = '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="6" markerHeight="6" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="#9aa5b8"/></marker></defs>';
+  svg.innerHTML =
+    '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="6" markerHeight="6" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="#9aa5b8"/></marker></defs>';
   const byId = new Map(graph.nodes.map((n) => [n.id, n]));
   for (const [a, b] of graph.edges) {
-    const p = byId.get(a), q = byId.get(b);
+    const p = byId.get(a),
+      q = byId.get(b);
     const path = document.createElementNS(ns, 'path');
-    const x1 = p.x + NODE_W, y1 = p.y + NODE_H / 2, x2 = q.x, y2 = q.y + NODE_H / 2;
-    path.setAttribute('d', `M${x1},${y1} C${x1 + COL_GAP / 2},${y1} ${x2 - COL_GAP / 2},${y2} ${x2},${y2}`);
+    const x1 = p.x + NODE_W,
+      y1 = p.y + NODE_H / 2,
+      x2 = q.x,
+      y2 = q.y + NODE_H / 2;
+    path.setAttribute(
+      'd',
+      `M${x1},${y1} C${x1 + COL_GAP / 2},${y1} ${x2 - COL_GAP / 2},${y2} ${x2},${y2}`,
+    );
     path.setAttribute('class', 'edge');
     svg.appendChild(path);
   }
@@ -105,7 +130,8 @@ function drawGraph(t) {
     const g = document.createElementNS(ns, 'g');
     g.setAttribute('class', `node ${n.kind}`);
     g.setAttribute('data-node', n.id);
-    g.innerHTML = `<rect x="${n.x}" y="${n.y}" width="${NODE_W}" height="${NODE_H}"></rect>` +
+    g.innerHTML =
+      `<rect x="${n.x}" y="${n.y}" width="${NODE_W}" height="${NODE_H}"></rect>` +
       `<text x="${n.x + 8}" y="${n.y + 17}"></text><text class="figure" x="${n.x + 8}" y="${n.y + 34}"></text>`;
     g.querySelector('text').textContent = `${n.kind === 'queue' ? 'topic' : n.kind} ${n.label}`;
     svg.appendChild(g);
@@ -119,7 +145,8 @@ function updateGraph(actors, captureSources) {
     let figure = '';
     if (n.kind === 'service') {
       const a = actors.find((x) => x.name === `service:${n.label}`);
-      if (a) figure = `${round1(a.rates.eventsIn.perSecond1s)}/s in · lag ${maxOf(a.inputs, (l) => l.lagRecords)} rec, ${maxOf(a.inputs, (l) => l.lagMs)} ms`;
+      if (a)
+        figure = `${round1(a.rates.eventsIn.perSecond1s)}/s in · lag ${maxOf(a.inputs, (l) => l.lagRecords)} rec, ${maxOf(a.inputs, (l) => l.lagMs)} ms`;
     } else if (n.kind === 'capture') {
       const pumps = actors.filter((x) => x.name.startsWith(`pump:${n.label}/`));
       const rate = pumps.reduce((s, p) => s + p.rates.eventsIn.perSecond1s, 0);
@@ -128,8 +155,11 @@ function updateGraph(actors, captureSources) {
       figure = `${round1(rate)}/s · staged ${staged}`;
     } else {
       // A queue: what its readers took per second.
-      const readers = actors.filter((x) => x.kind === 'reader' && x.name.startsWith(`reader:${n.label}/`));
-      if (readers.length) figure = `${round1(readers.reduce((s, r) => s + r.rates.eventsIn.perSecond1s, 0))}/s read`;
+      const readers = actors.filter(
+        (x) => x.kind === 'reader' && x.name.startsWith(`reader:${n.label}/`),
+      );
+      if (readers.length)
+        figure = `${round1(readers.reduce((s, r) => s + r.rates.eventsIn.perSecond1s, 0))}/s read`;
     }
     const t = document.querySelector(`[data-node="${CSS.escape(n.id)}"] text.figure`);
     if (t) t.textContent = figure;
@@ -158,14 +188,19 @@ function drawActors(actors) {
       cell('out1m', a.rates.eventsOut.perSecond1m),
       cell('lagRecords', a.inputs.length ? lagRecords : '', a.inputs.length ? lagRecords : '-'),
       cell('lagMs', a.inputs.length ? lagMs : '', a.inputs.length ? lagMs : '-'),
-      cell('ring', a.ring ? a.ring.usedBytes : '', a.ring ? `${Math.round(a.ring.ratio * 100)}%` : '-'),
+      cell(
+        'ring',
+        a.ring ? a.ring.usedBytes : '',
+        a.ring ? `${Math.round(a.ring.ratio * 100)}%` : '-',
+      ),
     );
     return tr;
   });
   $('#actors tbody').replaceChildren(...rows);
   const select = $('#log-actor');
   const known = new Set([...select.options].map((o) => o.value));
-  for (const a of actors) if (!known.has(a.name)) select.append(el('option', { value: a.name }, a.name));
+  for (const a of actors)
+    if (!known.has(a.name)) select.append(el('option', { value: a.name }, a.name));
 }
 
 function drawCapture(sources) {
@@ -181,9 +216,13 @@ function drawCapture(sources) {
     for (const t of s.tables) {
       const tr = el('tr', { 'data-source': s.source, 'data-table': t.table });
       tr.append(
-        cell('source', s.source), cell('table', t.table), cell('target', t.target),
-        cell('stagingDepth', t.stagingDepth), cell('oldestStagedAgeMs', t.oldestStagedAgeMs),
-        cell('parkedErrors', t.parkedErrors ?? '', t.parkedErrors ?? '-'), cell('drain1m', s.drainRate.perSecond1m),
+        cell('source', s.source),
+        cell('table', t.table),
+        cell('target', t.target),
+        cell('stagingDepth', t.stagingDepth),
+        cell('oldestStagedAgeMs', t.oldestStagedAgeMs),
+        cell('parkedErrors', t.parkedErrors ?? '', t.parkedErrors ?? '-'),
+        cell('drain1m', s.drainRate.perSecond1m),
       );
       rows.push(tr);
     }
@@ -197,7 +236,9 @@ const charts = new Map();
 async function drawCharts(actors) {
   const shown = actors.filter((a) => a.kind === 'service' || a.kind === 'pump');
   for (const a of shown) {
-    const { status, body: h } = await getJson(`actors/${encodeURIComponent(a.name)}/history?step=second`);
+    const { status, body: h } = await getJson(
+      `actors/${encodeURIComponent(a.name)}/history?step=second`,
+    );
     if (status !== 200) continue;
     const t = h.timeMs.map((x) => x / 1000);
     const data = [t, h.eventsInPerSecond, h.eventsOutPerSecond, h.lagMs];
@@ -207,7 +248,8 @@ async function drawCharts(actors) {
       box.append(el('h4', {}, a.name));
       $('#charts').append(box);
       const opts = {
-        width: 420, height: 160,
+        width: 420,
+        height: 160,
         series: [
           {},
           { label: 'in/s', stroke: '#2b6cb0' },
@@ -227,11 +269,14 @@ async function drawCharts(actors) {
 // ---- log level ------------------------------------------------------------------------------
 async function drawAudit() {
   const { body } = await getJson('audit?limit=20');
-  $('#audit tbody').replaceChildren(...body.entries.map((e) => {
-    const tr = el('tr');
-    for (const v of [e.time, e.user, e.action, e.target, e.before, e.after]) tr.append(el('td', {}, v));
-    return tr;
-  }));
+  $('#audit tbody').replaceChildren(
+    ...body.entries.map((e) => {
+      const tr = el('tr');
+      for (const v of [e.time, e.user, e.action, e.target, e.before, e.after])
+        tr.append(el('td', {}, v));
+      return tr;
+    }),
+  );
 }
 
 $('#log-level-form').addEventListener('submit', async (ev) => {
@@ -239,8 +284,15 @@ $('#log-level-form').addEventListener('submit', async (ev) => {
   const actor = $('#log-actor').value;
   const level = $('#log-level').value;
   const body = actor ? { level, actor } : { level };
-  const r = await getJson('log-level', { method: 'PUT', headers: { 'content-type': 'application/json', 'x-sluice-user': 'dashboard' }, body: JSON.stringify(body) });
-  $('#log-result').textContent = r.status === 200 ? `${r.body.target}: ${r.body.before} -> ${r.body.after}` : `refused: ${r.body.error}`;
+  const r = await getJson('log-level', {
+    method: 'PUT',
+    headers: { 'content-type': 'application/json', 'x-sluice-user': 'dashboard' },
+    body: JSON.stringify(body),
+  });
+  $('#log-result').textContent =
+    r.status === 200
+      ? `${r.body.target}: ${r.body.before} -> ${r.body.after}`
+      : `refused: ${r.body.error}`;
   await drawAudit();
 });
 
@@ -249,7 +301,11 @@ let lastCharts = 0;
 
 async function refresh() {
   try {
-    const [actors, health, capture] = await Promise.all([getJson('actors'), getJson('health'), getJson('capture')]);
+    const [actors, health, capture] = await Promise.all([
+      getJson('actors'),
+      getJson('health'),
+      getJson('capture'),
+    ]);
     const h = health.body;
     $('#health').textContent = h.status;
     $('#health').dataset.status = h.status;

@@ -47,7 +47,8 @@ export function parseProm(text: string): Map<string, PromFamily> {
       const [, kind, name, rest] = meta;
       const f = families.get(name) ?? { name, type: 'untyped', help: '', samples: [] };
       if (kind === 'HELP') f.help = rest;
-      else if (['counter', 'gauge', 'histogram', 'summary', 'untyped'].includes(rest)) f.type = rest;
+      else if (['counter', 'gauge', 'histogram', 'summary', 'untyped'].includes(rest))
+        f.type = rest;
       else throw new Error(`line ${line}: unknown TYPE "${rest}"`);
       families.set(name, f);
       return;
@@ -75,9 +76,15 @@ export function parseProm(text: string): Map<string, PromFamily> {
 }
 
 /** The one sample of `name` whose labels include `labels`; throws when none or several match. */
-export function sampleOf(families: Map<string, PromFamily>, name: string, labels: Record<string, string> = {}): PromSample {
-  const all = [...families.values()].flatMap((f) => f.samples).filter((s) => s.name === name &&
-    Object.entries(labels).every(([k, v]) => s.labels[k] === v));
-  if (all.length !== 1) throw new Error(`${all.length} samples of ${name}${JSON.stringify(labels)}`);
+export function sampleOf(
+  families: Map<string, PromFamily>,
+  name: string,
+  labels: Record<string, string> = {},
+): PromSample {
+  const all = [...families.values()]
+    .flatMap((f) => f.samples)
+    .filter((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v));
+  if (all.length !== 1)
+    throw new Error(`${all.length} samples of ${name}${JSON.stringify(labels)}`);
   return all[0];
 }

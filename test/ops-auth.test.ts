@@ -12,6 +12,7 @@ import path from 'node:path';
 import { spawn } from 'node:child_process';
 import { loadTopology, startTopology, type RunningTopology, type Topology } from '../index.js';
 import { addUser, loadUsers, verifyToken } from '../ops/index.js';
+import { chromium } from 'playwright-core';
 
 const service = new URL('./fixtures/services/ops-logger.js', import.meta.url).pathname;
 const cli = new URL('../cli/sluice.js', import.meta.url).pathname;
@@ -198,6 +199,33 @@ test('sluice status --token reads a protected server; without a token it says 40
   assert.match(added.out, /^cli\.[A-Za-z0-9_-]{43}\n$/);
   assert.match(added.err, 'user "cli" has read on topology "ops"');
   assert.ok(verifyToken(added.out.trim(), loadUsers(path.join(dir, 'more.json'))[0].tokenHash));
+});
+
+test('the dashboard asks for a token, then shows the actors; a read user is refused a log level change', async () => {
+  const browser = await chromium.launch({
+    executablePath: '/usr/bin/chromium',
+    headless: true,
+    args: ['--no-sandbox', '--disable-background-networking', '--disable-component-update', '--disable-gpu', '--no-first-run'],
+  });
+  try {
+    const page = await browser.newPage();
+    await page.goto(`${running!.ops.server!.url}/`);
+    await page.waitForSelector('#login:not([hidden])');
+    assert.is(await page.textContent('#health'), 'sign in');
+    assert.is(await page.$$eval('#actors tbody tr', (rows) => rows.length), 0);
+    await page.fill('#token', tokens.rita);
+    await page.click('#sign-in');
+    await page.waitForSelector('#actors tbody tr[data-actor="service:pass"]');
+    assert.is(await page.textContent('#health'), 'ok');
+    await page.selectOption('#log-actor', 'service:pass');
+    await page.selectOption('#log-level', 'warn');
+    await page.click('#log-apply');
+    await page.waitForFunction(`document.querySelector('#log-result').textContent !== ''`);
+    assert.is(await page.textContent('#log-result'), 'refused: user "rita" has read right on topology "ops"; this needs operate');
+    assert.not.match(await page.content(), tokens.rita.slice(tokens.rita.indexOf('.') + 1), 'the token is not in the page');
+  } finally {
+    await browser.close();
+  }
 });
 
 test('after 5 failed authentications from one address it gets 429, even with a good token', async () => {

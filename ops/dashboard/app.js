@@ -268,7 +268,14 @@ async function drawCharts(actors) {
 
 // ---- log level ------------------------------------------------------------------------------
 async function drawAudit() {
-  const { body } = await getJson('audit?limit=20');
+  const { status, body } = await getJson('audit?limit=20');
+  if (status !== 200) {
+    // The audit log needs the admin right; a read or operate user sees why it is empty.
+    const tr = el('tr');
+    tr.append(el('td', { colspan: 6 }, body.error));
+    $('#audit tbody').replaceChildren(tr);
+    return;
+  }
   $('#audit tbody').replaceChildren(
     ...body.entries.map((e) => {
       const tr = el('tr');

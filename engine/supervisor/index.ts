@@ -9,4 +9,8 @@ export {
   type SupervisorOptions,
   type RestartEvent,
   type StopResult,
+  type ActorInfo,
+  type GroupHealth,
+  type GroupFailure,
+  type ActorLogEvent,
 } from './supervisor.js';

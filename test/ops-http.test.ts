@@ -297,7 +297,8 @@ test('capture figures: staging depth and oldest age per table, parked errors fro
   const t = captureTopology(file);
   await installCapture(t);
   for (let i = 1; i <= 3; i++) db.prepare('INSERT INTO items VALUES (?, ?)').run(i, `item ${i}`);
-  db.prepare('INSERT INTO notes VALUES (1, ?)').run('n');
+  // Key 101: a parked key holds every later change of that key, in any table (C4).
+  db.prepare('INSERT INTO notes VALUES (101, ?)').run('n');
   await sleep(20);
   const stats = new CaptureStats(t.capture, 0);
   try {
@@ -311,7 +312,7 @@ test('capture figures: staging depth and oldest age per table, parked errors fro
       ],
     );
     assert.ok(s.tables![0].oldestStagedAgeMs >= 20, String(s.tables![0].oldestStagedAgeMs));
-    // A parked row (as the error handling parks one) is counted for its table.
+    // A parked row (moved as the error handling parks one) is counted for its table.
     const staged = db
       .prepare('SELECT * FROM sluice_staging WHERE table_name = ? LIMIT 1')
       .get('notes') as Record<string, unknown>;
@@ -319,6 +320,8 @@ test('capture figures: staging depth and oldest age per table, parked errors fro
       `INSERT INTO sluice_staging_errors (id, table_name, op, key, key_hash, before, after, txid, time_ms, attempts, error, parked_time_ms)
       VALUES (@id, @table_name, @op, @key, @key_hash, @before, @after, @txid, @time_ms, 3, 'target refused', @time_ms)`,
     ).run(staged);
+    // Parking moves the row out of staging; a copy left behind would be held behind it (C4).
+    db.prepare('DELETE FROM sluice_staging WHERE id = ?').run(staged.id);
     [s] = await stats.read();
     assert.equal(
       s.tables!.map((x) => x.parkedErrors),

@@ -20,7 +20,7 @@ export * from './engine/service/index.js';
 export * from './engine/supervisor/index.js';
 export { planTopology, partitionDir, checkServiceModules, serviceWarnings, type TopologyPlan, type ServiceSummary, type ServiceReadyInfo } from './actors/index.js';
 export { openStaging, type CaptureSource, type CaptureTable, type StagedChange, type StagingClient } from './engine/cdc/index.js';
-export { openQueueAppender, type QueueAppender } from './engine/producer/index.js';
+export { openQueueAppender, RecordInputError, JSON_DEPTH_MAX, type QueueAppender } from './engine/producer/index.js';
 export { queueId, EVENT_TYPE_CHANGE, EVENT_TYPE_JSON, USER_EVENT_TYPE_MIN, type Change } from './engine/codec/index.js';
 
 /** A topology that is up. */

@@ -116,7 +116,7 @@ export function parseTopology(text: string, file: string, options: TopologyLoadO
     const formatted = formatPath(fieldPath);
     if (unsubstituted.has(formatted)) return;
     const { line, col } = map.position(fieldPath, at);
-    problems.push({ file, line, col, path: formatted, message });
+    problems.push({ file, line, col, path: formatted, message: bounded(message) });
   };
   for (const p of validateSchema(data)) report(p.path, p.message, p.at);
   const baseDir = path.dirname(path.resolve(file));
@@ -125,6 +125,18 @@ export function parseTopology(text: string, file: string, options: TopologyLoadO
 
   if (problems.length > 0) throw new ConfigError(ordered(problems));
   return applyDefaults(data as TopologyFile, path.resolve(file), baseDir);
+}
+
+/**
+ * Longest message of one problem. The longest legitimate part of a message is a resolved path
+ * (at most pathBytesMax); anything longer quotes a value the schema already refused for its
+ * length (a cross-reference check naming a 300,000-character queue name), so it is cut.
+ */
+const MESSAGE_CHARS_MAX = 4608;
+
+function bounded(message: string): string {
+  if (message.length <= MESSAGE_CHARS_MAX) return message;
+  return `${message.slice(0, 200)}... (message cut; ${message.length} characters)`;
 }
 
 /** Problems in file order, exact repeats dropped. */

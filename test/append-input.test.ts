@@ -10,9 +10,11 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { spawn } from 'node:child_process';
-import { loadTopology, openQueueAppender, partitionDir, RecordInputError, JSON_DEPTH_MAX } from '../index.js';
-import { Tailer } from '../engine/journal/index.js';
-import { decodeEnvelope } from '../engine/codec/index.js';
+import {
+  loadTopology, openQueueAppender, partitionDir, RecordInputError, JSON_DEPTH_MAX, startTopology,
+} from '../index.js';
+import { Appender, Tailer } from '../engine/journal/index.js';
+import { decodeEnvelope, encodeJson, EnvelopeWriter, EVENT_TYPE_JSON } from '../engine/codec/index.js';
 
 const cli = new URL('../cli/sluice.js', import.meta.url).pathname;
 const passThrough = new URL('./fixtures/services/thrower.js', import.meta.url).pathname;
@@ -116,12 +118,12 @@ test('an oversized record is refused at its line with the queue\'s limit; what c
   const big = `{"key":"${'k'.repeat(20_000)}","v":"${'x'.repeat(100_000)}"}`;
   const r = await sluice(['append', file, 'in'], `{"key":"a"}\n${big}\n`);
   assert.is(r.code, 2, r.err);
-  assert.match(r.err, /^sluice: stdin line 2: record of 1400\d\d bytes exceeds the 131072-byte limit of queue "in" \(rings.capacityBytes 1048576 \/ 8: a service reads "in" through a ring\); 1 event before it was appended\n$/);
+  assert.match(r.err, /^sluice: stdin line 2: record of 1400\d\d bytes exceeds the 131064-byte limit of queue "in" \(rings.capacityBytes 1048576 \/ 8, less an 8-byte frame header: a service reads "in" through a ring\); 1 event before it was appended\n$/);
   // A line longer than the limit is refused before it is read whole.
   const huge = `{"key":"h","v":"${'x'.repeat(300_000)}"}`;
   const h = await sluice(['append', file, 'in'], `{"key":"b"}\n{"key":"c"}\n${huge}\n{"key":"d"}\n`);
   assert.is(h.code, 2, h.err);
-  assert.is(h.err.trim(), 'sluice: stdin line 3: the line is longer than 131072 bytes, the record limit of queue "in"; 2 events before it were appended');
+  assert.is(h.err.trim(), 'sluice: stdin line 3: the line is longer than 131064 bytes, the record limit of queue "in"; 2 events before it were appended');
   assert.equal(records(file, 'in').map((x) => x.key), ['a', 'b', 'c']);
   // A queue no service reads takes records up to the journal's limit.
   const free = await sluice(['append', file, 'free'], `${huge}\n`);
@@ -148,7 +150,7 @@ test('openQueueAppender refuses non-string keys, lone surrogates, deep or cyclic
   const file = writeTopology();
   const t = loadTopology(file);
   const a = openQueueAppender(t, 'in');
-  assert.is(a.recordBytesMax, 131072);
+  assert.is(a.recordBytesMax, 131064);
   a.appendJson('first', { n: 1 });
   const refused = (f: () => unknown, message: string | RegExp) => {
     try {
@@ -172,12 +174,28 @@ test('openQueueAppender refuses non-string keys, lone surrogates, deep or cyclic
   cyclic.self = cyclic;
   refused(() => a.appendJson('k', cyclic), `value is nested more than ${JSON_DEPTH_MAX} levels deep (arrays and objects), or is cyclic`);
   refused(() => a.appendJson('k', { big: 1n }), 'value has no JSON form: Do not know how to serialize a BigInt');
-  refused(() => a.appendJson('k', 'x'.repeat(131072)),
-    /^record of 1311\d\d bytes exceeds the 131072-byte limit of queue "in" \(rings.capacityBytes 1048576 \/ 8: a service reads "in" through a ring\)$/);
+  refused(() => a.appendJson('k', 'x'.repeat(131064)),
+    /^record of 1311\d\d bytes exceeds the 131064-byte limit of queue "in" \(rings.capacityBytes 1048576 \/ 8, less an 8-byte frame header: a service reads "in" through a ring\)$/);
   refused(() => a.appendBytes(100, 'k', 'text' as unknown as Uint8Array), 'payload must be a Uint8Array, got string');
   a.appendJson('second', { n: 2 });
   a.close();
   assert.equal(records(file, 'in').map((x) => x.key), ['first', 'second']);
+});
+
+test('a record too large for the rings fails its reader with a message naming rings.capacityBytes (was: only the ring\'s sizes)', async () => {
+  const file = path.join(dir, 'small.yaml');
+  fs.writeFileSync(file, `name: small\ndataDir: ./data\nrings: { capacityBytes: 1024 }\nsupervisor: { restartsMax: 0 }\n` +
+    `queues:\n  - { name: in }\n  - { name: out }\nservices:\n  - name: pass\n    module: ${passThrough}\n    inputs: [in]\n    output: out\n`);
+  const t = loadTopology(file);
+  // Written past the producer (which refuses it): as an older version or another tool would.
+  const a = Appender.open({ dir: partitionDir(t, 'in', 0) });
+  a.append(new EnvelopeWriter().encode({ type: EVENT_TYPE_JSON, key: 'k', payload: encodeJson({ v: 'x'.repeat(400) }) }));
+  a.close();
+  const log: string[] = [];
+  const running = await startTopology(t, { log: (line) => log.push(line) });
+  await running.supervisor.done.catch(() => undefined);
+  assert.ok(log.some((l) => l.includes('actor reader:in/0>pass failed: in/0 index 0: record of 456 bytes does not fit the ring of ' +
+    'reader:in/0>pass (records up to 120 bytes: rings.capacityBytes 1024 / 8, less the 8-byte frame header); raise rings.capacityBytes')), log.join('\n'));
 });
 
 test.run();

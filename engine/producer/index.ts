@@ -13,12 +13,13 @@
  * JSON_DEPTH_MAX levels deep and has a JSON form, and a record (the envelope: key, payload and
  * header) fits the queue's record limit: for a queue a service of the topology reads, one eighth
  * of rings.capacityBytes (engine/ring's maxRecordBytesFor, as every record passes through a ring
- * to the service), else the journal's RECORD_BYTES_MAX.
+ * to the service, behind an 8-byte frame header), else the journal's RECORD_BYTES_MAX.
  */
 import path from 'node:path';
 import { Appender, RECORD_BYTES_MAX } from '../journal/index.js';
 import { EnvelopeWriter, encodeJson, EVENT_TYPE_JSON, USER_EVENT_TYPE_MIN } from '../codec/index.js';
 import { maxRecordBytesFor } from '../ring/index.js';
+import { FRAME_HEADER_BYTES } from '../actor/index.js';
 import { keyHash } from '../cdc/index.js';
 import type { Topology } from '../config/index.js';
 
@@ -72,7 +73,10 @@ export function openQueueAppender(topology: Topology, queue: string): QueueAppen
     (appenders[p] ??= Appender.open({ dir: path.join(topology.dataDir, 'queues', queue, String(p)), segmentBytes: q.segmentBytes, fsync: q.fsync }));
   const envelopes = new EnvelopeWriter();
   const readByService = topology.services.some((s) => s.inputs.includes(queue));
-  const recordBytesMax = readByService ? maxRecordBytesFor(topology.rings.capacityBytes) : RECORD_BYTES_MAX;
+  // A queue reader puts each record in a ring behind an event frame header.
+  const recordBytesMax = readByService
+    ? maxRecordBytesFor(topology.rings.capacityBytes) - FRAME_HEADER_BYTES
+    : RECORD_BYTES_MAX;
   const pick = (key: string, partition: number | undefined) => {
     if (partition === undefined) return keyHash(key) % q.partitions;
     if (!Number.isInteger(partition) || partition < 0 || partition >= q.partitions) {
@@ -86,7 +90,7 @@ export function openQueueAppender(topology: Topology, queue: string): QueueAppen
     const record = envelopes.encode({ type, key, eventTimeMs: options.eventTimeMs ?? Date.now(), payload });
     if (record.length > recordBytesMax) {
       const why = readByService
-        ? `rings.capacityBytes ${topology.rings.capacityBytes} / 8: a service reads "${queue}" through a ring`
+        ? `rings.capacityBytes ${topology.rings.capacityBytes} / 8, less an ${FRAME_HEADER_BYTES}-byte frame header: a service reads "${queue}" through a ring`
         : 'the journal record limit';
       throw new RecordInputError(`record of ${record.length} bytes exceeds the ${recordBytesMax}-byte limit of queue "${queue}" (${why})`);
     }

@@ -187,16 +187,26 @@ test(`accepted files with names and paths up to their limits start and stop clea
       await installCapture(t);
       const log: string[] = [];
       const running = await startTopology(t, { log: (line) => log.push(line) });
-      // Feed each queue nobody in the topology writes.
-      const written = new Set([...t.services.map((s) => s.output), ...t.capture.flatMap((c) => c.tables.map((x) => x.target))]);
-      for (const q of t.queues.filter((x) => !written.has(x.name))) {
-        const appender = openQueueAppender(t, q.name);
-        for (let i = 0; i < 5; i++) appender.appendJson(`k${i}`, { amount: i });
-        appender.close();
+      let stopped = false;
+      try {
+        // Feed each queue nobody in the topology writes.
+        const written = new Set([...t.services.map((s) => s.output), ...t.capture.flatMap((c) => c.tables.map((x) => x.target))]);
+        for (const q of t.queues.filter((x) => !written.has(x.name))) {
+          const appender = openQueueAppender(t, q.name);
+          try {
+            for (let i = 0; i < 5; i++) appender.appendJson(`k${i}`, { amount: i });
+          } finally {
+            appender.close();
+          }
+        }
+        await new Promise((r) => setTimeout(r, 200));
+        const result = await running.stop();
+        stopped = true;
+        assert.equal(result.terminated, [], `no actor had to be terminated (log: ${log.join(' | ')})`);
+        assert.not.ok(log.some((l) => / failed: /.test(l)), `no actor failed (log: ${log.join(' | ')})`);
+      } finally {
+        if (!stopped) await running.stop();
       }
-      await new Promise((r) => setTimeout(r, 200));
-      const result = await running.stop();
-      assert.equal(result.terminated, [], `no actor had to be terminated (log: ${log.join(' | ')})`);
       n++;
     } finally {
       rmSync(runDir, { recursive: true, force: true });

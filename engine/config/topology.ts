@@ -121,8 +121,12 @@ export const TOPOLOGY_DEFAULTS = deepFreeze({
 
 /** Inclusive [min, max] bounds of every numeric topology field. */
 export const TOPOLOGY_LIMITS = deepFreeze({
-  /** Power of two, as engine/ring requires. */
-  ringCapacityBytes: [CAPACITY_BYTES_MIN, CAPACITY_BYTES_MAX],
+  /**
+   * Power of two, as engine/ring requires; at least 4096 so that a ring carries records of up
+   * to 504 bytes (capacity / 8 less the reader's 8-byte frame header; engine/ring's own minimum,
+   * 64, would carry none).
+   */
+  ringCapacityBytes: [Math.max(4096, CAPACITY_BYTES_MIN), CAPACITY_BYTES_MAX],
   restartsMax: [0, 1000],
   restartWindowMs: [1, 24 * 3_600_000],
   backoffInitialMs: [0, 3_600_000],

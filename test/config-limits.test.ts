@@ -119,4 +119,10 @@ test('a file over 1 MiB is refused without being parsed; invalid UTF-8 is refuse
   }
 });
 
+test('a list or map as a map key is refused at the key (was: stringified with a warning)', () => {
+  assert.equal(problems(yaml('name: t', 'queues:', '  - ? [a, b]', '    : 1')), [
+    `${inline}:3:7: queues[0]: a map key must be a plain value, not a list or map`,
+  ]);
+});
+
 test.run();

@@ -15,24 +15,36 @@ import { TOPOLOGY_DEFAULTS, TOPOLOGY_SIZE_LIMITS } from './topology.js';
 
 const S = TOPOLOGY_SIZE_LIMITS;
 
-/** The first node nested deeper than nestingDepthMax: its field path and source offset. */
-export interface TooDeep {
+/** The message for a document nested too deep. */
+export const TOO_DEEP_MESSAGE =
+  `lists and maps are nested more than ${S.nestingDepthMax} levels deep (the limit)`;
+
+/** A structural problem of the parsed document: its field path, source offset and message. */
+export interface StructureProblem {
   path: Segment[];
   offset: number;
+  message: string;
 }
 
 /**
  * Walks the parsed document without recursion (so a hostile depth cannot overflow the stack
- * here) and returns the first list or map nested more than nestingDepthMax levels deep, or null.
+ * here) and returns the first list or map nested more than nestingDepthMax levels deep, or the
+ * first map key that is itself a list or map (YAML allows `? [a, b]: v`; JavaScript objects
+ * would turn it into the string "a,b" with a warning), or null.
  */
-export function findTooDeep(doc: Document): TooDeep | null {
+export function findStructureProblem(doc: Document): StructureProblem | null {
   const stack: Array<{ node: unknown; depth: number; path: Segment[] }> = [
     { node: doc.contents, depth: 0, path: [] },
   ];
   while (stack.length > 0) {
     const { node, depth, path: at } = stack.pop()!;
     if (!isMap(node) && !isSeq(node)) continue;
-    if (depth >= S.nestingDepthMax) return { path: at, offset: node.range?.[0] ?? 0 };
+    if (depth >= S.nestingDepthMax) return { path: at, offset: node.range?.[0] ?? 0, message: TOO_DEEP_MESSAGE };
+    for (const item of node.items as unknown[]) {
+      if (isPair(item) && (isMap(item.key) || isSeq(item.key))) {
+        return { path: at, offset: item.key.range?.[0] ?? 0, message: 'a map key must be a plain value, not a list or map' };
+      }
+    }
     node.items.forEach((item: unknown, i: number) => {
       if (isPair(item)) {
         const key = item.key as { value?: unknown } | null;
@@ -46,9 +58,6 @@ export function findTooDeep(doc: Document): TooDeep | null {
   return null;
 }
 
-/** The message for a document nested too deep. */
-export const TOO_DEEP_MESSAGE =
-  `lists and maps are nested more than ${S.nestingDepthMax} levels deep (the limit)`;
 
 type Raw = Record<string, unknown>;
 const isRecord = (v: unknown): v is Raw => typeof v === 'object' && v !== null && !Array.isArray(v);

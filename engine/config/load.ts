@@ -4,7 +4,7 @@ import { LineCounter, parseDocument } from 'yaml';
 import type { CaptureOperation, CaptureSource, CaptureTable, DatabaseRef } from '../cdc/index.js';
 import { firstInvalidUtf8 } from '../codec/index.js';
 import { checkReferences, resolveModule } from './checks.js';
-import { checkResolvedLimits, findTooDeep, TOO_DEEP_MESSAGE } from './limits.js';
+import { checkResolvedLimits, findStructureProblem } from './limits.js';
 import { substituteEnv } from './env.js';
 import type { Environment } from './env.js';
 import { ConfigError } from './errors.js';
@@ -82,10 +82,10 @@ export function parseTopology(text: string, file: string, options: TopologyLoadO
 
   // Before the syntax errors: too deep a nesting makes the parser itself overflow its stack
   // ("Maximum call stack size exceeded" as a syntax error), and later steps recurse too.
-  const deep = findTooDeep(doc);
-  if (deep !== null) {
-    const { line, col } = lineCounter.linePos(deep.offset);
-    throw new ConfigError([{ file, line, col, path: formatPath(deep.path), message: TOO_DEEP_MESSAGE }]);
+  const structure = findStructureProblem(doc);
+  if (structure !== null) {
+    const { line, col } = lineCounter.linePos(structure.offset);
+    throw new ConfigError([{ file, line, col, path: formatPath(structure.path), message: structure.message }]);
   }
 
   if (doc.errors.length > 0) {

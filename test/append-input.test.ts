@@ -184,18 +184,18 @@ test('openQueueAppender refuses non-string keys, lone surrogates, deep or cyclic
 
 test('a record too large for the rings fails its reader with a message naming rings.capacityBytes (was: only the ring\'s sizes)', async () => {
   const file = path.join(dir, 'small.yaml');
-  fs.writeFileSync(file, `name: small\ndataDir: ./data\nrings: { capacityBytes: 1024 }\nsupervisor: { restartsMax: 0 }\n` +
+  fs.writeFileSync(file, `name: small\ndataDir: ./data\nrings: { capacityBytes: 4096 }\nsupervisor: { restartsMax: 0 }\n` +
     `queues:\n  - { name: in }\n  - { name: out }\nservices:\n  - name: pass\n    module: ${passThrough}\n    inputs: [in]\n    output: out\n`);
   const t = loadTopology(file);
   // Written past the producer (which refuses it): as an older version or another tool would.
   const a = Appender.open({ dir: partitionDir(t, 'in', 0) });
-  a.append(new EnvelopeWriter().encode({ type: EVENT_TYPE_JSON, key: 'k', payload: encodeJson({ v: 'x'.repeat(400) }) }));
+  a.append(new EnvelopeWriter().encode({ type: EVENT_TYPE_JSON, key: 'k', payload: encodeJson({ v: 'x'.repeat(1000) }) }));
   a.close();
   const log: string[] = [];
   const running = await startTopology(t, { log: (line) => log.push(line) });
   await running.supervisor.done.catch(() => undefined);
-  assert.ok(log.some((l) => l.includes('actor reader:in/0>pass failed: in/0 index 0: record of 456 bytes does not fit the ring of ' +
-    'reader:in/0>pass (records up to 120 bytes: rings.capacityBytes 1024 / 8, less the 8-byte frame header); raise rings.capacityBytes')), log.join('\n'));
+  assert.ok(log.some((l) => l.includes('actor reader:in/0>pass failed: in/0 index 0: record of 1056 bytes does not fit the ring of ' +
+    'reader:in/0>pass (records up to 504 bytes: rings.capacityBytes 4096 / 8, less the 8-byte frame header); raise rings.capacityBytes')), log.join('\n'));
 });
 
 test.run();

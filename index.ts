@@ -41,7 +41,7 @@ export type { TopologyPlan, ServiceReadyInfo, ServiceSummary } from './actors/in
 export type {
   CaptureSource, CaptureTable, CaptureErrorPolicy, ParkedChange, ParkedSelection,
 } from './engine/cdc/index.js';
-export { openQueueAppender, type QueueAppender } from './engine/producer/index.js';
+export { openQueueAppender, RecordInputError, JSON_DEPTH_MAX, type QueueAppender } from './engine/producer/index.js';
 export {
   queueId,
   EVENT_TYPE_CHANGE,

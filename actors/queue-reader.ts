@@ -37,6 +37,11 @@ runActor<QueueReaderData>((ctx) => {
         const rec = tailer.next();
         if (!rec) break;
         const len = FRAME_HEADER_BYTES + rec.bytes.length;
+        if (len > ring.maxRecordBytes) {
+          throw new Error(`${d.queue}/${d.partition} index ${rec.index}: record of ${rec.bytes.length} bytes does not fit ` +
+            `the ring of ${ctx.name} (records up to ${ring.maxRecordBytes - FRAME_HEADER_BYTES} bytes: ` +
+            `rings.capacityBytes ${ring.capacityBytes} / 8, less the ${FRAME_HEADER_BYTES}-byte frame header); raise rings.capacityBytes`);
+        }
         const off = ring.claim(FRAME_TYPE_EVENT, len);
         frames.writeIndex(off, rec.index);
         ring.bytes.set(rec.bytes, off + FRAME_HEADER_BYTES);

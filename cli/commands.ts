@@ -13,7 +13,6 @@
  * Errors print one line (`sluice: ...`, commander's `error: ...` for usage, or the config
  * problems) and exit 2; SLUICE_DEBUG=1 adds the stack.
  */
-import readline from 'node:readline';
 import { Command, InvalidArgumentError } from 'commander';
 import {
   loadTopology,
@@ -35,8 +34,11 @@ import {
   serviceWarnings,
 } from '../actors/index.js';
 import { openQueueAppender } from '../engine/producer/index.js';
+import { appendLines, KEY_ENCODINGS, type KeyEncoding } from './append.js';
 import { Tailer } from '../engine/journal/index.js';
-import { EnvelopeView, decodeChange, decodeJson, EVENT_TYPE_CHANGE, EVENT_TYPE_JSON } from '../engine/codec/index.js';
+import {
+  EnvelopeView, decodeChange, decodeJson, EVENT_TYPE_CHANGE, EVENT_TYPE_JSON, USER_EVENT_TYPE_MIN,
+} from '../engine/codec/index.js';
 import type { CounterSnapshot } from '../engine/actor/index.js';
 import type { StopResult, Supervisor } from '../engine/supervisor/index.js';
 import { liveCaptureProblems } from './live-check.js';
@@ -53,6 +55,13 @@ function intOption(name: string, min: number) {
     if (!Number.isInteger(n) || n < min) throw new InvalidArgumentError(`${name} must be an integer >= ${min}, got "${value}"`);
     return n;
   };
+}
+
+function keyEncodingOption(value: string): KeyEncoding {
+  if (!(KEY_ENCODINGS as readonly string[]).includes(value)) {
+    throw new InvalidArgumentError(`--key-encoding must be one of ${KEY_ENCODINGS.join(', ')}, got "${value}"`);
+  }
+  return value as KeyEncoding;
 }
 
 function queueOf(t: Topology, queue: string) {
@@ -214,34 +223,14 @@ program
   .argument('<topology>', 'topology YAML file')
   .argument('<queue>', 'queue name (one no service or capture source of the topology writes)')
   .option('-k, --key-field <field>', 'field of each JSON object used as the event key', 'key')
+  .option('--key-encoding <encoding>', 'string: the key field must be a JSON string; json: the key is its canonical JSON text', keyEncodingOption, 'string')
+  .option('--raw-type <type>', 'append each line as is (bytes, not UTF-8 or JSON) as an event of this user type (>= 100)', intOption('--raw-type', USER_EVENT_TYPE_MIN))
+  .option('--key <key>', 'with --raw-type: the key of every line', '')
   .option('-p, --partition <n>', 'partition (default: hash of the key)', intOption('--partition', 0))
   .description('append JSON objects, one per line of stdin, as JSON events (type 2)')
-  .action(async (file: string, queue: string, opts: { keyField: string; partition?: number }) => {
+  .action(async (file: string, queue: string, opts: { keyField: string; keyEncoding: KeyEncoding; rawType?: number; key: string; partition?: number }) => {
     const t = loadTopology(file);
-    const appender = openQueueAppender(t, queue);
-    let line = 0;
-    let appended = 0;
-    try {
-      for await (const text of readline.createInterface({ input: process.stdin, crlfDelay: Infinity })) {
-        line++;
-        if (text.trim() === '') continue;
-        let value: unknown;
-        try {
-          value = JSON.parse(text);
-        } catch (e) {
-          throw new Error(`stdin line ${line}: not JSON (${(e as Error).message}); ${appended} events before it were appended`);
-        }
-        if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new Error(`stdin line ${line}: expected a JSON object; ${appended} events before it were appended`);
-        const key = (value as Record<string, unknown>)[opts.keyField];
-        if (key === undefined) throw new Error(`stdin line ${line}: no "${opts.keyField}" field for the key; ${appended} events before it were appended`);
-        if (key === null) throw new Error(`stdin line ${line}: the key field "${opts.keyField}" is null (a key must be a string or number); ${appended} events before it were appended`);
-        appender.appendJson(String(key), value, { partition: opts.partition });
-        appended++;
-        if (appended % 1000 === 0) appender.flush();
-      }
-    } finally {
-      appender.close();
-    }
+    const appended = await appendLines(t, queue, process.stdin, opts);
     console.error(`sluice: appended ${plural(appended, 'event')} to ${queue}`);
   });
 

@@ -457,7 +457,7 @@ test('several problems in one file are all reported at once, in file order', () 
   const e = error as ConfigError;
   assert.equal(e.message.split('\n'), [
     `${file}:1:7: name: must be lowercase letters, digits and "-" (/^[a-z0-9-]+$/), got "Bank"`,
-    `${file}:2:25: rings.capacityBytes: must be a power of two, got 1000`,
+    `${file}:2:25: rings.capacityBytes: must be a power of two, got 100000`,
     `${file}:6:12: queues[0].fsync: must be one of none, batch, record, got "sometimes"`,
     `${file}:9:11: queues[2].name: duplicate queue name "history-changes" (first defined at line 4)`,
     `${file}:12:5: services[0].inputs: missing required field`,

@@ -21,7 +21,7 @@ const DOCUMENTED: Record<string, string[]> = {
   sluice: [
     'ConfigError', 'EVENT_TYPE_CHANGE', 'EVENT_TYPE_JSON', 'TOPOLOGY_DEFAULTS', 'TopologyRunningError',
     'USER_EVENT_TYPE_MIN', 'checkCaptureLive', 'checkServiceModules', 'formatProblem', 'installCapture',
-    'listCaptureErrors', 'loadTopology', 'openQueueAppender', 'parseTopology', 'partitionDir',
+    'listCaptureErrors', 'loadTopology', 'openQueueAppender', 'RecordInputError', 'JSON_DEPTH_MAX', 'parseTopology', 'partitionDir',
     'purgeCaptureErrors', 'queueId', 'requeueCaptureErrors', 'startTopology', 'uninstallCapture',
   ],
   'sluice/service': ['EVENT_TYPE_CHANGE', 'EVENT_TYPE_JSON', 'USER_EVENT_TYPE_MIN', 'defineService'],

@@ -20,3 +20,4 @@ export { encodeChange, decodeChange } from './change.js';
 export type { Change, ChangeOp } from './change.js';
 export { encodeJson, decodeJson } from './json.js';
 export { queueId } from './queue-id.js';
+export { firstInvalidUtf8 } from './utf8.js';

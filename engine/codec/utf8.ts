@@ -55,3 +55,36 @@ export class Utf8Cache {
     return bytes;
   }
 }
+
+/**
+ * Offset of the first byte of `bytes[offset, end)` that does not start a well-formed UTF-8
+ * sequence (RFC 3629 table 3: no overlong forms, no surrogates, nothing above U+10FFFF, no
+ * sequence cut off by `end`), or -1 if the range is all well-formed. What TextDecoder's `fatal`
+ * mode rejects, with the place.
+ */
+export function firstInvalidUtf8(bytes: Uint8Array, offset = 0, end = bytes.length): number {
+  const cont = (i: number, lo = 0x80, hi = 0xbf) => i < end && bytes[i] >= lo && bytes[i] <= hi;
+  let i = offset;
+  while (i < end) {
+    const b = bytes[i];
+    if (b < 0x80) {
+      i++;
+    } else if (b >= 0xc2 && b <= 0xdf) {
+      if (!cont(i + 1)) return i;
+      i += 2;
+    } else if (b >= 0xe0 && b <= 0xef) {
+      const lo = b === 0xe0 ? 0xa0 : 0x80;
+      const hi = b === 0xed ? 0x9f : 0xbf;
+      if (!cont(i + 1, lo, hi) || !cont(i + 2)) return i;
+      i += 3;
+    } else if (b >= 0xf0 && b <= 0xf4) {
+      const lo = b === 0xf0 ? 0x90 : 0x80;
+      const hi = b === 0xf4 ? 0x8f : 0xbf;
+      if (!cont(i + 1, lo, hi) || !cont(i + 2) || !cont(i + 3)) return i;
+      i += 4;
+    } else {
+      return i;
+    }
+  }
+  return -1;
+}

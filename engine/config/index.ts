@@ -17,6 +17,7 @@ export type { ModuleResolution } from './checks.js';
 export {
   TOPOLOGY_DEFAULTS,
   TOPOLOGY_LIMITS,
+  TOPOLOGY_SIZE_LIMITS,
   TOPOLOGY_NAME_PATTERN,
   QUEUE_NAME_PATTERN,
   SERVICE_NAME_PATTERN,

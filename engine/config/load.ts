@@ -1,16 +1,18 @@
-import { readFileSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { LineCounter, parseDocument } from 'yaml';
 import type { CaptureErrorPolicy, ConditionsByOp, KeyStrategy, KeyUpdateMode, CaptureOperation, CaptureSource, CaptureTable, DatabaseRef } from '../cdc/index.js';
 import { CDC_DEFAULTS } from '../cdc/index.js';
+import { firstInvalidUtf8 } from '../codec/index.js';
 import { checkReferences, resolveModule } from './checks.js';
+import { checkResolvedLimits, findStructureProblem } from './limits.js';
 import { substituteEnv } from './env.js';
 import type { Environment } from './env.js';
 import { ConfigError } from './errors.js';
 import type { ConfigProblem } from './errors.js';
 import { formatPath, SourceMap } from './source-map.js';
 import type { Segment } from './source-map.js';
-import { TOPOLOGY_DEFAULTS } from './topology.js';
+import { TOPOLOGY_DEFAULTS, TOPOLOGY_SIZE_LIMITS } from './topology.js';
 import type { InputsReplay, QueueFsync, StartFrom, Topology } from './topology.js';
 import { validateSchema } from './validate.js';
 
@@ -30,13 +32,30 @@ export interface TopologyLoadOptions {
  *   `file:line:col: path: message`.
  */
 export function loadTopology(file: string, options: TopologyLoadOptions = {}): Topology {
-  let text: string;
+  const unreadable = (message: string) => new ConfigError([{ file, line: 0, col: 0, path: '(root)', message }]);
+  let bytes: Buffer;
   try {
-    text = readFileSync(file, 'utf8');
+    // Checked before reading, so a huge file (or a device) is not read into memory.
+    const size = statSync(file).size;
+    if (size > TOPOLOGY_SIZE_LIMITS.fileBytesMax) throw unreadable(tooBig(size));
+    bytes = readFileSync(file);
   } catch (e) {
-    throw new ConfigError([{ file, line: 0, col: 0, path: '(root)', message: `cannot read topology file: ${(e as Error).message}` }]);
+    if (e instanceof ConfigError) throw e;
+    throw unreadable(`cannot read topology file: ${(e as Error).message}`);
   }
-  return parseTopology(text, file, options);
+  if (bytes.length > TOPOLOGY_SIZE_LIMITS.fileBytesMax) throw unreadable(tooBig(bytes.length));
+  const bad = firstInvalidUtf8(bytes);
+  if (bad >= 0) {
+    const before = bytes.subarray(0, bad);
+    const line = before.filter((b) => b === 0x0a).length + 1;
+    const col = bad - (before.lastIndexOf(0x0a) + 1) + 1;
+    throw new ConfigError([{ file, line, col, path: '(root)', message: `not UTF-8: byte 0x${bytes[bad].toString(16).padStart(2, '0')} at offset ${bad} (a topology file is UTF-8 text)` }]);
+  }
+  return parseTopology(bytes.toString('utf8'), file, options);
+}
+
+function tooBig(bytes: number): string {
+  return `the file is ${bytes} bytes; a topology file is at most ${TOPOLOGY_SIZE_LIMITS.fileBytesMax} bytes`;
 }
 
 /**
@@ -50,6 +69,9 @@ export function loadTopology(file: string, options: TopologyLoadOptions = {}): T
  * @throws ConfigError as `loadTopology`.
  */
 export function parseTopology(text: string, file: string, options: TopologyLoadOptions = {}): Topology {
+  if (text.length > TOPOLOGY_SIZE_LIMITS.fileBytesMax || Buffer.byteLength(text) > TOPOLOGY_SIZE_LIMITS.fileBytesMax) {
+    throw new ConfigError([{ file, line: 0, col: 0, path: '(root)', message: tooBig(Buffer.byteLength(text)) }]);
+  }
   const lineCounter = new LineCounter();
   const doc = parseDocument(text, { lineCounter, prettyErrors: false, uniqueKeys: true });
   const map = new SourceMap(doc, lineCounter);
@@ -58,6 +80,14 @@ export function parseTopology(text: string, file: string, options: TopologyLoadO
     const { line, col } = map.linePos(offset);
     problems.push({ file, line, col, path: formatPath(map.pathAt(offset)), message });
   };
+
+  // Before the syntax errors: too deep a nesting makes the parser itself overflow its stack
+  // ("Maximum call stack size exceeded" as a syntax error), and later steps recurse too.
+  const structure = findStructureProblem(doc);
+  if (structure !== null) {
+    const { line, col } = lineCounter.linePos(structure.offset);
+    throw new ConfigError([{ file, line, col, path: formatPath(structure.path), message: structure.message }]);
+  }
 
   if (doc.errors.length > 0) {
     // Only the first syntax error: the parser's later ones mostly follow from it, with paths
@@ -87,10 +117,11 @@ export function parseTopology(text: string, file: string, options: TopologyLoadO
     const formatted = formatPath(fieldPath);
     if (unsubstituted.has(formatted)) return;
     const { line, col } = map.position(fieldPath, at);
-    problems.push({ file, line, col, path: formatted, message });
+    problems.push({ file, line, col, path: formatted, message: bounded(message) });
   };
   for (const p of validateSchema(data)) report(p.path, p.message, p.at);
   const baseDir = path.dirname(path.resolve(file));
+  checkResolvedLimits(data, baseDir, report);
   checkReferences(data, baseDir, report, (p) => map.position(p).line);
 
   if (problems.length > 0) throw new ConfigError(ordered(problems));
@@ -151,6 +182,18 @@ export function readServiceModules(
     });
   });
   return out;
+}
+
+/**
+ * Longest message of one problem. The longest legitimate part of a message is a resolved path
+ * (at most pathBytesMax); anything longer quotes a value the schema already refused for its
+ * length (a cross-reference check naming a 300,000-character queue name), so it is cut.
+ */
+const MESSAGE_CHARS_MAX = 4608;
+
+function bounded(message: string): string {
+  if (message.length <= MESSAGE_CHARS_MAX) return message;
+  return `${message.slice(0, 200)}... (message cut; ${message.length} characters)`;
 }
 
 /** Problems in file order, exact repeats dropped. */

@@ -1,26 +1,34 @@
 /**
  * JSON Schema (draft-07, checked by ajv) of a topology file after YAML parsing and environment
  * substitution. It covers shapes, types, required fields, unknown fields, enums, patterns and
- * numeric ranges; cross-references (queue names, partitions vs pumps, files) are checked in
+ * numeric ranges, and the length of every name, path and list (TOPOLOGY_SIZE_LIMITS); limits.ts
+ * checks resolved path lengths, nesting depth and the size of settings; cross-references (queue names, partitions vs pumps, files) are checked in
  * checks.ts, which can point at the exact YAML node.
  */
 import { CAPTURE_OPERATIONS, ERROR_POLICY_LIMITS, KEY_UPDATE_MODES } from '../cdc/index.js';
 import {
-  DIALECT_VALUES, INPUTS_REPLAY_VALUES, QUEUE_FSYNC_VALUES, QUEUE_NAME_PATTERN, SERVICE_NAME_PATTERN,
-  STAGING_TABLE_PATTERN, START_FROM_VALUES, TOPOLOGY_LIMITS, TOPOLOGY_NAME_PATTERN,
+  DIALECT_VALUES, INPUTS_REPLAY_VALUES, PATH_PATTERN, QUEUE_FSYNC_VALUES, QUEUE_NAME_PATTERN,
+  SERVICE_NAME_PATTERN, STAGING_TABLE_PATTERN, START_FROM_VALUES, TOPOLOGY_LIMITS,
+  TOPOLOGY_NAME_PATTERN, TOPOLOGY_SIZE_LIMITS,
 } from './topology.js';
 
 const int = (range: readonly [number, number]) => ({ type: 'integer', minimum: range[0], maximum: range[1] });
-const nonEmptyString = { type: 'string', minLength: 1 };
-const columnList = { type: 'array', minItems: 1, uniqueItems: true, items: nonEmptyString };
 const L = TOPOLOGY_LIMITS;
+const S = TOPOLOGY_SIZE_LIMITS;
+const text = (maxLength: number) => ({ type: 'string', minLength: 1, maxLength });
+const named = (pattern: string, maxLength: number) => ({ type: 'string', pattern, maxLength });
+const filePath = { type: 'string', minLength: 1, maxLength: S.pathLengthMax, pattern: PATH_PATTERN };
+const queueName = { type: 'string', maxLength: S.queueNameLengthMax };
+const columnList = {
+  type: 'array', minItems: 1, maxItems: S.columnsMax, uniqueItems: true, items: text(S.sqlNameLengthMax),
+};
 
 const queue = {
   type: 'object',
   required: ['name'],
   additionalProperties: false,
   properties: {
-    name: { type: 'string', pattern: QUEUE_NAME_PATTERN },
+    name: named(QUEUE_NAME_PATTERN, S.queueNameLengthMax),
     partitions: int(L.partitions),
     segmentBytes: int(L.segmentBytes),
     fsync: { enum: QUEUE_FSYNC_VALUES },
@@ -32,10 +40,10 @@ const service = {
   required: ['name', 'module', 'inputs', 'output'],
   additionalProperties: false,
   properties: {
-    name: { type: 'string', pattern: SERVICE_NAME_PATTERN },
-    module: nonEmptyString,
-    inputs: { type: 'array', minItems: 1, items: { type: 'string' } },
-    output: { type: 'string' },
+    name: named(SERVICE_NAME_PATTERN, S.serviceNameLengthMax),
+    module: filePath,
+    inputs: { type: 'array', minItems: 1, maxItems: S.inputsMax, items: queueName },
+    output: queueName,
     startFrom: { enum: START_FROM_VALUES },
     inputsReplay: { enum: INPUTS_REPLAY_VALUES },
     batchSizeMax: int(L.serviceBatchSizeMax),
@@ -52,7 +60,7 @@ const database = {
     {
       properties: {
         dialect: { const: DIALECT_VALUES[0] },
-        file: nonEmptyString,
+        file: filePath,
         busyTimeoutMs: int(L.busyTimeoutMs),
       },
       required: ['file'],
@@ -61,9 +69,9 @@ const database = {
     {
       properties: {
         dialect: { const: DIALECT_VALUES[1] },
-        url: nonEmptyString,
-        schema: nonEmptyString,
-        captureSchema: { type: 'string', pattern: STAGING_TABLE_PATTERN },
+        url: text(S.urlLengthMax),
+        schema: text(S.sqlNameLengthMax),
+        captureSchema: named(STAGING_TABLE_PATTERN, S.sqlNameLengthMax),
       },
       required: ['url'],
       additionalProperties: false,
@@ -76,14 +84,14 @@ const captureTable = {
   required: ['table', 'operations', 'target'],
   additionalProperties: false,
   properties: {
-    table: nonEmptyString,
+    table: text(S.tableNameLengthMax),
     operations: { type: 'array', minItems: 1, uniqueItems: true, items: { enum: CAPTURE_OPERATIONS } },
     columns: columnList,
     // Any shape here: checks.ts reports a bad key strategy precisely (keyStrategyProblems).
     key: {},
     // Any shape here: checks.ts reports a bad condition precisely (conditionProblems).
     condition: {},
-    target: { type: 'string' },
+    target: queueName,
     suppressNoopUpdates: { type: 'boolean' },
     keyUpdate: { enum: KEY_UPDATE_MODES },
   },
@@ -94,12 +102,12 @@ const captureSource = {
   required: ['name', 'database', 'tables'],
   additionalProperties: false,
   properties: {
-    name: { type: 'string', pattern: SERVICE_NAME_PATTERN },
+    name: named(SERVICE_NAME_PATTERN, S.serviceNameLengthMax),
     database,
     pumps: int(L.pumps),
     batchSizeMax: int(L.captureBatchSizeMax),
     pollIntervalMs: int(L.pollIntervalMs),
-    stagingTable: { type: 'string', pattern: STAGING_TABLE_PATTERN },
+    stagingTable: named(STAGING_TABLE_PATTERN, S.stagingTableLengthMax),
     recordBytesMax: int(L.recordBytesMax),
     errors: {
       type: 'object',
@@ -109,7 +117,7 @@ const captureSource = {
         holdKeyWhenParked: { type: 'boolean' },
       },
     },
-    tables: { type: 'array', minItems: 1, items: captureTable },
+    tables: { type: 'array', minItems: 1, maxItems: S.tablesMax, items: captureTable },
   },
 };
 
@@ -122,8 +130,8 @@ export const TOPOLOGY_SCHEMA = {
   required: ['name'],
   additionalProperties: false,
   properties: {
-    name: { type: 'string', pattern: TOPOLOGY_NAME_PATTERN },
-    dataDir: nonEmptyString,
+    name: named(TOPOLOGY_NAME_PATTERN, S.topologyNameLengthMax),
+    dataDir: filePath,
     rings: {
       type: 'object',
       additionalProperties: false,
@@ -140,8 +148,8 @@ export const TOPOLOGY_SCHEMA = {
         drainTimeoutMs: int(L.drainTimeoutMs),
       },
     },
-    queues: { type: 'array', items: queue },
-    services: { type: 'array', items: service },
-    capture: { type: 'array', items: captureSource },
+    queues: { type: 'array', maxItems: S.queuesMax, items: queue },
+    services: { type: 'array', maxItems: S.servicesMax, items: service },
+    capture: { type: 'array', maxItems: S.captureSourcesMax, items: captureSource },
   },
 } as const;

@@ -130,8 +130,12 @@ export const TOPOLOGY_DEFAULTS = deepFreeze({
 
 /** Inclusive [min, max] bounds of every numeric topology field. */
 export const TOPOLOGY_LIMITS = deepFreeze({
-  /** Power of two, as engine/ring requires. */
-  ringCapacityBytes: [CAPACITY_BYTES_MIN, CAPACITY_BYTES_MAX],
+  /**
+   * Power of two, as engine/ring requires; at least 4096 so that a ring carries records of up
+   * to 504 bytes (capacity / 8 less the reader's 8-byte frame header; engine/ring's own minimum,
+   * 64, would carry none).
+   */
+  ringCapacityBytes: [Math.max(4096, CAPACITY_BYTES_MIN), CAPACITY_BYTES_MAX],
   restartsMax: [0, 1000],
   restartWindowMs: [1, 24 * 3_600_000],
   backoffInitialMs: [0, 3_600_000],
@@ -147,6 +151,60 @@ export const TOPOLOGY_LIMITS = deepFreeze({
   busyTimeoutMs: [0, 3_600_000],
   recordBytesMax: [1, CDC_DEFAULTS.recordBytesMax],
 } as const);
+
+/**
+ * Bounds of every name, path, list and of the file itself, stated in the schema (maxLength,
+ * maxItems) or checked by limits.ts. Names are ASCII, so their lengths are characters; path
+ * limits are in UTF-8 bytes of the resolved absolute path, as the kernel counts them.
+ *
+ * | bound                    | value   | why                                                      |
+ * |--------------------------|---------|----------------------------------------------------------|
+ * | fileBytesMax             | 1 MiB   | a topology is a few KiB; bounds parse time and memory    |
+ * | nestingDepthMax          | 32      | lists and maps inside each other (settings included)     |
+ * | topologyNameLengthMax    | 64      | part of the default dataDir                              |
+ * | queueNameLengthMax       | 128     | a directory name under `<dataDir>/queues/`               |
+ * | serviceNameLengthMax     | 128     | services and capture sources; part of actor names        |
+ * | pathLengthMax            | 1024    | dataDir, module, database.file as written                |
+ * | pathBytesMax             | 3839    | resolved; PATH_MAX 4096 less room for files under it     |
+ * | pathComponentBytesMax    | 255     | NAME_MAX of Linux file systems                           |
+ * | urlLengthMax             | 4096    | capture[].database.url                                   |
+ * | sqlNameLengthMax         | 63      | PostgreSQL identifiers (NAMEDATALEN - 1): columns, key   |
+ * | tableNameLengthMax       | 127     | `schema.table`, 63 each                                  |
+ * | stagingTableLengthMax    | 56      | 63 less the `_errors` suffix of its error table          |
+ * | conditionLengthMax       | 4096    | SQL text embedded in trigger definitions                 |
+ * | settingsBytesMax         | 65536   | services[].settings as JSON, posted to its worker        |
+ * | queuesMax                | 1024    |                                                          |
+ * | servicesMax              | 256     | each runs in its own worker thread                       |
+ * | inputsMax                | 64      | queues one service reads                                 |
+ * | captureSourcesMax        | 64      |                                                          |
+ * | tablesMax                | 1024    | captured tables of one source                            |
+ * | columnsMax               | 1600    | PostgreSQL's column limit per table                      |
+ */
+export const TOPOLOGY_SIZE_LIMITS = deepFreeze({
+  fileBytesMax: 1 << 20,
+  nestingDepthMax: 32,
+  topologyNameLengthMax: 64,
+  queueNameLengthMax: 128,
+  serviceNameLengthMax: 128,
+  pathLengthMax: 1024,
+  pathBytesMax: 4095 - 256,
+  pathComponentBytesMax: 255,
+  urlLengthMax: 4096,
+  sqlNameLengthMax: 63,
+  tableNameLengthMax: 127,
+  stagingTableLengthMax: 56,
+  conditionLengthMax: 4096,
+  settingsBytesMax: 65536,
+  queuesMax: 1024,
+  servicesMax: 256,
+  inputsMax: 64,
+  captureSourcesMax: 64,
+  tablesMax: 1024,
+  columnsMax: 1600,
+} as const);
+
+/** Paths in a topology file: anything but NUL (which no file system allows in a name). */
+export const PATH_PATTERN = '^[^\\u0000]+$';
 
 /** Topology names: also used in directory names. */
 export const TOPOLOGY_NAME_PATTERN = '^[a-z0-9-]+$';

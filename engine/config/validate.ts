@@ -4,7 +4,7 @@ import { TOPOLOGY_SCHEMA } from './schema.js';
 import type { Segment } from './source-map.js';
 import { closest } from './suggest.js';
 import {
-  QUEUE_NAME_PATTERN, SERVICE_NAME_PATTERN, STAGING_TABLE_PATTERN, TOPOLOGY_NAME_PATTERN,
+  PATH_PATTERN, QUEUE_NAME_PATTERN, SERVICE_NAME_PATTERN, STAGING_TABLE_PATTERN, TOPOLOGY_NAME_PATTERN,
 } from './topology.js';
 
 /** A problem found by the schema, located by field path. */
@@ -57,7 +57,7 @@ function describe(e: ErrorObject): SchemaProblem | undefined {
       const known = Object.keys((schema.properties ?? {}) as object);
       const guess = closest(field, known);
       const hint = guess !== undefined ? `did you mean "${guess}"?` : `known: ${known.join(', ')}`;
-      return { path: [...path, field], at: 'key', message: `unknown field "${field}" (${hint})` };
+      return { path: [...path, field], at: 'key', message: `unknown field ${show(field)} (${hint})` };
     }
     case 'required':
       return { path: [...path, String(params.missingProperty)], at: 'value', message: 'missing required field' };
@@ -88,12 +88,17 @@ function describe(e: ErrorObject): SchemaProblem | undefined {
     case 'pattern': {
       const pattern = String(params.pattern);
       if (pattern === '\\S') return { path, at: 'value', message: 'must not be blank' };
+      if (pattern === PATH_PATTERN) return { path, at: 'value', message: 'must not contain NUL characters' };
       const meaning = PATTERN_MEANINGS.get(pattern);
       const what = meaning !== undefined ? `${meaning} (/${pattern}/)` : `/${pattern}/`;
       return { path, at: 'value', message: `must be ${what}, got ${show(e.data)}` };
     }
     case 'minLength':
       return { path, at: 'value', message: 'must not be empty' };
+    case 'maxLength':
+      return { path, at: 'value', message: `must be at most ${String(params.limit)} characters long, got ${lengthOf(e.data)}` };
+    case 'maxItems':
+      return { path, at: 'value', message: `must list at most ${String(params.limit)} items, got ${Array.isArray(e.data) ? e.data.length : '?'}` };
     case 'minItems':
       return { path, at: 'value', message: `must list at least ${String(params.limit)} item${params.limit === 1 ? '' : 's'}` };
     case 'uniqueItems': {
@@ -130,11 +135,24 @@ function typeName(type: string): string {
   }
 }
 
-/** A value as it appears in a message: strings quoted, collections by kind. */
+/** Longest string quoted whole in a message; longer ones are cut, with their length. */
+const SHOWN_CHARS_MAX = 80;
+
+/**
+ * A value as it appears in a message: strings quoted (cut after SHOWN_CHARS_MAX characters, with
+ * the full length, so a 200,000-character value gives a one-line message), collections by kind.
+ */
 export function show(value: unknown): string {
   if (value === null || value === undefined) return 'nothing';
   if (Array.isArray(value)) return 'a list';
   if (typeof value === 'object') return 'a map';
-  if (typeof value === 'string') return JSON.stringify(value);
+  if (typeof value === 'string') {
+    if (value.length <= SHOWN_CHARS_MAX) return JSON.stringify(value);
+    return `${JSON.stringify(value.slice(0, SHOWN_CHARS_MAX))}... (${value.length} characters)`;
+  }
   return String(value);
+}
+
+function lengthOf(value: unknown): string {
+  return typeof value === 'string' ? `${value.length}` : '?';
 }

@@ -20,7 +20,8 @@ const SCAN_CHUNK_BYTES = 1024 * 1024;
 export function findCompleteFrameAfter(fd: number, fileBytes: number, from: number, seqMin: number): number {
   const start = Math.ceil(from / FRAME_ALIGNMENT) * FRAME_ALIGNMENT;
   const seqMax = seqMin + Math.floor((fileBytes - start) / FRAME_HEADER_BYTES) + 1;
-  const buf = Buffer.alloc(SCAN_CHUNK_BYTES + FRAME_HEADER_BYTES);
+  // Sized to what is there: at a live tail only a few bytes follow `from`.
+  const buf = Buffer.alloc(Math.min(SCAN_CHUNK_BYTES, Math.max(0, fileBytes - start)) + FRAME_HEADER_BYTES);
   for (let chunkStart = start; chunkStart + FRAME_HEADER_BYTES <= fileBytes; chunkStart += SCAN_CHUNK_BYTES) {
     const n = readFully(fd, buf, 0, Math.min(buf.length, fileBytes - chunkStart), chunkStart);
     const last = Math.min(SCAN_CHUNK_BYTES, n - FRAME_HEADER_BYTES);

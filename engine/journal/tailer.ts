@@ -13,6 +13,7 @@
  * pread instead of mmap.
  */
 import fs from 'node:fs';
+import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import {
   FLAG_BEGIN,
@@ -553,7 +554,24 @@ export class Tailer {
    * nothing can still be being written there.
    */
   private judgeFailure(pos: number, seq: number, check: FrameCheck): Unit {
-    if (this.bufStart + this.bufLen <= pos) return Unit.none; // nothing at all written at pos yet
+    if (this.bufStart + this.bufLen <= pos) {
+      // Nothing at all written at pos yet: the live end of the queue, the hot path of a polling
+      // tailer, so a later segment is looked for only in the listing already cached (never
+      // there at the live end: the tailer moves on at END_OF_SEGMENT before it needs one).
+      const last = this.segments.length > 0 ? this.segments[this.segments.length - 1]! : -1;
+      if (last <= this.segFirst) return Unit.none;
+      const fileBytes = fs.fstatSync(this.fd).size;
+      if (this.tornSeg === this.segFirst && this.tornPos === pos && this.tornFileBytes === fileBytes) return Unit.none;
+      const successor = this.successorWithFrames(false);
+      if (successor !== null) {
+        throw new JournalCorruptionError(this.segPath, Math.min(pos, fileBytes), `the segment ends without an end-of-segment frame ` +
+          `(after record ${this.segFirst + seq - 1}), but the later segment ${path.basename(successor)} holds records: damage, not a torn tail`);
+      }
+      this.tornSeg = this.segFirst;
+      this.tornPos = pos;
+      this.tornFileBytes = fileBytes;
+      return Unit.none;
+    }
     const fileBytes = fs.fstatSync(this.fd).size;
     if (this.tornSeg === this.segFirst && this.tornPos === pos && this.tornFileBytes === fileBytes) return Unit.none;
     const o = pos - this.bufStart;
@@ -561,16 +579,43 @@ export class Tailer {
     if (this.isSealed(fileBytes, seq)) {
       throw new JournalCorruptionError(this.segPath, pos, `${problem} (record ${this.segFirst + seq}) in a sealed segment`);
     }
-    if (check !== FrameCheck.incomplete) {
-      const after = findCompleteFrameAfter(this.fd, fileBytes, pos + FRAME_ALIGNMENT, seq + 1);
-      if (after >= 0) {
-        throw new JournalCorruptionError(this.segPath, pos, `${problem} (record ${this.segFirst + seq}), but a complete frame follows at offset ${after}: damage, not a torn tail`);
-      }
+    // Also for an incomplete frame: a damaged length field can point past the end of the file.
+    // At the live tail the search costs little (only what follows pos, less than one flush) and
+    // finds nothing: the appender writes frames in order, so nothing complete can follow a frame
+    // still being written.
+    const after = findCompleteFrameAfter(this.fd, fileBytes, pos + FRAME_ALIGNMENT, seq + 1);
+    if (after >= 0) {
+      throw new JournalCorruptionError(this.segPath, pos, `${problem} (record ${this.segFirst + seq}), but a complete frame follows at offset ${after}: damage, not a torn tail`);
+    }
+    const successor = this.successorWithFrames(true);
+    if (successor !== null) {
+      // The appender seals a segment (END_OF_SEGMENT, synced) before it creates the next one, so
+      // a later segment holding frames proves nothing more will be written here.
+      throw new JournalCorruptionError(this.segPath, pos, `${problem} (record ${this.segFirst + seq}) where the segment should ` +
+        `continue or end with an end-of-segment frame, but the later segment ${path.basename(successor)} holds records: damage, not a torn tail`);
     }
     this.tornSeg = this.segFirst;
     this.tornPos = pos;
     this.tornFileBytes = fileBytes;
     return Unit.none;
+  }
+
+  /**
+   * A later segment file of the directory holding more than its header, or null; `refresh`
+   * lists the directory again, else the cached listing is used.
+   */
+  private successorWithFrames(refresh: boolean): string | null {
+    if (refresh) this.segments = listSegments(this.opts.dir);
+    for (const first of this.segments) {
+      if (first <= this.segFirst) continue;
+      const file = segmentPath(this.opts.dir, first);
+      try {
+        if (fs.statSync(file).size > SEGMENT_HEADER_BYTES) return file;
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+      }
+    }
+    return null;
   }
 
   /** Whether the open segment ends with a valid END_OF_SEGMENT frame whose seq is beyond `seq`. */

@@ -7,20 +7,50 @@
  * Partitioning: without an explicit partition, an event goes to keyHash(key) mod partitions
  * (FNV-1a 32 over the key's UTF-8, engine/cdc's keyHash), the same rule capture pumps follow, so
  * one key's events stay in one partition, in order.
+ *
+ * Input checks (bad input is refused, never changed): a key is a string of well-formed UTF-16 (a
+ * lone surrogate would be written as U+FFFD, making distinct keys equal), a JSON value is at most
+ * JSON_DEPTH_MAX levels deep and has a JSON form, and a record (the envelope: key, payload and
+ * header) fits the queue's record limit: for a queue a service of the topology reads, one eighth
+ * of rings.capacityBytes (engine/ring's maxRecordBytesFor, as every record passes through a ring
+ * to the service, behind an 8-byte frame header), else the journal's RECORD_BYTES_MAX.
  */
 import path from 'node:path';
-import { Appender } from '../journal/index.js';
+import { Appender, RECORD_BYTES_MAX } from '../journal/index.js';
 import { EnvelopeWriter, encodeJson, EVENT_TYPE_JSON, USER_EVENT_TYPE_MIN } from '../codec/index.js';
+import { maxRecordBytesFor } from '../ring/index.js';
+import { FRAME_HEADER_BYTES } from '../actor/index.js';
 import { keyHash } from '../cdc/index.js';
 import type { Topology } from '../config/index.js';
+
+/** Deepest nesting of arrays and objects in a JSON event value. */
+export const JSON_DEPTH_MAX = 64;
+
+/** Bad input refused by a QueueAppender (a key, a value, a record size); nothing was appended. */
+export class RecordInputError extends Error {
+  override readonly name = 'RecordInputError';
+}
 
 /** Appends events to one queue; see {@link openQueueAppender}. */
 export interface QueueAppender {
   readonly queue: string;
   readonly partitions: number;
-  /** Appends a JSON event (type 2); returns [partition, index]. Buffered until flush(). */
+  /**
+   * Largest record, bytes (envelope: header, key and payload), this queue takes: see the module
+   * comment.
+   */
+  readonly recordBytesMax: number;
+  /**
+   * Appends a JSON event (type 2); returns [partition, index]. Buffered until flush().
+   * @throws RecordInputError if `key` is not a well-formed string, `value` has no JSON form or
+   *   is nested deeper than JSON_DEPTH_MAX, or the record exceeds recordBytesMax.
+   */
   appendJson(key: string, value: unknown, options?: { partition?: number; eventTimeMs?: number }): [number, number];
-  /** Appends raw bytes of a user event type (>= 100); returns [partition, index]. */
+  /**
+   * Appends raw bytes of a user event type (>= 100); returns [partition, index].
+   * @throws RecordInputError for a key as appendJson, a payload that is not a Uint8Array, or a
+   *   record over recordBytesMax.
+   */
   appendBytes(type: number, key: string, payload: Uint8Array, options?: { partition?: number; eventTimeMs?: number }): [number, number];
   /** Writes what was appended and fsyncs per the queue's policy; readers see it after this. */
   flush(): void;
@@ -42,6 +72,11 @@ export function openQueueAppender(topology: Topology, queue: string): QueueAppen
   const open = (p: number) =>
     (appenders[p] ??= Appender.open({ dir: path.join(topology.dataDir, 'queues', queue, String(p)), segmentBytes: q.segmentBytes, fsync: q.fsync }));
   const envelopes = new EnvelopeWriter();
+  const readByService = topology.services.some((s) => s.inputs.includes(queue));
+  // A queue reader puts each record in a ring behind an event frame header.
+  const recordBytesMax = readByService
+    ? maxRecordBytesFor(topology.rings.capacityBytes) - FRAME_HEADER_BYTES
+    : RECORD_BYTES_MAX;
   const pick = (key: string, partition: number | undefined) => {
     if (partition === undefined) return keyHash(key) % q.partitions;
     if (!Number.isInteger(partition) || partition < 0 || partition >= q.partitions) {
@@ -50,16 +85,26 @@ export function openQueueAppender(topology: Topology, queue: string): QueueAppen
     return partition;
   };
   const append = (type: number, key: string, payload: Uint8Array, options: { partition?: number; eventTimeMs?: number }): [number, number] => {
+    checkKey(key);
     const p = pick(key, options.partition);
-    const index = open(p).append(envelopes.encode({ type, key, eventTimeMs: options.eventTimeMs ?? Date.now(), payload }));
+    const record = envelopes.encode({ type, key, eventTimeMs: options.eventTimeMs ?? Date.now(), payload });
+    if (record.length > recordBytesMax) {
+      const why = readByService
+        ? `rings.capacityBytes ${topology.rings.capacityBytes} / 8, less an ${FRAME_HEADER_BYTES}-byte frame header: a service reads "${queue}" through a ring`
+        : 'the journal record limit';
+      throw new RecordInputError(`record of ${record.length} bytes exceeds the ${recordBytesMax}-byte limit of queue "${queue}" (${why})`);
+    }
+    const index = open(p).append(record);
     return [p, index];
   };
   return {
     queue,
     partitions: q.partitions,
-    appendJson: (key, value, options = {}) => append(EVENT_TYPE_JSON, key, encodeJson(value), options),
+    recordBytesMax,
+    appendJson: (key, value, options = {}) => append(EVENT_TYPE_JSON, key, jsonPayload(value), options),
     appendBytes: (type, key, payload, options = {}) => {
       if (!Number.isInteger(type) || type < USER_EVENT_TYPE_MIN) throw new Error(`user event types are integers >= ${USER_EVENT_TYPE_MIN}, type=${type}`);
+      if (!(payload instanceof Uint8Array)) throw new RecordInputError(`payload must be a Uint8Array, got ${describe(payload)}`);
       return append(type, key, payload, options);
     },
     flush: () => {
@@ -69,4 +114,47 @@ export function openQueueAppender(topology: Topology, queue: string): QueueAppen
       for (const a of appenders) a?.close();
     },
   };
+}
+
+function describe(v: unknown): string {
+  if (v === null) return 'null';
+  if (Array.isArray(v)) return 'an array';
+  return typeof v === 'object' ? 'an object' : typeof v;
+}
+
+/**
+ * A key is a string that survives UTF-8 exactly: other types would be stringified
+ * ("[object Object]" for every object, so distinct keys collide) and a lone surrogate would be
+ * written as U+FFFD (so "\ud800" and "\udc00" would collide).
+ */
+const LONE_SURROGATE = /\p{Cs}/u;
+
+function checkKey(key: unknown): void {
+  if (typeof key !== 'string') throw new RecordInputError(`key must be a string, got ${describe(key)}`);
+  if (LONE_SURROGATE.test(key)) throw new RecordInputError('key is not well-formed Unicode (it has a lone surrogate)');
+}
+
+/** Depth of nested arrays and objects in `value`, iteratively; stops counting past `max`. */
+function jsonDepth(value: unknown, max: number): number {
+  let deepest = 0;
+  const stack: Array<[unknown, number]> = [[value, 0]];
+  while (stack.length > 0) {
+    const [v, d] = stack.pop()!;
+    if (v === null || typeof v !== 'object') continue;
+    if (d + 1 > deepest) deepest = d + 1;
+    if (deepest > max) return deepest;
+    for (const child of Array.isArray(v) ? v : Object.values(v)) stack.push([child, d + 1]);
+  }
+  return deepest;
+}
+
+function jsonPayload(value: unknown): Uint8Array {
+  if (jsonDepth(value, JSON_DEPTH_MAX) > JSON_DEPTH_MAX) {
+    throw new RecordInputError(`value is nested more than ${JSON_DEPTH_MAX} levels deep (arrays and objects), or is cyclic`);
+  }
+  try {
+    return encodeJson(value);
+  } catch (e) {
+    throw new RecordInputError(`value has no JSON form: ${(e as Error).message}`);
+  }
 }

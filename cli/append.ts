@@ -1,0 +1,195 @@
+/**
+ * `sluice append`: records from stdin, one per line, into a queue through openQueueAppender.
+ *
+ * Lines are split on bytes ("\n", a "\r" before it dropped), not decoded first, so nothing is
+ * changed on the way: a line that is not UTF-8 is refused (unless the lines are declared binary
+ * with --raw-type), a line longer than the queue's record limit is refused as soon as it passes
+ * the limit (it is never held whole in memory), a JSON value nested deeper than JSON_DEPTH_MAX
+ * is refused before it is parsed, and a key must be a JSON string (or --key-encoding json).
+ * The first bad line stops the command; every line before it is appended, flushed and fsynced,
+ * and the message says how many.
+ */
+import { firstInvalidUtf8 } from '../engine/codec/index.js';
+import { JSON_DEPTH_MAX, openQueueAppender, RecordInputError } from '../engine/producer/index.js';
+import type { QueueAppender } from '../engine/producer/index.js';
+import type { Topology } from '../engine/config/index.js';
+
+/** How the key of a JSON line is taken from its key field. */
+export type KeyEncoding = 'string' | 'json';
+/** Allowed values of --key-encoding. */
+export const KEY_ENCODINGS: readonly KeyEncoding[] = ['string', 'json'];
+
+/** Options of the append command. */
+export interface AppendOptions {
+  /** Field of each JSON object holding the key. */
+  keyField: string;
+  /** `string`: the field must be a JSON string; `json`: the key is the field's canonical JSON text. */
+  keyEncoding: KeyEncoding;
+  /** Append each line as is, as an event of this user type (>= 100), instead of parsing JSON. */
+  rawType?: number;
+  /** The key of every raw line (with rawType). */
+  key: string;
+  partition?: number;
+}
+
+/** A bad stdin line: its 1-based number and what is wrong. */
+export class AppendInputError extends Error {
+  override readonly name = 'AppendInputError';
+}
+
+/** Records appended between flushes: bounds what a crash of this process could lose. */
+const FLUSH_EVERY_RECORDS = 1000;
+
+/**
+ * Appends stdin's lines to `queue`; returns the count appended.
+ * @throws AppendInputError `stdin line N: <problem>; M events before it were appended` for the
+ *   first bad line (the M records before it are durable); Error if the queue cannot be opened.
+ */
+export async function appendLines(
+  t: Topology, queue: string, input: AsyncIterable<Buffer | string>, opts: AppendOptions,
+): Promise<number> {
+  const appender = openQueueAppender(t, queue);
+  let appended = 0;
+  let line = 0;
+  const fail = (problem: string): never => {
+    throw new AppendInputError(`stdin line ${line}: ${problem}; ${appended} event${appended === 1 ? '' : 's'} before it ${appended === 1 ? 'was' : 'were'} appended`);
+  };
+  try {
+    for await (const item of splitLines(input, appender.recordBytesMax)) {
+      line++;
+      if ('tooLongBytes' in item) {
+        fail(`the line is longer than ${appender.recordBytesMax} bytes, the record limit of queue "${queue}"`);
+      }
+      const problem = appendLine(appender, (item as { bytes: Buffer }).bytes, opts);
+      if (problem === 'skipped') continue;
+      if (problem !== null) fail(problem);
+      appended++;
+      if (appended % FLUSH_EVERY_RECORDS === 0) appender.flush();
+    }
+  } finally {
+    appender.close(); // flushes and fsyncs what was appended, also when a line was bad
+  }
+  return appended;
+}
+
+/** Appends one line; null when appended, 'skipped' for a blank line, else the problem. */
+function appendLine(appender: QueueAppender, bytes: Buffer, opts: AppendOptions): string | null | 'skipped' {
+  const options = { partition: opts.partition };
+  if (opts.rawType !== undefined) {
+    if (bytes.length === 0) return 'skipped';
+    return caught(() => appender.appendBytes(opts.rawType!, opts.key, bytes, options));
+  }
+  const bad = firstInvalidUtf8(bytes);
+  if (bad >= 0) {
+    return `byte ${bad + 1} (0x${bytes[bad]!.toString(16).padStart(2, '0')}) is not UTF-8; ` +
+      'declare the lines binary with --raw-type <type> to append them as they are';
+  }
+  const text = bytes.toString('utf8');
+  if (text.trim() === '') return 'skipped';
+  if (jsonTextDepth(text) > JSON_DEPTH_MAX) return `the JSON value is nested more than ${JSON_DEPTH_MAX} levels deep`;
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (e) {
+    return `not JSON (${(e as Error).message})`;
+  }
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return 'expected a JSON object';
+  const field = opts.keyField;
+  const raw = (value as Record<string, unknown>)[field];
+  if (raw === undefined) return `no "${field}" field for the key`;
+  let key: string;
+  if (opts.keyEncoding === 'json') {
+    key = canonicalJson(raw);
+  } else if (typeof raw === 'string') {
+    key = raw;
+  } else {
+    const what = raw === null ? 'null' : Array.isArray(raw) ? 'an array' : typeof raw === 'object' ? 'an object' : `a ${typeof raw} (${JSON.stringify(raw)})`;
+    return `the key field "${field}" is ${what}; a key is a JSON string (--key-encoding json keys by the field's JSON text)`;
+  }
+  return caught(() => appender.appendJson(key, value, options));
+}
+
+function caught(append: () => unknown): string | null {
+  try {
+    append();
+    return null;
+  } catch (e) {
+    if (e instanceof RecordInputError) return e.message;
+    throw e;
+  }
+}
+
+/**
+ * JSON text with object keys sorted at every level, so equal values have equal text and so
+ * equal keys (`{"b":1,"a":2}` and `{"a":2,"b":1}`), and distinct values distinct keys.
+ */
+export function canonicalJson(value: unknown): string {
+  if (value === null || typeof value !== 'object') return JSON.stringify(value);
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  const entries = Object.keys(value).sort().map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`);
+  return `{${entries.join(',')}}`;
+}
+
+/** Deepest nesting of `[` and `{` in JSON text, outside strings; one pass, no recursion. */
+export function jsonTextDepth(text: string): number {
+  let depth = 0;
+  let deepest = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c) i++; // backslash: skip the escaped character
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) {
+      inString = true;
+    } else if (c === 0x5b || c === 0x7b) {
+      if (++depth > deepest) deepest = depth;
+    } else if (c === 0x5d || c === 0x7d) {
+      depth--;
+    }
+  }
+  return deepest;
+}
+
+/**
+ * Lines of a byte stream, split at "\n" with a "\r" before it dropped; the last line need not
+ * end with "\n". A line longer than `lineBytesMax` ends the stream with `{ tooLongBytes }` as
+ * soon as that many bytes have come without a newline, so it is never held whole.
+ */
+export async function* splitLines(
+  input: AsyncIterable<Buffer | string>, lineBytesMax: number,
+): AsyncGenerator<{ bytes: Buffer } | { tooLongBytes: number }> {
+  let parts: Buffer[] = [];
+  let partsBytes = 0;
+  const take = (tail: Buffer): Buffer => {
+    const whole = parts.length === 0 ? tail : Buffer.concat([...parts, tail]);
+    parts = [];
+    partsBytes = 0;
+    return whole.length > 0 && whole[whole.length - 1] === 0x0d ? whole.subarray(0, whole.length - 1) : whole;
+  };
+  for await (const item of input) {
+    const chunk = typeof item === 'string' ? Buffer.from(item, 'utf8') : item;
+    let from = 0;
+    for (let nl = chunk.indexOf(0x0a, from); nl >= 0; nl = chunk.indexOf(0x0a, from)) {
+      const tail = chunk.subarray(from, nl);
+      // +1: a "\r" before the newline is not part of the line.
+      if (partsBytes + tail.length > lineBytesMax + 1) {
+        yield { tooLongBytes: partsBytes + tail.length };
+        return;
+      }
+      yield { bytes: take(tail) };
+      from = nl + 1;
+    }
+    const rest = chunk.subarray(from);
+    if (rest.length > 0) {
+      // Copied: the stream may reuse its chunk buffers.
+      parts.push(Buffer.from(rest));
+      partsBytes += rest.length;
+      if (partsBytes > lineBytesMax + 1) {
+        yield { tooLongBytes: partsBytes };
+        return;
+      }
+    }
+  }
+  if (partsBytes > 0) yield { bytes: take(Buffer.alloc(0)) };
+}

@@ -19,6 +19,9 @@ let dirSeq = 0
 const freshDir = (): string => path.join(root, `bus-${++dirSeq}`)
 
 busConformance('journal', async () => createJournalBus({ dir: freshDir(), fsync: 'none' }))
+// Every record read back from the segment files (a window of 2 offsets, 1 byte in memory), and a
+// checkpoint after every write: the same behaviour.
+busConformance('journal, cold reads', async () => createJournalBus({ dir: freshDir(), fsync: 'none', hotRecordsMax: 2, hotBytesMax: 1, checkpointBytes: 1 }))
 
 const dec = new TextDecoder()
 const enc = new TextEncoder()

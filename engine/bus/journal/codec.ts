@@ -7,14 +7,19 @@
  * Partition batch: one journal record in `t/<topic>/<partition>` per transaction that wrote the
  * partition (after Kafka's RecordBatch: one header for the records of one write).
  * ```
- *   0       4               12              20              28      32
- *   +-------+---------------+---------------+---------------+-------+----------------
- *   | magic |      seq      |  baseOffset   |   endOffset   | count | records ...
- *   | SLB1  |      u64      |      u64      |      u64      |  u32  |
- *   +-------+---------------+---------------+---------------+-------+----------------
+ *   0       4               12              20              28              36      40
+ *   +-------+---------------+---------------+---------------+---------------+-------+--------
+ *   | magic |      seq      |  baseOffset   |   endOffset   | stableOffset  | count | records
+ *   | SLB2  |      u64      |      u64      |      u64      |      u64      |  u32  |  ...
+ *   +-------+---------------+---------------+---------------+---------------+-------+--------
  * ```
  * `seq`: sequence number of the transaction-log entry that wrote the batch; `endOffset`: the
- * partition's end offset after the write (markers included); `count` records, each:
+ * partition's end offset after the write (markers included); `stableOffset`: a lower bound of
+ * the offsets of every record in any LATER batch of the partition (the last stable offset at the
+ * write, not counting the batch's own transaction). Batches are in commit order, which is not
+ * offset order when transactions overlap, so a reader by offset may hand out the records below
+ * a batch's stableOffset once it has read that batch (./cold.ts). Batches of the first layout
+ * (magic SLB1, no stableOffset) read as stableOffset = baseOffset. `count` records, each:
  * ```
  *   +-------+-------------+-------------+---------+-----------+-------------------+---------+
  *   | flags | offsetDelta | timestampMs |  key    | headerCnt | headers           | value   |
@@ -48,14 +53,15 @@
 import type { BusRecord, TopicSpec } from '../types.js'
 import type { GroupWrite, PartitionWrite, StoredRecord } from '../store.js'
 
-/** 'SLB1', 'SLT1', 'SLG1', 'SLS1' read as u32 little-endian. */
-export const MAGIC_BATCH = 0x31424c53
+/** 'SLB2', 'SLT1', 'SLG1', 'SLS1' read as u32 little-endian ('SLB1': the first batch layout). */
+export const MAGIC_BATCH = 0x32424c53
+export const MAGIC_BATCH_V1 = 0x31424c53
 export const MAGIC_TXN = 0x31544c53
 export const MAGIC_GROUP = 0x3147_4c53
 export const MAGIC_TOPIC = 0x31534c53
 
-/** Bytes of a partition batch header (magic, seq, baseOffset, endOffset, count). */
-export const BATCH_HEADER_BYTES = 32
+/** Bytes of a partition batch header (magic, seq, baseOffset, endOffset, stableOffset, count). */
+export const BATCH_HEADER_BYTES = 40
 
 const FLAG_KEY_NULL = 1
 const FLAG_VALUE_NULL = 2
@@ -280,6 +286,7 @@ function encodeBatch(w: EntryWriter, seq: number, pw: PartitionWrite): void {
   w.u64(seq)
   w.u64(base)
   w.u64(pw.endOffset)
+  w.u64(Math.min(pw.stableOffset, pw.endOffset))
   w.u32(records.length)
   for (let i = 0; i < records.length; i++) {
     const offset = offsets[i]
@@ -346,10 +353,40 @@ export function decodeTopic(bytes: Uint8Array, where: string): TopicSpec {
   return flags & 1 ? { name, partitions, compacted: true } : { name, partitions }
 }
 
+/** The header of a partition batch (its records left undecoded). */
+export interface BatchHeader {
+  seq: number
+  /** Offset of the first record (the end offset when the batch holds none). */
+  baseOffset: number
+  endOffset: number
+  /** Records of later batches have offsets >= this (see the layout). */
+  stableOffset: number
+  count: number
+}
+
+/** Decodes the header of a partition batch; throws Error naming `where` on bad input. */
+export function decodeBatchHeader(bytes: Uint8Array, where: string): BatchHeader {
+  return readBatchHeader(new EntryReader(bytes, where))
+}
+
+function readBatchHeader(r: EntryReader): BatchHeader {
+  const m = r.u32('partition batch magic')
+  if (m !== MAGIC_BATCH && m !== MAGIC_BATCH_V1) {
+    throw new Error(`not a journal bus partition batch (magic 0x${m.toString(16)}, expected 0x${MAGIC_BATCH.toString(16)}; written by another layout?), ${r.where}`)
+  }
+  const seq = r.u64('batch seq')
+  const baseOffset = r.u64('batch base offset')
+  const endOffset = r.u64('batch end offset')
+  const stableOffset = m === MAGIC_BATCH ? r.u64('batch stable offset') : baseOffset
+  const count = r.u32('batch record count')
+  return { seq, baseOffset, endOffset, stableOffset, count }
+}
+
 /** A decoded partition batch. */
 export interface DecodedBatch {
   seq: number
   endOffset: number
+  stableOffset: number
   records: StoredRecord[]
 }
 
@@ -365,11 +402,7 @@ export function decodeBatch(bytes: Uint8Array, where: string): DecodedBatch {
 }
 
 function readBatch(r: EntryReader): DecodedBatch {
-  r.magic(MAGIC_BATCH, 'partition batch')
-  const seq = r.u64('batch seq')
-  const base = r.u64('batch base offset')
-  const endOffset = r.u64('batch end offset')
-  const count = r.u32('batch record count')
+  const { seq, baseOffset: base, endOffset, stableOffset, count } = readBatchHeader(r)
   const records = new Array<StoredRecord>(count)
   for (let i = 0; i < count; i++) {
     const flags = r.u8('record flags')
@@ -386,7 +419,7 @@ function readBatch(r: EntryReader): DecodedBatch {
     const record: BusRecord = { key, value, headers, timestampMs }
     records[i] = { offset, record }
   }
-  return { seq, endOffset, records }
+  return { seq, endOffset, stableOffset, records }
 }
 
 /** A decoded transaction-log entry. */

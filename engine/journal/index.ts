@@ -16,3 +16,4 @@ export { acquireAppenderLock, type AppenderLock } from './lock.js';
 export { JOURNAL_DEFAULTS, type FsyncPolicy, type JournalOptions, type TailerOptions } from './options.js';
 export { RECORD_BYTES_MAX } from './frame.js';
 export { listSegments } from './segment.js';
+export { rewriteSealedSegment, removeRewriteLeftovers, type RewriteStepHook } from './rewrite.js';

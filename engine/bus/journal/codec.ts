@@ -339,7 +339,9 @@ export function encodeTopic(spec: TopicSpec): Uint8Array {
   w.u32(MAGIC_TOPIC)
   w.str(spec.name)
   w.u32(spec.partitions)
-  w.u8(spec.compacted ? 1 : 0)
+  const options = spec.retention || spec.compaction
+  w.u8((spec.compacted ? 1 : 0) | (options ? 2 : 0))
+  if (options) w.str(JSON.stringify({ retention: spec.retention, compaction: spec.compaction }))
   return w.view().slice()
 }
 
@@ -349,8 +351,30 @@ export function decodeTopic(bytes: Uint8Array, where: string): TopicSpec {
   const name = r.str('topic name')
   const partitions = r.u32('partition count')
   const flags = r.u8('topic flags')
+  const spec: TopicSpec = flags & 1 ? { name, partitions, compacted: true } : { name, partitions }
+  if (flags & 2) {
+    const text = r.str('topic options')
+    let o: Pick<TopicSpec, 'retention' | 'compaction'>
+    try {
+      o = JSON.parse(text) as Pick<TopicSpec, 'retention' | 'compaction'>
+    } catch (e) {
+      throw new Error(`journal bus topic options are not JSON, ${where}: ${(e as Error).message}`)
+    }
+    if (o.retention) spec.retention = o.retention
+    if (o.compaction) spec.compaction = o.compaction
+  }
   r.end('topic entry')
-  return flags & 1 ? { name, partitions, compacted: true } : { name, partitions }
+  return spec
+}
+
+/**
+ * Encodes one partition batch (as a transaction writes it) into `w` (reset first); returns a
+ * copy. For compaction, which rewrites a batch with fewer records, same seq and offsets.
+ */
+export function encodePartitionBatch(w: EntryWriter, seq: number, pw: PartitionWrite): Uint8Array {
+  w.reset()
+  encodeBatch(w, seq, pw)
+  return w.view().slice()
 }
 
 /** The header of a partition batch (its records left undecoded). */

@@ -53,16 +53,31 @@
  */
 import fs from 'node:fs'
 import path from 'node:path'
-import { Appender, Tailer, type FsyncPolicy } from '../../journal/index.js'
+import { Appender, Tailer, removeRewriteLeftovers, type FsyncPolicy } from '../../journal/index.js'
 import { fsyncDir } from '../../journal/segment.js'
 import { tpKey } from '../partitioner.js'
 import { createStoredBus } from '../memory/index.js'
 import type { HotWindowLimits } from '../memory/log.js'
-import type { BusBackend, TopicSpec } from '../types.js'
+import { BusError, type BusBackend, type TopicSpec } from '../types.js'
 import type { BusStore, GroupWrite, PartitionWrite, RestoredBus } from '../store.js'
 import { EntryWriter, decodeBatchHeader, decodeGroupEntry, decodeTopic, decodeTxn, decodeTxnSeq, encodeTopic, encodeTxn } from './codec.js'
 import { JournalColdPartition, READ_BUFFER_BYTES, type PartitionFiles } from './cold.js'
 import { readCheckpoint, writeCheckpoint, type Checkpoint, type SeqRange } from './checkpoint.js'
+import { applyRetention, compactPartition, emptyReport, type MaintainedPartition, type MaintenanceReport } from './maintenance.js'
+
+export type { MaintenanceReport } from './maintenance.js'
+export { COMPACTION_DEFAULTS } from './maintenance.js'
+
+/** The journal bus: a {@link BusBackend} plus its maintenance run. */
+export interface JournalBus extends BusBackend {
+  /**
+   * Runs retention and compaction now on every topic that configures them (the bus also runs
+   * them every `maintenanceIntervalMs`). `nowMs` is the clock for ages (default Date.now()).
+   * Throws BusError 'closed' after close(), 'backend' for an I/O error (the files stay
+   * consistent: every segment is old or new).
+   */
+  maintain(nowMs?: number): MaintenanceReport
+}
 
 /** Options of {@link createJournalBus}. */
 export interface JournalBusOptions {
@@ -82,6 +97,8 @@ export interface JournalBusOptions {
    * {@link JOURNAL_BUS_DEFAULTS}.
    */
   checkpointBytes?: number
+  /** Period of the retention and compaction run, ms; 0 = only on maintain(). Default {@link JOURNAL_BUS_DEFAULTS}. */
+  maintenanceIntervalMs?: number
 }
 
 /** Defaults of {@link JournalBusOptions}. */
@@ -89,6 +106,7 @@ export const JOURNAL_BUS_DEFAULTS = {
   hotRecordsMax: 16_384,
   hotBytesMax: 4 * 1024 * 1024,
   checkpointBytes: 64 * 1024 * 1024,
+  maintenanceIntervalMs: 60_000,
 } as const
 
 /**
@@ -99,7 +117,7 @@ export const JOURNAL_BUS_DEFAULTS = {
  * does not decode (e.g. a directory written by another layout); Error naming the option for a
  * bad option.
  */
-export function createJournalBus(opts: JournalBusOptions): Promise<BusBackend> {
+export function createJournalBus(opts: JournalBusOptions): Promise<JournalBus> {
   let store: JournalStore
   try {
     store = new JournalStore(opts)
@@ -108,7 +126,17 @@ export function createJournalBus(opts: JournalBusOptions): Promise<BusBackend> {
   }
   try {
     const restored = store.recover()
-    return Promise.resolve(createStoredBus('journal', store, restored))
+    const bus = createStoredBus('journal', store, restored)
+    const maintain = (nowMs?: number): MaintenanceReport => {
+      bus.allocValue(0) // throws BusError 'closed' after close()
+      try {
+        return store.maintain(nowMs)
+      } catch (e) {
+        throw new BusError('backend', `journal bus maintenance failed, dir=${opts.dir}: ${(e as Error).message}`, { cause: e })
+      }
+    }
+    store.startMaintenance()
+    return Promise.resolve(Object.assign(bus, { maintain }))
   } catch (e) {
     store.close()
     return Promise.reject(e)
@@ -122,7 +150,9 @@ export function createJournalBus(opts: JournalBusOptions): Promise<BusBackend> {
  * others not), `partitions-before-txn-log` (every written partition's batch flushed to its file,
  * the transaction-log entry never written: the state a power loss can leave, as partition queues
  * are not fsynced before the log), `after-checkpoint-file` (a checkpoint written, the log
- * segments it covers not deleted yet).
+ * segments it covers not deleted yet), `compaction-segment-written` (the first rewritten segment's
+ * new files written, nothing renamed), `compaction-index-removed` (also its old index removed),
+ * `compaction-after-first-segment` (the first segment replaced, the second's new files written).
  */
 function faultAt(point: string): boolean {
   return process.env.SLUICE_BUS_FAULT === point
@@ -149,7 +179,7 @@ function positiveInteger(name: string, v: number | undefined, dflt: number): num
   return v
 }
 
-class PartitionState implements PartitionFiles {
+class PartitionState implements PartitionFiles, MaintainedPartition {
   /** End offset after the last write handed to the appender (markers included). */
   end = 0
   /** Highest transaction sequence applied to this partition (in its queue or its appender's buffer). */
@@ -187,6 +217,26 @@ class PartitionState implements PartitionFiles {
   endOffset(): number {
     return this.end
   }
+
+  activeSegmentFirstIndex(): number {
+    return this.appender.activeSegmentFirstIndex
+  }
+
+  dropSegmentsBefore(index: number): number[] {
+    return this.appender.dropSegmentsBefore(index)
+  }
+
+  isSettled(seq: number): boolean {
+    return this.store.isValid(seq) && seq <= this.store.settledSeq
+  }
+
+  holdOffset(): number | null {
+    return this.store.holdOffset(this.topic, this.partition)
+  }
+
+  filesChanged(): void {
+    this.generation++
+  }
 }
 
 /** A commit written to the log whose fdatasync has not finished. */
@@ -206,6 +256,10 @@ class JournalStore implements BusStore {
   private readonly fsync: FsyncPolicy | undefined
   private readonly segmentBytes: number | undefined
   private readonly checkpointBytes: number
+  private readonly maintenanceIntervalMs: number
+  private maintenanceTimer: NodeJS.Timeout | null = null
+  /** The last failure of a timed maintenance run (the bus goes on; maintain() throws it). */
+  maintenanceError: Error | null = null
   private readonly topics = new Map<string, TopicSpec>()
   private readonly partitions = new Map<string, PartitionState>()
   /** Scratch every entry is encoded into (the appenders copy it). */
@@ -238,6 +292,62 @@ class JournalStore implements BusStore {
       bytesMax: positiveInteger('hotBytesMax', opts.hotBytesMax, JOURNAL_BUS_DEFAULTS.hotBytesMax),
     }
     this.checkpointBytes = positiveInteger('checkpointBytes', opts.checkpointBytes, JOURNAL_BUS_DEFAULTS.checkpointBytes)
+    const interval = opts.maintenanceIntervalMs ?? JOURNAL_BUS_DEFAULTS.maintenanceIntervalMs
+    if (!Number.isSafeInteger(interval) || interval < 0) throw new Error(`journal bus option maintenanceIntervalMs must be an integer >= 0, maintenanceIntervalMs=${String(interval)}`)
+    this.maintenanceIntervalMs = interval
+  }
+
+  /** Highest seq whose transaction is durable in the log. */
+  get settledSeq(): number {
+    return this.durableSeq
+  }
+
+  /** Lowest committed position on the partition over the groups that committed there, or null. */
+  holdOffset(topic: string, partition: number): number | null {
+    const k = tpKey(topic, partition)
+    let min: number | null = null
+    for (const m of this.committed.values()) {
+      const o = m.get(k)
+      if (o !== undefined && (min === null || o < min)) min = o
+    }
+    return min
+  }
+
+  /** Starts the timed maintenance run (when any topic may need it). */
+  startMaintenance(): void {
+    if (this.maintenanceIntervalMs === 0) return
+    this.maintenanceTimer = setInterval(() => {
+      if (this.closed || this.failure) return
+      try {
+        this.maintain()
+      } catch (e) {
+        this.maintenanceError = e instanceof Error ? e : new Error(String(e))
+      }
+    }, this.maintenanceIntervalMs)
+    this.maintenanceTimer.unref()
+  }
+
+  /** Retention and compaction of every topic that configures them (./maintenance.ts). */
+  maintain(nowMs = Date.now()): MaintenanceReport {
+    this.checkOpen()
+    const report = emptyReport()
+    const fault = process.env.SLUICE_BUS_FAULT ?? ''
+    const onStep = fault.startsWith('compaction-')
+      ? (done: number, step: string): void => {
+          if (fault === 'compaction-segment-written' && done === 0 && step === 'written') die()
+          if (fault === 'compaction-index-removed' && done === 0 && step === 'index-removed') die()
+          if (fault === 'compaction-after-first-segment' && done === 1 && step === 'written') die()
+        }
+      : undefined
+    for (const spec of this.topics.values()) {
+      if (!spec.retention && !spec.compacted) continue
+      for (let p = 0; p < spec.partitions; p++) {
+        const state = this.partition(spec.name, p)
+        if (spec.compacted) compactPartition(state, spec.compaction ?? {}, nowMs, report, onStep)
+        if (spec.retention) applyRetention(state, spec.retention, nowMs, report)
+      }
+    }
+    return report
   }
 
   /**
@@ -254,6 +364,8 @@ class JournalStore implements BusStore {
 
   private openPartition(spec: TopicSpec, p: number): PartitionState {
     const dir = this.partitionDir(spec.name, p)
+    // A compaction that crashed before renaming its new segment: the old one is whole.
+    removeRewriteLeftovers(dir)
     const state = new PartitionState(spec.name, p, dir, this.open(dir), this)
     this.partitions.set(tpKey(spec.name, p), state)
     return state
@@ -427,6 +539,7 @@ class JournalStore implements BusStore {
 
   createTopic(spec: TopicSpec): void {
     this.checkOpen()
+    checkTopicOptions(spec)
     for (let p = 0; p < spec.partitions; p++) this.openPartition(spec, p)
     // The spec is written after the partition queues exist, so a recovered spec always has them.
     this.topicLog!.append(encodeTopic(spec))
@@ -567,6 +680,7 @@ class JournalStore implements BusStore {
     if (this.closed) return
     // Closed first: the confirmations below run no checkpoint on closing queues.
     this.closed = true
+    if (this.maintenanceTimer) clearInterval(this.maintenanceTimer)
     try {
       this.txnLog?.close()
       if (!this.failure && this.txnLog) this.durable(this.txnSeq, this.txnLog.nextIndex)
@@ -590,4 +704,30 @@ function gapsOf(seqs: number[]): SeqRange[] {
     if (seq >= expect) expect = seq + 1
   }
   return out
+}
+
+function optionalNumber(topic: string, field: string, v: unknown, min: number): void {
+  if (v === undefined) return
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < min) {
+    throw new BusError('bad-input', `topic option ${field} must be an integer >= ${min}, topic=${topic} ${field}=${String(v)}`)
+  }
+}
+
+/** Throws BusError 'bad-input' naming the topic and field for a bad retention or compaction option. */
+function checkTopicOptions(spec: TopicSpec): void {
+  const r = spec.retention
+  if (r !== undefined) {
+    if (typeof r !== 'object' || r === null) throw new BusError('bad-input', `topic option retention must be an object, topic=${spec.name}`)
+    optionalNumber(spec.name, 'retention.bytesMax', r.bytesMax, 0)
+    optionalNumber(spec.name, 'retention.ageMsMax', r.ageMsMax, 0)
+    if (r.deleteUncommitted !== undefined && typeof r.deleteUncommitted !== 'boolean') {
+      throw new BusError('bad-input', `topic option retention.deleteUncommitted must be a boolean, topic=${spec.name}`)
+    }
+  }
+  const c = spec.compaction
+  if (c !== undefined) {
+    if (!spec.compacted) throw new BusError('bad-input', `topic option compaction needs compacted: true, topic=${spec.name}`)
+    optionalNumber(spec.name, 'compaction.tombstoneRetentionMs', c.tombstoneRetentionMs, 0)
+    optionalNumber(spec.name, 'compaction.keysMax', c.keysMax, 1)
+  }
 }

@@ -153,13 +153,14 @@ c('the latest value per key is kept at its offset; superseded values go; records
   const dir = freshDir()
   const bus = await createJournalBus({ dir, ...small })
   await bus.createTopics([{ name: 'kv', partitions: 1, compacted: true }])
-  await sendN(bus, 'kv', 0, 600, (i) => `k${i % 10}`)
+  await sendN(bus, 'kv', 0, 600, (i) => (i === 0 ? 'solo' : `k${i % 10}`))
   const report = bus.maintain()
   assert.ok(report.segmentsCompacted > 0 && report.recordsRemoved > 500, `removed ${report.recordsRemoved}`)
   const got = await readAll(bus, 'kv')
   const offsets = got.map((x) => x.offset)
   assert.equal(offsets, [...offsets].sort((a, b) => a - b), 'offset order')
   const m = latestOf(got)
+  assert.equal(m.get('solo'), [{ offset: 0, value: 'v0' }], 'a key written once, in the oldest segment, keeps its value')
   for (const [k, want] of expectedLatest(600, 10)) {
     const l = m.get(k)!
     assert.equal(l[l.length - 1], want, `key ${k}: its latest value at its offset`)
@@ -229,6 +230,7 @@ c('kill -9 in the middle of a compaction: the restart finds each key\'s latest v
       assert.is(new Set(offsets).size, offsets.length, `${fault} ${when}: no offset twice`)
       assert.equal(offsets, [...offsets].sort((a, b) => a - b), `${fault} ${when}: offset order`)
       const m = latestOf(got)
+      assert.equal(m.get('solo'), [{ offset: 0, value: 'v0' }], `${fault} ${when}: the key written once keeps its value`)
       for (const [k, want] of expectedLatest(600, 10)) {
         const l = m.get(k) ?? []
         assert.equal(l.at(-1), want, `${fault} ${when}: key ${k}'s latest value`)

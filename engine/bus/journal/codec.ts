@@ -50,7 +50,7 @@
  * The magic numbers make a directory written by another layout (the earlier JSON layout began
  * with a small length) fail with a clear error instead of being misread.
  */
-import type { BusRecord, TopicSpec } from '../types.js'
+import type { BusRecord, ConsumedRecord, TopicSpec } from '../types.js'
 import type { GroupWrite, PartitionWrite, StoredRecord } from '../store.js'
 
 /** 'SLB2', 'SLT1', 'SLG1', 'SLS1' read as u32 little-endian ('SLB1': the first batch layout). */
@@ -70,6 +70,10 @@ const TWO_32 = 0x1_0000_0000
 
 const utf8 = new TextEncoder()
 const utf8Decoder = new TextDecoder()
+/** Strings up to this many bytes are decoded by hand when they are ASCII. */
+const SHORT_ASCII_MAX = 32
+/** Headers of every decoded record that has none: one frozen object, as the memory backend's. */
+const NO_HEADERS: Record<string, string> = Object.freeze({})
 
 /**
  * A growable scratch buffer entries are encoded into; reused across commits (the appenders copy
@@ -226,6 +230,20 @@ export class EntryReader {
 
   str(what: string): string {
     const n = this.u32(`${what} length`)
+    if (n <= SHORT_ASCII_MAX) {
+      this.need(n, what)
+      const b = this.bytes
+      const at = this.at
+      let ascii = true
+      for (let i = 0; i < n; i++) if (b[at + i] >= 0x80) ascii = false
+      if (ascii) {
+        // Keys and header names are mostly short ASCII: cheaper than a TextDecoder call.
+        let out = ''
+        for (let i = 0; i < n; i++) out += String.fromCharCode(b[at + i])
+        this.at += n
+        return out
+      }
+    }
     return utf8Decoder.decode(this.take(n, what))
   }
 
@@ -433,17 +451,44 @@ function readBatch(r: EntryReader): DecodedBatch {
     const offset = base + r.u32('record offset delta')
     const timestampMs = r.f64('record timestamp')
     const key = flags & FLAG_KEY_NULL ? null : r.str('record key')
-    const headerCount = r.u32('record header count')
-    const headers: Record<string, string> = {}
-    for (let h = 0; h < headerCount; h++) {
-      const name = r.str('header name')
-      headers[name] = r.str('header value')
-    }
+    const headers = readHeaders(r)
     const value = flags & FLAG_VALUE_NULL ? null : r.take(r.u32('record value length'), 'record value')
     const record: BusRecord = { key, value, headers, timestampMs }
     records[i] = { offset, record }
   }
   return { seq, endOffset, stableOffset, records }
+}
+
+function readHeaders(r: EntryReader): Record<string, string> {
+  const headerCount = r.u32('record header count')
+  if (headerCount === 0) return NO_HEADERS
+  const headers: Record<string, string> = {}
+  for (let h = 0; h < headerCount; h++) {
+    const name = r.str('header name')
+    headers[name] = r.str('header value')
+  }
+  return headers
+}
+
+/**
+ * Decodes the records of a partition batch at offsets >= `from` straight into consumed records
+ * of `topic`/`partition`, appended to `out` (the cold read path: one object per record). Values
+ * are views into `bytes` and records without headers share one frozen headers object. Throws
+ * Error naming `where` on bad input.
+ */
+export function decodeConsumed(bytes: Uint8Array, where: string, topic: string, partition: number, from: number, out: ConsumedRecord[]): void {
+  const r = new EntryReader(bytes, where)
+  const { baseOffset: base, count } = readBatchHeader(r)
+  for (let i = 0; i < count; i++) {
+    const flags = r.u8('record flags')
+    const offset = base + r.u32('record offset delta')
+    const timestampMs = r.f64('record timestamp')
+    const key = flags & FLAG_KEY_NULL ? null : r.str('record key')
+    const headers = readHeaders(r)
+    const value = flags & FLAG_VALUE_NULL ? null : r.take(r.u32('record value length'), 'record value')
+    if (offset >= from) out.push({ topic, partition, offset, key, value, headers, timestampMs })
+  }
+  r.end('partition batch')
 }
 
 /** A decoded transaction-log entry. */

@@ -19,8 +19,7 @@
 import { listSegments, Tailer } from '../../journal/index.js'
 import type { ConsumedRecord } from '../types.js'
 import type { ColdPartition } from '../memory/log.js'
-import type { StoredRecord } from '../store.js'
-import { decodeBatch, decodeBatchHeader, type BatchHeader } from './codec.js'
+import { decodeBatchHeader, decodeConsumed, type BatchHeader } from './codec.js'
 
 /** Cursors (tailers) kept per partition: readers at that many different positions read on without a search. */
 export const CURSORS_MAX = 3
@@ -48,7 +47,7 @@ interface Cursor {
   /** The position the last read returned (a read from it continues without a search). */
   pos: number
   /** Records read and not handed out yet, ascending by offset from `head`. */
-  pending: StoredRecord[]
+  pending: ConsumedRecord[]
   head: number
   /** Every record below this offset (and at or above `pos`) is in `pending`. */
   stable: number
@@ -93,8 +92,7 @@ export class JournalColdPartition implements ColdPartition {
       if (r !== null && (r.offset < c.stable || fileEnd)) {
         if (r.offset >= to) return (c.pos = to)
         if (taken === recordsMax) return (c.pos = r.offset)
-        const rec = r.record
-        out.push({ topic, partition, offset: r.offset, key: rec.key, value: rec.value, headers: rec.headers, timestampMs: rec.timestampMs })
+        out.push(r)
         taken++
         c.pending[c.head++] = EMPTY
         if (c.head === c.pending.length) {
@@ -109,7 +107,7 @@ export class JournalColdPartition implements ColdPartition {
       // Everything below `to` was handed out (every batch with records below it is in the file:
       // they were flushed before the memory let them go).
       if (c.stable >= to || fileEnd) return (c.pos = to)
-      if (!this.loadNext(c, from)) fileEnd = true
+      if (!this.loadNext(c, topic, partition, from)) fileEnd = true
     }
   }
 
@@ -180,7 +178,7 @@ export class JournalColdPartition implements ColdPartition {
    * Reads the next valid batch into `c`: its records at or above `from` into `pending` (sorted
    * in), and raises `stable` to its stableOffset. False at the end of the files.
    */
-  private loadNext(c: Cursor, from: number): boolean {
+  private loadNext(c: Cursor, topic: string, partition: number, from: number): boolean {
     for (let r = c.tailer.next(); r !== null; r = c.tailer.next()) {
       const where = `${this.files.dir} record ${r.index}`
       const header = decodeBatchHeader(r.bytes, where)
@@ -188,18 +186,27 @@ export class JournalColdPartition implements ColdPartition {
       if (header.stableOffset > c.stable) c.stable = header.stableOffset
       if (header.endOffset <= from || header.count === 0) return true
       // A copy: record values are views into it, and the tailer reuses its buffer.
-      const batch = decodeBatch(Uint8Array.prototype.slice.call(r.bytes), where)
-      for (const rec of batch.records) if (rec.offset >= from) insertSorted(c, rec)
+      // A plain Uint8Array, not a Buffer: its subarrays (the values) are cheaper to make.
+      const bytes = new Uint8Array(r.bytes)
+      const p = c.pending
+      if (p.length === c.head || p[p.length - 1].offset < header.baseOffset) {
+        // In offset order after what is pending (the usual case): appended as decoded.
+        decodeConsumed(bytes, where, topic, partition, from, p)
+      } else {
+        const recs: ConsumedRecord[] = []
+        decodeConsumed(bytes, where, topic, partition, from, recs)
+        for (const rec of recs) insertSorted(c, rec)
+      }
       return true
     }
     return false
   }
 }
 
-const EMPTY: StoredRecord = { offset: -1, record: { key: null, value: null, headers: {}, timestampMs: 0 } }
+const EMPTY: ConsumedRecord = { topic: '', partition: -1, offset: -1, key: null, value: null, headers: {}, timestampMs: 0 }
 
 /** Inserts `rec` into `c.pending` by offset (mostly an append: batches are mostly in order). */
-function insertSorted(c: Cursor, rec: StoredRecord): void {
+function insertSorted(c: Cursor, rec: ConsumedRecord): void {
   const p = c.pending
   const i = p.length
   if (i === c.head || p[i - 1].offset < rec.offset) {

@@ -5,38 +5,42 @@
  * ```
  * <dir>/topics/                  topic specs, one record per createTopics entry
  * <dir>/t/<topic>/<partition>/   one durable queue per partition: one batch record per write
- * <dir>/groups/                  committed group positions, one record per commit
- * <dir>/txn/                     transaction log: one record per committed transaction
+ * <dir>/txn/                     transaction log: one record per commit (the write-ahead log)
+ * <dir>/checkpoint               what the truncated log no longer holds (./checkpoint.ts)
  * ```
  * (topic names are percent-encoded; binary layouts in ./codec.ts).
  *
- * Every write (transactional or not, and consumer commits) goes through the transaction log, which
- * is the write-ahead log of the bus and the only queue fsynced per the `fsync` policy (one write
- * and one fdatasync per commit); partitions and the group queue are written without fsync and
- * redone from it on recovery. A transaction commit's fdatasync runs on libuv's thread pool
- * (Appender.flushAsync): the entry is written before commitTransaction returns, so commits stay
- * in call order, and the commit is confirmed (and becomes visible) when the sync finishes, in seq
- * order; meanwhile the caller prepares its next batch. Sends and consumer commits sync on the
- * calling thread.
+ * Every write (transactional or not, and consumer commits) goes through the transaction log, the
+ * only queue fsynced per the `fsync` policy (one write and one fdatasync per commit); partitions
+ * are written without fsync, redone from the log on recovery and synced at checkpoints. A
+ * transaction commit's fdatasync runs on libuv's thread pool (Appender.flushAsync): the entry is
+ * written before commitTransaction returns, so commits stay in call order, and the commit is
+ * confirmed (and becomes visible) when the sync finishes, in seq order; meanwhile the caller
+ * prepares its next batch. Sends and consumer commits sync on the calling thread.
  *
  * Transactions: a commit first appends ONE record to the transaction log holding everything the
  * transaction decided: each written partition's batch (its records with their offsets, the
- * partition's end offset) and the group positions (after Kafka's transaction coordinator, which
- * logs the decision before writing markers). That single append, flushed, is the commit point:
- * engine/journal cuts a torn record off on recovery, so a transaction is either in the log whole
- * or not at all. Then the commit hands each partition's batch (the same bytes, encoded once) to
- * the partition's appender and the positions to the group queue's, every record stamped with the
- * transaction's sequence number. Those appenders are not flushed per commit: they write when their
- * buffer passes engine/journal's writeBufferBytes, and at close (after the log is synced). So a
- * partition file may get a batch before the log entry naming it is on disk; the log decides:
- * recovery (on open) first collects the seqs the log holds, skips partition batches and group
- * entries whose seq it lacks (as Kafka readers stop at the last stable offset; later seqs are
- * numbered above the skipped ones, so they never become valid), finds the highest seq each
- * partition and the group queue hold, and re-applies every logged transaction above it (redo).
- * So after a crash at any point (kill -9 between the log append and the partition appends, with
- * any mix of partitions flushed, or a power loss that kept a partition's batch but not its log
+ * partition's end and stable offsets) and the group positions (after Kafka's transaction
+ * coordinator, which logs the decision before writing markers). That single append, flushed, is
+ * the commit point: engine/journal cuts a torn record off on recovery, so a transaction is either
+ * in the log whole or not at all. Then the commit hands each partition's batch (the same bytes,
+ * encoded once) to the partition's appender, stamped with the transaction's sequence number.
+ * Those appenders write when their buffer passes engine/journal's writeBufferBytes, and at close.
+ * So a partition file may get a batch before the log entry naming it is on disk; the log decides:
+ * a batch counts iff its seq is at most the log's (or the checkpoint's) highest and not in a range
+ * a recovery found lost. Recovery (on open) reads each partition backwards from its tail to its
+ * newest batch that counts, redoes every logged transaction above it, records the seqs above the
+ * log's highest that some partition holds as a lost range (as Kafka readers stop at the last
+ * stable offset; later seqs are numbered above them), and checkpoints. So after a crash at any
+ * point (kill -9 between the log append and the partition appends, with any mix of partitions
+ * flushed, inside a checkpoint, or a power loss that kept a partition's batch but not its log
  * entry) either the whole transaction (records of every partition and positions) is visible, or
  * none of it.
+ *
+ * Checkpoints (every `checkpointBytes` of log and at open): sync the partitions written since the
+ * last one, replace the checkpoint file (durable seq, lost ranges, committed group positions,
+ * partition end offsets) atomically, then delete the log segments before the durable seq's entry.
+ * The log thus stays about `checkpointBytes` long whatever the history.
  *
  * Why not write each record only once, to its partition, with a small commit record in the log
  * (Kafka's control records)? Then the commit record may reach the disk only after every written
@@ -44,12 +48,13 @@
  * layout pays one fdatasync per commit for a second memcpy of the records.
  *
  * Reads, groups, fencing: the in-process model of engine/bus/memory (read_committed visibility,
- * last stable offset, range assignor, membership within one process), rebuilt from the queues on
- * open; records of transactions open or aborted at a crash leave gaps in the offsets, which
- * consumers skip as they skip markers. Offsets survive restarts (each partition batch records the
- * partition's end offset, markers included). Limits: the whole bus is held in memory after open
- * (the queues are read once, at open); one process opens a directory at a time (the journal's
- * appender lock); the transaction log is never truncated.
+ * last stable offset, range assignor, membership within one process) over a bounded hot window
+ * per partition (`hotRecordsMax`, `hotBytesMax`); older records are read back from the segment
+ * files (./cold.ts), so memory does not grow with the history. Records of transactions open or
+ * aborted at a crash leave gaps in the offsets, which consumers skip as they skip markers. Offsets
+ * survive restarts. Retention and compaction per topic: ./maintenance.ts. Limits: one open bus
+ * per directory (every queue's appender lock, across processes and worker threads); consumer
+ * groups are members of this process only.
  */
 import fs from 'node:fs'
 import path from 'node:path'

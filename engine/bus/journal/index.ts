@@ -108,8 +108,8 @@ export interface JournalBusOptions {
 
 /** Defaults of {@link JournalBusOptions}. */
 export const JOURNAL_BUS_DEFAULTS = {
-  hotRecordsMax: 16_384,
-  hotBytesMax: 4 * 1024 * 1024,
+  hotRecordsMax: 131_072,
+  hotBytesMax: 32 * 1024 * 1024,
   checkpointBytes: 64 * 1024 * 1024,
   maintenanceIntervalMs: 60_000,
 } as const

@@ -1,6 +1,6 @@
 /**
  * The journal bus holds bounded memory whatever the history: after a full GC, the heap of a bus
- * that has written and consumed 240,000 records is within a few MiB of the same bus at 40,000
+ * that has written and consumed 240,000 records is within 10 MiB of the same bus at 40,000
  * (the records themselves are 24 MiB of values), and every record reads back in order from the
  * segment files. Not timed; the throughput and rss at 10^6 and 10^7 records are in
  * bench/bus-memory.ts.
@@ -54,7 +54,7 @@ function heapAfterGc(): number {
   return process.memoryUsage().heapUsed
 }
 
-test('heap after 240,000 records of history is within 6 MiB of the heap after 40,000', async () => {
+test('heap after 240,000 records of history is within 10 MiB of the heap after 40,000', async () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-bus-memory-'))
   try {
     const bus = await createJournalBus({ dir, fsync: 'none', hotRecordsMax: 2000, checkpointBytes: 4 * MiB, segmentBytes: 4 * MiB })
@@ -68,7 +68,7 @@ test('heap after 240,000 records of history is within 6 MiB of the heap after 40
     await write(bus, 40_000, 200_000)
     await consume(c, 200_000, next)
     const large = heapAfterGc()
-    assert.ok(large - small < 6 * MiB, `heap grew by ${((large - small) / MiB).toFixed(1)} MiB with 200,000 more records (${(small / MiB).toFixed(1)} -> ${(large / MiB).toFixed(1)} MiB)`)
+    assert.ok(large - small < 10 * MiB, `heap grew by ${((large - small) / MiB).toFixed(1)} MiB with 200,000 more records (${(small / MiB).toFixed(1)} -> ${(large / MiB).toFixed(1)} MiB)`)
     // And all of it reads back from the files, from the start.
     const again = await bus.consumer()
     await again.assign(Array.from({ length: PARTITIONS }, (_, partition) => ({ topic: 'h', partition })))

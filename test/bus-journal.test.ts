@@ -177,7 +177,7 @@ s('kill -9 in a checkpoint and at random times while the log is truncated: each 
     assert.ok(n >= Math.max(before, r.last + 1) && n <= Math.max(before, r.last + 2), `reported committed ${r.last} -> ${n} visible (before: ${before})`)
     before = n
   }
-  assert.ok(before > 20, `the children committed ${before} transactions`)
+  assert.ok(before > 6, `the children committed more transactions: ${before}`)
   const logSegments = fs.readdirSync(path.join(dir, 'txn')).filter((f) => f.endsWith('.seg')).length
   assert.ok(logSegments <= 2, `the transaction log keeps at most 2 segments, has ${logSegments}`)
 })

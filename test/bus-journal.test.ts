@@ -19,6 +19,9 @@ let dirSeq = 0
 const freshDir = (): string => path.join(root, `bus-${++dirSeq}`)
 
 busConformance('journal', async () => createJournalBus({ dir: freshDir(), fsync: 'none' }))
+// Every record read back from the segment files (a window of 2 offsets, 1 byte in memory), and a
+// checkpoint after every write: the same behaviour.
+busConformance('journal, cold reads', async () => createJournalBus({ dir: freshDir(), fsync: 'none', hotRecordsMax: 2, hotBytesMax: 1, checkpointBytes: 1 }))
 
 const dec = new TextDecoder()
 const enc = new TextEncoder()
@@ -102,8 +105,10 @@ s('values read back after a reopen stay intact when the queues hold more than on
 })
 
 /** Runs the child until it dies; returns the last k it reported committed (-1 if none). */
-function runChild(dir: string, faultAfter: number, fault: string, killAfterMs: number | null): Promise<{ last: number; signal: string | null }> {
-  const child = spawn(process.execPath, [fileURLToPath(new URL('./bus-journal-crash.child.js', import.meta.url)), dir, String(faultAfter), fault], { stdio: ['ignore', 'pipe', 'inherit'] })
+function runChild(dir: string, faultAfter: number, fault: string, killAfterMs: number | null, checkpointBytes?: number): Promise<{ last: number; signal: string | null }> {
+  const args = [fileURLToPath(new URL('./bus-journal-crash.child.js', import.meta.url)), dir, String(faultAfter), fault]
+  if (checkpointBytes !== undefined) args.push(String(checkpointBytes))
+  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] })
   let out = ''
   child.stdout.on('data', (b: Buffer) => {
     out += b.toString()
@@ -157,6 +162,24 @@ s('kill -9 inside a commit: after reopening, each transaction is visible whole o
     assert.ok(n >= Math.max(before, r.last + 1) && n <= Math.max(before, r.last + 2), `reported committed ${r.last} -> ${n} visible (before: ${before})`)
     before = n
   }
+})
+
+s('kill -9 in a checkpoint and at random times while the log is truncated: each transaction whole or not at all', async () => {
+  const dir = freshDir()
+  // A checkpoint after every commit, 4 KiB segments: the log loses segments all the time.
+  let r = await runChild(dir, 5, 'after-checkpoint-file', null, 1)
+  assert.is(r.signal, 'SIGKILL')
+  assert.is(await checkWhole(dir), 6, 'the checkpoint covered the sixth commit; its log segments are still there')
+  let before = 6
+  for (const ms of [1500, 2000, 2500]) {
+    r = await runChild(dir, -1, '-', ms, 1)
+    const n = await checkWhole(dir)
+    assert.ok(n >= Math.max(before, r.last + 1) && n <= Math.max(before, r.last + 2), `reported committed ${r.last} -> ${n} visible (before: ${before})`)
+    before = n
+  }
+  assert.ok(before > 6, `the children committed more transactions: ${before}`)
+  const logSegments = fs.readdirSync(path.join(dir, 'txn')).filter((f) => f.endsWith('.seg')).length
+  assert.ok(logSegments <= 2, `the transaction log keeps at most 2 segments, has ${logSegments}`)
 })
 
 s('a partition batch whose transaction-log entry never reached the disk is skipped on recovery, and stays skipped', async () => {

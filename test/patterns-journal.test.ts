@@ -21,6 +21,14 @@ patternConformance('journal', async () => {
   return { bus: await createJournalBus({ dir, fsync: 'none' }), reopen: () => createJournalBus({ dir, fsync: 'none' }), crashChild: { kind: 'journal', dir } }
 })
 
+// Every pattern again with every record read back from the segment files (2 offsets in memory)
+// and a checkpoint (transaction-log truncation) after every commit.
+const cold = { fsync: 'none', hotRecordsMax: 2, hotBytesMax: 1, checkpointBytes: 1 } as const
+patternConformance('journal, cold reads', async () => {
+  const dir = path.join(root, `bus-${++n}`)
+  return { bus: await createJournalBus({ dir, ...cold }), reopen: () => createJournalBus({ dir, ...cold }), crashChild: { kind: 'journal', dir } }
+})
+
 const s = suite('durable on the journal: group commit')
 const INPUTS = 2000
 

@@ -17,6 +17,6 @@
 export * from './types.js'
 export { murmur2, partitionForKey, PartitionResolver, tpKey } from './partitioner.js'
 export { createMemoryBus } from './memory/index.js'
-export { createJournalBus, type JournalBusOptions } from './journal/index.js'
+export { createJournalBus, JOURNAL_BUS_DEFAULTS, COMPACTION_DEFAULTS, type JournalBus, type JournalBusOptions, type MaintenanceReport } from './journal/index.js'
 export { createKafkaBus, type KafkaBusOptions } from './kafka/index.js'
 export { MOCK_SYNC_DELAY_MS, mockClusterAssigners, startKafkaMockCluster, type KafkaMockCluster, type KafkaMockOptions } from './kafka/mock-cluster.js'

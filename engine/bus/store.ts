@@ -5,6 +5,7 @@
  * and a {@link RestoredBus} that rebuilds the model on open. Not part of the public bus API.
  */
 import type { BusRecord, TopicSpec } from './types.js'
+import type { ColdPartition, HotWindowLimits } from './memory/log.js'
 
 /** A record at its offset in one partition. */
 export interface StoredRecord {
@@ -25,6 +26,11 @@ export interface PartitionWrite {
   offsets: number[]
   /** Offset the next append gets after this write: keeps offsets stable across restarts. */
   endOffset: number
+  /**
+   * No record written to this partition by a later call has a lower offset: the partition's last
+   * stable offset at this write, not counting the write's own transaction.
+   */
+  stableOffset: number
 }
 
 /** Committed group positions (next offsets to read). */
@@ -40,7 +46,11 @@ export interface GroupWrite {
  * produce). Calls are ordered as made: a call's writes follow every earlier call's.
  */
 export interface BusStore {
+  /** Bounds of the records each partition holds in memory (the rest is read from `cold`). */
+  readonly hotWindow: HotWindowLimits
   createTopic(spec: TopicSpec): void
+  /** Where the records of a partition of a created topic are read back once out of memory. */
+  coldPartition(topic: string, partition: number): ColdPartition
   /** Non-transactional records. */
   appendRecords(writes: PartitionWrite[]): void
   /**
@@ -57,7 +67,8 @@ export interface BusStore {
 
 /** The durable state a bus starts from. */
 export interface RestoredBus {
-  topics: { spec: TopicSpec; partitions: { records: StoredRecord[]; endOffset: number }[] }[]
+  /** Per partition: its end offset (markers included) and where its records are read from. */
+  topics: { spec: TopicSpec; partitions: { endOffset: number; cold: ColdPartition }[] }[]
   /** groupId -> tpKey(topic, partition) -> committed offset. */
   committed: Map<string, Map<string, number>>
 }

@@ -68,6 +68,41 @@ export interface TopicSpec {
   partitions: number
   /** Log-compacted topic (kafka: cleanup.policy=compact). Memory keeps every record. */
   compacted?: boolean
+  /**
+   * Journal backend: deletes a partition's oldest segments whole by size and age (memory and
+   * kafka backends keep every record; kafka's own retention is the broker's topic config).
+   */
+  retention?: RetentionOptions
+  /** Journal backend, compacted topics: how compaction treats tombstones and its key map. */
+  compaction?: CompactionOptions
+}
+
+/**
+ * Retention of one topic on the journal bus (after Kafka's retention.bytes / retention.ms),
+ * applied per partition to sealed segments, oldest first, at each maintenance run. The segment
+ * being appended to is never deleted.
+ */
+export interface RetentionOptions {
+  /** Delete the oldest segments while the partition's files take more bytes than this. */
+  bytesMax?: number
+  /** Delete segments sealed longer ago than this, ms (a segment's age is the time it was sealed). */
+  ageMsMax?: number
+  /**
+   * Default false: a segment is kept while it holds records at or above the committed position
+   * of any consumer group that committed on the partition. True: delete by size and age alone.
+   */
+  deleteUncommitted?: boolean
+}
+
+/** Compaction of one compacted topic on the journal bus (after Kafka's log cleaner). */
+export interface CompactionOptions {
+  /**
+   * A tombstone (null value) that is its key's latest record is kept this long after its
+   * timestampMs, ms, so readers see the deletion (Kafka's delete.retention.ms). Default 24 h.
+   */
+  tombstoneRetentionMs?: number
+  /** Most distinct keys per partition compaction tracks; a partition with more is left as is. Default 1,000,000. */
+  keysMax?: number
 }
 
 /**

@@ -304,6 +304,57 @@ export class Appender {
     });
   }
 
+  /**
+   * Writes buffered records, then fsyncs, whatever the policy, every segment (and offset index)
+   * holding records with indexes >= `fromIndex` (default: the segment being appended to only)
+   * and the directory: afterwards those records survive a power loss. For a writer whose own
+   * write-ahead log lets it run this queue with fsync 'none' and make it durable at its
+   * checkpoints (it passes the nextIndex of its previous checkpoint). Throws Error if closed;
+   * rethrows I/O errors.
+   */
+  sync(fromIndex = this.seg.first): void {
+    this.checkOpen();
+    if (this.pendingBytes > 0) this.writePending(false);
+    if (fromIndex < this.seg.first) {
+      const segments = listSegments(this.opts.dir);
+      for (let i = 0; i < segments.length && segments[i] < this.seg.first; i++) {
+        if (i + 1 < segments.length && segments[i + 1] <= fromIndex) continue;
+        for (const file of [segmentPath(this.opts.dir, segments[i]), indexPath(this.opts.dir, segments[i])]) {
+          fsyncFile(file);
+        }
+      }
+    }
+    fs.fdatasyncSync(this.seg.fd);
+    fs.fsyncSync(this.seg.idxFd);
+    fsyncDir(path.resolve(this.opts.dir));
+    if (this.opts.notifier) publish(this.opts.notifier);
+  }
+
+  /** First queue index of the segment being appended to. */
+  get activeSegmentFirstIndex(): number {
+    return this.seg.first;
+  }
+
+  /**
+   * Deletes, oldest first, every sealed segment (and its offset index) whose records all have
+   * queue indexes below `index`; never the segment being appended to. Returns the first indexes
+   * of the deleted segments. Tailers reading a deleted segment finish it (their descriptor
+   * stays valid); a tailer moved to a deleted index lands on the queue's new first record
+   * (moveToStart). For retention and write-ahead-log truncation by the queue's one writer.
+   */
+  dropSegmentsBefore(index: number): number[] {
+    this.checkOpen();
+    const segments = listSegments(this.opts.dir);
+    const dropped: number[] = [];
+    for (let i = 0; i + 1 < segments.length; i++) {
+      if (segments[i] >= this.seg.first || segments[i + 1] > index) break;
+      removeSegmentFiles(this.opts.dir, segments[i]);
+      dropped.push(segments[i]);
+    }
+    if (dropped.length > 0) fsyncDir(path.resolve(this.opts.dir));
+    return dropped;
+  }
+
   /** Bytes appended and not yet written to the segment file. */
   get bufferedBytes(): number {
     return this.pendingBytes;
@@ -430,6 +481,22 @@ function readHeaderOf(dir: string, first: number): ReturnType<typeof readSegment
   const fd = fs.openSync(segmentPath(dir, first), 'r');
   try {
     return readSegmentHeader(fd);
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+/** fsync of a file by name; a file deleted meanwhile (dropSegmentsBefore) needs none. */
+function fsyncFile(file: string): void {
+  let fd: number;
+  try {
+    fd = fs.openSync(file, 'r');
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return;
+    throw e;
+  }
+  try {
+    fs.fsyncSync(fd);
   } finally {
     fs.closeSync(fd);
   }

@@ -23,17 +23,26 @@ export class JournalCorruptionError extends Error {
   }
 }
 
-/** Another live process holds the queue's appender lock. */
+/**
+ * Another live process, or another live worker thread of this process, holds the queue's
+ * appender lock. The message names the lock file (inside the queue directory) and the owner.
+ */
 export class JournalLockedError extends Error {
   /** The lock file. */
   readonly file: string;
-  /** Pid recorded in the lock file. */
+  /** Pid recorded in the lock file (0: a lock being created). */
   readonly ownerPid: number;
+  /** Worker thread id of the owner when it is another thread of this process, else null. */
+  readonly ownerThreadId: number | null;
 
-  constructor(file: string, ownerPid: number) {
-    super(`${file}: queue is locked by live process ${ownerPid}; exactly one Appender may be open per queue directory`);
+  constructor(file: string, ownerPid: number, ownerThreadId: number | null = null) {
+    const owner = ownerThreadId === null
+      ? `live process ${ownerPid}`
+      : `live worker thread ${ownerThreadId} of this process (pid ${ownerPid})`;
+    super(`${file}: queue is locked by ${owner}; exactly one Appender may be open per queue directory`);
     this.name = 'JournalLockedError';
     this.file = file;
     this.ownerPid = ownerPid;
+    this.ownerThreadId = ownerThreadId;
   }
 }

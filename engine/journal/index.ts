@@ -15,3 +15,5 @@ export { JournalCorruptionError, JournalLockedError } from './errors.js';
 export { acquireAppenderLock, type AppenderLock } from './lock.js';
 export { JOURNAL_DEFAULTS, type FsyncPolicy, type JournalOptions, type TailerOptions } from './options.js';
 export { RECORD_BYTES_MAX } from './frame.js';
+export { listSegments } from './segment.js';
+export { rewriteSealedSegment, removeRewriteLeftovers, type RewriteStepHook } from './rewrite.js';

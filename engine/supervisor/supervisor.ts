@@ -462,7 +462,9 @@ export class Supervisor extends EventEmitter {
     g.generation++; // supersede the failed start; stale events of the old actors are ignored
     const old = g.actors;
     g.actors = [];
-    for (const a of old) void a.worker.terminate();
+    // Restarted only once the old threads are gone: their queues' appender locks are released
+    // with their threads (a lock of a live thread is never taken over).
+    const terminated = Promise.all(old.map((a) => a.worker.terminate().catch(() => -1)));
     const now = Date.now();
     g.restartTimes = g.restartTimes.filter((t) => now - t < this.options.restartWindowMs);
     if (g.restartTimes.length >= this.options.restartsMax) {
@@ -477,9 +479,12 @@ export class Supervisor extends EventEmitter {
     g.restarts++;
     const delayMs = Math.min(this.options.backoffMaxMs, this.options.backoffInitialMs * 2 ** (g.restartTimes.length - 1));
     this.emit('restart', { group: g.spec.name, actor, error: message, attempt: g.restarts, delayMs } satisfies RestartEvent);
+    const superseded = g.generation;
     g.timer = setTimeout(() => {
       g.timer = null;
-      if (this.state === 'running') void this.startGroup(g);
+      void terminated.then(() => {
+        if (this.state === 'running' && g.generation === superseded) void this.startGroup(g);
+      });
     }, delayMs);
   }
 

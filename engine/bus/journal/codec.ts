@@ -7,14 +7,19 @@
  * Partition batch: one journal record in `t/<topic>/<partition>` per transaction that wrote the
  * partition (after Kafka's RecordBatch: one header for the records of one write).
  * ```
- *   0       4               12              20              28      32
- *   +-------+---------------+---------------+---------------+-------+----------------
- *   | magic |      seq      |  baseOffset   |   endOffset   | count | records ...
- *   | SLB1  |      u64      |      u64      |      u64      |  u32  |
- *   +-------+---------------+---------------+---------------+-------+----------------
+ *   0       4               12              20              28              36      40
+ *   +-------+---------------+---------------+---------------+---------------+-------+--------
+ *   | magic |      seq      |  baseOffset   |   endOffset   | stableOffset  | count | records
+ *   | SLB2  |      u64      |      u64      |      u64      |      u64      |  u32  |  ...
+ *   +-------+---------------+---------------+---------------+---------------+-------+--------
  * ```
  * `seq`: sequence number of the transaction-log entry that wrote the batch; `endOffset`: the
- * partition's end offset after the write (markers included); `count` records, each:
+ * partition's end offset after the write (markers included); `stableOffset`: a lower bound of
+ * the offsets of every record in any LATER batch of the partition (the last stable offset at the
+ * write, not counting the batch's own transaction). Batches are in commit order, which is not
+ * offset order when transactions overlap, so a reader by offset may hand out the records below
+ * a batch's stableOffset once it has read that batch (./cold.ts). Batches of the first layout
+ * (magic SLB1, no stableOffset) read as stableOffset = baseOffset. `count` records, each:
  * ```
  *   +-------+-------------+-------------+---------+-----------+-------------------+---------+
  *   | flags | offsetDelta | timestampMs |  key    | headerCnt | headers           | value   |
@@ -45,17 +50,18 @@
  * The magic numbers make a directory written by another layout (the earlier JSON layout began
  * with a small length) fail with a clear error instead of being misread.
  */
-import type { BusRecord, TopicSpec } from '../types.js'
+import type { BusRecord, ConsumedRecord, TopicSpec } from '../types.js'
 import type { GroupWrite, PartitionWrite, StoredRecord } from '../store.js'
 
-/** 'SLB1', 'SLT1', 'SLG1', 'SLS1' read as u32 little-endian. */
-export const MAGIC_BATCH = 0x31424c53
+/** 'SLB2', 'SLT1', 'SLG1', 'SLS1' read as u32 little-endian ('SLB1': the first batch layout). */
+export const MAGIC_BATCH = 0x32424c53
+export const MAGIC_BATCH_V1 = 0x31424c53
 export const MAGIC_TXN = 0x31544c53
 export const MAGIC_GROUP = 0x3147_4c53
 export const MAGIC_TOPIC = 0x31534c53
 
-/** Bytes of a partition batch header (magic, seq, baseOffset, endOffset, count). */
-export const BATCH_HEADER_BYTES = 32
+/** Bytes of a partition batch header (magic, seq, baseOffset, endOffset, stableOffset, count). */
+export const BATCH_HEADER_BYTES = 40
 
 const FLAG_KEY_NULL = 1
 const FLAG_VALUE_NULL = 2
@@ -64,6 +70,10 @@ const TWO_32 = 0x1_0000_0000
 
 const utf8 = new TextEncoder()
 const utf8Decoder = new TextDecoder()
+/** Strings up to this many bytes are decoded by hand when they are ASCII. */
+const SHORT_ASCII_MAX = 32
+/** Headers of every decoded record that has none: one frozen object, as the memory backend's. */
+const NO_HEADERS: Record<string, string> = Object.freeze({})
 
 /**
  * A growable scratch buffer entries are encoded into; reused across commits (the appenders copy
@@ -220,6 +230,20 @@ export class EntryReader {
 
   str(what: string): string {
     const n = this.u32(`${what} length`)
+    if (n <= SHORT_ASCII_MAX) {
+      this.need(n, what)
+      const b = this.bytes
+      const at = this.at
+      let ascii = true
+      for (let i = 0; i < n; i++) if (b[at + i] >= 0x80) ascii = false
+      if (ascii) {
+        // Keys and header names are mostly short ASCII: cheaper than a TextDecoder call.
+        let out = ''
+        for (let i = 0; i < n; i++) out += String.fromCharCode(b[at + i])
+        this.at += n
+        return out
+      }
+    }
     return utf8Decoder.decode(this.take(n, what))
   }
 
@@ -280,6 +304,7 @@ function encodeBatch(w: EntryWriter, seq: number, pw: PartitionWrite): void {
   w.u64(seq)
   w.u64(base)
   w.u64(pw.endOffset)
+  w.u64(Math.min(pw.stableOffset, pw.endOffset))
   w.u32(records.length)
   for (let i = 0; i < records.length; i++) {
     const offset = offsets[i]
@@ -332,7 +357,9 @@ export function encodeTopic(spec: TopicSpec): Uint8Array {
   w.u32(MAGIC_TOPIC)
   w.str(spec.name)
   w.u32(spec.partitions)
-  w.u8(spec.compacted ? 1 : 0)
+  const options = spec.retention || spec.compaction
+  w.u8((spec.compacted ? 1 : 0) | (options ? 2 : 0))
+  if (options) w.str(JSON.stringify({ retention: spec.retention, compaction: spec.compaction }))
   return w.view().slice()
 }
 
@@ -342,14 +369,66 @@ export function decodeTopic(bytes: Uint8Array, where: string): TopicSpec {
   const name = r.str('topic name')
   const partitions = r.u32('partition count')
   const flags = r.u8('topic flags')
+  const spec: TopicSpec = flags & 1 ? { name, partitions, compacted: true } : { name, partitions }
+  if (flags & 2) {
+    const text = r.str('topic options')
+    let o: Pick<TopicSpec, 'retention' | 'compaction'>
+    try {
+      o = JSON.parse(text) as Pick<TopicSpec, 'retention' | 'compaction'>
+    } catch (e) {
+      throw new Error(`journal bus topic options are not JSON, ${where}: ${(e as Error).message}`)
+    }
+    if (o.retention) spec.retention = o.retention
+    if (o.compaction) spec.compaction = o.compaction
+  }
   r.end('topic entry')
-  return flags & 1 ? { name, partitions, compacted: true } : { name, partitions }
+  return spec
+}
+
+/**
+ * Encodes one partition batch (as a transaction writes it) into `w` (reset first); returns a
+ * copy. For compaction, which rewrites a batch with fewer records, same seq and offsets.
+ */
+export function encodePartitionBatch(w: EntryWriter, seq: number, pw: PartitionWrite): Uint8Array {
+  w.reset()
+  encodeBatch(w, seq, pw)
+  return w.view().slice()
+}
+
+/** The header of a partition batch (its records left undecoded). */
+export interface BatchHeader {
+  seq: number
+  /** Offset of the first record (the end offset when the batch holds none). */
+  baseOffset: number
+  endOffset: number
+  /** Records of later batches have offsets >= this (see the layout). */
+  stableOffset: number
+  count: number
+}
+
+/** Decodes the header of a partition batch; throws Error naming `where` on bad input. */
+export function decodeBatchHeader(bytes: Uint8Array, where: string): BatchHeader {
+  return readBatchHeader(new EntryReader(bytes, where))
+}
+
+function readBatchHeader(r: EntryReader): BatchHeader {
+  const m = r.u32('partition batch magic')
+  if (m !== MAGIC_BATCH && m !== MAGIC_BATCH_V1) {
+    throw new Error(`not a journal bus partition batch (magic 0x${m.toString(16)}, expected 0x${MAGIC_BATCH.toString(16)}; written by another layout?), ${r.where}`)
+  }
+  const seq = r.u64('batch seq')
+  const baseOffset = r.u64('batch base offset')
+  const endOffset = r.u64('batch end offset')
+  const stableOffset = m === MAGIC_BATCH ? r.u64('batch stable offset') : baseOffset
+  const count = r.u32('batch record count')
+  return { seq, baseOffset, endOffset, stableOffset, count }
 }
 
 /** A decoded partition batch. */
 export interface DecodedBatch {
   seq: number
   endOffset: number
+  stableOffset: number
   records: StoredRecord[]
 }
 
@@ -365,28 +444,51 @@ export function decodeBatch(bytes: Uint8Array, where: string): DecodedBatch {
 }
 
 function readBatch(r: EntryReader): DecodedBatch {
-  r.magic(MAGIC_BATCH, 'partition batch')
-  const seq = r.u64('batch seq')
-  const base = r.u64('batch base offset')
-  const endOffset = r.u64('batch end offset')
-  const count = r.u32('batch record count')
+  const { seq, baseOffset: base, endOffset, stableOffset, count } = readBatchHeader(r)
   const records = new Array<StoredRecord>(count)
   for (let i = 0; i < count; i++) {
     const flags = r.u8('record flags')
     const offset = base + r.u32('record offset delta')
     const timestampMs = r.f64('record timestamp')
     const key = flags & FLAG_KEY_NULL ? null : r.str('record key')
-    const headerCount = r.u32('record header count')
-    const headers: Record<string, string> = {}
-    for (let h = 0; h < headerCount; h++) {
-      const name = r.str('header name')
-      headers[name] = r.str('header value')
-    }
+    const headers = readHeaders(r)
     const value = flags & FLAG_VALUE_NULL ? null : r.take(r.u32('record value length'), 'record value')
     const record: BusRecord = { key, value, headers, timestampMs }
     records[i] = { offset, record }
   }
-  return { seq, endOffset, records }
+  return { seq, endOffset, stableOffset, records }
+}
+
+function readHeaders(r: EntryReader): Record<string, string> {
+  const headerCount = r.u32('record header count')
+  if (headerCount === 0) return NO_HEADERS
+  const headers: Record<string, string> = {}
+  for (let h = 0; h < headerCount; h++) {
+    const name = r.str('header name')
+    headers[name] = r.str('header value')
+  }
+  return headers
+}
+
+/**
+ * Decodes the records of a partition batch at offsets >= `from` straight into consumed records
+ * of `topic`/`partition`, appended to `out` (the cold read path: one object per record). Values
+ * are views into `bytes` and records without headers share one frozen headers object. Throws
+ * Error naming `where` on bad input.
+ */
+export function decodeConsumed(bytes: Uint8Array, where: string, topic: string, partition: number, from: number, out: ConsumedRecord[]): void {
+  const r = new EntryReader(bytes, where)
+  const { baseOffset: base, count } = readBatchHeader(r)
+  for (let i = 0; i < count; i++) {
+    const flags = r.u8('record flags')
+    const offset = base + r.u32('record offset delta')
+    const timestampMs = r.f64('record timestamp')
+    const key = flags & FLAG_KEY_NULL ? null : r.str('record key')
+    const headers = readHeaders(r)
+    const value = flags & FLAG_VALUE_NULL ? null : r.take(r.u32('record value length'), 'record value')
+    if (offset >= from) out.push({ topic, partition, offset, key, value, headers, timestampMs })
+  }
+  r.end('partition batch')
 }
 
 /** A decoded transaction-log entry. */

@@ -72,7 +72,7 @@ class MemoryBus implements BusBackend {
     for (const t of restored.topics) {
       const logs = t.partitions.map((p) => {
         const log = new PartitionLog()
-        log.restore(p.records, p.endOffset)
+        log.attachCold(p.cold, p.endOffset, store!.hotWindow)
         return log
       })
       this.topics.set(t.spec.name, { spec: { ...t.spec }, logs })
@@ -103,7 +103,12 @@ class MemoryBus implements BusBackend {
       } catch (e) {
         throw storeFailure(e, `createTopics: topic=${spec.name}`)
       }
-      this.topics.set(spec.name, { spec: { ...spec }, logs: Array.from({ length: spec.partitions }, () => new PartitionLog()) })
+      const logs = Array.from({ length: spec.partitions }, (_, p) => {
+        const log = new PartitionLog()
+        if (this.store) log.attachCold(this.store.coldPartition(spec.name, p), 0, this.store.hotWindow)
+        return log
+      })
+      this.topics.set(spec.name, { spec: { ...spec }, logs })
       for (const g of this.groups.values()) {
         if ([...g.members.values()].some((m) => m.topics.includes(spec.name))) g.rebalance(this.partitionCountOf)
       }
@@ -116,7 +121,10 @@ class MemoryBus implements BusBackend {
   }
 
   async offsets(tps: TopicPartition[]): Promise<{ start: number; end: number }[]> {
-    return tps.map((tp) => ({ start: 0, end: this.log(tp).lastStableOffset }))
+    return tps.map((tp) => {
+      const log = this.log(tp)
+      return { start: log.startOffset, end: log.lastStableOffset }
+    })
   }
 
   async committed(groupId: string, tps: TopicPartition[]): Promise<(number | null)[]> {
@@ -260,7 +268,11 @@ class MemoryProducer implements BusProducer {
       const writes = new Map<PartitionLog, PartitionWrite>()
       for (let i = 0; i < records.length; i++) {
         let w = writes.get(logs[i])
-        if (!w) writes.set(logs[i], (w = { topic: records[i].topic, partition: partitions[i], records: [], offsets: [], endOffset: logs[i].endOffset }))
+        if (!w) {
+          const log = logs[i]
+          w = { topic: records[i].topic, partition: partitions[i], records: [], offsets: [], endOffset: log.endOffset, stableOffset: log.lastStableOffset }
+          writes.set(log, w)
+        }
         w.records.push(stored[i])
         w.offsets.push(w.endOffset++)
       }
@@ -297,7 +309,7 @@ class MemoryProducer implements BusProducer {
       if (logs[partitions[i]] !== log) {
         log = logs[partitions[i]]
         w = touched.get(log)
-        if (!w) touched.set(log, (w = { topic: r.topic, partition: partitions[i], records: [], offsets: [], endOffset: 0 }))
+        if (!w) touched.set(log, (w = { topic: r.topic, partition: partitions[i], records: [], offsets: [], endOffset: 0, stableOffset: 0 }))
       }
       const stored = toStored(r, nowMs, this.bus.values)
       const offset = log!.append(stored, txn)
@@ -373,7 +385,7 @@ class MemoryTransaction implements BusTransaction {
     }
     if (this.bus.store) {
       // The store's commit is the commit point: each partition's end includes the marker.
-      const writes = [...this.touched].map(([log, w]) => ({ ...w, endOffset: log.endOffset + 1 }))
+      const writes = [...this.touched].map(([log, w]) => ({ ...w, endOffset: log.endOffset + 1, stableOffset: log.stableOffsetWithout(this.state) }))
       const groups: GroupWrite[] = this.offsets.map(({ group, positions }) => ({
         groupId: typeof group === 'string' ? group : group.groupId,
         positions: positions.map((p) => ({ topic: p.topic, partition: p.partition, offset: p.offset })),
@@ -482,7 +494,7 @@ class MemoryConsumer implements BusConsumer, GroupMember {
   private async initialPosition(tp: TopicPartition): Promise<number> {
     const committed = this.groupId === null ? null : (await this.bus.committed(this.groupId, [tp]))[0]
     if (committed !== null) return committed
-    return this.reset === 'earliest' ? 0 : this.bus.log(tp).lastStableOffset
+    return this.reset === 'earliest' ? this.bus.log(tp).startOffset : this.bus.log(tp).lastStableOffset
   }
 
   assignment(): TopicPartition[] {
@@ -505,7 +517,7 @@ class MemoryConsumer implements BusConsumer, GroupMember {
   }
 
   async seekToBeginning(tps: TopicPartition[]): Promise<void> {
-    for (const tp of tps) this.ownedOf(tp).position = 0
+    for (const tp of tps) this.ownedOf(tp).position = this.bus.log(tp).startOffset
   }
 
   async seekToEnd(tps: TopicPartition[]): Promise<void> {

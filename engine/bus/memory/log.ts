@@ -12,6 +12,35 @@ export interface TxnState {
 }
 
 /**
+ * The records of a partition that are no longer held in memory, read back from the durable store
+ * (engine/bus/journal reads them from the partition's segment files). Everything below the
+ * log's hot window is decided, so a cold read needs no transaction state.
+ */
+export interface ColdPartition {
+  /**
+   * Reads visible records with offsets in [from, to) into `out`, at most `recordsMax`, in offset
+   * order. Returns the position after the last returned record and after the invisible offsets
+   * that follow it: the offset of the next visible record below `to`, else `to`.
+   */
+  read(topic: string, partition: number, from: number, to: number, recordsMax: number, out: ConsumedRecord[]): number
+  /** Makes every record handed to the store so far readable by {@link read}. */
+  flush(): void
+  /** First offset still stored (retention moves it up). */
+  startOffset(): number
+}
+
+/** Bounds of the part of a partition held in memory when it has a {@link ColdPartition}. */
+export interface HotWindowLimits {
+  /** Most offsets held in memory; older decided ones are dropped (read back cold). */
+  recordsMax: number
+  /** Most bytes of keys and values held in memory (approximate: 64 bytes per entry added). */
+  bytesMax: number
+}
+
+/** Approximate memory of one held entry besides its key and value bytes. */
+const ENTRY_OVERHEAD_BYTES = 64
+
+/**
  * One in-memory partition: append-only arrays indexed by offset (offsets start at 0 and are
  * never deleted), with Kafka's read_committed rules: records of a transaction become visible at
  * its commit marker; aborted ones never; readers stop at the last stable offset (the first offset
@@ -30,8 +59,18 @@ export interface TxnState {
 export class PartitionLog {
   private readonly recordChunks: (BusRecord | null)[][] = []
   private readonly txnChunks: (TxnState | null)[][] = []
+  /** Chunk number (offset >>> bits) of recordChunks[0]. */
+  private firstChunk = 0
+  /** First offset held in memory; offsets below it are read from `cold`. */
+  private base = 0
   /** Offset the next append gets (entries in the chunks). */
   private end = 0
+  private cold: ColdPartition | null = null
+  private limits: HotWindowLimits = { recordsMax: Infinity, bytesMax: Infinity }
+  /** Approximate bytes of the entries in [base, end). */
+  private hotBytes = 0
+  /** The cold store failed to flush: keep everything in memory from then on. */
+  private coldFailed = false
   /** Open transaction -> its first offset in this partition. */
   private readonly openFirstOffset = new Map<TxnState, number>()
   /** The open transaction that appended last (in `openFirstOffset`): one Map lookup per transaction, not per record. */
@@ -49,39 +88,95 @@ export class PartitionLog {
     return lso
   }
 
+  /** First offset still stored. */
+  get startOffset(): number {
+    return this.cold === null ? 0 : this.cold.startOffset()
+  }
+
+  /** The last stable offset if `txn` were decided: what later writes cannot go below. */
+  stableOffsetWithout(txn: TxnState | null): number {
+    let lso = this.end
+    for (const [t, first] of this.openFirstOffset) if (t !== txn && first < lso) lso = first
+    return lso
+  }
+
   /** Appends one entry at offset `end`. */
   private push(record: BusRecord | null, txn: TxnState | null): void {
     const at = this.end & LOG_CHUNK_MASK
-    if (at === 0) {
+    if (at === 0 || this.recordChunks.length === 0) {
       this.recordChunks.push([])
       this.txnChunks.push([])
     }
     this.recordChunks[this.recordChunks.length - 1].push(record)
     this.txnChunks[this.txnChunks.length - 1].push(txn)
     this.end++
+    if (this.cold === null) return
+    if (record !== null) this.hotBytes += entryBytes(record)
+    if (this.end - this.base > this.limits.recordsMax || this.hotBytes > this.limits.bytesMax) this.evict()
   }
 
   /**
-   * Rebuilds a partition from durable state (engine/bus/journal): each record at its offset, the
-   * gaps (markers, aborted or torn transactions) as invisible entries up to `endOffset`.
+   * Makes this the partition of a durable store (engine/bus/journal) whose records below
+   * `endOffset` are all in `cold`: nothing is held in memory yet, and from now on decided entries
+   * are dropped from memory, oldest first, once the window passes `limits` (down to half of
+   * them, so the store's flush is paid once per many records).
    */
-  restore(records: readonly { offset: number; record: BusRecord }[], endOffset: number): void {
-    if (this.end !== 0) throw new Error(`restore() needs an empty partition log, endOffset=${this.end}`)
-    for (let i = 0; i < endOffset; i++) this.push(null, null)
-    for (const r of records) {
-      if (!(r.offset >= 0 && r.offset < endOffset)) throw new Error(`restored offset must be in [0, ${endOffset}), offset=${r.offset}`)
-      this.recordChunks[r.offset >>> LOG_CHUNK_BITS][r.offset & LOG_CHUNK_MASK] = r.record
+  attachCold(cold: ColdPartition, endOffset: number, limits: HotWindowLimits): void {
+    if (this.end !== 0) throw new Error(`attachCold() needs an empty partition log, endOffset=${this.end}`)
+    if (!(limits.recordsMax >= 2) || !(limits.bytesMax >= 1)) {
+      throw new Error(`hot window limits must be recordsMax >= 2 and bytesMax >= 1, recordsMax=${limits.recordsMax} bytesMax=${limits.bytesMax}`)
     }
+    this.cold = cold
+    this.limits = limits
+    this.end = this.base = endOffset
+    this.firstChunk = endOffset >>> LOG_CHUNK_BITS
+    const fill = endOffset & LOG_CHUNK_MASK
+    if (fill > 0) {
+      this.recordChunks.push(new Array<BusRecord | null>(fill).fill(null))
+      this.txnChunks.push(new Array<TxnState | null>(fill).fill(null))
+    }
+  }
+
+  /** Drops decided entries from the front of the window (see {@link attachCold}). */
+  private evict(): void {
+    if (this.coldFailed) return
+    const stop = this.lastStableOffset
+    if (stop <= this.base) return
+    try {
+      this.cold!.flush()
+    } catch {
+      // The store reports its failure on its own calls; reads keep working from memory.
+      this.coldFailed = true
+      return
+    }
+    const recordsTarget = this.limits.recordsMax >>> 1
+    const bytesTarget = this.limits.bytesMax / 2
+    while (this.base < stop && (this.end - this.base > recordsTarget || this.hotBytes > bytesTarget)) {
+      const chunk = this.recordChunks[0]
+      const at = this.base & LOG_CHUNK_MASK
+      const r = chunk[at]
+      if (r !== null) this.hotBytes -= entryBytes(r)
+      chunk[at] = null
+      this.txnChunks[0][at] = null
+      this.base++
+      if ((this.base & LOG_CHUNK_MASK) === 0) {
+        this.recordChunks.shift()
+        this.txnChunks.shift()
+        this.firstChunk++
+      }
+    }
+    if (this.base === this.end) this.hotBytes = 0
   }
 
   /** Appends a record (txn null = visible at once); returns its offset. */
   append(record: BusRecord, txn: TxnState | null): number {
     const offset = this.end
-    this.push(record, txn)
+    // Registered before the push, which may drop entries below the last stable offset.
     if (txn !== null && txn !== this.lastOpen) {
       if (!this.openFirstOffset.has(txn)) this.openFirstOffset.set(txn, offset)
       this.lastOpen = txn
     }
+    this.push(record, txn)
     return offset
   }
 
@@ -109,10 +204,18 @@ export class PartitionLog {
     const lso = this.lastStableOffset
     let offset = from
     let taken = 0
+    if (offset < this.base && this.cold !== null) {
+      const before = out.length
+      offset = this.cold.read(topic, partition, offset, this.base, recordsMax, out)
+      taken = out.length - before
+      if (offset < this.base) return offset
+    }
+    const first = this.firstChunk
     for (; offset < lso; offset++) {
-      const r = this.recordChunks[offset >>> LOG_CHUNK_BITS][offset & LOG_CHUNK_MASK]
+      const c = (offset >>> LOG_CHUNK_BITS) - first
+      const r = this.recordChunks[c][offset & LOG_CHUNK_MASK]
       if (r === null) continue
-      const txn = this.txnChunks[offset >>> LOG_CHUNK_BITS][offset & LOG_CHUNK_MASK]
+      const txn = this.txnChunks[c][offset & LOG_CHUNK_MASK]
       if (txn !== null && txn.status !== 'committed') continue
       if (taken === recordsMax) break
       out.push({ topic, partition, offset, key: r.key, value: r.value, headers: r.headers, timestampMs: r.timestampMs })
@@ -120,4 +223,8 @@ export class PartitionLog {
     }
     return offset
   }
+}
+
+function entryBytes(r: BusRecord): number {
+  return ENTRY_OVERHEAD_BYTES + (r.value === null ? 0 : r.value.length) + (r.key === null ? 0 : r.key.length)
 }

@@ -411,6 +411,13 @@ export function startDurable<V>(opts: DurableOptions<V>): Subscription & { reado
           }
         }
         await Promise.all(tps.map((tp) => partitionProducers.get(tpKey(tp.topic, tp.partition))))
+        // The consumer set the positions from the group's committed offsets before this callback,
+        // possibly while the previous owner's last transaction was still being completed: a
+        // broker moves TxnOffsetCommit offsets only when it writes the commit markers, after
+        // EndTxn returned, and kafkajs cannot ask OffsetFetch for stable offsets (KIP-447).
+        // InitProducerId above answers only once that transaction is complete (the broker
+        // retries CONCURRENT_TRANSACTIONS), so the offsets read now are final.
+        await rewindToCommitted(opts.bus, c, tps)
         await opts.listener?.assigned?.(tps)
       },
       revoked: async (tps) => {

@@ -1,10 +1,11 @@
 /**
  * Kafka bus backend over kafkajs 2.x.
  *
- * Producers: kafkajs producers with acks=all; transactional ones carry a transactionalId with
- * maxInFlightRequests=1. `idempotent` defaults to false only because librdkafka's mock cluster
- * reports controller id 0 and kafkajs then cannot initialise an idempotent producer; set it on a
- * real cluster. Every record is sent with an explicit partition computed by
+ * Producers: kafkajs producers with acks=all, idempotent by default (kafkajs resends a whole
+ * request when one partition of it fails, e.g. NOT_LEADER_OR_FOLLOWER right after a topic was
+ * created: without producer ids and sequence numbers the broker would keep both copies of the
+ * partitions that had succeeded); transactional ones carry a transactionalId with
+ * maxInFlightRequests=1. Every record is sent with an explicit partition computed by
  * {@link PartitionResolver} (murmur2, same as kafkajs' DefaultPartitioner), so partitioning does
  * not depend on the client.
  *
@@ -48,7 +49,10 @@ export interface KafkaBusOptions {
    * partition counts and throw BusError 'bad-input' for different ones.
    */
   createTopics?: (topics: TopicSpec[]) => Promise<void>
-  /** Idempotent producers (required for EOS on a real cluster). Default false (mock cluster limit). */
+  /**
+   * Idempotent plain producers (the broker drops resent duplicates). Default true. Transactional
+   * producers are always idempotent.
+   */
   idempotent?: boolean
   /** Longest broker-side wait of one fetch, ms; bounds how late seek/resume take effect. Default 100. */
   fetchMaxWaitMs?: number
@@ -63,6 +67,25 @@ export interface KafkaBusOptions {
    */
   partitionAssigners?: PartitionAssigner[]
 }
+
+/**
+ * kafkajs retry of producer requests: up to 8 retries, 100 ms doubling to 3.2 s (about 12 s in
+ * all), then the send fails with BusError 'backend'.
+ */
+const PRODUCER_RETRY = { retries: 8, initialRetryTime: 100, maxRetryTime: 3200 }
+/**
+ * Coordinator answers after which sendOffsets is retried: the group's coordinator is moving or
+ * loading (a new __consumer_offsets partition, a broker restart or failover). kafkajs retries
+ * only some of them, and names code 16 NOT_COORDINATOR_FOR_GROUP where it checks for
+ * 'NOT_COORDINATOR'.
+ */
+const RETRIABLE_COORDINATOR_TYPES = new Set([
+  'NOT_COORDINATOR_FOR_GROUP', 'NOT_COORDINATOR', 'GROUP_COORDINATOR_NOT_AVAILABLE',
+  'COORDINATOR_NOT_AVAILABLE', 'GROUP_LOAD_IN_PROGRESS', 'COORDINATOR_LOAD_IN_PROGRESS',
+  'CONCURRENT_TRANSACTIONS',
+])
+/** How long sendOffsets retries a coordinator that is moving or loading, ms. */
+const SEND_OFFSETS_RETRY_MS = 15_000
 
 /** How long {@link KafkaBus.offsets} retries a transient ListOffsets failure, ms. */
 const OFFSETS_RETRY_MS = 10_000
@@ -261,7 +284,9 @@ class KafkaBus implements BusBackend, KafkaBusInternals {
     const transactionalId = opts.transactionalId ?? null
     const p = this.kafka.producer({
       allowAutoTopicCreation: false,
-      idempotent: this.options.idempotent ?? false,
+      idempotent: this.options.idempotent ?? true,
+      // kafkajs' idempotent default is to retry forever: a broker that is gone would hang a send.
+      retry: PRODUCER_RETRY,
       ...(transactionalId !== null ? { transactionalId, maxInFlightRequests: 1 } : {}),
     })
     try {
@@ -415,10 +440,20 @@ class KafkaTransaction implements BusTransaction {
       if (!list) byTopic.set(p.topic, (list = []))
       list.push({ partition: p.partition, offset: String(p.offset) })
     }
-    try {
-      await this.t.sendOffsets({ consumerGroupId, topics: [...byTopic].map(([topic, partitions]) => ({ topic, partitions })) })
-    } catch (e) {
-      throw toBusError(e, `sendOffsets in transaction ${this.producer.transactionalId}`)
+    const topics = [...byTopic].map(([topic, partitions]) => ({ topic, partitions }))
+    const deadline = Date.now() + SEND_OFFSETS_RETRY_MS
+    for (let delay = 100; ; delay = Math.min(delay * 2, 1600)) {
+      try {
+        await this.t.sendOffsets({ consumerGroupId, topics })
+        return
+      } catch (e) {
+        const type = kafkaErrorType(e)
+        const retriable = type !== undefined && RETRIABLE_COORDINATOR_TYPES.has(type)
+        if (!retriable || Date.now() + delay > deadline) {
+          throw toBusError(e, `sendOffsets in transaction ${this.producer.transactionalId}`)
+        }
+      }
+      await new Promise((r) => setTimeout(r, delay))
     }
   }
 

@@ -1,6 +1,7 @@
 /**
  * KafkaBus.offsets() under broker errors, injected into librdkafka's mock cluster
- * (`injectRequestErrors`): a transient ListOffsets failure is retried until the answer is
+ * (`injectRequestErrors`; a real broker cannot be told to answer the next N ListOffsets requests
+ * with a chosen error, which is the one reason the mock is still used): a transient ListOffsets failure is retried until the answer is
  * complete; a lasting one surfaces as a BusError naming the topic, within the retry bound. CI saw
  * kafkajs' fetchTopicOffsets fail transiently right after topic creation ("Cannot destructure
  * property 'partitions'"), which failed a test file; this is the fault that retry is for.

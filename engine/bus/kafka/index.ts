@@ -11,8 +11,8 @@
  *
  * Consumers: a pull adapter over kafkajs' push consumer, see ./consumer.ts for why and how.
  *
- * Topics: kafkajs admin.createTopics, or `createTopics` from the options (the mock cluster does
- * not implement CreateTopics; pass {@link KafkaMockCluster.createTopics}).
+ * Topics: kafkajs admin.createTopics, or `createTopics` from the options (librdkafka's mock
+ * cluster, kept for request-error injection in tests, does not implement CreateTopics).
  */
 import kafkajs from 'kafkajs'
 import type { Admin, Kafka as KafkaClient, PartitionAssigner, Producer, Transaction } from 'kafkajs'
@@ -45,8 +45,8 @@ export interface KafkaBusOptions {
   /** Default 'sluice'. */
   clientId?: string
   /**
-   * Replaces kafkajs admin.createTopics (needed on the mock cluster); must be idempotent for equal
-   * partition counts and throw BusError 'bad-input' for different ones.
+   * Replaces kafkajs admin.createTopics (librdkafka's mock cluster has none); must be idempotent
+   * for equal partition counts and throw BusError 'bad-input' for different ones.
    */
   createTopics?: (topics: TopicSpec[]) => Promise<void>
   /**
@@ -62,8 +62,7 @@ export interface KafkaBusOptions {
   logLevel?: 'NOTHING' | 'ERROR' | 'WARN' | 'INFO' | 'DEBUG'
   /**
    * Partition assigners a group consumer offers when it joins, in order of preference (kafkajs
-   * `partitionAssigners`). Default: kafkajs' round robin. On librdkafka's mock cluster pass
-   * `mockClusterAssigners()` (./mock-cluster.ts) when several processes share a group.
+   * `partitionAssigners`). Default: kafkajs' round robin.
    */
   partitionAssigners?: PartitionAssigner[]
 }

@@ -6,7 +6,7 @@
  *   node scripts/run-tests.mjs [substring ...]     only files whose path under dist/test contains a substring
  * Env: SLUICE_TEST_TIMEOUT_S (default 300) per file. SLUICE_KAFKA_BROKERS: a running Kafka broker
  * for the Kafka tests; unset, a single-node broker is started here (tools/kafka/kafka.sh) when a
- * selected file uses testing/kafka-broker.js, shared by every file, stopped at the end.
+ * selected file calls testKafka() (testing/kafka-broker.ts), shared by every file, stopped at the end.
  * Prints each file's output, then "N passed, N failed, N skipped"; exits 1 if anything failed.
  */
 import { execFileSync, spawn } from 'node:child_process';
@@ -34,7 +34,7 @@ if (files.length === 0) {
 // One Kafka broker for the whole run (tests use topic and group names of their own; tests that
 // stop or restart brokers start private ones). Its log stays in its directory under the temp dir.
 let kafkaDir = null;
-if (!process.env.SLUICE_KAFKA_BROKERS && files.some((f) => fs.readFileSync(f, 'utf8').includes('/testing/kafka-broker.js'))) {
+if (!process.env.SLUICE_KAFKA_BROKERS && files.some((f) => /\btestKafka\(/.test(fs.readFileSync(f, 'utf8')))) {
   const t = Date.now();
   try {
     const out = execFileSync('bash', [path.join(root, 'tools', 'kafka', 'kafka.sh'), 'start', '--owner-pid', String(process.pid)], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });

@@ -83,6 +83,8 @@ const RETRIABLE_COORDINATOR_TYPES = new Set([
   'COORDINATOR_NOT_AVAILABLE', 'GROUP_LOAD_IN_PROGRESS', 'COORDINATOR_LOAD_IN_PROGRESS',
   'CONCURRENT_TRANSACTIONS',
 ])
+/** How long createTopics waits for created topics to show in metadata, ms. */
+const CREATE_TOPICS_WAIT_MS = 10_000
 /** How long sendOffsets retries a coordinator that is moving or loading, ms. */
 const SEND_OFFSETS_RETRY_MS = 15_000
 
@@ -194,7 +196,22 @@ class KafkaBus implements BusBackend, KafkaBusInternals {
         })
       }
     } catch (e) {
-      throw toBusError(e, `creating topics ${missing.map((t) => t.name).join(',')}`)
+      // kafkajs' wait for the new topics' leaders can meet metadata that does not list them yet
+      // (seen on a freshly started Kafka 4 broker): the topics were created; wait for them here.
+      const type = kafkaErrorType(e)
+      if (type !== 'UNKNOWN_TOPIC_OR_PARTITION' && type !== 'LEADER_NOT_AVAILABLE' && type !== 'TOPIC_ALREADY_EXISTS') {
+        throw toBusError(e, `creating topics ${missing.map((t) => t.name).join(',')}`)
+      }
+      const deadline = Date.now() + CREATE_TOPICS_WAIT_MS
+      for (const t of missing) {
+        for (;;) {
+          const n = await this.partitionCount(t.name).catch(() => null)
+          if (n === t.partitions) break
+          if (n !== null) throw new BusError('bad-input', `topic exists with ${n} partitions, topic=${t.name} partitions=${t.partitions}`)
+          if (Date.now() > deadline) throw toBusError(e, `creating topics ${missing.map((x) => x.name).join(',')}`)
+          await new Promise((r) => setTimeout(r, 100))
+        }
+      }
     }
   }
 

@@ -11,6 +11,10 @@
  *                id `<group>-<instance>`, which on Kafka fences only the same instance's restart.
  *     [--log-level NOTHING|ERROR|WARN|INFO|DEBUG]   (kafkajs' log, on stderr)
  *
+ *   node dist/examples/patterns/durable-kafka.js --brokers HOST:PORT --create-topics P [--input orders] [--output invoices]
+ *     creates the input and output topics with P partitions each (existing ones with P are kept),
+ *     prints {"event":"topics",...} and exits.
+ *
  *   node dist/examples/patterns/durable-kafka.js --brokers HOST:PORT --produce N [--input orders]
  *     sends N orders (ids `o-<time>-<i>`, customers c1..c4 as keys) to the input topic, prints
  *     {"event":"produced",...} and exits: a producer to try the processors with.
@@ -137,8 +141,19 @@ export async function main(args: string[]): Promise<void> {
   const produce = args.includes('--produce') ? Number(arg(args, 'produce')) : null
   if (produce !== null && !(Number.isInteger(produce) && produce > 0)) throw new Error(`--produce needs a positive integer, --produce ${arg(args, 'produce')}`)
   const bus = createKafkaBus({
-    brokers: arg(args, 'brokers').split(','), clientId: produce !== null ? 'billing-producer' : `billing-${arg(args, 'instance')}`, logLevel,
+    brokers: arg(args, 'brokers').split(','), clientId: produce !== null || args.includes('--create-topics') ? 'billing-producer' : `billing-${arg(args, 'instance')}`, logLevel,
   })
+  if (args.includes('--create-topics')) {
+    const partitions = Number(arg(args, 'create-topics'))
+    const topics = [arg(args, 'input', 'orders'), arg(args, 'output', 'invoices')]
+    try {
+      await bus.createTopics(topics.map((name) => ({ name, partitions })))
+      log({ event: 'topics', topics, partitions })
+    } finally {
+      await bus.close()
+    }
+    return
+  }
   if (produce !== null) {
     try {
       const ids = await produceOrders(bus, arg(args, 'input', 'orders'), produce)

@@ -6,6 +6,7 @@
  * Known limits: as in test/bus-conformance.ts, a backend run names tests its environment cannot
  * show; such a test still runs, and a failure prints a `SKIP` line (test, reason, observed
  * assertion) instead of counting; a pass prints a `NOTE`. Nothing is silently skipped.
+ * PATTERNS_ONLY=<substring> registers only the tests whose name contains it (for debugging one).
  */
 import { spawn } from 'node:child_process'
 import { fileURLToPath } from 'node:url'

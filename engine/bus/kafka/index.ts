@@ -50,8 +50,9 @@ export interface KafkaBusOptions {
    */
   createTopics?: (topics: TopicSpec[]) => Promise<void>
   /**
-   * Idempotent plain producers (the broker drops resent duplicates). Default true. Transactional
-   * producers are always idempotent.
+   * Idempotent plain producers (the broker drops resent duplicates). Default true; false only for
+   * librdkafka's mock cluster, which reports controller id 0, so kafkajs cannot initialise an
+   * idempotent producer there. Transactional producers are always idempotent.
    */
   idempotent?: boolean
   /** Longest broker-side wait of one fetch, ms; bounds how late seek/resume take effect. Default 100. */

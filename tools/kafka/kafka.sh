@@ -100,6 +100,8 @@ transaction.state.log.min.isr=$isr
 transaction.state.log.num.partitions=8
 group.initial.rebalance.delay.ms=0
 group.min.session.timeout.ms=1000
+broker.session.timeout.ms=4000
+broker.heartbeat.interval.ms=1000
 unclean.leader.election.enable=false
 log.segment.bytes=16777216
 EOF

@@ -69,10 +69,11 @@ export interface KafkaBusOptions {
 }
 
 /**
- * kafkajs retry of producer requests: up to 8 retries, 100 ms doubling to 3.2 s (about 12 s in
- * all), then the send fails with BusError 'backend'.
+ * kafkajs retry of producer requests: up to 12 retries, 100 ms doubling to 3.2 s (about 25 s in
+ * all: a failed leader's partitions move after the controller's broker session timeout, 9 s by
+ * default, plus the election), then the send fails with BusError 'backend'.
  */
-const PRODUCER_RETRY = { retries: 8, initialRetryTime: 100, maxRetryTime: 3200 }
+const PRODUCER_RETRY = { retries: 12, initialRetryTime: 100, maxRetryTime: 3200 }
 /**
  * Coordinator answers after which sendOffsets is retried: the group's coordinator is moving or
  * loading (a new __consumer_offsets partition, a broker restart or failover). kafkajs retries

@@ -4,6 +4,10 @@
  * killed with kill -9 while the durable pattern commits a transaction after another; the
  * remaining two nodes elect new leaders and the pattern goes on. A read_committed reader sees
  * every input's output exactly once: no loss, no duplicate.
+ *
+ * Not in the suite yet (scripts/run-tests.mjs runs *.test.js only): it passed 4 of 6 runs on a
+ * loaded 2-core machine (75-124 s each); the failures were the durable subscription ending
+ * during the failover, not a duplicate or a loss. Run by hand: node dist/test/kafka-failover.manual.js
  */
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'

@@ -9,7 +9,6 @@ export {
   createJournalBus,
   createKafkaBus,
   createMemoryBus,
-  mockClusterAssigners,
   type JournalBusOptions,
   type KafkaBusOptions,
 } from './engine/bus/index.js';

@@ -384,7 +384,7 @@ function backends(mock: KafkaMockCluster): Backend[] {
         return { bus: await createJournalBus({ dir, fsync: 'batch' }), cleanup: () => fs.rmSync(dir, { recursive: true, force: true }) }
       },
     },
-    { name: 'kafka', label: 'kafka (mock)', open: async () => ({ bus: createKafkaBus({ brokers: mock.brokers, createTopics: mock.createTopics }), cleanup: () => undefined }) },
+    { name: 'kafka', label: 'kafka (mock)', open: async () => ({ bus: createKafkaBus({ brokers: mock.brokers, createTopics: mock.createTopics, idempotent: false }), cleanup: () => undefined }) },
   ]
 }
 

@@ -4,10 +4,12 @@
  * another, so a leaked handle or global state in one file cannot stall or skew the others, and
  * a hung file is killed after its timeout instead of hanging CI.
  *   node scripts/run-tests.mjs [substring ...]     only files whose path under dist/test contains a substring
- * Env: SLUICE_TEST_TIMEOUT_S (default 300) per file.
+ * Env: SLUICE_TEST_TIMEOUT_S (default 300) per file. SLUICE_KAFKA_BROKERS: a running Kafka broker
+ * for the Kafka tests; unset, a single-node broker is started here (tools/kafka/kafka.sh) when a
+ * selected file calls testKafka() (testing/kafka-broker.ts), shared by every file, stopped at the end.
  * Prints each file's output, then "N passed, N failed, N skipped"; exits 1 if anything failed.
  */
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 
@@ -29,6 +31,28 @@ if (files.length === 0) {
   console.error(`no test files under ${dir}${filters.length ? ` matching ${filters.join(', ')}` : ''}; run npm run build first`);
   process.exit(1);
 }
+// One Kafka broker for the whole run (tests use topic and group names of their own; tests that
+// stop or restart brokers start private ones). Its log stays in its directory under the temp dir.
+let kafkaDir = null;
+if (!process.env.SLUICE_KAFKA_BROKERS && files.some((f) => /\btestKafka\(/.test(fs.readFileSync(f, 'utf8')))) {
+  const t = Date.now();
+  try {
+    const out = execFileSync('bash', [path.join(root, 'tools', 'kafka', 'kafka.sh'), 'start', '--owner-pid', String(process.pid)], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+    process.env.SLUICE_KAFKA_BROKERS = /^brokers=(.*)$/m.exec(out)[1];
+    kafkaDir = /^dir=(.*)$/m.exec(out)[1];
+    console.log(`kafka: shared broker ${process.env.SLUICE_KAFKA_BROKERS} started in ${((Date.now() - t) / 1000).toFixed(1)} s (logs: ${kafkaDir}/node-1/logs)`);
+  } catch (e) {
+    console.log(`kafka: starting the shared broker failed; each Kafka test file starts its own:\n${e.stderr ?? e.message}`);
+  }
+}
+const stopKafka = () => {
+  if (kafkaDir === null) return;
+  try {
+    execFileSync('bash', [path.join(root, 'tools', 'kafka', 'kafka.sh'), 'stop', '--kill', '--dir', kafkaDir], { stdio: 'ignore' });
+    fs.rmSync(kafkaDir, { recursive: true, force: true });
+  } catch {}
+  kafkaDir = null;
+};
 let passed = 0, failed = 0, skipped = 0;
 const failures = [];
 const t0 = Date.now();
@@ -65,6 +89,7 @@ for (const file of files) {
   if (bad > 0) failures.push(`${rel} (${code !== null ? `exit ${code}` : signal})`);
   console.log(`-- ${rel}: ${ok - noted} passed, ${bad} failed, ${skip} skipped in ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
 }
+stopKafka();
 if (failures.length) console.log(`failed files: ${failures.join(', ')}`);
 console.log(`tests: ${files.length} files in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
 console.log(`${passed} passed, ${failed} failed, ${skipped} skipped`);

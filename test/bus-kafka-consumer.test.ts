@@ -1,20 +1,21 @@
 /**
- * The kafka backend's pull adapter (engine/bus/kafka/consumer.ts) on its own, against librdkafka's
- * mock cluster: what the bus conformance suite does not pin down because it is specific to
+ * The kafka backend's pull adapter (engine/bus/kafka/consumer.ts) on its own, against a real
+ * Kafka broker (testing/kafka-broker.ts): what the bus conformance suite does not pin down because it is specific to
  * driving kafkajs' push consumer (when fetching starts, buffering ahead of poll()).
  */
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import { createKafkaBus, startKafkaMockCluster, type BusBackend, type ConsumedRecord } from '../engine/bus/index.js'
+import { createKafkaBus, type BusBackend, type ConsumedRecord } from '../engine/bus/index.js'
+import { testKafka } from '../testing/kafka-broker.js'
 import { decimal } from '../engine/bus/kafka/consumer.js'
 
-const mock = await startKafkaMockCluster({ brokers: 1 })
+const kafka = await testKafka()
 let n = 0
-const topicName = (what: string): string => `consumer-${what}-${process.pid}-${n++}`
+const topicName = (what: string): string => `consumer-${what}-${process.pid}-${n++}-${Math.random().toString(36).slice(2, 7)}`
 const enc = new TextEncoder()
 
 async function withBus(opts: { fetchMaxWaitMs?: number }, body: (bus: BusBackend) => Promise<void>): Promise<void> {
-  const bus = createKafkaBus({ brokers: mock.brokers, createTopics: mock.createTopics, ...opts })
+  const bus = createKafkaBus({ brokers: kafka.brokers, ...opts })
   try {
     await body(bus)
   } finally {
@@ -90,5 +91,5 @@ test('decimal() reads the offsets and timestamps kafkajs hands over as strings, 
   assert.is(decimal('999999999999999'), 999_999_999_999_999)
 })
 
-test.after(() => mock.stop())
+test.after(() => kafka.release())
 test.run()

@@ -1,25 +1,21 @@
 /**
- * Producer fencing on the kafka bus against librdkafka's mock cluster: what the durable pattern's
- * 'partition' fencing (engine/patterns/durable.ts) relies on. What the mock cannot show is
- * printed as a `SKIP [kafka] ...` line with the observed value, never asserted falsely.
- *
- * Observed with librdkafka 2.0.2: the mock answers every InitProducerId with a new random
- * producer id and epoch 0, even for a transactionalId it has seen, so it never fences; and it
- * writes no abort markers, so read_committed readers get aborted records. It can be told to
- * answer a request with an error (`injectRequestErrors`), which shows how the bus maps a broker's
- * fencing answer.
+ * Producer fencing on the kafka bus against a real Kafka broker: what the durable pattern's
+ * 'partition' fencing (engine/patterns/durable.ts) relies on. InitProducerId for a
+ * transactionalId the broker knows bumps the epoch of the same producer id (KIP-98); the older
+ * producer's open transaction is aborted and its later requests are refused.
  */
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import kafkajs from 'kafkajs'
-import { BusError, createKafkaBus, startKafkaMockCluster, type BusBackend } from '../engine/bus/index.js'
+import { BusError, createKafkaBus, type BusBackend } from '../engine/bus/index.js'
+import { testKafka } from '../testing/kafka-broker.js'
 
-const mock = await startKafkaMockCluster({ brokers: 1, topics: [{ name: 'fence-a', partitions: 2 }, { name: 'fence-b', partitions: 1 }, { name: 'fence-in', partitions: 1 }] })
-const bus: BusBackend = createKafkaBus({ brokers: mock.brokers, createTopics: mock.createTopics })
+const kafka = await testKafka()
+const bus: BusBackend = createKafkaBus({ brokers: kafka.brokers })
+const uniq = (base: string): string => `${base}-${process.pid}-${Math.random().toString(36).slice(2, 8)}`
+const topics = { a: uniq('fence-a'), b: uniq('fence-b'), in: uniq('fence-in') }
+await bus.createTopics([{ name: topics.a, partitions: 2 }, { name: topics.b, partitions: 1 }, { name: topics.in, partitions: 1 }])
 const rec = (topic: string, value: string, partition = 0) => ({ topic, key: null, value: Buffer.from(value), partition })
-/** Kafka API key of EndTxn and error code of INVALID_PRODUCER_EPOCH (Kafka protocol). */
-const END_TXN = 26
-const INVALID_PRODUCER_EPOCH = 47
 
 /** Every value in partition `partition` of `topic`, read_committed, from the start. */
 async function readAll(topic: string, partition: number): Promise<string[]> {
@@ -39,74 +35,72 @@ async function readAll(topic: string, partition: number): Promise<string[]> {
   }
 }
 
-test('creating a transactional producer sends InitProducerId at once: the mock gives each a new producer id, epoch 0', async () => {
+test('a second InitProducerId with the same transactionalId bumps the epoch of the same producer id', async () => {
   // Raw kafkajs with a log hook: the bus's producer() calls transaction() + abort() right after
   // connect, as this does, so the id/epoch pair it gets is the one logged here.
   const inits: { producerId: number; producerEpoch: number }[] = []
   const logCreator = () => ({ log }: { log: { message: string; producerId?: number; producerEpoch?: number } }) => {
     if (log.message.startsWith('Initialized producer id')) inits.push({ producerId: log.producerId!, producerEpoch: log.producerEpoch! })
   }
-  const kafka = new kafkajs.Kafka({ brokers: mock.brokers, clientId: 'fence-init', logLevel: kafkajs.logLevel.DEBUG, logCreator })
+  const k = new kafkajs.Kafka({ brokers: kafka.brokers, clientId: 'fence-init', logLevel: kafkajs.logLevel.DEBUG, logCreator })
+  const id = uniq('fence-init-tx')
   for (let i = 0; i < 2; i++) {
-    const p = kafka.producer({ transactionalId: 'fence-init-tx', maxInFlightRequests: 1 })
+    const p = k.producer({ transactionalId: id, maxInFlightRequests: 1 })
     await p.connect()
     await (await p.transaction()).abort()
     await p.disconnect()
   }
   assert.is(inits.length, 2, 'one InitProducerId per producer')
-  if (inits[1].producerId === inits[0].producerId && inits[1].producerEpoch > inits[0].producerEpoch) return
-  console.log(`  SKIP [kafka] "a second InitProducerId with the same transactionalId bumps the epoch of the same producer id": librdkafka 2.0.2 mock ignores the transactionalId; observed: ${JSON.stringify(inits)}`)
+  assert.is(inits[1].producerId, inits[0].producerId, `same producer id: ${JSON.stringify(inits)}`)
+  assert.is(inits[1].producerEpoch, inits[0].producerEpoch + 1, `epoch bumped by one: ${JSON.stringify(inits)}`)
 })
 
 test('a newer producer with the same transactionalId fences the older one: its commit throws fenced and readers never see its records', async () => {
-  const id = `fence-tx-${process.pid}`
+  const id = uniq('fence-tx')
   const old = await bus.producer({ transactionalId: id })
   const t = await old.begin()
-  await t.send([rec('fence-a', 'zombie-1')])
-  const fresh = await bus.producer({ transactionalId: id }) // InitProducerId: a broker bumps the epoch here
+  await t.send([rec(topics.a, 'zombie-1')])
+  const fresh = await bus.producer({ transactionalId: id }) // InitProducerId: the broker bumps the epoch
+  // The zombie's next send is refused (the broker knows the newer epoch), and so is its commit.
+  let sendError: unknown = null
+  await t.send([rec(topics.a, 'zombie-2')]).catch((e: unknown) => (sendError = e))
+  assert.is((sendError as BusError | null)?.code, 'fenced', `send: ${String(sendError)}`)
   let commitError: unknown = null
-  try {
-    await t.send([rec('fence-a', 'zombie-2')])
-    await t.commit()
-  } catch (e) {
-    commitError = e
-  }
-  if (commitError !== null) {
-    assert.instance(commitError, BusError)
-    assert.is((commitError as BusError).code, 'fenced')
-  }
-  const t2 = await fresh.begin()
-  await t2.send([rec('fence-a', 'fresh')])
-  await t2.commit()
-  await old.close()
-  await fresh.close()
-  const seen = await readAll('fence-a', 0)
-  assert.ok(seen.includes('fresh'), `the newer producer's commit is visible: ${JSON.stringify(seen)}`)
-  const zombie = seen.filter((v) => v.startsWith('zombie'))
-  if (commitError !== null && zombie.length === 0) return
-  // One SKIP line per test (the test runner counts SKIP lines as skipped tests).
-  console.log(`  SKIP [kafka] "the older producer's commit throws fenced and read_committed readers never see its records": librdkafka 2.0.2 mock does not fence (every InitProducerId gets a new producer id) and writes no abort markers; observed: commit ${commitError === null ? 'succeeded' : `threw ${String(commitError)}`}, reader got ${JSON.stringify(seen)}`)
-})
-
-test('a commit the broker answers INVALID_PRODUCER_EPOCH (injected on the mock) throws BusError fenced, and the transaction is over', async () => {
-  const p = await bus.producer({ transactionalId: `fence-inject-${process.pid}` })
-  const t = await p.begin()
-  await t.send([rec('fence-b', 'x')])
-  await t.sendOffsets('fence-group', [{ topic: 'fence-in', partition: 0, offset: 1 }])
-  await mock.injectRequestErrors(END_TXN, INVALID_PRODUCER_EPOCH, 1)
-  let error: unknown = null
-  await t.commit().catch((e: unknown) => (error = e))
-  assert.instance(error, BusError)
-  assert.is((error as BusError).code, 'fenced', String(error))
-  assert.match(String((error as Error).message), /INVALID_PRODUCER_EPOCH/)
+  await t.commit().catch((e: unknown) => (commitError = e))
+  assert.instance(commitError, BusError, `the zombie's commit fails: ${String(commitError)}`)
+  assert.is((commitError as BusError).code, 'fenced', String(commitError))
   let after: unknown = null
   await t.commit().catch((e: unknown) => (after = e))
   assert.is((after as BusError | null)?.code, 'txn-state', 'a failed commit ends the transaction')
-  await p.close()
+  const t2 = await fresh.begin()
+  await t2.send([rec(topics.a, 'fresh')])
+  await t2.commit()
+  await old.close()
+  await fresh.close()
+  assert.equal(await readAll(topics.a, 0), ['fresh'], 'the zombie records are aborted: only the newer producer is visible')
+})
+
+test("a fenced zombie's TxnOffsetCommit does not move the group's offsets", async () => {
+  const id = uniq('fence-off')
+  const group = uniq('fence-group')
+  const old = await bus.producer({ transactionalId: id })
+  const t = await old.begin()
+  await t.send([rec(topics.b, 'x')])
+  await t.sendOffsets(group, [{ topic: topics.in, partition: 0, offset: 1 }])
+  const fresh = await bus.producer({ transactionalId: id })
+  let error: unknown = null
+  await t.commit().catch((e: unknown) => (error = e))
+  assert.is((error as BusError | null)?.code, 'fenced', String(error))
+  assert.match(String((error as Error).message), /PRODUCER_FENCED|INVALID_PRODUCER_EPOCH/)
+  await new Promise((r) => setTimeout(r, 500))
+  assert.equal(await bus.committed(group, [{ topic: topics.in, partition: 0 }]), [null])
+  assert.equal(await readAll(topics.b, 0), [])
+  await old.close()
+  await fresh.close()
 })
 
 test.after(async () => {
   await bus.close()
-  await mock.stop()
+  await kafka.release()
 })
 test.run()

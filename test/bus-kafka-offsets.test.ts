@@ -1,6 +1,7 @@
 /**
  * KafkaBus.offsets() under broker errors, injected into librdkafka's mock cluster
- * (`injectRequestErrors`): a transient ListOffsets failure is retried until the answer is
+ * (`injectRequestErrors`; a real broker cannot be told to answer the next N ListOffsets requests
+ * with a chosen error, which is the one reason the mock is still used): a transient ListOffsets failure is retried until the answer is
  * complete; a lasting one surfaces as a BusError naming the topic, within the retry bound. CI saw
  * kafkajs' fetchTopicOffsets fail transiently right after topic creation ("Cannot destructure
  * property 'partitions'"), which failed a test file; this is the fault that retry is for.
@@ -10,7 +11,9 @@ import * as assert from 'uvu/assert'
 import { BusError, createKafkaBus, startKafkaMockCluster, type BusBackend } from '../engine/bus/index.js'
 
 const mock = await startKafkaMockCluster({ brokers: 1, topics: [{ name: 'offsets-a', partitions: 3 }] })
-const bus: BusBackend = createKafkaBus({ brokers: mock.brokers, createTopics: mock.createTopics })
+// idempotent: false: the mock reports controller id 0, and kafkajs cannot initialise an
+// idempotent producer there.
+const bus: BusBackend = createKafkaBus({ brokers: mock.brokers, createTopics: mock.createTopics, idempotent: false })
 /** Kafka protocol: API key of ListOffsets; error codes NOT_LEADER_OR_FOLLOWER and TOPIC_AUTHORIZATION_FAILED. */
 const LIST_OFFSETS = 2
 const NOT_LEADER_OR_FOLLOWER = 6

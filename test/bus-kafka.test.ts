@@ -1,23 +1,18 @@
 /**
- * The bus conformance suite on the kafka backend, against librdkafka's mock cluster on loopback
- * (started here; built by tools/kafka-mock/build.sh if missing). What the mock cannot show is
- * listed in `knownLimits` and reported as SKIP lines with the observed behaviour.
+ * The bus conformance suite on the kafka backend, against a real Apache Kafka broker
+ * (testing/kafka-broker.ts: the run's shared broker, or a private single node). Every test runs;
+ * nothing is a known limit.
  */
-import { createKafkaBus, startKafkaMockCluster } from '../engine/bus/index.js'
-import { busConformance, CONFORMANCE } from './bus-conformance.js'
+import { createKafkaBus } from '../engine/bus/index.js'
+import { testKafka } from '../testing/kafka-broker.js'
+import { busConformance } from './bus-conformance.js'
 
-const mock = await startKafkaMockCluster({ brokers: 3 })
+const kafka = await testKafka()
 
-busConformance('kafka', async () => createKafkaBus({ brokers: mock.brokers, createTopics: mock.createTopics }), {
-  knownLimits: {
-    [CONFORMANCE.openInvisible]: 'librdkafka 2.0.2 mock keeps no last stable offset: read_committed fetches return records of open transactions',
-    [CONFORMANCE.abortInvisible]: 'librdkafka 2.0.2 mock writes no abort markers and no aborted-transaction list: read_committed fetches return aborted records',
-    [CONFORMANCE.txnOffsets]: 'librdkafka 2.0.2 mock accepts TxnOffsetCommit but does not store the offsets in the group',
-    [CONFORMANCE.fencing]: 'librdkafka 2.0.2 mock does not fence: EndTxn from the older producer epoch is accepted',
-  },
-  // The mock waits (session timeout - 1 s) for members to rejoin on every membership change and
-  // has no minimum session timeout: 3 s keeps the group tests short. Real brokers need >= 6 s.
+busConformance('kafka', async () => createKafkaBus({ brokers: kafka.brokers }), {
+  // group.min.session.timeout.ms of the test broker is 1000 (tools/kafka/kafka.sh); a short
+  // session keeps the group tests short (Kafka's own default minimum is 6000).
   sessionTimeoutMs: 3000,
-  after: () => mock.stop(),
+  after: () => kafka.release(),
   testTimeoutMs: 30_000,
 })

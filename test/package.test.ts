@@ -27,10 +27,10 @@ const DOCUMENTED: Record<string, string[]> = {
   'sluice/service': ['EVENT_TYPE_CHANGE', 'EVENT_TYPE_JSON', 'USER_EVENT_TYPE_MIN', 'defineService'],
   'sluice/bus': [
     'BUS_DEFAULTS', 'BusError', 'createJournalBus', 'createKafkaBus', 'createMemoryBus',
-    'mockClusterAssigners', 'murmur2', 'partitionForKey',
+    'murmur2', 'partitionForKey',
   ],
   'sluice/patterns': [
-    'PATTERN_DEFAULTS', 'RPC_TIMEOUT_MS_DEFAULT', 'RpcRemoteError', 'RpcTimeoutError', 'bytesCodec',
+    'PATTERN_DEFAULTS', 'RPC_TIMEOUT_MS_DEFAULT', 'RpcConnectionError', 'RpcRemoteError', 'RpcTimeoutError', 'bytesCodec',
     'jsonCodec', 'partitionTransactionalId', 'startCompacted', 'startDurable', 'startPubSub',
     'startRpcResponder', 'startRpcSender', 'startStateAndEvent', 'stringCodec',
   ],
@@ -38,7 +38,8 @@ const DOCUMENTED: Record<string, string[]> = {
 /** `sluice/testing` grows (test helpers); these must be there. */
 const TESTING_AT_LEAST = [
   'PGBENCH_ACCOUNTS_PER_BRANCH', 'PGBENCH_SCALE_MAX', 'PGBENCH_TELLERS_PER_BRANCH', 'TPCB_DEFAULTS',
-  'createPgbenchSchema', 'runTpcb', 'runTpcbClient',
+  'createPgbenchSchema', 'runTpcb', 'runTpcbClient', 'resolveKafkaLibs', 'sharedKafkaBrokers',
+  'startKafka', 'testKafka',
 ];
 const EXAMPLES = ['compacted', 'pubsub', 'rpc', 'state-and-event', 'durable'];
 

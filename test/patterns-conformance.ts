@@ -6,6 +6,7 @@
  * Known limits: as in test/bus-conformance.ts, a backend run names tests its environment cannot
  * show; such a test still runs, and a failure prints a `SKIP` line (test, reason, observed
  * assertion) instead of counting; a pass prints a `NOTE`. Nothing is silently skipped.
+ * PATTERNS_ONLY=<substring> registers only the tests whose name contains it (for debugging one).
  */
 import { spawn } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
@@ -78,6 +79,7 @@ export function patternConformance(backendName: string, make: () => Promise<Patt
   const track = <S extends Subscription>(sub: S): S => (subs.push(sub), sub)
 
   const it = (title: string, body: (pb: PatternBackend) => Promise<void>): void => {
+    if (process.env.PATTERNS_ONLY && !title.includes(process.env.PATTERNS_ONLY)) return
     const reason = opts.notRun?.[title]
     if (reason) {
       s(title, () => console.log(`  SKIP [${backendName}] "${title}": not run: ${reason}`))
@@ -100,9 +102,10 @@ export function patternConformance(backendName: string, make: () => Promise<Patt
     })
   }
 
+  const partitionFencing = (bus: BusBackend): boolean => opts.durableFencing === 'partition' || (opts.durableFencing === undefined && bus.kind === 'kafka')
   const durable = (bus: BusBackend, input: string, output: string, group: string, extra: Partial<Parameters<typeof startDurable<string>>[0]> = {}) =>
     track(startDurable({ bus, groupId: group, topics: [input], codec: stringCodec,
-      ...(opts.durableFencing === 'partition' || (opts.durableFencing === undefined && bus.kind === 'kafka')
+      ...(partitionFencing(bus)
         ? { fencing: 'partition' as const, transactionalId: `${group}-tx` }
         : { fencing: opts.durableFencing ?? 'member', transactionalId: name('tx') }), processor: echoProcessor(output), batchSizeMax: 10, sessionTimeoutMs: opts.sessionTimeoutMs, ...extra }))
 
@@ -120,7 +123,11 @@ export function patternConformance(backendName: string, make: () => Promise<Patt
     let bus = pb.bus
     if (pb.crashChild && pb.reopen) {
       await bus.close()
-      const child = spawn(process.execPath, [fileURLToPath(new URL('./patterns-crash.child.js', import.meta.url)), JSON.stringify(pb.crashChild), input, output, group, name('tx'), '2'], { stdio: ['ignore', 'inherit', 'inherit'] })
+      // With 'partition' fencing the child's ids are the group's, as every member's: the next
+      // member's producers fence the child and abort its open transaction.
+      const fence = partitionFencing(bus) ? ['partition', String(opts.sessionTimeoutMs ?? 10_000)] : []
+      const txId = partitionFencing(bus) ? `${group}-tx` : name('tx')
+      const child = spawn(process.execPath, [fileURLToPath(new URL('./patterns-crash.child.js', import.meta.url)), JSON.stringify(pb.crashChild), input, output, group, txId, '2', ...fence], { stdio: ['ignore', 'inherit', 'inherit'] })
       const signal = await new Promise<string | null>((r) => child.on('exit', (_c, sig) => r(sig)))
       assert.is(signal, 'SIGKILL', 'the child died by kill -9 before its 2nd commit')
       pb.bus = bus = await pb.reopen()
@@ -318,17 +325,27 @@ export function patternConformance(backendName: string, make: () => Promise<Patt
     await pb.bus.createTopics([{ name: ev, partitions: 2 }, { name: st, partitions: 2, compacted: true }, { name: out, partitions: 2 }])
     const p = await pb.bus.producer()
     const num = jsonCodec<number>()
-    for (let i = 0; i < 1000; i += 250) await p.send(Array.from({ length: 250 }, (_, j) => ({ topic: st, key: `s${i + j}`, value: num.encode(i + j), partition: 1 })))
-    // B (a plain member, sorted after A) holds partition 1 until A is busy with a slow event on partition 0.
-    const b = await pb.bus.consumer({ groupId: group, clientId: 'zz-holder' })
+    // 1000 states in each partition (keys p<partition>-<i>): whichever partition moves, it has them.
+    for (const part of [0, 1]) {
+      for (let i = 0; i < 1000; i += 250) await p.send(Array.from({ length: 250 }, (_, j) => ({ topic: st, key: `p${part}-${i + j}`, value: num.encode(i + j), partition: part })))
+    }
+    // B (a plain member) holds both partitions, then one of them while A starts; it leaves when A
+    // is busy with a slow event on A's first partition, so B's partition moves to A mid-event.
+    const b = await pb.bus.consumer({ groupId: group, clientId: 'zz-holder', sessionTimeoutMs: opts.sessionTimeoutMs })
     await b.subscribe([ev])
     while (b.assignment().length < 2) await b.poll({ timeoutMs: 50 })
     const log: string[] = []
     let releaseB!: () => void
     const bLeaves = new Promise<void>((r) => (releaseB = r))
-    track(startStateAndEvent({
-      bus: pb.bus, groupId: group, eventTopic: ev, stateTopic: st, transactionalId: name('tx'), eventCodec: num, stateCodec: num,
-      listener: { onPartitionSynced: (partition, states) => void log.push(`synced ${partition} ${states.size}`) },
+    let firstSynced!: (partition: number) => void
+    const aFirst = new Promise<number>((r) => (firstSynced = r))
+    const bStopped = { value: false }
+    const a = track(startStateAndEvent({
+      bus: pb.bus, groupId: group, eventTopic: ev, stateTopic: st, transactionalId: name('tx'), eventCodec: num, stateCodec: num, sessionTimeoutMs: opts.sessionTimeoutMs,
+      listener: { onPartitionSynced: (partition, states) => {
+        log.push(`synced ${partition} ${states.size}`)
+        firstSynced(partition)
+      } },
       processor: { onNext: async (state, event) => {
         if (event.key === 'slow') {
           releaseB()
@@ -338,17 +355,29 @@ export function patternConformance(backendName: string, make: () => Promise<Patt
         return { outputs: [{ topic: out, key: event.key, value: bytes(`${event.key}`) }] }
       } },
     }))
-    const bPolls = (async () => { while (!(await Promise.race([bLeaves.then(() => true), b.poll({ timeoutMs: 50 }).then(() => false)]))); await b.close() })()
-    await p.send([{ topic: ev, key: 'slow', value: num.encode(0), partition: 0 }])
-    await bLeaves
-    await p.send(Array.from({ length: 10 }, (_, i) => ({ topic: ev, key: `s${i * 100}`, value: num.encode(1), partition: 1 })))
-    const got = await waitForRecords(pb.bus, out, 11)
-    await bPolls
-    assert.is(got.length, 11, 'no event processed twice')
-    const synced1 = log.indexOf('synced 1 1000')
-    const first1 = log.findIndex((l) => l.startsWith('event 1 '))
-    assert.ok(synced1 >= 0 && synced1 < first1, `partition 1 synced with all 1000 states before its first event: ${log.slice(0, 6).join(' | ')}`)
-    assert.ok(log.filter((l) => l.startsWith('event 1 ')).every((l) => !l.endsWith('state=null')), 'every event of partition 1 sees its state')
+    a.done.catch((e: unknown) => void log.push(`A failed: ${String(e)}`))
+    // B polls (as a live member does) until it is told to leave, or its consumer is closed.
+    const bPolls = (async () => {
+      while (!bStopped.value && !(await Promise.race([bLeaves.then(() => true), b.poll({ timeoutMs: 50 }).then(() => false, () => true)])));
+      await b.close()
+    })()
+    try {
+      const mine = await aFirst
+      const moved = 1 - mine
+      await p.send([{ topic: ev, key: 'slow', value: num.encode(0), partition: mine }])
+      await bLeaves
+      await p.send(Array.from({ length: 10 }, (_, i) => ({ topic: ev, key: `p${moved}-${i * 100}`, value: num.encode(1), partition: moved })))
+      const got = await waitForRecords(pb.bus, out, 11)
+      await bPolls
+      assert.is(got.length, 11, `each event processed once: ${log.join(' | ')}`)
+      const synced = log.indexOf(`synced ${moved} 1000`)
+      const first = log.findIndex((l) => l.startsWith(`event ${moved} `))
+      assert.ok(synced >= 0 && synced < first, `partition ${moved} synced with all 1000 states before its first event: ${log.slice(0, 6).join(' | ')}`)
+      assert.ok(log.filter((l) => l.startsWith(`event ${moved} `)).every((l) => !l.endsWith('state=null')), `every event of partition ${moved} sees its state`)
+    } finally {
+      bStopped.value = true
+      await bPolls
+    }
   })
 
   if (opts.after) s.after(opts.after)

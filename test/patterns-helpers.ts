@@ -2,7 +2,7 @@
  * Shared by the pattern conformance suite and its crash child: the durable test processor and
  * bus helpers. Importing it registers no tests.
  */
-import { createJournalBus, type BusBackend, type ConsumedRecord, type ProducerRecord } from '../engine/bus/index.js'
+import { createJournalBus, createKafkaBus, type BusBackend, type ConsumedRecord, type ProducerRecord } from '../engine/bus/index.js'
 import type { DurableProcessor } from '../engine/patterns/index.js'
 
 const enc = new TextEncoder()
@@ -10,10 +10,10 @@ export const text = (r: { value: Uint8Array | null }): string => (r.value === nu
 export const bytes = (s: string): Uint8Array => enc.encode(s)
 
 /** Where a crash child opens its bus (JSON on its command line). */
-export type ChildBusSpec = { kind: 'journal'; dir: string }
+export type ChildBusSpec = { kind: 'journal'; dir: string } | { kind: 'kafka'; brokers: string[] }
 
-export function openChildBus(spec: ChildBusSpec): Promise<BusBackend> {
-  return createJournalBus({ dir: spec.dir, fsync: 'none' })
+export async function openChildBus(spec: ChildBusSpec): Promise<BusBackend> {
+  return spec.kind === 'kafka' ? createKafkaBus({ brokers: spec.brokers }) : createJournalBus({ dir: spec.dir, fsync: 'none' })
 }
 
 /** Durable test processor: each input "v" with key k becomes "o:v" with key k on `output`. */

@@ -16,3 +16,12 @@ export {
   type TpcbOptions,
   type TpcbResult,
 } from '../engine/workload/index.js';
+export {
+  startKafka,
+  resolveKafkaLibs,
+  sharedKafkaBrokers,
+  testKafka,
+  type KafkaCluster,
+  type KafkaStartOptions,
+  type TestKafka,
+} from './kafka-broker.js';

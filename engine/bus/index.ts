@@ -19,4 +19,4 @@ export { murmur2, partitionForKey, PartitionResolver, tpKey } from './partitione
 export { createMemoryBus } from './memory/index.js'
 export { createJournalBus, JOURNAL_BUS_DEFAULTS, COMPACTION_DEFAULTS, type JournalBus, type JournalBusOptions, type MaintenanceReport } from './journal/index.js'
 export { createKafkaBus, type KafkaBusOptions } from './kafka/index.js'
-export { MOCK_SYNC_DELAY_MS, mockClusterAssigners, startKafkaMockCluster, type KafkaMockCluster, type KafkaMockOptions } from './kafka/mock-cluster.js'
+export { startKafkaMockCluster, type KafkaMockCluster, type KafkaMockOptions } from './kafka/mock-cluster.js'

@@ -244,6 +244,14 @@ export interface BusConsumer {
   committed(tps: TopicPartition[]): Promise<(number | null)[]>
   /** Membership for fenced transactional offset commits; null when not subscribed. */
   groupMetadata(): GroupMetadata | null
+  /**
+   * Backends with a network connection (kafka): calls `listener` each time the consumer loses its
+   * connection to the cluster (a fetch failed after the client's retries; kafkajs: about 3 s
+   * after a broker went away) with a BusError 'backend' naming the cause. The consumer keeps
+   * reconnecting by itself; positions are kept. Returns a function that removes the listener.
+   * Absent on embedded backends, which have no connection to lose.
+   */
+  onConnectionLost?(listener: (error: BusError) => void): () => void
   /** Leaves the group (its partitions go to other members) and releases resources. Idempotent. */
   close(): Promise<void>
 }

@@ -137,6 +137,9 @@ export interface DurableStats {
   partitionsFenced: number
 }
 
+/** How long 'partition' fencing retries creating a partition's producer while the bus fails, ms. */
+const PRODUCER_RETRY_MS = 60_000
+
 /**
  * The transactionalId of input partition `tp` under `fencing: 'partition'`:
  * `${prefix}:${topic}:${partition}`. Kafka topic names are [A-Za-z0-9._-], so ':' keeps the
@@ -385,6 +388,22 @@ export function startDurable<V>(opts: DurableOptions<V>): Subscription & { reado
   }
 
   /**
+   * A transactional producer, retried while the bus fails with 'backend' (a broker failover: the
+   * transaction coordinator moves) for up to {@link PRODUCER_RETRY_MS}; other errors at once.
+   */
+  const makeProducer = async (transactionalId: string): Promise<BusProducer> => {
+    const deadline = Date.now() + PRODUCER_RETRY_MS
+    for (let delay = 200; ; delay = Math.min(delay * 2, 2000)) {
+      try {
+        return await opts.bus.producer({ transactionalId })
+      } catch (e) {
+        if (!(e instanceof BusError) || e.code !== 'backend' || stopping || Date.now() + delay > deadline) throw e
+      }
+      await sleep(delay)
+    }
+  }
+
+  /**
    * 'partition' fencing. Each cycle: one poll, then one onNext call and one transaction per input
    * partition in the poll, through that partition's producer; the cycle's transactions commit in
    * parallel and are awaited before the next poll, so rebalance callbacks (inside poll) never
@@ -405,12 +424,19 @@ export function startDurable<V>(opts: DurableOptions<V>): Subscription & { reado
           const k = tpKey(tp.topic, tp.partition)
           fenced.delete(k)
           if (!partitionProducers.has(k)) {
-            const made = opts.bus.producer({ transactionalId: partitionTransactionalId(opts.transactionalId, tp) })
+            const made = makeProducer(partitionTransactionalId(opts.transactionalId, tp))
             made.catch(() => {})
             partitionProducers.set(k, made)
           }
         }
         await Promise.all(tps.map((tp) => partitionProducers.get(tpKey(tp.topic, tp.partition))))
+        // The consumer set the positions from the group's committed offsets before this callback,
+        // possibly while the previous owner's last transaction was still being completed: a
+        // broker moves TxnOffsetCommit offsets only when it writes the commit markers, after
+        // EndTxn returned, and kafkajs cannot ask OffsetFetch for stable offsets (KIP-447).
+        // InitProducerId above answers only once that transaction is complete (the broker
+        // retries CONCURRENT_TRANSACTIONS), so the offsets read now are final.
+        await rewindToCommitted(opts.bus, c, tps)
         await opts.listener?.assigned?.(tps)
       },
       revoked: async (tps) => {

@@ -16,4 +16,4 @@ export { partitionTransactionalId, startDurable, type DurableOptions, type Durab
 export { startPubSub, type PubSubOptions, type PubSubProcessor } from './pubsub.js'
 export { startCompacted, type CompactedOptions, type CompactedProcessor } from './compacted.js'
 export { startStateAndEvent, type StateAndEventListener, type StateAndEventOptions, type StateAndEventProcessor, type StateAndEventResult } from './state-and-event.js'
-export { RPC_TIMEOUT_MS_DEFAULT, RpcRemoteError, RpcTimeoutError, startRpcResponder, startRpcSender, type RpcProcessor, type RpcResponderOptions, type RpcSender, type RpcSenderOptions } from './rpc.js'
+export { RPC_TIMEOUT_MS_DEFAULT, RpcConnectionError, RpcRemoteError, RpcTimeoutError, startRpcResponder, startRpcSender, type RpcProcessor, type RpcResponderOptions, type RpcSender, type RpcSenderOptions } from './rpc.js'

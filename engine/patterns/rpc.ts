@@ -6,7 +6,9 @@
  * topic, with the same correlationId. The sender reads the response topic from its start position
  * and settles the matching promise. Lost requests and slow responders surface as RpcTimeoutError
  * after `timeoutMs`, never as a hang; a response arriving after its timeout is dropped
- * (counted in `stats.lateResponses`). At most once; no transactions.
+ * (counted in `stats.lateResponses`). Requests pending when the sender's consumer loses its
+ * connection to the bus (a Kafka broker went away) reject at once with RpcConnectionError.
+ * At most once; no transactions.
  */
 import { randomUUID } from 'node:crypto'
 import type { BusBackend, BusConsumer, BusProducer } from '../bus/index.js'
@@ -26,6 +28,18 @@ export class RpcRemoteError extends Error {
   constructor(readonly correlationId: string, message: string) {
     super(message)
     this.name = 'RpcRemoteError'
+  }
+}
+
+/**
+ * A request that was pending when the sender's consumer lost its connection to the bus (kafka: a
+ * broker went away): its response may never come, so it is rejected at once instead of at its
+ * timeout. `cause` is the bus's BusError. The sender keeps running and reconnects; send again.
+ */
+export class RpcConnectionError extends Error {
+  constructor(readonly correlationId: string, cause: Error) {
+    super(`the connection to the bus was lost while the request was pending (${cause.message}), correlationId=${correlationId}`, { cause })
+    this.name = 'RpcConnectionError'
   }
 }
 
@@ -121,6 +135,14 @@ export function startRpcSender<Req, Resp>(opts: RpcSenderOptions<Req, Resp>): Rp
   let producer: BusProducer | null = null
   const run = async (): Promise<void> => {
     consumer = await allPartitionsAtEnd(opts.bus, opts.responseTopic)
+    // A lost connection may have lost the responses of every pending request: reject them now.
+    consumer.onConnectionLost?.((e) => {
+      for (const [id, p] of pending) {
+        clearTimeout(p.timer)
+        p.reject(new RpcConnectionError(id, e))
+      }
+      pending.clear()
+    })
     producer = await opts.bus.producer()
     ready.resolve()
     while (!stopping) {

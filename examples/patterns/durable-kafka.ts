@@ -10,17 +10,16 @@
  *                its previous one (see engine/patterns/durable.ts); member: one per process,
  *                id `<group>-<instance>`, which on Kafka fences only the same instance's restart.
  *     [--log-level NOTHING|ERROR|WARN|INFO|DEBUG]   (kafkajs' log, on stderr)
- *     [--mock]   the brokers are librdkafka's mock cluster (tools/kafka-mock): producers without
- *                idempotence (the mock cannot initialise them) and group leaders that delay their
- *                assignment, or a second process's SyncGroup fails (see mockClusterAssigners).
- *                Without it the settings are a real cluster's: idempotent transactional producers.
  *
- *   node dist/examples/patterns/durable-kafka.js --brokers HOST:PORT --produce N [--input orders] [--mock]
+ *   node dist/examples/patterns/durable-kafka.js --brokers HOST:PORT --create-topics P [--input orders] [--output invoices]
+ *     creates the input and output topics with P partitions each (existing ones with P are kept),
+ *     prints {"event":"topics",...} and exits.
+ *
+ *   node dist/examples/patterns/durable-kafka.js --brokers HOST:PORT --produce N [--input orders]
  *     sends N orders (ids `o-<time>-<i>`, customers c1..c4 as keys) to the input topic, prints
  *     {"event":"produced",...} and exits: a producer to try the processors with.
  *
- * The topics must exist (on librdkafka's mock cluster: `sleep infinity | dist/tools/kafka-mock/mock-cluster
- * 1 orders:6 invoices:6`, which runs while its stdin is open). Each process needs its own
+ * The topics must exist (a local broker: `bash tools/kafka/kafka.sh start`, see the README). Each process needs its own
  * --instance: it names the process in logs (clientId, `batch` header). With --fencing partition
  * every process derives the same transactionalId per order partition from --group, so whichever
  * process is assigned a partition creates its producer and so fences and aborts what a previous
@@ -39,7 +38,7 @@
  * Each invoice carries headers `source` (orders:partition:offset) and `batch` (instance:N).
  */
 import { pathToFileURL } from 'node:url'
-import { createKafkaBus, mockClusterAssigners, type BusBackend, type KafkaBusOptions, type TopicPartition } from 'sluice/bus'
+import { createKafkaBus, type BusBackend, type KafkaBusOptions, type TopicPartition } from 'sluice/bus'
 import { jsonCodec, startDurable, type DurableStats, type Subscription } from 'sluice/patterns'
 
 /** An order, keyed by customer on the input topic. */
@@ -139,13 +138,22 @@ export async function produceOrders(bus: BusBackend, input: string, count: numbe
 export async function main(args: string[]): Promise<void> {
   const log = (e: Record<string, unknown>): void => void process.stdout.write(`${JSON.stringify(e)}\n`)
   const logLevel = arg(args, 'log-level', 'NOTHING') as KafkaBusOptions['logLevel']
-  const mock = args.includes('--mock')
   const produce = args.includes('--produce') ? Number(arg(args, 'produce')) : null
   if (produce !== null && !(Number.isInteger(produce) && produce > 0)) throw new Error(`--produce needs a positive integer, --produce ${arg(args, 'produce')}`)
   const bus = createKafkaBus({
-    brokers: arg(args, 'brokers').split(','), clientId: produce !== null ? 'billing-producer' : `billing-${arg(args, 'instance')}`, logLevel,
-    idempotent: !mock, ...(mock ? { partitionAssigners: mockClusterAssigners() } : {}),
+    brokers: arg(args, 'brokers').split(','), clientId: produce !== null || args.includes('--create-topics') ? 'billing-producer' : `billing-${arg(args, 'instance')}`, logLevel,
   })
+  if (args.includes('--create-topics')) {
+    const partitions = Number(arg(args, 'create-topics'))
+    const topics = [arg(args, 'input', 'orders'), arg(args, 'output', 'invoices')]
+    try {
+      await bus.createTopics(topics.map((name) => ({ name, partitions })))
+      log({ event: 'topics', topics, partitions })
+    } finally {
+      await bus.close()
+    }
+    return
+  }
   if (produce !== null) {
     try {
       const ids = await produceOrders(bus, arg(args, 'input', 'orders'), produce)

@@ -144,6 +144,7 @@ export class KafkaConsumer implements BusConsumer {
   private readonly pollRecordsMax: number
   private readonly reset: 'earliest' | 'latest'
   private readonly sessionTimeoutMs: number
+  private readonly lostListeners = new Set<(error: BusError) => void>()
 
   constructor(private readonly bus: KafkaBusInternals, opts: ConsumerOptions, private readonly onClose: () => void) {
     this.groupId = opts.groupId ?? null
@@ -221,6 +222,10 @@ export class KafkaConsumer implements BusConsumer {
     kc.on(kc.events.CRASH, (e) => {
       if (kc !== this.kc) return
       if (!e.payload.restart) this.failure = e.payload.error
+      else if (!this.closed) {
+        const lost = toBusError(e.payload.error, `connection to the kafka cluster lost (the consumer reconnects), groupId=${this.groupId}`)
+        for (const l of [...this.lostListeners]) l(lost)
+      }
       this.notify()
     })
     kc.on(kc.events.END_BATCH_PROCESS, (e) => {
@@ -550,6 +555,11 @@ export class KafkaConsumer implements BusConsumer {
   async committed(tps: TopicPartition[]): Promise<(number | null)[]> {
     if (this.groupId === null) throw new BusError('bad-input', 'committed() needs a consumer with a groupId')
     return this.bus.committed(this.groupId, tps)
+  }
+
+  onConnectionLost(listener: (error: BusError) => void): () => void {
+    this.lostListeners.add(listener)
+    return () => void this.lostListeners.delete(listener)
   }
 
   groupMetadata(): GroupMetadata | null {

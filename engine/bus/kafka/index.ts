@@ -1,17 +1,18 @@
 /**
  * Kafka bus backend over kafkajs 2.x.
  *
- * Producers: kafkajs producers with acks=all; transactional ones carry a transactionalId with
- * maxInFlightRequests=1. `idempotent` defaults to false only because librdkafka's mock cluster
- * reports controller id 0 and kafkajs then cannot initialise an idempotent producer; set it on a
- * real cluster. Every record is sent with an explicit partition computed by
+ * Producers: kafkajs producers with acks=all, idempotent by default (kafkajs resends a whole
+ * request when one partition of it fails, e.g. NOT_LEADER_OR_FOLLOWER right after a topic was
+ * created: without producer ids and sequence numbers the broker would keep both copies of the
+ * partitions that had succeeded); transactional ones carry a transactionalId with
+ * maxInFlightRequests=1. Every record is sent with an explicit partition computed by
  * {@link PartitionResolver} (murmur2, same as kafkajs' DefaultPartitioner), so partitioning does
  * not depend on the client.
  *
  * Consumers: a pull adapter over kafkajs' push consumer, see ./consumer.ts for why and how.
  *
- * Topics: kafkajs admin.createTopics, or `createTopics` from the options (the mock cluster does
- * not implement CreateTopics; pass {@link KafkaMockCluster.createTopics}).
+ * Topics: kafkajs admin.createTopics, or `createTopics` from the options (librdkafka's mock
+ * cluster, kept for request-error injection in tests, does not implement CreateTopics).
  */
 import kafkajs from 'kafkajs'
 import type { Admin, Kafka as KafkaClient, PartitionAssigner, Producer, Transaction } from 'kafkajs'
@@ -44,11 +45,15 @@ export interface KafkaBusOptions {
   /** Default 'sluice'. */
   clientId?: string
   /**
-   * Replaces kafkajs admin.createTopics (needed on the mock cluster); must be idempotent for equal
-   * partition counts and throw BusError 'bad-input' for different ones.
+   * Replaces kafkajs admin.createTopics (librdkafka's mock cluster has none); must be idempotent
+   * for equal partition counts and throw BusError 'bad-input' for different ones.
    */
   createTopics?: (topics: TopicSpec[]) => Promise<void>
-  /** Idempotent producers (required for EOS on a real cluster). Default false (mock cluster limit). */
+  /**
+   * Idempotent plain producers (the broker drops resent duplicates). Default true; false only for
+   * librdkafka's mock cluster, which reports controller id 0, so kafkajs cannot initialise an
+   * idempotent producer there. Transactional producers are always idempotent.
+   */
   idempotent?: boolean
   /** Longest broker-side wait of one fetch, ms; bounds how late seek/resume take effect. Default 100. */
   fetchMaxWaitMs?: number
@@ -58,11 +63,32 @@ export interface KafkaBusOptions {
   logLevel?: 'NOTHING' | 'ERROR' | 'WARN' | 'INFO' | 'DEBUG'
   /**
    * Partition assigners a group consumer offers when it joins, in order of preference (kafkajs
-   * `partitionAssigners`). Default: kafkajs' round robin. On librdkafka's mock cluster pass
-   * `mockClusterAssigners()` (./mock-cluster.ts) when several processes share a group.
+   * `partitionAssigners`). Default: kafkajs' round robin.
    */
   partitionAssigners?: PartitionAssigner[]
 }
+
+/**
+ * kafkajs retry of producer requests: up to 12 retries, 100 ms doubling to 3.2 s (about 25 s in
+ * all: a failed leader's partitions move after the controller's broker session timeout, 9 s by
+ * default, plus the election), then the send fails with BusError 'backend'.
+ */
+const PRODUCER_RETRY = { retries: 12, initialRetryTime: 100, maxRetryTime: 3200 }
+/**
+ * Coordinator answers after which sendOffsets is retried: the group's coordinator is moving or
+ * loading (a new __consumer_offsets partition, a broker restart or failover). kafkajs retries
+ * only some of them, and names code 16 NOT_COORDINATOR_FOR_GROUP where it checks for
+ * 'NOT_COORDINATOR'.
+ */
+const RETRIABLE_COORDINATOR_TYPES = new Set([
+  'NOT_COORDINATOR_FOR_GROUP', 'NOT_COORDINATOR', 'GROUP_COORDINATOR_NOT_AVAILABLE',
+  'COORDINATOR_NOT_AVAILABLE', 'GROUP_LOAD_IN_PROGRESS', 'COORDINATOR_LOAD_IN_PROGRESS',
+  'CONCURRENT_TRANSACTIONS',
+])
+/** How long createTopics waits for created topics to show in metadata, ms. */
+const CREATE_TOPICS_WAIT_MS = 10_000
+/** How long sendOffsets retries a coordinator that is moving or loading, ms. */
+const SEND_OFFSETS_RETRY_MS = 15_000
 
 /** How long {@link KafkaBus.offsets} retries a transient ListOffsets failure, ms. */
 const OFFSETS_RETRY_MS = 10_000
@@ -172,7 +198,22 @@ class KafkaBus implements BusBackend, KafkaBusInternals {
         })
       }
     } catch (e) {
-      throw toBusError(e, `creating topics ${missing.map((t) => t.name).join(',')}`)
+      // kafkajs' wait for the new topics' leaders can meet metadata that does not list them yet
+      // (seen on a freshly started Kafka 4 broker): the topics were created; wait for them here.
+      const type = kafkaErrorType(e)
+      if (type !== 'UNKNOWN_TOPIC_OR_PARTITION' && type !== 'LEADER_NOT_AVAILABLE' && type !== 'TOPIC_ALREADY_EXISTS') {
+        throw toBusError(e, `creating topics ${missing.map((t) => t.name).join(',')}`)
+      }
+      const deadline = Date.now() + CREATE_TOPICS_WAIT_MS
+      for (const t of missing) {
+        for (;;) {
+          const n = await this.partitionCount(t.name).catch(() => null)
+          if (n === t.partitions) break
+          if (n !== null) throw new BusError('bad-input', `topic exists with ${n} partitions, topic=${t.name} partitions=${t.partitions}`)
+          if (Date.now() > deadline) throw toBusError(e, `creating topics ${missing.map((x) => x.name).join(',')}`)
+          await new Promise((r) => setTimeout(r, 100))
+        }
+      }
     }
   }
 
@@ -261,7 +302,9 @@ class KafkaBus implements BusBackend, KafkaBusInternals {
     const transactionalId = opts.transactionalId ?? null
     const p = this.kafka.producer({
       allowAutoTopicCreation: false,
-      idempotent: this.options.idempotent ?? false,
+      idempotent: this.options.idempotent ?? true,
+      // kafkajs' idempotent default is to retry forever: a broker that is gone would hang a send.
+      retry: PRODUCER_RETRY,
       ...(transactionalId !== null ? { transactionalId, maxInFlightRequests: 1 } : {}),
     })
     try {
@@ -415,10 +458,20 @@ class KafkaTransaction implements BusTransaction {
       if (!list) byTopic.set(p.topic, (list = []))
       list.push({ partition: p.partition, offset: String(p.offset) })
     }
-    try {
-      await this.t.sendOffsets({ consumerGroupId, topics: [...byTopic].map(([topic, partitions]) => ({ topic, partitions })) })
-    } catch (e) {
-      throw toBusError(e, `sendOffsets in transaction ${this.producer.transactionalId}`)
+    const topics = [...byTopic].map(([topic, partitions]) => ({ topic, partitions }))
+    const deadline = Date.now() + SEND_OFFSETS_RETRY_MS
+    for (let delay = 100; ; delay = Math.min(delay * 2, 1600)) {
+      try {
+        await this.t.sendOffsets({ consumerGroupId, topics })
+        return
+      } catch (e) {
+        const type = kafkaErrorType(e)
+        const retriable = type !== undefined && RETRIABLE_COORDINATOR_TYPES.has(type)
+        if (!retriable || Date.now() + delay > deadline) {
+          throw toBusError(e, `sendOffsets in transaction ${this.producer.transactionalId}`)
+        }
+      }
+      await new Promise((r) => setTimeout(r, delay))
     }
   }
 

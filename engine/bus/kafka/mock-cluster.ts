@@ -1,31 +1,19 @@
 /**
  * Starts librdkafka's mock Kafka cluster (tools/kafka-mock/mock-cluster.c) as a child process
- * on loopback, for tests and benchmarks. Built by tools/kafka-mock/build.sh on first use
- * (needs gcc and Debian's librdkafka-dev).
+ * on loopback. Built by tools/kafka-mock/build.sh on first use (needs gcc and Debian's
+ * librdkafka-dev).
  *
- * What the mock (librdkafka 2.0.2) can and cannot show, as verified by test/bus.kafka.test.ts:
- * - It reports controller id 0, which is no broker: kafkajs admin.createTopics and producers with
- *   `idempotent: true` fail ("Broker 0 not found in the cached metadata"). Topics are created by
- *   the launcher instead ({@link KafkaMockCluster.createTopics}).
- * - A producer with a transactionalId (idempotent left false) runs transactions: begin, produce,
- *   commit and abort succeed.
- * - It writes no transaction markers and keeps no last stable offset: under read_committed,
- *   aborted records and records of still-open transactions are returned like committed ones.
- * - TxnOffsetCommit (sendOffsets in a transaction) is accepted but does not move the group's
- *   committed offsets; plain OffsetCommit does.
- * - InitProducerId returns a new producer id with epoch 0 for every producer, even for a
- *   transactionalId it has seen: no epoch bump, so no producer is ever fenced (test/bus-kafka-fencing.test.ts).
- * - Metadata requests auto-create an unknown topic with 4 partitions, even with
- *   allow_auto_topic_creation=false (kafkajs admin): 'unknown-topic' cannot be shown, and
- *   {@link KafkaMockCluster.createTopics} must run before any client touches a topic.
- * - Consumer groups (JoinGroup/SyncGroup/Heartbeat/LeaveGroup, OffsetCommit/Fetch) work, with one
- *   race: the mock completes a sync as soon as the leader's SyncGroup has brought an assignment for
- *   every member, and answers a follower's SyncGroup that arrives after that with INVALID_REQUEST
- *   (kafkajs then crashes the consumer). A follower in another process, whose first join runs cold
- *   code, loses that race every time (observed: leader 4 ms, follower 10 ms after the JoinGroup
- *   response). {@link mockClusterAssigners} delays the leader's assignment so followers sync first.
+ * Every guarantee of the kafka bus is tested against a real Apache Kafka broker
+ * (testing/kafka-broker.ts). The mock stays for one thing a real broker cannot be made to do on
+ * demand: answer the next N requests of one API with a chosen error code
+ * ({@link KafkaMockCluster.injectRequestErrors}), as test/bus-kafka-offsets.test.ts does for
+ * ListOffsets. What it cannot do (librdkafka 2.0.2): it reports controller id 0, so kafkajs'
+ * admin.createTopics fails (topics are created by the launcher, {@link KafkaMockCluster.createTopics});
+ * it writes no transaction markers and keeps no last stable offset, does not store TxnOffsetCommit
+ * offsets, never fences a producer, auto-creates any topic a Metadata request names, and answers
+ * a follower's late SyncGroup with INVALID_REQUEST. Nothing but request-error injection should
+ * use it.
  */
-import kafkajs, { type PartitionAssigner } from 'kafkajs'
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { dirname, join } from 'node:path'
@@ -134,30 +122,6 @@ export async function startKafkaMockCluster(opts: KafkaMockOptions = {}): Promis
   }
   await cluster.createTopics(opts.topics ?? [])
   return cluster
-}
-
-/** Default delay of the group leader's assignment on the mock, ms: far above a cold follower's ~10 ms. */
-export const MOCK_SYNC_DELAY_MS = 250
-
-/**
- * kafkajs' round-robin assigner (same protocol name, so it mixes with plain members) whose
- * assign() first waits `syncDelayMs`: the leader's SyncGroup then reaches the mock after the
- * followers' (see the file comment). For `createKafkaBus({ partitionAssigners })` on the mock
- * only; every rebalance takes `syncDelayMs` longer.
- */
-export function mockClusterAssigners(syncDelayMs: number = MOCK_SYNC_DELAY_MS): PartitionAssigner[] {
-  if (!Number.isInteger(syncDelayMs) || syncDelayMs < 0) throw new BusError('bad-input', `syncDelayMs must be an integer >= 0, syncDelayMs=${syncDelayMs}`)
-  const roundRobin: PartitionAssigner = kafkajs.PartitionAssigners.roundRobin
-  return [(config) => {
-    const assigner = roundRobin(config)
-    return {
-      ...assigner,
-      assign: async (group) => {
-        await new Promise((r) => setTimeout(r, syncDelayMs))
-        return assigner.assign(group)
-      },
-    }
-  }]
 }
 
 function stopChild(child: ChildProcess, timeoutMs: number): Promise<void> {

@@ -563,6 +563,9 @@ class MemoryConsumer implements BusConsumer, GroupMember {
     const deadline = Date.now() + (opts.timeoutMs ?? BUS_DEFAULTS.pollTimeoutMs)
     const out: ConsumedRecord[] = []
     for (;;) {
+      // Closed while this poll waited: it must not reconcile, which would take the partitions of
+      // its stale target for a member that has left the group.
+      this.checkOpen()
       await this.reconcile()
       this.checkOpen()
       const owned = [...this.owned.values()]

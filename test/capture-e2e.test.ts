@@ -48,9 +48,12 @@ for (const dialect of DIALECTS) {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-e2e-'));
     try {
       await app.exec(LEDGER_DDL[dialect]);
-      const db = app.ref.dialect === 'sqlite'
-        ? `{ dialect: sqlite, file: "${app.ref.file}" }`
-        : `{ dialect: postgres, url: "${app.ref.url}", schema: ${app.ref.schema} }`;
+      const ref = app.ref;
+      const db = ref.dialect === 'sqlite'
+        ? `{ dialect: sqlite, file: "${ref.file}" }`
+        : ref.dialect === 'postgres'
+          ? `{ dialect: postgres, url: "${ref.url}", schema: ${ref.schema} }`
+          : `{ dialect: mariadb, url: "${ref.url}" }`;
       const file = path.join(dir, 'topology.yaml');
       fs.writeFileSync(file, [
         'name: e2e',

@@ -5,6 +5,8 @@
  * default in {@link CDC_DEFAULTS} and nowhere else.
  */
 
+import { MARIADB_TRUNCATE_REFUSAL, parseMariaDbUrl } from './mariadb-url.js';
+
 /** One operation a capture trigger can record. */
 export type CaptureOperation = 'insert' | 'update' | 'delete' | 'truncate';
 
@@ -45,10 +47,13 @@ export interface CaptureTable {
  *   `busyTimeoutMs` (added field) is the connection's busy_timeout, default CDC_DEFAULTS.busyTimeoutMs.
  * - postgres: `url` libpq-style connection string; `schema` (added field, optional) sets the
  *   connection's search_path, so unqualified table names and the staging table resolve there.
+ * - mariadb (also spelled mysql): `url` `mariadb://user[:password]@host[:port]/database`; the
+ *   database holds the staging table and is where unqualified table names resolve (mariadb.ts).
  */
 export type DatabaseRef =
   | { dialect: 'sqlite'; file: string; busyTimeoutMs?: number }
-  | { dialect: 'postgres'; url: string; schema?: string };
+  | { dialect: 'postgres'; url: string; schema?: string }
+  | { dialect: 'mariadb' | 'mysql'; url: string };
 
 /**
  * One capture source: a database, its captured tables and its staging table.
@@ -138,8 +143,11 @@ export function validateCaptureSource(source: CaptureSource): CaptureSource {
     if (db.schema !== undefined && (typeof db.schema !== 'string' || db.schema.length === 0)) {
       bad('database.schema', 'must be a non-empty string when given');
     }
+  } else if (db?.dialect === 'mariadb' || db?.dialect === 'mysql') {
+    const url = typeof db.url === 'string' ? parseMariaDbUrl(db.url) : 'must be a non-empty connection string';
+    if (typeof url === 'string') bad('database.url', url);
   } else {
-    bad('database.dialect', `must be "sqlite" or "postgres", dialect=${String((db as { dialect?: unknown })?.dialect)}`);
+    bad('database.dialect', `must be "sqlite", "postgres" or "mariadb", dialect=${String((db as { dialect?: unknown })?.dialect)}`);
   }
   checkInt(source?.pumps, 1, CDC_DEFAULTS.pumpsMax, 'pumps', bad);
   checkInt(source?.batchSizeMax, 1, CDC_DEFAULTS.claimLimitMax, 'batchSizeMax', bad);
@@ -165,6 +173,9 @@ export function validateCaptureSource(source: CaptureSource): CaptureSource {
         if (new Set(t.operations).size !== t.operations.length) bad(`${p}.operations`, 'lists an operation twice');
         if (db?.dialect === 'sqlite' && t.operations.includes('truncate')) {
           bad(`${p}.operations`, 'truncate is not supported on sqlite (SQLite has no TRUNCATE; DELETE fires per-row delete triggers)');
+        }
+        if ((db?.dialect === 'mariadb' || db?.dialect === 'mysql') && t.operations.includes('truncate')) {
+          bad(`${p}.operations`, MARIADB_TRUNCATE_REFUSAL);
         }
       }
       for (const field of ['columns', 'key'] as const) {

@@ -122,7 +122,7 @@ interface TopologyFile {
   }>;
   capture?: Array<{
     name: string;
-    database: { dialect: 'sqlite'; file: string; busyTimeoutMs?: number } | { dialect: 'postgres'; url: string; schema?: string };
+    database: DatabaseRef;
     pumps?: number; batchSizeMax?: number; pollIntervalMs?: number; stagingTable?: string;
     tables: Array<{
       table: string; operations: CaptureOperation[]; columns?: string[]; key?: string[];
@@ -144,7 +144,11 @@ function applyDefaults(f: TopologyFile, file: string, baseDir: string): Topology
       const dbFile = db.file === ':memory:' || db.file.startsWith('file:') ? db.file : resolvePath(db.file);
       return { dialect: 'sqlite', file: dbFile, ...(db.busyTimeoutMs !== undefined ? { busyTimeoutMs: db.busyTimeoutMs } : {}) };
     }
-    return { dialect: 'postgres', url: db.url, ...(db.schema !== undefined ? { schema: db.schema } : {}) };
+    if (db.dialect === 'postgres') {
+      return { dialect: 'postgres', url: db.url, ...(db.schema !== undefined ? { schema: db.schema } : {}) };
+    }
+    // "mysql" is another spelling of the same dialect.
+    return { dialect: 'mariadb', url: db.url };
   };
   return {
     name: f.name,

@@ -66,6 +66,14 @@ const database = {
       required: ['url'],
       additionalProperties: false,
     },
+    {
+      properties: {
+        dialect: { enum: [DIALECT_VALUES[2], DIALECT_VALUES[3]] },
+        url: nonEmptyString,
+      },
+      required: ['url'],
+      additionalProperties: false,
+    },
   ],
 };
 

@@ -1,0 +1,514 @@
+/**
+ * MariaDB capture: trigger DDL generation and the staging client over `mysql2`.
+ *
+ * Per captured table, one AFTER ... FOR EACH ROW trigger per captured row operation (MariaDB
+ * has no statement-level triggers and no WHEN clause: the no-op check and `condition` are an IF
+ * in the body). Triggers run with their definer's rights, so writers need no grants on staging.
+ * They are created with CREATE OR REPLACE TRIGGER, which swaps a trigger under the table's
+ * metadata lock: a reinstall never leaves a moment without capture.
+ *
+ * Every object lives in the database named by the connection url (the staging database): the
+ * staging and error tables, the FNV-1a function `sluice_fnv1a32`, and one TRUNCATE guard table
+ * per captured table (case C9, below). Captured tables may be in other databases (`db.table`).
+ *
+ * Value text (exact, never through a float, independent of the writing session's time_zone and
+ * character set), rendered by {@link mariaDbText}:
+ *  - integers, DOUBLE: CAST AS CHAR (DOUBLE prints the shortest text that round-trips);
+ *  - DECIMAL(p,s), s > 0: trailing fraction zeros trimmed (-0.500000 -> -0.5, like PostgreSQL);
+ *  - FLOAT (single precision): the stored value widened to DOUBLE, e.g. 0.1 -> 0.10000000149011612
+ *    (MariaDB's own FLOAT text keeps 6 digits, which loses values);
+ *  - TIMESTAMP: ISO 8601 in UTC with `Z`, from UNIX_TIMESTAMP (the stored UTC instant, so the
+ *    session time_zone plays no part); DATETIME: ISO 8601 with `T`, no zone; DATE, TIME, YEAR as
+ *    printed; the column's fractional digits are kept as declared;
+ *  - BIT(n): n binary digits; BINARY/VARBINARY/BLOB types and geometry: `\x` + lower-case hex;
+ *  - text, ENUM, SET, JSON, UUID, INET: the characters, converted to utf8mb4.
+ *
+ * txid is "" (as on SQLite): MariaDB gives SQL no identity of the current transaction
+ * (information_schema.INNODB_TRX is a cache refreshed at most every 0.1 s, so it cannot tell two
+ * transactions of one session apart).
+ *
+ * Case C9: MariaDB has no TRUNCATE trigger, so a TRUNCATE cannot be captured. It is refused
+ * instead: install creates an empty guard table with a foreign key referencing the captured
+ * table's primary key, and InnoDB refuses TRUNCATE of a table that another table references
+ * (error 1701 naming the constraint `sluice_capture_refuses_truncate`). DELETE FROM is
+ * captured row by row as usual. Side effect: DROP TABLE of a captured table is refused too
+ * until `uninstall`. A session with foreign_key_checks=0 bypasses the guard (documented limit).
+ */
+import mysql from 'mysql2/promise';
+import { CDC_DEFAULTS, validateCaptureSource, checkClaimArgs } from './config.js';
+import type { CaptureOperation, CaptureSource, CaptureTable, StagedChange } from './config.js';
+import { keyHash } from './key-hash.js';
+import { parseMariaDbUrl } from './mariadb-url.js';
+import { resolveTable } from './sql.js';
+import type { ColumnInfo, ResolvedTable } from './sql.js';
+import type { StagingClient, UninstallOptions } from './staging.js';
+
+type RowOp = Exclude<CaptureOperation, 'truncate'>;
+const ROW_OPS: readonly RowOp[] = ['insert', 'update', 'delete'];
+
+/** MariaDB identifiers (tables, triggers, constraints) are at most 64 characters. */
+const NAME_CHARS_MAX = 64;
+
+/**
+ * sql_mode the triggers are created under (a trigger keeps its creation sql_mode): backslash
+ * escapes on (the generated literals rely on them), no ANSI_QUOTES, strict.
+ */
+const TRIGGER_SQL_MODE = 'STRICT_ALL_TABLES,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION';
+
+/** Named lock (GET_LOCK) serializing installs and uninstalls on one server. */
+const INSTALL_LOCK = 'sluice.cdc.install';
+/** Seconds install() waits for INSTALL_LOCK. */
+const INSTALL_LOCK_WAIT_S = 60;
+
+/** `name` quoted with backticks, embedded backticks doubled. */
+export function mariaDbIdent(name: string): string {
+  if (name.includes('\u0000')) throw new Error(`identifier must not contain NUL, name=${JSON.stringify(name)}`);
+  return `\`${name.replaceAll('`', '``')}\``;
+}
+
+/** `'text'` for MariaDB's default sql_mode: backslashes and single quotes escaped. */
+export function mariaDbLiteral(text: string): string {
+  if (text.includes('\u0000')) throw new Error(`SQL literal must not contain NUL, text=${JSON.stringify(text)}`);
+  return `'${text.replaceAll('\\', '\\\\').replaceAll("'", "''")}'`;
+}
+
+/** A generated name within 64 characters: long names keep a prefix plus an FNV-1a suffix. */
+export function mariaDbName(base: string): string {
+  const clean = base.replace(/[^A-Za-z0-9_]/g, '_');
+  if (clean.length <= NAME_CHARS_MAX && clean === base) return clean;
+  const suffix = keyHash(base).toString(16).padStart(8, '0');
+  return `${clean.slice(0, NAME_CHARS_MAX - 9)}_${suffix}`;
+}
+
+/** `db.table` -> [`db`, `table`]; a bare name -> [null, name] (resolved in the staging database). */
+export function mariaDbSplitTable(table: string): [string | null, string] {
+  const dot = table.indexOf('.');
+  return dot < 0 ? [null, table] : [table.slice(0, dot), table.slice(dot + 1)];
+}
+
+/** `db.table` quoted; a bare name is qualified with `database`. */
+export function mariaDbQualifiedTable(database: string, table: string): string {
+  const [db, name] = mariaDbSplitTable(table);
+  return `${mariaDbIdent(db ?? database)}.${mariaDbIdent(name)}`;
+}
+
+/** Trigger name for `op` of `table` (trigger names are per database in MariaDB, not per table). */
+export function mariaDbTriggerName(stagingTable: string, table: string, op: RowOp): string {
+  return mariaDbName(`sluice_cdc_${stagingTable}_${table.replace('.', '__')}_${op}`);
+}
+
+/** Name of the TRUNCATE guard table of `table` (in the staging database). */
+export function mariaDbGuardName(stagingTable: string, table: string): string {
+  return mariaDbName(`${stagingTable}_guard_${table.replace('.', '__')}`);
+}
+
+/** Name of the guard's foreign key; MariaDB's TRUNCATE error names it, so it says why. */
+export const GUARD_CONSTRAINT = 'sluice_capture_refuses_truncate';
+
+/** `decimal(18,6)` -> 6; other types 0. */
+function decimalScale(type: string): number {
+  const m = /^(?:decimal|numeric)\(\s*\d+\s*,\s*(\d+)\s*\)/.exec(type);
+  return m ? Number(m[1]) : 0;
+}
+
+/** `timestamp(3)` / `datetime(6)` -> 3 / 6; without digits 0. */
+function fractionDigits(type: string): number {
+  const m = /^\w+\((\d+)\)/.exec(type);
+  return m ? Number(m[1]) : 0;
+}
+
+const BINARY_TYPES = new Set([
+  'binary', 'varbinary', 'tinyblob', 'blob', 'mediumblob', 'longblob',
+  'geometry', 'point', 'linestring', 'polygon', 'multipoint', 'multilinestring', 'multipolygon',
+  'geometrycollection',
+]);
+
+const utf8 = (expr: string) => `CAST(${expr} AS CHAR CHARACTER SET utf8mb4)`;
+
+/**
+ * Exact text of one value as a utf8mb4 string expression; `ref` is NEW.`col` / OLD.`col`;
+ * NULL stays NULL. `c.type` is the column's COLUMN_TYPE, lower case (`decimal(18,6)`,
+ * `bigint(20) unsigned`, `timestamp(3)`, `bit(5)`, ...).
+ */
+export function mariaDbText(ref: string, c: ColumnInfo): string {
+  const family = /^[a-z]+/.exec(c.type)?.[0] ?? '';
+  switch (family) {
+    case 'decimal':
+    case 'numeric': {
+      if (decimalScale(c.type) === 0) return utf8(ref);
+      return `TRIM(TRAILING '.' FROM TRIM(TRAILING '0' FROM ${utf8(ref)}))`;
+    }
+    case 'float':
+      return utf8(`CAST(${ref} AS DOUBLE)`);
+    case 'timestamp': {
+      // The zero timestamp has UNIX_TIMESTAMP 0; no real TIMESTAMP value has (range starts at 1 s).
+      const fsp = fractionDigits(c.type);
+      const utc = `DATE_ADD(TIMESTAMP'1970-01-01 00:00:00', INTERVAL CAST(UNIX_TIMESTAMP(${ref}) * 1000000 AS SIGNED) MICROSECOND)`;
+      return `IF(UNIX_TIMESTAMP(${ref}) = 0, ${utf8(ref)}, CONCAT(REPLACE(${utf8(`CAST(${utc} AS DATETIME(${fsp}))`)}, ' ', 'T'), 'Z'))`;
+    }
+    case 'datetime':
+      return `REPLACE(${utf8(ref)}, ' ', 'T')`;
+    case 'bit': {
+      const m = /^bit\((\d+)\)/.exec(c.type);
+      return `LPAD(BIN(${ref} + 0), ${m ? Number(m[1]) : 1}, '0')`;
+    }
+    default:
+      if (BINARY_TYPES.has(family)) return `CONCAT('\\\\x', LOWER(HEX(${ref})))`;
+      if (/char|text|enum|set|json/.test(family)) return `CONVERT(${ref} USING utf8mb4)`;
+      return utf8(ref);
+  }
+}
+
+/** JSON string literal text of one value, or the text `null`. JSON_QUOTE escapes control chars. */
+function mariaDbJson(row: 'NEW' | 'OLD', c: ColumnInfo): string {
+  return `IFNULL(JSON_QUOTE(${mariaDbText(`${row}.${mariaDbIdent(c.name)}`, c)}), 'null')`;
+}
+
+/** CONCAT('{"c1":', <json c1>, ',"c2":', ..., '}'): the row image as JSON object text. */
+function jsonObject(columns: ColumnInfo[], value: (c: ColumnInfo) => string): string {
+  const parts = columns.map((c, i) => `${mariaDbLiteral((i === 0 ? '{' : ',') + JSON.stringify(c.name) + ':')}, ${value(c)}`);
+  return `CONCAT(${parts.join(',\n      ')}, '}')`;
+}
+
+/** CONCAT('[', <json k1>, ',', ..., ']'): the key as JSON array text. */
+function jsonArray(columns: ColumnInfo[], value: (c: ColumnInfo) => string): string {
+  return `CONCAT('[', ${columns.map(value).join(`, ',', `)}, ']')`;
+}
+
+/** Capture time, ms since the epoch: the statement's start time, independent of time_zone. */
+const MARIADB_NOW_MS = 'FLOOR(@@timestamp * 1000)';
+
+/**
+ * `sluice_fnv1a32(text) -> bigint unsigned` in `database`: FNV-1a 32 over the UTF-8 bytes,
+ * identical to the JS keyHash(). h < 2^32 and the prime < 2^25, so h * prime < 2^57 fits.
+ */
+export function mariaDbHashFunctionDdl(database: string): string {
+  return `CREATE OR REPLACE FUNCTION ${mariaDbIdent(database)}.sluice_fnv1a32(k LONGTEXT CHARACTER SET utf8mb4)
+RETURNS BIGINT UNSIGNED DETERMINISTIC NO SQL SQL SECURITY INVOKER
+BEGIN
+  DECLARE b LONGBLOB DEFAULT CAST(k AS BINARY);
+  DECLARE h BIGINT UNSIGNED DEFAULT 2166136261;
+  DECLARE i INT UNSIGNED DEFAULT 1;
+  DECLARE n INT UNSIGNED DEFAULT LENGTH(b);
+  WHILE i <= n DO
+    SET h = ((h ^ ORD(SUBSTRING(b, i, 1))) * 16777619) & 4294967295;
+    SET i = i + 1;
+  END WHILE;
+  RETURN h;
+END`;
+}
+
+/** CREATE TABLE statements for the staging and error tables in `database` (IF NOT EXISTS). */
+export function mariaDbStagingDdl(database: string, stagingTable: string): string[] {
+  const s = `${mariaDbIdent(database)}.${mariaDbIdent(stagingTable)}`;
+  const e = `${mariaDbIdent(database)}.${mariaDbIdent(`${stagingTable}_errors`)}`;
+  const common = `table_name VARCHAR(255) NOT NULL, op VARCHAR(8) NOT NULL, \`key\` LONGTEXT NOT NULL,
+  key_hash BIGINT UNSIGNED NOT NULL, \`before\` LONGTEXT NULL, \`after\` LONGTEXT NULL,
+  txid VARCHAR(32) NOT NULL, time_ms BIGINT NOT NULL, attempts INT NOT NULL DEFAULT 0`;
+  // utf8mb4_bin: staged text is compared byte for byte (no case folding, no pad-space equality).
+  const options = 'ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin';
+  return [
+    `CREATE TABLE IF NOT EXISTS ${s} (\n  id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY,\n  ${common}\n) ${options}`,
+    `CREATE TABLE IF NOT EXISTS ${e} (\n  id BIGINT UNSIGNED NOT NULL PRIMARY KEY,\n  ${common},\n  error LONGTEXT NOT NULL,\n  parked_time_ms BIGINT NOT NULL\n) ${options}`,
+  ];
+}
+
+/**
+ * CREATE OR REPLACE TRIGGER statements for one resolved table (captured operations) and DROP
+ * TRIGGER IF EXISTS for the operations not captured. `database` is the staging database;
+ * unqualified captured tables are in it too.
+ */
+export function mariaDbTriggerDdl(database: string, stagingTable: string, t: ResolvedTable): string[] {
+  const cfg = t.config;
+  const [tableDb] = mariaDbSplitTable(cfg.table);
+  const triggerDb = mariaDbIdent(tableDb ?? database);
+  const staging = `${mariaDbIdent(database)}.${mariaDbIdent(stagingTable)}`;
+  const hash = `${mariaDbIdent(database)}.sluice_fnv1a32`;
+  const table = mariaDbQualifiedTable(database, cfg.table);
+  const suppress = cfg.suppressNoopUpdates ?? CDC_DEFAULTS.suppressNoopUpdates;
+  const out: string[] = [];
+  for (const op of ROW_OPS) {
+    const name = `${triggerDb}.${mariaDbIdent(mariaDbTriggerName(stagingTable, cfg.table, op))}`;
+    if (!cfg.operations.includes(op)) {
+      out.push(`DROP TRIGGER IF EXISTS ${name}`);
+      continue;
+    }
+    const row = op === 'delete' ? 'OLD' : 'NEW';
+    const key = jsonArray(t.key, (c) => mariaDbJson(row, c));
+    const before = op === 'insert' ? 'NULL' : jsonObject(t.columns, (c) => mariaDbJson('OLD', c));
+    const after = op === 'delete' ? 'NULL' : jsonObject(t.columns, (c) => mariaDbJson('NEW', c));
+    const when: string[] = [];
+    if (op === 'update' && suppress) {
+      const compared = [...t.columns, ...t.key.filter((k) => !t.columns.includes(k))];
+      when.push(`NOT (${compared.map((c) => {
+        const col = mariaDbIdent(c.name);
+        // Binary: a case-only or trailing-space change is a change whatever the collation.
+        return `CAST(${mariaDbText(`OLD.${col}`, c)} AS BINARY) <=> CAST(${mariaDbText(`NEW.${col}`, c)} AS BINARY)`;
+      }).join('\n      AND ')})`);
+    }
+    if (cfg.condition) when.push(cfg.condition);
+    const whenSql = when.length > 0 ? when.map((w) => `(${w})`).join(' AND ') : 'TRUE';
+    out.push(`CREATE OR REPLACE TRIGGER ${name} AFTER ${op.toUpperCase()} ON ${table} FOR EACH ROW
+BEGIN
+  DECLARE k LONGTEXT CHARACTER SET utf8mb4;
+  IF ${whenSql} THEN
+    SET k = ${key};
+    INSERT INTO ${staging} (table_name, op, \`key\`, key_hash, \`before\`, \`after\`, txid, time_ms)
+    VALUES (${mariaDbLiteral(cfg.table)}, '${op}', k, ${hash}(k),
+      ${before},
+      ${after},
+      '', ${MARIADB_NOW_MS});
+  END IF;
+END`);
+  }
+  return out;
+}
+
+/** A captured table as introspected: columns, engine, and its primary key's column types. */
+export interface MariaDbTableInfo {
+  columns: ColumnInfo[];
+  /** `CHARACTER SET x COLLATE y` of each text column by name (the guard's foreign key needs them). */
+  charsets: Map<string, string>;
+  /** Storage engine (`InnoDB`, ...); null when the table does not exist. */
+  engine: string | null;
+}
+
+/**
+ * Introspects `table` (`db.table`, or a bare name in `database`) from information_schema.
+ * ColumnInfo.type is COLUMN_TYPE in lower case. Empty columns when the table does not exist.
+ */
+export async function introspectMariaDbTable(conn: mysql.Connection, database: string, table: string): Promise<MariaDbTableInfo> {
+  const [db, name] = mariaDbSplitTable(table);
+  const [rows] = await conn.query<mysql.RowDataPacket[]>(
+    `SELECT c.COLUMN_NAME AS name, LOWER(c.COLUMN_TYPE) AS type, c.CHARACTER_SET_NAME AS cs,
+       c.COLLATION_NAME AS coll,
+       IFNULL((SELECT k.ORDINAL_POSITION FROM information_schema.KEY_COLUMN_USAGE k
+               WHERE k.TABLE_SCHEMA = c.TABLE_SCHEMA AND k.TABLE_NAME = c.TABLE_NAME
+                 AND k.CONSTRAINT_NAME = 'PRIMARY' AND k.COLUMN_NAME = c.COLUMN_NAME), 0) AS pk_position
+     FROM information_schema.COLUMNS c
+     WHERE c.TABLE_SCHEMA = ? AND c.TABLE_NAME = ?
+     ORDER BY c.ORDINAL_POSITION`,
+    [db ?? database, name],
+  );
+  const [tables] = await conn.query<mysql.RowDataPacket[]>(
+    'SELECT ENGINE AS engine FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?',
+    [db ?? database, name],
+  );
+  return {
+    columns: rows.map((r) => ({ name: String(r.name), type: String(r.type), pkPosition: Number(r.pk_position) })),
+    engine: tables[0] ? String(tables[0].engine) : null,
+    charsets: new Map(rows.filter((r) => r.cs !== null && r.coll !== null)
+      .map((r) => [String(r.name), `CHARACTER SET ${String(r.cs)} COLLATE ${String(r.coll)}`])),
+  };
+}
+
+/**
+ * The TRUNCATE guard of one table: an empty InnoDB table in the staging database whose foreign
+ * key references the captured table's primary key (same column types), so InnoDB refuses
+ * TRUNCATE of the captured table. Throws when the table has no primary key.
+ */
+export function mariaDbGuardDdl(database: string, stagingTable: string, cfg: CaptureTable, info: MariaDbTableInfo): string[] {
+  const pk = info.columns.filter((c) => c.pkPosition > 0).sort((a, b) => a.pkPosition - b.pkPosition);
+  if (pk.length === 0) {
+    throw new Error(`capture table "${cfg.table}": MariaDB needs a primary key on a captured table ` +
+      '(its TRUNCATE guard references it; MariaDB has no TRUNCATE trigger)');
+  }
+  const guard = `${mariaDbIdent(database)}.${mariaDbIdent(mariaDbGuardName(stagingTable, cfg.table))}`;
+  const cols = pk.map((c) => `${mariaDbIdent(c.name)} ${c.type} ${info.charsets.get(c.name) ?? ''} NULL`).join(', ');
+  const list = pk.map((c) => mariaDbIdent(c.name)).join(', ');
+  return [
+    `DROP TABLE IF EXISTS ${guard}`,
+    `CREATE TABLE ${guard} (${cols}, KEY (${list}), CONSTRAINT ${mariaDbIdent(GUARD_CONSTRAINT)} ` +
+      `FOREIGN KEY (${list}) REFERENCES ${mariaDbQualifiedTable(database, cfg.table)} (${list})) ENGINE=InnoDB`,
+  ];
+}
+
+/**
+ * StagingClient over one mysql2 connection (READ COMMITTED, utf8mb4).
+ *
+ * claim() is `SELECT ... WHERE key_hash % N = pump ORDER BY id LIMIT n`, a consistent read that
+ * takes no locks, and ack() a `DELETE ... WHERE id IN (...)` by primary key (READ COMMITTED: no
+ * gap locks, so an ack of ids already gone never blocks the triggers' inserts). A pump owns its
+ * key partition alone: its first claim takes the named lock
+ * `sluice.cdc.<hash of database.staging>.<pump>` (GET_LOCK, released when the session ends); a
+ * second session claiming the same pump gets an Error after CDC_DEFAULTS.pumpLockWaitMs.
+ */
+export class MariaDbStaging implements StagingClient {
+  readonly source: CaptureSource;
+  /** The staging database (the url's path). */
+  readonly database: string;
+  private readonly ready: Promise<mysql.Connection>;
+  private readonly pumpsHeld = new Set<number>();
+  private connectionError: Error | null = null;
+  private closed = false;
+
+  constructor(source: CaptureSource) {
+    validateCaptureSource(source);
+    const db = source.database;
+    if (db.dialect !== 'mariadb' && db.dialect !== 'mysql') {
+      throw new Error(`MariaDbStaging needs dialect "mariadb", dialect=${db.dialect}`);
+    }
+    const url = parseMariaDbUrl(db.url);
+    if (typeof url === 'string') throw new Error(`capture source "${source.name}": database.url: ${url}`);
+    this.source = source;
+    this.database = url.database;
+    this.ready = this.connect(url);
+    // Callers see the failure on their first call; do not let it surface as unhandled.
+    this.ready.catch(() => undefined);
+  }
+
+  private async connect(url: Exclude<ReturnType<typeof parseMariaDbUrl>, string>): Promise<mysql.Connection> {
+    const conn = await mysql.createConnection({
+      host: url.host, port: url.port, user: url.user, password: url.password, database: url.database,
+      charset: 'utf8mb4', supportBigNumbers: true, bigNumberStrings: true,
+    });
+    // Without a listener a dropped connection's 'error' event would crash the process.
+    conn.on('error', (err: Error) => { this.connectionError = err; });
+    try {
+      const [rows] = await conn.query<mysql.RowDataPacket[]>('SELECT VERSION() AS v');
+      const version = String(rows[0]?.v ?? '');
+      if (!/mariadb/i.test(version)) {
+        throw new Error(`capture source "${this.source.name}": server version ${version} is not MariaDB; ` +
+          'the mariadb dialect needs MariaDB >= 10.5 (CREATE OR REPLACE TRIGGER)');
+      }
+      await conn.query('SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED');
+      await conn.query(`SET SESSION sql_mode = '${TRIGGER_SQL_MODE}'`);
+    } catch (err) {
+      await conn.end().catch(() => undefined);
+      throw err;
+    }
+    return conn;
+  }
+
+  private async open(): Promise<mysql.Connection> {
+    if (this.closed) throw new Error(`staging client for source "${this.source.name}" is closed`);
+    if (this.connectionError) throw new Error(`capture source "${this.source.name}": connection lost: ${this.connectionError.message}`);
+    return this.ready;
+  }
+
+  /** Connects (or fails, naming the source). For openStaging. */
+  async connected(): Promise<void> {
+    await this.open();
+  }
+
+  private stagingRef(): string {
+    return `${mariaDbIdent(this.database)}.${mariaDbIdent(this.source.stagingTable)}`;
+  }
+
+  async install(): Promise<void> {
+    const conn = await this.open();
+    await this.withInstallLock(conn, async () => {
+      // DDL commits implicitly in MariaDB: check every table before changing anything.
+      const resolved: { table: ResolvedTable; info: MariaDbTableInfo }[] = [];
+      for (const cfg of this.source.tables) {
+        const info = await introspectMariaDbTable(conn, this.database, cfg.table);
+        const table = resolveTable(cfg, info.columns);
+        if (info.engine !== 'InnoDB') {
+          throw new Error(`capture table "${cfg.table}": engine is ${info.engine}; capture needs InnoDB ` +
+            '(a change of a non-transactional table survives the rollback of its staging row)');
+        }
+        resolved.push({ table, info });
+      }
+      await conn.query(mariaDbHashFunctionDdl(this.database));
+      for (const stmt of mariaDbStagingDdl(this.database, this.source.stagingTable)) await conn.query(stmt);
+      for (const { table, info } of resolved) {
+        try {
+          for (const stmt of mariaDbGuardDdl(this.database, this.source.stagingTable, table.config, info)) await conn.query(stmt);
+          for (const stmt of mariaDbTriggerDdl(this.database, this.source.stagingTable, table)) await conn.query(stmt);
+        } catch (err) {
+          throw new Error(`capture table "${table.config.table}": install failed: ${(err as Error).message}`);
+        }
+      }
+    });
+  }
+
+  async uninstall(options: UninstallOptions = {}): Promise<void> {
+    const conn = await this.open();
+    await this.withInstallLock(conn, async () => {
+      for (const cfg of this.source.tables) {
+        const [tableDb] = mariaDbSplitTable(cfg.table);
+        for (const op of ROW_OPS) {
+          const name = mariaDbTriggerName(this.source.stagingTable, cfg.table, op);
+          await conn.query(`DROP TRIGGER IF EXISTS ${mariaDbIdent(tableDb ?? this.database)}.${mariaDbIdent(name)}`);
+        }
+        await conn.query(`DROP TABLE IF EXISTS ${mariaDbIdent(this.database)}.${mariaDbIdent(mariaDbGuardName(this.source.stagingTable, cfg.table))}`);
+      }
+      if (options.dropStaging) {
+        await conn.query(`DROP TABLE IF EXISTS ${this.stagingRef()}`);
+        await conn.query(`DROP TABLE IF EXISTS ${mariaDbIdent(this.database)}.${mariaDbIdent(`${this.source.stagingTable}_errors`)}`);
+      }
+    });
+  }
+
+  private async withInstallLock(conn: mysql.Connection, work: () => Promise<void>): Promise<void> {
+    const [got] = await conn.query<mysql.RowDataPacket[]>('SELECT GET_LOCK(?, ?) AS ok', [INSTALL_LOCK, INSTALL_LOCK_WAIT_S]);
+    if (Number(got[0]?.ok) !== 1) {
+      throw new Error(`capture source "${this.source.name}": another install holds lock ${INSTALL_LOCK} (waited ${INSTALL_LOCK_WAIT_S} s)`);
+    }
+    try {
+      await work();
+    } finally {
+      await conn.query('SELECT RELEASE_LOCK(?)', [INSTALL_LOCK]).catch(() => undefined);
+    }
+  }
+
+  private async holdPump(conn: mysql.Connection, pump: number): Promise<void> {
+    const lock = `sluice.cdc.${keyHash(`${this.database}.${this.source.stagingTable}`).toString(16)}.${pump}`;
+    const deadline = Date.now() + CDC_DEFAULTS.pumpLockWaitMs;
+    for (;;) {
+      const [got] = await conn.query<mysql.RowDataPacket[]>('SELECT GET_LOCK(?, 0) AS ok', [lock]);
+      if (Number(got[0]?.ok) === 1) break;
+      if (Date.now() >= deadline) {
+        throw new Error(`capture source "${this.source.name}": pump ${pump} of staging ${this.database}.${this.source.stagingTable} ` +
+          `is held by another session (waited ${CDC_DEFAULTS.pumpLockWaitMs} ms)`);
+      }
+      await new Promise((r) => setTimeout(r, CDC_DEFAULTS.pumpLockRetryMs));
+    }
+    this.pumpsHeld.add(pump);
+  }
+
+  async claim(pump: number, pumps: number, limit: number): Promise<StagedChange[]> {
+    const conn = await this.open();
+    checkClaimArgs(pump, pumps, limit);
+    if (!this.pumpsHeld.has(pump)) await this.holdPump(conn, pump);
+    const [rows] = await conn.query<mysql.RowDataPacket[]>(
+      `SELECT CAST(id AS CHAR) AS staging_id, table_name, op, \`key\`, key_hash, \`before\`, \`after\`, txid, time_ms, attempts
+       FROM ${this.stagingRef()} ${pumps > 1 ? 'WHERE key_hash % ? = ?' : ''} ORDER BY id LIMIT ?`,
+      pumps > 1 ? [pumps, pump, limit] : [limit],
+    );
+    return rows.map((r) => ({
+      stagingId: String(r.staging_id), table: String(r.table_name), op: r.op as CaptureOperation, key: String(r.key),
+      keyHash: Number(r.key_hash), before: r.before === null ? null : String(r.before),
+      after: r.after === null ? null : String(r.after), txid: String(r.txid), timeMs: Number(r.time_ms),
+      attempts: Number(r.attempts),
+    }));
+  }
+
+  async ack(stagingIds: string[]): Promise<number> {
+    const conn = await this.open();
+    if (stagingIds.length === 0) return 0;
+    for (const id of stagingIds) {
+      if (!/^\d{1,20}$/.test(id)) throw new Error(`staging id must be decimal digits, id=${JSON.stringify(id)}`);
+    }
+    const [res] = await conn.query<mysql.ResultSetHeader>(`DELETE FROM ${this.stagingRef()} WHERE id IN (${stagingIds.join(',')})`);
+    return res.affectedRows;
+  }
+
+  async stagedCount(): Promise<number> {
+    const conn = await this.open();
+    const [rows] = await conn.query<mysql.RowDataPacket[]>(`SELECT COUNT(*) AS n FROM ${this.stagingRef()}`);
+    return Number(rows[0]?.n ?? 0);
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    let conn: mysql.Connection;
+    try {
+      conn = await this.ready;
+    } catch {
+      return; // connect failed: nothing to end
+    }
+    await conn.end().catch(() => undefined);
+  }
+}

@@ -13,7 +13,9 @@ import { PUMP_SHARED, type PumpData } from './contracts.js';
 import { runActor, Counter } from '../engine/actor/index.js';
 import { Appender, Tailer } from '../engine/journal/index.js';
 import { EnvelopeView, EnvelopeWriter, decodeChange, encodeChange, EVENT_TYPE_CHANGE } from '../engine/codec/index.js';
-import { openStaging, PumpCore, type StagedChange, type PumpSink } from '../engine/cdc/index.js';
+import {
+  openStaging, PumpCore, RecordRefusedError, CDC_DEFAULTS, type StagedChange, type PumpSink,
+} from '../engine/cdc/index.js';
 
 
 runActor<PumpData>(async (ctx) => {
@@ -24,34 +26,39 @@ runActor<PumpData>(async (ctx) => {
     appenders.set(queue, Appender.open({ dir: t.dir, segmentBytes: t.segmentBytes, fsync: t.fsync, notifier: ctx.shared(PUMP_SHARED.notifier(queue)) }));
   }
   const writer = new EnvelopeWriter();
+  const recordBytesMax = d.source.recordBytesMax ?? CDC_DEFAULTS.recordBytesMax;
   const sink: PumpSink = {
     appendBatch(changes: StagedChange[]) {
+      // Every record is encoded and checked before any is appended: a refusal appends nothing.
       const byQueue = new Map<string, Uint8Array[]>();
       for (const ch of changes) {
         const queue = d.tableTargets[ch.table];
         if (!queue) throw new Error(`pump ${ctx.name}: staged change ${ch.stagingId} is for table "${ch.table}", which has no target in the topology`);
         let list = byQueue.get(queue);
         if (!list) byQueue.set(queue, (list = []));
-        list.push(
-          writer.encode({
-            type: EVENT_TYPE_CHANGE,
+        const record = writer.encode({
+          type: EVENT_TYPE_CHANGE,
+          key: ch.key,
+          eventTimeMs: ch.timeMs,
+          causeQueue: 0,
+          causePartition: 0,
+          causeIndex: -1,
+          payload: encodeChange({
+            stagingId: ch.stagingId,
+            table: ch.table,
+            op: ch.op,
             key: ch.key,
-            eventTimeMs: ch.timeMs,
-            causeQueue: 0,
-            causePartition: 0,
-            causeIndex: -1,
-            payload: encodeChange({
-              stagingId: ch.stagingId,
-              table: ch.table,
-              op: ch.op,
-              key: ch.key,
-              before: ch.before,
-              after: ch.after,
-              txid: ch.txid,
-              commitTimeMs: ch.timeMs,
-            }),
+            before: ch.before,
+            after: ch.after,
+            txid: ch.txid,
+            commitTimeMs: ch.timeMs,
           }),
-        );
+          });
+        if (record.length > recordBytesMax) {
+          const many = changes.length > 1 ? ` (in a batch of ${changes.length})` : '';
+          throw new RecordRefusedError(`record of ${record.length} bytes exceeds recordBytesMax ${recordBytesMax} of capture source "${d.source.name}" (target queue "${queue}")${many}`);
+        }
+        list.push(record);
       }
       for (const [queue, list] of byQueue) {
         const a = appenders.get(queue)!;
@@ -89,7 +96,9 @@ runActor<PumpData>(async (ctx) => {
     ctx.send({ type: 'live' });
     for (;;) {
       ctx.heartbeat();
+      const before = core.stats.refusals;
       const n = await core.runCycle();
+      c[Counter.errors] += core.stats.refusals - before;
       if (n > 0) {
         c[Counter.eventsIn] += n;
         c[Counter.batches]++;

@@ -152,3 +152,35 @@ export function memorySink(): MemorySink {
     recentStagingIds(limit) { return new Set(changes.slice(-limit).map((c) => c.stagingId)); },
   };
 }
+
+/**
+ * A memorySink whose target refuses (RecordRefusedError) any batch holding a change whose after
+ * image exceeds `limit.bytes` characters, as a target with a record size limit does (only the
+ * after image, so a later update of the row can be small); `calls` lists the staging ids of every appendBatch call, refused or not; `down` makes
+ * every call fail with a plain Error (an outage, not a refusal).
+ */
+export interface LimitedSink extends MemorySink {
+  limit: { bytes: number };
+  calls: string[][];
+  down: boolean;
+}
+
+export function limitedSink(bytes: number, refused: new (message: string) => Error): LimitedSink {
+  const base = memorySink();
+  const sink: LimitedSink = {
+    ...base,
+    limit: { bytes },
+    calls: [],
+    down: false,
+    appendBatch(batch) {
+      sink.calls.push(batch.map((c) => c.stagingId));
+      if (sink.down) throw new Error('target unreachable (ECONNREFUSED)');
+      for (const c of batch) {
+        const size = c.after?.length ?? 0;
+        if (size > sink.limit.bytes) throw new refused(`record of ${size} bytes exceeds ${sink.limit.bytes}`);
+      }
+      base.appendBatch(batch);
+    },
+  };
+  return sink;
+}

@@ -98,6 +98,11 @@ test('a valid file loads with defaults applied and paths resolved against its di
       batchSizeMax: 500,
       pollIntervalMs: 50,
       stagingTable: 'sluice_staging',
+      recordBytesMax: 1 << 28,
+      errors: {
+        retriesImmediate: 2, attemptsMax: 5, retryDelayMs: 1000, retryDelayMaxMs: 60_000,
+        holdKeyWhenParked: true, retentionMs: 7 * 24 * 3_600_000,
+      },
     }],
   };
   assert.equal(t, expected);

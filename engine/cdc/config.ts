@@ -56,12 +56,37 @@ export type DatabaseRef =
   | { dialect: 'mariadb' | 'mysql'; url: string };
 
 /**
+ * What a pump does with a change its target refuses (cases C4, C10). After MOVEX CDC's divide
+ * and conquer, delayed retries and error table.
+ * - `retriesImmediate`: extra tries of a single refused change, at once, before a delayed retry.
+ * - `attemptsMax`: delayed rounds (each 1 + retriesImmediate tries) before the change is parked
+ *   in the error table; the round count is staging's `attempts` column.
+ * - `retryDelayMs`, `retryDelayMaxMs`: the delay before round n+1 is
+ *   min(retryDelayMs * 2^(n-1), retryDelayMaxMs), recorded in staging's `next_attempt_ms`.
+ * - `holdKeyWhenParked`: true (default): later changes of a parked change's key stay staged until
+ *   it is requeued or purged, so one key's changes are never delivered out of order; false: they
+ *   flow once it is parked (the parked change, if requeued later, arrives after them).
+ * - `retentionMs`: parked changes older than this are deleted by pump 0 (holding period).
+ */
+export interface CaptureErrorPolicy {
+  retriesImmediate: number;
+  attemptsMax: number;
+  retryDelayMs: number;
+  retryDelayMaxMs: number;
+  holdKeyWhenParked: boolean;
+  retentionMs: number;
+}
+
+/**
  * One capture source: a database, its captured tables and its staging table.
  * - `pumps`: number of pumps N; pump i owns keys with keyHash(key) % N == i.
  * - `batchSizeMax`: rows claimed per pump cycle.
  * - `pollIntervalMs`: pause after a cycle that found less than a full batch.
  * - `stagingTable`: unquoted name matching /^[A-Za-z_][A-Za-z0-9_]*$/; the error table is
  *   `<stagingTable>_errors`.
+ * - `recordBytesMax`: largest encoded record a pump appends to a target; a larger change is
+ *   refused by the target and handled by `errors` (case C10). Default CDC_DEFAULTS.recordBytesMax.
+ * - `errors`: the refusal policy; absent fields take CDC_DEFAULTS.errors (see resolveErrorPolicy).
  */
 export interface CaptureSource {
   name: string;
@@ -71,6 +96,8 @@ export interface CaptureSource {
   batchSizeMax: number;
   pollIntervalMs: number;
   stagingTable: string;
+  recordBytesMax?: number;
+  errors?: Partial<CaptureErrorPolicy>;
 }
 
 /**
@@ -86,7 +113,7 @@ export interface CaptureSource {
  * - `txid`: PostgreSQL `txid_current()::text`; SQLite `""` (SQLite gives triggers no transaction
  *   identity; with one writer at a time one transaction's rows are contiguous in staging-id order).
  * - `timeMs`: capture time, ms since the Unix epoch (clock of the database server at trigger time).
- * - `attempts`: failed shipping attempts so far (0 until error handling, case C10, lands).
+ * - `attempts`: delayed retry rounds that failed so far (0 for a change never refused).
  */
 export interface StagedChange {
   stagingId: string;
@@ -118,7 +145,36 @@ export const CDC_DEFAULTS = {
   pumpLockWaitMs: 5000,
   /** Pause between those retries, ms. */
   pumpLockRetryMs: 50,
+  /** CaptureSource.recordBytesMax: the journal's largest record (engine/journal RECORD_BYTES_MAX). */
+  recordBytesMax: 1 << 28,
+  /** CaptureSource.errors. */
+  errors: {
+    retriesImmediate: 2,
+    attemptsMax: 5,
+    retryDelayMs: 1000,
+    retryDelayMaxMs: 60_000,
+    holdKeyWhenParked: true,
+    retentionMs: 7 * 24 * 3_600_000,
+  } satisfies CaptureErrorPolicy,
+  /** How often a pump re-reads the parked keys it holds (another process may requeue), ms. */
+  parkedRefreshMs: 1000,
+  /** How often pump 0 deletes parked changes older than errors.retentionMs, ms. */
+  retentionCheckMs: 60_000,
 } as const;
+
+/** Limits of the error policy fields, inclusive. */
+export const ERROR_POLICY_LIMITS = {
+  retriesImmediate: [0, 100],
+  attemptsMax: [1, 1000],
+  retryDelayMs: [0, 24 * 3_600_000],
+  retryDelayMaxMs: [0, 24 * 3_600_000],
+  retentionMs: [1, 3650 * 24 * 3_600_000],
+} as const;
+
+/** `source.errors` with every default filled in. */
+export function resolveErrorPolicy(source: CaptureSource): CaptureErrorPolicy {
+  return { ...CDC_DEFAULTS.errors, ...source.errors };
+}
 
 /** Identifier shape accepted for staging table names (they are embedded in trigger names). */
 export const STAGING_NAME_PATTERN = /^[A-Za-z_][A-Za-z0-9_]*$/;
@@ -152,6 +208,15 @@ export function validateCaptureSource(source: CaptureSource): CaptureSource {
   checkInt(source?.pumps, 1, CDC_DEFAULTS.pumpsMax, 'pumps', bad);
   checkInt(source?.batchSizeMax, 1, CDC_DEFAULTS.claimLimitMax, 'batchSizeMax', bad);
   checkInt(source?.pollIntervalMs, 0, 3_600_000, 'pollIntervalMs', bad);
+  if (source?.recordBytesMax !== undefined) checkInt(source.recordBytesMax, 1, CDC_DEFAULTS.recordBytesMax, 'recordBytesMax', bad);
+  if (source?.errors !== undefined) {
+    for (const [field, [min, max]] of Object.entries(ERROR_POLICY_LIMITS)) {
+      const v = (source.errors as Record<string, unknown>)[field];
+      if (v !== undefined) checkInt(v, min, max, `errors.${field}`, bad);
+    }
+    const hold = source.errors.holdKeyWhenParked;
+    if (hold !== undefined && typeof hold !== 'boolean') bad('errors.holdKeyWhenParked', 'must be a boolean');
+  }
   if (typeof source?.stagingTable !== 'string' || !STAGING_NAME_PATTERN.test(source.stagingTable)) {
     bad('stagingTable', `must match ${STAGING_NAME_PATTERN}, stagingTable=${JSON.stringify(source?.stagingTable)}`);
   }

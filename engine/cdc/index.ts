@@ -35,12 +35,18 @@
 export {
   CAPTURE_OPERATIONS,
   CDC_DEFAULTS,
+  ERROR_POLICY_LIMITS,
   STAGING_NAME_PATTERN,
+  resolveErrorPolicy,
   validateCaptureSource,
 } from './config.js';
-export type { CaptureOperation, CaptureSource, CaptureTable, DatabaseRef, StagedChange } from './config.js';
+export type {
+  CaptureErrorPolicy, CaptureOperation, CaptureSource, CaptureTable, DatabaseRef, StagedChange,
+} from './config.js';
 export { keyHash, pumpOfKey } from './key-hash.js';
-export type { StagingClient, UninstallOptions } from './staging.js';
+export type {
+  HeldKeys, ParkedChange, ParkedSelection, StagingClient, UninstallOptions,
+} from './staging.js';
 export type { ColumnInfo, ResolvedTable } from './sql.js';
 export { resolveTable, CaptureTableError } from './sql.js';
 export {
@@ -70,7 +76,7 @@ export {
   mariaDbTriggerName,
 } from './mariadb.js';
 export { parseMariaDbUrl, MARIADB_TRUNCATE_REFUSAL } from './mariadb-url.js';
-export { PumpCore, PUMP_FAULT_ENV } from './pump.js';
+export { PumpCore, PUMP_FAULT_ENV, RecordRefusedError } from './pump.js';
 export type { PumpFault, PumpOptions, PumpSink, PumpStats } from './pump.js';
 
 import type { CaptureSource } from './config.js';

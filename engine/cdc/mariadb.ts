@@ -41,7 +41,7 @@ import { keyHash } from './key-hash.js';
 import { parseMariaDbUrl } from './mariadb-url.js';
 import { resolveTable } from './sql.js';
 import type { ColumnInfo, ResolvedTable } from './sql.js';
-import type { StagingClient, UninstallOptions } from './staging.js';
+import type { HeldKeys, ParkedChange, ParkedSelection, StagingClient, UninstallOptions } from './staging.js';
 
 type RowOp = Exclude<CaptureOperation, 'truncate'>;
 const ROW_OPS: readonly RowOp[] = ['insert', 'update', 'delete'];
@@ -209,6 +209,8 @@ export function mariaDbStagingDdl(database: string, stagingTable: string): strin
   const options = 'ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin';
   return [
     `CREATE TABLE IF NOT EXISTS ${s} (\n  id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY,\n  ${common}\n) ${options}`,
+    // Added separately so staging tables created before the error handling get them too.
+    `ALTER TABLE ${s} ADD COLUMN IF NOT EXISTS next_attempt_ms BIGINT NULL, ADD COLUMN IF NOT EXISTS last_error LONGTEXT NULL`,
     `CREATE TABLE IF NOT EXISTS ${e} (\n  id BIGINT UNSIGNED NOT NULL PRIMARY KEY,\n  ${common},\n  error LONGTEXT NOT NULL,\n  parked_time_ms BIGINT NOT NULL\n) ${options}`,
   ];
 }
@@ -321,6 +323,36 @@ export function mariaDbGuardDdl(database: string, stagingTable: string, cfg: Cap
     `CREATE TABLE ${guard} (${cols}, KEY (${list}), CONSTRAINT ${mariaDbIdent(GUARD_CONSTRAINT)} ` +
       `FOREIGN KEY (${list}) REFERENCES ${mariaDbQualifiedTable(database, cfg.table)} (${list})) ENGINE=InnoDB`,
   ];
+}
+
+/** `1,2,3` from staging ids; throws unless each is decimal digits (they are inlined in SQL). */
+function idList(stagingIds: string[]): string {
+  for (const id of stagingIds) {
+    if (!/^\d{1,20}$/.test(id)) throw new Error(`staging id must be decimal digits, id=${JSON.stringify(id)}`);
+  }
+  return stagingIds.join(',');
+}
+
+/** WHERE clause and `?` parameters of a ParkedSelection. */
+function selectionWhere(sel: ParkedSelection): [string, unknown[]] {
+  const conds: string[] = [];
+  const params: unknown[] = [];
+  if (sel.ids !== undefined) conds.push(sel.ids.length === 0 ? 'FALSE' : `id IN (${idList(sel.ids)})`);
+  if (sel.parkedBeforeMs !== undefined) {
+    conds.push('parked_time_ms < ?');
+    params.push(sel.parkedBeforeMs);
+  }
+  return [conds.length > 0 ? `WHERE ${conds.join(' AND ')}` : '', params];
+}
+
+/** A staging or error table row (as selected by claim/listParked) as a StagedChange. */
+function stagedChange(r: mysql.RowDataPacket): StagedChange {
+  return {
+    stagingId: String(r.staging_id), table: String(r.table_name), op: r.op as CaptureOperation, key: String(r.key),
+    keyHash: Number(r.key_hash), before: r.before === null ? null : String(r.before),
+    after: r.after === null ? null : String(r.after), txid: String(r.txid), timeMs: Number(r.time_ms),
+    attempts: Number(r.attempts),
+  };
 }
 
 /**
@@ -467,31 +499,134 @@ export class MariaDbStaging implements StagingClient {
     this.pumpsHeld.add(pump);
   }
 
-  async claim(pump: number, pumps: number, limit: number): Promise<StagedChange[]> {
+  async claim(pump: number, pumps: number, limit: number, excludeKeys?: ReadonlySet<string>): Promise<StagedChange[]> {
     const conn = await this.open();
     checkClaimArgs(pump, pumps, limit);
     if (!this.pumpsHeld.has(pump)) await this.holdPump(conn, pump);
+    const conds: string[] = [];
+    const params: unknown[] = [];
+    if (pumps > 1) {
+      conds.push('key_hash % ? = ?');
+      params.push(pumps, pump);
+    }
+    if (excludeKeys !== undefined && excludeKeys.size > 0) {
+      conds.push('`key` NOT IN (?)');
+      params.push([...excludeKeys]);
+    }
+    params.push(limit);
     const [rows] = await conn.query<mysql.RowDataPacket[]>(
       `SELECT CAST(id AS CHAR) AS staging_id, table_name, op, \`key\`, key_hash, \`before\`, \`after\`, txid, time_ms, attempts
-       FROM ${this.stagingRef()} ${pumps > 1 ? 'WHERE key_hash % ? = ?' : ''} ORDER BY id LIMIT ?`,
-      pumps > 1 ? [pumps, pump, limit] : [limit],
+       FROM ${this.stagingRef()} ${conds.length > 0 ? `WHERE ${conds.join(' AND ')}` : ''} ORDER BY id LIMIT ?`,
+      params,
     );
-    return rows.map((r) => ({
-      stagingId: String(r.staging_id), table: String(r.table_name), op: r.op as CaptureOperation, key: String(r.key),
-      keyHash: Number(r.key_hash), before: r.before === null ? null : String(r.before),
-      after: r.after === null ? null : String(r.after), txid: String(r.txid), timeMs: Number(r.time_ms),
-      attempts: Number(r.attempts),
-    }));
+    return rows.map((r) => stagedChange(r));
   }
 
   async ack(stagingIds: string[]): Promise<number> {
     const conn = await this.open();
     if (stagingIds.length === 0) return 0;
-    for (const id of stagingIds) {
-      if (!/^\d{1,20}$/.test(id)) throw new Error(`staging id must be decimal digits, id=${JSON.stringify(id)}`);
-    }
-    const [res] = await conn.query<mysql.ResultSetHeader>(`DELETE FROM ${this.stagingRef()} WHERE id IN (${stagingIds.join(',')})`);
+    const [res] = await conn.query<mysql.ResultSetHeader>(`DELETE FROM ${this.stagingRef()} WHERE id IN (${idList(stagingIds)})`);
     return res.affectedRows;
+  }
+
+  private errorsRef(): string {
+    return `${mariaDbIdent(this.database)}.${mariaDbIdent(`${this.source.stagingTable}_errors`)}`;
+  }
+
+  async recordFailure(stagingId: string, attempts: number, nextAttemptMs: number, error: string): Promise<void> {
+    const conn = await this.open();
+    await conn.query(
+      `UPDATE ${this.stagingRef()} SET attempts = ?, next_attempt_ms = ?, last_error = ? WHERE id = ${idList([stagingId])}`,
+      [attempts, nextAttemptMs, error],
+    );
+  }
+
+  async park(stagingId: string, error: string, nowMs: number): Promise<boolean> {
+    const conn = await this.open();
+    const id = idList([stagingId]);
+    return this.inTransaction(conn, async () => {
+      await conn.query(
+        `INSERT INTO ${this.errorsRef()} (id, table_name, op, \`key\`, key_hash, \`before\`, \`after\`, txid, time_ms, attempts, error, parked_time_ms)
+         SELECT id, table_name, op, \`key\`, key_hash, \`before\`, \`after\`, txid, time_ms, attempts, ?, ? FROM ${this.stagingRef()} WHERE id = ${id}
+         ON DUPLICATE KEY UPDATE error = VALUES(error), parked_time_ms = VALUES(parked_time_ms)`,
+        [error, nowMs],
+      );
+      const [del] = await conn.query<mysql.ResultSetHeader>(`DELETE FROM ${this.stagingRef()} WHERE id = ${id}`);
+      return del.affectedRows > 0;
+    });
+  }
+
+  async heldKeys(pump: number, pumps: number): Promise<HeldKeys> {
+    const conn = await this.open();
+    checkClaimArgs(pump, pumps, 1);
+    const retrying = new Map<string, number>();
+    const parked = new Set<string>();
+    const [failed] = await conn.query<mysql.RowDataPacket[]>(
+      `SELECT \`key\`, MIN(next_attempt_ms) AS t FROM ${this.stagingRef()} WHERE attempts > 0 AND key_hash % ? = ? GROUP BY \`key\``,
+      [pumps, pump],
+    );
+    for (const r of failed) retrying.set(String(r.key), Number(r.t ?? 0));
+    const [held] = await conn.query<mysql.RowDataPacket[]>(
+      `SELECT DISTINCT \`key\` FROM ${this.errorsRef()} WHERE key_hash % ? = ?`,
+      [pumps, pump],
+    );
+    for (const r of held) parked.add(String(r.key));
+    return { retrying, parked };
+  }
+
+  async listParked(selection: ParkedSelection = {}, limit = 1000): Promise<ParkedChange[]> {
+    const conn = await this.open();
+    const [where, params] = selectionWhere(selection);
+    const [rows] = await conn.query<mysql.RowDataPacket[]>(
+      `SELECT CAST(id AS CHAR) AS staging_id, table_name, op, \`key\`, key_hash, \`before\`, \`after\`, txid, time_ms, attempts,
+         error, parked_time_ms
+       FROM ${this.errorsRef()} ${where} ORDER BY id LIMIT ${Math.max(1, Math.trunc(limit))}`,
+      params,
+    );
+    return rows.map((r) => ({ ...stagedChange(r), error: String(r.error), parkedTimeMs: Number(r.parked_time_ms) }));
+  }
+
+  async parkedCount(): Promise<number> {
+    const conn = await this.open();
+    const [rows] = await conn.query<mysql.RowDataPacket[]>(`SELECT COUNT(*) AS n FROM ${this.errorsRef()}`);
+    return Number(rows[0]?.n ?? 0);
+  }
+
+  async requeue(selection: ParkedSelection = {}): Promise<number> {
+    const conn = await this.open();
+    const [where, params] = selectionWhere(selection);
+    return this.inTransaction(conn, async () => {
+      // FOR UPDATE: the rows copied are the rows deleted, whatever parks meanwhile.
+      const [rows] = await conn.query<mysql.RowDataPacket[]>(`SELECT CAST(id AS CHAR) AS id FROM ${this.errorsRef()} ${where} FOR UPDATE`, params);
+      if (rows.length === 0) return 0;
+      const ids = idList(rows.map((r) => String(r.id)));
+      // The original id keeps the change ahead of every later change of its key (ids only grow).
+      await conn.query(
+        `INSERT INTO ${this.stagingRef()} (id, table_name, op, \`key\`, key_hash, \`before\`, \`after\`, txid, time_ms, attempts)
+         SELECT id, table_name, op, \`key\`, key_hash, \`before\`, \`after\`, txid, time_ms, 0 FROM ${this.errorsRef()} WHERE id IN (${ids})`,
+      );
+      const [del] = await conn.query<mysql.ResultSetHeader>(`DELETE FROM ${this.errorsRef()} WHERE id IN (${ids})`);
+      return del.affectedRows;
+    });
+  }
+
+  async purge(selection: ParkedSelection = {}): Promise<number> {
+    const conn = await this.open();
+    const [where, params] = selectionWhere(selection);
+    const [res] = await conn.query<mysql.ResultSetHeader>(`DELETE FROM ${this.errorsRef()} ${where}`, params);
+    return res.affectedRows;
+  }
+
+  private async inTransaction<T>(conn: mysql.Connection, work: () => Promise<T>): Promise<T> {
+    await conn.query('BEGIN');
+    try {
+      const out = await work();
+      await conn.query('COMMIT');
+      return out;
+    } catch (err) {
+      await conn.query('ROLLBACK').catch(() => undefined);
+      throw err;
+    }
   }
 
   async stagedCount(): Promise<number> {

@@ -17,7 +17,7 @@ import type { CaptureOperation, CaptureSource, CaptureTable, StagedChange } from
 import { keyHash } from './key-hash.js';
 import { jsonArrayExpr, jsonObjectExpr, quoteIdent, quoteLiteral, resolveTable } from './sql.js';
 import type { ColumnInfo, ResolvedTable } from './sql.js';
-import type { StagingClient, UninstallOptions } from './staging.js';
+import type { HeldKeys, ParkedChange, ParkedSelection, StagingClient, UninstallOptions } from './staging.js';
 
 /** PostgreSQL identifiers are cut at 63 bytes (NAMEDATALEN - 1). */
 const PG_NAME_BYTES_MAX = 63;
@@ -98,6 +98,8 @@ export function pgStagingDdl(schema: string, stagingTable: string, pumps: number
   before text, after text, txid text NOT NULL, time_ms bigint NOT NULL, attempts integer NOT NULL DEFAULT 0`;
   const stmts = [
     `CREATE TABLE IF NOT EXISTS ${s} (\n  id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,\n  ${common}\n)`,
+    // Added separately so staging tables created before the error handling get them too.
+    `ALTER TABLE ${s} ADD COLUMN IF NOT EXISTS next_attempt_ms bigint, ADD COLUMN IF NOT EXISTS last_error text`,
     `CREATE TABLE IF NOT EXISTS ${e} (\n  id bigint PRIMARY KEY,\n  ${common},\n  error text NOT NULL,\n  parked_time_ms bigint NOT NULL\n)`,
   ];
   // Lets claim() read one pump's rows in id order without scanning the other pumps' backlog.
@@ -293,7 +295,7 @@ export class PgStaging implements StagingClient {
     await this.client.query(`DROP FUNCTION IF EXISTS ${quoteIdent(schema)}.${quoteIdent(pgFunctionName(this.source.stagingTable, cfg.table))}()`);
   }
 
-  async claim(pump: number, pumps: number, limit: number): Promise<StagedChange[]> {
+  async claim(pump: number, pumps: number, limit: number, excludeKeys?: ReadonlySet<string>): Promise<StagedChange[]> {
     const schema = await this.open();
     checkClaimArgs(pump, pumps, limit);
     if (!this.pumpsHeld.has(pump)) {
@@ -310,12 +312,22 @@ export class PgStaging implements StagingClient {
       this.pumpsHeld.add(pump);
     }
     // pumps is a validated integer literal so the planner can use the (key_hash % N, id) index.
-    const where = pumps > 1 ? `WHERE key_hash % ${pumps} = $2` : '';
+    const params: unknown[] = [limit];
+    const conds: string[] = [];
+    if (pumps > 1) {
+      params.push(pump);
+      conds.push(`key_hash % ${pumps} = $${params.length}`);
+    }
+    if (excludeKeys !== undefined && excludeKeys.size > 0) {
+      params.push([...excludeKeys]);
+      conds.push(`NOT (key = ANY($${params.length}::text[]))`);
+    }
+    const where = conds.length > 0 ? `WHERE ${conds.join(' AND ')}` : '';
     const res = await this.client.query<PgStagedRow>(
       `SELECT id::text AS staging_id, table_name, op, key, key_hash::text AS key_hash, before, after, txid,
               time_ms::text AS time_ms, attempts
        FROM ${this.stagingRef(schema)} ${where} ORDER BY id LIMIT $1`,
-      pumps > 1 ? [limit, pump] : [limit],
+      params,
     );
     return res.rows.map((r) => ({
       stagingId: r.staging_id, table: r.table_name, op: r.op, key: r.key, keyHash: Number(r.key_hash),
@@ -327,6 +339,108 @@ export class PgStaging implements StagingClient {
     const schema = await this.open();
     if (stagingIds.length === 0) return 0;
     const res = await this.client.query(`DELETE FROM ${this.stagingRef(schema)} WHERE id = ANY($1::bigint[])`, [stagingIds]);
+    return res.rowCount ?? 0;
+  }
+
+  private errorsRef(schema: string): string {
+    return `${quoteIdent(schema)}.${quoteIdent(`${this.source.stagingTable}_errors`)}`;
+  }
+
+  async recordFailure(stagingId: string, attempts: number, nextAttemptMs: number, error: string): Promise<void> {
+    const schema = await this.open();
+    await this.client.query(
+      `UPDATE ${this.stagingRef(schema)} SET attempts = $2, next_attempt_ms = $3, last_error = $4 WHERE id = $1::bigint`,
+      [stagingId, attempts, nextAttemptMs, error],
+    );
+  }
+
+  async park(stagingId: string, error: string, nowMs: number): Promise<boolean> {
+    const schema = await this.open();
+    // One statement: the delete and the insert commit together.
+    const res = await this.client.query(
+      `WITH moved AS (DELETE FROM ${this.stagingRef(schema)} WHERE id = $1::bigint RETURNING *)
+       INSERT INTO ${this.errorsRef(schema)} (id, table_name, op, key, key_hash, before, after, txid, time_ms, attempts, error, parked_time_ms)
+       SELECT id, table_name, op, key, key_hash, before, after, txid, time_ms, attempts, $2, $3 FROM moved
+       ON CONFLICT (id) DO UPDATE SET error = EXCLUDED.error, parked_time_ms = EXCLUDED.parked_time_ms`,
+      [stagingId, error, nowMs],
+    );
+    return (res.rowCount ?? 0) > 0;
+  }
+
+  async heldKeys(pump: number, pumps: number): Promise<HeldKeys> {
+    const schema = await this.open();
+    checkClaimArgs(pump, pumps, 1);
+    const retrying = new Map<string, number>();
+    const parked = new Set<string>();
+    const failed = await this.client.query<{ key: string; t: string | null }>(
+      `SELECT key, min(next_attempt_ms)::text AS t FROM ${this.stagingRef(schema)}
+       WHERE attempts > 0 AND key_hash % $1 = $2 GROUP BY key`,
+      [pumps, pump],
+    );
+    for (const r of failed.rows) retrying.set(r.key, Number(r.t ?? 0));
+    const held = await this.client.query<{ key: string }>(
+      `SELECT DISTINCT key FROM ${this.errorsRef(schema)} WHERE key_hash % $1 = $2`,
+      [pumps, pump],
+    );
+    for (const r of held.rows) parked.add(r.key);
+    return { retrying, parked };
+  }
+
+  /** WHERE clause of a ParkedSelection, its parameters numbered from $1. */
+  private selectionWhere(sel: ParkedSelection): [string, unknown[]] {
+    const conds: string[] = [];
+    const params: unknown[] = [];
+    if (sel.ids !== undefined) {
+      params.push(sel.ids);
+      conds.push(`id = ANY($${params.length}::bigint[])`);
+    }
+    if (sel.parkedBeforeMs !== undefined) {
+      params.push(sel.parkedBeforeMs);
+      conds.push(`parked_time_ms < $${params.length}`);
+    }
+    return [conds.length > 0 ? `WHERE ${conds.join(' AND ')}` : '', params];
+  }
+
+  async listParked(selection: ParkedSelection = {}, limit = 1000): Promise<ParkedChange[]> {
+    const schema = await this.open();
+    const [where, params] = this.selectionWhere(selection);
+    const res = await this.client.query<PgStagedRow & { error: string; parked_time_ms: string }>(
+      `SELECT id::text AS staging_id, table_name, op, key, key_hash::text AS key_hash, before, after, txid,
+              time_ms::text AS time_ms, attempts, error, parked_time_ms::text AS parked_time_ms
+       FROM ${this.errorsRef(schema)} ${where} ORDER BY id LIMIT ${Math.max(1, Math.trunc(limit))}`,
+      params,
+    );
+    return res.rows.map((r) => ({
+      stagingId: r.staging_id, table: r.table_name, op: r.op, key: r.key, keyHash: Number(r.key_hash),
+      before: r.before, after: r.after, txid: r.txid, timeMs: Number(r.time_ms), attempts: r.attempts,
+      error: r.error, parkedTimeMs: Number(r.parked_time_ms),
+    }));
+  }
+
+  async parkedCount(): Promise<number> {
+    const schema = await this.open();
+    const res = await this.client.query<{ n: string }>(`SELECT count(*)::text AS n FROM ${this.errorsRef(schema)}`);
+    return Number(res.rows[0]?.n ?? 0);
+  }
+
+  async requeue(selection: ParkedSelection = {}): Promise<number> {
+    const schema = await this.open();
+    const [where, params] = this.selectionWhere(selection);
+    // The original id keeps the change ahead of every later change of its key (ids only grow).
+    const res = await this.client.query(
+      `WITH moved AS (DELETE FROM ${this.errorsRef(schema)} ${where} RETURNING *)
+       INSERT INTO ${this.stagingRef(schema)} (id, table_name, op, key, key_hash, before, after, txid, time_ms, attempts)
+       OVERRIDING SYSTEM VALUE
+       SELECT id, table_name, op, key, key_hash, before, after, txid, time_ms, 0 FROM moved`,
+      params,
+    );
+    return res.rowCount ?? 0;
+  }
+
+  async purge(selection: ParkedSelection = {}): Promise<number> {
+    const schema = await this.open();
+    const [where, params] = this.selectionWhere(selection);
+    const res = await this.client.query(`DELETE FROM ${this.errorsRef(schema)} ${where}`, params);
     return res.rowCount ?? 0;
   }
 

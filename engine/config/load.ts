@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { LineCounter, parseDocument } from 'yaml';
-import type { CaptureOperation, CaptureSource, CaptureTable, DatabaseRef } from '../cdc/index.js';
+import type { CaptureErrorPolicy, CaptureOperation, CaptureSource, CaptureTable, DatabaseRef } from '../cdc/index.js';
+import { CDC_DEFAULTS } from '../cdc/index.js';
 import { checkReferences, resolveModule } from './checks.js';
 import { substituteEnv } from './env.js';
 import type { Environment } from './env.js';
@@ -124,6 +125,7 @@ interface TopologyFile {
     name: string;
     database: DatabaseRef;
     pumps?: number; batchSizeMax?: number; pollIntervalMs?: number; stagingTable?: string;
+    recordBytesMax?: number; errors?: Partial<CaptureErrorPolicy>;
     tables: Array<{
       table: string; operations: CaptureOperation[]; columns?: string[]; key?: string[];
       condition?: string; target: string; suppressNoopUpdates?: boolean;
@@ -192,6 +194,8 @@ function applyDefaults(f: TopologyFile, file: string, baseDir: string): Topology
       batchSizeMax: c.batchSizeMax ?? D.capture.batchSizeMax,
       pollIntervalMs: c.pollIntervalMs ?? D.capture.pollIntervalMs,
       stagingTable: c.stagingTable ?? D.capture.stagingTable,
+      recordBytesMax: c.recordBytesMax ?? CDC_DEFAULTS.recordBytesMax,
+      errors: { ...CDC_DEFAULTS.errors, ...c.errors },
     })),
   };
 }

@@ -4,7 +4,7 @@
  * numeric ranges; cross-references (queue names, partitions vs pumps, files) are checked in
  * checks.ts, which can point at the exact YAML node.
  */
-import { CAPTURE_OPERATIONS } from '../cdc/index.js';
+import { CAPTURE_OPERATIONS, ERROR_POLICY_LIMITS } from '../cdc/index.js';
 import {
   DIALECT_VALUES, INPUTS_REPLAY_VALUES, QUEUE_FSYNC_VALUES, QUEUE_NAME_PATTERN, SERVICE_NAME_PATTERN,
   STAGING_TABLE_PATTERN, START_FROM_VALUES, TOPOLOGY_LIMITS, TOPOLOGY_NAME_PATTERN,
@@ -103,6 +103,15 @@ const captureSource = {
     batchSizeMax: int(L.captureBatchSizeMax),
     pollIntervalMs: int(L.pollIntervalMs),
     stagingTable: { type: 'string', pattern: STAGING_TABLE_PATTERN },
+    recordBytesMax: int(L.recordBytesMax),
+    errors: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        ...Object.fromEntries(Object.entries(ERROR_POLICY_LIMITS).map(([k, range]) => [k, int(range)])),
+        holdKeyWhenParked: { type: 'boolean' },
+      },
+    },
     tables: { type: 'array', minItems: 1, items: captureTable },
   },
 };

@@ -101,6 +101,8 @@ export interface Topology {
  * | capture[].batchSizeMax                 | 500                            | rows  |
  * | capture[].pollIntervalMs               | 10                             | ms    |
  * | capture[].stagingTable                 | sluice_staging                 |       |
+ * | capture[].recordBytesMax               | 268435456 (CDC_DEFAULTS)       | bytes |
+ * | capture[].errors.*                     | CDC_DEFAULTS.errors            |       |
  * | capture[].tables[].suppressNoopUpdates | true (CDC_DEFAULTS)            |       |
  * | capture[].tables[].columns             | absent = every column          |       |
  * | capture[].tables[].key                 | absent = the primary key       |       |
@@ -136,6 +138,7 @@ export const TOPOLOGY_LIMITS = deepFreeze({
   captureBatchSizeMax: [1, CDC_DEFAULTS.claimLimitMax],
   pollIntervalMs: [0, 3_600_000],
   busyTimeoutMs: [0, 3_600_000],
+  recordBytesMax: [1, CDC_DEFAULTS.recordBytesMax],
 } as const);
 
 /** Topology names: also used in directory names. */

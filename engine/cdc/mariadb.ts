@@ -159,9 +159,23 @@ export function mariaDbText(ref: string, c: ColumnInfo): string {
   }
 }
 
-/** JSON string literal text of one value, or the text `null`. JSON_QUOTE escapes control chars. */
+/** Families whose text is only digits, signs, `.`, `:`, `-`, `T`, `Z`, `e`: JSON needs no escapes. */
+const PLAIN_TEXT_TYPES = new Set([
+  'tinyint', 'smallint', 'mediumint', 'int', 'integer', 'bigint', 'decimal', 'numeric', 'float', 'double',
+  'real', 'timestamp', 'datetime', 'date', 'time', 'year', 'bit',
+]);
+
+/**
+ * JSON string literal text of one value, or the text `null`. Text types go through JSON_QUOTE
+ * (escapes quotes, backslashes and control characters); the plain families and hex are wrapped
+ * in quotes directly, which halves the trigger's cost per column (JSON_QUOTE is the slow part).
+ */
 function mariaDbJson(row: 'NEW' | 'OLD', c: ColumnInfo): string {
-  return `IFNULL(JSON_QUOTE(${mariaDbText(`${row}.${mariaDbIdent(c.name)}`, c)}), 'null')`;
+  const ref = `${row}.${mariaDbIdent(c.name)}`;
+  const family = /^[a-z]+/.exec(c.type)?.[0] ?? '';
+  if (BINARY_TYPES.has(family)) return `IFNULL(CONCAT(${mariaDbLiteral('"\\\\x')}, LOWER(HEX(${ref})), '"'), 'null')`;
+  if (PLAIN_TEXT_TYPES.has(family)) return `IFNULL(CONCAT('"', ${mariaDbText(ref, c)}, '"'), 'null')`;
+  return `IFNULL(JSON_QUOTE(${mariaDbText(ref, c)}), 'null')`;
 }
 
 /** CONCAT('{"c1":', <json c1>, ',"c2":', ..., '}'): the row image as JSON object text. */
@@ -183,6 +197,9 @@ const MARIADB_NOW_MS = 'FLOOR(@@timestamp * 1000)';
  * identical to the JS keyHash(). h < 2^32 and the prime < 2^25, so h * prime < 2^57 fits.
  */
 export function mariaDbHashFunctionDdl(database: string): string {
+  // Eight bytes per loop turn in one SET: the stored-program interpreter's cost is per statement.
+  let eight = 'h';
+  for (let j = 0; j < 8; j++) eight = `(((${eight}) ^ ORD(SUBSTRING(b, i + ${j}, 1))) * 16777619) & 4294967295`;
   return `CREATE OR REPLACE FUNCTION ${mariaDbIdent(database)}.sluice_fnv1a32(k LONGTEXT CHARACTER SET utf8mb4)
 RETURNS BIGINT UNSIGNED DETERMINISTIC NO SQL SQL SECURITY INVOKER
 BEGIN
@@ -190,6 +207,10 @@ BEGIN
   DECLARE h BIGINT UNSIGNED DEFAULT 2166136261;
   DECLARE i INT UNSIGNED DEFAULT 1;
   DECLARE n INT UNSIGNED DEFAULT LENGTH(b);
+  WHILE i + 7 <= n DO
+    SET h = ${eight};
+    SET i = i + 8;
+  END WHILE;
   WHILE i <= n DO
     SET h = ((h ^ ORD(SUBSTRING(b, i, 1))) * 16777619) & 4294967295;
     SET i = i + 1;

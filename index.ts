@@ -10,7 +10,7 @@
 import { Supervisor, type StopResult, type RestartEvent } from './engine/supervisor/index.js';
 import { ConfigError, problemAt, type Topology } from './engine/config/index.js';
 import { planTopology, checkServiceModules, serviceWarnings, type TopologyPlan } from './actors/index.js';
-import { CaptureTableError, openStaging } from './engine/cdc/index.js';
+import { CaptureTableError, openStaging, type ParkedChange, type ParkedSelection, type StagingClient } from './engine/cdc/index.js';
 import { acquireAppenderLock, JournalLockedError, type AppenderLock } from './engine/journal/index.js';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -19,7 +19,10 @@ export * from './engine/config/index.js';
 export * from './engine/service/index.js';
 export * from './engine/supervisor/index.js';
 export { planTopology, partitionDir, checkServiceModules, serviceWarnings, type TopologyPlan, type ServiceSummary, type ServiceReadyInfo } from './actors/index.js';
-export { openStaging, type CaptureSource, type CaptureTable, type StagedChange, type StagingClient } from './engine/cdc/index.js';
+export {
+  openStaging, type CaptureSource, type CaptureTable, type StagedChange, type StagingClient,
+  type ParkedChange, type ParkedSelection, type CaptureErrorPolicy,
+} from './engine/cdc/index.js';
 export { openQueueAppender, type QueueAppender } from './engine/producer/index.js';
 export { queueId, EVENT_TYPE_CHANGE, EVENT_TYPE_JSON, USER_EVENT_TYPE_MIN, type Change } from './engine/codec/index.js';
 
@@ -148,4 +151,50 @@ async function checkCaptureInstalled(topology: Topology): Promise<void> {
       await staging.close();
     }
   }
+}
+
+/** Options of the capture error-table functions: which source (default all) and which changes. */
+export interface CaptureErrorsOptions extends ParkedSelection {
+  /** Capture source name; default every source of the topology. */
+  source?: string;
+}
+
+/** Runs `work` on a staging client of each selected source. @throws Error for an unknown source. */
+async function eachSource<T>(topology: Topology, source: string | undefined, work: (s: StagingClient) => Promise<T>): Promise<Array<{ source: string; result: T }>> {
+  const sources = topology.capture.filter((c) => source === undefined || c.name === source);
+  if (source !== undefined && sources.length === 0) {
+    throw new Error(`unknown capture source "${source}" in ${topology.file} (known: ${topology.capture.map((c) => c.name).join(', ') || 'none'})`);
+  }
+  const out: Array<{ source: string; result: T }> = [];
+  for (const c of sources) {
+    const staging = await openStaging(c);
+    try {
+      out.push({ source: c.name, result: await work(staging) });
+    } finally {
+      await staging.close();
+    }
+  }
+  return out;
+}
+
+/**
+ * Parked changes (the error table, cases C4 and C10) of each selected source, lowest staging id
+ * first, at most `limit` per source (default 1000).
+ */
+export async function listCaptureErrors(topology: Topology, options: CaptureErrorsOptions = {}, limit = 1000): Promise<Array<{ source: string; parked: ParkedChange[]; total: number }>> {
+  const res = await eachSource(topology, options.source, async (s) => ({ parked: await s.listParked(options, limit), total: await s.parkedCount() }));
+  return res.map((r) => ({ source: r.source, ...r.result }));
+}
+
+/**
+ * Moves parked changes back into staging under their own staging ids (so they are delivered
+ * before any later change of their key); returns how many. Raise the limit that refused them first.
+ */
+export async function requeueCaptureErrors(topology: Topology, options: CaptureErrorsOptions = {}): Promise<number> {
+  return (await eachSource(topology, options.source, (s) => s.requeue(options))).reduce((n, r) => n + r.result, 0);
+}
+
+/** Deletes parked changes for good (their keys are released); returns how many. */
+export async function purgeCaptureErrors(topology: Topology, options: CaptureErrorsOptions = {}): Promise<number> {
+  return (await eachSource(topology, options.source, (s) => s.purge(options))).reduce((n, r) => n + r.result, 0);
 }

@@ -6,13 +6,14 @@
  *   sluice run <topology.yaml>                   run it until SIGINT/SIGTERM, then drain, exit 0
  *   sluice append <topology.yaml> <queue>        append JSON lines from stdin as events
  *   sluice tail <topology.yaml> <queue>          print a queue's records as JSON lines
+ *   sluice errors list|requeue|purge <topology.yaml> [ids...]   the capture error table
  * Errors print one line (`sluice: ...`, commander's `error: ...` for usage, or the config
  * problems) and exit 2; SLUICE_DEBUG=1 adds the stack.
  */
 import readline from 'node:readline';
 import { Command, InvalidArgumentError } from 'commander';
 import { loadTopology, checkEnvironment, ConfigError, type Topology } from '../engine/config/index.js';
-import { startTopology, installCapture } from '../index.js';
+import { startTopology, installCapture, listCaptureErrors, requeueCaptureErrors, purgeCaptureErrors } from '../index.js';
 import { planTopology, partitionDir, checkServiceModules, serviceWarnings } from '../actors/index.js';
 import { openQueueAppender } from '../engine/producer/index.js';
 import { Tailer } from '../engine/journal/index.js';
@@ -216,11 +217,69 @@ program
     }
   });
 
+const errors = program.command('errors').description('the capture error table: changes the target refused, parked after their last retry');
+
+/** Ids or --all for a command that changes the error table: never everything by accident. */
+function selection(ids: string[], opts: { all?: boolean; source?: string; olderThanMs?: number }, verb: string) {
+  if (ids.length === 0 && !opts.all && opts.olderThanMs === undefined) {
+    throw new Error(`errors ${verb}: name staging ids, or --all${verb === 'purge' ? ', or --older-than-ms <ms>' : ''}`);
+  }
+  for (const id of ids) if (!/^[0-9]+$/.test(id)) throw new Error(`errors ${verb}: staging id must be a decimal integer, got "${id}"`);
+  return {
+    ...(ids.length > 0 ? { ids } : {}),
+    ...(opts.source !== undefined ? { source: opts.source } : {}),
+    ...(opts.olderThanMs !== undefined ? { parkedBeforeMs: Date.now() - opts.olderThanMs } : {}),
+  };
+}
+
+errors
+  .command('list')
+  .argument('<topology>', 'topology YAML file')
+  .option('-s, --source <name>', 'capture source (default: all)')
+  .option('-n, --lines <n>', 'parked changes to print per source', intOption('--lines', 1), 100)
+  .option('--json', 'one JSON object per parked change, images included', false)
+  .description('print parked changes, lowest staging id first')
+  .action(async (file: string, opts: { source?: string; lines: number; json: boolean }) => {
+    const t = loadTopology(file);
+    for (const { source, parked, total } of await listCaptureErrors(t, opts.source !== undefined ? { source: opts.source } : {}, opts.lines)) {
+      if (!opts.json) console.log(`${source}: ${plural(total, 'parked change')}`);
+      for (const p of parked) {
+        if (opts.json) console.log(JSON.stringify({ source, ...p }));
+        else console.log(`  ${p.stagingId}  ${p.table} ${p.op} key=${p.key} attempts=${p.attempts} parked=${new Date(p.parkedTimeMs).toISOString()}  ${p.error}`);
+      }
+    }
+  });
+
+errors
+  .command('requeue')
+  .argument('<topology>', 'topology YAML file')
+  .argument('[ids...]', 'staging ids to requeue')
+  .option('-s, --source <name>', 'capture source (default: all)')
+  .option('--all', 'every parked change', false)
+  .description('move parked changes back into staging, under their own ids, to be shipped again')
+  .action(async (file: string, ids: string[], opts: { source?: string; all: boolean }) => {
+    const n = await requeueCaptureErrors(loadTopology(file), selection(ids, opts, 'requeue'));
+    console.log(`requeued ${plural(n, 'change')}`);
+  });
+
+errors
+  .command('purge')
+  .argument('<topology>', 'topology YAML file')
+  .argument('[ids...]', 'staging ids to delete')
+  .option('-s, --source <name>', 'capture source (default: all)')
+  .option('--all', 'every parked change', false)
+  .option('--older-than-ms <ms>', 'only changes parked longer ago than this', intOption('--older-than-ms', 0))
+  .description('delete parked changes for good (their keys flow again)')
+  .action(async (file: string, ids: string[], opts: { source?: string; all: boolean; olderThanMs?: number }) => {
+    const n = await purgeCaptureErrors(loadTopology(file), selection(ids, opts, 'purge'));
+    console.log(`purged ${plural(n, 'change')}`);
+  });
+
 function printCounters(counters: Record<string, CounterSnapshot>, previous: Record<string, CounterSnapshot>): void {
   for (const [name, c] of Object.entries(counters)) {
     const p = previous[name];
-    if (p && p.state === c.state && p.eventsIn === c.eventsIn && p.eventsOut === c.eventsOut && p.replayed === c.replayed) continue;
-    console.error(`  ${name.padEnd(48)} ${c.state.padEnd(8)} in=${c.eventsIn} out=${c.eventsOut}${c.replayed ? ` replayed=${c.replayed}` : ''}`);
+    if (p && p.state === c.state && p.eventsIn === c.eventsIn && p.eventsOut === c.eventsOut && p.replayed === c.replayed && p.errors === c.errors) continue;
+    console.error(`  ${name.padEnd(48)} ${c.state.padEnd(8)} in=${c.eventsIn} out=${c.eventsOut}${c.replayed ? ` replayed=${c.replayed}` : ''}${c.errors ? ` errors=${c.errors}` : ''}`);
   }
 }
 

@@ -84,7 +84,7 @@ for (const dialect of [...DIALECTS, 'mariadb'] as const) {
       assert.is(core.stats.retriesDelayed, 2);
       const parked = await staging.listParked();
       assert.equal(parked.map((p) => [p.key, p.op, p.attempts, p.error, p.parkedTimeMs]), [[
-        '["110"]', 'insert', 2, `refused 3 times (3 tries each): record of ${SIZE110} bytes exceeds ${LIMIT}`, clock.ms,
+        '["110"]', 'insert', 3, `refused 3 times (3 tries each): record of ${SIZE110} bytes exceeds ${LIMIT}`, clock.ms,
       ]]);
       assert.is(JSON.parse(parked[0]!.after!).memo.length, 2_000_000);
       assert.is(await staging.parkedCount(), 1);

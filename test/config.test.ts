@@ -91,8 +91,9 @@ test('a valid file loads with defaults applied and paths resolved against its di
         {
           table: 'orders', operations: ['insert', 'update', 'delete'], columns: ['id', 'amount'], key: ['id'],
           condition: 'NEW.amount <> 0', target: 'order-changes', suppressNoopUpdates: false,
+          keyUpdate: 'delete-create',
         },
-        { table: 'refunds', operations: ['insert'], target: 'order-changes', suppressNoopUpdates: true },
+        { table: 'refunds', operations: ['insert'], target: 'order-changes', suppressNoopUpdates: true, keyUpdate: 'delete-create' },
       ],
       pumps: 2,
       batchSizeMax: 500,
@@ -130,7 +131,7 @@ test('every default comes from TOPOLOGY_DEFAULTS', () => {
   assert.equal([s.startFrom, s.inputsReplay, s.batchSizeMax, s.settings], ['LAST_WRITTEN', 'NONE', 256, {}]);
   const c = t.capture[0]!;
   assert.equal([c.pumps, c.batchSizeMax, c.pollIntervalMs, c.stagingTable], [1, 500, 10, 'sluice_staging']);
-  assert.equal(c.tables[0], { table: 'x', operations: ['insert'], target: 'q', suppressNoopUpdates: true });
+  assert.equal(c.tables[0], { table: 'x', operations: ['insert'], target: 'q', suppressNoopUpdates: true, keyUpdate: 'delete-create' });
   assert.equal(c.database, { dialect: 'postgres', url: 'postgres://h/db' });
 });
 

@@ -30,6 +30,12 @@ export const CAPTURE_OPERATIONS: readonly CaptureOperation[] = ['insert', 'updat
  * - `target`: name of the queue the pump appends to (opaque to engine/cdc).
  * - `suppressNoopUpdates`: default true: an UPDATE that leaves every captured and key column's
  *   text unchanged writes no staging row (case C6).
+ * - `keyUpdate`: an UPDATE that changes the key (case C8). 'delete-create' (default): a delete
+ *   event under the old key (before image, on the old key's pump) then an insert event under the
+ *   new key (after image, on the new key's pump), so a consumer keyed on the key retires the old
+ *   key and a later insert of the old key comes after that delete. 'update': one update event
+ *   under the new key whose before image holds the old key's values (old behaviour; it travels
+ *   on the new key's pump only, unordered against the old key's changes).
  */
 export interface CaptureTable {
   table: string;
@@ -39,7 +45,14 @@ export interface CaptureTable {
   condition?: string;
   target: string;
   suppressNoopUpdates?: boolean;
+  keyUpdate?: KeyUpdateMode;
 }
+
+/** How an UPDATE that changes the key is captured (CaptureTable.keyUpdate). */
+export type KeyUpdateMode = 'delete-create' | 'update';
+
+/** Allowed values of CaptureTable.keyUpdate. */
+export const KEY_UPDATE_MODES: readonly KeyUpdateMode[] = ['delete-create', 'update'];
 
 /**
  * Where the captured database is.
@@ -132,6 +145,8 @@ export interface StagedChange {
 export const CDC_DEFAULTS = {
   /** CaptureTable.suppressNoopUpdates */
   suppressNoopUpdates: true,
+  /** CaptureTable.keyUpdate */
+  keyUpdate: 'delete-create' as KeyUpdateMode,
   /** SQLite busy_timeout of staging connections, ms. */
   busyTimeoutMs: 5000,
   /** Largest accepted batchSizeMax / claim limit. */
@@ -256,6 +271,9 @@ export function validateCaptureSource(source: CaptureSource): CaptureSource {
         bad(`${p}.condition`, 'must be a non-empty SQL boolean expression when given');
       }
       if (typeof t?.target !== 'string' || t.target.length === 0) bad(`${p}.target`, 'must be a non-empty queue name');
+      if (t?.keyUpdate !== undefined && !KEY_UPDATE_MODES.includes(t.keyUpdate)) {
+        bad(`${p}.keyUpdate`, `must be one of ${KEY_UPDATE_MODES.join(', ')}, keyUpdate=${JSON.stringify(t.keyUpdate)}`);
+      }
     });
   }
   if (problems.length > 0) throw new Error(problems.join('\n'));

@@ -20,6 +20,9 @@
  *    than the claim snapshot's xmin, so a consumer could know no lower id can still appear.)
  *  - A truncate event (PostgreSQL) has key "*" and travels on that key's pump; it is not ordered
  *    against row events of other keys.
+ *  - A change the target refuses holds its key (case C4, pump.ts steps 3-5): none of the key's
+ *    later changes is claimed before it is delivered, or parked (then, by default, requeued or
+ *    purged: CaptureErrorPolicy.holdKeyWhenParked).
  *
  * Case C1 on PostgreSQL (a lower staging id becomes visible after higher ones were shipped):
  * there is no "id > last shipped" cursor anywhere. A row stays in staging until its pump acks
@@ -36,12 +39,13 @@ export {
   CAPTURE_OPERATIONS,
   CDC_DEFAULTS,
   ERROR_POLICY_LIMITS,
+  KEY_UPDATE_MODES,
   STAGING_NAME_PATTERN,
   resolveErrorPolicy,
   validateCaptureSource,
 } from './config.js';
 export type {
-  CaptureErrorPolicy, CaptureOperation, CaptureSource, CaptureTable, DatabaseRef, StagedChange,
+  CaptureErrorPolicy, KeyUpdateMode, CaptureOperation, CaptureSource, CaptureTable, DatabaseRef, StagedChange,
 } from './config.js';
 export { keyHash, pumpOfKey } from './key-hash.js';
 export type {

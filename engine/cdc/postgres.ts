@@ -128,13 +128,23 @@ export function pgTriggerDdl(schema: string, stagingTable: string, t: ResolvedTa
   const keyOld = jsonArrayExpr(t.key, (c) => pgJson('OLD', c));
   const imgNew = jsonObjectExpr(t.columns, (c) => pgJson('NEW', c));
   const imgOld = jsonObjectExpr(t.columns, (c) => pgJson('OLD', c));
+  const keyUpdate = cfg.keyUpdate ?? CDC_DEFAULTS.keyUpdate;
+  // Case C8: a key change retires the old key (delete on its pump) and creates the new one.
+  const update = keyUpdate === 'update'
+    ? insert('update', keyNew, imgOld, imgNew)
+    : `    IF (${keyOld}) IS DISTINCT FROM (${keyNew}) THEN
+${insert('delete', keyOld, imgOld, 'NULL')}
+${insert('insert', keyNew, 'NULL', imgNew)}
+    ELSE
+${insert('update', keyNew, imgOld, imgNew)}
+    END IF;`;
   const body = `DECLARE
   k text;
 BEGIN
   IF TG_OP = 'INSERT' THEN
 ${insert('insert', keyNew, 'NULL', imgNew)}
   ELSIF TG_OP = 'UPDATE' THEN
-${insert('update', keyNew, imgOld, imgNew)}
+${update}
   ELSIF TG_OP = 'DELETE' THEN
 ${insert('delete', keyOld, imgOld, 'NULL')}
   ELSE
@@ -354,15 +364,16 @@ export class PgStaging implements StagingClient {
     );
   }
 
-  async park(stagingId: string, error: string, nowMs: number): Promise<boolean> {
+  async park(stagingId: string, attempts: number, error: string, nowMs: number): Promise<boolean> {
     const schema = await this.open();
     // One statement: the delete and the insert commit together.
     const res = await this.client.query(
       `WITH moved AS (DELETE FROM ${this.stagingRef(schema)} WHERE id = $1::bigint RETURNING *)
        INSERT INTO ${this.errorsRef(schema)} (id, table_name, op, key, key_hash, before, after, txid, time_ms, attempts, error, parked_time_ms)
-       SELECT id, table_name, op, key, key_hash, before, after, txid, time_ms, attempts, $2, $3 FROM moved
-       ON CONFLICT (id) DO UPDATE SET error = EXCLUDED.error, parked_time_ms = EXCLUDED.parked_time_ms`,
-      [stagingId, error, nowMs],
+       SELECT id, table_name, op, key, key_hash, before, after, txid, time_ms, $2, $3, $4 FROM moved
+       ON CONFLICT (id) DO UPDATE SET attempts = EXCLUDED.attempts, error = EXCLUDED.error,
+         parked_time_ms = EXCLUDED.parked_time_ms`,
+      [stagingId, attempts, error, nowMs],
     );
     return (res.rowCount ?? 0) > 0;
   }

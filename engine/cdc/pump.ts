@@ -249,7 +249,7 @@ export class PumpCore {
     const now = clock();
     if (attempts >= errors.attemptsMax) {
       const reason = `refused ${attempts} time${attempts === 1 ? '' : 's'} (${1 + errors.retriesImmediate} tries each): ${error.message}`;
-      await staging.park(row.stagingId, reason, now);
+      await staging.park(row.stagingId, attempts, reason, now);
       this.stats.parked++;
       this.retrying.delete(row.key);
       if (errors.holdKeyWhenParked) this.parked.add(row.key);

@@ -73,10 +73,29 @@ export function sqliteTriggerDdl(stagingTable: string, t: ResolvedTable): string
     const name = quoteIdent(sqliteTriggerName(stagingTable, cfg.table, op));
     out.push(`DROP TRIGGER IF EXISTS ${name}`);
     if (!cfg.operations.includes(op)) continue;
-    const row = op === 'delete' ? 'OLD' : 'NEW';
-    const key = jsonArrayExpr(t.key, (c) => sqliteJson(row, c));
-    const before = op === 'insert' ? 'NULL' : jsonObjectExpr(t.columns, (c) => sqliteJson('OLD', c));
-    const after = op === 'delete' ? 'NULL' : jsonObjectExpr(t.columns, (c) => sqliteJson('NEW', c));
+    const keyOf = (row: 'NEW' | 'OLD') => jsonArrayExpr(t.key, (c) => sqliteJson(row, c));
+    const imgOld = jsonObjectExpr(t.columns, (c) => sqliteJson('OLD', c));
+    const imgNew = jsonObjectExpr(t.columns, (c) => sqliteJson('NEW', c));
+    const stage = (o: RowOp, key: string, before: string, after: string, where = '') =>
+      `  INSERT INTO ${staging} (table_name, op, key, key_hash, before, after, txid, time_ms)
+  SELECT ${tableLit}, '${o}', ${key}, NULL,
+    ${before},
+    ${after},
+    NULL, ${SQLITE_NOW_MS}${where};`;
+    let body: string;
+    if (op === 'insert') body = stage('insert', keyOf('NEW'), 'NULL', imgNew);
+    else if (op === 'delete') body = stage('delete', keyOf('OLD'), imgOld, 'NULL');
+    else if ((cfg.keyUpdate ?? CDC_DEFAULTS.keyUpdate) === 'update') body = stage('update', keyOf('NEW'), imgOld, imgNew);
+    else {
+      // Case C8: a key change retires the old key (delete on its pump) and creates the new one.
+      const changed = `\n  WHERE ${keyOf('OLD')} IS NOT ${keyOf('NEW')}`;
+      const same = `\n  WHERE ${keyOf('OLD')} IS ${keyOf('NEW')}`;
+      body = [
+        stage('delete', keyOf('OLD'), imgOld, 'NULL', changed),
+        stage('insert', keyOf('NEW'), 'NULL', imgNew, changed),
+        stage('update', keyOf('NEW'), imgOld, imgNew, same),
+      ].join('\n');
+    }
     const when: string[] = [];
     if (op === 'update' && suppress) {
       const compared = [...t.columns, ...t.key.filter((k) => !t.columns.includes(k))];
@@ -90,11 +109,7 @@ export function sqliteTriggerDdl(stagingTable: string, t: ResolvedTable): string
     out.push(
       `CREATE TRIGGER ${name} AFTER ${op.toUpperCase()} ON ${quoteIdent(cfg.table)} FOR EACH ROW${whenSql}
 BEGIN
-  INSERT INTO ${staging} (table_name, op, key, key_hash, before, after, txid, time_ms)
-  VALUES (${tableLit}, '${op}', ${key}, NULL,
-    ${before},
-    ${after},
-    NULL, ${SQLITE_NOW_MS});
+${body}
 END`,
     );
   }
@@ -301,7 +316,7 @@ export class SqliteStaging implements StagingClient {
     this.withWriteLock(() => stmt.run(attempts, nextAttemptMs, error, stagingId));
   }
 
-  async park(stagingId: string, error: string, nowMs: number): Promise<boolean> {
+  async park(stagingId: string, attempts: number, error: string, nowMs: number): Promise<boolean> {
     this.checkOpen();
     const s = quoteIdent(this.source.stagingTable);
     const e = quoteIdent(`${this.source.stagingTable}_errors`);
@@ -310,8 +325,8 @@ export class SqliteStaging implements StagingClient {
     const move = this.db.transaction(() => {
       const n = this.db.prepare(
         `INSERT OR REPLACE INTO ${e} (id, table_name, op, key, key_hash, before, after, txid, time_ms, attempts, error, parked_time_ms)
-         SELECT id, table_name, op, key, ?, before, after, txid, time_ms, attempts, ?, ? FROM ${s} WHERE id = CAST(? AS INTEGER)`,
-      ).run(keyHash(row.key), error, nowMs, stagingId).changes;
+         SELECT id, table_name, op, key, ?, before, after, txid, time_ms, ?, ?, ? FROM ${s} WHERE id = CAST(? AS INTEGER)`,
+      ).run(keyHash(row.key), attempts, error, nowMs, stagingId).changes;
       this.db.prepare(`DELETE FROM ${s} WHERE id = CAST(? AS INTEGER)`).run(stagingId);
       return n > 0;
     });

@@ -86,10 +86,11 @@ export interface StagingClient {
    */
   recordFailure(stagingId: string, attempts: number, nextAttemptMs: number, error: string): Promise<void>;
   /**
-   * Moves a staged change into the error table with `error` and parked_time_ms = `nowMs`, in one
-   * transaction. Returns false when the id was no longer staged.
+   * Moves a staged change into the error table with its final round count `attempts`, `error`
+   * and parked_time_ms = `nowMs`, in one transaction. Returns false when the id was no longer
+   * staged.
    */
-  park(stagingId: string, error: string, nowMs: number): Promise<boolean>;
+  park(stagingId: string, attempts: number, error: string, nowMs: number): Promise<boolean>;
   /** Keys of `pump` of `pumps` with a change waiting for a delayed retry or parked. */
   heldKeys(pump: number, pumps: number): Promise<HeldKeys>;
   /** Parked changes, lowest staging id first, at most `limit` (default 1000). */

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { LineCounter, parseDocument } from 'yaml';
-import type { CaptureErrorPolicy, CaptureOperation, CaptureSource, CaptureTable, DatabaseRef } from '../cdc/index.js';
+import type { CaptureErrorPolicy, KeyUpdateMode, CaptureOperation, CaptureSource, CaptureTable, DatabaseRef } from '../cdc/index.js';
 import { CDC_DEFAULTS } from '../cdc/index.js';
 import { checkReferences, resolveModule } from './checks.js';
 import { substituteEnv } from './env.js';
@@ -128,7 +128,7 @@ interface TopologyFile {
     recordBytesMax?: number; errors?: Partial<CaptureErrorPolicy>;
     tables: Array<{
       table: string; operations: CaptureOperation[]; columns?: string[]; key?: string[];
-      condition?: string; target: string; suppressNoopUpdates?: boolean;
+      condition?: string; target: string; suppressNoopUpdates?: boolean; keyUpdate?: KeyUpdateMode;
     }>;
   }>;
 }
@@ -189,6 +189,7 @@ function applyDefaults(f: TopologyFile, file: string, baseDir: string): Topology
         ...(t.condition !== undefined ? { condition: t.condition } : {}),
         target: t.target,
         suppressNoopUpdates: t.suppressNoopUpdates ?? D.captureTable.suppressNoopUpdates,
+        keyUpdate: t.keyUpdate ?? CDC_DEFAULTS.keyUpdate,
       })),
       pumps: c.pumps ?? D.capture.pumps,
       batchSizeMax: c.batchSizeMax ?? D.capture.batchSizeMax,

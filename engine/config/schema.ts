@@ -4,7 +4,7 @@
  * numeric ranges; cross-references (queue names, partitions vs pumps, files) are checked in
  * checks.ts, which can point at the exact YAML node.
  */
-import { CAPTURE_OPERATIONS, ERROR_POLICY_LIMITS } from '../cdc/index.js';
+import { CAPTURE_OPERATIONS, ERROR_POLICY_LIMITS, KEY_UPDATE_MODES } from '../cdc/index.js';
 import {
   DIALECT_VALUES, INPUTS_REPLAY_VALUES, QUEUE_FSYNC_VALUES, QUEUE_NAME_PATTERN, SERVICE_NAME_PATTERN,
   STAGING_TABLE_PATTERN, START_FROM_VALUES, TOPOLOGY_LIMITS, TOPOLOGY_NAME_PATTERN,
@@ -89,6 +89,7 @@ const captureTable = {
     condition: { type: 'string', pattern: '\\S' },
     target: { type: 'string' },
     suppressNoopUpdates: { type: 'boolean' },
+    keyUpdate: { enum: KEY_UPDATE_MODES },
   },
 };
 

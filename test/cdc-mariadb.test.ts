@@ -1,13 +1,13 @@
 /**
  * The capture cases of shared/cases/capture.md on MariaDB, at the trigger + staging level:
- * C1 (two sessions), C3, C5, C6, C7, C9 (TRUNCATE refused), plus the key hash in SQL, the type
+ * C1 (two sessions), C3, C5, C6, C7, C8, C9 (TRUNCATE refused), plus the key hash in SQL, the type
  * renderings of the README's table, conditions, install/uninstall, pump ownership and config
  * checks. C2 with a real SIGKILL is in cdc-mariadb-crash.test.ts.
  */
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { ConfigError, parseTopology } from '../engine/config/index.js';
-import { keyHash, openStaging, PumpCore, validateCaptureSource } from '../engine/cdc/index.js';
+import { keyHash, openStaging, PumpCore, pumpOfKey, validateCaptureSource } from '../engine/cdc/index.js';
 import type { CaptureSource, CaptureTable, StagingClient } from '../engine/cdc/index.js';
 import { createAppDb, drain, LEDGER_DDL, ledgerRow, memorySink, sourceFor, view } from './cdc-helpers.js';
 import type { AppDb } from './cdc-helpers.js';
@@ -149,6 +149,47 @@ test('mariadb: C7 a latin1 column and a writer session in latin1 still give the 
     await staging.close();
     await app.destroy();
   }
+});
+
+test('mariadb: C8 a primary-key update is a delete of the old key then an insert of the new, each on its key\'s pump; a consumer keyed on the key keeps no ghost', async () => {
+  await withLedger({}, async (app, staging) => {
+    await app.exec(`INSERT INTO ledger(id, holder) VALUES (80, 'k')`);
+    await app.exec(`UPDATE ledger SET id = 81 WHERE id = 80`);
+    await app.exec(`INSERT INTO ledger(id, holder) VALUES (80, 'again')`);
+    const pumps = 2;
+    const perPump = [await staging.claim(0, pumps, 100), await staging.claim(1, pumps, 100)];
+    const all = perPump.flat().sort((a, b) => Number(BigInt(a.stagingId) - BigInt(b.stagingId)));
+    assert.equal(all.map(view), [
+      { table: 'ledger', op: 'insert', key: ['80'], before: null, after: ledgerRow({ id: '80', holder: 'k' }) },
+      { table: 'ledger', op: 'delete', key: ['80'], before: ledgerRow({ id: '80', holder: 'k' }), after: null },
+      { table: 'ledger', op: 'insert', key: ['81'], before: null, after: ledgerRow({ id: '81', holder: 'k' }) },
+      { table: 'ledger', op: 'insert', key: ['80'], before: null, after: ledgerRow({ id: '80', holder: 'again' }) },
+    ]);
+    for (const [p, rows] of perPump.entries()) {
+      for (const r of rows) assert.is(pumpOfKey(r.key, pumps), p, `${r.key} on its own pump`);
+    }
+    assert.ok(pumpOfKey('["80"]', pumps) !== pumpOfKey('["81"]', pumps), 'the two keys are on different pumps');
+    for (const order of [[0, 1], [1, 0]]) {
+      const state = new Map<string, unknown>();
+      for (const p of order) {
+        for (const r of perPump[p]!) {
+          if (r.op === 'delete') state.delete(r.key);
+          else state.set(r.key, JSON.parse(r.after!).holder);
+        }
+      }
+      assert.equal([...state.entries()].sort(), [['["80"]', 'again'], ['["81"]', 'k']]);
+    }
+  });
+});
+
+test('mariadb: C8 with keyUpdate \'update\' a primary-key update is one update under the new key with the old key in its before image', async () => {
+  await withLedger({ keyUpdate: 'update' }, async (app, staging) => {
+    await app.exec(`INSERT INTO ledger(id, holder) VALUES (80, 'k')`);
+    await app.exec(`UPDATE ledger SET id = 81 WHERE id = 80`);
+    const rows = await drain(staging);
+    assert.equal(rows.map(view)[1], { table: 'ledger', op: 'update', key: ['81'], before: ledgerRow({ id: '80', holder: 'k' }), after: ledgerRow({ id: '81', holder: 'k' }) });
+    assert.is(rows.length, 2);
+  });
 });
 
 test('mariadb: condition filters rows; columns and key config shape the images', async () => {

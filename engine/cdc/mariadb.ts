@@ -256,10 +256,35 @@ export function mariaDbTriggerDdl(database: string, stagingTable: string, t: Res
       out.push(`DROP TRIGGER IF EXISTS ${name}`);
       continue;
     }
-    const row = op === 'delete' ? 'OLD' : 'NEW';
-    const key = jsonArray(t.key, (c) => mariaDbJson(row, c));
-    const before = op === 'insert' ? 'NULL' : jsonObject(t.columns, (c) => mariaDbJson('OLD', c));
-    const after = op === 'delete' ? 'NULL' : jsonObject(t.columns, (c) => mariaDbJson('NEW', c));
+    const keyOf = (row: 'NEW' | 'OLD') => jsonArray(t.key, (c) => mariaDbJson(row, c));
+    const imgOld = jsonObject(t.columns, (c) => mariaDbJson('OLD', c));
+    const imgNew = jsonObject(t.columns, (c) => mariaDbJson('NEW', c));
+    // `key` is a variable holding the key text (hashed once, stored once).
+    const stage = (o: RowOp, key: 'k' | 'ko', before: string, after: string) =>
+      `INSERT INTO ${staging} (table_name, op, \`key\`, key_hash, \`before\`, \`after\`, txid, time_ms)
+    VALUES (${mariaDbLiteral(cfg.table)}, '${o}', ${key}, ${hash}(${key}),
+      ${before},
+      ${after},
+      '', ${MARIADB_NOW_MS});`;
+    let body: string;
+    if (op === 'insert') body = `SET k = ${keyOf('NEW')};
+    ${stage('insert', 'k', 'NULL', imgNew)}`;
+    else if (op === 'delete') body = `SET k = ${keyOf('OLD')};
+    ${stage('delete', 'k', imgOld, 'NULL')}`;
+    else if ((cfg.keyUpdate ?? CDC_DEFAULTS.keyUpdate) === 'update') {
+      body = `SET k = ${keyOf('NEW')};
+    ${stage('update', 'k', imgOld, imgNew)}`;
+    } else {
+      // Case C8: a key change retires the old key (delete on its pump) and creates the new one.
+      body = `SET k = ${keyOf('NEW')};
+    SET ko = ${keyOf('OLD')};
+    IF CAST(ko AS BINARY) <=> CAST(k AS BINARY) THEN
+    ${stage('update', 'k', imgOld, imgNew)}
+    ELSE
+    ${stage('delete', 'ko', imgOld, 'NULL')}
+    ${stage('insert', 'k', 'NULL', imgNew)}
+    END IF;`;
+    }
     const when: string[] = [];
     if (op === 'update' && suppress) {
       const compared = [...t.columns, ...t.key.filter((k) => !t.columns.includes(k))];
@@ -274,13 +299,9 @@ export function mariaDbTriggerDdl(database: string, stagingTable: string, t: Res
     out.push(`CREATE OR REPLACE TRIGGER ${name} AFTER ${op.toUpperCase()} ON ${table} FOR EACH ROW
 BEGIN
   DECLARE k LONGTEXT CHARACTER SET utf8mb4;
+  DECLARE ko LONGTEXT CHARACTER SET utf8mb4;
   IF ${whenSql} THEN
-    SET k = ${key};
-    INSERT INTO ${staging} (table_name, op, \`key\`, key_hash, \`before\`, \`after\`, txid, time_ms)
-    VALUES (${mariaDbLiteral(cfg.table)}, '${op}', k, ${hash}(k),
-      ${before},
-      ${after},
-      '', ${MARIADB_NOW_MS});
+    ${body}
   END IF;
 END`);
   }
@@ -562,15 +583,15 @@ export class MariaDbStaging implements StagingClient {
     );
   }
 
-  async park(stagingId: string, error: string, nowMs: number): Promise<boolean> {
+  async park(stagingId: string, attempts: number, error: string, nowMs: number): Promise<boolean> {
     const conn = await this.open();
     const id = idList([stagingId]);
     return this.inTransaction(conn, async () => {
       await conn.query(
         `INSERT INTO ${this.errorsRef()} (id, table_name, op, \`key\`, key_hash, \`before\`, \`after\`, txid, time_ms, attempts, error, parked_time_ms)
-         SELECT id, table_name, op, \`key\`, key_hash, \`before\`, \`after\`, txid, time_ms, attempts, ?, ? FROM ${this.stagingRef()} WHERE id = ${id}
-         ON DUPLICATE KEY UPDATE error = VALUES(error), parked_time_ms = VALUES(parked_time_ms)`,
-        [error, nowMs],
+         SELECT id, table_name, op, \`key\`, key_hash, \`before\`, \`after\`, txid, time_ms, ?, ?, ? FROM ${this.stagingRef()} WHERE id = ${id}
+         ON DUPLICATE KEY UPDATE attempts = VALUES(attempts), error = VALUES(error), parked_time_ms = VALUES(parked_time_ms)`,
+        [attempts, error, nowMs],
       );
       const [del] = await conn.query<mysql.ResultSetHeader>(`DELETE FROM ${this.stagingRef()} WHERE id = ${id}`);
       return del.affectedRows > 0;

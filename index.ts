@@ -124,7 +124,7 @@ export async function installCapture(topology: Topology): Promise<void> {
     } catch (err) {
       const k = err instanceof CaptureTableError ? source.tables.findIndex((t) => t.table === err.table) : -1;
       if (!(err instanceof CaptureTableError) || k < 0) throw err;
-      const field = err.index === undefined ? [err.field] : [err.field, err.index];
+      const field = [...err.field.split('.'), ...(err.index === undefined ? [] : [err.index])];
       throw new ConfigError([problemAt(topology.file, ['capture', i, 'tables', k, ...field], `capture source "${source.name}": ${err.message}`)]);
     } finally {
       await staging.close();

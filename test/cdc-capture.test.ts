@@ -211,10 +211,60 @@ for (const dialect of DIALECTS) {
     });
   });
 
+  test(`${dialect}: key strategies: columns, fixed, none and expression decide the staging key and the pump`, async () => {
+    const cases: [Partial<CaptureTable>['key'], string[]][] = [
+      [{ columns: ['holder', 'id'] }, ['["ann","1"]', '["bob","2"]', '["bob","2"]']],
+      [['holder'], ['["ann"]', '["bob"]', '["bob"]']],
+      [{ fixed: 'all' }, ['["all"]', '["all"]', '["all"]']],
+      [{ expression: `upper(ROW.holder) || '/' || ROW.id` }, ['["ANN/1"]', '["BOB/2"]', '["BOB/2"]']],
+      ['none', ['[]', '[]', '[]']],
+    ];
+    for (const [key, expected] of cases) {
+      await withLedger(dialect, { key }, async (app, staging) => {
+        await app.exec(`INSERT INTO ledger(id, holder) VALUES (1, 'ann')`);
+        await app.exec(`INSERT INTO ledger(id, holder) VALUES (2, 'bob')`);
+        await app.exec(`DELETE FROM ledger WHERE id = 2`);
+        const rows = [...await staging.claim(0, 2, 100), ...await staging.claim(1, 2, 100)]
+          .sort((a, b) => Number(BigInt(a.stagingId) - BigInt(b.stagingId)));
+        assert.equal(rows.map((r) => r.key), expected, JSON.stringify(key));
+        assert.equal(rows.map((r) => r.op), ['insert', 'insert', 'delete']);
+        if (key !== 'none') {
+          for (const pump of [0, 1]) {
+            const mine = await staging.claim(pump, 2, 100);
+            assert.ok(mine.every((r) => pumpOfKey(r.key, 2) === pump), `${JSON.stringify(key)}: keys on their pump`);
+          }
+        }
+      });
+    }
+  });
+
+  test(`${dialect}: key strategy none spreads changes over the pumps (no order between them)`, async () => {
+    await withLedger(dialect, { key: 'none' }, async (app, staging) => {
+      for (let i = 0; i < 40; i++) await app.exec(`INSERT INTO ledger(id) VALUES (${i})`);
+      const a = await staging.claim(0, 2, 100);
+      const b = await staging.claim(1, 2, 100);
+      assert.is(a.length + b.length, 40);
+      assert.ok(a.length > 0 && b.length > 0, `both pumps get some: ${a.length}, ${b.length}`);
+      assert.is(new Set([...a, ...b].map((r) => r.stagingId)).size, 40);
+    });
+  });
+
   test(`${dialect}: install names the missing column`, async () => {
     await rejects(withLedger(dialect, { columns: ['holder', 'nope'] }, async () => undefined), /capture table "ledger": columns: column "nope" not found/);
   });
 }
+
+test('postgres: key strategy transactionId: one transaction, one key; another transaction, another key', async () => {
+  await withLedger('postgres', { key: 'transactionId' }, async (app, staging) => {
+    await app.exec(`BEGIN; INSERT INTO ledger(id) VALUES (1); UPDATE ledger SET holder = 'x' WHERE id = 1; COMMIT`);
+    await app.exec(`INSERT INTO ledger(id) VALUES (2)`);
+    const rows = await drain(staging);
+    assert.is(rows.length, 3);
+    assert.equal(rows.map((r) => r.key), rows.map((r) => JSON.stringify([r.txid])));
+    assert.is(rows[0]!.key, rows[1]!.key);
+    assert.ok(rows[2]!.key !== rows[0]!.key);
+  });
+});
 
 test('postgres: C9 TRUNCATE writes a table-level truncate event after the row events', async () => {
   await withLedger('postgres', { operations: ['insert', 'update', 'delete', 'truncate'] }, async (app, staging) => {

@@ -288,6 +288,27 @@ test('partition counts: capture target partitions must equal pumps; a service ou
   ]);
 });
 
+test('a bad key strategy is reported at its field: unknown word, unknown form, transactionId on sqlite, empty columns', () => {
+  const text = yaml(
+    ...BASE,
+    'capture:',
+    '  - name: db',
+    '    database: { dialect: sqlite, file: a.db }',
+    '    tables:',
+    '      - { table: a, operations: [insert], target: in, key: primarykey }',
+    '      - { table: b, operations: [insert], target: in, key: { fixd: x } }',
+    '      - { table: c, operations: [insert], target: in, key: transactionId }',
+    '      - { table: d, operations: [insert], target: in, key: { columns: [] } }',
+  );
+  const shapes = 'primaryKey, none, transactionId, a list of columns, {columns: [...]}, {fixed: "value"} or {expression: "SQL"}';
+  assertProblems(text, [
+    `${at(text, 14, 'primarykey')}: capture[0].tables[0].key: must be one of ${shapes}, got "primarykey"`,
+    `${at(text, 15, 'x }')}: capture[0].tables[1].key.fixd: unknown key strategy (one of ${shapes})`,
+    `${at(text, 16, 'transactionId')}: capture[0].tables[2].key: transactionId is not supported on sqlite (SQLite gives triggers no transaction identity)`,
+    `${at(text, 17, '[]')}: capture[0].tables[3].key.columns: must be a non-empty list of column names`,
+  ]);
+});
+
 test('unknown enum values list the allowed ones and suggest the closest', () => {
   const text = yaml(
     'name: t',

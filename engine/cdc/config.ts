@@ -22,8 +22,10 @@ export const CAPTURE_OPERATIONS: readonly CaptureOperation[] = ['insert', 'updat
  *   trigger writing one table-level event with key `"*"`); SQLite has no TRUNCATE and rejects it.
  * - `columns`: captured columns, in image order; default every column of the table
  *   (introspected: PostgreSQL information_schema.columns, SQLite pragma table_info).
- * - `key`: key columns; default the primary key. Per-key ordering is only guaranteed when the key
- *   is unique-constrained (row locks serialize writers of one key).
+ * - `key`: the key strategy ({@link KeyStrategy}); default `primaryKey`. The key decides the
+ *   pump (and so the partition) and the order: one key's changes are shipped in staging-id order.
+ *   Per-key commit order needs writers of one key to be serialized (true for `primaryKey` and
+ *   unique columns: row locks; always on SQLite).
  * - `condition`: SQL boolean placed in every row trigger's WHEN clause; may reference NEW for
  *   insert/update and OLD for update/delete, so it must only use the row variables valid for all
  *   captured operations. Not applied to truncate (statement-level triggers have no rows).
@@ -41,12 +43,38 @@ export interface CaptureTable {
   table: string;
   operations: CaptureOperation[];
   columns?: string[];
-  key?: string[];
+  key?: KeyStrategy;
   condition?: string;
   target: string;
   suppressNoopUpdates?: boolean;
   keyUpdate?: KeyUpdateMode;
 }
+
+/**
+ * Key strategy of a captured table (after MOVEX CDC's key strategies). The staging key is always a
+ * JSON array text:
+ * - `'primaryKey'` (default): the primary key columns' values, `["80"]`.
+ * - `string[]` or `{ columns: [...] }`: those columns' values.
+ * - `'none'`: no key, `[]`: changes are spread over the pumps and no order is kept between them.
+ * - `{ fixed: 'value' }`: `["value"]` for every change: the table's changes go through one pump,
+ *   in staging-id order (commit order on SQLite; on PostgreSQL for writers serialized by locks).
+ * - `'transactionId'`: `["<txid>"]` (PostgreSQL txid_current(); refused on SQLite, which has no
+ *   transaction identity): one transaction's changes stay together and in order.
+ * - `{ expression: 'SQL' }`: `[<text of the expression>]`, the expression written over the row as
+ *   `ROW.<column>` (evaluated over NEW for insert and update, OLD for delete and for the old key of
+ *   a key-changing update).
+ */
+export type KeyStrategy =
+  | 'primaryKey'
+  | 'none'
+  | 'transactionId'
+  | string[]
+  | { columns: string[] }
+  | { fixed: string }
+  | { expression: string };
+
+/** The key strategies that are plain words. */
+export const KEY_STRATEGY_WORDS = ['primaryKey', 'none', 'transactionId'] as const;
 
 /** How an UPDATE that changes the key is captured (CaptureTable.keyUpdate). */
 export type KeyUpdateMode = 'delete-create' | 'update';
@@ -258,7 +286,8 @@ export function validateCaptureSource(source: CaptureSource): CaptureSource {
           bad(`${p}.operations`, MARIADB_TRUNCATE_REFUSAL);
         }
       }
-      for (const field of ['columns', 'key'] as const) {
+      for (const k of keyStrategyProblems(t?.key, db?.dialect)) bad([`${p}.key`, ...k.sub].join('.'), k.message);
+      for (const field of ['columns'] as const) {
         const list = t?.[field];
         if (list === undefined) continue;
         if (!Array.isArray(list) || list.length === 0 || list.some((c) => typeof c !== 'string' || c.length === 0)) {
@@ -278,6 +307,46 @@ export function validateCaptureSource(source: CaptureSource): CaptureSource {
   }
   if (problems.length > 0) throw new Error(problems.join('\n'));
   return source;
+}
+
+/** One problem of a KeyStrategy: `sub` is the path below the `key` field. */
+export interface KeyStrategyProblem {
+  sub: (string | number)[];
+  message: string;
+}
+
+/** Problems of a KeyStrategy value for `dialect` (empty when it is valid or absent). */
+export function keyStrategyProblems(key: unknown, dialect: string | undefined): KeyStrategyProblem[] {
+  const out: KeyStrategyProblem[] = [];
+  const bad = (sub: (string | number)[], message: string) => out.push({ sub, message });
+  if (key === undefined) return out;
+  const columnsOk = (list: unknown, sub: (string | number)[]) => {
+    if (!Array.isArray(list) || list.length === 0 || list.some((c) => typeof c !== 'string' || c.length === 0)) {
+      bad(sub, 'must be a non-empty list of column names');
+    } else if (new Set(list).size !== list.length) {
+      bad(sub, 'lists a column twice');
+    }
+  };
+  const shapes = `${KEY_STRATEGY_WORDS.join(', ')}, a list of columns, {columns: [...]}, {fixed: "value"} or {expression: "SQL"}`;
+  if (typeof key === 'string') {
+    if (!(KEY_STRATEGY_WORDS as readonly string[]).includes(key)) bad([], `must be one of ${shapes}, got ${JSON.stringify(key)}`);
+    else if (key === 'transactionId' && dialect === 'sqlite') {
+      bad([], 'transactionId is not supported on sqlite (SQLite gives triggers no transaction identity)');
+    }
+  } else if (Array.isArray(key)) {
+    columnsOk(key, []);
+  } else if (key !== null && typeof key === 'object' && Object.keys(key).length === 1) {
+    const k = key as Record<string, unknown>;
+    if ('columns' in k) columnsOk(k.columns, ['columns']);
+    else if ('fixed' in k) {
+      if (typeof k.fixed !== 'string') bad(['fixed'], 'must be a string');
+    } else if ('expression' in k) {
+      if (typeof k.expression !== 'string' || k.expression.trim() === '') bad(['expression'], 'must be a non-empty SQL expression');
+    } else bad([Object.keys(k)[0]!], `unknown key strategy (one of ${shapes})`);
+  } else {
+    bad([], `must be one of ${shapes}`);
+  }
+  return out;
 }
 
 function checkInt(value: unknown, min: number, max: number, path: string, bad: (p: string, m: string) => void): void {

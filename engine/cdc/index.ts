@@ -40,12 +40,14 @@ export {
   CDC_DEFAULTS,
   ERROR_POLICY_LIMITS,
   KEY_UPDATE_MODES,
+  KEY_STRATEGY_WORDS,
+  keyStrategyProblems,
   STAGING_NAME_PATTERN,
   resolveErrorPolicy,
   validateCaptureSource,
 } from './config.js';
 export type {
-  CaptureErrorPolicy, KeyUpdateMode, CaptureOperation, CaptureSource, CaptureTable, DatabaseRef, StagedChange,
+  CaptureErrorPolicy, KeyStrategy, KeyStrategyProblem, KeyUpdateMode, CaptureOperation, CaptureSource, CaptureTable, DatabaseRef, StagedChange,
 } from './config.js';
 export { keyHash, pumpOfKey } from './key-hash.js';
 export type {

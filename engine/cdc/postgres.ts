@@ -15,8 +15,8 @@ import pg from 'pg';
 import { CDC_DEFAULTS, validateCaptureSource, checkClaimArgs } from './config.js';
 import type { CaptureOperation, CaptureSource, CaptureTable, StagedChange } from './config.js';
 import { keyHash } from './key-hash.js';
-import { jsonArrayExpr, jsonObjectExpr, quoteIdent, quoteLiteral, resolveTable } from './sql.js';
-import type { ColumnInfo, ResolvedTable } from './sql.js';
+import { jsonObjectExpr, keyTextExpr, quoteIdent, quoteLiteral, resolveTable } from './sql.js';
+import type { ColumnInfo, KeyDialect, ResolvedTable } from './sql.js';
 import type { HeldKeys, ParkedChange, ParkedSelection, StagingClient, UninstallOptions } from './staging.js';
 
 /** PostgreSQL identifiers are cut at 63 bytes (NAMEDATALEN - 1). */
@@ -69,6 +69,12 @@ function pgJson(row: 'NEW' | 'OLD', c: ColumnInfo): string {
   return `coalesce(pg_catalog.to_json(${pgText(`${row}.${quoteIdent(c.name)}`, c)})::text, 'null')`;
 }
 
+const PG_KEY_DIALECT: KeyDialect = {
+  json: pgJson,
+  jsonOfText: (sql) => `coalesce(pg_catalog.to_json((${sql})::text)::text, 'null')`,
+  txid: 'pg_catalog.txid_current()::text',
+};
+
 const PG_NOW_MS = `pg_catalog.floor(pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()) * 1000)::bigint`;
 
 /**
@@ -117,15 +123,17 @@ export function pgTriggerDdl(schema: string, stagingTable: string, t: ResolvedTa
   const fn = `${quoteIdent(schema)}.${quoteIdent(pgFunctionName(stagingTable, cfg.table))}`;
   const table = pgQualifiedTable(cfg.table);
   const tableLit = quoteLiteral(cfg.table);
+  // Key strategy none: no order to keep, so the pump is picked by the capture time instead.
+  const keyHashSql = t.keyStrategy.kind === 'none' ? `${hash}(pg_catalog.clock_timestamp()::text)` : `${hash}(k)`;
   const insert = (op: CaptureOperation, key: string, before: string, after: string) =>
     `    k := ${key};
     INSERT INTO ${staging} (table_name, op, key, key_hash, before, after, txid, time_ms)
-    VALUES (${tableLit}, '${op}', k, ${hash}(k),
+    VALUES (${tableLit}, '${op}', k, ${keyHashSql},
       ${before},
       ${after},
       pg_catalog.txid_current()::text, ${PG_NOW_MS});`;
-  const keyNew = jsonArrayExpr(t.key, (c) => pgJson('NEW', c));
-  const keyOld = jsonArrayExpr(t.key, (c) => pgJson('OLD', c));
+  const keyNew = keyTextExpr(t, 'NEW', PG_KEY_DIALECT);
+  const keyOld = keyTextExpr(t, 'OLD', PG_KEY_DIALECT);
   const imgNew = jsonObjectExpr(t.columns, (c) => pgJson('NEW', c));
   const imgOld = jsonObjectExpr(t.columns, (c) => pgJson('OLD', c));
   const keyUpdate = cfg.keyUpdate ?? CDC_DEFAULTS.keyUpdate;

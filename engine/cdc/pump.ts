@@ -146,6 +146,8 @@ export class PumpCore {
     this.stats.reconciled += n;
     const held = await this.opts.staging.heldKeys(this.opts.pump, this.opts.pumps);
     this.retrying = held.retrying;
+    // Unkeyed retries are tracked per staging id in memory only: after a restart they are due.
+    this.retrying.delete(NO_KEY);
     this.parked = this.opts.errors.holdKeyWhenParked ? held.parked : new Set();
     this.parkedReadMs = this.opts.clock();
     this.started = true;
@@ -165,7 +167,10 @@ export class PumpCore {
       this.pendingAck = null;
     }
     await this.housekeeping();
-    const rows = await staging.claim(pump, pumps, batchSizeMax, this.excluded());
+    const now = this.opts.clock();
+    // Unkeyed changes (key strategy none) waiting for a retry are claimed but not shipped yet.
+    const rows = (await staging.claim(pump, pumps, batchSizeMax, this.excluded()))
+      .filter((r) => r.key !== NO_KEY || !((this.retrying.get(orderKey(r)) ?? 0) > now));
     if (rows.length === 0) return 0;
     if (fault === 'before-append') process.kill(process.pid, 'SIGKILL');
     const shipped: string[] = [];
@@ -210,7 +215,7 @@ export class PumpCore {
    * batch stay staged behind it.
    */
   private async ship(rows: StagedChange[], blocked: Set<string>, shipped: string[]): Promise<void> {
-    const open = blocked.size === 0 ? rows : rows.filter((r) => !blocked.has(r.key));
+    const open = blocked.size === 0 ? rows : rows.filter((r) => !blocked.has(orderKey(r)));
     if (open.length === 0) return;
     try {
       await this.opts.sink.appendBatch(open);
@@ -225,7 +230,7 @@ export class PumpCore {
     }
     for (const r of open) {
       shipped.push(r.stagingId);
-      this.retrying.delete(r.key);
+      this.retrying.delete(orderKey(r));
     }
   }
 
@@ -237,28 +242,28 @@ export class PumpCore {
       try {
         await sink.appendBatch([row]);
         shipped.push(row.stagingId);
-        this.retrying.delete(row.key);
+        this.retrying.delete(orderKey(row));
         return;
       } catch (err) {
         if (!(err instanceof RecordRefusedError)) throw err;
         error = err;
       }
     }
-    blocked.add(row.key);
+    blocked.add(orderKey(row));
     const attempts = row.attempts + 1;
     const now = clock();
     if (attempts >= errors.attemptsMax) {
       const reason = `refused ${attempts} time${attempts === 1 ? '' : 's'} (${1 + errors.retriesImmediate} tries each): ${error.message}`;
       await staging.park(row.stagingId, attempts, reason, now);
       this.stats.parked++;
-      this.retrying.delete(row.key);
-      if (errors.holdKeyWhenParked) this.parked.add(row.key);
+      this.retrying.delete(orderKey(row));
+      if (errors.holdKeyWhenParked && row.key !== NO_KEY) this.parked.add(row.key);
       return;
     }
     const delayMs = Math.min(errors.retryDelayMs * 2 ** (attempts - 1), errors.retryDelayMaxMs);
     await staging.recordFailure(row.stagingId, attempts, now + delayMs, error.message);
     this.stats.retriesDelayed++;
-    this.retrying.set(row.key, now + delayMs);
+    this.retrying.set(orderKey(row), now + delayMs);
   }
 
   /**
@@ -274,6 +279,14 @@ export class PumpCore {
     }
     return this.stats;
   }
+}
+
+/** The staging key of key strategy none: unkeyed changes keep no order between them. */
+const NO_KEY = '[]';
+
+/** What holds back later changes: the key, or for an unkeyed change only itself. */
+function orderKey(r: StagedChange): string {
+  return r.key === NO_KEY ? `#${r.stagingId}` : r.key;
 }
 
 /** Other modules share SLUICE_FAULT with their own fault names, so unknown values mean "no pump fault". */

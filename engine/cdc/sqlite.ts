@@ -15,8 +15,8 @@ import Database from 'better-sqlite3';
 import { CDC_DEFAULTS, validateCaptureSource, checkClaimArgs } from './config.js';
 import type { CaptureOperation, CaptureSource, StagedChange } from './config.js';
 import { keyHash } from './key-hash.js';
-import { jsonArrayExpr, jsonObjectExpr, quoteIdent, quoteLiteral, resolveTable } from './sql.js';
-import type { ColumnInfo, ResolvedTable } from './sql.js';
+import { jsonObjectExpr, keyTextExpr, quoteIdent, quoteLiteral, resolveTable } from './sql.js';
+import type { ColumnInfo, KeyDialect, ResolvedTable } from './sql.js';
 import type { HeldKeys, ParkedChange, ParkedSelection, StagingClient, UninstallOptions } from './staging.js';
 
 type RowOp = Exclude<CaptureOperation, 'truncate'>;
@@ -34,6 +34,12 @@ function sqliteText(ref: string): string {
 function sqliteJson(row: 'NEW' | 'OLD', c: ColumnInfo): string {
   return `json_quote(${sqliteText(`${row}.${quoteIdent(c.name)}`)})`;
 }
+
+const SQLITE_KEY_DIALECT: KeyDialect = {
+  json: sqliteJson,
+  jsonOfText: (sql) => `json_quote(CAST(${sql} AS TEXT))`,
+  txid: null,
+};
 
 /** Name of the trigger capturing `op` of `table` into `staging`. */
 export function sqliteTriggerName(stagingTable: string, table: string, op: RowOp): string {
@@ -73,7 +79,7 @@ export function sqliteTriggerDdl(stagingTable: string, t: ResolvedTable): string
     const name = quoteIdent(sqliteTriggerName(stagingTable, cfg.table, op));
     out.push(`DROP TRIGGER IF EXISTS ${name}`);
     if (!cfg.operations.includes(op)) continue;
-    const keyOf = (row: 'NEW' | 'OLD') => jsonArrayExpr(t.key, (c) => sqliteJson(row, c));
+    const keyOf = (row: 'NEW' | 'OLD') => keyTextExpr(t, row, SQLITE_KEY_DIALECT);
     const imgOld = jsonObjectExpr(t.columns, (c) => sqliteJson('OLD', c));
     const imgNew = jsonObjectExpr(t.columns, (c) => sqliteJson('NEW', c));
     const stage = (o: RowOp, key: string, before: string, after: string, where = '') =>
@@ -252,7 +258,8 @@ export class SqliteStaging implements StagingClient {
     // One read transaction for both statements, so the rows read are the ones scanned.
     return this.db.transaction(() => {
       for (const [id, key] of scan.iterate() as IterableIterator<[number, string]>) {
-        const h = keyHash(key);
+        // Key strategy none ("[]"): no order to keep, so the pump is picked by the staging id.
+        const h = key === '[]' ? keyHash(String(id)) : keyHash(key);
         if (h % pumps !== pump || exclude?.has(key)) continue;
         ids.push(id);
         hashes.set(id, h);

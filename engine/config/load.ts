@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { LineCounter, parseDocument } from 'yaml';
-import type { CaptureErrorPolicy, KeyUpdateMode, CaptureOperation, CaptureSource, CaptureTable, DatabaseRef } from '../cdc/index.js';
+import type { CaptureErrorPolicy, KeyStrategy, KeyUpdateMode, CaptureOperation, CaptureSource, CaptureTable, DatabaseRef } from '../cdc/index.js';
 import { CDC_DEFAULTS } from '../cdc/index.js';
 import { checkReferences, resolveModule } from './checks.js';
 import { substituteEnv } from './env.js';
@@ -127,7 +127,7 @@ interface TopologyFile {
     pumps?: number; batchSizeMax?: number; pollIntervalMs?: number; stagingTable?: string;
     recordBytesMax?: number; errors?: Partial<CaptureErrorPolicy>;
     tables: Array<{
-      table: string; operations: CaptureOperation[]; columns?: string[]; key?: string[];
+      table: string; operations: CaptureOperation[]; columns?: string[]; key?: KeyStrategy;
       condition?: string; target: string; suppressNoopUpdates?: boolean; keyUpdate?: KeyUpdateMode;
     }>;
   }>;
@@ -185,7 +185,7 @@ function applyDefaults(f: TopologyFile, file: string, baseDir: string): Topology
         table: t.table,
         operations: [...t.operations],
         ...(t.columns !== undefined ? { columns: [...t.columns] } : {}),
-        ...(t.key !== undefined ? { key: [...t.key] } : {}),
+        ...(t.key !== undefined ? { key: structuredClone(t.key) } : {}),
         ...(t.condition !== undefined ? { condition: t.condition } : {}),
         target: t.target,
         suppressNoopUpdates: t.suppressNoopUpdates ?? D.captureTable.suppressNoopUpdates,

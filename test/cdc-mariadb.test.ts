@@ -192,6 +192,44 @@ test('mariadb: C8 with keyUpdate \'update\' a primary-key update is one update u
   });
 });
 
+test('mariadb: key strategies: columns, fixed, none and expression decide the staging key and the pump', async () => {
+  const cases: [Partial<CaptureTable>['key'], string[]][] = [
+    [{ columns: ['holder', 'id'] }, ['["ann","1"]', '["bob","2"]', '["bob","2"]']],
+    [['holder'], ['["ann"]', '["bob"]', '["bob"]']],
+    [{ fixed: 'all' }, ['["all"]', '["all"]', '["all"]']],
+    [{ expression: `CONCAT(UPPER(ROW.holder), '/', ROW.id)` }, ['["ANN/1"]', '["BOB/2"]', '["BOB/2"]']],
+    ['none', ['[]', '[]', '[]']],
+  ];
+  for (const [key, expected] of cases) {
+    await withLedger({ key }, async (app, staging) => {
+      await app.exec(`INSERT INTO ledger(id, holder) VALUES (1, 'ann')`);
+      await app.exec(`INSERT INTO ledger(id, holder) VALUES (2, 'bob')`);
+      await app.exec(`DELETE FROM ledger WHERE id = 2`);
+      const rows = [...await staging.claim(0, 2, 100), ...await staging.claim(1, 2, 100)]
+        .sort((a, b) => Number(BigInt(a.stagingId) - BigInt(b.stagingId)));
+      assert.equal(rows.map((r) => r.key), expected, JSON.stringify(key));
+      assert.equal(rows.map((r) => r.op), ['insert', 'insert', 'delete']);
+      if (key !== 'none') {
+        for (const pump of [0, 1]) {
+          const mine = await staging.claim(pump, 2, 100);
+          assert.ok(mine.every((r) => pumpOfKey(r.key, 2) === pump), `${JSON.stringify(key)}: keys on their pump`);
+        }
+      }
+    });
+  }
+});
+
+test('mariadb: key strategy none spreads changes over the pumps (no order between them)', async () => {
+  await withLedger({ key: 'none' }, async (app, staging) => {
+    await app.exec(`INSERT INTO ledger(id) SELECT seq FROM seq_0_to_39`);
+    const a = await staging.claim(0, 2, 100);
+    const b = await staging.claim(1, 2, 100);
+    assert.is(a.length + b.length, 40);
+    assert.ok(a.length > 0 && b.length > 0, `both pumps get some: ${a.length}, ${b.length}`);
+    assert.is(new Set([...a, ...b].map((r) => r.stagingId)).size, 40);
+  });
+});
+
 test('mariadb: condition filters rows; columns and key config shape the images', async () => {
   await withLedger({ operations: ['insert', 'update'], columns: ['holder'], key: ['id'], condition: `NEW.holder <> 'skip'` }, async (app, staging) => {
     await app.exec(`INSERT INTO ledger(id, holder) VALUES (1, 'keep')`);
@@ -343,6 +381,8 @@ test('mariadb: config checks: truncate refused, url must name a database; mysql 
   assert.throws(() => validateCaptureSource(base({ dialect: 'mariadb', url: 'mariadb://root@h:3306' })),
     /database\.url: must name one database as its path/);
   assert.throws(() => validateCaptureSource(base({ dialect: 'mariadb', url: 'postgres://h/db' })), /database\.url: scheme must be mariadb: or mysql:/);
+  assert.throws(() => validateCaptureSource({ ...base({ dialect: 'mariadb', url: 'mariadb://h/db' }), tables: [{ table: 'ledger', operations: ['insert'], key: 'transactionId', target: 'q' }] }),
+    /tables\[0\]\.key: transactionId is not supported on mariadb/);
   validateCaptureSource(base({ dialect: 'mysql', url: 'mysql://u:p@h:3307/db' }));
 });
 

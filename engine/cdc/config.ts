@@ -333,6 +333,9 @@ export function keyStrategyProblems(key: unknown, dialect: string | undefined): 
     else if (key === 'transactionId' && dialect === 'sqlite') {
       bad([], 'transactionId is not supported on sqlite (SQLite gives triggers no transaction identity)');
     }
+    else if (key === 'transactionId' && (dialect === 'mariadb' || dialect === 'mysql')) {
+      bad([], 'transactionId is not supported on mariadb (MariaDB gives SQL no identity of the running transaction)');
+    }
   } else if (Array.isArray(key)) {
     columnsOk(key, []);
   } else if (key !== null && typeof key === 'object' && Object.keys(key).length === 1) {

@@ -189,6 +189,29 @@ function jsonArray(columns: ColumnInfo[], value: (c: ColumnInfo) => string): str
   return `CONCAT('[', ${columns.map(value).join(`, ',', `)}, ']')`;
 }
 
+/**
+ * SQL of the staging key text (a JSON array text) of `row` under t's key strategy (see
+ * KeyStrategy); an expression key's `ROW.` becomes `row.`. transactionId is refused at load.
+ */
+function mariaDbKeyText(t: ResolvedTable, row: 'NEW' | 'OLD'): string {
+  const k = t.keyStrategy;
+  switch (k.kind) {
+    case 'columns':
+      return jsonArray(k.columns, (c) => mariaDbJson(row, c));
+    case 'none':
+      return `'[]'`;
+    case 'fixed':
+      return mariaDbLiteral(JSON.stringify([k.value]));
+    case 'expression':
+      return `CONCAT('[', IFNULL(JSON_QUOTE(${utf8(`(${k.sql.replace(/\bROW\./gi, `${row}.`)})`)}), 'null'), ']')`;
+    case 'transactionId':
+      throw new Error(`capture table "${t.config.table}": key: transactionId is not supported on mariadb`);
+  }
+}
+
+/** key_hash of an unkeyed change (key strategy none): random, so changes spread over the pumps. */
+const UNKEYED_HASH = 'FLOOR(RAND() * 4294967296)';
+
 /** Capture time, ms since the epoch: the statement's start time, independent of time_zone. */
 const MARIADB_NOW_MS = 'FLOOR(@@timestamp * 1000)';
 
@@ -256,13 +279,13 @@ export function mariaDbTriggerDdl(database: string, stagingTable: string, t: Res
       out.push(`DROP TRIGGER IF EXISTS ${name}`);
       continue;
     }
-    const keyOf = (row: 'NEW' | 'OLD') => jsonArray(t.key, (c) => mariaDbJson(row, c));
+    const keyOf = (row: 'NEW' | 'OLD') => mariaDbKeyText(t, row);
     const imgOld = jsonObject(t.columns, (c) => mariaDbJson('OLD', c));
     const imgNew = jsonObject(t.columns, (c) => mariaDbJson('NEW', c));
     // `key` is a variable holding the key text (hashed once, stored once).
     const stage = (o: RowOp, key: 'k' | 'ko', before: string, after: string) =>
       `INSERT INTO ${staging} (table_name, op, \`key\`, key_hash, \`before\`, \`after\`, txid, time_ms)
-    VALUES (${mariaDbLiteral(cfg.table)}, '${o}', ${key}, ${hash}(${key}),
+    VALUES (${mariaDbLiteral(cfg.table)}, '${o}', ${key}, ${t.keyStrategy.kind === 'none' ? UNKEYED_HASH : `${hash}(${key})`},
       ${before},
       ${after},
       '', ${MARIADB_NOW_MS});`;

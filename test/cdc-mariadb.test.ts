@@ -327,6 +327,34 @@ test('mariadb: every type family is rendered as exact text, whatever the writer 
   }
 });
 
+test('mariadb: a captured column dropped or renamed never fails the application\'s writes; each uncaptured change is parked with the reason; install resumes capture', async () => {
+  await withLedger({}, async (app, staging) => {
+    await app.exec(`INSERT INTO ledger(id, holder, memo) VALUES (1, 'a', 'm')`);
+    await app.exec(`ALTER TABLE ledger ADD COLUMN extra int`);
+    await app.exec(`INSERT INTO ledger(id, holder, extra) VALUES (2, 'b', 7)`);
+    await app.exec(`ALTER TABLE ledger DROP COLUMN memo`);
+    await app.exec(`INSERT INTO ledger(id, holder) VALUES (3, 'c')`);
+    await app.exec(`ALTER TABLE ledger RENAME COLUMN holder TO owner`);
+    await app.exec(`UPDATE ledger SET owner = 'd' WHERE id = 3`);
+    await app.exec(`DELETE FROM ledger WHERE id = 1`);
+    const rows = await app.query<{ id: string; owner: string | null }>(`SELECT CAST(id AS CHAR) AS id, owner FROM ledger ORDER BY id`);
+    assert.equal(rows.map((r) => [r.id, r.owner]), [['2', 'b'], ['3', 'd']], 'every write of the application happened');
+    const shipped = await drain(staging);
+    assert.equal(shipped.map((c) => [c.op, c.key]), [['insert', '["1"]'], ['insert', '["2"]']], 'an added column breaks nothing');
+    assert.equal(Object.keys(JSON.parse(shipped[1]!.after!)), ['id', 'holder', 'memo', 'amount', 'booked', 'booked_tz'], 'added column not captured until install');
+    const parked = await staging.listParked();
+    assert.equal(parked.map((p) => [p.op, p.key, p.before, p.after]), [['insert', '*', null, null], ['update', '*', null, null], ['delete', '*', null, null]]);
+    assert.match(parked[0]!.error, /^capture trigger of ledger \(insert\) failed, this change was not captured: Unknown column 'memo' in 'NEW'; .*run sluice install$/);
+    assert.match(parked[1]!.error, /Unknown column '(memo|holder)' in '(OLD|NEW)'/);
+    assert.ok(BigInt(parked[0]!.stagingId) > BigInt(shipped[1]!.stagingId), 'markers take staging ids in order');
+    assert.is(await staging.stagedCount(), 0, 'no marker is left in staging');
+    await staging.install();
+    await app.exec(`UPDATE ledger SET owner = 'e' WHERE id = 3`);
+    const [after] = await drain(staging);
+    assert.equal(view(after!).after, { id: '3', owner: 'e', amount: null, booked: null, booked_tz: null, extra: null });
+  });
+});
+
 test('mariadb: C1 a slow transaction\'s lower staging id shipped after a higher one, both exactly once', async () => {
   const app = await createAppDb('mariadb');
   const sessionB = await app.connect();

@@ -323,12 +323,45 @@ export function mariaDbTriggerDdl(database: string, stagingTable: string, t: Res
 BEGIN
   DECLARE k LONGTEXT CHARACTER SET utf8mb4;
   DECLARE ko LONGTEXT CHARACTER SET utf8mb4;
+${schemaChangeHandler(database, stagingTable, cfg.table, op)}
   IF ${whenSql} THEN
     ${body}
   END IF;
 END`);
   }
   return out;
+}
+
+/** MariaDB's error for a column the trigger names that the table no longer has. */
+const ER_BAD_FIELD_ERROR = 1054;
+
+/**
+ * The trigger's handler for a captured column dropped or renamed after install (MariaDB
+ * resolves NEW.col when the trigger runs, so such a trigger would fail every write of the
+ * application). The handler lets the application's statement succeed and parks a marker in the
+ * error table instead: key `"*"`, no images, the error naming the table, the operation and
+ * MariaDB's message, under a staging id of its own (drawn by a staging insert it deletes again
+ * in the same transaction). `sluice errors list` shows it; `install` regenerates the triggers.
+ * Only error 1054 is handled: any other failure still fails the statement (nothing is lost
+ * silently, and a deadlock is never swallowed).
+ */
+function schemaChangeHandler(database: string, stagingTable: string, table: string, op: RowOp): string {
+  const staging = `${mariaDbIdent(database)}.${mariaDbIdent(stagingTable)}`;
+  const errors = `${mariaDbIdent(database)}.${mariaDbIdent(`${stagingTable}_errors`)}`;
+  const why = `capture trigger of ${table} (${op}) failed, this change was not captured: `;
+  const fix = '; the table changed after install (a captured column dropped or renamed): run sluice install';
+  return `  DECLARE EXIT HANDLER FOR ${ER_BAD_FIELD_ERROR}
+  BEGIN
+    DECLARE msg TEXT CHARACTER SET utf8mb4;
+    GET DIAGNOSTICS CONDITION 1 msg = MESSAGE_TEXT;
+    INSERT INTO ${staging} (table_name, op, \`key\`, key_hash, \`before\`, \`after\`, txid, time_ms)
+    VALUES (${mariaDbLiteral(table)}, '${op}', '*', ${keyHash('*')}, NULL, NULL, '', ${MARIADB_NOW_MS});
+    INSERT INTO ${errors} (id, table_name, op, \`key\`, key_hash, \`before\`, \`after\`, txid, time_ms, attempts, error, parked_time_ms)
+    SELECT id, table_name, op, \`key\`, key_hash, \`before\`, \`after\`, txid, time_ms, 0,
+      CONCAT(${mariaDbLiteral(why)}, msg, ${mariaDbLiteral(fix)}), time_ms
+    FROM ${staging} WHERE id = LAST_INSERT_ID();
+    DELETE FROM ${staging} WHERE id = LAST_INSERT_ID();
+  END;`;
 }
 
 /** A captured table as introspected: columns, engine, and its primary key's column types. */

@@ -151,6 +151,21 @@ for (const dialect of DIALECTS) {
     });
   });
 
+  test(`${dialect}: a condition per operation filters each operation over its own images; delete capture works beside an insert condition on NEW`, async () => {
+    const condition = { insert: `NEW.holder <> 'skip'`, update: dialect === 'postgres' ? `OLD.holder IS DISTINCT FROM NEW.holder` : `OLD.holder IS NOT NEW.holder`, delete: `OLD.id <> 2` };
+    await withLedger(dialect, { condition }, async (app, staging) => {
+      await app.exec(`INSERT INTO ledger(id, holder) VALUES (1, 'keep')`);
+      await app.exec(`INSERT INTO ledger(id, holder) VALUES (2, 'skip')`);
+      await app.exec(`UPDATE ledger SET memo = 'm' WHERE id = 1`);
+      await app.exec(`UPDATE ledger SET holder = 'moved' WHERE id = 1`);
+      await app.exec(`DELETE FROM ledger WHERE id = 2`);
+      await app.exec(`DELETE FROM ledger WHERE id = 1`);
+      const rows = await drain(staging);
+      assert.equal(rows.map((r) => [r.op, r.key]), [['insert', '["1"]'], ['update', '["1"]'], ['delete', '["1"]']]);
+      assert.equal(JSON.parse(rows[1]!.after!).holder, 'moved');
+    });
+  });
+
   test(`${dialect}: a condition over NEW on a delete trigger is refused at install`, async () => {
     await rejects(withLedger(dialect, { operations: ['insert', 'delete'], condition: `NEW.holder <> 'skip'` }, async () => undefined), /new/i);
   });

@@ -90,7 +90,8 @@ test('a valid file loads with defaults applied and paths resolved against its di
       tables: [
         {
           table: 'orders', operations: ['insert', 'update', 'delete'], columns: ['id', 'amount'], key: ['id'],
-          condition: 'NEW.amount <> 0', target: 'order-changes', suppressNoopUpdates: false,
+          condition: { insert: 'NEW.amount <> 0', update: 'NEW.amount <> 0 OR OLD.amount <> 0' },
+          target: 'order-changes', suppressNoopUpdates: false,
           keyUpdate: 'delete-create',
         },
         { table: 'refunds', operations: ['insert'], target: 'order-changes', suppressNoopUpdates: true, keyUpdate: 'delete-create' },
@@ -306,6 +307,33 @@ test('a bad key strategy is reported at its field: unknown word, unknown form, t
     `${at(text, 15, 'x }')}: capture[0].tables[1].key.fixd: unknown key strategy (one of ${shapes})`,
     `${at(text, 16, 'transactionId')}: capture[0].tables[2].key: transactionId is not supported on sqlite (SQLite gives triggers no transaction identity)`,
     `${at(text, 17, '[]')}: capture[0].tables[3].key.columns: must be a non-empty list of column names`,
+  ]);
+});
+
+test('a condition naming a row image its operation lacks is refused at its field, per operation or for all', () => {
+  const text = yaml(
+    ...BASE,
+    'capture:',
+    '  - name: db',
+    '    database: { dialect: sqlite, file: a.db }',
+    '    tables:',
+    "      - { table: a, operations: [insert, delete], target: in, condition: \"NEW.x <> 'OLD.y'\" }",
+    '      - table: b',
+    '        operations: [insert, update, delete]',
+    '        target: in',
+    '        condition:',
+    '          insert: OLD.x > 0',
+    '          update: NEW.x <> OLD.x',
+    '          delete: new . x = 1',
+    '          upsert: "true"',
+    '      - { table: c, operations: [insert], target: in, condition: { delete: OLD.x > 0 } }',
+  );
+  assertProblems(text, [
+    `${at(text, 14, '"NEW')}: capture[0].tables[0].condition: names NEW, which a delete has not (insert has NEW, delete has OLD, update both); give one condition per operation: condition: { insert: ..., update: ..., delete: ... }`,
+    `${at(text, 19, 'OLD')}: capture[0].tables[1].condition.insert: names OLD, which an insert has not (insert has NEW, delete has OLD, update both)`,
+    `${at(text, 21, 'new')}: capture[0].tables[1].condition.delete: names NEW, which a delete has not (insert has NEW, delete has OLD, update both)`,
+    `${at(text, 22, '"true"')}: capture[0].tables[1].condition.upsert: unknown operation (insert, update or delete)`,
+    `${at(text, 23, 'OLD')}: capture[0].tables[2].condition.delete: delete is not in operations; its condition would never apply`,
   ]);
 });
 

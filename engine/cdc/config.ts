@@ -26,9 +26,10 @@ export const CAPTURE_OPERATIONS: readonly CaptureOperation[] = ['insert', 'updat
  *   pump (and so the partition) and the order: one key's changes are shipped in staging-id order.
  *   Per-key commit order needs writers of one key to be serialized (true for `primaryKey` and
  *   unique columns: row locks; always on SQLite).
- * - `condition`: SQL boolean placed in every row trigger's WHEN clause; may reference NEW for
- *   insert/update and OLD for update/delete, so it must only use the row variables valid for all
- *   captured operations. Not applied to truncate (statement-level triggers have no rows).
+ * - `condition`: SQL boolean in the row triggers' WHEN clause: one text for every captured row
+ *   operation, or one per operation ({@link ConditionsByOp}). A condition may name only the row
+ *   images its operation has: NEW for insert, OLD for delete, both for update (checked at load by
+ *   conditionProblems). Not applied to truncate (statement-level triggers have no rows).
  * - `target`: name of the queue the pump appends to (opaque to engine/cdc).
  * - `suppressNoopUpdates`: default true: an UPDATE that leaves every captured and key column's
  *   text unchanged writes no staging row (case C6).
@@ -44,7 +45,7 @@ export interface CaptureTable {
   operations: CaptureOperation[];
   columns?: string[];
   key?: KeyStrategy;
-  condition?: string;
+  condition?: string | ConditionsByOp;
   target: string;
   suppressNoopUpdates?: boolean;
   keyUpdate?: KeyUpdateMode;
@@ -75,6 +76,72 @@ export type KeyStrategy =
 
 /** The key strategies that are plain words. */
 export const KEY_STRATEGY_WORDS = ['primaryKey', 'none', 'transactionId'] as const;
+
+/** A condition per row operation; an operation without one captures every row. */
+export interface ConditionsByOp {
+  insert?: string;
+  update?: string;
+  delete?: string;
+}
+
+/** Row images each row operation has, for its condition. */
+const IMAGES_OF: Record<'insert' | 'update' | 'delete', readonly ('NEW' | 'OLD')[]> = {
+  insert: ['NEW'],
+  update: ['NEW', 'OLD'],
+  delete: ['OLD'],
+};
+
+/** The condition of `op` for a table, or undefined when its rows are all captured. */
+export function conditionFor(t: CaptureTable, op: 'insert' | 'update' | 'delete'): string | undefined {
+  const c = t.condition;
+  if (c === undefined) return undefined;
+  return typeof c === 'string' ? c : c[op];
+}
+
+/**
+ * Row images (NEW, OLD) a condition names, as `NEW.col` / `OLD.col`: case-insensitive, outside of
+ * '...' literals, "..." identifiers and -- comments.
+ */
+export function imagesNamed(sql: string): Set<'NEW' | 'OLD'> {
+  const bare = sql.replace(/'(?:[^']|'')*'|"(?:[^"]|"")*"|--[^\n]*/g, ' ');
+  const out = new Set<'NEW' | 'OLD'>();
+  for (const m of bare.matchAll(/\b(new|old)\s*\./gi)) out.add(m[1]!.toUpperCase() as 'NEW' | 'OLD');
+  return out;
+}
+
+/**
+ * Problems of a table's `condition` against its `operations` (empty when valid or absent): a
+ * condition naming an image its operation lacks, a blank one, a condition for an operation that is
+ * not captured. `sub` is the path below the `condition` field.
+ */
+export function conditionProblems(condition: unknown, operations: readonly unknown[]): KeyStrategyProblem[] {
+  const out: KeyStrategyProblem[] = [];
+  if (condition === undefined) return out;
+  const rowOps = (['insert', 'update', 'delete'] as const).filter((op) => operations.includes(op));
+  const check = (sql: unknown, ops: readonly ('insert' | 'update' | 'delete')[], sub: string[]) => {
+    if (typeof sql !== 'string' || sql.trim() === '') {
+      out.push({ sub, message: 'must be a non-empty SQL boolean expression' });
+      return;
+    }
+    for (const image of imagesNamed(sql)) {
+      const lacking = ops.filter((op) => !IMAGES_OF[op].includes(image));
+      if (lacking.length === 0) continue;
+      const hint = sub.length === 0 ? '; give one condition per operation: condition: { insert: ..., update: ..., delete: ... }' : '';
+      out.push({ sub, message: `names ${image}, which ${lacking.map((op) => `a${op === 'insert' ? 'n' : ''} ${op}`).join(' and ')} has not (insert has NEW, delete has OLD, update both)${hint}` });
+    }
+  };
+  if (typeof condition === 'string') check(condition, rowOps, []);
+  else if (condition !== null && typeof condition === 'object' && !Array.isArray(condition)) {
+    for (const [op, sql] of Object.entries(condition)) {
+      if (op !== 'insert' && op !== 'update' && op !== 'delete') {
+        out.push({ sub: [op], message: 'unknown operation (insert, update or delete)' });
+      } else if (!operations.includes(op)) {
+        out.push({ sub: [op], message: `${op} is not in operations; its condition would never apply` });
+      } else check(sql, [op], [op]);
+    }
+  } else out.push({ sub: [], message: 'must be an SQL boolean expression or a map of them per operation (insert, update, delete)' });
+  return out;
+}
 
 /** How an UPDATE that changes the key is captured (CaptureTable.keyUpdate). */
 export type KeyUpdateMode = 'delete-create' | 'update';
@@ -296,8 +363,8 @@ export function validateCaptureSource(source: CaptureSource): CaptureSource {
           bad(`${p}.${field}`, 'lists a column twice');
         }
       }
-      if (t?.condition !== undefined && (typeof t.condition !== 'string' || t.condition.trim().length === 0)) {
-        bad(`${p}.condition`, 'must be a non-empty SQL boolean expression when given');
+      for (const c of conditionProblems(t?.condition, Array.isArray(t?.operations) ? t.operations : [])) {
+        bad([`${p}.condition`, ...c.sub].join('.'), c.message);
       }
       if (typeof t?.target !== 'string' || t.target.length === 0) bad(`${p}.target`, 'must be a non-empty queue name');
       if (t?.keyUpdate !== undefined && !KEY_UPDATE_MODES.includes(t.keyUpdate)) {

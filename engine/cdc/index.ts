@@ -42,12 +42,15 @@ export {
   KEY_UPDATE_MODES,
   KEY_STRATEGY_WORDS,
   keyStrategyProblems,
+  conditionFor,
+  conditionProblems,
+  imagesNamed,
   STAGING_NAME_PATTERN,
   resolveErrorPolicy,
   validateCaptureSource,
 } from './config.js';
 export type {
-  CaptureErrorPolicy, KeyStrategy, KeyStrategyProblem, KeyUpdateMode, CaptureOperation, CaptureSource, CaptureTable, DatabaseRef, StagedChange,
+  CaptureErrorPolicy, ConditionsByOp, KeyStrategy, KeyStrategyProblem, KeyUpdateMode, CaptureOperation, CaptureSource, CaptureTable, DatabaseRef, StagedChange,
 } from './config.js';
 export { keyHash, pumpOfKey } from './key-hash.js';
 export type {

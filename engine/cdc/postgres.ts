@@ -12,7 +12,7 @@
  * every other type its text output `v::text` (bigint exact, bytea hex, json as its text).
  */
 import pg from 'pg';
-import { CDC_DEFAULTS, validateCaptureSource, checkClaimArgs } from './config.js';
+import { CDC_DEFAULTS, conditionFor, validateCaptureSource, checkClaimArgs } from './config.js';
 import type { CaptureOperation, CaptureSource, CaptureTable, StagedChange } from './config.js';
 import { keyHash } from './key-hash.js';
 import { jsonObjectExpr, keyTextExpr, quoteIdent, quoteLiteral, resolveTable } from './sql.js';
@@ -184,7 +184,8 @@ $sluice$`,
         return `${pgText(`OLD.${col}`, c)} IS DISTINCT FROM ${pgText(`NEW.${col}`, c)}`;
       }).join('\n     OR '));
     }
-    if (cfg.condition) when.push(cfg.condition);
+    const condition = conditionFor(cfg, op);
+    if (condition !== undefined) when.push(condition);
     const whenSql = when.length > 0 ? `\nWHEN (${when.map((w) => `(${w})`).join(' AND ')})` : '';
     out.push(`CREATE TRIGGER ${name} AFTER ${op.toUpperCase()} ON ${table} FOR EACH ROW${whenSql}\nEXECUTE FUNCTION ${fn}()`);
   }

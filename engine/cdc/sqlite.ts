@@ -12,7 +12,7 @@
  */
 import fs from 'node:fs';
 import Database from 'better-sqlite3';
-import { CDC_DEFAULTS, validateCaptureSource, checkClaimArgs } from './config.js';
+import { CDC_DEFAULTS, conditionFor, validateCaptureSource, checkClaimArgs } from './config.js';
 import type { CaptureOperation, CaptureSource, StagedChange } from './config.js';
 import { keyHash } from './key-hash.js';
 import { jsonObjectExpr, keyTextExpr, quoteIdent, quoteLiteral, resolveTable } from './sql.js';
@@ -110,7 +110,8 @@ export function sqliteTriggerDdl(stagingTable: string, t: ResolvedTable): string
         return `${sqliteText(`OLD.${col}`)} IS NOT ${sqliteText(`NEW.${col}`)}`;
       }).join('\n     OR '));
     }
-    if (cfg.condition) when.push(cfg.condition);
+    const condition = conditionFor(cfg, op);
+    if (condition !== undefined) when.push(condition);
     const whenSql = when.length > 0 ? `\nWHEN ${when.map((w) => `(${w})`).join(' AND ')}` : '';
     out.push(
       `CREATE TRIGGER ${name} AFTER ${op.toUpperCase()} ON ${quoteIdent(cfg.table)} FOR EACH ROW${whenSql}

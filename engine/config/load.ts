@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { LineCounter, parseDocument } from 'yaml';
-import type { CaptureErrorPolicy, KeyStrategy, KeyUpdateMode, CaptureOperation, CaptureSource, CaptureTable, DatabaseRef } from '../cdc/index.js';
+import type { CaptureErrorPolicy, ConditionsByOp, KeyStrategy, KeyUpdateMode, CaptureOperation, CaptureSource, CaptureTable, DatabaseRef } from '../cdc/index.js';
 import { CDC_DEFAULTS } from '../cdc/index.js';
 import { checkReferences, resolveModule } from './checks.js';
 import { substituteEnv } from './env.js';
@@ -128,7 +128,7 @@ interface TopologyFile {
     recordBytesMax?: number; errors?: Partial<CaptureErrorPolicy>;
     tables: Array<{
       table: string; operations: CaptureOperation[]; columns?: string[]; key?: KeyStrategy;
-      condition?: string; target: string; suppressNoopUpdates?: boolean; keyUpdate?: KeyUpdateMode;
+      condition?: string | ConditionsByOp; target: string; suppressNoopUpdates?: boolean; keyUpdate?: KeyUpdateMode;
     }>;
   }>;
 }
@@ -186,7 +186,7 @@ function applyDefaults(f: TopologyFile, file: string, baseDir: string): Topology
         operations: [...t.operations],
         ...(t.columns !== undefined ? { columns: [...t.columns] } : {}),
         ...(t.key !== undefined ? { key: structuredClone(t.key) } : {}),
-        ...(t.condition !== undefined ? { condition: t.condition } : {}),
+        ...(t.condition !== undefined ? { condition: structuredClone(t.condition) } : {}),
         target: t.target,
         suppressNoopUpdates: t.suppressNoopUpdates ?? D.captureTable.suppressNoopUpdates,
         keyUpdate: t.keyUpdate ?? CDC_DEFAULTS.keyUpdate,

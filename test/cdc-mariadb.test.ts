@@ -244,9 +244,26 @@ test('mariadb: condition filters rows; columns and key config shape the images',
   });
 });
 
-test('mariadb: a condition over NEW on a delete trigger is refused at install', async () => {
+test('mariadb: a condition over NEW on a delete trigger is refused at load; a bad condition is refused at install naming the table', async () => {
   await rejects(withLedger({ operations: ['insert', 'delete'], condition: `NEW.holder <> 'skip'` }, async () => undefined),
-    /capture table "ledger": install failed: .*NEW/);
+    /tables\[0\]\.condition: names NEW, which a delete has not/);
+  await rejects(withLedger({ operations: ['insert'], condition: `NEW.nope <> 'skip'` }, async () => undefined),
+    /capture table "ledger": install failed: Unknown column 'nope' in 'NEW'/);
+});
+
+test('mariadb: a condition per operation filters each operation over its own images; delete capture works beside an insert condition on NEW', async () => {
+  const condition = { insert: `NEW.holder <> 'skip'`, update: `NOT (OLD.holder <=> NEW.holder)`, delete: `OLD.id <> 2` };
+  await withLedger({ condition }, async (app, staging) => {
+    await app.exec(`INSERT INTO ledger(id, holder) VALUES (1, 'keep')`);
+    await app.exec(`INSERT INTO ledger(id, holder) VALUES (2, 'skip')`);
+    await app.exec(`UPDATE ledger SET memo = 'm' WHERE id = 1`);
+    await app.exec(`UPDATE ledger SET holder = 'moved' WHERE id = 1`);
+    await app.exec(`DELETE FROM ledger WHERE id = 2`);
+    await app.exec(`DELETE FROM ledger WHERE id = 1`);
+    const rows = await drain(staging);
+    assert.equal(rows.map((r) => [r.op, r.key]), [['insert', '["1"]'], ['update', '["1"]'], ['delete', '["1"]']]);
+    assert.equal(JSON.parse(rows[1]!.after!).holder, 'moved');
+  });
 });
 
 test('mariadb: install is idempotent, uninstall stops capture and removes the TRUNCATE guard', async () => {

@@ -35,7 +35,7 @@
  * until `uninstall`. A session with foreign_key_checks=0 bypasses the guard (documented limit).
  */
 import mysql from 'mysql2/promise';
-import { CDC_DEFAULTS, validateCaptureSource, checkClaimArgs } from './config.js';
+import { CDC_DEFAULTS, conditionFor, validateCaptureSource, checkClaimArgs } from './config.js';
 import type { CaptureOperation, CaptureSource, CaptureTable, StagedChange } from './config.js';
 import { keyHash } from './key-hash.js';
 import { parseMariaDbUrl } from './mariadb-url.js';
@@ -317,7 +317,8 @@ export function mariaDbTriggerDdl(database: string, stagingTable: string, t: Res
         return `CAST(${mariaDbText(`OLD.${col}`, c)} AS BINARY) <=> CAST(${mariaDbText(`NEW.${col}`, c)} AS BINARY)`;
       }).join('\n      AND ')})`);
     }
-    if (cfg.condition) when.push(cfg.condition);
+    const condition = conditionFor(cfg, op);
+    if (condition !== undefined) when.push(condition);
     const whenSql = when.length > 0 ? when.map((w) => `(${w})`).join(' AND ') : 'TRUE';
     out.push(`CREATE OR REPLACE TRIGGER ${name} AFTER ${op.toUpperCase()} ON ${table} FOR EACH ROW
 BEGIN

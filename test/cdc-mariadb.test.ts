@@ -304,7 +304,7 @@ test('mariadb: install names the missing column, a table without primary key, a 
 test('mariadb: C9 TRUNCATE of a captured table is refused with an error naming the guard; the rows stay; DELETE is captured', async () => {
   await withLedger({}, async (app, staging) => {
     await app.exec(`INSERT INTO ledger(id) VALUES (90), (91)`);
-    await rejects(app.exec(`TRUNCATE ledger`), /Cannot truncate a table referenced in a foreign key constraint .*sluice_capture_refuses_truncate/);
+    await rejects(app.exec(`TRUNCATE ledger`), /Cannot truncate a table referenced in a foreign key constraint .*sluice_capture_refuses_truncate_ledger/);
     const rows = await app.query<{ id: string }>(`SELECT CAST(id AS CHAR) AS id FROM ledger ORDER BY id`);
     assert.equal(rows.map((r) => r.id), ['90', '91']);
     await app.exec(`DELETE FROM ledger`);
@@ -312,6 +312,28 @@ test('mariadb: C9 TRUNCATE of a captured table is refused with an error naming t
       ['insert', '["90"]'], ['insert', '["91"]'], ['delete', '["90"]'], ['delete', '["91"]'],
     ]);
   });
+});
+
+test('mariadb: two captured tables, one in another database: both captured, both guarded against TRUNCATE', async () => {
+  const app = await createAppDb('mariadb');
+  const other = `${(app.ref as { url: string }).url.split('/').pop()}_b`;
+  const staging = await openStaging(sourceFor(app, [{ table: 'ledger' }, { table: `${other}.accounts` }]));
+  try {
+    await app.exec(`${LEDGER_DDL.mariadb}; CREATE DATABASE ${other}; CREATE TABLE ${other}.accounts (aid int PRIMARY KEY, abalance int)`);
+    await staging.install();
+    await app.exec(`INSERT INTO ledger(id) VALUES (1); INSERT INTO ${other}.accounts VALUES (7, 100); UPDATE ${other}.accounts SET abalance = 90`);
+    assert.equal((await drain(staging)).map((c) => [c.table, c.op, c.key]), [
+      ['ledger', 'insert', '["1"]'], [`${other}.accounts`, 'insert', '["7"]'], [`${other}.accounts`, 'update', '["7"]'],
+    ]);
+    await rejects(app.exec(`TRUNCATE ledger`), /sluice_capture_refuses_truncate_ledger/);
+    await rejects(app.exec(`TRUNCATE ${other}.accounts`), /sluice_capture_refuses_truncate_/);
+    await staging.uninstall();
+    await app.exec(`TRUNCATE ${other}.accounts`);
+  } finally {
+    await staging.close();
+    await app.exec(`SET foreign_key_checks = 0; DROP DATABASE IF EXISTS ${other}`).catch(() => undefined);
+    await app.destroy();
+  }
 });
 
 test('mariadb: every type family is rendered as exact text, whatever the writer time_zone', async () => {

@@ -30,7 +30,7 @@
  * Case C9: MariaDB has no TRUNCATE trigger, so a TRUNCATE cannot be captured. It is refused
  * instead: install creates an empty guard table with a foreign key referencing the captured
  * table's primary key, and InnoDB refuses TRUNCATE of a table that another table references
- * (error 1701 naming the constraint `sluice_capture_refuses_truncate`). DELETE FROM is
+ * (error 1701 naming the constraint `sluice_capture_refuses_truncate_<table>`). DELETE FROM is
  * captured row by row as usual. Side effect: DROP TABLE of a captured table is refused too
  * until `uninstall`. A session with foreign_key_checks=0 bypasses the guard (documented limit).
  */
@@ -102,8 +102,13 @@ export function mariaDbGuardName(stagingTable: string, table: string): string {
   return mariaDbName(`${stagingTable}_guard_${table.replace('.', '__')}`);
 }
 
-/** Name of the guard's foreign key; MariaDB's TRUNCATE error names it, so it says why. */
-export const GUARD_CONSTRAINT = 'sluice_capture_refuses_truncate';
+/**
+ * Name of the guard's foreign key of `table`; MariaDB's TRUNCATE error names it, so it says why.
+ * InnoDB constraint names are unique per database, hence the table in it.
+ */
+export function mariaDbGuardConstraint(table: string): string {
+  return mariaDbName(`sluice_capture_refuses_truncate_${table.replace('.', '__')}`);
+}
 
 /** `decimal(18,6)` -> 6; other types 0. */
 function decimalScale(type: string): number {
@@ -419,7 +424,7 @@ export function mariaDbGuardDdl(database: string, stagingTable: string, cfg: Cap
   const list = pk.map((c) => mariaDbIdent(c.name)).join(', ');
   return [
     `DROP TABLE IF EXISTS ${guard}`,
-    `CREATE TABLE ${guard} (${cols}, KEY (${list}), CONSTRAINT ${mariaDbIdent(GUARD_CONSTRAINT)} ` +
+    `CREATE TABLE ${guard} (${cols}, KEY (${list}), CONSTRAINT ${mariaDbIdent(mariaDbGuardConstraint(cfg.table))} ` +
       `FOREIGN KEY (${list}) REFERENCES ${mariaDbQualifiedTable(database, cfg.table)} (${list})) ENGINE=InnoDB`,
   ];
 }

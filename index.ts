@@ -132,6 +132,46 @@ export async function installCapture(topology: Topology): Promise<void> {
   }
 }
 
+/** Options of {@link uninstallCapture}. */
+export interface UninstallCaptureOptions {
+  /** Keep the staging and error tables (and the capture schema); drop only triggers. Default false. */
+  keepStaging?: boolean;
+  /** Drop the staging and error tables even when they hold changes. Default false. */
+  force?: boolean;
+}
+
+/**
+ * Removes what installCapture created, for every capture source: the triggers on the captured
+ * tables, their functions, and (unless keepStaging) the staging and error tables, the key hash
+ * function and the capture schema if install created it and it is empty; nothing else.
+ * @throws Error naming the source when staging or error tables hold changes and neither
+ * keepStaging nor force is given (nothing is dropped then, for any source).
+ */
+export async function uninstallCapture(topology: Topology, options: UninstallCaptureOptions = {}): Promise<void> {
+  if (!options.keepStaging && !options.force) {
+    for (const source of topology.capture) {
+      const staging = await openStaging(source);
+      try {
+        const [staged, parked] = await Promise.all([staging.stagedCount(), staging.parkedCount()]).catch(() => [0, 0]);
+        if (staged + parked > 0) {
+          throw new Error(`capture source "${source.name}": ${staged} staged and ${parked} parked change${staged + parked === 1 ? '' : 's'} ` +
+            'would be lost; ship them first (sluice run), or pass --force (or --keep-staging to drop only the triggers)');
+        }
+      } finally {
+        await staging.close();
+      }
+    }
+  }
+  for (const source of topology.capture) {
+    const staging = await openStaging(source);
+    try {
+      await staging.uninstall({ dropStaging: !options.keepStaging });
+    } finally {
+      await staging.close();
+    }
+  }
+}
+
 /**
  * Preflight: every capture source's database opens and its staging table exists, so a topology
  * whose capture was never installed fails at once with what to do, not after restartsMax pump

@@ -3,6 +3,7 @@
  * listeners).
  *   sluice check <topology.yaml>                 validate a topology file and print its actors
  *   sluice install <topology.yaml>               install capture staging tables and triggers
+ *   sluice uninstall <topology.yaml>             remove exactly what install created
  *   sluice run <topology.yaml>                   run it until SIGINT/SIGTERM, then drain, exit 0
  *   sluice append <topology.yaml> <queue>        append JSON lines from stdin as events
  *   sluice tail <topology.yaml> <queue>          print a queue's records as JSON lines
@@ -13,7 +14,7 @@
 import readline from 'node:readline';
 import { Command, InvalidArgumentError } from 'commander';
 import { loadTopology, checkEnvironment, ConfigError, type Topology } from '../engine/config/index.js';
-import { startTopology, installCapture, listCaptureErrors, requeueCaptureErrors, purgeCaptureErrors } from '../index.js';
+import { startTopology, installCapture, uninstallCapture, listCaptureErrors, requeueCaptureErrors, purgeCaptureErrors } from '../index.js';
 import { planTopology, partitionDir, checkServiceModules, serviceWarnings } from '../actors/index.js';
 import { openQueueAppender } from '../engine/producer/index.js';
 import { Tailer } from '../engine/journal/index.js';
@@ -77,6 +78,19 @@ program
     const t = loadTopology(file);
     await installCapture(t);
     for (const c of t.capture) console.log(`installed capture "${c.name}": ${c.tables.map((x) => `${x.table} (${x.operations.join(', ')}) -> ${x.target}`).join('; ')}`);
+    if (t.capture.length === 0) console.log(`${file} has no capture sources`);
+  });
+
+program
+  .command('uninstall')
+  .argument('<topology>', 'topology YAML file')
+  .option('--keep-staging', 'drop only the triggers and their functions; keep staging and error tables', false)
+  .option('--force', 'drop staging and error tables even when they still hold changes', false)
+  .description('remove what install created (triggers, functions, staging and error tables, the capture schema it made), nothing else')
+  .action(async (file: string, opts: { keepStaging: boolean; force: boolean }) => {
+    const t = loadTopology(file);
+    await uninstallCapture(t, opts);
+    for (const c of t.capture) console.log(`uninstalled capture "${c.name}"${opts.keepStaging ? ' (staging and error tables kept)' : ''}`);
     if (t.capture.length === 0) console.log(`${file} has no capture sources`);
   });
 

@@ -52,8 +52,8 @@ for (const dialect of [...DIALECTS, 'mariadb'] as const) {
       const db = ref.dialect === 'sqlite'
         ? `{ dialect: sqlite, file: "${ref.file}" }`
         : ref.dialect === 'postgres'
-          ? `{ dialect: postgres, url: "${ref.url}", schema: ${ref.schema} }`
-          : `{ dialect: mariadb, url: "${ref.url}" }`;
+          ? `{ dialect: postgres, url: "${ref.url}", schema: ${ref.schema}, captureSchema: ${ref.captureSchema} }`
+          : `{ dialect: mariadb, url: "${ref.url}", captureSchema: ${ref.captureSchema} }`;
       const file = path.join(dir, 'topology.yaml');
       fs.writeFileSync(file, [
         'name: e2e',

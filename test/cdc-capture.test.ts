@@ -6,7 +6,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { keyHash, openStaging, pumpOfKey, validateCaptureSource } from '../engine/cdc/index.js';
 import type { StagingClient } from '../engine/cdc/index.js';
-import { createAppDb, DIALECTS, drain, LEDGER_DDL, ledgerRow, sourceFor, view } from './cdc-helpers.js';
+import { stagingName, createAppDb, DIALECTS, drain, LEDGER_DDL, ledgerRow, sourceFor, view } from './cdc-helpers.js';
 import type { AppDb, Dialect } from './cdc-helpers.js';
 import type { CaptureTable } from '../engine/cdc/index.js';
 
@@ -46,10 +46,10 @@ test('keyHash is FNV-1a 32 over UTF-8 (reference vectors)', () => {
   assert.is(keyHash('[é]'), h);
 });
 
-test('postgres: sluice_fnv1a32 in the database equals keyHash in JS, ASCII and not', async () => {
+test('postgres: the key hash function in the database equals keyHash in JS, ASCII and not', async () => {
   await withLedger('postgres', {}, async (app) => {
     for (const k of ['', 'a', '["9007199254740993"]', '["Grüße 😀"]', '*']) {
-      const [row] = await app.query<{ h: string }>(`SELECT sluice_fnv1a32('${k}')::text AS h`);
+      const [row] = await app.query<{ h: string }>(`SELECT ${stagingName(app, 'sluice_staging_fnv1a32')}('${k}')::text AS h`);
       assert.is(Number(row!.h), keyHash(k), k);
     }
   });

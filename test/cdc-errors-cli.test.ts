@@ -62,7 +62,8 @@ async function until<T>(what: string, probe: () => Promise<T | null>, timeoutMs 
 function topologyText(app: AppDb, dir: string, recordBytesMax: number): string {
   const db = app.dialect === 'sqlite'
     ? `{ dialect: sqlite, file: ${JSON.stringify((app.ref as { file: string }).file)} }`
-    : `{ dialect: postgres, url: ${JSON.stringify(PG_URL)}, schema: ${(app.ref as { schema: string }).schema} }`;
+    : `{ dialect: postgres, url: ${JSON.stringify(PG_URL)}, schema: ${(app.ref as { schema: string }).schema}, ` +
+      `captureSchema: ${(app.ref as { captureSchema: string }).captureSchema} }`;
   return `name: c10
 dataDir: ${JSON.stringify(path.join(dir, 'data'))}
 queues:
@@ -144,6 +145,28 @@ test('errors requeue and purge refuse to act on everything without --all, and na
     assert.is(src.err.trim(), `sluice: unknown capture source "nope" in ${file} (known: app)`);
     const ok = await sluice(['errors', 'purge', file, '--all']);
     assert.is(ok.out.trim(), 'purged 0 changes');
+  } finally {
+    await app.destroy();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('uninstall refuses while staging holds changes, then --force removes triggers and tables; the application keeps writing', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-c10-'));
+  const app = await createAppDb('sqlite');
+  try {
+    await app.exec(LEDGER_DDL.sqlite);
+    const file = path.join(dir, 'topology.yaml');
+    fs.writeFileSync(file, topologyText(app, dir, 1_000_000));
+    await sluice(['install', file]);
+    await app.exec(`INSERT INTO ledger(id) VALUES (1)`);
+    const r = await sluice(['uninstall', file]);
+    assert.is(r.code, 2);
+    assert.is(r.err.trim(), 'sluice: capture source "app": 1 staged and 0 parked change would be lost; ship them first (sluice run), or pass --force (or --keep-staging to drop only the triggers)');
+    const f = await sluice(['uninstall', file, '--force']);
+    assert.is(f.out.trim(), 'uninstalled capture "app"', f.err);
+    assert.equal(await app.query(`SELECT name FROM sqlite_master WHERE name LIKE 'sluice%' ORDER BY 1`), []);
+    await app.exec(`INSERT INTO ledger(id) VALUES (2)`);
   } finally {
     await app.destroy();
     fs.rmSync(dir, { recursive: true, force: true });

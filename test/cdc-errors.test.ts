@@ -8,7 +8,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { openStaging, PumpCore, RecordRefusedError } from '../engine/cdc/index.js';
 import type { CaptureErrorPolicy, StagingClient } from '../engine/cdc/index.js';
-import { createAppDb, DIALECTS, LEDGER_DDL, limitedSink, sourceFor } from './cdc-helpers.js';
+import { stagingName, createAppDb, DIALECTS, LEDGER_DDL, limitedSink, sourceFor } from './cdc-helpers.js';
 import type { AppDb, Dialect, LimitedSink } from './cdc-helpers.js';
 
 const POLICY: CaptureErrorPolicy = {
@@ -52,7 +52,7 @@ const keysOf = (sink: LimitedSink) => sink.changes.map((c) => `${c.op}:${JSON.pa
 
 async function stagedRow(app: AppDb, key: string): Promise<{ attempts: number; next: number | null; err: string | null } | undefined> {
   const rows = await app.query<{ attempts: number; next: string | number | null; err: string | null }>(
-    `SELECT attempts, next_attempt_ms AS next, last_error AS err FROM sluice_staging WHERE ${app.dialect === 'mariadb' ? '`key`' : 'key'} = '${key}' ORDER BY id LIMIT 1`);
+    `SELECT attempts, next_attempt_ms AS next, last_error AS err FROM ${stagingName(app)} WHERE ${app.dialect === 'mariadb' ? '`key`' : 'key'} = '${key}' ORDER BY id LIMIT 1`);
   const r = rows[0];
   return r && { attempts: Number(r.attempts), next: r.next === null ? null : Number(r.next), err: r.err };
 }

@@ -72,7 +72,7 @@ async function pgAppDb(schema: string, cleanup: (() => Promise<void>) | null): P
   let closed = false;
   const self: AppDb = {
     dialect: 'postgres',
-    ref: { dialect: 'postgres', url: PG_URL, schema },
+    ref: { dialect: 'postgres', url: PG_URL, schema, captureSchema: `${schema}_sluice` },
     async exec(sql) { await client.query(sql); },
     async query<T>(sql: string) { return (await client.query(sql)).rows as T[]; },
     async connect() { return pgAppDb(schema, null); },
@@ -92,8 +92,15 @@ async function createPgAppDb(): Promise<AppDb> {
     const c = new pg.Client({ connectionString: PG_URL });
     await c.connect();
     await c.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+    await c.query(`DROP SCHEMA IF EXISTS "${schema}_sluice" CASCADE`);
     await c.end();
   });
+}
+
+/** The staging table as `app`'s own connection names it (PostgreSQL: in the capture schema). */
+export function stagingName(app: AppDb, table = 'sluice_staging'): string {
+  if (app.ref.dialect === 'mariadb' || app.ref.dialect === 'mysql') return `\`${app.ref.captureSchema}\`.\`${table}\``;
+  return app.ref.dialect === 'postgres' ? `"${app.ref.captureSchema}"."${table}"` : `"${table}"`;
 }
 
 /** A capture source over `tables` in `app`'s database. */

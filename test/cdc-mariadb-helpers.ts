@@ -1,6 +1,6 @@
 /**
  * MariaDB side of the cdc test setup (not a test file itself): a private database per test
- * (random suffix), dropped by destroy(), and writer connections of the application under capture.
+ * (random suffix) and its capture database `<name>_sluice`, both dropped by destroy(), and writer connections of the application under capture.
  * Server: SLUICE_MARIADB_URL without a database (default mariadb://root@127.0.0.1:3306).
  */
 import { randomBytes } from 'node:crypto';
@@ -26,7 +26,8 @@ async function mariaAppDb(database: string, cleanup: (() => Promise<void>) | nul
   let closed = false;
   const self: AppDb = {
     dialect: 'mariadb',
-    ref: { dialect: 'mariadb', url: `${MARIADB_URL}/${database}` },
+    // Capture's own database beside the test's, so tests never share one.
+    ref: { dialect: 'mariadb', url: `${MARIADB_URL}/${database}`, captureSchema: `${database}_sluice` },
     async exec(sql) { await conn.query(sql); },
     async query<T>(sql: string) { return (await conn.query(sql))[0] as T[]; },
     async connect() { return mariaAppDb(database, null); },
@@ -45,7 +46,7 @@ export async function createMariaAppDb(): Promise<AppDb> {
   return mariaAppDb(database, async () => {
     const c = await mysql.createConnection(mariaDbOptions());
     // The guards' foreign keys would refuse dropping a captured table first.
-    await c.query(`SET foreign_key_checks = 0; DROP DATABASE IF EXISTS \`${database}\``);
+    await c.query(`SET foreign_key_checks = 0; DROP DATABASE IF EXISTS \`${database}\`; DROP DATABASE IF EXISTS \`${database}_sluice\``);
     await c.end();
   });
 }

@@ -9,7 +9,7 @@ import * as assert from 'uvu/assert';
 import { ConfigError, parseTopology } from '../engine/config/index.js';
 import { keyHash, openStaging, PumpCore, pumpOfKey, validateCaptureSource } from '../engine/cdc/index.js';
 import type { CaptureSource, CaptureTable, StagingClient } from '../engine/cdc/index.js';
-import { createAppDb, drain, LEDGER_DDL, ledgerRow, memorySink, sourceFor, view } from './cdc-helpers.js';
+import { createAppDb, drain, LEDGER_DDL, ledgerRow, memorySink, sourceFor, stagingName, view } from './cdc-helpers.js';
 import type { AppDb } from './cdc-helpers.js';
 
 async function rejects(p: Promise<unknown>, re: RegExp): Promise<void> {
@@ -37,10 +37,11 @@ async function withLedger(table: Partial<CaptureTable>, body: (app: AppDb, stagi
   }
 }
 
-test('mariadb: sluice_fnv1a32 in the database equals keyHash in JS, ASCII and not', async () => {
+test('mariadb: the staging table\'s FNV-1a function in the database equals keyHash in JS, ASCII and not', async () => {
   await withLedger({}, async (app) => {
     for (const k of ['', 'a', 'foobar', '["9007199254740993"]', '["Grüße 😀"]', '*']) {
-      const [row] = await app.query<{ h: string }>(`SELECT CAST(sluice_fnv1a32('${k}') AS CHAR) AS h`);
+      const fn = stagingName(app, 'sluice_staging_fnv1a32');
+      const [row] = await app.query<{ h: string }>(`SELECT CAST(${fn}('${k}') AS CHAR) AS h`);
       assert.is(Number(row!.h), keyHash(k), k);
     }
   });
@@ -277,9 +278,19 @@ test('mariadb: install is idempotent, uninstall stops capture and removes the TR
     await app.exec(`TRUNCATE ledger`);
     const left = await app.query<{ n: number }>(`SELECT COUNT(*) AS n FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE()`);
     assert.is(Number(left[0]!.n), 0, 'no trigger left');
+    const captureDb = (app.ref as { captureSchema: string }).captureSchema;
+    const dbs = async () => (await app.query<{ n: string }>(`SELECT SCHEMA_NAME AS n FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = '${captureDb}'`)).length;
+    assert.is(await dbs(), 1, 'install created the capture database');
     await staging.uninstall({ dropStaging: true });
+    assert.is(await dbs(), 0, 'uninstall dropped the capture database install created, once empty');
     await staging.install();
     assert.is(await staging.stagedCount(), 0);
+    // A table of the user's in the capture database keeps it.
+    await app.exec(`CREATE TABLE \`${captureDb}\`.mine (x int)`);
+    await staging.uninstall({ dropStaging: true });
+    assert.is(await dbs(), 1, 'a capture database that holds a user table stays');
+    const remaining = await app.query<{ t: string }>(`SELECT TABLE_NAME AS t FROM information_schema.TABLES WHERE TABLE_SCHEMA = '${captureDb}'`);
+    assert.equal(remaining.map((r) => r.t), ['mine'], 'uninstall removed exactly what install created');
   });
 });
 

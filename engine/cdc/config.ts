@@ -153,15 +153,16 @@ export const KEY_UPDATE_MODES: readonly KeyUpdateMode[] = ['delete-create', 'upd
  * Where the captured database is.
  * - sqlite: `file` path of the database file (switched to WAL mode by `openStaging`);
  *   `busyTimeoutMs` (added field) is the connection's busy_timeout, default CDC_DEFAULTS.busyTimeoutMs.
- * - postgres: `url` libpq-style connection string; `schema` (added field, optional) sets the
- *   connection's search_path, so unqualified table names and the staging table resolve there.
- * - mariadb (also spelled mysql): `url` `mariadb://user[:password]@host[:port]/database`; the
- *   database holds the staging table and is where unqualified table names resolve (mariadb.ts).
+ * - postgres: `url` libpq-style connection string; `schema` (optional) sets the connection's
+ *   search_path, so unqualified captured table names resolve there; `captureSchema` (default
+ *   CDC_DEFAULTS.captureSchema, "sluice") holds every object capture creates except the triggers
+ *   themselves (staging and error tables, index, key hash and trigger functions); install creates
+ *   it when missing and uninstall drops it again only if install created it and it is empty.
  */
 export type DatabaseRef =
   | { dialect: 'sqlite'; file: string; busyTimeoutMs?: number }
-  | { dialect: 'postgres'; url: string; schema?: string }
-  | { dialect: 'mariadb' | 'mysql'; url: string };
+  | { dialect: 'postgres'; url: string; schema?: string; captureSchema?: string }
+  | { dialect: 'mariadb' | 'mysql'; url: string; captureSchema?: string };
 
 /**
  * What a pump does with a change its target refuses (cases C4, C10). After MOVEX CDC's divide
@@ -238,6 +239,8 @@ export interface StagedChange {
 
 /** Defaults for every optional bound of engine/cdc, in one place. */
 export const CDC_DEFAULTS = {
+  /** DatabaseRef postgres captureSchema. */
+  captureSchema: 'sluice',
   /** CaptureTable.suppressNoopUpdates */
   suppressNoopUpdates: true,
   /** CaptureTable.keyUpdate */
@@ -309,9 +312,15 @@ export function validateCaptureSource(source: CaptureSource): CaptureSource {
     if (db.schema !== undefined && (typeof db.schema !== 'string' || db.schema.length === 0)) {
       bad('database.schema', 'must be a non-empty string when given');
     }
+    if (db.captureSchema !== undefined && (typeof db.captureSchema !== 'string' || !STAGING_NAME_PATTERN.test(db.captureSchema))) {
+      bad('database.captureSchema', `must match ${STAGING_NAME_PATTERN}, captureSchema=${JSON.stringify(db.captureSchema)}`);
+    }
   } else if (db?.dialect === 'mariadb' || db?.dialect === 'mysql') {
     const url = typeof db.url === 'string' ? parseMariaDbUrl(db.url) : 'must be a non-empty connection string';
     if (typeof url === 'string') bad('database.url', url);
+    if (db.captureSchema !== undefined && (typeof db.captureSchema !== 'string' || !STAGING_NAME_PATTERN.test(db.captureSchema))) {
+      bad('database.captureSchema', `must match ${STAGING_NAME_PATTERN}, captureSchema=${JSON.stringify(db.captureSchema)}`);
+    }
   } else {
     bad('database.dialect', `must be "sqlite", "postgres" or "mariadb", dialect=${String((db as { dialect?: unknown })?.dialect)}`);
   }

@@ -7,9 +7,11 @@
  * They are created with CREATE OR REPLACE TRIGGER, which swaps a trigger under the table's
  * metadata lock: a reinstall never leaves a moment without capture.
  *
- * Every object lives in the database named by the connection url (the staging database): the
- * staging and error tables, the FNV-1a function `sluice_fnv1a32`, and one TRUNCATE guard table
- * per captured table (case C9, below). Captured tables may be in other databases (`db.table`).
+ * Every object except the triggers lives in the capture database (`database.captureSchema`,
+ * default "sluice"; created by install when missing, marked by its comment, and dropped by
+ * uninstall only if install created it and it is empty): the staging and error tables, the
+ * FNV-1a function `<staging>_fnv1a32`, and one TRUNCATE guard table per captured table (case C9,
+ * below). Unqualified captured tables are in the url's database; others may be named `db.table`.
  *
  * Value text (exact, never through a float, independent of the writing session's time_zone and
  * character set), rendered by {@link mariaDbText}:
@@ -221,14 +223,19 @@ const UNKEYED_HASH = 'FLOOR(RAND() * 4294967296)';
 const MARIADB_NOW_MS = 'FLOOR(@@timestamp * 1000)';
 
 /**
- * `sluice_fnv1a32(text) -> bigint unsigned` in `database`: FNV-1a 32 over the UTF-8 bytes,
+ * `<staging>_fnv1a32(text) -> bigint unsigned` in `database`: FNV-1a 32 over the UTF-8 bytes,
  * identical to the JS keyHash(). h < 2^32 and the prime < 2^25, so h * prime < 2^57 fits.
  */
-export function mariaDbHashFunctionDdl(database: string): string {
+export function mariaDbHashFunctionRef(database: string, stagingTable: string): string {
+  return `${mariaDbIdent(database)}.${mariaDbIdent(mariaDbName(`${stagingTable}_fnv1a32`))}`;
+}
+
+/** The hash function of `stagingTable` in `database` (see mariaDbHashFunctionRef). */
+export function mariaDbHashFunctionDdl(database: string, stagingTable: string): string {
   // Eight bytes per loop turn in one SET: the stored-program interpreter's cost is per statement.
   let eight = 'h';
   for (let j = 0; j < 8; j++) eight = `(((${eight}) ^ ORD(SUBSTRING(b, i + ${j}, 1))) * 16777619) & 4294967295`;
-  return `CREATE OR REPLACE FUNCTION ${mariaDbIdent(database)}.sluice_fnv1a32(k LONGTEXT CHARACTER SET utf8mb4)
+  return `CREATE OR REPLACE FUNCTION ${mariaDbHashFunctionRef(database, stagingTable)}(k LONGTEXT CHARACTER SET utf8mb4)
 RETURNS BIGINT UNSIGNED DETERMINISTIC NO SQL SQL SECURITY INVOKER
 BEGIN
   DECLARE b LONGBLOB DEFAULT CAST(k AS BINARY);
@@ -266,16 +273,16 @@ export function mariaDbStagingDdl(database: string, stagingTable: string): strin
 
 /**
  * CREATE OR REPLACE TRIGGER statements for one resolved table (captured operations) and DROP
- * TRIGGER IF EXISTS for the operations not captured. `database` is the staging database;
- * unqualified captured tables are in it too.
+ * TRIGGER IF EXISTS for the operations not captured. `database` is the capture database;
+ * unqualified captured tables are in `home` (default: the capture database).
  */
-export function mariaDbTriggerDdl(database: string, stagingTable: string, t: ResolvedTable): string[] {
+export function mariaDbTriggerDdl(database: string, stagingTable: string, t: ResolvedTable, home = database): string[] {
   const cfg = t.config;
   const [tableDb] = mariaDbSplitTable(cfg.table);
-  const triggerDb = mariaDbIdent(tableDb ?? database);
+  const triggerDb = mariaDbIdent(tableDb ?? home);
   const staging = `${mariaDbIdent(database)}.${mariaDbIdent(stagingTable)}`;
-  const hash = `${mariaDbIdent(database)}.sluice_fnv1a32`;
-  const table = mariaDbQualifiedTable(database, cfg.table);
+  const hash = mariaDbHashFunctionRef(database, stagingTable);
+  const table = mariaDbQualifiedTable(home, cfg.table);
   const suppress = cfg.suppressNoopUpdates ?? CDC_DEFAULTS.suppressNoopUpdates;
   const out: string[] = [];
   for (const op of ROW_OPS) {
@@ -337,6 +344,9 @@ END`);
   }
   return out;
 }
+
+/** Comment of a capture database created by install (uninstall drops only such a database). */
+const CAPTURE_DB_MARK = 'created by sluice install: capture staging, error and guard tables, functions';
 
 /** MariaDB's error for a column the trigger names that the table no longer has. */
 const ER_BAD_FIELD_ERROR = 1054;
@@ -413,7 +423,7 @@ export async function introspectMariaDbTable(conn: mysql.Connection, database: s
  * key references the captured table's primary key (same column types), so InnoDB refuses
  * TRUNCATE of the captured table. Throws when the table has no primary key.
  */
-export function mariaDbGuardDdl(database: string, stagingTable: string, cfg: CaptureTable, info: MariaDbTableInfo): string[] {
+export function mariaDbGuardDdl(database: string, stagingTable: string, cfg: CaptureTable, info: MariaDbTableInfo, home = database): string[] {
   const pk = info.columns.filter((c) => c.pkPosition > 0).sort((a, b) => a.pkPosition - b.pkPosition);
   if (pk.length === 0) {
     throw new Error(`capture table "${cfg.table}": MariaDB needs a primary key on a captured table ` +
@@ -425,7 +435,7 @@ export function mariaDbGuardDdl(database: string, stagingTable: string, cfg: Cap
   return [
     `DROP TABLE IF EXISTS ${guard}`,
     `CREATE TABLE ${guard} (${cols}, KEY (${list}), CONSTRAINT ${mariaDbIdent(mariaDbGuardConstraint(cfg.table))} ` +
-      `FOREIGN KEY (${list}) REFERENCES ${mariaDbQualifiedTable(database, cfg.table)} (${list})) ENGINE=InnoDB`,
+      `FOREIGN KEY (${list}) REFERENCES ${mariaDbQualifiedTable(home, cfg.table)} (${list})) ENGINE=InnoDB`,
   ];
 }
 
@@ -471,7 +481,9 @@ function stagedChange(r: mysql.RowDataPacket): StagedChange {
  */
 export class MariaDbStaging implements StagingClient {
   readonly source: CaptureSource;
-  /** The staging database (the url's path). */
+  /** The url's database: where unqualified captured tables are. */
+  readonly home: string;
+  /** The capture database: staging, error and guard tables, the hash function. */
   readonly database: string;
   private readonly ready: Promise<mysql.Connection>;
   private readonly pumpsHeld = new Set<number>();
@@ -487,7 +499,8 @@ export class MariaDbStaging implements StagingClient {
     const url = parseMariaDbUrl(db.url);
     if (typeof url === 'string') throw new Error(`capture source "${source.name}": database.url: ${url}`);
     this.source = source;
-    this.database = url.database;
+    this.home = url.database;
+    this.database = db.captureSchema ?? CDC_DEFAULTS.captureSchema;
     this.ready = this.connect(url);
     // Callers see the failure on their first call; do not let it surface as unhandled.
     this.ready.catch(() => undefined);
@@ -537,7 +550,7 @@ export class MariaDbStaging implements StagingClient {
       // DDL commits implicitly in MariaDB: check every table before changing anything.
       const resolved: { table: ResolvedTable; info: MariaDbTableInfo }[] = [];
       for (const cfg of this.source.tables) {
-        const info = await introspectMariaDbTable(conn, this.database, cfg.table);
+        const info = await introspectMariaDbTable(conn, this.home, cfg.table);
         const table = resolveTable(cfg, info.columns);
         if (info.engine !== 'InnoDB') {
           throw new Error(`capture table "${cfg.table}": engine is ${info.engine}; capture needs InnoDB ` +
@@ -545,12 +558,13 @@ export class MariaDbStaging implements StagingClient {
         }
         resolved.push({ table, info });
       }
-      await conn.query(mariaDbHashFunctionDdl(this.database));
+      await this.createCaptureDatabase(conn);
+      await conn.query(mariaDbHashFunctionDdl(this.database, this.source.stagingTable));
       for (const stmt of mariaDbStagingDdl(this.database, this.source.stagingTable)) await conn.query(stmt);
       for (const { table, info } of resolved) {
         try {
-          for (const stmt of mariaDbGuardDdl(this.database, this.source.stagingTable, table.config, info)) await conn.query(stmt);
-          for (const stmt of mariaDbTriggerDdl(this.database, this.source.stagingTable, table)) await conn.query(stmt);
+          for (const stmt of mariaDbGuardDdl(this.database, this.source.stagingTable, table.config, info, this.home)) await conn.query(stmt);
+          for (const stmt of mariaDbTriggerDdl(this.database, this.source.stagingTable, table, this.home)) await conn.query(stmt);
         } catch (err) {
           throw new Error(`capture table "${table.config.table}": install failed: ${(err as Error).message}`);
         }
@@ -565,15 +579,38 @@ export class MariaDbStaging implements StagingClient {
         const [tableDb] = mariaDbSplitTable(cfg.table);
         for (const op of ROW_OPS) {
           const name = mariaDbTriggerName(this.source.stagingTable, cfg.table, op);
-          await conn.query(`DROP TRIGGER IF EXISTS ${mariaDbIdent(tableDb ?? this.database)}.${mariaDbIdent(name)}`);
+          await conn.query(`DROP TRIGGER IF EXISTS ${mariaDbIdent(tableDb ?? this.home)}.${mariaDbIdent(name)}`);
         }
         await conn.query(`DROP TABLE IF EXISTS ${mariaDbIdent(this.database)}.${mariaDbIdent(mariaDbGuardName(this.source.stagingTable, cfg.table))}`);
       }
       if (options.dropStaging) {
         await conn.query(`DROP TABLE IF EXISTS ${this.stagingRef()}`);
         await conn.query(`DROP TABLE IF EXISTS ${mariaDbIdent(this.database)}.${mariaDbIdent(`${this.source.stagingTable}_errors`)}`);
+        await conn.query(`DROP FUNCTION IF EXISTS ${mariaDbHashFunctionRef(this.database, this.source.stagingTable)}`);
+        await this.dropCaptureDatabaseIfOurs(conn);
       }
     });
+  }
+
+  /** Creates the capture database when missing, marked by its comment as created by install. */
+  private async createCaptureDatabase(conn: mysql.Connection): Promise<void> {
+    const [rows] = await conn.query<mysql.RowDataPacket[]>('SELECT 1 FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?', [this.database]);
+    if (rows.length > 0) return;
+    await conn.query(`CREATE DATABASE IF NOT EXISTS ${mariaDbIdent(this.database)} CHARACTER SET utf8mb4 COMMENT ${mariaDbLiteral(CAPTURE_DB_MARK)}`);
+  }
+
+  /** Drops the capture database if install created it (its comment) and nothing is left in it. */
+  private async dropCaptureDatabaseIfOurs(conn: mysql.Connection): Promise<void> {
+    const [mark] = await conn.query<mysql.RowDataPacket[]>('SELECT SCHEMA_COMMENT AS c FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?', [this.database]);
+    if (mark[0]?.c !== CAPTURE_DB_MARK) return;
+    const [left] = await conn.query<mysql.RowDataPacket[]>(
+      `SELECT (SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ?)
+         + (SELECT COUNT(*) FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = ?)
+         + (SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = ?)
+         + (SELECT COUNT(*) FROM information_schema.EVENTS WHERE EVENT_SCHEMA = ?) AS n`,
+      [this.database, this.database, this.database, this.database],
+    );
+    if (Number(left[0]?.n) === 0) await conn.query(`DROP DATABASE ${mariaDbIdent(this.database)}`);
   }
 
   private async withInstallLock(conn: mysql.Connection, work: () => Promise<void>): Promise<void> {

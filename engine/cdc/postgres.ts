@@ -77,12 +77,26 @@ const PG_KEY_DIALECT: KeyDialect = {
 
 const PG_NOW_MS = `pg_catalog.floor(pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()) * 1000)::bigint`;
 
+/** Comment install puts on a capture schema it created; uninstall drops only a schema with it. */
+const PG_SCHEMA_MARK = 'created by sluice install: capture staging, error tables and functions';
+
+/** The schema of a source's capture objects: database.captureSchema, default "sluice". */
+export function pgCaptureSchema(source: CaptureSource): string {
+  const db = source.database;
+  return (db.dialect === 'postgres' ? db.captureSchema : undefined) ?? CDC_DEFAULTS.captureSchema;
+}
+
+/** Quoted name of the key hash function of `stagingTable` (one per source, so uninstall can drop it). */
+export function pgHashFunctionRef(schema: string, stagingTable: string): string {
+  return `${quoteIdent(schema)}.${quoteIdent(pgName(`${stagingTable}_fnv1a32`))}`;
+}
+
 /**
- * `sluice_fnv1a32(text) -> bigint` in `schema`: FNV-1a 32 over the UTF-8 bytes, identical to
+ * `<staging>_fnv1a32(text) -> bigint` in `schema`: FNV-1a 32 over the UTF-8 bytes, identical to
  * the JS keyHash(). h < 2^32 and prime < 2^25, so h * prime fits in a bigint before the mask.
  */
-export function pgHashFunctionDdl(schema: string): string {
-  return `CREATE OR REPLACE FUNCTION ${quoteIdent(schema)}.sluice_fnv1a32(k text) RETURNS bigint
+export function pgHashFunctionDdl(schema: string, stagingTable: string): string {
+  return `CREATE OR REPLACE FUNCTION ${pgHashFunctionRef(schema, stagingTable)}(k text) RETURNS bigint
 LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $sluice$
 DECLARE
   b bytea := pg_catalog.convert_to(k, 'UTF8');
@@ -115,59 +129,169 @@ export function pgStagingDdl(schema: string, stagingTable: string, pumps: number
   return stmts;
 }
 
-/** CREATE FUNCTION + DROP/CREATE TRIGGER statements for one resolved table. */
-export function pgTriggerDdl(schema: string, stagingTable: string, t: ResolvedTable): string[] {
+/** Types pgText renders specially; every other type is rendered by its text output. */
+const PG_TEXT_TYPES = ['numeric', 'timestamptz', 'timestamp', 'date'] as const;
+
+/**
+ * Session settings pinned on every capture function (SET clauses apply while it runs), so no
+ * value's text depends on the writing session: TimeZone, DateStyle, IntervalStyle,
+ * extra_float_digits (shortest exact float text) and bytea_output.
+ */
+const PG_PINNED_SETTINGS = `SET search_path = pg_catalog, pg_temp SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD'
+SET IntervalStyle = 'iso_8601' SET extra_float_digits = 1 SET bytea_output = 'hex'`;
+
+/** Placeholder for the value reference in rendering templates. */
+const REF = '\u00a7';
+
+/** Quoted name of the function that renders images from a table's current columns. */
+export function pgDynamicFunctionRef(schema: string, stagingTable: string): string {
+  return `${quoteIdent(schema)}.${quoteIdent(pgName(`${stagingTable}_images`))}`;
+}
+
+/**
+ * `<staging>_images(rel, op, cols, keycols, o, n)`: the key texts and images of a row change
+ * rendered from the columns `rel` has now (dynamic SQL, slow), used by a capture function when the
+ * table's columns changed since install (issue item 9): a dropped or renamed column is left out
+ * instead of failing the application's statement, and a new column is captured when the table
+ * captures all columns (`cols` NULL). Renderings are pgText's, taken from the same source.
+ */
+export function pgDynamicFunctionDdl(schema: string, stagingTable: string): string {
+  const template = (type: string) => quoteLiteral(pgText(REF, { name: '', type, pkPosition: 0 }));
+  const typeCase = PG_TEXT_TYPES.map((t) => `WHEN ${quoteLiteral(t)} THEN ${template(t)}`).join('\n      ');
+  return `CREATE OR REPLACE FUNCTION ${pgDynamicFunctionRef(schema, stagingTable)}(
+  rel oid, op text, cols text[], keycols text[], o anyelement, n anyelement,
+  OUT ko text, OUT k text, OUT b text, OUT a text)
+LANGUAGE plpgsql ${PG_PINNED_SETTINGS} AS $sluice$
+DECLARE
+  img text[] := ARRAY[NULL, NULL];
+  kx text[] := ARRAY[NULL, NULL];
+  r record;
+  e text;
+BEGIN
+  FOR side IN 1 .. 2 LOOP
+    FOR r IN
+      SELECT at.attname::text AS name, coalesce(bt.typname, t.typname)::text AS typ
+      FROM pg_attribute at JOIN pg_type t ON t.oid = at.atttypid
+      LEFT JOIN pg_type bt ON t.typtype = 'd' AND bt.oid = t.typbasetype
+      WHERE at.attrelid = rel AND at.attnum > 0 AND NOT at.attisdropped
+      ORDER BY at.attnum
+    LOOP
+      e := replace(CASE r.typ
+      ${typeCase}
+      ELSE ${template('text')} END, ${quoteLiteral(REF)}, format('($%s).%I', side, r.name));
+      e := 'coalesce(pg_catalog.to_json(' || e || ')::text, ''null'')';
+      IF cols IS NULL OR r.name = ANY (cols) THEN
+        img[side] := coalesce(img[side] || ' || '','' || ', '') || quote_literal(pg_catalog.to_json(r.name)::text || ':') || ' || ' || e;
+      END IF;
+      IF r.name = ANY (keycols) THEN
+        kx[side] := coalesce(kx[side] || ' || '','' || ', '') || e;
+      END IF;
+    END LOOP;
+  END LOOP;
+  IF op <> 'INSERT' THEN
+    EXECUTE 'SELECT ''{'' || ' || coalesce(img[1], '''''') || ' || ''}'', ''['' || ' || coalesce(kx[1], '''''') || ' || '']'''
+      INTO b, ko USING o, n;
+  END IF;
+  IF op <> 'DELETE' THEN
+    EXECUTE 'SELECT ''{'' || ' || coalesce(img[2], '''''') || ' || ''}'', ''['' || ' || coalesce(kx[2], '''''') || ' || '']'''
+      INTO a, k USING o, n;
+  END IF;
+END
+$sluice$`;
+}
+
+/**
+ * CREATE FUNCTION + DROP/CREATE TRIGGER statements for one resolved table. `relnatts` is the
+ * table's pg_class.relnatts at install (attribute slots, dropped ones included); when given and
+ * the table captures all columns, a changed count sends the function to the dynamic path, so a
+ * column added later is captured too.
+ *
+ * Schema changes (issue item 9): the static image code runs in a block that catches
+ * undefined_column (a dropped or renamed column) and then renders from the current columns
+ * (pgDynamicFunctionDdl). No-op updates are suppressed inside the function, not in the trigger's
+ * WHEN, because PostgreSQL records a WHEN's columns as dependencies and would refuse (or, with
+ * CASCADE, drop the trigger on) ALTER TABLE ... DROP COLUMN.
+ */
+export function pgTriggerDdl(schema: string, stagingTable: string, t: ResolvedTable, relnatts?: number): string[] {
   const cfg = t.config;
   const staging = `${quoteIdent(schema)}.${quoteIdent(stagingTable)}`;
-  const hash = `${quoteIdent(schema)}.sluice_fnv1a32`;
+  const hash = pgHashFunctionRef(schema, stagingTable);
   const fn = `${quoteIdent(schema)}.${quoteIdent(pgFunctionName(stagingTable, cfg.table))}`;
   const table = pgQualifiedTable(cfg.table);
   const tableLit = quoteLiteral(cfg.table);
   // Key strategy none: no order to keep, so the pump is picked by the capture time instead.
-  const keyHashSql = t.keyStrategy.kind === 'none' ? `${hash}(pg_catalog.clock_timestamp()::text)` : `${hash}(k)`;
-  const insert = (op: CaptureOperation, key: string, before: string, after: string) =>
-    `    k := ${key};
-    INSERT INTO ${staging} (table_name, op, key, key_hash, before, after, txid, time_ms)
-    VALUES (${tableLit}, '${op}', k, ${keyHashSql},
-      ${before},
-      ${after},
+  const keyHashSql = (key: string) => (t.keyStrategy.kind === 'none' ? `${hash}(pg_catalog.clock_timestamp()::text)` : `${hash}(${key})`);
+  const stage = (op: CaptureOperation, key: string, before: string, after: string) =>
+    `    INSERT INTO ${staging} (table_name, op, key, key_hash, before, after, txid, time_ms)
+    VALUES (${tableLit}, '${op}', ${key}, ${keyHashSql(key)}, ${before}, ${after},
       pg_catalog.txid_current()::text, ${PG_NOW_MS});`;
+  const byColumns = t.keyStrategy.kind === 'columns';
   const keyNew = keyTextExpr(t, 'NEW', PG_KEY_DIALECT);
   const keyOld = keyTextExpr(t, 'OLD', PG_KEY_DIALECT);
   const imgNew = jsonObjectExpr(t.columns, (c) => pgJson('NEW', c));
   const imgOld = jsonObjectExpr(t.columns, (c) => pgJson('OLD', c));
+  const allColumns = cfg.columns === undefined;
+  const textArray = (names: string[]) => `ARRAY[${names.map(quoteLiteral).join(', ')}]::text[]`;
+  const colsArg = allColumns ? 'NULL::text[]' : textArray(t.columns.map((c) => c.name));
+  const keyColsArg = byColumns ? textArray(t.key.map((c) => c.name)) : 'NULL::text[]';
+  const dyn = pgDynamicFunctionRef(schema, stagingTable);
+  const nattsCheck = allColumns && relnatts !== undefined
+    ? `    IF (SELECT c.relnatts FROM pg_catalog.pg_class c WHERE c.oid = TG_RELID) <> ${relnatts} THEN
+      RAISE SQLSTATE '42703';
+    END IF;\n`
+    : '';
+  // Keys that name no column (fixed, none, transactionId, expression) are computed outside.
+  const keyN = byColumns ? `k := ${keyNew}; ` : '';
+  const keyO = byColumns ? `ko := ${keyOld}; ` : '';
+  const keysOutside = byColumns
+    ? ''
+    : `  IF TG_OP <> 'DELETE' THEN k := ${keyNew}; END IF;
+  IF TG_OP <> 'INSERT' THEN ko := ${keyOld}; END IF;\n`;
+  const suppress = cfg.suppressNoopUpdates ?? CDC_DEFAULTS.suppressNoopUpdates;
+  const suppressSql = suppress ? `  IF TG_OP = 'UPDATE' AND a = b AND k IS NOT DISTINCT FROM ko THEN RETURN NULL; END IF;\n` : '';
   const keyUpdate = cfg.keyUpdate ?? CDC_DEFAULTS.keyUpdate;
   // Case C8: a key change retires the old key (delete on its pump) and creates the new one.
   const update = keyUpdate === 'update'
-    ? insert('update', keyNew, imgOld, imgNew)
-    : `    IF (${keyOld}) IS DISTINCT FROM (${keyNew}) THEN
-${insert('delete', keyOld, imgOld, 'NULL')}
-${insert('insert', keyNew, 'NULL', imgNew)}
+    ? stage('update', 'k', 'b', 'a')
+    : `    IF ko IS DISTINCT FROM k THEN
+${stage('delete', 'ko', 'b', 'NULL')}
+${stage('insert', 'k', 'NULL', 'a')}
     ELSE
-${insert('update', keyNew, imgOld, imgNew)}
+${stage('update', 'k', 'b', 'a')}
     END IF;`;
   const body = `DECLARE
   k text;
+  ko text;
+  b text;
+  a text;
 BEGIN
-  IF TG_OP = 'INSERT' THEN
-${insert('insert', keyNew, 'NULL', imgNew)}
+  IF TG_OP = 'TRUNCATE' THEN
+${stage('truncate', `'*'`, 'NULL', 'NULL')}
+    RETURN NULL;
+  END IF;
+  BEGIN
+${nattsCheck}    IF TG_OP <> 'DELETE' THEN ${keyN}a := ${imgNew}; END IF;
+    IF TG_OP <> 'INSERT' THEN ${keyO}b := ${imgOld}; END IF;
+  EXCEPTION WHEN undefined_column THEN
+    -- The table's columns changed since install: render from the columns it has now.
+    SELECT d.ko, d.k, d.b, d.a INTO ko, k, b, a FROM ${dyn}(TG_RELID, TG_OP, ${colsArg}, ${keyColsArg}, OLD, NEW) d;
+  END;
+${keysOutside}${suppressSql}  IF TG_OP = 'INSERT' THEN
+${stage('insert', 'k', 'NULL', 'a')}
   ELSIF TG_OP = 'UPDATE' THEN
 ${update}
-  ELSIF TG_OP = 'DELETE' THEN
-${insert('delete', keyOld, imgOld, 'NULL')}
   ELSE
-${insert('truncate', `'*'`, 'NULL', 'NULL')}
+${stage('delete', 'ko', 'b', 'NULL')}
   END IF;
   RETURN NULL;
 END`;
   if (body.includes('$sluice$')) throw new Error(`capture table "${cfg.table}": names must not contain "$sluice$"`);
   const out = [
     `CREATE OR REPLACE FUNCTION ${fn}() RETURNS trigger LANGUAGE plpgsql
-SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $sluice$
+SECURITY DEFINER ${PG_PINNED_SETTINGS} AS $sluice$
 ${body}
 $sluice$`,
   ];
-  const suppress = cfg.suppressNoopUpdates ?? CDC_DEFAULTS.suppressNoopUpdates;
   for (const op of ['insert', 'update', 'delete', 'truncate'] as const) {
     const name = quoteIdent(pgTriggerName(stagingTable, op));
     out.push(`DROP TRIGGER IF EXISTS ${name} ON ${table}`);
@@ -176,17 +300,8 @@ $sluice$`,
       out.push(`CREATE TRIGGER ${name} AFTER TRUNCATE ON ${table} FOR EACH STATEMENT EXECUTE FUNCTION ${fn}()`);
       continue;
     }
-    const when: string[] = [];
-    if (op === 'update' && suppress) {
-      const compared = [...t.columns, ...t.key.filter((k) => !t.columns.includes(k))];
-      when.push(compared.map((c) => {
-        const col = quoteIdent(c.name);
-        return `${pgText(`OLD.${col}`, c)} IS DISTINCT FROM ${pgText(`NEW.${col}`, c)}`;
-      }).join('\n     OR '));
-    }
     const condition = conditionFor(cfg, op);
-    if (condition !== undefined) when.push(condition);
-    const whenSql = when.length > 0 ? `\nWHEN (${when.map((w) => `(${w})`).join(' AND ')})` : '';
+    const whenSql = condition !== undefined ? `\nWHEN (${condition})` : '';
     out.push(`CREATE TRIGGER ${name} AFTER ${op.toUpperCase()} ON ${table} FOR EACH ROW${whenSql}\nEXECUTE FUNCTION ${fn}()`);
   }
   return out;
@@ -261,7 +376,7 @@ export class PgStaging implements StagingClient {
     if (current === null) {
       throw new Error(`capture source "${this.source.name}": no current schema (schema ${JSON.stringify(schema ?? null)} does not exist?)`);
     }
-    return current;
+    return pgCaptureSchema(this.source);
   }
 
   /** Schema of the staging table, once connected. */
@@ -283,11 +398,20 @@ export class PgStaging implements StagingClient {
     const schema = await this.open();
     await this.inTransaction(async () => {
       await this.client.query('SELECT pg_advisory_xact_lock($1)', [INSTALL_LOCK_KEY]);
-      await this.client.query(pgHashFunctionDdl(schema));
+      const exists = await this.client.query('SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = $1', [schema]);
+      if (exists.rowCount === 0) {
+        // Marked, so uninstall removes the schema only when install created it.
+        await this.client.query(`CREATE SCHEMA ${quoteIdent(schema)}`);
+        await this.client.query(`COMMENT ON SCHEMA ${quoteIdent(schema)} IS ${quoteLiteral(PG_SCHEMA_MARK)}`);
+      }
+      await this.client.query(pgHashFunctionDdl(schema, this.source.stagingTable));
       for (const stmt of pgStagingDdl(schema, this.source.stagingTable, this.source.pumps)) await this.client.query(stmt);
+      await this.client.query(pgDynamicFunctionDdl(schema, this.source.stagingTable));
       for (const cfg of this.source.tables) {
         const resolved = resolveTable(cfg, await introspectPgTable(this.client, cfg.table));
-        for (const stmt of pgTriggerDdl(schema, this.source.stagingTable, resolved)) await this.client.query(stmt);
+        const natts = await this.client.query<{ n: number }>(
+          'SELECT relnatts::int AS n FROM pg_catalog.pg_class WHERE oid = to_regclass($1)', [pgQualifiedTable(cfg.table)]);
+        for (const stmt of pgTriggerDdl(schema, this.source.stagingTable, resolved, natts.rows[0]?.n)) await this.client.query(stmt);
       }
     });
   }
@@ -300,6 +424,19 @@ export class PgStaging implements StagingClient {
       if (options.dropStaging) {
         await this.client.query(`DROP TABLE IF EXISTS ${this.stagingRef(schema)}`);
         await this.client.query(`DROP TABLE IF EXISTS ${quoteIdent(schema)}.${quoteIdent(`${this.source.stagingTable}_errors`)}`);
+        await this.client.query(`DROP FUNCTION IF EXISTS ${pgHashFunctionRef(schema, this.source.stagingTable)}(text)`);
+        await this.client.query(`DROP FUNCTION IF EXISTS ${pgDynamicFunctionRef(schema, this.source.stagingTable)}(oid, text, text[], text[], anyelement, anyelement)`);
+        const mark = await this.client.query<{ c: string | null }>(
+          `SELECT pg_catalog.obj_description(oid, 'pg_namespace') AS c FROM pg_catalog.pg_namespace WHERE nspname = $1`, [schema]);
+        if (mark.rows[0]?.c === PG_SCHEMA_MARK) {
+          // RESTRICT: a schema that still holds anything (another source, a user's object) stays.
+          await this.client.query('SAVEPOINT sluice_drop_schema');
+          try {
+            await this.client.query(`DROP SCHEMA ${quoteIdent(schema)} RESTRICT`);
+          } catch {
+            await this.client.query('ROLLBACK TO SAVEPOINT sluice_drop_schema');
+          }
+        }
       }
     });
   }

@@ -245,6 +245,9 @@ export class SqliteStaging implements StagingClient {
         this.prepared = null;
         this.db.exec(`DROP TABLE IF EXISTS ${quoteIdent(this.source.stagingTable)}`);
         this.db.exec(`DROP TABLE IF EXISTS ${quoteIdent(`${this.source.stagingTable}_errors`)}`);
+        // AUTOINCREMENT's counter row; sqlite_sequence itself cannot be dropped (SQLite owns it).
+        const seq = this.db.prepare(`SELECT 1 FROM sqlite_master WHERE name = 'sqlite_sequence'`).get();
+        if (seq !== undefined) this.db.prepare('DELETE FROM sqlite_sequence WHERE name = ?').run(this.source.stagingTable);
       }
     }).immediate();
   }

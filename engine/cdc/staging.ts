@@ -54,7 +54,11 @@ export interface HeldKeys {
 
 /** Options of {@link StagingClient.uninstall}. */
 export interface UninstallOptions {
-  /** Also drop the staging and error tables (losing unshipped rows). Default false. */
+  /**
+   * Also drop the staging and error tables (losing unshipped and parked rows) and every other
+   * object install created (PostgreSQL: the key hash function, and the capture schema when
+   * install created it and nothing else is left in it). Default false.
+   */
   dropStaging?: boolean;
 }
 

@@ -147,10 +147,14 @@ function applyDefaults(f: TopologyFile, file: string, baseDir: string): Topology
       return { dialect: 'sqlite', file: dbFile, ...(db.busyTimeoutMs !== undefined ? { busyTimeoutMs: db.busyTimeoutMs } : {}) };
     }
     if (db.dialect === 'postgres') {
-      return { dialect: 'postgres', url: db.url, ...(db.schema !== undefined ? { schema: db.schema } : {}) };
+      return {
+        dialect: 'postgres', url: db.url,
+        ...(db.schema !== undefined ? { schema: db.schema } : {}),
+        ...(db.captureSchema !== undefined ? { captureSchema: db.captureSchema } : {}),
+      };
     }
     // "mysql" is another spelling of the same dialect.
-    return { dialect: 'mariadb', url: db.url };
+    return { dialect: 'mariadb', url: db.url, ...(db.captureSchema !== undefined ? { captureSchema: db.captureSchema } : {}) };
   };
   return {
     name: f.name,

@@ -62,6 +62,7 @@ const database = {
         dialect: { const: DIALECT_VALUES[1] },
         url: nonEmptyString,
         schema: nonEmptyString,
+        captureSchema: { type: 'string', pattern: STAGING_TABLE_PATTERN },
       },
       required: ['url'],
       additionalProperties: false,
@@ -70,6 +71,7 @@ const database = {
       properties: {
         dialect: { enum: [DIALECT_VALUES[2], DIALECT_VALUES[3]] },
         url: nonEmptyString,
+        captureSchema: { type: 'string', pattern: STAGING_TABLE_PATTERN },
       },
       required: ['url'],
       additionalProperties: false,

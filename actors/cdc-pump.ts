@@ -15,6 +15,7 @@ import { Appender, Tailer } from '../engine/journal/index.js';
 import { EnvelopeView, EnvelopeWriter, decodeChange, encodeChange, EVENT_TYPE_CHANGE } from '../engine/codec/index.js';
 import {
   openStaging, PumpCore, RecordRefusedError, CDC_DEFAULTS, type StagedChange, type PumpSink,
+  type StagingClient,
 } from '../engine/cdc/index.js';
 
 
@@ -87,18 +88,72 @@ runActor<PumpData>(async (ctx) => {
       return ids;
     },
   };
-  const staging = await openStaging(d.source);
+  // Outages (issue item 8): the database or the target failing is waited out, never a reason to
+  // exit: the pump reconnects with capped exponential backoff, forever, and a fresh PumpCore's
+  // start() reconciles against the sink, so a batch appended before the failure is not appended
+  // again. Only a drain stops the retrying.
+  const outage = { sinceMs: 0, attempts: 0 };
+  let staging: StagingClient | null = null;
+  let core: PumpCore | null = null;
+  let recovered = 0;
+  const closeStaging = async () => {
+    const s = staging;
+    staging = null;
+    core = null;
+    if (s) await s.close().catch(() => undefined);
+  };
+  const down = async (err: unknown) => {
+    await closeStaging();
+    if (outage.sinceMs === 0) {
+      outage.sinceMs = Date.now();
+      c[Counter.downSinceMs] = outage.sinceMs;
+      ctx.send({ type: 'log', line: `capture source "${d.source.name}" is down since ${new Date(outage.sinceMs).toISOString()}: ${(err as Error).message ?? err}; retrying` });
+    }
+    c[Counter.errors]++;
+    const delayMs = Math.min(CDC_DEFAULTS.outageBackoffInitialMs * 2 ** outage.attempts, CDC_DEFAULTS.outageBackoffMaxMs);
+    outage.attempts++;
+    for (let waitedMs = 0; waitedMs < delayMs && !ctx.draining(); waitedMs += 50) {
+      ctx.heartbeat();
+      await sleep(Math.min(50, delayMs - waitedMs));
+    }
+  };
+  const up = async (): Promise<PumpCore> => {
+    for (;;) {
+      try {
+        staging = await openStaging(d.source);
+        const fresh = new PumpCore({ staging, pump: d.pump, pumps: d.source.pumps, batchSizeMax: d.source.batchSizeMax, sink });
+        recovered += await fresh.start();
+        core = fresh;
+        if (outage.sinceMs !== 0) {
+          ctx.send({ type: 'log', line: `capture source "${d.source.name}" is up again after ${((Date.now() - outage.sinceMs) / 1000).toFixed(1)} s down` });
+        }
+        outage.sinceMs = 0;
+        outage.attempts = 0;
+        c[Counter.downSinceMs] = 0;
+        return fresh;
+      } catch (err) {
+        await down(err);
+        if (ctx.draining()) throw new Error(`capture source "${d.source.name}" is down while draining: ${(err as Error).message}`);
+      }
+    }
+  };
+  ctx.send({ type: 'ready', info: {} });
+  ctx.setState('live');
+  ctx.send({ type: 'live' });
   try {
-    const core = new PumpCore({ staging, pump: d.pump, pumps: d.source.pumps, batchSizeMax: d.source.batchSizeMax, sink });
-    const recovered = await core.start();
-    ctx.send({ type: 'ready', info: { recovered } });
-    ctx.setState('live');
-    ctx.send({ type: 'live' });
     for (;;) {
       ctx.heartbeat();
-      const before = core.stats.refusals;
-      const n = await core.runCycle();
-      c[Counter.errors] += core.stats.refusals - before;
+      const pump = core ?? (await up());
+      let n: number;
+      const before = pump.stats.refusals;
+      try {
+        n = await pump.runCycle();
+      } catch (err) {
+        await down(err);
+        if (ctx.draining()) throw new Error(`capture source "${d.source.name}" is down while draining: ${(err as Error).message}`);
+        continue;
+      }
+      c[Counter.errors] += pump.stats.refusals - before;
       if (n > 0) {
         c[Counter.eventsIn] += n;
         c[Counter.batches]++;
@@ -112,7 +167,7 @@ runActor<PumpData>(async (ctx) => {
     ctx.setState('drain');
     return { pump: d.pump, shipped: c[Counter.eventsIn], recovered };
   } finally {
-    await staging.close();
+    await closeStaging();
     for (const a of appenders.values()) a.close();
   }
 });

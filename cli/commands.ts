@@ -292,8 +292,9 @@ errors
 function printCounters(counters: Record<string, CounterSnapshot>, previous: Record<string, CounterSnapshot>): void {
   for (const [name, c] of Object.entries(counters)) {
     const p = previous[name];
-    if (p && p.state === c.state && p.eventsIn === c.eventsIn && p.eventsOut === c.eventsOut && p.replayed === c.replayed && p.errors === c.errors) continue;
-    console.error(`  ${name.padEnd(48)} ${c.state.padEnd(8)} in=${c.eventsIn} out=${c.eventsOut}${c.replayed ? ` replayed=${c.replayed}` : ''}${c.errors ? ` errors=${c.errors}` : ''}`);
+    if (p && p.state === c.state && p.eventsIn === c.eventsIn && p.eventsOut === c.eventsOut && p.replayed === c.replayed && p.errors === c.errors && p.downSinceMs === c.downSinceMs) continue;
+    const down = c.downSinceMs ? ` DOWN since ${new Date(c.downSinceMs).toISOString()}` : '';
+    console.error(`  ${name.padEnd(48)} ${c.state.padEnd(8)} in=${c.eventsIn} out=${c.eventsOut}${c.replayed ? ` replayed=${c.replayed}` : ''}${c.errors ? ` errors=${c.errors}` : ''}${down}`);
   }
 }
 

@@ -269,6 +269,10 @@ export const CDC_DEFAULTS = {
     holdKeyWhenParked: true,
     retentionMs: 7 * 24 * 3_600_000,
   } satisfies CaptureErrorPolicy,
+  /** A pump whose database or target fails waits this long before its first reconnect, ms. */
+  outageBackoffInitialMs: 100,
+  /** The wait doubles per failed reconnect up to this, ms; the pump retries forever. */
+  outageBackoffMaxMs: 5000,
   /** How often a pump re-reads the parked keys it holds (another process may requeue), ms. */
   parkedRefreshMs: 1000,
   /** How often pump 0 deletes parked changes older than errors.retentionMs, ms. */

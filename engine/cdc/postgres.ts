@@ -54,6 +54,9 @@ function pgText(ref: string, c: ColumnInfo): string {
   switch (c.type) {
     case 'numeric':
       return `pg_catalog.trim_scale(${ref})::text`;
+    case 'money':
+      // money's own text follows the session's lc_monetary; its numeric value does not.
+      return `(${ref})::numeric::text`;
     case 'timestamptz':
       return `(CASE WHEN pg_catalog.isfinite(${ref}) THEN (pg_catalog.to_json(${ref} AT TIME ZONE 'UTC') #>> '{}') || 'Z' ELSE ${ref}::text END)`;
     case 'timestamp':
@@ -130,7 +133,7 @@ export function pgStagingDdl(schema: string, stagingTable: string, pumps: number
 }
 
 /** Types pgText renders specially; every other type is rendered by its text output. */
-const PG_TEXT_TYPES = ['numeric', 'timestamptz', 'timestamp', 'date'] as const;
+const PG_TEXT_TYPES = ['numeric', 'money', 'timestamptz', 'timestamp', 'date'] as const;
 
 /**
  * Session settings pinned on every capture function (SET clauses apply while it runs), so no

@@ -1,6 +1,7 @@
 /**
  * MariaDB side of the cdc test setup (not a test file itself): a private database per test
- * (random suffix) and its capture database `<name>_sluice`, both dropped by destroy(), and writer connections of the application under capture.
+ * (random suffix) and its capture database `<name>_sluice`, both dropped by destroy(), and
+ * writer connections of the application under capture.
  * Server: SLUICE_MARIADB_URL without a database (default mariadb://root@127.0.0.1:3306).
  */
 import { randomBytes } from 'node:crypto';

@@ -43,7 +43,9 @@ import { keyHash } from './key-hash.js';
 import { parseMariaDbUrl } from './mariadb-url.js';
 import { resolveTable } from './sql.js';
 import type { ColumnInfo, ResolvedTable } from './sql.js';
-import type { HeldKeys, ParkedChange, ParkedSelection, StagingClient, UninstallOptions } from './staging.js';
+import type {
+  HeldKeys, ParkedChange, ParkedSelection, StagingClient, UninstallOptions,
+} from './staging.js';
 
 type RowOp = Exclude<CaptureOperation, 'truncate'>;
 const ROW_OPS: readonly RowOp[] = ['insert', 'update', 'delete'];
@@ -64,13 +66,17 @@ const INSTALL_LOCK_WAIT_S = 60;
 
 /** `name` quoted with backticks, embedded backticks doubled. */
 export function mariaDbIdent(name: string): string {
-  if (name.includes('\u0000')) throw new Error(`identifier must not contain NUL, name=${JSON.stringify(name)}`);
+  if (name.includes('\u0000')) {
+    throw new Error(`identifier must not contain NUL, name=${JSON.stringify(name)}`);
+  }
   return `\`${name.replaceAll('`', '``')}\``;
 }
 
 /** `'text'` for MariaDB's default sql_mode: backslashes and single quotes escaped. */
 export function mariaDbLiteral(text: string): string {
-  if (text.includes('\u0000')) throw new Error(`SQL literal must not contain NUL, text=${JSON.stringify(text)}`);
+  if (text.includes('\u0000')) {
+    throw new Error(`SQL literal must not contain NUL, text=${JSON.stringify(text)}`);
+  }
   return `'${text.replaceAll('\\', '\\\\').replaceAll("'", "''")}'`;
 }
 
@@ -150,8 +156,10 @@ export function mariaDbText(ref: string, c: ColumnInfo): string {
     case 'timestamp': {
       // The zero timestamp has UNIX_TIMESTAMP 0; no real TIMESTAMP value has (range starts at 1 s).
       const fsp = fractionDigits(c.type);
-      const utc = `DATE_ADD(TIMESTAMP'1970-01-01 00:00:00', INTERVAL CAST(UNIX_TIMESTAMP(${ref}) * 1000000 AS SIGNED) MICROSECOND)`;
-      return `IF(UNIX_TIMESTAMP(${ref}) = 0, ${utf8(ref)}, CONCAT(REPLACE(${utf8(`CAST(${utc} AS DATETIME(${fsp}))`)}, ' ', 'T'), 'Z'))`;
+      const micros = `CAST(UNIX_TIMESTAMP(${ref}) * 1000000 AS SIGNED)`;
+      const utc = `DATE_ADD(TIMESTAMP'1970-01-01 00:00:00', INTERVAL ${micros} MICROSECOND)`;
+      const iso = `REPLACE(${utf8(`CAST(${utc} AS DATETIME(${fsp}))`)}, ' ', 'T')`;
+      return `IF(UNIX_TIMESTAMP(${ref}) = 0, ${utf8(ref)}, CONCAT(${iso}, 'Z'))`;
     }
     case 'datetime':
       return `REPLACE(${utf8(ref)}, ' ', 'T')`;
@@ -180,14 +188,19 @@ const PLAIN_TEXT_TYPES = new Set([
 function mariaDbJson(row: 'NEW' | 'OLD', c: ColumnInfo): string {
   const ref = `${row}.${mariaDbIdent(c.name)}`;
   const family = /^[a-z]+/.exec(c.type)?.[0] ?? '';
-  if (BINARY_TYPES.has(family)) return `IFNULL(CONCAT(${mariaDbLiteral('"\\\\x')}, LOWER(HEX(${ref})), '"'), 'null')`;
+  if (BINARY_TYPES.has(family)) {
+    return `IFNULL(CONCAT(${mariaDbLiteral('"\\\\x')}, LOWER(HEX(${ref})), '"'), 'null')`;
+  }
   if (PLAIN_TEXT_TYPES.has(family)) return `IFNULL(CONCAT('"', ${mariaDbText(ref, c)}, '"'), 'null')`;
   return `IFNULL(JSON_QUOTE(${mariaDbText(ref, c)}), 'null')`;
 }
 
 /** CONCAT('{"c1":', <json c1>, ',"c2":', ..., '}'): the row image as JSON object text. */
 function jsonObject(columns: ColumnInfo[], value: (c: ColumnInfo) => string): string {
-  const parts = columns.map((c, i) => `${mariaDbLiteral((i === 0 ? '{' : ',') + JSON.stringify(c.name) + ':')}, ${value(c)}`);
+  const parts = columns.map((c, i) => {
+    const name = mariaDbLiteral((i === 0 ? '{' : ',') + JSON.stringify(c.name) + ':');
+    return `${name}, ${value(c)}`;
+  });
   return `CONCAT(${parts.join(',\n      ')}, '}')`;
 }
 
@@ -276,7 +289,9 @@ export function mariaDbStagingDdl(database: string, stagingTable: string): strin
  * TRIGGER IF EXISTS for the operations not captured. `database` is the capture database;
  * unqualified captured tables are in `home` (default: the capture database).
  */
-export function mariaDbTriggerDdl(database: string, stagingTable: string, t: ResolvedTable, home = database): string[] {
+export function mariaDbTriggerDdl(
+  database: string, stagingTable: string, t: ResolvedTable, home = database,
+): string[] {
   const cfg = t.config;
   const [tableDb] = mariaDbSplitTable(cfg.table);
   const triggerDb = mariaDbIdent(tableDb ?? home);
@@ -393,7 +408,9 @@ export interface MariaDbTableInfo {
  * Introspects `table` (`db.table`, or a bare name in `database`) from information_schema.
  * ColumnInfo.type is COLUMN_TYPE in lower case. Empty columns when the table does not exist.
  */
-export async function introspectMariaDbTable(conn: mysql.Connection, database: string, table: string): Promise<MariaDbTableInfo> {
+export async function introspectMariaDbTable(
+  conn: mysql.Connection, database: string, table: string,
+): Promise<MariaDbTableInfo> {
   const [db, name] = mariaDbSplitTable(table);
   const [rows] = await conn.query<mysql.RowDataPacket[]>(
     `SELECT c.COLUMN_NAME AS name, LOWER(c.COLUMN_TYPE) AS type, c.CHARACTER_SET_NAME AS cs,
@@ -423,7 +440,9 @@ export async function introspectMariaDbTable(conn: mysql.Connection, database: s
  * key references the captured table's primary key (same column types), so InnoDB refuses
  * TRUNCATE of the captured table. Throws when the table has no primary key.
  */
-export function mariaDbGuardDdl(database: string, stagingTable: string, cfg: CaptureTable, info: MariaDbTableInfo, home = database): string[] {
+export function mariaDbGuardDdl(
+  database: string, stagingTable: string, cfg: CaptureTable, info: MariaDbTableInfo, home = database,
+): string[] {
   const pk = info.columns.filter((c) => c.pkPosition > 0).sort((a, b) => a.pkPosition - b.pkPosition);
   if (pk.length === 0) {
     throw new Error(`capture table "${cfg.table}": MariaDB needs a primary key on a captured table ` +
@@ -531,7 +550,9 @@ export class MariaDbStaging implements StagingClient {
 
   private async open(): Promise<mysql.Connection> {
     if (this.closed) throw new Error(`staging client for source "${this.source.name}" is closed`);
-    if (this.connectionError) throw new Error(`capture source "${this.source.name}": connection lost: ${this.connectionError.message}`);
+    if (this.connectionError) {
+      throw new Error(`capture source "${this.source.name}": connection lost: ${this.connectionError.message}`);
+    }
     return this.ready;
   }
 
@@ -563,8 +584,9 @@ export class MariaDbStaging implements StagingClient {
       for (const stmt of mariaDbStagingDdl(this.database, this.source.stagingTable)) await conn.query(stmt);
       for (const { table, info } of resolved) {
         try {
-          for (const stmt of mariaDbGuardDdl(this.database, this.source.stagingTable, table.config, info, this.home)) await conn.query(stmt);
-          for (const stmt of mariaDbTriggerDdl(this.database, this.source.stagingTable, table, this.home)) await conn.query(stmt);
+          const staging = this.source.stagingTable;
+          for (const stmt of mariaDbGuardDdl(this.database, staging, table.config, info, this.home)) await conn.query(stmt);
+          for (const stmt of mariaDbTriggerDdl(this.database, staging, table, this.home)) await conn.query(stmt);
         } catch (err) {
           throw new Error(`capture table "${table.config.table}": install failed: ${(err as Error).message}`);
         }
@@ -581,11 +603,12 @@ export class MariaDbStaging implements StagingClient {
           const name = mariaDbTriggerName(this.source.stagingTable, cfg.table, op);
           await conn.query(`DROP TRIGGER IF EXISTS ${mariaDbIdent(tableDb ?? this.home)}.${mariaDbIdent(name)}`);
         }
-        await conn.query(`DROP TABLE IF EXISTS ${mariaDbIdent(this.database)}.${mariaDbIdent(mariaDbGuardName(this.source.stagingTable, cfg.table))}`);
+        const guard = mariaDbIdent(mariaDbGuardName(this.source.stagingTable, cfg.table));
+        await conn.query(`DROP TABLE IF EXISTS ${mariaDbIdent(this.database)}.${guard}`);
       }
       if (options.dropStaging) {
         await conn.query(`DROP TABLE IF EXISTS ${this.stagingRef()}`);
-        await conn.query(`DROP TABLE IF EXISTS ${mariaDbIdent(this.database)}.${mariaDbIdent(`${this.source.stagingTable}_errors`)}`);
+        await conn.query(`DROP TABLE IF EXISTS ${this.errorsRef()}`);
         await conn.query(`DROP FUNCTION IF EXISTS ${mariaDbHashFunctionRef(this.database, this.source.stagingTable)}`);
         await this.dropCaptureDatabaseIfOurs(conn);
       }
@@ -594,14 +617,17 @@ export class MariaDbStaging implements StagingClient {
 
   /** Creates the capture database when missing, marked by its comment as created by install. */
   private async createCaptureDatabase(conn: mysql.Connection): Promise<void> {
-    const [rows] = await conn.query<mysql.RowDataPacket[]>('SELECT 1 FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?', [this.database]);
+    const [rows] = await conn.query<mysql.RowDataPacket[]>(
+      'SELECT 1 FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?', [this.database]);
     if (rows.length > 0) return;
-    await conn.query(`CREATE DATABASE IF NOT EXISTS ${mariaDbIdent(this.database)} CHARACTER SET utf8mb4 COMMENT ${mariaDbLiteral(CAPTURE_DB_MARK)}`);
+    await conn.query(`CREATE DATABASE IF NOT EXISTS ${mariaDbIdent(this.database)} CHARACTER SET utf8mb4 ` +
+      `COMMENT ${mariaDbLiteral(CAPTURE_DB_MARK)}`);
   }
 
   /** Drops the capture database if install created it (its comment) and nothing is left in it. */
   private async dropCaptureDatabaseIfOurs(conn: mysql.Connection): Promise<void> {
-    const [mark] = await conn.query<mysql.RowDataPacket[]>('SELECT SCHEMA_COMMENT AS c FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?', [this.database]);
+    const [mark] = await conn.query<mysql.RowDataPacket[]>(
+      'SELECT SCHEMA_COMMENT AS c FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?', [this.database]);
     if (mark[0]?.c !== CAPTURE_DB_MARK) return;
     const [left] = await conn.query<mysql.RowDataPacket[]>(
       `SELECT (SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ?)
@@ -616,7 +642,8 @@ export class MariaDbStaging implements StagingClient {
   private async withInstallLock(conn: mysql.Connection, work: () => Promise<void>): Promise<void> {
     const [got] = await conn.query<mysql.RowDataPacket[]>('SELECT GET_LOCK(?, ?) AS ok', [INSTALL_LOCK, INSTALL_LOCK_WAIT_S]);
     if (Number(got[0]?.ok) !== 1) {
-      throw new Error(`capture source "${this.source.name}": another install holds lock ${INSTALL_LOCK} (waited ${INSTALL_LOCK_WAIT_S} s)`);
+      throw new Error(`capture source "${this.source.name}": another install holds lock ${INSTALL_LOCK} ` +
+        `(waited ${INSTALL_LOCK_WAIT_S} s)`);
     }
     try {
       await work();
@@ -632,7 +659,8 @@ export class MariaDbStaging implements StagingClient {
       const [got] = await conn.query<mysql.RowDataPacket[]>('SELECT GET_LOCK(?, 0) AS ok', [lock]);
       if (Number(got[0]?.ok) === 1) break;
       if (Date.now() >= deadline) {
-        throw new Error(`capture source "${this.source.name}": pump ${pump} of staging ${this.database}.${this.source.stagingTable} ` +
+        const staging = `${this.database}.${this.source.stagingTable}`;
+        throw new Error(`capture source "${this.source.name}": pump ${pump} of staging ${staging} ` +
           `is held by another session (waited ${CDC_DEFAULTS.pumpLockWaitMs} ms)`);
       }
       await new Promise((r) => setTimeout(r, CDC_DEFAULTS.pumpLockRetryMs));
@@ -666,7 +694,8 @@ export class MariaDbStaging implements StagingClient {
   async ack(stagingIds: string[]): Promise<number> {
     const conn = await this.open();
     if (stagingIds.length === 0) return 0;
-    const [res] = await conn.query<mysql.ResultSetHeader>(`DELETE FROM ${this.stagingRef()} WHERE id IN (${idList(stagingIds)})`);
+    const [res] = await conn.query<mysql.ResultSetHeader>(
+      `DELETE FROM ${this.stagingRef()} WHERE id IN (${idList(stagingIds)})`);
     return res.affectedRows;
   }
 
@@ -738,7 +767,8 @@ export class MariaDbStaging implements StagingClient {
     const [where, params] = selectionWhere(selection);
     return this.inTransaction(conn, async () => {
       // FOR UPDATE: the rows copied are the rows deleted, whatever parks meanwhile.
-      const [rows] = await conn.query<mysql.RowDataPacket[]>(`SELECT CAST(id AS CHAR) AS id FROM ${this.errorsRef()} ${where} FOR UPDATE`, params);
+      const [rows] = await conn.query<mysql.RowDataPacket[]>(
+        `SELECT CAST(id AS CHAR) AS id FROM ${this.errorsRef()} ${where} FOR UPDATE`, params);
       if (rows.length === 0) return 0;
       const ids = idList(rows.map((r) => String(r.id)));
       // The original id keeps the change ahead of every later change of its key (ids only grow).

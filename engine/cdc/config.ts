@@ -215,7 +215,8 @@ export interface CaptureSource {
  *   identity column); the dedup identity of the event downstream.
  * - `key`: JSON array text of the key column values, each a JSON string or null
  *   (e.g. `["9007199254740993"]`); `"*"` for a truncate event.
- * - `keyHash`: {@link keyHash}(key), FNV-1a 32 over the key's UTF-8 bytes, 0..2^32-1.
+ * - `keyHash`: {@link keyHash}(key), FNV-1a 32 over the key's UTF-8 bytes, 0..2^32-1 (key `[]`
+ *   of key strategy none: hashed from the staging id or capture time instead).
  * - `before`/`after`: JSON object text, one member per captured column in column order, each
  *   value the column's exact text as a JSON string, or null where the column is NULL; `before` is
  *   null for insert/truncate, `after` null for delete/truncate.

@@ -1,6 +1,6 @@
 /**
  * The bank example on MariaDB, as users run it (`npm run bank:mariadb`), in a database of its own
- * (random suffix, dropped at the end): pgbench's TPC-B from 4 connections, capture, two pumps,
+ * and a capture database of its own (random suffix, both dropped at the end): pgbench's TPC-B from 4 connections, capture, two pumps,
  * two services, and the verification against the database.
  */
 import { test } from 'uvu';
@@ -27,7 +27,7 @@ test('bank job on MariaDB: every branch total and changed account matches the da
   const database = `sluice_bank_${randomBytes(6).toString('hex')}`;
   try {
     const r = await runBank(['--topology', 'examples/bank/topology.mariadb.yaml', '--duration-s', '4', '--clients', '4'],
-      { SLUICE_MARIADB_BANK_URL: `${MARIADB_URL}/${database}` });
+      { SLUICE_MARIADB_BANK_URL: `${MARIADB_URL}/${database}`, SLUICE_MARIADB_BANK_CAPTURE: `${database}_sluice` });
     assert.is(r.code, 0, r.out);
     assert.match(r.out, /bank summary \(mariadb, scale 1, 4 clients,/);
     assert.match(r.out, /verification\s+OK: 1 branch totals and \d+ changed accounts match the database/);
@@ -41,7 +41,7 @@ test('bank job on MariaDB: every branch total and changed account matches the da
     assert.ok(accounts <= Number(m![1]) && accounts >= Number(m![1]) * 0.99, r.out);
   } finally {
     const c = await mysql.createConnection(mariaDbOptions());
-    await c.query(`SET foreign_key_checks = 0; DROP DATABASE IF EXISTS \`${database}\``);
+    await c.query(`SET foreign_key_checks = 0; DROP DATABASE IF EXISTS \`${database}\`; DROP DATABASE IF EXISTS \`${database}_sluice\``);
     await c.end();
   }
 });

@@ -6,7 +6,8 @@
  */
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { ConfigError, parseTopology } from '../engine/config/index.js';
+import { fileURLToPath } from 'node:url';
+import { ConfigError, loadTopology, parseTopology } from '../engine/config/index.js';
 import { keyHash, openStaging, PumpCore, pumpOfKey, validateCaptureSource } from '../engine/cdc/index.js';
 import type { CaptureSource, CaptureTable, StagingClient } from '../engine/cdc/index.js';
 import { createAppDb, drain, LEDGER_DDL, ledgerRow, memorySink, sourceFor, stagingName, view } from './cdc-helpers.js';
@@ -491,6 +492,14 @@ test('mariadb topology: dialect mysql loads as mariadb; a url without database a
         '(MariaDB has no TRUNCATE trigger; install refuses TRUNCATE of captured tables instead)',
     ]);
   }
+});
+
+test('the bank example\'s MariaDB topology loads; its url and capture database come from the environment', () => {
+  const file = fileURLToPath(new URL('../../examples/bank/topology.mariadb.yaml', import.meta.url));
+  assert.equal(loadTopology(file, { env: {} }).capture[0]!.database,
+    { dialect: 'mariadb', url: 'mariadb://root@127.0.0.1:3306/sluice_bank', captureSchema: 'sluice' });
+  const env = { SLUICE_MARIADB_BANK_URL: 'mariadb://u@db/bank', SLUICE_MARIADB_BANK_CAPTURE: 'cap' };
+  assert.equal(loadTopology(file, { env }).capture[0]!.database, { dialect: 'mariadb', url: 'mariadb://u@db/bank', captureSchema: 'cap' });
 });
 
 test.run();

@@ -59,7 +59,7 @@ export async function startTopology(topology: Topology, options: StartOptions = 
   for (const w of await serviceWarnings(topology)) log(w);
   const lock = lockTopology(topology);
   try {
-    await checkCaptureInstalled(topology);
+    await checkCaptureInstalled(topology, log);
     const supervisor = new Supervisor(topology.supervisor);
     supervisor.on('log', log);
     supervisor.on('restart', (e: RestartEvent) => log(`restarting ${e.group} in ${e.delayMs} ms (attempt ${e.attempt}) after ${e.actor} failed: ${e.error}`));
@@ -132,6 +132,49 @@ export async function installCapture(topology: Topology): Promise<void> {
   }
 }
 
+/**
+ * Compares each captured table of the live database with what its installed triggers capture
+ * (`sluice check --live`): one line per difference, naming source, table and column, e.g.
+ * `capture source "app": table "ledger": column "memo" is captured by the installed triggers but
+ * the table no longer has it (dropped or renamed; run sluice install)`. Empty when all match.
+ * @throws when a database cannot be reached.
+ */
+export async function checkCaptureLive(topology: Topology): Promise<string[]> {
+  const out: string[] = [];
+  for (const source of topology.capture) {
+    const staging = await openStaging(source);
+    try {
+      if (staging.describeTable === undefined) continue;
+      for (const t of source.tables) {
+        const where = `capture source "${source.name}": table "${t.table}"`;
+        const { live, installed } = await staging.describeTable(t.table);
+        if (live.length === 0) {
+          out.push(`${where}: the table does not exist`);
+          continue;
+        }
+        if (installed === null) {
+          out.push(`${where}: capture is not installed (run sluice install)`);
+          continue;
+        }
+        for (const c of installed) {
+          if (!live.includes(c)) out.push(`${where}: column "${c}" is captured by the installed triggers but the table no longer has it (dropped or renamed; run sluice install)`);
+        }
+        const wanted = t.columns ?? live;
+        for (const c of wanted) {
+          if (!installed.includes(c)) {
+            out.push(live.includes(c)
+              ? `${where}: column "${c}" is not captured by the installed triggers yet (added or renamed; run sluice install)`
+              : `${where}: columns: column "${c}" is not in the table`);
+          }
+        }
+      }
+    } finally {
+      await staging.close();
+    }
+  }
+  return out;
+}
+
 /** Options of {@link uninstallCapture}. */
 export interface UninstallCaptureOptions {
   /** Keep the staging and error tables (and the capture schema); drop only triggers. Default false. */
@@ -177,9 +220,18 @@ export async function uninstallCapture(topology: Topology, options: UninstallCap
  * whose capture was never installed fails at once with what to do, not after restartsMax pump
  * restarts. @throws Error naming the source and the fix.
  */
-async function checkCaptureInstalled(topology: Topology): Promise<void> {
+async function checkCaptureInstalled(topology: Topology, log: (line: string) => void): Promise<void> {
   for (const source of topology.capture) {
-    const staging = await openStaging(source);
+    let staging: StagingClient;
+    try {
+      staging = await openStaging(source);
+    } catch (err) {
+      // A database server that is down or refuses the login is waited out by the pumps (they
+      // retry forever); a bad config or a missing SQLite file is an error now.
+      if (source.database.dialect !== 'postgres' || !isUnreachable(err)) throw err;
+      log(`capture source "${source.name}" is down (${(err as Error).message}); its pumps wait for it`);
+      continue;
+    }
     try {
       await staging.stagedCount();
     } catch (err) {
@@ -191,6 +243,16 @@ async function checkCaptureInstalled(topology: Topology): Promise<void> {
       await staging.close();
     }
   }
+}
+
+/**
+ * A connection failure that a wait can cure: refused, reset, timed out, the server starting or
+ * shutting down, or a login refused (SQLSTATE class 08, 57P0x, 28xxx).
+ */
+function isUnreachable(err: unknown): boolean {
+  const code = String((err as { code?: unknown })?.code ?? '');
+  return ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENOTFOUND', 'EAI_AGAIN'].includes(code) ||
+    /^(08|28|57P0)/.test(code);
 }
 
 /** Options of the capture error-table functions: which source (default all) and which changes. */

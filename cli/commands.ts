@@ -14,7 +14,7 @@
 import readline from 'node:readline';
 import { Command, InvalidArgumentError } from 'commander';
 import { loadTopology, checkEnvironment, ConfigError, type Topology } from '../engine/config/index.js';
-import { startTopology, installCapture, uninstallCapture, listCaptureErrors, requeueCaptureErrors, purgeCaptureErrors } from '../index.js';
+import { startTopology, installCapture, uninstallCapture, checkCaptureLive, listCaptureErrors, requeueCaptureErrors, purgeCaptureErrors } from '../index.js';
 import { planTopology, partitionDir, checkServiceModules, serviceWarnings } from '../actors/index.js';
 import { openQueueAppender } from '../engine/producer/index.js';
 import { Tailer } from '../engine/journal/index.js';
@@ -53,8 +53,9 @@ program
 program
   .command('check')
   .argument('<topology>', 'topology YAML file')
+  .option('--live', 'also compare each captured table in its database with the installed triggers', false)
   .description('validate a topology file and its service modules, and print the actors it starts')
-  .action(async (file: string) => {
+  .action(async (file: string, opts: { live: boolean }) => {
     const t = loadTopology(file);
     checkEnvironment(t);
     const plan = planTopology(t);
@@ -67,6 +68,11 @@ program
         const q = queueOf(t, input);
         for (let p = 0; p < q.partitions; p++) console.log(`           reader:${input}/${p}>${s.name}`);
       }
+    }
+    if (opts.live) {
+      const drift = await checkCaptureLive(t);
+      for (const line of drift) console.error(`warning: ${line}`);
+      if (drift.length === 0 && t.capture.length > 0) console.log(`capture: every captured table matches its installed triggers`);
     }
   });
 

@@ -8,6 +8,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { openStaging } from '../engine/cdc/index.js';
 import type { CaptureTable, StagingClient } from '../engine/cdc/index.js';
+import { checkCaptureLive, type Topology } from '../index.js';
 import { createAppDb, drain, LEDGER_DDL, sourceFor, view } from './cdc-helpers.js';
 import type { AppDb, Dialect } from './cdc-helpers.js';
 
@@ -47,8 +48,17 @@ test('postgres: ADD, DROP and RENAME COLUMN with capture installed: every applic
       { table: 'ledger', op: 'update', key: ['2'], before: { id: '2', owner: 'bob', ...base, note: 'new column' }, after: { id: '2', owner: 'bob2', ...base, note: 'new column' } },
       { table: 'ledger', op: 'delete', key: ['3'], before: { id: '3', owner: 'cy', ...base, note: null }, after: null },
     ]);
+    const topology = { capture: [staging.source] } as unknown as Topology;
+    const where = 'capture source "test": table "ledger"';
+    assert.equal(await checkCaptureLive(topology), [
+      `${where}: column "holder" is captured by the installed triggers but the table no longer has it (dropped or renamed; run sluice install)`,
+      `${where}: column "memo" is captured by the installed triggers but the table no longer has it (dropped or renamed; run sluice install)`,
+      `${where}: column "owner" is not captured by the installed triggers yet (added or renamed; run sluice install)`,
+      `${where}: column "note" is not captured by the installed triggers yet (added or renamed; run sluice install)`,
+    ]);
     // install regenerates the fast path from the table as it is now.
     await staging.install();
+    assert.equal(await checkCaptureLive(topology), []);
     await app.exec(`INSERT INTO ledger(id, owner) VALUES (4, 'dee')`);
     assert.equal((await drain(staging)).map(view)[0]!.after, { id: '4', owner: 'dee', ...base, note: null });
   });
@@ -79,7 +89,14 @@ test('sqlite: ADD and RENAME COLUMN run and capture continues; DROP COLUMN of a 
     await app.exec(`UPDATE ledger SET owner = 'ann2' WHERE id = 1`);
     const rows = (await drain(staging)).map(view);
     assert.equal(rows.map((r) => [r.op, (r.after as Record<string, unknown>).holder]), [['insert', 'ann'], ['insert', 'bob'], ['update', 'ann2']]);
+    const topology = { capture: [staging.source] } as unknown as Topology;
+    assert.equal(await checkCaptureLive(topology), [
+      'capture source "test": table "ledger": column "holder" is captured by the installed triggers but the table no longer has it (dropped or renamed; run sluice install)',
+      'capture source "test": table "ledger": column "owner" is not captured by the installed triggers yet (added or renamed; run sluice install)',
+      'capture source "test": table "ledger": column "note" is not captured by the installed triggers yet (added or renamed; run sluice install)',
+    ]);
     await staging.install(); // regenerates: the new column and the new name are captured
+    assert.equal(await checkCaptureLive(topology), []);
     await app.exec(`INSERT INTO ledger(id, owner, note) VALUES (3, 'cy', 'n3')`);
     const after = (await drain(staging)).map(view)[0]!.after as Record<string, unknown>;
     assert.equal([after.owner, after.note], ['cy', 'n3']);

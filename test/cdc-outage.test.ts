@@ -130,4 +130,66 @@ capture:
   }
 });
 
+test('postgres: a login refused at start and for 5 s more: the topology starts, the pump says it is down, then ships everything once the login works', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-outage-'));
+  const app = await createAppDb('postgres');
+  const ref = app.ref as { schema: string; captureSchema: string };
+  const role = `${ref.schema}_pump`;
+  const admin = new pg.Client({ connectionString: PG_URL });
+  await admin.connect();
+  let run: ReturnType<typeof spawn> | null = null;
+  try {
+    await app.exec(LEDGER_DDL.postgres);
+    const file = path.join(dir, 'topology.yaml');
+    const topology = (url: string) => `name: login
+dataDir: ${JSON.stringify(path.join(dir, 'data'))}
+queues:
+  - { name: ledger-changes }
+capture:
+  - name: app
+    database: { dialect: postgres, url: ${JSON.stringify(url)}, schema: ${ref.schema}, captureSchema: ${ref.captureSchema} }
+    tables:
+      - { table: ledger, operations: [insert, update, delete], target: ledger-changes }
+`;
+    fs.writeFileSync(file, topology(PG_URL));
+    assert.is((await sluice(['install', file])).code, 0);
+    fs.writeFileSync(file, topology(PG_URL.replace('postgres@', `${role}@`)));
+    await app.exec(`INSERT INTO ledger(id, holder) SELECT g, 'h' FROM generate_series(1, 100) g`);
+    run = spawn(process.execPath, [cli, 'run', file, '--status-ms', '0'], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let err = '';
+    run.stderr!.on('data', (b) => (err += b));
+    const exited = new Promise<number | null>((resolve) => run!.on('exit', (code) => resolve(code)));
+    const upBy = Date.now() + 30_000;
+    while (!err.includes('is up') && Date.now() < upBy) await sleepMs(100);
+    assert.match(err, `capture source "app" is down (role "${role}" does not exist); its pumps wait for it`);
+    assert.match(err, 'is up');
+    await sleepMs(5000);
+    assert.match(err, new RegExp(`capture source "app" is down since \\S+Z: role "${role}" does not exist; retrying`));
+    const [staged] = await app.query<{ n: number }>(`SELECT count(*)::int AS n FROM "${ref.captureSchema}".sluice_staging`);
+    assert.is(staged!.n, 100, 'nothing shipped while the login is refused');
+    await admin.query(`CREATE ROLE "${role}" LOGIN SUPERUSER`);
+    const drainBy = Date.now() + 30_000;
+    for (;;) {
+      const [row] = await app.query<{ n: number }>(`SELECT count(*)::int AS n FROM "${ref.captureSchema}".sluice_staging`);
+      if (row!.n === 0) break;
+      assert.ok(Date.now() < drainBy, `staging still holds ${row!.n} rows`);
+      await sleepMs(200);
+    }
+    run.kill('SIGTERM');
+    assert.is(await exited, 0, err);
+    run = null;
+    assert.match(err, /capture source "app" is up again after \d+\.\d s down/);
+    const r = await sluice(['tail', file, 'ledger-changes', '--from-start', '-n', '1000']);
+    const keys = r.out.trim().split('\n').map((l) => (JSON.parse(l) as { key: string }).key);
+    assert.equal(keys, Array.from({ length: 100 }, (_, i) => `["${i + 1}"]`));
+  } finally {
+    if (run) run.kill('SIGKILL');
+    await admin.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1`, [role]).catch(() => undefined);
+    await admin.query(`DROP ROLE IF EXISTS "${role}"`).catch(() => undefined);
+    await admin.end();
+    await app.destroy();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test.run();

@@ -86,6 +86,39 @@ test('postgres: every type family is rendered exactly and identically whatever t
   }
 });
 
+test('postgres: a table of scalar types only (capture function without pinned TimeZone or DateStyle) renders the same under every session', async () => {
+  const app = await createAppDb('postgres');
+  try {
+    await app.exec(`CREATE TABLE scalars (id int PRIMARY KEY, i8 bigint, num numeric(30,10), cash money, f4 real, f8 double precision,
+      ts timestamp, tstz timestamptz, d date, t time, ttz timetz, iv interval, by bytea, jb jsonb, u uuid, b bool)`);
+    const staging = await openStaging(sourceFor(app, [{ table: 'scalars' }]));
+    try {
+      await staging.install();
+      for (const session of SESSIONS) {
+        const writer = await app.connect();
+        try {
+          await writer.exec(session);
+          await writer.exec(`INSERT INTO scalars VALUES (1, 9223372036854775807, 1.5000000000, 1234567.89, 0.1, 0.1,
+            '2024-02-29 23:59:59.123456', '2024-02-29 23:59:59.123456+01', '2024-02-29', '23:59:59.5', '23:59:59+05:30',
+            '1 year 2 months 3 days 04:05:06.789', '\\xdeadbeef', '{"b": 1}', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', true)`);
+          await writer.exec(`DELETE FROM scalars`);
+        } finally {
+          await writer.close();
+        }
+        const [row] = await drain(staging);
+        const { id, i8, num_s, cash, f4, f8, ts, tstz, d, t, ttz, iv, by, u, b } = { ...PG_EXPECTED, num_s: PG_EXPECTED.num_s };
+        assert.equal(JSON.parse(row!.after!), {
+          id, i8, num: num_s, cash, f4, f8, ts, tstz, d, t, ttz, iv, by, jb: '{"b": 1}', u, b,
+        }, session);
+      }
+    } finally {
+      await staging.close();
+    }
+  } finally {
+    await app.destroy();
+  }
+});
+
 test('sqlite: integers, reals (incl. the largest and smallest), text, blobs and NULL are rendered exactly', async () => {
   const app = await createAppDb('sqlite');
   try {

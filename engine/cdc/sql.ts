@@ -140,3 +140,17 @@ export function jsonObjectExpr(columns: ColumnInfo[], jsonValue: (c: ColumnInfo)
 export function jsonArrayExpr(columns: ColumnInfo[], jsonValue: (c: ColumnInfo) => string): string {
   return `'[' || ${columns.map(jsonValue).join(` || ',' || `)} || ']'`;
 }
+
+/**
+ * Column names a generated trigger or function body puts in its images: the `'{"name":'` and
+ * `',"name":'` literals of jsonObjectExpr (SQL quotes doubled, names JSON-encoded), first image
+ * only, in order.
+ */
+export function imageColumnsOf(body: string): string[] {
+  const out: string[] = [];
+  for (const m of body.matchAll(/'([{,])("(?:[^"\\]|\\.)*"):'/g)) {
+    if (m[1] === '{' && out.length > 0) break;
+    out.push(JSON.parse(m[2]!.replaceAll("''", "'")) as string);
+  }
+  return out;
+}

@@ -15,7 +15,7 @@ import Database from 'better-sqlite3';
 import { CDC_DEFAULTS, conditionFor, validateCaptureSource, checkClaimArgs } from './config.js';
 import type { CaptureOperation, CaptureSource, StagedChange } from './config.js';
 import { keyHash } from './key-hash.js';
-import { jsonObjectExpr, keyTextExpr, quoteIdent, quoteLiteral, resolveTable } from './sql.js';
+import { imageColumnsOf, jsonObjectExpr, keyTextExpr, quoteIdent, quoteLiteral, resolveTable } from './sql.js';
 import type { ColumnInfo, KeyDialect, ResolvedTable } from './sql.js';
 import type { HeldKeys, ParkedChange, ParkedSelection, StagingClient, UninstallOptions } from './staging.js';
 
@@ -318,6 +318,14 @@ export class SqliteStaging implements StagingClient {
   async stagedCount(): Promise<number> {
     this.checkOpen();
     return this.stmts().count.get() as number;
+  }
+
+  async describeTable(table: string): Promise<{ live: string[]; installed: string[] | null }> {
+    this.checkOpen();
+    const live = introspectSqliteTable(this.db, table).map((c) => c.name);
+    const sql = this.db.prepare(`SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name IN (?, ?, ?) ORDER BY name`)
+      .pluck().all(...ROW_OPS.map((op) => sqliteTriggerName(this.source.stagingTable, table, op))) as string[];
+    return { live, installed: sql.length > 0 ? imageColumnsOf(sql[0]!) : null };
   }
 
   async recordFailure(stagingId: string, attempts: number, nextAttemptMs: number, error: string): Promise<void> {

@@ -113,6 +113,12 @@ export interface StagingClient {
    * no longer staged are ignored (ack is idempotent). Returns the number of rows deleted.
    */
   ack(stagingIds: string[]): Promise<number>;
+  /**
+   * The columns `table` has now in the database (empty when it does not exist), and the columns
+   * its installed capture triggers put in the images (null when none are installed): what
+   * `sluice check --live` compares to report dropped, renamed and new columns. Optional.
+   */
+  describeTable?(table: string): Promise<{ live: string[]; installed: string[] | null }>;
   /** Number of rows currently staged (all pumps). For tests and statistics. */
   stagedCount(): Promise<number>;
   /** Closes the connection. Idempotent. */

@@ -399,7 +399,12 @@ test('mariadb: a captured column dropped or renamed never fails the application\
     assert.match(parked[1]!.error, /Unknown column '(memo|holder)' in '(OLD|NEW)'/);
     assert.ok(BigInt(parked[0]!.stagingId) > BigInt(shipped[1]!.stagingId), 'markers take staging ids in order');
     assert.is(await staging.stagedCount(), 0, 'no marker is left in staging');
+    assert.equal(await staging.describeTable!('ledger'), {
+      live: ['id', 'owner', 'amount', 'booked', 'booked_tz', 'extra'],
+      installed: ['id', 'holder', 'memo', 'amount', 'booked', 'booked_tz'],
+    }, 'what sluice check --live compares');
     await staging.install();
+    assert.equal((await staging.describeTable!('ledger')).installed, ['id', 'owner', 'amount', 'booked', 'booked_tz', 'extra']);
     await app.exec(`UPDATE ledger SET owner = 'e' WHERE id = 3`);
     const [after] = await drain(staging);
     assert.equal(view(after!).after, { id: '3', owner: 'e', amount: null, booked: null, booked_tz: null, extra: null });

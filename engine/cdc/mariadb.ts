@@ -41,7 +41,7 @@ import { CDC_DEFAULTS, conditionFor, validateCaptureSource, checkClaimArgs } fro
 import type { CaptureOperation, CaptureSource, CaptureTable, StagedChange } from './config.js';
 import { keyHash } from './key-hash.js';
 import { parseMariaDbUrl } from './mariadb-url.js';
-import { resolveTable } from './sql.js';
+import { imageColumnsOf, resolveTable } from './sql.js';
 import type { ColumnInfo, ResolvedTable } from './sql.js';
 import type {
   HeldKeys, ParkedChange, ParkedSelection, StagingClient, UninstallOptions,
@@ -798,6 +798,19 @@ export class MariaDbStaging implements StagingClient {
       await conn.query('ROLLBACK').catch(() => undefined);
       throw err;
     }
+  }
+
+  async describeTable(table: string): Promise<{ live: string[]; installed: string[] | null }> {
+    const conn = await this.open();
+    const live = (await introspectMariaDbTable(conn, this.home, table)).columns.map((c) => c.name);
+    const [tableDb] = mariaDbSplitTable(table);
+    const names = ROW_OPS.map((op) => mariaDbTriggerName(this.source.stagingTable, table, op));
+    const [rows] = await conn.query<mysql.RowDataPacket[]>(
+      `SELECT TRIGGER_NAME AS name, ACTION_STATEMENT AS body FROM information_schema.TRIGGERS
+       WHERE TRIGGER_SCHEMA = ? AND TRIGGER_NAME IN (?)`, [tableDb ?? this.home, names]);
+    // Any one trigger tells: every captured operation's trigger carries the same image columns.
+    const body = rows.find((r) => String(r.name) === names[0]) ?? rows[0];
+    return { live, installed: body === undefined ? null : imageColumnsOf(String(body.body)) };
   }
 
   async stagedCount(): Promise<number> {

@@ -1,8 +1,8 @@
 /**
  * Outages (issue item 8) on MariaDB: the pumps' sessions (found as the holders of their pump
  * locks, IS_USED_LOCK) are killed with KILL CONNECTION every 300 ms for about 10 s while a writer
- * changes rows; `sluice run` keeps running, logs the
- * outage and its end, and when the killing stops every change is in the target exactly once, in
+ * changes rows; and a login refused at start (the pumps' user does not exist yet). `sluice run`
+ * keeps running, logs the outage and its end, and when the killing stops every change is in the target exactly once, in
  * per-key order, and the consumer's table (events applied by key) equals the database's.
  */
 import { test } from 'uvu';
@@ -129,6 +129,68 @@ capture:
   } finally {
     if (run) run.kill('SIGKILL');
     await killer.end();
+    await app.destroy();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('mariadb: a capture database that refuses the login at start is waited out by its pumps; once the user exists every change is shipped once, in order', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-outage-'));
+  const app = await createAppDb('mariadb');
+  const ref = app.ref as { url: string; captureSchema: string };
+  const user = `${ref.url.split('/').pop()}_pump`;
+  const admin = await mysql.createConnection(mariaDbOptions());
+  let run: ReturnType<typeof spawn> | null = null;
+  try {
+    await app.exec(LEDGER_DDL.mariadb);
+    const file = path.join(dir, 'topology.yaml');
+    const topology = (url: string) => `name: login
+dataDir: ${JSON.stringify(path.join(dir, 'data'))}
+queues:
+  - { name: ledger-changes }
+capture:
+  - name: app
+    database: { dialect: mariadb, url: ${JSON.stringify(url)}, captureSchema: ${ref.captureSchema} }
+    tables:
+      - { table: ledger, operations: [insert, update, delete], target: ledger-changes }
+`;
+    fs.writeFileSync(file, topology(ref.url));
+    assert.is((await sluice(['install', file])).code, 0);
+    fs.writeFileSync(file, topology(ref.url.replace(/\/\/[^@/]+@/, `//${user}@`)));
+    await app.exec(`INSERT INTO ledger(id, holder) SELECT seq, 'h' FROM seq_1_to_100`);
+    run = spawn(process.execPath, [cli, 'run', file, '--status-ms', '0'], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let err = '';
+    run.stderr!.on('data', (b) => (err += b));
+    const exited = new Promise<number | null>((resolve) => run!.on('exit', (code) => resolve(code)));
+    const upBy = Date.now() + 30_000;
+    while (!err.includes('is up') && Date.now() < upBy) await sleepMs(100);
+    assert.ok(err.includes('is down'), err);
+    assert.match(err, new RegExp(`capture source "app" is down \\(.*Access denied for user '${user}'@`));
+    assert.match(err, 'is up');
+    await sleepMs(5000);
+    assert.match(err, new RegExp(`capture source "app" is down since \\S+Z: Access denied for user '${user}'@.*; retrying`));
+    const [staged] = await app.query<{ n: string }>(`SELECT COUNT(*) AS n FROM ${stagingName(app)}`);
+    assert.is(Number(staged!.n), 100, 'nothing shipped while the login is refused');
+    await admin.query(`CREATE USER '${user}'@'%'; GRANT ALL PRIVILEGES ON *.* TO '${user}'@'%'`);
+    await admin.query(`CREATE USER '${user}'@'localhost'; GRANT ALL PRIVILEGES ON *.* TO '${user}'@'localhost'`);
+    const drainBy = Date.now() + 30_000;
+    for (;;) {
+      const [row] = await app.query<{ n: string }>(`SELECT COUNT(*) AS n FROM ${stagingName(app)}`);
+      if (Number(row!.n) === 0) break;
+      assert.ok(Date.now() < drainBy, `staging still holds ${row!.n} rows`);
+      await sleepMs(200);
+    }
+    run.kill('SIGTERM');
+    assert.is(await exited, 0, err);
+    run = null;
+    assert.match(err, /capture source "app" is up again after \d+\.\d s down/);
+    const r = await sluice(['tail', file, 'ledger-changes', '--from-start', '-n', '1000']);
+    const keys = r.out.trim().split('\n').map((l) => (JSON.parse(l) as { key: string }).key);
+    assert.equal(keys, Array.from({ length: 100 }, (_, i) => `["${i + 1}"]`));
+  } finally {
+    if (run) run.kill('SIGKILL');
+    await admin.query(`DROP USER IF EXISTS '${user}'@'%', '${user}'@'localhost'`).catch(() => undefined);
+    await admin.end();
     await app.destroy();
     fs.rmSync(dir, { recursive: true, force: true });
   }

@@ -15,16 +15,39 @@ import { acquireAppenderLock, JournalLockedError, type AppenderLock } from './en
 import fs from 'node:fs';
 import path from 'node:path';
 
-export * from './engine/config/index.js';
-export * from './engine/service/index.js';
-export * from './engine/supervisor/index.js';
-export { planTopology, partitionDir, checkServiceModules, serviceWarnings, type TopologyPlan, type ServiceSummary, type ServiceReadyInfo } from './actors/index.js';
+// The documented surface only (README "Embedding"); service authors import 'sluice/service',
+// the bus and its patterns are 'sluice/bus' and 'sluice/patterns'.
 export {
-  openStaging, type CaptureSource, type CaptureTable, type StagedChange, type StagingClient,
-  type ParkedChange, type ParkedSelection, type CaptureErrorPolicy,
+  loadTopology,
+  parseTopology,
+  ConfigError,
+  formatProblem,
+  TOPOLOGY_DEFAULTS,
+  type ConfigProblem,
+  type InputsReplay,
+  type QueueFsync,
+  type StartFrom,
+  type Topology,
+  type TopologyLoadOptions,
+  type TopologyQueue,
+  type TopologyRings,
+  type TopologyService,
+} from './engine/config/index.js';
+export type { Supervisor, StopResult, RestartEvent } from './engine/supervisor/index.js';
+export { checkServiceModules, partitionDir } from './actors/index.js';
+export type { TopologyPlan, ServiceReadyInfo, ServiceSummary } from './actors/index.js';
+export type {
+  CaptureSource, CaptureTable, CaptureErrorPolicy, ParkedChange, ParkedSelection,
 } from './engine/cdc/index.js';
 export { openQueueAppender, type QueueAppender } from './engine/producer/index.js';
-export { queueId, EVENT_TYPE_CHANGE, EVENT_TYPE_JSON, USER_EVENT_TYPE_MIN, type Change } from './engine/codec/index.js';
+export {
+  queueId,
+  EVENT_TYPE_CHANGE,
+  EVENT_TYPE_JSON,
+  USER_EVENT_TYPE_MIN,
+  type Change,
+  type ChangeOp,
+} from './engine/codec/index.js';
 
 /** A topology that is up. */
 export interface RunningTopology {
@@ -78,7 +101,7 @@ export async function startTopology(topology: Topology, options: StartOptions = 
 }
 
 /** Lock file of a running topology, in its dataDir (same protocol as a queue's appender.lock). */
-export const TOPOLOGY_LOCK_FILE_NAME = 'topology.lock';
+const TOPOLOGY_LOCK_FILE_NAME = 'topology.lock';
 
 /** Another live process (or this one) is running the topology: its dataDir is locked. */
 export class TopologyRunningError extends Error {
@@ -113,12 +136,12 @@ function lockTopology(topology: Topology): AppenderLock {
  * Installs every capture source of a topology: staging table, error table and triggers
  * (idempotent; re-running it regenerates the triggers from the current config).
  * @throws ConfigError at the topology field (`file:line:col: capture[i].tables[k].table: ...`)
- *   when a captured table, column or key is missing; Error naming the source when its database
- *   cannot be opened.
+ *   when a captured table, column or key is missing, or at the source's database field
+ *   (`capture[i].database.url` / `.file`) when its database cannot be opened.
  */
 export async function installCapture(topology: Topology): Promise<void> {
   for (const [i, source] of topology.capture.entries()) {
-    const staging = await openStaging(source);
+    const staging = await openSource(topology, i);
     try {
       await staging.install();
     } catch (err) {
@@ -218,18 +241,20 @@ export async function uninstallCapture(topology: Topology, options: UninstallCap
 /**
  * Preflight: every capture source's database opens and its staging table exists, so a topology
  * whose capture was never installed fails at once with what to do, not after restartsMax pump
- * restarts. @throws Error naming the source and the fix.
+ * restarts. @throws ConfigError at the source's database field when its database cannot be
+ *   opened; Error naming the source and the fix when it is not installed.
  */
 async function checkCaptureInstalled(topology: Topology, log: (line: string) => void): Promise<void> {
-  for (const source of topology.capture) {
+  for (const [i, source] of topology.capture.entries()) {
     let staging: StagingClient;
     try {
-      staging = await openStaging(source);
+      staging = await openSource(topology, i);
     } catch (err) {
       // A database server that is down or refuses the login is waited out by the pumps (they
       // retry forever); a bad config or a missing SQLite file is an error now.
-      if (source.database.dialect === 'sqlite' || !isUnreachable(err)) throw err;
-      log(`capture source "${source.name}" is down (${(err as Error).message}); its pumps wait for it`);
+      const cause = (err as { cause?: unknown }).cause ?? err;
+      if (source.database.dialect === 'sqlite' || !isUnreachable(cause)) throw err;
+      log(`${(err as Error).message}; its pumps wait for it`);
       continue;
     }
     try {
@@ -303,4 +328,39 @@ export async function requeueCaptureErrors(topology: Topology, options: CaptureE
 /** Deletes parked changes for good (their keys are released); returns how many. */
 export async function purgeCaptureErrors(topology: Topology, options: CaptureErrorsOptions = {}): Promise<number> {
   return (await eachSource(topology, options.source, (s) => s.purge(options))).reduce((n, r) => n + r.result, 0);
+}
+
+/**
+ * Opens capture source `i`'s staging client.
+ * @throws ConfigError at the field that names the database (`capture[i].database.url` for
+ *   PostgreSQL, `.file` for SQLite) with the source's name and the driver's reason, e.g.
+ *   `topology.yaml:7:36: capture[0].database.url: capture source "shop-db": cannot connect to
+ *   postgres://app:***@db:5432/shop: connect ECONNREFUSED 10.0.0.5:5432`.
+ */
+async function openSource(topology: Topology, i: number): Promise<StagingClient> {
+  const source = topology.capture[i]!;
+  try {
+    return await openStaging(source);
+  } catch (err) {
+    const db = source.database as { dialect: string; url?: string; file?: string };
+    const field = db.url !== undefined ? 'url' : db.file !== undefined ? 'file' : 'dialect';
+    const target = db.url !== undefined ? redactUrl(db.url) : (db.file ?? db.dialect);
+    const verb = db.url !== undefined ? 'connect to' : 'open';
+    const reason = (err as Error).message;
+    const message = `capture source "${source.name}": cannot ${verb} ${target}: ${reason}`;
+    const problem = problemAt(topology.file, ['capture', i, 'database', field], message);
+    throw new ConfigError([problem], { cause: err });
+  }
+}
+
+/** A connection URL with its password replaced by `***` (for messages and logs). */
+function redactUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password === '') return url;
+    u.password = '***';
+    return u.toString();
+  } catch {
+    return '(unparsable URL)';
+  }
 }

@@ -39,6 +39,8 @@ export interface ServiceHostData {
   inputsReplay: 'NONE' | 'INPUTS' | 'OUTPUT' | 'OUTPUT_REVERSE';
   /** Input records handled per ring read (one atomic output append per round). */
   batchSizeMax: number;
+  /** Append what handlers emit during an input replay (INPUTS, OUTPUT) instead of dropping it. */
+  emitDuringReplay: boolean;
 }
 
 /** Shared buffer names: `ring:<queue>/<partition>` per input, `doorbell`, `notifier:<queue>/<partition>`. */

@@ -1,3 +1,13 @@
 /** Ready-made actors built on engine/: queue reader, service host, capture pump, and the planner. */
-export { planTopology, partitionDir, checkServiceModules, serviceWarnings, ACTOR_MODULES, type TopologyPlan } from './plan.js';
+export {
+  planTopology,
+  partitionDir,
+  checkServiceModules,
+  serviceModuleEntries,
+  serviceModuleProblems,
+  serviceWarnings,
+  ACTOR_MODULES,
+  type ServiceModuleEntry,
+  type TopologyPlan,
+} from './plan.js';
 export type { ServiceHostData, ServiceReadyInfo, ServiceSummary, HostInput, QueueReaderData, PumpData } from './contracts.js';

@@ -12,7 +12,13 @@ import { createQueueNotifier } from '../engine/journal/index.js';
 import { pathToFileURL } from 'node:url';
 import { inputKey, assertServiceDefinition, replayProblems } from '../engine/service/index.js';
 import type { GroupSpec } from '../engine/supervisor/index.js';
-import { formatProblem, problemAt, type Topology } from '../engine/config/index.js';
+import {
+  ConfigError,
+  formatProblem,
+  problemAt,
+  type ConfigProblem,
+  type Topology,
+} from '../engine/config/index.js';
 import { HOST_SHARED, READER_SHARED, PUMP_SHARED, TIMER_SHARED, type ServiceHostData, type ServiceReadyInfo, type QueueReaderData, type PumpData, type TimerData } from './contracts.js';
 
 const here = path.dirname(new URL(import.meta.url).pathname);
@@ -126,6 +132,7 @@ export function planTopology(topology: Topology): TopologyPlan {
       startFrom: s.startFrom,
       inputsReplay: s.inputsReplay,
       batchSizeMax: s.batchSizeMax,
+      emitDuringReplay: s.emitDuringReplay,
     };
     groups.push({
       name: `service:${s.name}`,
@@ -161,32 +168,67 @@ export function planTopology(topology: Topology): TopologyPlan {
   return { groups, notifiers };
 }
 
+/** A service entry of a topology file, as far as its module check needs it. */
+export interface ServiceModuleEntry {
+  /** Position in `services`. */
+  index: number;
+  name: string;
+  /** The JavaScript file to import (resolved, see engine/config resolveModule). */
+  module: string;
+  inputsReplay: string;
+  settings: Record<string, unknown>;
+}
+
 /**
- * Loads every service module of a topology (in this thread) and checks that each definition
- * supports its configured restart strategy: OUTPUT_REVERSE needs `replayOutput`, a declared
- * `snapshot` needs its `type` (a user type id >= 100), `write` and `restore`, and
- * `settings.snapshotEveryInputs` needs a snapshot. Call it after loadTopology and before
- * startTopology to fail at load instead of in a restarting worker (the service host runs the
- * same check and fails its start with the same message).
- * @throws Error listing every problem, one line each:
- *   `<topology file>: services[1].inputsReplay: service "positions": inputsReplay OUTPUT_REVERSE needs ...`
+ * Imports each service module (in this thread) and checks its definition: a default export made
+ * with defineService, and support for its configured restart strategy (engine/service
+ * replayProblems: OUTPUT_REVERSE needs `replayOutput`, a declared `snapshot` needs its `type`,
+ * `write` and `restore`, `settings.snapshotEveryInputs` needs a snapshot, ...).
+ * @returns one problem each, at the topology field it is about (`services[i].inputsReplay`,
+ *   `services[i].settings.x`), or at `services[i].module` for the module and its definition.
  */
-export async function checkServiceModules(topology: Topology): Promise<void> {
-  const lines: string[] = [];
-  for (let i = 0; i < topology.services.length; i++) {
-    const s = topology.services[i];
+export async function serviceModuleProblems(
+  file: string,
+  entries: readonly ServiceModuleEntry[],
+): Promise<ConfigProblem[]> {
+  const problems: ConfigProblem[] = [];
+  for (const s of entries) {
     let def;
     try {
       def = assertServiceDefinition(await import(pathToFileURL(s.module).href), s.module);
     } catch (err) {
-      lines.push(`${topology.file}: services[${i}].module: service "${s.name}": ${(err as Error).message}`);
+      const message = `service "${s.name}": ${(err as Error).message}`;
+      problems.push(problemAt(file, ['services', s.index, 'module'], message));
       continue;
     }
-    for (const [field, message] of replayProblems(def, { service: s.name, inputsReplay: s.inputsReplay, settings: s.settings })) {
-      lines.push(`${topology.file}: services[${i}].${field}: ${message} (${s.module})`);
+    const cfg = { service: s.name, inputsReplay: s.inputsReplay, settings: s.settings };
+    for (const [field, message] of replayProblems(def, cfg)) {
+      const at = field === 'inputsReplay' ? ['inputsReplay']
+        : field.startsWith('settings.') ? ['settings', field.slice('settings.'.length)]
+        : ['module'];
+      problems.push(problemAt(file, ['services', s.index, ...at], `${message} (${s.module})`));
     }
   }
-  if (lines.length > 0) throw new Error(lines.join('\n'));
+  return problems;
+}
+
+/** The module check's view of a loaded topology's services. */
+export function serviceModuleEntries(topology: Topology): ServiceModuleEntry[] {
+  return topology.services.map((s, index) => ({
+    index, name: s.name, module: s.module, inputsReplay: s.inputsReplay, settings: s.settings,
+  }));
+}
+
+/**
+ * {@link serviceModuleProblems} for a loaded topology. Call it after loadTopology and before
+ * startTopology to fail at load instead of in a restarting worker (the service host runs the
+ * same check and fails its start with the same message).
+ * @throws ConfigError listing every problem, one line each:
+ *   `<file>:17:19: services[1].inputsReplay: service "positions": inputsReplay OUTPUT_REVERSE ...`
+ */
+export async function checkServiceModules(topology: Topology): Promise<void> {
+  const problems = await serviceModuleProblems(topology.file, serviceModuleEntries(topology));
+  if (problems.length > 0) throw new ConfigError(problems);
 }
 
 /**

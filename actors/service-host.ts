@@ -111,7 +111,10 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
     if (problems.length > 0) throw new Error(problems.map(([field, m]) => `${field}: ${m} (${d.moduleFile})`).join('\n'));
     const snap = def.snapshot;
     // Processed records are written when a restart needs exact positions or the interleaving.
-    const recordProcessed = d.inputsReplay === 'OUTPUT' || snap !== undefined || def.kvStore !== undefined;
+    // With emitDuringReplay the output also holds outputs of replayed (old) inputs, so the
+    // positions cannot come from the outputs' causes.
+    const recordProcessed = d.inputsReplay === 'OUTPUT' || snap !== undefined ||
+      def.kvStore !== undefined || d.emitDuringReplay;
     const keys = d.inputs.map((i) => inputKey(i.queue, i.partition));
 
     // 1. positions: LAST_WRITTEN from the newest processed record, else from output causes;
@@ -162,14 +165,14 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
         return kv;
       },
       emit(key, value, eventTimeMs) {
-        if (replaying) return;
+        if (replaying && !d.emitDuringReplay) return;
         pending.push(
           writer.encode({ type: EVENT_TYPE_JSON, key, eventTimeMs: eventTimeMs ?? Date.now(), causeQueue: cause.queue, causePartition: cause.partition, causeIndex: cause.index, payload: encodeJson(value) }),
         );
       },
       emitBytes(type, key, payload, eventTimeMs) {
         if (type < 100) throw new Error(`emitBytes: user event types are >= 100, type=${type}`);
-        if (replaying) return;
+        if (replaying && !d.emitDuringReplay) return;
         pending.push(
           writer.encode({ type, key, eventTimeMs: eventTimeMs ?? Date.now(), causeQueue: cause.queue, causePartition: cause.partition, causeIndex: cause.index, payload }),
         );
@@ -180,6 +183,9 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
       if (!h) continue;
       handlers.set(k === 'change' ? EVENT_TYPE_CHANGE : k === 'json' ? EVENT_TYPE_JSON : Number(k), h as ServiceHandler<unknown>);
     }
+    // Periodic update events since the last snapshot (counted in replays too: the replay after a
+    // snapshot sees the same events the live run did).
+    let timersSinceSnapshot = 0;
     const ev = new HostEvent();
     const view = new EnvelopeView();
     const qids = d.inputs.map((i) => queueId(i.queue));
@@ -197,6 +203,7 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
       cause.partition = input.partition;
       cause.index = index;
       if (ev.type === EVENT_TYPE_TIMER) {
+        timersSinceSnapshot++;
         if (kv && !replaying) kv.onTimer();
         if (def.onTimer) def.onTimer(state, ev, sctx);
         return;
@@ -226,9 +233,20 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
       if (ctx.draining()) throw new DrainDuringReplay(n);
     };
     const replayBase = found ? found.positions : d.inputs.map(() => -1);
+    let replayEmitted = 0;
+    /** Appends what replayed inputs emitted (emitDuringReplay), in batches of batchSizeMax. */
+    const flushReplayed = () => {
+      if (pending.length === 0) return;
+      appender.appendBatch(pending);
+      appender.flush();
+      replayEmitted += pending.length;
+      c[Counter.eventsOut] = replayEmitted;
+      pending.length = 0;
+    };
     const applyInput = (input: number, index: number, bytes: Uint8Array) => {
       view.wrap(bytes, 0, bytes.length);
       dispatch(d.inputs[input], qids[input], index);
+      if (pending.length >= d.batchSizeMax) flushReplayed();
     };
     if (kv) {
       // The key-value store comes from the output alone (inputsReplay is NONE, checked above).
@@ -252,6 +270,7 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
         if (r.positions[n] !== last[n]) throw new Error(`${where}: OUTPUT replay of ${keys[n]} ended at ${r.positions[n]}, the newest processed record says ${last[n]}`);
       }
       c[Counter.replayed] = replayed;
+      flushReplayed();
       replaying = false;
     } else if (d.inputsReplay === 'INPUTS' || found) {
       // With a snapshot and no OUTPUT order, inputs after it are replayed per partition.
@@ -263,6 +282,7 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
         replayed += replayRange(d.inputs, n, replayBase[n] + 1, last[n], applyInput, where, (k) => progress(base + k));
       }
       c[Counter.replayed] = replayed;
+      flushReplayed();
       replaying = false;
     } else if (d.inputsReplay === 'OUTPUT_REVERSE') {
       ctx.setState('replay');
@@ -294,11 +314,15 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
     const positions: Record<string, number> = {};
     keys.forEach((k, n) => (positions[k] = last[n]));
 
-    // 3. ready: tell the supervisor where readers start
+    // 3. ready: tell the supervisor where readers start. START without a rebuilt state processes
+    // every input again, for real; with one (a replay, a snapshot, a key-value store) the replay
+    // was the pass from START through LAST_WRITTEN, and live reading continues after it
+    // (Chronicle Services' startFrom START with inputsReplay INPUTS).
+    const rebuilt = d.inputsReplay !== 'NONE' || found !== null || kv !== null;
     const from: Record<string, number> = {};
     for (const input of d.inputs) {
       const key = inputKey(input.queue, input.partition);
-      if (d.startFrom === 'START') from[key] = 0;
+      if (d.startFrom === 'START') from[key] = rebuilt ? positions[key] + 1 : 0;
       else if (d.startFrom === 'LAST_WRITTEN') from[key] = positions[key] + 1;
       else {
         const t = Tailer.open({ dir: input.dir });
@@ -315,7 +339,15 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
 
     // Replay metadata written with the outputs: runs of processed inputs, periodic snapshots.
     const recorder = recordProcessed ? new ProcessedRecorder(d.inputs, keys.map((k) => from[k] - 1)) : null;
-    const snapshotEvery = snap ? Number(d.settings.snapshotEveryInputs ?? snap.everyInputs ?? SNAPSHOT_DEFAULTS.everyInputs) : 0;
+    // Snapshot triggers: every N inputs and/or every M periodic update events; inputs only
+    // (default interval) when neither is declared.
+    const snapshotEveryTimers = snap
+      ? Number(d.settings.snapshotEveryTimerEvents ?? snap.everyTimerEvents ?? 0)
+      : 0;
+    const everyInputs = d.settings.snapshotEveryInputs ?? snap?.everyInputs;
+    const snapshotEvery = !snap ? 0
+      : everyInputs !== undefined ? Number(everyInputs)
+      : snapshotEveryTimers > 0 ? Infinity : SNAPSHOT_DEFAULTS.everyInputs;
     let sinceSnapshot = found ? replayed : 0;
 
     // 4. live
@@ -326,7 +358,7 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
     const bell = new Doorbell(ctx.shared(HOST_SHARED.doorbell));
     const lag = hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 3_600_000, numberOfSignificantValueDigits: 3 });
     let eventsIn = 0;
-    let eventsOut = 0;
+    let eventsOut = replayEmitted;
     ctx.setState('live');
     ctx.send({ type: 'live' });
     if (def.onLive) def.onLive(state, sctx);
@@ -352,11 +384,13 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
       if (recorder && recorder.runs > 0) {
         pending.push(writer.encode({ type: EVENT_TYPE_PROCESSED, eventTimeMs: nowMs, payload: recorder.take() }));
         sinceSnapshot += n;
-        if (snap && sinceSnapshot >= snapshotEvery) {
+        const timersDue = snapshotEveryTimers > 0 && timersSinceSnapshot >= snapshotEveryTimers;
+        if (snap && (sinceSnapshot >= snapshotEvery || timersDue)) {
           const at: Record<string, number> = {};
           keys.forEach((k, i) => (at[k] = recorder.positions[i]));
           for (const e of encodeSnapshot(writer, snap.type, snap.write(state), at, nowMs)) pending.push(e);
           sinceSnapshot = 0;
+          timersSinceSnapshot = 0;
         }
       }
       if (pending.length > 0) {

@@ -1,7 +1,7 @@
 /**
  * The `sluice` command line (loaded by the entry, sluice.ts, after it installed the signal
  * listeners).
- *   sluice check <topology.yaml>                 validate a topology file and print its actors
+ *   sluice check <topology.yaml> [--live]        validate a topology file and print its actors
  *   sluice install <topology.yaml>               install capture staging tables and triggers
  *   sluice uninstall <topology.yaml>             remove exactly what install created
  *   sluice run <topology.yaml>                   run it until SIGINT/SIGTERM, then drain, exit 0
@@ -13,14 +13,31 @@
  */
 import readline from 'node:readline';
 import { Command, InvalidArgumentError } from 'commander';
-import { loadTopology, checkEnvironment, ConfigError, type Topology } from '../engine/config/index.js';
-import { startTopology, installCapture, uninstallCapture, checkCaptureLive, listCaptureErrors, requeueCaptureErrors, purgeCaptureErrors } from '../index.js';
-import { planTopology, partitionDir, checkServiceModules, serviceWarnings } from '../actors/index.js';
+import {
+  loadTopology,
+  checkEnvironment,
+  readServiceModules,
+  ConfigError,
+  type ConfigProblem,
+  type Topology,
+} from '../engine/config/index.js';
+import {
+  startTopology, installCapture, uninstallCapture, checkCaptureLive, listCaptureErrors,
+  requeueCaptureErrors, purgeCaptureErrors,
+} from '../index.js';
+import {
+  planTopology,
+  partitionDir,
+  serviceModuleEntries,
+  serviceModuleProblems,
+  serviceWarnings,
+} from '../actors/index.js';
 import { openQueueAppender } from '../engine/producer/index.js';
 import { Tailer } from '../engine/journal/index.js';
 import { EnvelopeView, decodeChange, decodeJson, EVENT_TYPE_CHANGE, EVENT_TYPE_JSON } from '../engine/codec/index.js';
 import type { CounterSnapshot } from '../engine/actor/index.js';
 import type { Supervisor } from '../engine/supervisor/index.js';
+import { liveCaptureProblems } from './live-check.js';
 import { ReplayProgress } from './replay-progress.js';
 import { onStopSignal } from './signals.js';
 
@@ -53,15 +70,40 @@ program
 program
   .command('check')
   .argument('<topology>', 'topology YAML file')
-  .option('--live', 'also compare each captured table in its database with the installed triggers', false)
+  .option('--live', 'also check the capture section against the live databases (tables, columns, keys)')
   .description('validate a topology file and its service modules, and print the actors it starts')
-  .action(async (file: string, opts: { live: boolean }) => {
-    const t = loadTopology(file);
-    checkEnvironment(t);
+  .action(async (file: string, opts: { live?: boolean }) => {
+    // Every problem at once, in file order: the YAML's, the environment's (files it names) and
+    // the service modules' (imported), each at its field's line:col.
+    const problems: ConfigProblem[] = [];
+    const located = (err: unknown): void => {
+      if (!(err instanceof ConfigError)) throw err;
+      problems.push(...err.problems);
+    };
+    let loaded: Topology | null = null;
+    try {
+      loaded = loadTopology(file);
+      checkEnvironment(loaded);
+    } catch (err) {
+      located(err);
+    }
+    const entries = loaded ? serviceModuleEntries(loaded) : readServiceModules(file);
+    problems.push(...(await serviceModuleProblems(file, entries)));
+    // Against the live databases only once the file itself is right (no repeats of its problems).
+    if (opts.live && loaded && problems.length === 0) {
+      problems.push(...(await liveCaptureProblems(loaded)));
+    }
+    if (problems.length > 0) {
+      throw new ConfigError(problems.sort((a, b) => a.line - b.line || a.col - b.col));
+    }
+    const t = loaded!;
     const plan = planTopology(t);
-    await checkServiceModules(t);
     for (const w of await serviceWarnings(t)) console.error(w);
     console.log(`${file}: ok (${plural(t.queues.length, 'queue')}, ${plural(t.services.length, 'service')}, ${plural(t.capture.length, 'capture source')})`);
+    if (opts.live) {
+      const tables = t.capture.reduce((n, c) => n + c.tables.length, 0);
+      console.log(`  live: ${plural(tables, 'captured table')} found with their columns and keys`);
+    }
     for (const g of plan.groups) console.log(`  stage ${g.stage}  ${g.name}`);
     for (const s of t.services) {
       for (const input of s.inputs) {

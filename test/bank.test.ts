@@ -1,19 +1,43 @@
 /**
  * The main job, end to end, as users run it: the bank example on SQLite (TPC-B from worker
  * threads) and on PostgreSQL (the real pgbench), each ending with its verification against the
- * database. Short durations; the README's runs use the defaults.
+ * database. Short durations; the README's runs use the defaults. The runs use a temporary data
+ * directory (BANK_DATA) and a PostgreSQL database of their own (SLUICE_PG_URL), never the quick
+ * start's data/bank or sluice_bank.
  */
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { spawn } from 'node:child_process';
+import pg from 'pg';
 
 const main = new URL('../examples/bank/main.js', import.meta.url).pathname;
 const root = new URL('../../', import.meta.url).pathname;
+const PG_ADMIN_URL = 'postgres://postgres@127.0.0.1:5432/postgres';
+const pgDatabase = `sluice_bank_test_${process.pid}_${Math.floor(Math.random() * 1e6)}`;
+const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-bank-'));
+const env = {
+  ...process.env,
+  BANK_DATA: dataDir,
+  SLUICE_PG_URL: `postgres://postgres@127.0.0.1:5432/${pgDatabase}`,
+};
+
+test.after(async () => {
+  fs.rmSync(dataDir, { recursive: true, force: true });
+  const admin = new pg.Client({ connectionString: PG_ADMIN_URL });
+  await admin.connect();
+  try {
+    await admin.query(`DROP DATABASE IF EXISTS "${pgDatabase}" WITH (FORCE)`);
+  } finally {
+    await admin.end();
+  }
+});
 
 function runBank(args: string[]): Promise<{ code: number | null; out: string }> {
   return new Promise((resolve) => {
-    const p = spawn(process.execPath, [main, ...args], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+    const p = spawn(process.execPath, [main, ...args], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     p.stdout.on('data', (b) => (out += b));
     p.stderr.on('data', (b) => (out += b));
@@ -61,13 +85,14 @@ test('--keep takes the scale from the kept database and refuses a different --sc
 });
 
 test('SIGINT during the workload stops it early, drains, prints the summary of what ran, verifies, exit 0', async () => {
-  const p = spawn(process.execPath, [main, '--duration-s', '60', '--clients', '2'], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+  const p = spawn(process.execPath, [main, '--duration-s', '60', '--clients', '2'], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   p.stdout.on('data', (b) => (out += b));
   p.stderr.on('data', (b) => (out += b));
-  while (!out.includes('database ready') && p.exitCode === null) await new Promise((r) => setTimeout(r, 50));
+  while (!out.includes('workload running') && p.exitCode === null) await new Promise((r) => setTimeout(r, 50));
   const t0 = Date.now();
-  setTimeout(() => p.kill('SIGINT'), 2000);
+  // late enough for the client threads to have committed transactions on a loaded machine
+  setTimeout(() => p.kill('SIGINT'), 3000);
   const code = await new Promise<number | null>((r) => p.on('exit', (c) => r(c)));
   assert.is(code, 0, out);
   assert.ok(Date.now() - t0 < 30_000, `took ${Date.now() - t0} ms after the database was ready`);
@@ -77,7 +102,7 @@ test('SIGINT during the workload stops it early, drains, prints the summary of w
 });
 
 test('bad options are one line each, exit 2, checked before the database is touched', async () => {
-  const dbFile = new URL('../../data/bank/bank.db', import.meta.url).pathname;
+  const dbFile = path.join(dataDir, 'bank.db');
   const before = fs.statSync(dbFile);
   for (const [args, message] of [
     [['--scale', '0'], '--scale must be an integer in [1, 100], got "0"'],
@@ -93,6 +118,11 @@ test('bad options are one line each, exit 2, checked before the database is touc
   const after = fs.statSync(dbFile);
   assert.is(after.ino, before.ino, 'the database was not recreated');
   assert.is(after.mtimeMs, before.mtimeMs, 'the database was not written');
+});
+
+test('the runs used the temporary data directory and database, not the quick start\'s', () => {
+  assert.ok(fs.existsSync(path.join(dataDir, 'bank.db')));
+  assert.ok(fs.existsSync(path.join(dataDir, 'queues', 'accounts-out', '0')));
 });
 
 test('bank job on PostgreSQL driven by the real pgbench: verification passes', async () => {

@@ -161,7 +161,7 @@ capture:
     const exited = new Promise<number | null>((resolve) => run!.on('exit', (code) => resolve(code)));
     const upBy = Date.now() + 30_000;
     while (!err.includes('is up') && Date.now() < upBy) await sleepMs(100);
-    assert.match(err, `capture source "app" is down (role "${role}" does not exist); its pumps wait for it`);
+    assert.match(err, `capture[0].database.url: capture source "app": cannot connect to ${PG_URL.replace('postgres@', `${role}@`)}: role "${role}" does not exist; its pumps wait for it`);
     assert.match(err, 'is up');
     await sleepMs(5000);
     assert.match(err, new RegExp(`capture source "app" is down since \\S+Z: role "${role}" does not exist; retrying`));

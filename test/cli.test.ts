@@ -7,8 +7,10 @@ import * as assert from 'uvu/assert';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import net from 'node:net';
 import { spawn } from 'node:child_process';
 import Database from 'better-sqlite3';
+import pg from 'pg';
 
 const cli = new URL('../cli/sluice.js', import.meta.url).pathname;
 const passThrough = new URL('./fixtures/services/thrower.js', import.meta.url).pathname;
@@ -261,6 +263,125 @@ test('check and run warn, at the service input, when a capture target feeds a se
   const ok = await sluice(['check', file]);
   assert.is(ok.code, 0, ok.err);
   assert.is(ok.err, '');
+});
+
+/** A TCP port nothing listens on (the OS picked it free, then it was closed). */
+async function closedPort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  const port = (server.address() as net.AddressInfo).port;
+  await new Promise((r) => server.close(r));
+  return port;
+}
+
+test('install names the capture source and the database field when the database cannot be reached; run says so and waits for it', async () => {
+  const port = await closedPort();
+  const file = path.join(dir, 'topology.yaml');
+  fs.writeFileSync(file, [
+    'name: conn',
+    'dataDir: ./data',
+    'queues:',
+    '  - { name: changes }',
+    'capture:',
+    '  - name: shop-db',
+    `    database: { dialect: postgres, url: "postgres://app:secret@127.0.0.1:${port}/shop" }`,
+    '    tables:',
+    '      - { table: orders, operations: [insert], target: changes }',
+    '',
+  ].join('\n'));
+  const expected = `${file}:7:41: capture[0].database.url: capture source "shop-db": cannot connect to postgres://app:***@127.0.0.1:${port}/shop: connect ECONNREFUSED 127.0.0.1:${port}`;
+  const r = await sluice(['install', file]);
+  assert.is(r.code, 2, r.err);
+  assert.is(r.err, `${expected}\n`);
+  // run waits a database out (its pumps retry): it says so, starts, and drains on SIGTERM.
+  const child = spawn(process.execPath, [cli, 'run', file, '--status-ms', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let err = '';
+  child.stderr.on('data', (b) => (err += b));
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  const deadline = Date.now() + 30_000;
+  while (!err.includes('is up') && Date.now() < deadline) await new Promise((res) => setTimeout(res, 100));
+  child.kill('SIGTERM');
+  assert.is(await exited, 0, err);
+  assert.ok(err.startsWith(`sluice: ${expected}; its pumps wait for it\n`), err);
+});
+
+test('check reports service module problems with the YAML ones, in file order, each at its line:col', async () => {
+  const file = path.join(dir, 'topology.yaml');
+  fs.writeFileSync(file, [
+    'name: modules',
+    'queues:',
+    '  - { name: in }',
+    '  - { name: out }',
+    '  - { name: out2 }',
+    'services:',
+    '  - name: reverse',
+    `    module: ${new URL('./fixtures/services/no-replay-handler.js', import.meta.url).pathname}`,
+    '    inputs: [in]',
+    '    output: out',
+    '    inputsReplay: OUTPUT_REVERSE',
+    '  - name: typo',
+    `    module: ${passThrough}`,
+    '    inputs: [inn]',
+    '    output: out2',
+    '',
+  ].join('\n'));
+  const r = await sluice(['check', file]);
+  assert.is(r.code, 2, r.err);
+  const lines = r.err.trim().split('\n');
+  assert.is(lines.length, 2, r.err);
+  assert.match(lines[0]!, `${file}:11:19: services[0].inputsReplay: service "reverse": inputsReplay OUTPUT_REVERSE needs an output-replay handler`);
+  assert.match(lines[1]!, `${file}:14:14: services[1].inputs[0]: unknown queue "inn"`);
+});
+
+test('check --live finds missing tables, columns and keys in the live SQLite and PostgreSQL databases', async () => {
+  const sqliteFile = path.join(dir, 'app.db');
+  const sqlite = new Database(sqliteFile);
+  sqlite.exec('CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT); CREATE TABLE notes (body TEXT)');
+  sqlite.close();
+  const schema = `sluice_live_${process.pid}_${Math.floor(Math.random() * 1e9)}`;
+  const admin = new pg.Client({ connectionString: 'postgres://postgres@127.0.0.1:5432/test' });
+  await admin.connect();
+  try {
+    await admin.query(`CREATE SCHEMA "${schema}"`);
+    await admin.query(`CREATE TABLE "${schema}".orders (id int PRIMARY KEY, amount numeric)`);
+    const file = path.join(dir, 'topology.yaml');
+    const write = (itemsColumns: string, ordersColumns: string, extra: string) => fs.writeFileSync(file, [
+      'name: live',
+      'dataDir: ./data',
+      'queues:',
+      '  - { name: a }',
+      '  - { name: b }',
+      'capture:',
+      '  - name: app',
+      '    database: { dialect: sqlite, file: ./app.db }',
+      '    tables:',
+      `      - { table: items, columns: [${itemsColumns}], operations: [insert], target: a }`,
+      ...extra.split('|').filter((l) => l !== ''),
+      '  - name: shop',
+      `    database: { dialect: postgres, url: "postgres://postgres@127.0.0.1:5432/test", schema: ${schema} }`,
+      '    tables:',
+      `      - { table: orders, columns: [${ordersColumns}], operations: [insert], target: b }`,
+      '',
+    ].join('\n'));
+    write('id, nme', 'id, amont', '      - { table: itemz, operations: [insert], target: a }|      - { table: notes, operations: [insert], target: a }');
+    const plain = await sluice(['check', file]);
+    assert.is(plain.code, 0, plain.err); // the file alone is fine
+    const r = await sluice(['check', '--live', file]);
+    assert.is(r.code, 2, r.out + r.err);
+    assert.equal(r.err.trim().split('\n'), [
+      `${file}:10:39: capture[0].tables[0].columns[1]: capture source "app": capture table "items": columns: column "nme" not found (columns: id, name)`,
+      `${file}:11:18: capture[0].tables[1].table: capture source "app": capture table "itemz": table not found (no columns introspected)`,
+      `${file}:12:9: capture[0].tables[2].key: capture source "app": capture table "notes": key: table has no primary key; give a key strategy in "key" (columns, none, fixed, transactionId, expression)`,
+      `${file}:16:40: capture[1].tables[0].columns[1]: capture source "shop": capture table "orders": columns: column "amont" not found (columns: id, amount)`,
+    ]);
+    write('id, name', 'id, amount', '');
+    const ok = await sluice(['check', '--live', file]);
+    assert.is(ok.code, 0, ok.err);
+    assert.match(ok.out, 'live: 2 captured tables found with their columns and keys');
+  } finally {
+    await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+    await admin.end();
+  }
 });
 
 test.run();

@@ -82,6 +82,7 @@ test('a valid file loads with defaults applied and paths resolved against its di
       startFrom: 'LAST_WRITTEN',
       inputsReplay: 'INPUTS',
       batchSizeMax: 256,
+      emitDuringReplay: false,
       settings: { field: 'amount', nested: { list: [1, 'two', null] } },
     }],
     capture: [{
@@ -482,21 +483,33 @@ test('the example bank topologies load', () => {
   assert.equal(pg.capture[0]!.database, { dialect: 'postgres', url: 'postgres://u@pg/bank' });
 });
 
-test('startFrom START with a replay strategy is refused (it would apply every input twice)', () => {
+test('startFrom START with inputsReplay INPUTS or OUTPUT loads; OUTPUT_REVERSE with START and emitDuringReplay without an input replay are refused', () => {
   const dir = mkdtempSync(path.join(tmpdir(), 'sluice-cfg-start-'));
   try {
     const mod = path.join(dir, 'svc.mjs');
     writeFileSync(mod, 'export default { init: () => 0, handlers: {} };\n');
-    const text = `name: x\nqueues:\n  - { name: a }\n  - { name: b }\nservices:\n  - name: s\n    module: ${mod}\n    inputs: [a]\n    output: b\n    startFrom: START\n    inputsReplay: INPUTS\n`;
     const file = path.join(dir, 't.yaml');
-    let err: unknown = null;
-    try {
-      parseTopology(text, file);
-    } catch (e) {
-      err = e;
+    const text = (extra: string) => `name: x\nqueues:\n  - { name: a }\n  - { name: b }\nservices:\n  - name: s\n    module: ${mod}\n    inputs: [a]\n    output: b\n${extra}`;
+    for (const replay of ['INPUTS', 'OUTPUT']) {
+      const t = parseTopology(text(`    startFrom: START\n    inputsReplay: ${replay}\n    emitDuringReplay: true\n`), file);
+      assert.equal([t.services[0]!.startFrom, t.services[0]!.inputsReplay, t.services[0]!.emitDuringReplay], ['START', replay, true]);
     }
-    assert.instance(err, ConfigError);
-    assert.match((err as Error).message, `${file}:11:19: services[0].inputsReplay: inputsReplay INPUTS with startFrom START would apply every input twice`);
+    const problems = (extra: string): string[] => {
+      try {
+        parseTopology(text(extra), file);
+      } catch (e) {
+        assert.instance(e, ConfigError);
+        return (e as Error).message.split('\n');
+      }
+      return [];
+    };
+    assert.equal(problems('    startFrom: START\n    inputsReplay: OUTPUT_REVERSE\n'), [
+      `${file}:11:19: services[0].inputsReplay: inputsReplay OUTPUT_REVERSE rebuilds the state from the output, not from the inputs, so it cannot start from START; use inputsReplay INPUTS or OUTPUT with START (replay from index 0 through LAST_WRITTEN, then live), or startFrom LAST_WRITTEN`,
+    ]);
+    assert.equal(problems('    emitDuringReplay: true\n'), [
+      `${file}:10:23: services[0].emitDuringReplay: emitDuringReplay needs a replay of the inputs: inputsReplay INPUTS or OUTPUT, not NONE`,
+    ]);
+    assert.equal(problems('    emitDuringReplay: yes\n'), [`${file}:10:23: services[0].emitDuringReplay: must be true or false, got "yes"`]);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

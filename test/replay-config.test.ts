@@ -56,13 +56,13 @@ const cases = [
   {
     name: 'OUTPUT_REVERSE without an output-replay handler',
     service: { module: fixture('no-replay-handler'), inputsReplay: 'OUTPUT_REVERSE' },
-    message: /topology\.yaml: services\[1\]\.inputsReplay: service "positions": inputsReplay OUTPUT_REVERSE needs an output-replay handler replayOutput\(state, event\) => boolean/,
+    message: /topology\.yaml:17:19: services\[1\]\.inputsReplay: service "positions": inputsReplay OUTPUT_REVERSE needs an output-replay handler replayOutput\(state, event\) => boolean/,
     host: /inputsReplay: service "positions": inputsReplay OUTPUT_REVERSE needs an output-replay handler/,
   },
   {
     name: 'a snapshot without its type',
     service: { module: fixture('snapshot-no-type'), inputsReplay: 'INPUTS' },
-    message: /topology\.yaml: services\[1\]\.snapshot\.type: service "positions": snapshot\.type is not declared/,
+    message: /topology\.yaml:14:13: services\[1\]\.module: service "positions": snapshot\.type is not declared/,
     host: /snapshot\.type: service "positions": snapshot\.type is not declared/,
   },
   {
@@ -72,9 +72,15 @@ const cases = [
     host: /settings\.snapshotEveryInputs: service "positions": settings\.snapshotEveryInputs is set/,
   },
   {
+    name: 'snapshots every N timer events without periodic update events',
+    service: { module: fixture('lww-timer-snapshot'), inputsReplay: 'OUTPUT' },
+    message: /topology\.yaml:14:13: services\[1\]\.module: service "positions": snapshots every N periodic update events need them: set settings\.timerQueue and settings\.timerIntervalMs/,
+    host: /snapshot\.everyTimerEvents: service "positions": snapshots every N periodic update events need them/,
+  },
+  {
     name: 'a key-value store with an input replay',
     service: { module: fixture('kv-counter'), inputsReplay: 'INPUTS' },
-    message: /topology\.yaml: services\[1\]\.inputsReplay: service "positions": a service with a key-value store rebuilds it from its output; inputsReplay must be NONE, not INPUTS/,
+    message: /topology\.yaml:17:19: services\[1\]\.inputsReplay: service "positions": a service with a key-value store rebuilds it from its output; inputsReplay must be NONE, not INPUTS/,
     host: /inputsReplay: service "positions": a service with a key-value store rebuilds it from its output/,
   },
 ];

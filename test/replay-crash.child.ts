@@ -5,7 +5,8 @@
  * random moments.
  * argv: <topology.yaml> <records per partition> [queues to wait for, comma-separated; default all]
  */
-import { loadTopology, startTopology, partitionDir, computeLastWritten } from 'sluice';
+import { loadTopology, startTopology, partitionDir } from 'sluice';
+import { computeLastWritten } from '../engine/service/index.js';
 import { Tailer } from '../engine/journal/index.js';
 import { scanOutput } from '../engine/replay/index.js';
 

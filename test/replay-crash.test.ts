@@ -1,5 +1,5 @@
 /**
- * Issue 3: for each restart strategy, a child process running a topology is killed with SIGKILL
+ * Issue 3 (and startFrom START with INPUTS, issue 8): for each restart strategy, a child process running a topology is killed with SIGKILL
  * at random moments (50 kills in all); after every restart the state the service rebuilt equals
  * the reference state, and after the final run the output equals the reference: no input lost,
  * none processed twice, no output duplicated. The service (test/fixtures/services/
@@ -31,6 +31,8 @@ interface Scenario {
   name: string;
   module: string;
   inputsReplay: string;
+  /** services[].startFrom; default LAST_WRITTEN. */
+  startFrom?: string;
   queues: { name: string; partitions: number }[];
   settings: Record<string, unknown>;
   order: 'processed' | 'outputs';
@@ -69,6 +71,19 @@ const SCENARIOS: Scenario[] = [
     kills: 16,
     seedOffset: 2,
   },
+  {
+    // Chronicle's startFrom START + inputsReplay INPUTS: replay 0..LAST_WRITTEN, then live.
+    // One input partition: INPUTS replays per partition, exact only without interleaving.
+    name: 'startFrom START with inputsReplay INPUTS, one input queue',
+    module: fixture('lww-product'),
+    inputsReplay: 'INPUTS',
+    startFrom: 'START',
+    queues: [{ name: 'a', partitions: 1 }],
+    settings: { emitAll: true },
+    order: 'outputs',
+    kills: 12,
+    seedOffset: 3,
+  },
 ];
 
 for (const sc of SCENARIOS) {
@@ -94,6 +109,7 @@ for (const sc of SCENARIOS) {
           `    inputs: [${sc.queues.map((q) => q.name).join(', ')}]`,
           '    output: out',
           `    inputsReplay: ${sc.inputsReplay}`,
+          `    startFrom: ${sc.startFrom ?? 'LAST_WRITTEN'}`,
           '    batchSizeMax: 32',
           `    settings: ${JSON.stringify({ spinUs: 60, liveFile, ...sc.settings })}`,
           '',

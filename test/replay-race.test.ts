@@ -11,7 +11,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Tailer } from '../engine/journal/index.js';
-import { loadTopology, startTopology, computeLastWritten } from '../index.js';
+import { loadTopology, startTopology } from '../index.js';
+import { computeLastWritten } from '../engine/service/index.js';
 import { scanOutput } from '../engine/replay/index.js';
 import { rng, appendLwwInputs, verifyLwwOutput, readLiveFile, type InputValues } from './replay-helpers.js';
 

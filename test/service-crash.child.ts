@@ -4,7 +4,8 @@
  * The parent kills it with SIGKILL at random moments.
  * argv: <topology.yaml> <records per partition>
  */
-import { loadTopology, startTopology, partitionDir, computeLastWritten } from 'sluice';
+import { loadTopology, startTopology, partitionDir } from 'sluice';
+import { computeLastWritten } from '../engine/service/index.js';
 import { Tailer } from '../engine/journal/index.js';
 
 const [file, perPartition] = [process.argv[2], Number(process.argv[3])];

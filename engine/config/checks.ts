@@ -158,11 +158,20 @@ export function checkReferences(doc: unknown, baseDir: string, report: Report, l
         }
       }
     }
-    // START processes every input again, for real (outputs included); replaying first would
-    // apply the same inputs twice to the state.
+    // startFrom START with a replay (after Chronicle Services): the replay starts at index 0
+    // and runs through LAST_WRITTEN with outputs suppressed, then the service goes live after
+    // LAST_WRITTEN. OUTPUT_REVERSE reads the output, not the inputs, so it has no START.
     const replay = str(s.inputsReplay);
-    if (str(s.startFrom) === 'START' && replay !== undefined && replay !== 'NONE') {
-      report(['services', i, 'inputsReplay'], `inputsReplay ${replay} with startFrom START would apply every input twice (START processes all inputs again, live); use inputsReplay NONE with START, or startFrom LAST_WRITTEN`);
+    if (str(s.startFrom) === 'START' && replay === 'OUTPUT_REVERSE') {
+      report(['services', i, 'inputsReplay'],
+        'inputsReplay OUTPUT_REVERSE rebuilds the state from the output, not from the inputs, so ' +
+          'it cannot start from START; use inputsReplay INPUTS or OUTPUT with START (replay from ' +
+          'index 0 through LAST_WRITTEN, then live), or startFrom LAST_WRITTEN');
+    }
+    if (s.emitDuringReplay === true && replay !== 'INPUTS' && replay !== 'OUTPUT') {
+      report(['services', i, 'emitDuringReplay'],
+        'emitDuringReplay needs a replay of the inputs: inputsReplay INPUTS or OUTPUT, ' +
+          `not ${replay ?? 'NONE'}`);
     }
     // Periodic update events go to one of the service's own input queues, of one partition.
     if (isRecord(s.settings) && s.settings.timerQueue !== undefined) {

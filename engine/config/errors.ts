@@ -26,10 +26,13 @@ export class ConfigError extends Error {
   /** The problems, sorted by line then column; never empty. */
   readonly problems: readonly ConfigProblem[];
 
-  /** @throws Error if `problems` is empty (a ConfigError must say what is wrong). */
-  constructor(problems: readonly ConfigProblem[]) {
+  /**
+   * @param options `cause`: the error behind a problem found by opening something (a database).
+   * @throws Error if `problems` is empty (a ConfigError must say what is wrong).
+   */
+  constructor(problems: readonly ConfigProblem[], options?: ErrorOptions) {
     if (problems.length === 0) throw new Error('ConfigError needs at least one problem, problems.length=0');
-    super(problems.map(formatProblem).join('\n'));
+    super(problems.map(formatProblem).join('\n'), options);
     this.problems = problems;
   }
 }

@@ -6,8 +6,8 @@
  * ajv, then cross-references), applies TOPOLOGY_DEFAULTS and resolves paths. Every problem is
  * reported at once in a ConfigError, one `file:line:col: path: message` line each.
  */
-export { loadTopology, parseTopology } from './load.js';
-export type { TopologyLoadOptions } from './load.js';
+export { loadTopology, parseTopology, readServiceModules } from './load.js';
+export type { TopologyLoadOptions, ServiceModuleRef } from './load.js';
 export { ConfigError, formatProblem } from './errors.js';
 export type { ConfigProblem } from './errors.js';
 export { resolveModule } from './checks.js';

@@ -97,6 +97,62 @@ export function parseTopology(text: string, file: string, options: TopologyLoadO
   return applyDefaults(data as TopologyFile, path.resolve(file), baseDir);
 }
 
+/** A service entry of a topology file whose module file resolves (see readServiceModules). */
+export interface ServiceModuleRef {
+  index: number;
+  name: string;
+  /** The JavaScript file to import. */
+  module: string;
+  /** As written, or the default (NONE) when absent or not a string. */
+  inputsReplay: string;
+  settings: Record<string, unknown>;
+}
+
+/**
+ * The services of a topology file whose `module` resolves to a file, read leniently: the rest
+ * of the file may have problems (this is for reporting module problems together with them).
+ * `${VAR}` is substituted as in loadTopology. Returns [] when the file cannot be read or parsed.
+ */
+export function readServiceModules(
+  file: string,
+  options: TopologyLoadOptions = {},
+): ServiceModuleRef[] {
+  let data: unknown;
+  try {
+    const text = readFileSync(file, 'utf8');
+    const doc = parseDocument(text, { prettyErrors: false, uniqueKeys: true });
+    if (doc.errors.length > 0) return [];
+    substituteEnv(doc, options.env ?? process.env);
+    data = doc.toJS({ maxAliasCount: 1000 });
+  } catch {
+    return [];
+  }
+  const services = (data as { services?: unknown } | null)?.services;
+  if (!Array.isArray(services)) return [];
+  const baseDir = path.dirname(path.resolve(file));
+  const out: ServiceModuleRef[] = [];
+  services.forEach((s: unknown, index) => {
+    if (typeof s !== 'object' || s === null) return;
+    const e = s as Record<string, unknown>;
+    if (typeof e.module !== 'string' || e.module.length === 0) return;
+    const module = resolveModule(e.module, baseDir);
+    if (!module.ok) return;
+    const raw = e.settings;
+    const isObject = typeof raw === 'object' && raw !== null && !Array.isArray(raw);
+    const settings = isObject ? (raw as Record<string, unknown>) : {};
+    out.push({
+      index,
+      name: typeof e.name === 'string' ? e.name : `#${index}`,
+      module: module.file,
+      inputsReplay: typeof e.inputsReplay === 'string'
+        ? e.inputsReplay
+        : TOPOLOGY_DEFAULTS.service.inputsReplay,
+      settings,
+    });
+  });
+  return out;
+}
+
 /** Problems in file order, exact repeats dropped. */
 function ordered(problems: ConfigProblem[]): ConfigProblem[] {
   const seen = new Set<string>();
@@ -119,7 +175,8 @@ interface TopologyFile {
   queues?: Array<{ name: string; partitions?: number; segmentBytes?: number; fsync?: QueueFsync }>;
   services?: Array<{
     name: string; module: string; inputs: string[]; output: string; startFrom?: StartFrom;
-    inputsReplay?: InputsReplay; batchSizeMax?: number; settings?: Record<string, unknown>;
+    inputsReplay?: InputsReplay; batchSizeMax?: number; emitDuringReplay?: boolean;
+    settings?: Record<string, unknown>;
   }>;
   capture?: Array<{
     name: string;
@@ -179,6 +236,7 @@ function applyDefaults(f: TopologyFile, file: string, baseDir: string): Topology
         startFrom: s.startFrom ?? D.service.startFrom,
         inputsReplay: s.inputsReplay ?? D.service.inputsReplay,
         batchSizeMax: s.batchSizeMax ?? D.service.batchSizeMax,
+        emitDuringReplay: s.emitDuringReplay ?? D.service.emitDuringReplay,
         settings: s.settings ?? {},
       };
     }),

@@ -39,6 +39,7 @@ const service = {
     startFrom: { enum: START_FROM_VALUES },
     inputsReplay: { enum: INPUTS_REPLAY_VALUES },
     batchSizeMax: int(L.serviceBatchSizeMax),
+    emitDuringReplay: { type: 'boolean' },
     settings: { type: 'object' },
   },
 };

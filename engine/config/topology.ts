@@ -52,6 +52,11 @@ export interface TopologyService {
   inputsReplay: InputsReplay;
   /** Events handed to the service per batch. */
   batchSizeMax: number;
+  /**
+   * Outputs emitted while the state is rebuilt by replaying inputs (INPUTS, OUTPUT) are appended
+   * too, stamped with the replayed input; default false (suppressed, as Chronicle Services).
+   */
+  emitDuringReplay: boolean;
   /** Free-form settings passed to the service's init (plain data from the YAML file). */
   settings: Record<string, unknown>;
 }
@@ -96,6 +101,7 @@ export interface Topology {
  * | services[].startFrom                   | LAST_WRITTEN                   |       |
  * | services[].inputsReplay                | NONE                           |       |
  * | services[].batchSizeMax                | 256                            | events|
+ * | services[].emitDuringReplay            | false                          |       |
  * | services[].settings                    | {}                             |       |
  * | capture[].pumps                        | 1                              |       |
  * | capture[].batchSizeMax                 | 500                            | rows  |
@@ -116,6 +122,7 @@ export const TOPOLOGY_DEFAULTS = deepFreeze({
     startFrom: 'LAST_WRITTEN' as StartFrom,
     inputsReplay: 'NONE' as InputsReplay,
     batchSizeMax: 256,
+    emitDuringReplay: false,
   },
   capture: { pumps: 1, batchSizeMax: 500, pollIntervalMs: 10, stagingTable: 'sluice_staging' },
   captureTable: { suppressNoopUpdates: CDC_DEFAULTS.suppressNoopUpdates as boolean },

@@ -99,7 +99,8 @@ export interface ServiceDefinition<S = unknown> {
 
 /**
  * A service's snapshot source. Every `everyInputs` processed inputs (checked at batch ends, so
- * the interval is at least that), the runtime appends `write(state)` to the output queue as
+ * the interval is at least that), or every `everyTimerEvents` periodic update events, the
+ * runtime appends `write(state)` to the output queue as
  * events of `type`, with the input positions the state includes, in the same atomic batch as
  * the outputs. On restart it reads the output backwards to the newest complete snapshot,
  * `restore`s it and replays only the inputs after it (in the recorded interleaving with
@@ -114,6 +115,14 @@ export interface ServiceSnapshot<S> {
    * `settings.snapshotEveryInputs` overrides it.
    */
   everyInputs?: number;
+  /**
+   * Periodic update (timer) events between snapshots: a snapshot is written at the end of the
+   * batch that holds the M-th timer event since the last one (a time-based interval, e.g. every
+   * 60 events of a 1 s timer). Needs the service's `settings.timerQueue`. Without `everyInputs`
+   * the input count then triggers nothing; with both, whichever comes first.
+   * `settings.snapshotEveryTimerEvents` overrides it.
+   */
+  everyTimerEvents?: number;
   /** Serializes the state (called between batches, never during replay). */
   write(state: S): Uint8Array;
   /** Rebuilds the state from bytes `write` returned (a copy the state may keep). */
@@ -139,6 +148,7 @@ export function replayProblems(def: ServiceDefinition, cfg: ServiceReplayConfig)
     problems.push(['inputsReplay', `${s}: inputsReplay OUTPUT_REVERSE needs an output-replay handler replayOutput(state, event) => boolean in the service definition`]);
   }
   const every = cfg.settings.snapshotEveryInputs;
+  const everyTimers = cfg.settings.snapshotEveryTimerEvents;
   if (def.snapshot !== undefined) {
     const snap = def.snapshot as Partial<ServiceSnapshot<unknown>>;
     if (snap === null || typeof snap !== 'object') {
@@ -150,11 +160,34 @@ export function replayProblems(def: ServiceDefinition, cfg: ServiceReplayConfig)
       if (typeof snap.write !== 'function') problems.push(['snapshot.write', `${s}: snapshot.write(state) => Uint8Array is missing`]);
       if (typeof snap.restore !== 'function') problems.push(['snapshot.restore', `${s}: snapshot.restore(bytes, init) => state is missing`]);
       if (snap.everyInputs !== undefined && !(Number.isInteger(snap.everyInputs) && snap.everyInputs >= 1)) problems.push(['snapshot.everyInputs', `${s}: snapshot.everyInputs must be an integer >= 1, everyInputs=${String(snap.everyInputs)}`]);
+      const perTimers = snap.everyTimerEvents;
+      if (perTimers !== undefined && !(Number.isInteger(perTimers) && perTimers >= 1)) {
+        problems.push(['snapshot.everyTimerEvents',
+          `${s}: snapshot.everyTimerEvents must be an integer >= 1, ` +
+            `everyTimerEvents=${String(perTimers)}`]);
+      }
+      if ((everyTimers ?? perTimers) !== undefined && cfg.settings.timerQueue === undefined) {
+        const field = everyTimers !== undefined
+          ? 'settings.snapshotEveryTimerEvents'
+          : 'snapshot.everyTimerEvents';
+        problems.push([field,
+          `${s}: snapshots every N periodic update events need them: ` +
+            'set settings.timerQueue and settings.timerIntervalMs']);
+      }
     }
     if (cfg.inputsReplay === 'OUTPUT_REVERSE') problems.push(['inputsReplay', `${s}: snapshots and inputsReplay OUTPUT_REVERSE are alternatives; use NONE, INPUTS or OUTPUT with snapshots`]);
   } else if (every !== undefined) {
     // (snapshotEveryInputs without a snapshot)
     problems.push(['settings.snapshotEveryInputs', `${s}: settings.snapshotEveryInputs is set but the service definition declares no snapshot`]);
+  } else if (everyTimers !== undefined) {
+    problems.push(['settings.snapshotEveryTimerEvents',
+      `${s}: settings.snapshotEveryTimerEvents is set but the service definition declares ` +
+        'no snapshot']);
+  }
+  const timersValid = Number.isInteger(everyTimers) && (everyTimers as number) >= 1;
+  if (everyTimers !== undefined && !timersValid) {
+    problems.push(['settings.snapshotEveryTimerEvents', `${s}: settings.snapshotEveryTimerEvents ` +
+      `must be an integer >= 1, snapshotEveryTimerEvents=${String(everyTimers)}`]);
   }
   if (def.kvStore !== undefined) {
     const b = cfg.settings.kvSnapshotBatchSize ?? def.kvStore?.snapshotBatchSize;

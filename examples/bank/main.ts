@@ -22,7 +22,7 @@ import Database from 'better-sqlite3';
 import pg from 'pg';
 import { loadTopology, startTopology, partitionDir, type Topology, type ServiceSummary } from 'sluice';
 import { openStaging } from '../../engine/cdc/index.js';
-import { createPgbenchSchema, runTpcb, PGBENCH_SCALE_MAX, TPCB_DEFAULTS } from '../../engine/workload/index.js';
+import { createPgbenchSchema, runTpcb, PGBENCH_SCALE_MAX, TPCB_DEFAULTS } from 'sluice/testing';
 import {
   createPgbenchSchemaMariaDb, ensureMariaDbDatabase, keptScaleMariaDb, readBalancesMariaDb, runTpcbMariaDb,
 } from '../../engine/workload/index.js';
@@ -185,6 +185,7 @@ async function main(o: Options): Promise<number> {
   running.supervisor.on('restart', (e: { actor: string; error: string }) => restarts.push(`${e.actor}: ${e.error}`));
 
   // 3. the workload
+  console.log(`bank: workload running (${o.clients} clients, ${o.durationS} s)`);
   const w0 = Date.now();
   let transactions: number;
   if (db.dialect === 'sqlite') {

@@ -4,8 +4,8 @@
  * Run: node dist/examples/patterns/compacted.js
  */
 import { pathToFileURL } from 'node:url'
-import { createMemoryBus } from '../../engine/bus/index.js'
-import { startCompacted, stringCodec } from '../../engine/patterns/index.js'
+import { createMemoryBus } from 'sluice/bus'
+import { startCompacted, stringCodec } from 'sluice/patterns'
 
 /** Returns the snapshot at start and the change lines after it. */
 export async function main(): Promise<{ snapshot: Record<string, string>; changes: string[] }> {

@@ -39,8 +39,8 @@
  * Each invoice carries headers `source` (orders:partition:offset) and `batch` (instance:N).
  */
 import { pathToFileURL } from 'node:url'
-import { createKafkaBus, mockClusterAssigners, type BusBackend, type KafkaBusOptions, type TopicPartition } from '../../engine/bus/index.js'
-import { jsonCodec, startDurable, type DurableStats, type Subscription } from '../../engine/patterns/index.js'
+import { createKafkaBus, mockClusterAssigners, type BusBackend, type KafkaBusOptions, type TopicPartition } from 'sluice/bus'
+import { jsonCodec, startDurable, type DurableStats, type Subscription } from 'sluice/patterns'
 
 /** An order, keyed by customer on the input topic. */
 export interface Order { id: string; customer: string; amountCents: number }

@@ -11,8 +11,8 @@ import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { pathToFileURL } from 'node:url'
-import { createJournalBus } from '../../engine/bus/index.js'
-import { jsonCodec, startDurable } from '../../engine/patterns/index.js'
+import { createJournalBus } from 'sluice/bus'
+import { jsonCodec, startDurable } from 'sluice/patterns'
 
 interface Order { id: string; customer: string; amountCents: number }
 interface Invoice { orderId: string; customer: string; totalCents: number }

@@ -3,8 +3,8 @@
  * started (at-most-once, no positions kept). Run: node dist/examples/patterns/pubsub.js
  */
 import { pathToFileURL } from 'node:url'
-import { createMemoryBus } from '../../engine/bus/index.js'
-import { jsonCodec, startPubSub } from '../../engine/patterns/index.js'
+import { createMemoryBus } from 'sluice/bus'
+import { jsonCodec, startPubSub } from 'sluice/patterns'
 
 interface Price { symbol: string; priceCents: number }
 const prices = jsonCodec<Price>()

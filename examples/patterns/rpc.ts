@@ -3,8 +3,8 @@
  * the sender awaits a promise bounded by a timeout. Run: node dist/examples/patterns/rpc.js
  */
 import { pathToFileURL } from 'node:url'
-import { createMemoryBus } from '../../engine/bus/index.js'
-import { jsonCodec, RpcTimeoutError, startRpcResponder, startRpcSender } from '../../engine/patterns/index.js'
+import { createMemoryBus } from 'sluice/bus'
+import { jsonCodec, RpcTimeoutError, startRpcResponder, startRpcSender } from 'sluice/patterns'
 
 interface QuoteRequest { symbol: string }
 interface Quote { symbol: string; priceCents: number }

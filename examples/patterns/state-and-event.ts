@@ -4,8 +4,8 @@
  * Run: node dist/examples/patterns/state-and-event.js
  */
 import { pathToFileURL } from 'node:url'
-import { createMemoryBus } from '../../engine/bus/index.js'
-import { jsonCodec, startStateAndEvent } from '../../engine/patterns/index.js'
+import { createMemoryBus } from 'sluice/bus'
+import { jsonCodec, startStateAndEvent } from 'sluice/patterns'
 
 interface Deposit { amountCents: number }
 interface Balance { cents: number; deposits: number }

@@ -285,7 +285,7 @@ async function checkCaptureInstalled(topology: Topology, log: (line: string) => 
       // A database server that is down or refuses the login is waited out by the pumps (they
       // retry forever); a bad config or a missing SQLite file is an error now.
       const cause = (err as { cause?: unknown }).cause ?? err;
-      if (source.database.dialect !== 'postgres' || !isUnreachable(cause)) throw err;
+      if (source.database.dialect === 'sqlite' || !isUnreachable(cause)) throw err;
       log(`${(err as Error).message}; its pumps wait for it`);
       continue;
     }
@@ -304,12 +304,16 @@ async function checkCaptureInstalled(topology: Topology, log: (line: string) => 
 
 /**
  * A connection failure that a wait can cure: refused, reset, timed out, the server starting or
- * shutting down, or a login refused (SQLSTATE class 08, 57P0x, 28xxx).
+ * shutting down, or a login refused (SQLSTATE class 08, 57P0x, 28xxx; on MariaDB also too many
+ * connections).
  */
 function isUnreachable(err: unknown): boolean {
   const code = String((err as { code?: unknown })?.code ?? '');
-  return ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENOTFOUND', 'EAI_AGAIN'].includes(code) ||
-    /^(08|28|57P0)/.test(code);
+  // MariaDB (mysql2): the SQLSTATE is in sqlState; code is a name like ER_ACCESS_DENIED_ERROR.
+  const sqlState = String((err as { sqlState?: unknown })?.sqlState ?? '');
+  return ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENOTFOUND', 'EAI_AGAIN',
+    'PROTOCOL_CONNECTION_LOST', 'ER_CON_COUNT_ERROR'].includes(code) ||
+    /^(08|28|57P0)/.test(code) || /^(08|28)/.test(sqlState);
 }
 
 /** Options of the capture error-table functions: which source (default all) and which changes. */

@@ -10,7 +10,8 @@
  */
 import Database from 'better-sqlite3';
 import pg from 'pg';
-import type { CaptureSource } from '../engine/cdc/index.js';
+import mysql from 'mysql2/promise';
+import { CDC_DEFAULTS, parseMariaDbUrl, type CaptureSource } from '../engine/cdc/index.js';
 
 /** Figures of one captured table. */
 export interface CaptureTableStats {
@@ -28,7 +29,7 @@ export interface CaptureTableStats {
 /** Figures of one capture source. */
 export interface CaptureSourceStats {
   source: string;
-  dialect: 'sqlite' | 'postgres';
+  dialect: CaptureSource['database']['dialect'];
   stagingTable: string;
   pumps: number;
   /** null when the database could not be read; `error` says why. */
@@ -139,6 +140,60 @@ async function pgProbe(
   };
 }
 
+/** MariaDB: the staging and error tables live in the capture database (database.captureSchema). */
+async function mariadbProbe(source: CaptureSource): Promise<Probe> {
+  const db = source.database as { url: string; captureSchema?: string };
+  const url = parseMariaDbUrl(db.url);
+  if (typeof url === 'string') throw new Error(`database.url: ${url}`);
+  const conn = await mysql.createConnection({
+    host: url.host,
+    port: url.port,
+    user: url.user,
+    password: url.password,
+    database: url.database,
+    supportBigNumbers: true,
+    bigNumberStrings: true,
+  });
+  let broken: Error | null = null;
+  conn.on('error', (err: Error) => {
+    broken = err;
+  });
+  const ident = (n: string) => `\`${n.replace(/`/g, '``')}\``;
+  const home = db.captureSchema ?? CDC_DEFAULTS.captureSchema;
+  const exists = async (table: string): Promise<boolean> => {
+    const [rows] = await conn.query<mysql.RowDataPacket[]>(
+      'SELECT 1 FROM information_schema.tables WHERE table_schema = ? AND table_name = ?',
+      [home, table],
+    );
+    return rows.length > 0;
+  };
+  const counts = async (table: string, oldest: boolean): Promise<Row[]> => {
+    const [rows] = await conn.query<mysql.RowDataPacket[]>(
+      `SELECT table_name, count(*) AS n, ${oldest ? 'min(time_ms)' : 'NULL'} AS oldest ` +
+        `FROM ${ident(home)}.${ident(table)} GROUP BY table_name`,
+    );
+    return rows as unknown as Row[];
+  };
+  return {
+    async read() {
+      if (broken) throw broken;
+      if (!(await exists(source.stagingTable))) {
+        throw new Error(
+          `staging table ${home}.${source.stagingTable} not found (is the capture installed? sluice install)`,
+        );
+      }
+      const errors = `${source.stagingTable}_errors`;
+      return {
+        staged: await counts(source.stagingTable, true),
+        parked: (await exists(errors)) ? await counts(errors, false) : null,
+      };
+    },
+    async close() {
+      await conn.end().catch(() => undefined);
+    },
+  };
+}
+
 /** Reads capture figures of every source of a topology (see the module comment). */
 export class CaptureStats {
   private readonly probes = new Map<string, Probe>();
@@ -180,7 +235,9 @@ export class CaptureStats {
         probe =
           source.database.dialect === 'sqlite'
             ? sqliteProbe(source as CaptureSource & { database: { dialect: 'sqlite' } })
-            : await pgProbe(source as CaptureSource & { database: { dialect: 'postgres' } });
+            : source.database.dialect === 'postgres'
+              ? await pgProbe(source as CaptureSource & { database: { dialect: 'postgres' } })
+              : await mariadbProbe(source);
         this.probes.set(source.name, probe);
       }
       const { staged, parked } = await probe.read();

@@ -4,7 +4,7 @@
  * appended a batch to the queue and before it deleted those rows from staging (case C2), with
  * several row events from one statement in flight (case C3). After restarts, every change is in
  * the queue exactly once, in staging-id order per key, and the service saw each exactly once.
- * SQLite and PostgreSQL.
+ * SQLite, PostgreSQL and MariaDB.
  */
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -42,15 +42,18 @@ function readAll(dir: string): Uint8Array[] {
   return out;
 }
 
-for (const dialect of DIALECTS) {
+for (const dialect of [...DIALECTS, 'mariadb'] as const) {
   test(`${dialect}: kill -9 between append and staging delete, repeatedly: each change once, per-key order kept`, async () => {
     const app = await createAppDb(dialect);
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-e2e-'));
     try {
       await app.exec(LEDGER_DDL[dialect]);
-      const db = app.ref.dialect === 'sqlite'
-        ? `{ dialect: sqlite, file: "${app.ref.file}" }`
-        : `{ dialect: postgres, url: "${app.ref.url}", schema: ${app.ref.schema}, captureSchema: ${app.ref.captureSchema} }`;
+      const ref = app.ref;
+      const db = ref.dialect === 'sqlite'
+        ? `{ dialect: sqlite, file: "${ref.file}" }`
+        : ref.dialect === 'postgres'
+          ? `{ dialect: postgres, url: "${ref.url}", schema: ${ref.schema}, captureSchema: ${ref.captureSchema} }`
+          : `{ dialect: mariadb, url: "${ref.url}", captureSchema: ${ref.captureSchema} }`;
       const file = path.join(dir, 'topology.yaml');
       fs.writeFileSync(file, [
         'name: e2e',
@@ -79,6 +82,7 @@ for (const dialect of DIALECTS) {
       await staging.install();
       // C3: one statement, many row events; then several changes of the same keys.
       if (dialect === 'postgres') await app.exec(`INSERT INTO ledger(id, holder) SELECT g, 'bulk' FROM generate_series(20, 39) g`);
+      else if (dialect === 'mariadb') await app.exec(`INSERT INTO ledger(id, holder) SELECT seq, 'bulk' FROM seq_20_to_39`);
       else await app.exec(`WITH RECURSIVE g(x) AS (SELECT 20 UNION ALL SELECT x + 1 FROM g WHERE x < 39) INSERT INTO ledger(id, holder) SELECT x, 'bulk' FROM g`);
       for (let round = 0; round < 3; round++) {
         for (const id of [20, 25, 31]) await app.exec(`UPDATE ledger SET memo = 'r${round}' WHERE id = ${id}`);

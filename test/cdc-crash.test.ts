@@ -30,7 +30,7 @@ function sinkLines(file: string): StagedChange[] {
   return readFileSync(file, 'utf8').split('\n').filter((l) => l.length > 0).map((l) => JSON.parse(l) as StagedChange);
 }
 
-for (const dialect of DIALECTS) {
+for (const dialect of [...DIALECTS, 'mariadb'] as const) {
   test(`${dialect}: C2 SIGKILL after append and before ack; after restart the sink holds the event once with the same staging id`, async () => {
     const app = await createAppDb(dialect);
     const dir = mkdtempSync(join(tmpdir(), 'sluice-cdc-crash-'));
@@ -42,7 +42,9 @@ for (const dialect of DIALECTS) {
       await staging.install();
       await app.exec(`INSERT INTO ledger(id, holder) VALUES (10, 'twice')`);
       // Read the id directly: claiming here would make this session the owner of pump 0.
-      const [staged] = await app.query<{ stagingId: string }>(`SELECT CAST(id AS TEXT) AS "stagingId" FROM ${stagingName(app)}`);
+      const [staged] = await app.query<{ stagingId: string }>(dialect === 'mariadb'
+        ? `SELECT CAST(id AS CHAR) AS stagingId FROM ${stagingName(app)}`
+        : `SELECT CAST(id AS TEXT) AS "stagingId" FROM ${stagingName(app)}`);
       const arg = JSON.stringify({ source, sinkFile });
 
       const crashed = runChild(arg, 'after-append');

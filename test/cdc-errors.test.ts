@@ -1,6 +1,6 @@
 /**
- * Refused changes (cases C4 and C10 of shared/cases/capture.md) at the pump-core level, on SQLite
- * and PostgreSQL: divide and conquer, immediate and delayed retries with the attempt count in
+ * Refused changes (cases C4 and C10 of shared/cases/capture.md) at the pump-core level, on SQLite,
+ * PostgreSQL and MariaDB: divide and conquer, immediate and delayed retries with the attempt count in
  * staging, parking in the error table, the key held behind its refused change, requeue and
  * purge, the holding period, and outages that are not refusals.
  */
@@ -47,17 +47,17 @@ async function withRig(dialect: Dialect, policy: Partial<CaptureErrorPolicy>, bo
   }
 }
 
-const big = (dialect: Dialect) => (dialect === 'postgres' ? `repeat('x', 2000000)` : `printf('%.*c', 2000000, 'x')`);
+const big = (dialect: Dialect) => (dialect !== 'sqlite' ? `repeat('x', 2000000)` : `printf('%.*c', 2000000, 'x')`);
 const keysOf = (sink: LimitedSink) => sink.changes.map((c) => `${c.op}:${JSON.parse(c.key)[0]}`);
 
 async function stagedRow(app: AppDb, key: string): Promise<{ attempts: number; next: number | null; err: string | null } | undefined> {
   const rows = await app.query<{ attempts: number; next: string | number | null; err: string | null }>(
-    `SELECT attempts, next_attempt_ms AS next, last_error AS err FROM ${stagingName(app)} WHERE key = '${key}' ORDER BY id LIMIT 1`);
+    `SELECT attempts, next_attempt_ms AS next, last_error AS err FROM ${stagingName(app)} WHERE ${app.dialect === 'mariadb' ? '`key`' : 'key'} = '${key}' ORDER BY id LIMIT 1`);
   const r = rows[0];
   return r && { attempts: Number(r.attempts), next: r.next === null ? null : Number(r.next), err: r.err };
 }
 
-for (const dialect of DIALECTS) {
+for (const dialect of [...DIALECTS, 'mariadb'] as const) {
   test(`${dialect}: C10 a row over the target's limit is divided out, retried, parked with its reason and counted; 111 is delivered; requeue after the limit is raised delivers it`, async () => {
     await withRig(dialect, {}, async ({ app, staging, sink, clock, core }) => {
       await app.exec(`INSERT INTO ledger(id, memo) VALUES (110, ${big(dialect)})`);

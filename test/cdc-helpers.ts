@@ -9,17 +9,19 @@ import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import Database from 'better-sqlite3';
 import pg from 'pg';
+import { createMariaAppDb } from './cdc-mariadb-helpers.js';
 import type { CaptureSource, CaptureTable, DatabaseRef, StagedChange, StagingClient } from '../engine/cdc/index.js';
 
 export const PG_URL = process.env.SLUICE_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 
-export type Dialect = 'sqlite' | 'postgres';
+export type Dialect = 'sqlite' | 'postgres' | 'mariadb';
 export const DIALECTS: Dialect[] = ['sqlite', 'postgres'];
 
 /** The capture cases' table. SQLite: exact decimals are TEXT (NUMERIC affinity would lose digits). */
 export const LEDGER_DDL: Record<Dialect, string> = {
   postgres: `CREATE TABLE ledger (id bigint PRIMARY KEY, holder text, memo text, amount numeric(18,6), booked timestamp, booked_tz timestamptz)`,
   sqlite: `CREATE TABLE ledger (id INTEGER PRIMARY KEY, holder TEXT, memo TEXT, amount TEXT, booked TEXT, booked_tz TEXT)`,
+  mariadb: `CREATE TABLE ledger (id bigint PRIMARY KEY, holder text, memo longtext, amount decimal(18,6), booked datetime(6), booked_tz timestamp(6) NULL)`,
 };
 
 /** A writer connection of the application under capture. */
@@ -38,6 +40,7 @@ export interface AppDb {
 }
 
 export async function createAppDb(dialect: Dialect): Promise<AppDb> {
+  if (dialect === 'mariadb') return createMariaAppDb();
   return dialect === 'sqlite' ? createSqliteAppDb() : createPgAppDb();
 }
 
@@ -96,6 +99,7 @@ async function createPgAppDb(): Promise<AppDb> {
 
 /** The staging table as `app`'s own connection names it (PostgreSQL: in the capture schema). */
 export function stagingName(app: AppDb, table = 'sluice_staging'): string {
+  if (app.ref.dialect === 'mariadb' || app.ref.dialect === 'mysql') return `\`${app.ref.captureSchema}\`.\`${table}\``;
   return app.ref.dialect === 'postgres' ? `"${app.ref.captureSchema}"."${table}"` : `"${table}"`;
 }
 

@@ -47,14 +47,14 @@ async function sqliteWriters(file: string, writers: number, transactions: number
   return counts.reduce((a, b) => a + b, 0);
 }
 
-for (const dialect of DIALECTS) {
+for (const dialect of [...DIALECTS, 'mariadb'] as const) {
   test(`${dialect}: with ${PUMPS} concurrent pumps each key's changes arrive once, in commit order, in the pump that owns the key`, async () => {
     const app = await createAppDb(dialect);
     const source = sourceFor(app, [{ table: 'kv' }], { pumps: PUMPS, batchSizeMax: 7, pollIntervalMs: 2 });
     const clients: StagingClient[] = [];
     const abort = new AbortController();
     try {
-      await app.exec(dialect === 'postgres' ? 'CREATE TABLE kv (k integer PRIMARY KEY, v bigint NOT NULL)' : 'CREATE TABLE kv (k INTEGER PRIMARY KEY, v INTEGER NOT NULL)');
+      await app.exec(dialect !== 'sqlite' ? 'CREATE TABLE kv (k integer PRIMARY KEY, v bigint NOT NULL)' : 'CREATE TABLE kv (k INTEGER PRIMARY KEY, v INTEGER NOT NULL)');
       const admin = await openStaging(source);
       clients.push(admin);
       await admin.install();
@@ -71,7 +71,8 @@ for (const dialect of DIALECTS) {
 
       const values = Array.from({ length: KEYS }, (_, i) => `(${i + 1}, 0)`).join(', ');
       await app.exec(`INSERT INTO kv (k, v) VALUES ${values}`);
-      const updates = dialect === 'postgres'
+      // pgWriters' BEGIN / UPDATE / COMMIT is MariaDB SQL too.
+      const updates = dialect !== 'sqlite'
         ? await pgWriters(app, 4, 150)
         : await sqliteWriters((app.ref as { file: string }).file, 2, 300);
       const shippedWhileWriting = sinks.reduce((n, s) => n + s.changes.length, 0);

@@ -5,6 +5,8 @@
  * default in {@link CDC_DEFAULTS} and nowhere else.
  */
 
+import { MARIADB_TRUNCATE_REFUSAL, parseMariaDbUrl } from './mariadb-url.js';
+
 /** One operation a capture trigger can record. */
 export type CaptureOperation = 'insert' | 'update' | 'delete' | 'truncate';
 
@@ -159,7 +161,8 @@ export const KEY_UPDATE_MODES: readonly KeyUpdateMode[] = ['delete-create', 'upd
  */
 export type DatabaseRef =
   | { dialect: 'sqlite'; file: string; busyTimeoutMs?: number }
-  | { dialect: 'postgres'; url: string; schema?: string; captureSchema?: string };
+  | { dialect: 'postgres'; url: string; schema?: string; captureSchema?: string }
+  | { dialect: 'mariadb' | 'mysql'; url: string; captureSchema?: string };
 
 /**
  * What a pump does with a change its target refuses (cases C4, C10). After MOVEX CDC's divide
@@ -317,8 +320,14 @@ export function validateCaptureSource(source: CaptureSource): CaptureSource {
     if (db.captureSchema !== undefined && (typeof db.captureSchema !== 'string' || !STAGING_NAME_PATTERN.test(db.captureSchema))) {
       bad('database.captureSchema', `must match ${STAGING_NAME_PATTERN}, captureSchema=${JSON.stringify(db.captureSchema)}`);
     }
+  } else if (db?.dialect === 'mariadb' || db?.dialect === 'mysql') {
+    const url = typeof db.url === 'string' ? parseMariaDbUrl(db.url) : 'must be a non-empty connection string';
+    if (typeof url === 'string') bad('database.url', url);
+    if (db.captureSchema !== undefined && (typeof db.captureSchema !== 'string' || !STAGING_NAME_PATTERN.test(db.captureSchema))) {
+      bad('database.captureSchema', `must match ${STAGING_NAME_PATTERN}, captureSchema=${JSON.stringify(db.captureSchema)}`);
+    }
   } else {
-    bad('database.dialect', `must be "sqlite" or "postgres", dialect=${String((db as { dialect?: unknown })?.dialect)}`);
+    bad('database.dialect', `must be "sqlite", "postgres" or "mariadb", dialect=${String((db as { dialect?: unknown })?.dialect)}`);
   }
   checkInt(source?.pumps, 1, CDC_DEFAULTS.pumpsMax, 'pumps', bad);
   checkInt(source?.batchSizeMax, 1, CDC_DEFAULTS.claimLimitMax, 'batchSizeMax', bad);
@@ -353,6 +362,9 @@ export function validateCaptureSource(source: CaptureSource): CaptureSource {
         if (new Set(t.operations).size !== t.operations.length) bad(`${p}.operations`, 'lists an operation twice');
         if (db?.dialect === 'sqlite' && t.operations.includes('truncate')) {
           bad(`${p}.operations`, 'truncate is not supported on sqlite (SQLite has no TRUNCATE; DELETE fires per-row delete triggers)');
+        }
+        if ((db?.dialect === 'mariadb' || db?.dialect === 'mysql') && t.operations.includes('truncate')) {
+          bad(`${p}.operations`, MARIADB_TRUNCATE_REFUSAL);
         }
       }
       for (const k of keyStrategyProblems(t?.key, db?.dialect)) bad([`${p}.key`, ...k.sub].join('.'), k.message);
@@ -401,6 +413,9 @@ export function keyStrategyProblems(key: unknown, dialect: string | undefined): 
     if (!(KEY_STRATEGY_WORDS as readonly string[]).includes(key)) bad([], `must be one of ${shapes}, got ${JSON.stringify(key)}`);
     else if (key === 'transactionId' && dialect === 'sqlite') {
       bad([], 'transactionId is not supported on sqlite (SQLite gives triggers no transaction identity)');
+    }
+    else if (key === 'transactionId' && (dialect === 'mariadb' || dialect === 'mysql')) {
+      bad([], 'transactionId is not supported on mariadb (MariaDB gives SQL no identity of the running transaction)');
     }
   } else if (Array.isArray(key)) {
     columnsOk(key, []);

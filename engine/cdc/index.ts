@@ -77,11 +77,23 @@ export {
   pgTriggerDdl,
   pgTriggerName,
 } from './postgres.js';
+export {
+  MariaDbStaging,
+  introspectMariaDbTable,
+  mariaDbGuardDdl,
+  mariaDbHashFunctionDdl,
+  mariaDbHashFunctionRef,
+  mariaDbStagingDdl,
+  mariaDbTriggerDdl,
+  mariaDbTriggerName,
+} from './mariadb.js';
+export { parseMariaDbUrl, MARIADB_TRUNCATE_REFUSAL } from './mariadb-url.js';
 export { PumpCore, PUMP_FAULT_ENV, RecordRefusedError } from './pump.js';
 export type { PumpFault, PumpOptions, PumpSink, PumpStats } from './pump.js';
 
 import type { CaptureSource } from './config.js';
 import { validateCaptureSource } from './config.js';
+import { MariaDbStaging } from './mariadb.js';
 import { PgStaging } from './postgres.js';
 import { SqliteStaging } from './sqlite.js';
 import type { StagingClient } from './staging.js';
@@ -89,12 +101,23 @@ import type { StagingClient } from './staging.js';
 /**
  * Opens a staging client for `source` (validated first; throws `Error` listing every config
  * problem). SQLite: opens the file (WAL, busy_timeout). PostgreSQL: connects and sets the
- * search_path to database.schema when given; rejects when the connection fails.
+ * search_path to database.schema when given; rejects when the connection fails. MariaDB:
+ * connects to the url's database; rejects when the connection fails or the server is not MariaDB.
  * Does not install anything: call install() once per deployment (idempotent).
  */
 export async function openStaging(source: CaptureSource): Promise<StagingClient> {
   validateCaptureSource(source);
   if (source.database.dialect === 'sqlite') return new SqliteStaging(source);
+  if (source.database.dialect === 'mariadb' || source.database.dialect === 'mysql') {
+    const maria = new MariaDbStaging(source);
+    try {
+      await maria.connected();
+    } catch (err) {
+      await maria.close();
+      throw err;
+    }
+    return maria;
+  }
   const client = new PgStaging(source);
   try {
     await client.stagingSchema();

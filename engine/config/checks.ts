@@ -6,6 +6,7 @@
  */
 import { existsSync } from 'node:fs';
 import path from 'node:path';
+import { MARIADB_TRUNCATE_REFUSAL, parseMariaDbUrl } from '../cdc/index.js';
 import { queueId } from '../codec/index.js';
 import { conditionProblems, keyStrategyProblems } from '../cdc/index.js';
 import type { Segment } from './source-map.js';
@@ -210,6 +211,11 @@ export function checkReferences(doc: unknown, baseDir: string, report: Report, l
     }
     const pumps = posInt(c.pumps) ?? TOPOLOGY_DEFAULTS.capture.pumps;
     const dialect = isRecord(c.database) ? c.database.dialect : undefined;
+    const isMariaDb = dialect === 'mariadb' || dialect === 'mysql';
+    if (isMariaDb && isRecord(c.database) && typeof c.database.url === 'string') {
+      const url = parseMariaDbUrl(c.database.url);
+      if (typeof url === 'string') report(['capture', i, 'database', 'url'], url);
+    }
     const tables = new Map<string, number>();
     list(c.tables).forEach((t, k) => {
       if (!isRecord(t)) return;
@@ -233,6 +239,11 @@ export function checkReferences(doc: unknown, baseDir: string, report: Report, l
           if (op === 'truncate') {
             report(['capture', i, 'tables', k, 'operations', n], 'truncate is not supported on sqlite (SQLite has no TRUNCATE; DELETE fires per-row delete triggers)');
           }
+        });
+      }
+      if (isMariaDb) {
+        list(t.operations).forEach((op, n) => {
+          if (op === 'truncate') report(['capture', i, 'tables', k, 'operations', n], MARIADB_TRUNCATE_REFUSAL);
         });
       }
       const target = str(t.target);

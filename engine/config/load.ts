@@ -223,7 +223,7 @@ interface TopologyFile {
   }>;
   capture?: Array<{
     name: string;
-    database: { dialect: 'sqlite'; file: string; busyTimeoutMs?: number } | { dialect: 'postgres'; url: string; schema?: string; captureSchema?: string };
+    database: DatabaseRef;
     pumps?: number; batchSizeMax?: number; pollIntervalMs?: number; stagingTable?: string;
     recordBytesMax?: number; errors?: Partial<CaptureErrorPolicy>;
     tables: Array<{
@@ -246,11 +246,15 @@ function applyDefaults(f: TopologyFile, file: string, baseDir: string): Topology
       const dbFile = db.file === ':memory:' || db.file.startsWith('file:') ? db.file : resolvePath(db.file);
       return { dialect: 'sqlite', file: dbFile, ...(db.busyTimeoutMs !== undefined ? { busyTimeoutMs: db.busyTimeoutMs } : {}) };
     }
-    return {
-      dialect: 'postgres', url: db.url,
-      ...(db.schema !== undefined ? { schema: db.schema } : {}),
-      ...(db.captureSchema !== undefined ? { captureSchema: db.captureSchema } : {}),
-    };
+    if (db.dialect === 'postgres') {
+      return {
+        dialect: 'postgres', url: db.url,
+        ...(db.schema !== undefined ? { schema: db.schema } : {}),
+        ...(db.captureSchema !== undefined ? { captureSchema: db.captureSchema } : {}),
+      };
+    }
+    // "mysql" is another spelling of the same dialect.
+    return { dialect: 'mariadb', url: db.url, ...(db.captureSchema !== undefined ? { captureSchema: db.captureSchema } : {}) };
   };
   return {
     name: f.name,

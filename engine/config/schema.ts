@@ -76,6 +76,15 @@ const database = {
       required: ['url'],
       additionalProperties: false,
     },
+    {
+      properties: {
+        dialect: { enum: [DIALECT_VALUES[2], DIALECT_VALUES[3]] },
+        url: text(S.urlLengthMax),
+        captureSchema: named(STAGING_TABLE_PATTERN, S.sqlNameLengthMax),
+      },
+      required: ['url'],
+      additionalProperties: false,
+    },
   ],
 };
 

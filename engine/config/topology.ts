@@ -25,7 +25,7 @@ export const INPUTS_REPLAY_VALUES: readonly InputsReplay[] = ['NONE', 'INPUTS', 
 /** Allowed values of `queues[].fsync`. */
 export const QUEUE_FSYNC_VALUES: readonly QueueFsync[] = ['none', 'batch', 'record'];
 /** Allowed values of `capture[].database.dialect`. */
-export const DIALECT_VALUES: readonly DatabaseRef['dialect'][] = ['sqlite', 'postgres'];
+export const DIALECT_VALUES: readonly DatabaseRef['dialect'][] = ['sqlite', 'postgres', 'mariadb', 'mysql'];
 
 /** A durable queue: `partitions` journals under `<dataDir>/queues/<name>/<partition>`. */
 export interface TopologyQueue {

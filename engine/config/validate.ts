@@ -72,8 +72,9 @@ function describe(e: ErrorObject): SchemaProblem | undefined {
     case 'discriminator': {
       const tag = String(params.tag);
       if (params.tagValue === undefined) return { path: [...path, tag], at: 'value', message: 'missing required field' };
-      const allowed = ((schema.oneOf ?? []) as Array<{ properties: Record<string, { const: string }> }>)
-        .map((branch) => branch.properties[tag]!.const);
+      // A branch names its tag value with const, or several spellings with enum.
+      const allowed = ((schema.oneOf ?? []) as Array<{ properties: Record<string, { const?: string; enum?: string[] }> }>)
+        .flatMap((branch) => branch.properties[tag]!.enum ?? [branch.properties[tag]!.const!]);
       const value = params.tagValue;
       const guess = typeof value === 'string' ? closest(value, allowed) : undefined;
       const hint = guess !== undefined ? ` (did you mean "${guess}"?)` : '';

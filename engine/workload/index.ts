@@ -14,3 +14,11 @@ export type { TpcbClientOptions, TpcbClientResult } from './pgbench.js';
 export { runTpcb } from './tpcb.js';
 export type { TpcbOptions, TpcbResult } from './tpcb.js';
 export type { TpcbWorkerData, TpcbWorkerMessage } from './tpcb-messages.js';
+export {
+  createPgbenchSchemaMariaDb,
+  ensureMariaDbDatabase,
+  keptScaleMariaDb,
+  readBalancesMariaDb,
+  runTpcbMariaDb,
+} from './mariadb.js';
+export type { TpcbMariaDbOptions } from './mariadb.js';

@@ -8,6 +8,8 @@
  * SQLite topology (embedded default): creates pgbench's tables in a fresh SQLite file and runs
  * the TPC-B transaction from `--clients` worker threads. PostgreSQL topology: runs the real
  * `pgbench -i -s <scale>` then `pgbench -c <clients> -j 2 -T <duration>` against the database.
+ * MariaDB topology: creates pgbench's tables (engine/workload/mariadb.ts) and runs the TPC-B
+ * transaction from `--clients` connections.
  * Exits 0 when every branch total and every changed account balance match the database, 1 on
  * any mismatch, 2 on an error.
  */
@@ -21,6 +23,9 @@ import pg from 'pg';
 import { loadTopology, startTopology, partitionDir, type Topology, type ServiceSummary } from 'sluice';
 import { openStaging } from '../../engine/cdc/index.js';
 import { createPgbenchSchema, runTpcb, PGBENCH_SCALE_MAX, TPCB_DEFAULTS } from 'sluice/testing';
+import {
+  createPgbenchSchemaMariaDb, ensureMariaDbDatabase, keptScaleMariaDb, readBalancesMariaDb, runTpcbMariaDb,
+} from '../../engine/workload/index.js';
 import { Tailer } from '../../engine/journal/index.js';
 import { parseHttpAddress } from '../../cli/ops-commands.js';
 import { EnvelopeView, decodeJson } from '../../engine/codec/index.js';
@@ -149,6 +154,11 @@ async function main(o: Options): Promise<number> {
       createPgbenchSchema(sqlite, scale);
       sqlite.close();
     }
+  } else if (db.dialect === 'mariadb' || db.dialect === 'mysql') {
+    await ensureMariaDbDatabase(db.url);
+    keptScale = o.keep ? await keptScaleMariaDb(db.url) : null;
+    kept = keptScale !== null;
+    if (!kept) await createPgbenchSchemaMariaDb(db.url, scale);
   } else {
     await ensurePgDatabase(db.url);
     const client = new pg.Client({ connectionString: db.url });
@@ -183,6 +193,9 @@ async function main(o: Options): Promise<number> {
   let transactions: number;
   if (db.dialect === 'sqlite') {
     const r = await runTpcb({ file: db.file, clients: o.clients, durationMs: o.durationS * 1000, scale, signal: interrupt.signal });
+    transactions = r.transactions;
+  } else if (db.dialect === 'mariadb' || db.dialect === 'mysql') {
+    const r = await runTpcbMariaDb({ url: db.url, clients: o.clients, durationMs: o.durationS * 1000, scale, signal: interrupt.signal });
     transactions = r.transactions;
   } else {
     const historyBefore = await pgHistoryRows(db.url);
@@ -222,6 +235,10 @@ async function main(o: Options): Promise<number> {
     const rows = sqlite.prepare('SELECT aid, abalance FROM pgbench_accounts WHERE abalance <> 0').all() as { aid: number; abalance: number }[];
     changedAccounts = new Map(rows.map((r) => [r.aid, r.abalance]));
     sqlite.close();
+  } else if (db.dialect === 'mariadb' || db.dialect === 'mysql') {
+    const read = await readBalancesMariaDb(db.url);
+    branches = read.branches;
+    changedAccounts = new Map(read.accounts.map((r) => [r.aid, r.abalance]));
   } else {
     const client = new pg.Client({ connectionString: db.url });
     await client.connect();

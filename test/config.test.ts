@@ -73,6 +73,7 @@ test('a valid file loads with defaults applied and paths resolved against its di
     queues: [
       { name: 'order-changes', partitions: 2, segmentBytes: 1048576, fsync: 'record' },
       { name: 'totals-out', partitions: 1, segmentBytes: 67108864, fsync: 'batch' },
+      { name: 'running-total.dlq', partitions: 1, segmentBytes: 67108864, fsync: 'batch' },
     ],
     services: [{
       name: 'running-total',
@@ -84,6 +85,7 @@ test('a valid file loads with defaults applied and paths resolved against its di
       batchSizeMax: 256,
       emitDuringReplay: false,
       settings: { field: 'amount', nested: { list: [1, 'two', null] } },
+      errors: { retriesMax: 2, retryBackoffMs: 10, onFailure: 'dead-letter', deadLetterQueue: 'running-total.dlq' },
     }],
     capture: [{
       name: 'shop-db',

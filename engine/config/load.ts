@@ -175,7 +175,7 @@ interface TopologyFile {
   services?: Array<{
     name: string; module: string; inputs: string[]; output: string; startFrom?: StartFrom;
     inputsReplay?: InputsReplay; batchSizeMax?: number; emitDuringReplay?: boolean;
-    settings?: Record<string, unknown>;
+    settings?: Record<string, unknown>; errors?: Partial<Topology['services'][number]['errors']>;
   }>;
   capture?: Array<{
     name: string;
@@ -203,7 +203,7 @@ function applyDefaults(f: TopologyFile, file: string, baseDir: string): Topology
     }
     return { dialect: 'postgres', url: db.url, ...(db.schema !== undefined ? { schema: db.schema } : {}) };
   };
-  return {
+  const t: Topology = {
     name: f.name,
     file,
     dataDir: resolvePath(f.dataDir ?? path.join(D.dataDirPrefix, f.name)),
@@ -228,6 +228,7 @@ function applyDefaults(f: TopologyFile, file: string, baseDir: string): Topology
         batchSizeMax: s.batchSizeMax ?? D.service.batchSizeMax,
         emitDuringReplay: s.emitDuringReplay ?? D.service.emitDuringReplay,
         settings: s.settings ?? {},
+        errors: { ...D.serviceErrors, deadLetterQueue: `${s.name}.dlq`, ...s.errors },
       };
     }),
     capture: (f.capture ?? []).map((c): CaptureSource => ({
@@ -248,4 +249,14 @@ function applyDefaults(f: TopologyFile, file: string, baseDir: string): Topology
       stagingTable: c.stagingTable ?? D.capture.stagingTable,
     })),
   };
+  // A dead-letter queue not declared in `queues` is declared here: 1 partition, queue defaults.
+  for (const s of t.services) {
+    if (s.errors.onFailure !== 'dead-letter') continue;
+    if (t.queues.some((q) => q.name === s.errors.deadLetterQueue)) continue;
+    t.queues.push({
+      name: s.errors.deadLetterQueue, partitions: 1,
+      segmentBytes: D.queue.segmentBytes, fsync: D.queue.fsync,
+    });
+  }
+  return t;
 }

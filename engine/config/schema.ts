@@ -6,7 +6,7 @@
  */
 import { CAPTURE_OPERATIONS } from '../cdc/index.js';
 import {
-  DIALECT_VALUES, INPUTS_REPLAY_VALUES, QUEUE_FSYNC_VALUES, QUEUE_NAME_PATTERN, SERVICE_NAME_PATTERN,
+  DIALECT_VALUES, INPUTS_REPLAY_VALUES, ON_FAILURE_VALUES, QUEUE_FSYNC_VALUES, QUEUE_NAME_PATTERN, SERVICE_NAME_PATTERN,
   STAGING_TABLE_PATTERN, START_FROM_VALUES, TOPOLOGY_LIMITS, TOPOLOGY_NAME_PATTERN,
 } from './topology.js';
 
@@ -41,6 +41,16 @@ const service = {
     batchSizeMax: int(L.serviceBatchSizeMax),
     emitDuringReplay: { type: 'boolean' },
     settings: { type: 'object' },
+    errors: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        retriesMax: int(L.retriesMax),
+        retryBackoffMs: int(L.retryBackoffMs),
+        onFailure: { enum: ON_FAILURE_VALUES },
+        deadLetterQueue: { type: 'string', pattern: QUEUE_NAME_PATTERN },
+      },
+    },
   },
 };
 

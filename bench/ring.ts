@@ -35,7 +35,7 @@ import type {
 /** Payload sizes compared, bytes. */
 const PAYLOAD_SIZES = [64, 1024] as const;
 /** Data area of the Sluice ring and storage of the ringbuf.js ring, bytes. */
-const RING_CAPACITY_BYTES = 1 << 20;
+export const RING_CAPACITY_BYTES = 1 << 20;
 /** Rounds; each runs every contender once. */
 const ROUNDS = 5;
 /** Records per run, chosen so each run takes roughly 0.3 - 1 s on a 2-core machine. */
@@ -69,7 +69,7 @@ const LABELS: Record<Contender, string> = {
 };
 
 /** One run of one contender: records/s, and CPU cores busy (process CPU time / wall time). */
-interface Run {
+export interface Run {
   recordsPerS: number;
   cores: number;
 }
@@ -122,8 +122,11 @@ function go(control: SharedArrayBuffer): Clock {
   return clock;
 }
 
-/** Records/s through the Sluice ring; the consumer checks every sequence number. */
-async function runRing(transport: 'ring' | 'ring-batch', payloadBytes: number,
+/**
+ * Records/s through the Sluice ring (producer worker -> this thread); the consumer checks every
+ * sequence number. Also run by bench/peers/agrona.ts. Throws Error on a lost or wrong record.
+ */
+export async function runRing(transport: 'ring' | 'ring-batch', payloadBytes: number,
     count: number): Promise<Run> {
   const sab = createRing(RING_CAPACITY_BYTES);
   const control = new SharedArrayBuffer(4);

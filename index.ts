@@ -33,7 +33,7 @@ export {
   type TopologyRings,
   type TopologyService,
 } from './engine/config/index.js';
-export type { Supervisor, StopResult, RestartEvent } from './engine/supervisor/index.js';
+export type { Supervisor, StopResult, RestartEvent, GroupStatus } from './engine/supervisor/index.js';
 export { checkServiceModules, partitionDir } from './actors/index.js';
 export type { TopologyPlan, ServiceReadyInfo, ServiceSummary } from './actors/index.js';
 export type { CaptureSource, CaptureTable } from './engine/cdc/index.js';

@@ -121,7 +121,7 @@ test('every default comes from TOPOLOGY_DEFAULTS', () => {
   const D = TOPOLOGY_DEFAULTS;
   assert.is(t.dataDir, path.join(fixtures, 'data', 'tiny'));
   assert.equal(t.rings, { capacityBytes: 1048576 });
-  assert.equal(t.supervisor, { restartsMax: 5, restartWindowMs: 60000, backoffInitialMs: 100, backoffMaxMs: 5000, drainTimeoutMs: 10000 });
+  assert.equal(t.supervisor, { restartsMax: Infinity, restartWindowMs: 60000, backoffInitialMs: 100, backoffMaxMs: 5000, drainTimeoutMs: 10000 });
   assert.equal(t.queues[0], { name: 'q', ...D.queue });
   assert.equal(t.queues[0], { name: 'q', partitions: 1, segmentBytes: 64 * 1024 * 1024, fsync: 'batch' });
   const s = t.services[0]!;

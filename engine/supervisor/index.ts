@@ -8,5 +8,6 @@ export {
   type GroupSpec,
   type SupervisorOptions,
   type RestartEvent,
+  type GroupStatus,
   type StopResult,
 } from './supervisor.js';

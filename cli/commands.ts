@@ -6,6 +6,7 @@
  *   sluice run <topology.yaml>                   run it until SIGINT/SIGTERM, then drain, exit 0
  *   sluice append <topology.yaml> <queue>        append JSON lines from stdin as events
  *   sluice tail <topology.yaml> <queue>          print a queue's records as JSON lines
+ *   sluice dlq list|replay|purge <topology.yaml> <queue>   read, re-inject, remove dead letters
  * Errors print one line (`sluice: ...`, commander's `error: ...` for usage, or the config
  * problems) and exit 2; SLUICE_DEBUG=1 adds the stack.
  */
@@ -28,6 +29,7 @@ import {
   serviceWarnings,
 } from '../actors/index.js';
 import { openQueueAppender } from '../engine/producer/index.js';
+import { listDeadLetters, purgeDeadLetters, replayDeadLetterQueue } from '../engine/service/index.js';
 import { Tailer } from '../engine/journal/index.js';
 import { EnvelopeView, decodeChange, decodeJson, EVENT_TYPE_CHANGE, EVENT_TYPE_JSON } from '../engine/codec/index.js';
 import type { CounterSnapshot } from '../engine/actor/index.js';
@@ -254,6 +256,45 @@ program
       tailer.waitForAppend(0);
       await new Promise((r) => setTimeout(r, 100));
     }
+  });
+
+const dlq = program.command('dlq').description('dead letters: events a service handler kept failing on');
+dlq
+  .command('list')
+  .argument('<topology>', 'topology YAML file')
+  .argument('<queue>', "a service's dead-letter queue (default name <service>.dlq)")
+  .description('print the dead letters as JSON lines: position, attempts, error, the event')
+  .action((file: string, queue: string) => {
+    const view = new EnvelopeView();
+    for (const d of listDeadLetters(loadTopology(file), queue)) {
+      view.wrap(d.bytes, 0, d.bytes.length);
+      const value = view.type === EVENT_TYPE_CHANGE ? decodeChange(view.payload)
+        : view.type === EVENT_TYPE_JSON ? decodeJson(view.payload) : `<${view.payload.length} bytes>`;
+      const { dlqIndex, service, queue: q, partition, index, key, attempts, error, failedAtMs } = d;
+      console.log(JSON.stringify({ dlqIndex, service, queue: q, partition, index, key, attempts, error, failedAtMs, value }));
+    }
+  });
+dlq
+  .command('replay')
+  .argument('<topology>', 'topology YAML file')
+  .argument('<queue>', "a service's dead-letter queue")
+  .option('--to <queue>', 'append to this queue (partition by key) instead of the source queue')
+  .option('-i, --index <n...>', 'only these dead-letter indexes (default: all)')
+  .description('append the dead-lettered events again (the dead letters stay until purge)')
+  .action((file: string, queue: string, opts: { to?: string; index?: string[] }) => {
+    const indexes = opts.index?.map((v) => intOption('--index', 0)(v));
+    const done = replayDeadLetterQueue(loadTopology(file), queue, { to: opts.to, indexes });
+    for (const r of done) console.log(JSON.stringify(r));
+    console.error(`sluice: replayed ${plural(done.length, 'dead letter')} from ${queue}`);
+  });
+dlq
+  .command('purge')
+  .argument('<topology>', 'topology YAML file')
+  .argument('<queue>', "a service's dead-letter queue")
+  .description('remove every dead letter of the queue (with the topology stopped)')
+  .action((file: string, queue: string) => {
+    const n = purgeDeadLetters(loadTopology(file), queue);
+    console.error(`sluice: purged ${plural(n, 'dead letter')} from ${queue}`);
   });
 
 function printCounters(counters: Record<string, CounterSnapshot>, previous: Record<string, CounterSnapshot>): void {

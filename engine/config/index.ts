@@ -29,6 +29,8 @@ export type {
   Topology,
   TopologyQueue,
   TopologyService,
+  TopologyServiceErrors,
+  OnFailure,
   TopologyRings,
   StartFrom,
   InputsReplay,

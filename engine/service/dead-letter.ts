@@ -14,8 +14,12 @@
  * skips the dead-letter append because the queue already holds a record at or after that
  * position ({@link deadLetteredPositions}), so the queue holds each dead letter once.
  */
+import fs from 'node:fs';
+import path from 'node:path';
 import { EnvelopeView, EnvelopeWriter, decodeJson, encodeJson, queueId, EVENT_TYPE_JSON } from '../codec/index.js';
 import { Appender, Tailer } from '../journal/index.js';
+import { keyHash } from '../cdc/key-hash.js';
+import type { Topology } from '../config/index.js';
 import { computeLastWritten, type InputPartition } from './last-written.js';
 
 /**
@@ -102,6 +106,101 @@ export function readDeadLetters(dir: string): DeadLetterEntry[] {
     t.close();
   }
   return out;
+}
+
+/** Directory of a topology queue's partition (as actors/plan's partitionDir). */
+function dirOf(topology: Topology, queue: string, partition: number): string {
+  return path.join(topology.dataDir, 'queues', queue, String(partition));
+}
+
+/**
+ * The service whose dead-letter queue `queue` is.
+ * @throws Error naming the topology's dead-letter queues when `queue` is none of them.
+ */
+function deadLetterOwner(topology: Topology, queue: string): string {
+  const owner = topology.services.find((s) => s.errors.onFailure === 'dead-letter' && s.errors.deadLetterQueue === queue);
+  if (owner) return owner.name;
+  const known = topology.services.filter((s) => s.errors.onFailure === 'dead-letter').map((s) => s.errors.deadLetterQueue);
+  throw new Error(`queue "${queue}" is not a dead-letter queue in ${topology.file} (dead-letter queues: ${known.join(', ') || 'none'})`);
+}
+
+/**
+ * Every dead letter in dead-letter queue `queue` of `topology`, oldest first ([] before the
+ * first one). @throws Error if `queue` is not a service's dead-letter queue.
+ */
+export function listDeadLetters(topology: Topology, queue: string): DeadLetterEntry[] {
+  deadLetterOwner(topology, queue);
+  const dir = dirOf(topology, queue, 0);
+  return fs.existsSync(dir) ? readDeadLetters(dir) : [];
+}
+
+/** Where {@link replayDeadLetterQueue} appended one dead letter's event. */
+export interface ReplayedDeadLetter {
+  dlqIndex: number;
+  queue: string;
+  partition: number;
+  index: number;
+}
+
+/**
+ * Appends the original events of dead-letter queue `queue` (all, or the dead-letter indexes in
+ * `options.indexes`) again: to their source queue partition, or to `options.to` (partition by
+ * key hash, as producers do). The dead letters stay; purge them once replayed.
+ * @throws Error if `queue` is not a dead-letter queue, an index is not in it, or a target is
+ *   written by a service or capture source (a queue has one writer) or locked by an appender.
+ */
+export function replayDeadLetterQueue(
+  topology: Topology, queue: string, options: { to?: string; indexes?: number[] } = {},
+): ReplayedDeadLetter[] {
+  let entries = listDeadLetters(topology, queue);
+  if (options.indexes) {
+    const want = new Set(options.indexes);
+    const missing = options.indexes.filter((n) => !entries.some((e) => e.dlqIndex === n));
+    if (missing.length > 0) throw new Error(`dead-letter queue "${queue}" has no index ${missing.join(', ')} (it has ${entries.length} records)`);
+    entries = entries.filter((e) => want.has(e.dlqIndex));
+  }
+  const byTarget = new Map<string, { queue: string; partition: number; entries: DeadLetterEntry[] }>();
+  for (const e of entries) {
+    const target = options.to ?? e.queue;
+    const q = topology.queues.find((x) => x.name === target);
+    if (!q) throw new Error(`unknown queue "${target}" in ${topology.file} (dead letter ${e.dlqIndex})`);
+    const writer = topology.services.find((s) => s.output === target)?.name
+      ?? topology.capture.find((c) => c.tables.some((t) => t.target === target))?.name;
+    if (writer) {
+      throw new Error(`queue "${target}" is written by "${writer}" in ${topology.file}; a queue has one writer (replay to another queue with --to)`);
+    }
+    const partition = options.to === undefined ? e.partition : keyHash(e.key) % q.partitions;
+    const k = `${target}/${partition}`;
+    const group = byTarget.get(k) ?? { queue: target, partition, entries: [] };
+    group.entries.push(e);
+    byTarget.set(k, group);
+  }
+  const out: ReplayedDeadLetter[] = [];
+  for (const g of byTarget.values()) {
+    const q = topology.queues.find((x) => x.name === g.queue)!;
+    const dir = dirOf(topology, g.queue, g.partition);
+    const indexes = replayDeadLetters(g.entries, { dir, segmentBytes: q.segmentBytes, fsync: q.fsync });
+    g.entries.forEach((e, n) => out.push({ dlqIndex: e.dlqIndex, queue: g.queue, partition: g.partition, index: indexes[n] }));
+  }
+  return out.sort((a, b) => a.dlqIndex - b.dlqIndex);
+}
+
+/**
+ * Removes every record of dead-letter queue `queue` (its journal directory); returns how many
+ * it held. Run it with the topology stopped: it takes the queue's appender lock first.
+ * @throws Error if `queue` is not a dead-letter queue; JournalLockedError if the service that
+ *   writes it is running.
+ */
+export function purgeDeadLetters(topology: Topology, queue: string): number {
+  deadLetterOwner(topology, queue);
+  const dir = dirOf(topology, queue, 0);
+  if (!fs.existsSync(dir)) return 0;
+  const q = topology.queues.find((x) => x.name === queue)!;
+  const appender = Appender.open({ dir, segmentBytes: q.segmentBytes, fsync: q.fsync });
+  const n = appender.nextIndex;
+  appender.close();
+  fs.rmSync(dir, { recursive: true, force: true });
+  return n;
 }
 
 /** Journal settings of a queue partition to append to. */

@@ -43,6 +43,8 @@ export interface ServiceHostData {
   emitDuringReplay: boolean;
   /** Handler failures: retries, then dead-letter or stop (topology `services[].errors`). */
   errors: { retriesMax: number; retryBackoffMs: number; onFailure: 'dead-letter' | 'stop' };
+  /** Largest input record handled, bytes (topology rings.recordBytesMax). */
+  recordBytesMax: number;
   /** The dead-letter queue's partition 0; null with onFailure stop. */
   deadLetter: { queue: string; dir: string; segmentBytes: number; fsync: 'none' | 'batch' | 'record' } | null;
 }

@@ -143,6 +143,7 @@ export function planTopology(topology: Topology): TopologyPlan {
       emitDuringReplay: s.emitDuringReplay,
       errors: { retriesMax: s.errors.retriesMax, retryBackoffMs: s.errors.retryBackoffMs, onFailure: s.errors.onFailure },
       deadLetter: deadLetterOf(topology, s),
+      recordBytesMax: topology.rings.recordBytesMax,
     };
     groups.push({
       name: `service:${s.name}`,

@@ -8,7 +8,7 @@
  * first), closes the ring so the service knows the stream ended, and stops.
  */
 import { READER_SHARED, type QueueReaderData } from './contracts.js';
-import { runActor, Counter, Doorbell, FrameCodec, FRAME_HEADER_BYTES, FRAME_TYPE_EVENT } from '../engine/actor/index.js';
+import { runActor, Counter, Doorbell, FrameCodec, FRAME_HEADER_BYTES, FRAME_TYPE_EVENT, FRAME_TYPE_EVENT_REF } from '../engine/actor/index.js';
 import { RingProducer } from '../engine/ring/index.js';
 import { Tailer } from '../engine/journal/index.js';
 
@@ -37,6 +37,14 @@ runActor<QueueReaderData>((ctx) => {
         const rec = tailer.next();
         if (!rec) break;
         const len = FRAME_HEADER_BYTES + rec.bytes.length;
+        if (len > ring.maxRecordBytes) {
+          // Too large for the ring: the service reads it from the journal by its index.
+          const ref = ring.claim(FRAME_TYPE_EVENT_REF, FRAME_HEADER_BYTES);
+          frames.writeIndex(ref, rec.index);
+          ring.commit(ref);
+          n++;
+          continue;
+        }
         const off = ring.claim(FRAME_TYPE_EVENT, len);
         frames.writeIndex(off, rec.index);
         ring.bytes.set(rec.bytes, off + FRAME_HEADER_BYTES);

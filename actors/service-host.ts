@@ -29,7 +29,7 @@
 import * as hdr from 'hdr-histogram-js';
 import { pathToFileURL } from 'node:url';
 import { HOST_SHARED, type HostInput, type ServiceHostData, type ServiceReadyInfo, type ServiceSummary } from './contracts.js';
-import { runActor, Counter, Doorbell, FrameCodec, FRAME_HEADER_BYTES, type ActorContext } from '../engine/actor/index.js';
+import { runActor, Counter, Doorbell, FrameCodec, FRAME_HEADER_BYTES, FRAME_TYPE_EVENT_REF, type ActorContext } from '../engine/actor/index.js';
 import { RingConsumer } from '../engine/ring/index.js';
 import { Appender, Tailer } from '../engine/journal/index.js';
 import {
@@ -256,13 +256,13 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
       // Sluice's own records (types 3..99: replay metadata) have no handler and are skipped.
     };
     /** Parks the current event in the dead-letter queue and marks it processed in the output. */
-    const deadLetter = (input: HostInput, qid: number, index: number, attempts: number, error: string) => {
+    const deadLetter = (input: HostInput, qid: number, index: number, attempts: number, error: string, keepEvent = true) => {
       const key = inputKey(input.queue, input.partition);
       if (index > (dlqNewest[key] ?? -1)) {
         dlqAppender!.append(encodeDeadLetter(writer, {
           service: d.service, error, attempts, queue: input.queue, partition: input.partition, index,
           key: ev.key, type: ev.type, eventTimeMs: ev.eventTimeMs, failedAtMs: Date.now(),
-          event: Buffer.from(raw.bytes.buffer, raw.bytes.byteOffset + raw.offset, raw.length).toString('base64'),
+          event: keepEvent ? Buffer.from(raw.bytes.buffer, raw.bytes.byteOffset + raw.offset, raw.length).toString('base64') : '',
         }));
         // Durable before the output's marker: the marker says the input needs no more work.
         dlqAppender!.flush();
@@ -292,8 +292,20 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
       c[Counter.eventsOut] = replayEmitted;
       pending.length = 0;
     };
+    /** A record over rings.recordBytesMax: dead-lettered without its bytes, or a failure. */
+    const overLimit = (input: HostInput, qid: number, index: number, length: number): void => {
+      const error = `record of ${length} bytes exceeds rings.recordBytesMax=${d.recordBytesMax}`;
+      if (!dl) throw new Error(`service ${d.service}: ${input.queue}/${input.partition} index ${index}: ${error}`);
+      if (replaying) return;
+      ev.type = view.type;
+      ev.key = view.key ?? '';
+      ev.eventTimeMs = view.eventTimeMs;
+      c[Counter.errors]++;
+      deadLetter(input, qid, index, 0, error, false);
+    };
     const applyInput = (input: number, index: number, bytes: Uint8Array) => {
       view.wrap(bytes, 0, bytes.length);
+      if (bytes.length > d.recordBytesMax) return overLimit(d.inputs[input], qids[input], index, bytes.length);
       raw.bytes = bytes;
       raw.offset = 0;
       raw.length = bytes.length;
@@ -416,13 +428,26 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
     if (def.onLive) def.onLive(state, sctx);
     let nowMs = Date.now();
     let current = rings[0];
-    const onRecord = (_typeId: number, bytes: Uint8Array, offset: number, length: number) => {
+    // Records too large for a ring come by reference: read from the input's journal here.
+    const refTailers: (Tailer | null)[] = d.inputs.map(() => null);
+    const onRecord = (typeId: number, bytes: Uint8Array, offset: number, length: number) => {
       const index = current.frames.readIndex(offset);
-      view.wrap(bytes, offset + FRAME_HEADER_BYTES, length - FRAME_HEADER_BYTES);
       raw.bytes = bytes;
       raw.offset = offset + FRAME_HEADER_BYTES;
       raw.length = length - FRAME_HEADER_BYTES;
-      dispatch(current.input, current.qid, index);
+      if (typeId === FRAME_TYPE_EVENT_REF) {
+        const t = (refTailers[current.ordinal] ??= Tailer.open({ dir: current.input.dir }));
+        const rec = t.moveToIndex(index) ? t.next() : null;
+        if (!rec || rec.index !== index) {
+          throw new Error(`service ${d.service}: ${current.input.queue}/${current.input.partition} has no record ${index} (handed over by reference)`);
+        }
+        raw.bytes = rec.bytes;
+        raw.offset = 0;
+        raw.length = rec.bytes.length;
+      }
+      view.wrap(raw.bytes, raw.offset, raw.length);
+      if (raw.length > d.recordBytesMax) overLimit(current.input, current.qid, index, raw.length);
+      else dispatch(current.input, current.qid, index);
       if (recorder) recorder.note(current.ordinal, index);
       const l = nowMs - ev.eventTimeMs;
       lag.recordValue(l > 0 ? l : 0);
@@ -467,6 +492,7 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
       bell.park(seen, PARK_TIMEOUT_MS);
     }
     ctx.setState('drain');
+    for (const t of refTailers) t?.close();
     appender.flush();
     const summary: ServiceSummary = {
       service: d.service,

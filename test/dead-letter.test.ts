@@ -24,12 +24,13 @@ test.after.each(() => {
   fs.rmSync(dir, { recursive: true, force: true });
 });
 
-function writeTopology(errors: string): Topology {
+function writeTopology(errors: string, rings = ''): Topology {
   const file = path.join(dir, 'topology.yaml');
   fs.writeFileSync(file, [
     'name: dlq',
     'dataDir: ./data',
     'supervisor: { restartsMax: 2, backoffInitialMs: 10 }',
+    ...(rings ? [`rings: ${rings}`] : []),
     'queues:',
     '  - { name: in, partitions: 2 }',
     '  - { name: out }',
@@ -140,6 +141,30 @@ test('a crash after the dead-letter append and before the output append: dead-le
   assert.equal(readDeadLetters(partitionDir(t, 'pass.dlq', 0)).map((d) => [d.index, d.error]), [
     [1, 'before the crash'],
   ]);
+});
+
+test('records over the ring limit pass by reference; records over recordBytesMax are dead-lettered', async () => {
+  const t = writeTopology('{ retriesMax: 0 }', '{ capacityBytes: 65536, recordBytesMax: 100000 }');
+  const big = 'x'.repeat(50_000); // over the ring's 8 KiB record limit, under recordBytesMax
+  const huge = 'y'.repeat(200_000);
+  append(t, 0, [
+    { key: 'a', name: 'a1' }, { key: 'b', name: 'big', text: big }, { key: 'c', name: 'huge', text: huge },
+    { key: 'd', name: 'd1' },
+  ]);
+  const run = await startTopology(t, { log: () => undefined });
+  await waitForPositions(t, { 'in/0': 3 });
+  await run.stop();
+  assert.equal(outputs(t), ['0:a1', '0:big', '0:d1']);
+  const tail = Tailer.open({ dir: partitionDir(t, 'out', 0) });
+  const view = new EnvelopeView();
+  tail.moveToIndex(1);
+  const rec = tail.next()!;
+  view.wrap(rec.bytes, 0, rec.bytes.length);
+  assert.is((decodeJson(view.payload) as { text: string }).text, big);
+  tail.close();
+  const dead = readDeadLetters(partitionDir(t, 'pass.dlq', 0));
+  assert.equal(dead.map((d) => [d.index, d.key, d.attempts, d.bytes.length]), [[2, 'c', 0, 0]]);
+  assert.match(dead[0].error, /^record of 2000\d\d bytes exceeds rings.recordBytesMax=100000$/);
 });
 
 test('onFailure stop keeps the old behaviour: the group fails and the topology stops', async () => {

@@ -169,7 +169,7 @@ function ordered(problems: ConfigProblem[]): ConfigProblem[] {
 interface TopologyFile {
   name: string;
   dataDir?: string;
-  rings?: { capacityBytes?: number };
+  rings?: { capacityBytes?: number; recordBytesMax?: number };
   supervisor?: Partial<Topology['supervisor']>;
   queues?: Array<{ name: string; partitions?: number; segmentBytes?: number; fsync?: QueueFsync }>;
   services?: Array<{
@@ -207,7 +207,10 @@ function applyDefaults(f: TopologyFile, file: string, baseDir: string): Topology
     name: f.name,
     file,
     dataDir: resolvePath(f.dataDir ?? path.join(D.dataDirPrefix, f.name)),
-    rings: { capacityBytes: f.rings?.capacityBytes ?? D.rings.capacityBytes },
+    rings: {
+      capacityBytes: f.rings?.capacityBytes ?? D.rings.capacityBytes,
+      recordBytesMax: f.rings?.recordBytesMax ?? D.rings.recordBytesMax,
+    },
     supervisor: { ...D.supervisor, ...f.supervisor },
     queues: (f.queues ?? []).map((q) => ({
       name: q.name,

@@ -124,7 +124,7 @@ export const TOPOLOGY_SCHEMA = {
     rings: {
       type: 'object',
       additionalProperties: false,
-      properties: { capacityBytes: int(L.ringCapacityBytes) },
+      properties: { capacityBytes: int(L.ringCapacityBytes), recordBytesMax: int(L.recordBytesMax) },
     },
     supervisor: {
       type: 'object',

@@ -88,6 +88,12 @@ export interface TopologyServiceErrors {
 export interface TopologyRings {
   /** Data area of each ring, bytes; a power of two. */
   capacityBytes: number;
+  /**
+   * Largest input record a service handles, bytes. Records over capacityBytes / 8 are handed
+   * over by reference (the service reads them from the journal); records over this maximum are
+   * dead-lettered (or fail the service with onFailure stop).
+   */
+  recordBytesMax: number;
 }
 
 /** A validated topology with every default applied and every path absolute. */
@@ -113,6 +119,7 @@ export interface Topology {
  * |----------------------------------------|--------------------------------|-------|
  * | dataDir                                | `./data/<name>` (file-relative)| path  |
  * | rings.capacityBytes                    | 1048576 (1 MiB)                | bytes |
+ * | rings.recordBytesMax                   | 16777216 (16 MiB)              | bytes |
  * | supervisor.restartWindowMs             | 60000 (SUPERVISOR_DEFAULTS)    | ms    |
  * | supervisor.backoffInitialMs            | 100 (SUPERVISOR_DEFAULTS)      | ms    |
  * | supervisor.backoffMaxMs                | 5000 (SUPERVISOR_DEFAULTS)     | ms    |
@@ -140,7 +147,7 @@ export interface Topology {
  */
 export const TOPOLOGY_DEFAULTS = deepFreeze({
   dataDirPrefix: './data',
-  rings: { capacityBytes: 1 << 20 },
+  rings: { capacityBytes: 1 << 20, recordBytesMax: 16 << 20 },
   supervisor: { ...SUPERVISOR_DEFAULTS },
   queue: { partitions: 1, segmentBytes: 64 * 1024 * 1024, fsync: 'batch' as QueueFsync },
   service: {
@@ -159,6 +166,7 @@ export const TOPOLOGY_LIMITS = deepFreeze({
   /** Power of two, as engine/ring requires. */
   ringCapacityBytes: [CAPACITY_BYTES_MIN, CAPACITY_BYTES_MAX],
   restartsMax: [0, 1000],
+  recordBytesMax: [1, 1 << 28],
   retriesMax: [0, 100],
   retryBackoffMs: [0, 60_000],
   restartWindowMs: [1, 24 * 3_600_000],

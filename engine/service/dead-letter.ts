@@ -161,6 +161,9 @@ export function replayDeadLetterQueue(
   }
   const byTarget = new Map<string, { queue: string; partition: number; entries: DeadLetterEntry[] }>();
   for (const e of entries) {
+    if (e.bytes.length === 0) {
+      throw new Error(`dead letter ${e.dlqIndex} of "${queue}" has no event (${e.error}); it is still at ${e.queue}/${e.partition} index ${e.index}`);
+    }
     const target = options.to ?? e.queue;
     const q = topology.queues.find((x) => x.name === target);
     if (!q) throw new Error(`unknown queue "${target}" in ${topology.file} (dead letter ${e.dlqIndex})`);

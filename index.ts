@@ -43,7 +43,9 @@ export {
   type DeadLetterEntry,
   type ReplayedDeadLetter,
 } from './engine/service/index.js';
-export type { Supervisor, StopResult, RestartEvent, GroupStatus } from './engine/supervisor/index.js';
+export type {
+  Supervisor, StopResult, RestartEvent, GroupStatus,
+} from './engine/supervisor/index.js';
 export { checkServiceModules, partitionDir } from './actors/index.js';
 export type { TopologyPlan, ServiceReadyInfo, ServiceSummary } from './actors/index.js';
 export type { CaptureSource, CaptureTable } from './engine/cdc/index.js';

@@ -46,7 +46,9 @@ export interface ServiceHostData {
   /** Largest input record handled, bytes (topology rings.recordBytesMax). */
   recordBytesMax: number;
   /** The dead-letter queue's partition 0; null with onFailure stop. */
-  deadLetter: { queue: string; dir: string; segmentBytes: number; fsync: 'none' | 'batch' | 'record' } | null;
+  deadLetter: {
+    queue: string; dir: string; segmentBytes: number; fsync: 'none' | 'batch' | 'record';
+  } | null;
 }
 
 /** Shared buffer names: `ring:<queue>/<partition>` per input, `doorbell`, `notifier:<queue>/<partition>`. */

@@ -36,11 +36,15 @@ export function partitionDir(topology: Topology, queue: string, partition: numbe
 }
 
 /** Where service `s` appends its dead letters (partition 0 of its dead-letter queue), if any. */
-export function deadLetterOf(topology: Topology, s: Topology['services'][number]): ServiceHostData['deadLetter'] {
+export function deadLetterOf(
+  topology: Topology, s: Topology['services'][number],
+): ServiceHostData['deadLetter'] {
   if (s.errors.onFailure !== 'dead-letter') return null;
-  const q = topology.queues.find((x) => x.name === s.errors.deadLetterQueue);
-  if (!q) throw new Error(`service ${s.name}: dead-letter queue "${s.errors.deadLetterQueue}" is not declared`);
-  return { queue: q.name, dir: partitionDir(topology, q.name, 0), segmentBytes: q.segmentBytes, fsync: q.fsync };
+  const name = s.errors.deadLetterQueue;
+  const q = topology.queues.find((x) => x.name === name);
+  if (!q) throw new Error(`service ${s.name}: dead-letter queue "${name}" is not declared`);
+  const dir = partitionDir(topology, q.name, 0);
+  return { queue: q.name, dir, segmentBytes: q.segmentBytes, fsync: q.fsync };
 }
 
 /** The groups and the shared notifiers of a topology. */
@@ -141,7 +145,11 @@ export function planTopology(topology: Topology): TopologyPlan {
       inputsReplay: s.inputsReplay,
       batchSizeMax: s.batchSizeMax,
       emitDuringReplay: s.emitDuringReplay,
-      errors: { retriesMax: s.errors.retriesMax, retryBackoffMs: s.errors.retryBackoffMs, onFailure: s.errors.onFailure },
+      errors: {
+        retriesMax: s.errors.retriesMax,
+        retryBackoffMs: s.errors.retryBackoffMs,
+        onFailure: s.errors.onFailure,
+      },
       deadLetter: deadLetterOf(topology, s),
       recordBytesMax: topology.rings.recordBytesMax,
     };

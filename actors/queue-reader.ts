@@ -8,7 +8,10 @@
  * first), closes the ring so the service knows the stream ended, and stops.
  */
 import { READER_SHARED, type QueueReaderData } from './contracts.js';
-import { runActor, Counter, Doorbell, FrameCodec, FRAME_HEADER_BYTES, FRAME_TYPE_EVENT, FRAME_TYPE_EVENT_REF } from '../engine/actor/index.js';
+import {
+  runActor, Counter, Doorbell, FrameCodec,
+  FRAME_HEADER_BYTES, FRAME_TYPE_EVENT, FRAME_TYPE_EVENT_REF,
+} from '../engine/actor/index.js';
 import { RingProducer } from '../engine/ring/index.js';
 import { Tailer } from '../engine/journal/index.js';
 

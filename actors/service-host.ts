@@ -29,7 +29,10 @@
 import * as hdr from 'hdr-histogram-js';
 import { pathToFileURL } from 'node:url';
 import { HOST_SHARED, type HostInput, type ServiceHostData, type ServiceReadyInfo, type ServiceSummary } from './contracts.js';
-import { runActor, Counter, Doorbell, FrameCodec, FRAME_HEADER_BYTES, FRAME_TYPE_EVENT_REF, type ActorContext } from '../engine/actor/index.js';
+import {
+  runActor, Counter, Doorbell, FrameCodec,
+  FRAME_HEADER_BYTES, FRAME_TYPE_EVENT_REF, type ActorContext,
+} from '../engine/actor/index.js';
 import { RingConsumer } from '../engine/ring/index.js';
 import { Appender, Tailer } from '../engine/journal/index.js';
 import {
@@ -109,7 +112,10 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
   });
   const dl = d.deadLetter;
   const dlqAppender = dl
-    ? Appender.open({ dir: dl.dir, segmentBytes: dl.segmentBytes, fsync: dl.fsync, notifier: ctx.shared(HOST_SHARED.notifier(inputKey(dl.queue, 0))) })
+    ? Appender.open({
+      dir: dl.dir, segmentBytes: dl.segmentBytes, fsync: dl.fsync,
+      notifier: ctx.shared(HOST_SHARED.notifier(inputKey(dl.queue, 0))),
+    })
     : null;
   try {
     const startedMs = Date.now();
@@ -244,8 +250,11 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
           if (!dl) {
             // Name the input: the supervisor restarts the group, and the same input fails
             // again, so the operator needs to know which event it is.
+            const during = replaying ? ' during replay' : '';
+            const at = `${input.queue}/${input.partition} index ${index}`;
             throw new Error(
-              `service ${d.service}: handler for type ${ev.type} failed${replaying ? ' during replay' : ''} on ${input.queue}/${input.partition} index ${index} (key ${JSON.stringify(ev.key)}): ${e.message}`,
+              `service ${d.service}: handler for type ${ev.type} failed${during} on ${at} ` +
+                `(key ${JSON.stringify(ev.key)}): ${e.message}`,
               { cause: e },
             );
           }
@@ -256,21 +265,31 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
       // Sluice's own records (types 3..99: replay metadata) have no handler and are skipped.
     };
     /** Parks the current event in the dead-letter queue and marks it processed in the output. */
-    const deadLetter = (input: HostInput, qid: number, index: number, attempts: number, error: string, keepEvent = true) => {
+    const deadLetter = (
+      input: HostInput, qid: number, index: number, attempts: number, error: string,
+      keepEvent = true,
+    ) => {
       const key = inputKey(input.queue, input.partition);
       if (index > (dlqNewest[key] ?? -1)) {
+        const { bytes, offset, length } = raw;
+        const original = Buffer.from(bytes.buffer, bytes.byteOffset + offset, length);
         dlqAppender!.append(encodeDeadLetter(writer, {
-          service: d.service, error, attempts, queue: input.queue, partition: input.partition, index,
+          service: d.service, error, attempts,
+          queue: input.queue, partition: input.partition, index,
           key: ev.key, type: ev.type, eventTimeMs: ev.eventTimeMs, failedAtMs: Date.now(),
-          event: keepEvent ? Buffer.from(raw.bytes.buffer, raw.bytes.byteOffset + raw.offset, raw.length).toString('base64') : '',
+          event: keepEvent ? original.toString('base64') : '',
         }));
         // Durable before the output's marker: the marker says the input needs no more work.
         dlqAppender!.flush();
         dlqNewest[key] = index;
       }
-      pending.push(writer.encode({ type: EVENT_TYPE_DEAD_LETTERED, key: ev.key, eventTimeMs: Date.now(), causeQueue: qid, causePartition: input.partition, causeIndex: index }));
+      pending.push(writer.encode({
+        type: EVENT_TYPE_DEAD_LETTERED, key: ev.key, eventTimeMs: Date.now(),
+        causeQueue: qid, causePartition: input.partition, causeIndex: index,
+      }));
       deadLettered++;
-      console.warn(`service ${d.service}: dead-lettered ${key} index ${index} (key ${JSON.stringify(ev.key)}) to ${dl!.queue} after ${attempts} attempts: ${error}`);
+      console.warn(`service ${d.service}: dead-lettered ${key} index ${index} ` +
+        `(key ${JSON.stringify(ev.key)}) to ${dl!.queue} after ${attempts} attempts: ${error}`);
     };
 
     let replayed = 0;
@@ -295,7 +314,8 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
     /** A record over rings.recordBytesMax: dead-lettered without its bytes, or a failure. */
     const overLimit = (input: HostInput, qid: number, index: number, length: number): void => {
       const error = `record of ${length} bytes exceeds rings.recordBytesMax=${d.recordBytesMax}`;
-      if (!dl) throw new Error(`service ${d.service}: ${input.queue}/${input.partition} index ${index}: ${error}`);
+      const at = `${input.queue}/${input.partition} index ${index}`;
+      if (!dl) throw new Error(`service ${d.service}: ${at}: ${error}`);
       if (replaying) return;
       ev.type = view.type;
       ev.key = view.key ?? '';
@@ -305,7 +325,9 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
     };
     const applyInput = (input: number, index: number, bytes: Uint8Array) => {
       view.wrap(bytes, 0, bytes.length);
-      if (bytes.length > d.recordBytesMax) return overLimit(d.inputs[input], qids[input], index, bytes.length);
+      if (bytes.length > d.recordBytesMax) {
+        return overLimit(d.inputs[input], qids[input], index, bytes.length);
+      }
       raw.bytes = bytes;
       raw.offset = 0;
       raw.length = bytes.length;
@@ -439,7 +461,9 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
         const t = (refTailers[current.ordinal] ??= Tailer.open({ dir: current.input.dir }));
         const rec = t.moveToIndex(index) ? t.next() : null;
         if (!rec || rec.index !== index) {
-          throw new Error(`service ${d.service}: ${current.input.queue}/${current.input.partition} has no record ${index} (handed over by reference)`);
+          const at = `${current.input.queue}/${current.input.partition}`;
+          throw new Error(
+            `service ${d.service}: ${at} has no record ${index} (handed over by reference)`);
         }
         raw.bytes = rec.bytes;
         raw.offset = 0;
@@ -506,7 +530,8 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
   } catch (err) {
     if (!(err instanceof DrainDuringReplay)) throw err;
     ctx.setState('drain');
-    return { service: d.service, eventsIn: 0, eventsOut: 0, replayed: err.replayed, deadLettered: 0, lagMs: { count: 0, p50: 0, p99: 0, max: 0 } } satisfies ServiceSummary;
+    return { service: d.service, eventsIn: 0, eventsOut: 0, replayed: err.replayed, deadLettered: 0,
+      lagMs: { count: 0, p50: 0, p99: 0, max: 0 } } satisfies ServiceSummary;
   } finally {
     appender.close();
     dlqAppender?.close();

@@ -29,7 +29,9 @@ import {
   serviceWarnings,
 } from '../actors/index.js';
 import { openQueueAppender } from '../engine/producer/index.js';
-import { listDeadLetters, purgeDeadLetters, replayDeadLetterQueue } from '../engine/service/index.js';
+import {
+  listDeadLetters, purgeDeadLetters, replayDeadLetterQueue,
+} from '../engine/service/index.js';
 import { Tailer } from '../engine/journal/index.js';
 import { EnvelopeView, decodeChange, decodeJson, EVENT_TYPE_CHANGE, EVENT_TYPE_JSON } from '../engine/codec/index.js';
 import type { CounterSnapshot } from '../engine/actor/index.js';
@@ -258,7 +260,8 @@ program
     }
   });
 
-const dlq = program.command('dlq').description('dead letters: events a service handler kept failing on');
+const dlq = program.command('dlq')
+  .description('dead letters: events a service handler kept failing on');
 dlq
   .command('list')
   .argument('<topology>', 'topology YAML file')
@@ -269,9 +272,13 @@ dlq
     for (const d of listDeadLetters(loadTopology(file), queue)) {
       view.wrap(d.bytes, 0, d.bytes.length);
       const value = view.type === EVENT_TYPE_CHANGE ? decodeChange(view.payload)
-        : view.type === EVENT_TYPE_JSON ? decodeJson(view.payload) : `<${view.payload.length} bytes>`;
+        : view.type === EVENT_TYPE_JSON ? decodeJson(view.payload)
+        : `<${view.payload.length} bytes>`;
       const { dlqIndex, service, queue: q, partition, index, key, attempts, error, failedAtMs } = d;
-      console.log(JSON.stringify({ dlqIndex, service, queue: q, partition, index, key, attempts, error, failedAtMs, value }));
+      const line = {
+        dlqIndex, service, queue: q, partition, index, key, attempts, error, failedAtMs, value,
+      };
+      console.log(JSON.stringify(line));
     }
   });
 dlq

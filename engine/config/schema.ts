@@ -6,7 +6,8 @@
  */
 import { CAPTURE_OPERATIONS } from '../cdc/index.js';
 import {
-  DIALECT_VALUES, INPUTS_REPLAY_VALUES, ON_FAILURE_VALUES, QUEUE_FSYNC_VALUES, QUEUE_NAME_PATTERN, SERVICE_NAME_PATTERN,
+  DIALECT_VALUES, INPUTS_REPLAY_VALUES, ON_FAILURE_VALUES, QUEUE_FSYNC_VALUES, QUEUE_NAME_PATTERN,
+  SERVICE_NAME_PATTERN,
   STAGING_TABLE_PATTERN, START_FROM_VALUES, TOPOLOGY_LIMITS, TOPOLOGY_NAME_PATTERN,
 } from './topology.js';
 
@@ -124,7 +125,10 @@ export const TOPOLOGY_SCHEMA = {
     rings: {
       type: 'object',
       additionalProperties: false,
-      properties: { capacityBytes: int(L.ringCapacityBytes), recordBytesMax: int(L.recordBytesMax) },
+      properties: {
+        capacityBytes: int(L.ringCapacityBytes),
+        recordBytesMax: int(L.recordBytesMax),
+      },
     },
     supervisor: {
       type: 'object',

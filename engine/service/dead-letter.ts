@@ -16,7 +16,9 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { EnvelopeView, EnvelopeWriter, decodeJson, encodeJson, queueId, EVENT_TYPE_JSON } from '../codec/index.js';
+import {
+  EnvelopeView, EnvelopeWriter, decodeJson, encodeJson, queueId, EVENT_TYPE_JSON,
+} from '../codec/index.js';
 import { Appender, Tailer } from '../journal/index.js';
 import { keyHash } from '../cdc/key-hash.js';
 import type { Topology } from '../config/index.js';
@@ -67,7 +69,9 @@ export function encodeDeadLetter(writer: EnvelopeWriter, d: DeadLetter): Uint8Ar
  * Per input partition (inputKey), the newest source index the dead-letter queue in `dir` holds
  * (-1: none), read backwards from its end. The queue must exist (open its appender first).
  */
-export function deadLetteredPositions(dir: string, inputs: InputPartition[]): Record<string, number> {
+export function deadLetteredPositions(
+  dir: string, inputs: InputPartition[],
+): Record<string, number> {
   const back = Tailer.open({ dir });
   try {
     back.moveToEnd();
@@ -100,7 +104,8 @@ export function readDeadLetters(dir: string): DeadLetterEntry[] {
       if (!d || typeof d.event !== 'string' || typeof d.queue !== 'string') {
         throw new Error(`${dir}: record ${rec.index} is not a dead letter (type ${view.type})`);
       }
-      out.push({ ...d, dlqIndex: rec.index, bytes: new Uint8Array(Buffer.from(d.event, 'base64')) });
+      const bytes = new Uint8Array(Buffer.from(d.event, 'base64'));
+      out.push({ ...d, dlqIndex: rec.index, bytes });
     }
   } finally {
     t.close();
@@ -118,10 +123,13 @@ function dirOf(topology: Topology, queue: string, partition: number): string {
  * @throws Error naming the topology's dead-letter queues when `queue` is none of them.
  */
 function deadLetterOwner(topology: Topology, queue: string): string {
-  const owner = topology.services.find((s) => s.errors.onFailure === 'dead-letter' && s.errors.deadLetterQueue === queue);
+  const writers = topology.services.filter((s) => s.errors.onFailure === 'dead-letter');
+  const owner = writers.find((s) => s.errors.deadLetterQueue === queue);
   if (owner) return owner.name;
-  const known = topology.services.filter((s) => s.errors.onFailure === 'dead-letter').map((s) => s.errors.deadLetterQueue);
-  throw new Error(`queue "${queue}" is not a dead-letter queue in ${topology.file} (dead-letter queues: ${known.join(', ') || 'none'})`);
+  const known = writers.map((s) => s.errors.deadLetterQueue).join(', ') || 'none';
+  throw new Error(
+    `queue "${queue}" is not a dead-letter queue in ${topology.file} ` +
+      `(dead-letter queues: ${known})`);
 }
 
 /**
@@ -156,21 +164,29 @@ export function replayDeadLetterQueue(
   if (options.indexes) {
     const want = new Set(options.indexes);
     const missing = options.indexes.filter((n) => !entries.some((e) => e.dlqIndex === n));
-    if (missing.length > 0) throw new Error(`dead-letter queue "${queue}" has no index ${missing.join(', ')} (it has ${entries.length} records)`);
+    if (missing.length > 0) {
+      throw new Error(`dead-letter queue "${queue}" has no index ${missing.join(', ')} ` +
+        `(it has ${entries.length} records)`);
+    }
     entries = entries.filter((e) => want.has(e.dlqIndex));
   }
-  const byTarget = new Map<string, { queue: string; partition: number; entries: DeadLetterEntry[] }>();
+  type Target = { queue: string; partition: number; entries: DeadLetterEntry[] };
+  const byTarget = new Map<string, Target>();
   for (const e of entries) {
     if (e.bytes.length === 0) {
-      throw new Error(`dead letter ${e.dlqIndex} of "${queue}" has no event (${e.error}); it is still at ${e.queue}/${e.partition} index ${e.index}`);
+      throw new Error(`dead letter ${e.dlqIndex} of "${queue}" has no event (${e.error}); ` +
+        `it is still at ${e.queue}/${e.partition} index ${e.index}`);
     }
     const target = options.to ?? e.queue;
     const q = topology.queues.find((x) => x.name === target);
-    if (!q) throw new Error(`unknown queue "${target}" in ${topology.file} (dead letter ${e.dlqIndex})`);
+    if (!q) {
+      throw new Error(`unknown queue "${target}" in ${topology.file} (dead letter ${e.dlqIndex})`);
+    }
     const writer = topology.services.find((s) => s.output === target)?.name
       ?? topology.capture.find((c) => c.tables.some((t) => t.target === target))?.name;
     if (writer) {
-      throw new Error(`queue "${target}" is written by "${writer}" in ${topology.file}; a queue has one writer (replay to another queue with --to)`);
+      throw new Error(`queue "${target}" is written by "${writer}" in ${topology.file}; ` +
+        'a queue has one writer (replay to another queue with --to)');
     }
     const partition = options.to === undefined ? e.partition : keyHash(e.key) % q.partitions;
     const k = `${target}/${partition}`;
@@ -182,8 +198,11 @@ export function replayDeadLetterQueue(
   for (const g of byTarget.values()) {
     const q = topology.queues.find((x) => x.name === g.queue)!;
     const dir = dirOf(topology, g.queue, g.partition);
-    const indexes = replayDeadLetters(g.entries, { dir, segmentBytes: q.segmentBytes, fsync: q.fsync });
-    g.entries.forEach((e, n) => out.push({ dlqIndex: e.dlqIndex, queue: g.queue, partition: g.partition, index: indexes[n] }));
+    const target = { dir, segmentBytes: q.segmentBytes, fsync: q.fsync };
+    const indexes = replayDeadLetters(g.entries, target);
+    g.entries.forEach((e, n) => {
+      out.push({ dlqIndex: e.dlqIndex, queue: g.queue, partition: g.partition, index: indexes[n] });
+    });
   }
   return out.sort((a, b) => a.dlqIndex - b.dlqIndex);
 }
@@ -217,7 +236,9 @@ export interface QueueTarget {
  * Appends the original events of `entries` to `target` (one atomic batch) and returns the
  * indexes they got. The target's appender lock must be free (the topology stopped).
  */
-export function replayDeadLetters(entries: readonly DeadLetterEntry[], target: QueueTarget): number[] {
+export function replayDeadLetters(
+  entries: readonly DeadLetterEntry[], target: QueueTarget,
+): number[] {
   const appender = Appender.open(target);
   try {
     const first = appender.appendBatch(entries.map((e) => e.bytes));

@@ -388,8 +388,12 @@ export class Supervisor extends EventEmitter {
     g.restarts++;
     // Capped before the power, so that restarting forever never overflows to Infinity.
     const doublings = Math.min(g.restartTimes.length - 1, 40);
-    const delayMs = Math.min(this.options.backoffMaxMs, this.options.backoffInitialMs * 2 ** doublings);
-    g.status = { state: 'restarting', restarts: g.restarts, lastError: `${actor}: ${message}`, restartDelayMs: delayMs };
+    const { backoffMaxMs, backoffInitialMs } = this.options;
+    const delayMs = Math.min(backoffMaxMs, backoffInitialMs * 2 ** doublings);
+    g.status = {
+      state: 'restarting', restarts: g.restarts, lastError: `${actor}: ${message}`,
+      restartDelayMs: delayMs,
+    };
     this.emit('restart', { group: g.spec.name, actor, error: message, attempt: g.restarts, delayMs } satisfies RestartEvent);
     g.timer = setTimeout(() => {
       g.timer = null;

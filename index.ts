@@ -10,7 +10,7 @@
 import { Supervisor, type StopResult, type RestartEvent } from './engine/supervisor/index.js';
 import { ConfigError, problemAt, type Topology } from './engine/config/index.js';
 import { planTopology, checkServiceModules, serviceWarnings, type TopologyPlan } from './actors/index.js';
-import { CaptureTableError, openStaging, type StagingClient } from './engine/cdc/index.js';
+import { CaptureTableError, openStaging, type ParkedChange, type ParkedSelection, type StagingClient } from './engine/cdc/index.js';
 import { acquireAppenderLock, JournalLockedError, type AppenderLock } from './engine/journal/index.js';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -48,7 +48,9 @@ export type {
 } from './engine/supervisor/index.js';
 export { checkServiceModules, partitionDir } from './actors/index.js';
 export type { TopologyPlan, ServiceReadyInfo, ServiceSummary } from './actors/index.js';
-export type { CaptureSource, CaptureTable } from './engine/cdc/index.js';
+export type {
+  CaptureSource, CaptureTable, CaptureErrorPolicy, ParkedChange, ParkedSelection,
+} from './engine/cdc/index.js';
 export { openQueueAppender, type QueueAppender } from './engine/producer/index.js';
 export {
   queueId,
@@ -92,7 +94,7 @@ export async function startTopology(topology: Topology, options: StartOptions = 
   for (const w of await serviceWarnings(topology)) log(w);
   const lock = lockTopology(topology);
   try {
-    await checkCaptureInstalled(topology);
+    await checkCaptureInstalled(topology, log);
     const supervisor = new Supervisor(topology.supervisor);
     supervisor.on('log', log);
     supervisor.on('restart', (e: RestartEvent) => log(`restarting ${e.group} in ${e.delayMs} ms (attempt ${e.attempt}) after ${e.actor} failed: ${e.error}`));
@@ -157,8 +159,91 @@ export async function installCapture(topology: Topology): Promise<void> {
     } catch (err) {
       const k = err instanceof CaptureTableError ? source.tables.findIndex((t) => t.table === err.table) : -1;
       if (!(err instanceof CaptureTableError) || k < 0) throw err;
-      const field = err.index === undefined ? [err.field] : [err.field, err.index];
+      const field = [...err.field.split('.'), ...(err.index === undefined ? [] : [err.index])];
       throw new ConfigError([problemAt(topology.file, ['capture', i, 'tables', k, ...field], `capture source "${source.name}": ${err.message}`)]);
+    } finally {
+      await staging.close();
+    }
+  }
+}
+
+/**
+ * Compares each captured table of the live database with what its installed triggers capture
+ * (`sluice check --live`): one line per difference, naming source, table and column, e.g.
+ * `capture source "app": table "ledger": column "memo" is captured by the installed triggers but
+ * the table no longer has it (dropped or renamed; run sluice install)`. Empty when all match.
+ * @throws when a database cannot be reached.
+ */
+export async function checkCaptureLive(topology: Topology): Promise<string[]> {
+  const out: string[] = [];
+  for (const source of topology.capture) {
+    const staging = await openStaging(source);
+    try {
+      if (staging.describeTable === undefined) continue;
+      for (const t of source.tables) {
+        const where = `capture source "${source.name}": table "${t.table}"`;
+        const { live, installed } = await staging.describeTable(t.table);
+        if (live.length === 0) {
+          out.push(`${where}: the table does not exist`);
+          continue;
+        }
+        if (installed === null) {
+          out.push(`${where}: capture is not installed (run sluice install)`);
+          continue;
+        }
+        for (const c of installed) {
+          if (!live.includes(c)) out.push(`${where}: column "${c}" is captured by the installed triggers but the table no longer has it (dropped or renamed; run sluice install)`);
+        }
+        const wanted = t.columns ?? live;
+        for (const c of wanted) {
+          if (!installed.includes(c)) {
+            out.push(live.includes(c)
+              ? `${where}: column "${c}" is not captured by the installed triggers yet (added or renamed; run sluice install)`
+              : `${where}: columns: column "${c}" is not in the table`);
+          }
+        }
+      }
+    } finally {
+      await staging.close();
+    }
+  }
+  return out;
+}
+
+/** Options of {@link uninstallCapture}. */
+export interface UninstallCaptureOptions {
+  /** Keep the staging and error tables (and the capture schema); drop only triggers. Default false. */
+  keepStaging?: boolean;
+  /** Drop the staging and error tables even when they hold changes. Default false. */
+  force?: boolean;
+}
+
+/**
+ * Removes what installCapture created, for every capture source: the triggers on the captured
+ * tables, their functions, and (unless keepStaging) the staging and error tables, the key hash
+ * function and the capture schema if install created it and it is empty; nothing else.
+ * @throws Error naming the source when staging or error tables hold changes and neither
+ * keepStaging nor force is given (nothing is dropped then, for any source).
+ */
+export async function uninstallCapture(topology: Topology, options: UninstallCaptureOptions = {}): Promise<void> {
+  if (!options.keepStaging && !options.force) {
+    for (const source of topology.capture) {
+      const staging = await openStaging(source);
+      try {
+        const [staged, parked] = await Promise.all([staging.stagedCount(), staging.parkedCount()]).catch(() => [0, 0]);
+        if (staged + parked > 0) {
+          throw new Error(`capture source "${source.name}": ${staged} staged and ${parked} parked change${staged + parked === 1 ? '' : 's'} ` +
+            'would be lost; ship them first (sluice run), or pass --force (or --keep-staging to drop only the triggers)');
+        }
+      } finally {
+        await staging.close();
+      }
+    }
+  }
+  for (const source of topology.capture) {
+    const staging = await openStaging(source);
+    try {
+      await staging.uninstall({ dropStaging: !options.keepStaging });
     } finally {
       await staging.close();
     }
@@ -171,9 +256,19 @@ export async function installCapture(topology: Topology): Promise<void> {
  * restarts. @throws ConfigError at the source's database field when its database cannot be
  *   opened; Error naming the source and the fix when it is not installed.
  */
-async function checkCaptureInstalled(topology: Topology): Promise<void> {
+async function checkCaptureInstalled(topology: Topology, log: (line: string) => void): Promise<void> {
   for (const [i, source] of topology.capture.entries()) {
-    const staging = await openSource(topology, i);
+    let staging: StagingClient;
+    try {
+      staging = await openSource(topology, i);
+    } catch (err) {
+      // A database server that is down or refuses the login is waited out by the pumps (they
+      // retry forever); a bad config or a missing SQLite file is an error now.
+      const cause = (err as { cause?: unknown }).cause ?? err;
+      if (source.database.dialect !== 'postgres' || !isUnreachable(cause)) throw err;
+      log(`${(err as Error).message}; its pumps wait for it`);
+      continue;
+    }
     try {
       await staging.stagedCount();
     } catch (err) {
@@ -185,6 +280,62 @@ async function checkCaptureInstalled(topology: Topology): Promise<void> {
       await staging.close();
     }
   }
+}
+
+/**
+ * A connection failure that a wait can cure: refused, reset, timed out, the server starting or
+ * shutting down, or a login refused (SQLSTATE class 08, 57P0x, 28xxx).
+ */
+function isUnreachable(err: unknown): boolean {
+  const code = String((err as { code?: unknown })?.code ?? '');
+  return ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENOTFOUND', 'EAI_AGAIN'].includes(code) ||
+    /^(08|28|57P0)/.test(code);
+}
+
+/** Options of the capture error-table functions: which source (default all) and which changes. */
+export interface CaptureErrorsOptions extends ParkedSelection {
+  /** Capture source name; default every source of the topology. */
+  source?: string;
+}
+
+/** Runs `work` on a staging client of each selected source. @throws Error for an unknown source. */
+async function eachSource<T>(topology: Topology, source: string | undefined, work: (s: StagingClient) => Promise<T>): Promise<Array<{ source: string; result: T }>> {
+  const sources = topology.capture.filter((c) => source === undefined || c.name === source);
+  if (source !== undefined && sources.length === 0) {
+    throw new Error(`unknown capture source "${source}" in ${topology.file} (known: ${topology.capture.map((c) => c.name).join(', ') || 'none'})`);
+  }
+  const out: Array<{ source: string; result: T }> = [];
+  for (const c of sources) {
+    const staging = await openStaging(c);
+    try {
+      out.push({ source: c.name, result: await work(staging) });
+    } finally {
+      await staging.close();
+    }
+  }
+  return out;
+}
+
+/**
+ * Parked changes (the error table, cases C4 and C10) of each selected source, lowest staging id
+ * first, at most `limit` per source (default 1000).
+ */
+export async function listCaptureErrors(topology: Topology, options: CaptureErrorsOptions = {}, limit = 1000): Promise<Array<{ source: string; parked: ParkedChange[]; total: number }>> {
+  const res = await eachSource(topology, options.source, async (s) => ({ parked: await s.listParked(options, limit), total: await s.parkedCount() }));
+  return res.map((r) => ({ source: r.source, ...r.result }));
+}
+
+/**
+ * Moves parked changes back into staging under their own staging ids (so they are delivered
+ * before any later change of their key); returns how many. Raise the limit that refused them first.
+ */
+export async function requeueCaptureErrors(topology: Topology, options: CaptureErrorsOptions = {}): Promise<number> {
+  return (await eachSource(topology, options.source, (s) => s.requeue(options))).reduce((n, r) => n + r.result, 0);
+}
+
+/** Deletes parked changes for good (their keys are released); returns how many. */
+export async function purgeCaptureErrors(topology: Topology, options: CaptureErrorsOptions = {}): Promise<number> {
+  return (await eachSource(topology, options.source, (s) => s.purge(options))).reduce((n, r) => n + r.result, 0);
 }
 
 /**

@@ -13,7 +13,10 @@ import { PUMP_SHARED, type PumpData } from './contracts.js';
 import { runActor, Counter } from '../engine/actor/index.js';
 import { Appender, Tailer } from '../engine/journal/index.js';
 import { EnvelopeView, EnvelopeWriter, decodeChange, encodeChange, EVENT_TYPE_CHANGE } from '../engine/codec/index.js';
-import { openStaging, PumpCore, type StagedChange, type PumpSink } from '../engine/cdc/index.js';
+import {
+  openStaging, PumpCore, RecordRefusedError, CDC_DEFAULTS, type StagedChange, type PumpSink,
+  type StagingClient,
+} from '../engine/cdc/index.js';
 
 
 runActor<PumpData>(async (ctx) => {
@@ -24,34 +27,39 @@ runActor<PumpData>(async (ctx) => {
     appenders.set(queue, Appender.open({ dir: t.dir, segmentBytes: t.segmentBytes, fsync: t.fsync, notifier: ctx.shared(PUMP_SHARED.notifier(queue)) }));
   }
   const writer = new EnvelopeWriter();
+  const recordBytesMax = d.source.recordBytesMax ?? CDC_DEFAULTS.recordBytesMax;
   const sink: PumpSink = {
     appendBatch(changes: StagedChange[]) {
+      // Every record is encoded and checked before any is appended: a refusal appends nothing.
       const byQueue = new Map<string, Uint8Array[]>();
       for (const ch of changes) {
         const queue = d.tableTargets[ch.table];
         if (!queue) throw new Error(`pump ${ctx.name}: staged change ${ch.stagingId} is for table "${ch.table}", which has no target in the topology`);
         let list = byQueue.get(queue);
         if (!list) byQueue.set(queue, (list = []));
-        list.push(
-          writer.encode({
-            type: EVENT_TYPE_CHANGE,
+        const record = writer.encode({
+          type: EVENT_TYPE_CHANGE,
+          key: ch.key,
+          eventTimeMs: ch.timeMs,
+          causeQueue: 0,
+          causePartition: 0,
+          causeIndex: -1,
+          payload: encodeChange({
+            stagingId: ch.stagingId,
+            table: ch.table,
+            op: ch.op,
             key: ch.key,
-            eventTimeMs: ch.timeMs,
-            causeQueue: 0,
-            causePartition: 0,
-            causeIndex: -1,
-            payload: encodeChange({
-              stagingId: ch.stagingId,
-              table: ch.table,
-              op: ch.op,
-              key: ch.key,
-              before: ch.before,
-              after: ch.after,
-              txid: ch.txid,
-              commitTimeMs: ch.timeMs,
-            }),
+            before: ch.before,
+            after: ch.after,
+            txid: ch.txid,
+            commitTimeMs: ch.timeMs,
           }),
-        );
+          });
+        if (record.length > recordBytesMax) {
+          const many = changes.length > 1 ? ` (in a batch of ${changes.length})` : '';
+          throw new RecordRefusedError(`record of ${record.length} bytes exceeds recordBytesMax ${recordBytesMax} of capture source "${d.source.name}" (target queue "${queue}")${many}`);
+        }
+        list.push(record);
       }
       for (const [queue, list] of byQueue) {
         const a = appenders.get(queue)!;
@@ -80,16 +88,72 @@ runActor<PumpData>(async (ctx) => {
       return ids;
     },
   };
-  const staging = await openStaging(d.source);
+  // Outages (issue item 8): the database or the target failing is waited out, never a reason to
+  // exit: the pump reconnects with capped exponential backoff, forever, and a fresh PumpCore's
+  // start() reconciles against the sink, so a batch appended before the failure is not appended
+  // again. Only a drain stops the retrying.
+  const outage = { sinceMs: 0, attempts: 0 };
+  let staging: StagingClient | null = null;
+  let core: PumpCore | null = null;
+  let recovered = 0;
+  const closeStaging = async () => {
+    const s = staging;
+    staging = null;
+    core = null;
+    if (s) await s.close().catch(() => undefined);
+  };
+  const down = async (err: unknown) => {
+    await closeStaging();
+    if (outage.sinceMs === 0) {
+      outage.sinceMs = Date.now();
+      c[Counter.downSinceMs] = outage.sinceMs;
+      ctx.send({ type: 'log', line: `capture source "${d.source.name}" is down since ${new Date(outage.sinceMs).toISOString()}: ${(err as Error).message ?? err}; retrying` });
+    }
+    c[Counter.errors]++;
+    const delayMs = Math.min(CDC_DEFAULTS.outageBackoffInitialMs * 2 ** outage.attempts, CDC_DEFAULTS.outageBackoffMaxMs);
+    outage.attempts++;
+    for (let waitedMs = 0; waitedMs < delayMs && !ctx.draining(); waitedMs += 50) {
+      ctx.heartbeat();
+      await sleep(Math.min(50, delayMs - waitedMs));
+    }
+  };
+  const up = async (): Promise<PumpCore> => {
+    for (;;) {
+      try {
+        staging = await openStaging(d.source);
+        const fresh = new PumpCore({ staging, pump: d.pump, pumps: d.source.pumps, batchSizeMax: d.source.batchSizeMax, sink });
+        recovered += await fresh.start();
+        core = fresh;
+        if (outage.sinceMs !== 0) {
+          ctx.send({ type: 'log', line: `capture source "${d.source.name}" is up again after ${((Date.now() - outage.sinceMs) / 1000).toFixed(1)} s down` });
+        }
+        outage.sinceMs = 0;
+        outage.attempts = 0;
+        c[Counter.downSinceMs] = 0;
+        return fresh;
+      } catch (err) {
+        await down(err);
+        if (ctx.draining()) throw new Error(`capture source "${d.source.name}" is down while draining: ${(err as Error).message}`);
+      }
+    }
+  };
+  ctx.send({ type: 'ready', info: {} });
+  ctx.setState('live');
+  ctx.send({ type: 'live' });
   try {
-    const core = new PumpCore({ staging, pump: d.pump, pumps: d.source.pumps, batchSizeMax: d.source.batchSizeMax, sink });
-    const recovered = await core.start();
-    ctx.send({ type: 'ready', info: { recovered } });
-    ctx.setState('live');
-    ctx.send({ type: 'live' });
     for (;;) {
       ctx.heartbeat();
-      const n = await core.runCycle();
+      const pump = core ?? (await up());
+      let n: number;
+      const before = pump.stats.refusals;
+      try {
+        n = await pump.runCycle();
+      } catch (err) {
+        await down(err);
+        if (ctx.draining()) throw new Error(`capture source "${d.source.name}" is down while draining: ${(err as Error).message}`);
+        continue;
+      }
+      c[Counter.errors] += pump.stats.refusals - before;
       if (n > 0) {
         c[Counter.eventsIn] += n;
         c[Counter.batches]++;
@@ -103,7 +167,7 @@ runActor<PumpData>(async (ctx) => {
     ctx.setState('drain');
     return { pump: d.pump, shipped: c[Counter.eventsIn], recovered };
   } finally {
-    await staging.close();
+    await closeStaging();
     for (const a of appenders.values()) a.close();
   }
 });

@@ -3,10 +3,12 @@
  * listeners).
  *   sluice check <topology.yaml> [--live]        validate a topology file and print its actors
  *   sluice install <topology.yaml>               install capture staging tables and triggers
+ *   sluice uninstall <topology.yaml>             remove exactly what install created
  *   sluice run <topology.yaml>                   run it until SIGINT/SIGTERM, then drain, exit 0
  *   sluice append <topology.yaml> <queue>        append JSON lines from stdin as events
  *   sluice tail <topology.yaml> <queue>          print a queue's records as JSON lines
  *   sluice dlq list|replay|purge <topology.yaml> <queue>   read, re-inject, remove dead letters
+ *   sluice errors list|requeue|purge <topology.yaml> [ids...]   the capture error table
  * Errors print one line (`sluice: ...`, commander's `error: ...` for usage, or the config
  * problems) and exit 2; SLUICE_DEBUG=1 adds the stack.
  */
@@ -20,7 +22,10 @@ import {
   type ConfigProblem,
   type Topology,
 } from '../engine/config/index.js';
-import { startTopology, installCapture } from '../index.js';
+import {
+  startTopology, installCapture, uninstallCapture, checkCaptureLive, listCaptureErrors,
+  requeueCaptureErrors, purgeCaptureErrors,
+} from '../index.js';
 import {
   planTopology,
   partitionDir,
@@ -110,6 +115,11 @@ program
         for (let p = 0; p < q.partitions; p++) console.log(`           reader:${input}/${p}>${s.name}`);
       }
     }
+    if (opts.live) {
+      const drift = await checkCaptureLive(t);
+      for (const line of drift) console.error(`warning: ${line}`);
+      if (drift.length === 0 && t.capture.length > 0) console.log(`capture: every captured table matches its installed triggers`);
+    }
   });
 
 program
@@ -120,6 +130,19 @@ program
     const t = loadTopology(file);
     await installCapture(t);
     for (const c of t.capture) console.log(`installed capture "${c.name}": ${c.tables.map((x) => `${x.table} (${x.operations.join(', ')}) -> ${x.target}`).join('; ')}`);
+    if (t.capture.length === 0) console.log(`${file} has no capture sources`);
+  });
+
+program
+  .command('uninstall')
+  .argument('<topology>', 'topology YAML file')
+  .option('--keep-staging', 'drop only the triggers and their functions; keep staging and error tables', false)
+  .option('--force', 'drop staging and error tables even when they still hold changes', false)
+  .description('remove what install created (triggers, functions, staging and error tables, the capture schema it made), nothing else')
+  .action(async (file: string, opts: { keepStaging: boolean; force: boolean }) => {
+    const t = loadTopology(file);
+    await uninstallCapture(t, opts);
+    for (const c of t.capture) console.log(`uninstalled capture "${c.name}"${opts.keepStaging ? ' (staging and error tables kept)' : ''}`);
     if (t.capture.length === 0) console.log(`${file} has no capture sources`);
   });
 
@@ -304,11 +327,70 @@ dlq
     console.error(`sluice: purged ${plural(n, 'dead letter')} from ${queue}`);
   });
 
+const errors = program.command('errors').description('the capture error table: changes the target refused, parked after their last retry');
+
+/** Ids or --all for a command that changes the error table: never everything by accident. */
+function selection(ids: string[], opts: { all?: boolean; source?: string; olderThanMs?: number }, verb: string) {
+  if (ids.length === 0 && !opts.all && opts.olderThanMs === undefined) {
+    throw new Error(`errors ${verb}: name staging ids, or --all${verb === 'purge' ? ', or --older-than-ms <ms>' : ''}`);
+  }
+  for (const id of ids) if (!/^[0-9]+$/.test(id)) throw new Error(`errors ${verb}: staging id must be a decimal integer, got "${id}"`);
+  return {
+    ...(ids.length > 0 ? { ids } : {}),
+    ...(opts.source !== undefined ? { source: opts.source } : {}),
+    ...(opts.olderThanMs !== undefined ? { parkedBeforeMs: Date.now() - opts.olderThanMs } : {}),
+  };
+}
+
+errors
+  .command('list')
+  .argument('<topology>', 'topology YAML file')
+  .option('-s, --source <name>', 'capture source (default: all)')
+  .option('-n, --lines <n>', 'parked changes to print per source', intOption('--lines', 1), 100)
+  .option('--json', 'one JSON object per parked change, images included', false)
+  .description('print parked changes, lowest staging id first')
+  .action(async (file: string, opts: { source?: string; lines: number; json: boolean }) => {
+    const t = loadTopology(file);
+    for (const { source, parked, total } of await listCaptureErrors(t, opts.source !== undefined ? { source: opts.source } : {}, opts.lines)) {
+      if (!opts.json) console.log(`${source}: ${plural(total, 'parked change')}`);
+      for (const p of parked) {
+        if (opts.json) console.log(JSON.stringify({ source, ...p }));
+        else console.log(`  ${p.stagingId}  ${p.table} ${p.op} key=${p.key} attempts=${p.attempts} parked=${new Date(p.parkedTimeMs).toISOString()}  ${p.error}`);
+      }
+    }
+  });
+
+errors
+  .command('requeue')
+  .argument('<topology>', 'topology YAML file')
+  .argument('[ids...]', 'staging ids to requeue')
+  .option('-s, --source <name>', 'capture source (default: all)')
+  .option('--all', 'every parked change', false)
+  .description('move parked changes back into staging, under their own ids, to be shipped again')
+  .action(async (file: string, ids: string[], opts: { source?: string; all: boolean }) => {
+    const n = await requeueCaptureErrors(loadTopology(file), selection(ids, opts, 'requeue'));
+    console.log(`requeued ${plural(n, 'change')}`);
+  });
+
+errors
+  .command('purge')
+  .argument('<topology>', 'topology YAML file')
+  .argument('[ids...]', 'staging ids to delete')
+  .option('-s, --source <name>', 'capture source (default: all)')
+  .option('--all', 'every parked change', false)
+  .option('--older-than-ms <ms>', 'only changes parked longer ago than this', intOption('--older-than-ms', 0))
+  .description('delete parked changes for good (their keys flow again)')
+  .action(async (file: string, ids: string[], opts: { source?: string; all: boolean; olderThanMs?: number }) => {
+    const n = await purgeCaptureErrors(loadTopology(file), selection(ids, opts, 'purge'));
+    console.log(`purged ${plural(n, 'change')}`);
+  });
+
 function printCounters(counters: Record<string, CounterSnapshot>, previous: Record<string, CounterSnapshot>): void {
   for (const [name, c] of Object.entries(counters)) {
     const p = previous[name];
-    if (p && p.state === c.state && p.eventsIn === c.eventsIn && p.eventsOut === c.eventsOut && p.replayed === c.replayed) continue;
-    console.error(`  ${name.padEnd(48)} ${c.state.padEnd(8)} in=${c.eventsIn} out=${c.eventsOut}${c.replayed ? ` replayed=${c.replayed}` : ''}`);
+    if (p && p.state === c.state && p.eventsIn === c.eventsIn && p.eventsOut === c.eventsOut && p.replayed === c.replayed && p.errors === c.errors && p.downSinceMs === c.downSinceMs) continue;
+    const down = c.downSinceMs ? ` DOWN since ${new Date(c.downSinceMs).toISOString()}` : '';
+    console.error(`  ${name.padEnd(48)} ${c.state.padEnd(8)} in=${c.eventsIn} out=${c.eventsOut}${c.replayed ? ` replayed=${c.replayed}` : ''}${c.errors ? ` errors=${c.errors}` : ''}${down}`);
   }
 }
 

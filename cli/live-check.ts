@@ -82,7 +82,7 @@ export async function liveCaptureProblems(topology: Topology): Promise<ConfigPro
           resolveTable(table, await live.introspect(table.table));
         } catch (err) {
           if (!(err instanceof CaptureTableError)) throw err;
-          const at = err.index === undefined ? [err.field] : [err.field, err.index];
+          const at = [...err.field.split('.'), ...(err.index === undefined ? [] : [err.index])];
           problems.push(problemAt(topology.file, ['capture', i, 'tables', k, ...at],
             `capture source "${source.name}": ${err.message}`));
         }

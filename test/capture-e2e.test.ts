@@ -50,7 +50,7 @@ for (const dialect of DIALECTS) {
       await app.exec(LEDGER_DDL[dialect]);
       const db = app.ref.dialect === 'sqlite'
         ? `{ dialect: sqlite, file: "${app.ref.file}" }`
-        : `{ dialect: postgres, url: "${app.ref.url}", schema: ${app.ref.schema} }`;
+        : `{ dialect: postgres, url: "${app.ref.url}", schema: ${app.ref.schema}, captureSchema: ${app.ref.captureSchema} }`;
       const file = path.join(dir, 'topology.yaml');
       fs.writeFileSync(file, [
         'name: e2e',

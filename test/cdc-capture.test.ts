@@ -4,9 +4,9 @@
  */
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { keyHash, openStaging, validateCaptureSource } from '../engine/cdc/index.js';
+import { keyHash, openStaging, pumpOfKey, validateCaptureSource } from '../engine/cdc/index.js';
 import type { StagingClient } from '../engine/cdc/index.js';
-import { createAppDb, DIALECTS, drain, LEDGER_DDL, ledgerRow, sourceFor, view } from './cdc-helpers.js';
+import { stagingName, createAppDb, DIALECTS, drain, LEDGER_DDL, ledgerRow, sourceFor, view } from './cdc-helpers.js';
 import type { AppDb, Dialect } from './cdc-helpers.js';
 import type { CaptureTable } from '../engine/cdc/index.js';
 
@@ -46,10 +46,10 @@ test('keyHash is FNV-1a 32 over UTF-8 (reference vectors)', () => {
   assert.is(keyHash('[é]'), h);
 });
 
-test('postgres: sluice_fnv1a32 in the database equals keyHash in JS, ASCII and not', async () => {
+test('postgres: the key hash function in the database equals keyHash in JS, ASCII and not', async () => {
   await withLedger('postgres', {}, async (app) => {
     for (const k of ['', 'a', '["9007199254740993"]', '["Grüße 😀"]', '*']) {
-      const [row] = await app.query<{ h: string }>(`SELECT sluice_fnv1a32('${k}')::text AS h`);
+      const [row] = await app.query<{ h: string }>(`SELECT ${stagingName(app, 'sluice_staging_fnv1a32')}('${k}')::text AS h`);
       assert.is(Number(row!.h), keyHash(k), k);
     }
   });
@@ -151,6 +151,21 @@ for (const dialect of DIALECTS) {
     });
   });
 
+  test(`${dialect}: a condition per operation filters each operation over its own images; delete capture works beside an insert condition on NEW`, async () => {
+    const condition = { insert: `NEW.holder <> 'skip'`, update: dialect === 'postgres' ? `OLD.holder IS DISTINCT FROM NEW.holder` : `OLD.holder IS NOT NEW.holder`, delete: `OLD.id <> 2` };
+    await withLedger(dialect, { condition }, async (app, staging) => {
+      await app.exec(`INSERT INTO ledger(id, holder) VALUES (1, 'keep')`);
+      await app.exec(`INSERT INTO ledger(id, holder) VALUES (2, 'skip')`);
+      await app.exec(`UPDATE ledger SET memo = 'm' WHERE id = 1`);
+      await app.exec(`UPDATE ledger SET holder = 'moved' WHERE id = 1`);
+      await app.exec(`DELETE FROM ledger WHERE id = 2`);
+      await app.exec(`DELETE FROM ledger WHERE id = 1`);
+      const rows = await drain(staging);
+      assert.equal(rows.map((r) => [r.op, r.key]), [['insert', '["1"]'], ['update', '["1"]'], ['delete', '["1"]']]);
+      assert.equal(JSON.parse(rows[1]!.after!).holder, 'moved');
+    });
+  });
+
   test(`${dialect}: a condition over NEW on a delete trigger is refused at install`, async () => {
     await rejects(withLedger(dialect, { operations: ['insert', 'delete'], condition: `NEW.holder <> 'skip'` }, async () => undefined), /new/i);
   });
@@ -169,10 +184,102 @@ for (const dialect of DIALECTS) {
     });
   });
 
+  test(`${dialect}: C8 a primary-key update is a delete of the old key then an insert of the new, each on its key's pump; a consumer keyed on the key keeps no ghost`, async () => {
+    await withLedger(dialect, {}, async (app, staging) => {
+      await app.exec(`INSERT INTO ledger(id, holder) VALUES (80, 'k')`);
+      await app.exec(`UPDATE ledger SET id = 81 WHERE id = 80`);
+      await app.exec(`INSERT INTO ledger(id, holder) VALUES (80, 'again')`);
+      const pumps = 2;
+      const perPump = [await staging.claim(0, pumps, 100), await staging.claim(1, pumps, 100)];
+      const all = perPump.flat().sort((a, b) => Number(BigInt(a.stagingId) - BigInt(b.stagingId)));
+      assert.equal(all.map(view), [
+        { table: 'ledger', op: 'insert', key: ['80'], before: null, after: ledgerRow({ id: '80', holder: 'k' }) },
+        { table: 'ledger', op: 'delete', key: ['80'], before: ledgerRow({ id: '80', holder: 'k' }), after: null },
+        { table: 'ledger', op: 'insert', key: ['81'], before: null, after: ledgerRow({ id: '81', holder: 'k' }) },
+        { table: 'ledger', op: 'insert', key: ['80'], before: null, after: ledgerRow({ id: '80', holder: 'again' }) },
+      ]);
+      for (const [p, rows] of perPump.entries()) {
+        for (const r of rows) assert.is(pumpOfKey(r.key, pumps), p, `${r.key} on its own pump`);
+      }
+      assert.ok(pumpOfKey('["80"]', pumps) !== pumpOfKey('["81"]', pumps), 'the two keys are on different pumps');
+      // A consumer keyed on the primary key, fed pump 1 entirely before pump 0 and the other way.
+      for (const order of [[0, 1], [1, 0]]) {
+        const state = new Map<string, unknown>();
+        for (const p of order) {
+          for (const r of perPump[p]!) {
+            if (r.op === 'delete') state.delete(r.key);
+            else state.set(r.key, JSON.parse(r.after!).holder);
+          }
+        }
+        assert.equal([...state.entries()].sort(), [['["80"]', 'again'], ['["81"]', 'k']]);
+      }
+    });
+  });
+
+  test(`${dialect}: C8 with keyUpdate 'update' a primary-key update is one update under the new key with the old key in its before image`, async () => {
+    await withLedger(dialect, { keyUpdate: 'update' }, async (app, staging) => {
+      await app.exec(`INSERT INTO ledger(id, holder) VALUES (80, 'k')`);
+      await app.exec(`UPDATE ledger SET id = 81 WHERE id = 80`);
+      const rows = await drain(staging);
+      assert.equal(rows.map(view)[1], { table: 'ledger', op: 'update', key: ['81'], before: ledgerRow({ id: '80', holder: 'k' }), after: ledgerRow({ id: '81', holder: 'k' }) });
+      assert.is(rows.length, 2);
+    });
+  });
+
+  test(`${dialect}: key strategies: columns, fixed, none and expression decide the staging key and the pump`, async () => {
+    const cases: [Partial<CaptureTable>['key'], string[]][] = [
+      [{ columns: ['holder', 'id'] }, ['["ann","1"]', '["bob","2"]', '["bob","2"]']],
+      [['holder'], ['["ann"]', '["bob"]', '["bob"]']],
+      [{ fixed: 'all' }, ['["all"]', '["all"]', '["all"]']],
+      [{ expression: `upper(ROW.holder) || '/' || ROW.id` }, ['["ANN/1"]', '["BOB/2"]', '["BOB/2"]']],
+      ['none', ['[]', '[]', '[]']],
+    ];
+    for (const [key, expected] of cases) {
+      await withLedger(dialect, { key }, async (app, staging) => {
+        await app.exec(`INSERT INTO ledger(id, holder) VALUES (1, 'ann')`);
+        await app.exec(`INSERT INTO ledger(id, holder) VALUES (2, 'bob')`);
+        await app.exec(`DELETE FROM ledger WHERE id = 2`);
+        const rows = [...await staging.claim(0, 2, 100), ...await staging.claim(1, 2, 100)]
+          .sort((a, b) => Number(BigInt(a.stagingId) - BigInt(b.stagingId)));
+        assert.equal(rows.map((r) => r.key), expected, JSON.stringify(key));
+        assert.equal(rows.map((r) => r.op), ['insert', 'insert', 'delete']);
+        if (key !== 'none') {
+          for (const pump of [0, 1]) {
+            const mine = await staging.claim(pump, 2, 100);
+            assert.ok(mine.every((r) => pumpOfKey(r.key, 2) === pump), `${JSON.stringify(key)}: keys on their pump`);
+          }
+        }
+      });
+    }
+  });
+
+  test(`${dialect}: key strategy none spreads changes over the pumps (no order between them)`, async () => {
+    await withLedger(dialect, { key: 'none' }, async (app, staging) => {
+      for (let i = 0; i < 40; i++) await app.exec(`INSERT INTO ledger(id) VALUES (${i})`);
+      const a = await staging.claim(0, 2, 100);
+      const b = await staging.claim(1, 2, 100);
+      assert.is(a.length + b.length, 40);
+      assert.ok(a.length > 0 && b.length > 0, `both pumps get some: ${a.length}, ${b.length}`);
+      assert.is(new Set([...a, ...b].map((r) => r.stagingId)).size, 40);
+    });
+  });
+
   test(`${dialect}: install names the missing column`, async () => {
     await rejects(withLedger(dialect, { columns: ['holder', 'nope'] }, async () => undefined), /capture table "ledger": columns: column "nope" not found/);
   });
 }
+
+test('postgres: key strategy transactionId: one transaction, one key; another transaction, another key', async () => {
+  await withLedger('postgres', { key: 'transactionId' }, async (app, staging) => {
+    await app.exec(`BEGIN; INSERT INTO ledger(id) VALUES (1); UPDATE ledger SET holder = 'x' WHERE id = 1; COMMIT`);
+    await app.exec(`INSERT INTO ledger(id) VALUES (2)`);
+    const rows = await drain(staging);
+    assert.is(rows.length, 3);
+    assert.equal(rows.map((r) => r.key), rows.map((r) => JSON.stringify([r.txid])));
+    assert.is(rows[0]!.key, rows[1]!.key);
+    assert.ok(rows[2]!.key !== rows[0]!.key);
+  });
+});
 
 test('postgres: C9 TRUNCATE writes a table-level truncate event after the row events', async () => {
   await withLedger('postgres', { operations: ['insert', 'update', 'delete', 'truncate'] }, async (app, staging) => {

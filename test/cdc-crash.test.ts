@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { openStaging } from '../engine/cdc/index.js';
 import type { StagedChange } from '../engine/cdc/index.js';
-import { createAppDb, DIALECTS, LEDGER_DDL, sourceFor, view } from './cdc-helpers.js';
+import { stagingName, createAppDb, DIALECTS, LEDGER_DDL, sourceFor, view } from './cdc-helpers.js';
 
 const CHILD = fileURLToPath(new URL('./cdc-crash.child.js', import.meta.url));
 
@@ -42,7 +42,7 @@ for (const dialect of DIALECTS) {
       await staging.install();
       await app.exec(`INSERT INTO ledger(id, holder) VALUES (10, 'twice')`);
       // Read the id directly: claiming here would make this session the owner of pump 0.
-      const [staged] = await app.query<{ stagingId: string }>(`SELECT CAST(id AS TEXT) AS "stagingId" FROM sluice_staging`);
+      const [staged] = await app.query<{ stagingId: string }>(`SELECT CAST(id AS TEXT) AS "stagingId" FROM ${stagingName(app)}`);
       const arg = JSON.stringify({ source, sinkFile });
 
       const crashed = runChild(arg, 'after-append');

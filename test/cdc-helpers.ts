@@ -69,7 +69,7 @@ async function pgAppDb(schema: string, cleanup: (() => Promise<void>) | null): P
   let closed = false;
   const self: AppDb = {
     dialect: 'postgres',
-    ref: { dialect: 'postgres', url: PG_URL, schema },
+    ref: { dialect: 'postgres', url: PG_URL, schema, captureSchema: `${schema}_sluice` },
     async exec(sql) { await client.query(sql); },
     async query<T>(sql: string) { return (await client.query(sql)).rows as T[]; },
     async connect() { return pgAppDb(schema, null); },
@@ -89,8 +89,14 @@ async function createPgAppDb(): Promise<AppDb> {
     const c = new pg.Client({ connectionString: PG_URL });
     await c.connect();
     await c.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+    await c.query(`DROP SCHEMA IF EXISTS "${schema}_sluice" CASCADE`);
     await c.end();
   });
+}
+
+/** The staging table as `app`'s own connection names it (PostgreSQL: in the capture schema). */
+export function stagingName(app: AppDb, table = 'sluice_staging'): string {
+  return app.ref.dialect === 'postgres' ? `"${app.ref.captureSchema}"."${table}"` : `"${table}"`;
 }
 
 /** A capture source over `tables` in `app`'s database. */
@@ -148,4 +154,36 @@ export function memorySink(): MemorySink {
     appendBatch(batch) { changes.push(...batch); },
     recentStagingIds(limit) { return new Set(changes.slice(-limit).map((c) => c.stagingId)); },
   };
+}
+
+/**
+ * A memorySink whose target refuses (RecordRefusedError) any batch holding a change whose after
+ * image exceeds `limit.bytes` characters, as a target with a record size limit does (only the
+ * after image, so a later update of the row can be small); `calls` lists the staging ids of every appendBatch call, refused or not; `down` makes
+ * every call fail with a plain Error (an outage, not a refusal).
+ */
+export interface LimitedSink extends MemorySink {
+  limit: { bytes: number };
+  calls: string[][];
+  down: boolean;
+}
+
+export function limitedSink(bytes: number, refused: new (message: string) => Error): LimitedSink {
+  const base = memorySink();
+  const sink: LimitedSink = {
+    ...base,
+    limit: { bytes },
+    calls: [],
+    down: false,
+    appendBatch(batch) {
+      sink.calls.push(batch.map((c) => c.stagingId));
+      if (sink.down) throw new Error('target unreachable (ECONNREFUSED)');
+      for (const c of batch) {
+        const size = c.after?.length ?? 0;
+        if (size > sink.limit.bytes) throw new refused(`record of ${size} bytes exceeds ${sink.limit.bytes}`);
+      }
+      base.appendBatch(batch);
+    },
+  };
+  return sink;
 }

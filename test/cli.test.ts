@@ -275,7 +275,7 @@ async function closedPort(): Promise<number> {
   return port;
 }
 
-test('run and install name the capture source and the database field when the database cannot be reached', async () => {
+test('install names the capture source and the database field when the database cannot be reached; run says so and waits for it', async () => {
   const port = await closedPort();
   const file = path.join(dir, 'topology.yaml');
   fs.writeFileSync(file, [
@@ -290,11 +290,20 @@ test('run and install name the capture source and the database field when the da
     '      - { table: orders, operations: [insert], target: changes }',
     '',
   ].join('\n'));
-  for (const command of ['run', 'install']) {
-    const r = await sluice([command, file]);
-    assert.is(r.code, 2, r.err);
-    assert.is(r.err, `${file}:7:41: capture[0].database.url: capture source "shop-db": cannot connect to postgres://app:***@127.0.0.1:${port}/shop: connect ECONNREFUSED 127.0.0.1:${port}\n`, command);
-  }
+  const expected = `${file}:7:41: capture[0].database.url: capture source "shop-db": cannot connect to postgres://app:***@127.0.0.1:${port}/shop: connect ECONNREFUSED 127.0.0.1:${port}`;
+  const r = await sluice(['install', file]);
+  assert.is(r.code, 2, r.err);
+  assert.is(r.err, `${expected}\n`);
+  // run waits a database out (its pumps retry): it says so, starts, and drains on SIGTERM.
+  const child = spawn(process.execPath, [cli, 'run', file, '--status-ms', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let err = '';
+  child.stderr.on('data', (b) => (err += b));
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  const deadline = Date.now() + 30_000;
+  while (!err.includes('is up') && Date.now() < deadline) await new Promise((res) => setTimeout(res, 100));
+  child.kill('SIGTERM');
+  assert.is(await exited, 0, err);
+  assert.ok(err.startsWith(`sluice: ${expected}; its pumps wait for it\n`), err);
 });
 
 test('check reports service module problems with the YAML ones, in file order, each at its line:col', async () => {
@@ -363,7 +372,7 @@ test('check --live finds missing tables, columns and keys in the live SQLite and
     assert.equal(r.err.trim().split('\n'), [
       `${file}:10:39: capture[0].tables[0].columns[1]: capture source "app": capture table "items": columns: column "nme" not found (columns: id, name)`,
       `${file}:11:18: capture[0].tables[1].table: capture source "app": capture table "itemz": table not found (no columns introspected)`,
-      `${file}:12:9: capture[0].tables[2].key: capture source "app": capture table "notes": key: table has no primary key; list the key columns in "key"`,
+      `${file}:12:9: capture[0].tables[2].key: capture source "app": capture table "notes": key: table has no primary key; give a key strategy in "key" (columns, none, fixed, transactionId, expression)`,
       `${file}:16:40: capture[1].tables[0].columns[1]: capture source "shop": capture table "orders": columns: column "amont" not found (columns: id, amount)`,
     ]);
     write('id, name', 'id, amount', '');

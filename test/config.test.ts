@@ -93,14 +93,21 @@ test('a valid file loads with defaults applied and paths resolved against its di
       tables: [
         {
           table: 'orders', operations: ['insert', 'update', 'delete'], columns: ['id', 'amount'], key: ['id'],
-          condition: 'NEW.amount <> 0', target: 'order-changes', suppressNoopUpdates: false,
+          condition: { insert: 'NEW.amount <> 0', update: 'NEW.amount <> 0 OR OLD.amount <> 0' },
+          target: 'order-changes', suppressNoopUpdates: false,
+          keyUpdate: 'delete-create',
         },
-        { table: 'refunds', operations: ['insert'], target: 'order-changes', suppressNoopUpdates: true },
+        { table: 'refunds', operations: ['insert'], target: 'order-changes', suppressNoopUpdates: true, keyUpdate: 'delete-create' },
       ],
       pumps: 2,
       batchSizeMax: 500,
       pollIntervalMs: 50,
       stagingTable: 'sluice_staging',
+      recordBytesMax: 1 << 28,
+      errors: {
+        retriesImmediate: 2, attemptsMax: 5, retryDelayMs: 1000, retryDelayMaxMs: 60_000,
+        holdKeyWhenParked: true, retentionMs: 7 * 24 * 3_600_000,
+      },
     }],
   };
   assert.equal(t, expected);
@@ -128,7 +135,7 @@ test('every default comes from TOPOLOGY_DEFAULTS', () => {
   assert.equal([s.startFrom, s.inputsReplay, s.batchSizeMax, s.settings], ['LAST_WRITTEN', 'NONE', 256, {}]);
   const c = t.capture[0]!;
   assert.equal([c.pumps, c.batchSizeMax, c.pollIntervalMs, c.stagingTable], [1, 500, 10, 'sluice_staging']);
-  assert.equal(c.tables[0], { table: 'x', operations: ['insert'], target: 'q', suppressNoopUpdates: true });
+  assert.equal(c.tables[0], { table: 'x', operations: ['insert'], target: 'q', suppressNoopUpdates: true, keyUpdate: 'delete-create' });
   assert.equal(c.database, { dialect: 'postgres', url: 'postgres://h/db' });
 });
 
@@ -282,6 +289,54 @@ test('partition counts: capture target partitions must equal pumps; a service ou
   assertProblems(text, [
     `${at(text, 3, 'out }')}: services[0].output: queue "out" has 2 partitions; a service output queue must have 1`,
     `${at(text, 8, 'in ')}: capture[0].tables[0].target: queue "in" has 2 partitions but capture source "db" has 3 pumps; a capture target needs one partition per pump`,
+  ]);
+});
+
+test('a bad key strategy is reported at its field: unknown word, unknown form, transactionId on sqlite, empty columns', () => {
+  const text = yaml(
+    ...BASE,
+    'capture:',
+    '  - name: db',
+    '    database: { dialect: sqlite, file: a.db }',
+    '    tables:',
+    '      - { table: a, operations: [insert], target: in, key: primarykey }',
+    '      - { table: b, operations: [insert], target: in, key: { fixd: x } }',
+    '      - { table: c, operations: [insert], target: in, key: transactionId }',
+    '      - { table: d, operations: [insert], target: in, key: { columns: [] } }',
+  );
+  const shapes = 'primaryKey, none, transactionId, a list of columns, {columns: [...]}, {fixed: "value"} or {expression: "SQL"}';
+  assertProblems(text, [
+    `${at(text, 14, 'primarykey')}: capture[0].tables[0].key: must be one of ${shapes}, got "primarykey"`,
+    `${at(text, 15, 'x }')}: capture[0].tables[1].key.fixd: unknown key strategy (one of ${shapes})`,
+    `${at(text, 16, 'transactionId')}: capture[0].tables[2].key: transactionId is not supported on sqlite (SQLite gives triggers no transaction identity)`,
+    `${at(text, 17, '[]')}: capture[0].tables[3].key.columns: must be a non-empty list of column names`,
+  ]);
+});
+
+test('a condition naming a row image its operation lacks is refused at its field, per operation or for all', () => {
+  const text = yaml(
+    ...BASE,
+    'capture:',
+    '  - name: db',
+    '    database: { dialect: sqlite, file: a.db }',
+    '    tables:',
+    "      - { table: a, operations: [insert, delete], target: in, condition: \"NEW.x <> 'OLD.y'\" }",
+    '      - table: b',
+    '        operations: [insert, update, delete]',
+    '        target: in',
+    '        condition:',
+    '          insert: OLD.x > 0',
+    '          update: NEW.x <> OLD.x',
+    '          delete: new . x = 1',
+    '          upsert: "true"',
+    '      - { table: c, operations: [insert], target: in, condition: { delete: OLD.x > 0 } }',
+  );
+  assertProblems(text, [
+    `${at(text, 14, '"NEW')}: capture[0].tables[0].condition: names NEW, which a delete has not (insert has NEW, delete has OLD, update both); give one condition per operation: condition: { insert: ..., update: ..., delete: ... }`,
+    `${at(text, 19, 'OLD')}: capture[0].tables[1].condition.insert: names OLD, which an insert has not (insert has NEW, delete has OLD, update both)`,
+    `${at(text, 21, 'new')}: capture[0].tables[1].condition.delete: names NEW, which a delete has not (insert has NEW, delete has OLD, update both)`,
+    `${at(text, 22, '"true"')}: capture[0].tables[1].condition.upsert: unknown operation (insert, update or delete)`,
+    `${at(text, 23, 'OLD')}: capture[0].tables[2].condition.delete: delete is not in operations; its condition would never apply`,
   ]);
 });
 

@@ -20,9 +20,10 @@ const tsc = path.join(root, 'node_modules', 'typescript', 'bin', 'tsc');
 const DOCUMENTED: Record<string, string[]> = {
   sluice: [
     'ConfigError', 'EVENT_TYPE_CHANGE', 'EVENT_TYPE_JSON', 'TOPOLOGY_DEFAULTS', 'TopologyRunningError',
-    'USER_EVENT_TYPE_MIN', 'checkServiceModules', 'formatProblem', 'installCapture', 'loadTopology',
-    'listDeadLetters', 'openQueueAppender', 'parseTopology', 'partitionDir', 'purgeDeadLetters',
-    'queueId', 'replayDeadLetterQueue', 'startTopology',
+    'USER_EVENT_TYPE_MIN', 'checkCaptureLive', 'checkServiceModules', 'formatProblem', 'installCapture',
+    'listCaptureErrors', 'listDeadLetters', 'loadTopology', 'openQueueAppender', 'parseTopology',
+    'partitionDir', 'purgeCaptureErrors', 'purgeDeadLetters', 'queueId', 'replayDeadLetterQueue',
+    'requeueCaptureErrors', 'startTopology', 'uninstallCapture',
   ],
   'sluice/service': ['EVENT_TYPE_CHANGE', 'EVENT_TYPE_JSON', 'USER_EVENT_TYPE_MIN', 'defineService'],
   'sluice/bus': [

@@ -14,6 +14,7 @@
  *  6     replayed      events replayed so far (restart protocol)
  *  7     replayTotal   events to replay in all (0 when unknown)
  *  8     errors        handled errors (retries, rejected records)
+ *  9     downSinceMs   Date.now() when the actor's source or target went down, 0 while up
  * ```
  * A float64 holds integers exactly up to 2^53, so counters never need BigInt.
  */
@@ -30,6 +31,7 @@ export const Counter = {
   replayed: 6,
   replayTotal: 7,
   errors: 8,
+  downSinceMs: 9,
 } as const;
 
 /** Lifecycle states, in the order an actor passes through them. */
@@ -53,6 +55,7 @@ export interface CounterSnapshot {
   replayed: number;
   replayTotal: number;
   errors: number;
+  downSinceMs: number;
 }
 
 /** Reads every counter of one actor (supervisor side). */
@@ -68,6 +71,7 @@ export function readCounters(sab: SharedArrayBuffer): CounterSnapshot {
     replayed: c[Counter.replayed],
     replayTotal: c[Counter.replayTotal],
     errors: c[Counter.errors],
+    downSinceMs: c[Counter.downSinceMs],
   };
 }
 

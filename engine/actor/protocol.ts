@@ -31,4 +31,6 @@ export type ActorMessage =
   /** The actor finished draining; `summary` is actor-specific plain data. */
   | { type: 'stopped'; summary: unknown }
   /** A failure the actor reports before it exits (the supervisor restarts the group). */
-  | { type: 'failed'; message: string; stack?: string };
+  | { type: 'failed'; message: string; stack?: string }
+  /** A line for the supervisor's log (an outage and its end, from a capture pump). */
+  | { type: 'log'; line: string };

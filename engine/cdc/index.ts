@@ -20,6 +20,9 @@
  *    than the claim snapshot's xmin, so a consumer could know no lower id can still appear.)
  *  - A truncate event (PostgreSQL) has key "*" and travels on that key's pump; it is not ordered
  *    against row events of other keys.
+ *  - A change the target refuses holds its key (case C4, pump.ts steps 3-5): none of the key's
+ *    later changes is claimed before it is delivered, or parked (then, by default, requeued or
+ *    purged: CaptureErrorPolicy.holdKeyWhenParked).
  *
  * Case C1 on PostgreSQL (a lower staging id becomes visible after higher ones were shipped):
  * there is no "id > last shipped" cursor anywhere. A row stays in staging until its pump acks
@@ -35,12 +38,24 @@
 export {
   CAPTURE_OPERATIONS,
   CDC_DEFAULTS,
+  ERROR_POLICY_LIMITS,
+  KEY_UPDATE_MODES,
+  KEY_STRATEGY_WORDS,
+  keyStrategyProblems,
+  conditionFor,
+  conditionProblems,
+  imagesNamed,
   STAGING_NAME_PATTERN,
+  resolveErrorPolicy,
   validateCaptureSource,
 } from './config.js';
-export type { CaptureOperation, CaptureSource, CaptureTable, DatabaseRef, StagedChange } from './config.js';
+export type {
+  CaptureErrorPolicy, ConditionsByOp, KeyStrategy, KeyStrategyProblem, KeyUpdateMode, CaptureOperation, CaptureSource, CaptureTable, DatabaseRef, StagedChange,
+} from './config.js';
 export { keyHash, pumpOfKey } from './key-hash.js';
-export type { StagingClient, UninstallOptions } from './staging.js';
+export type {
+  HeldKeys, ParkedChange, ParkedSelection, StagingClient, UninstallOptions,
+} from './staging.js';
 export type { ColumnInfo, ResolvedTable } from './sql.js';
 export { resolveTable, CaptureTableError } from './sql.js';
 export {
@@ -55,12 +70,14 @@ export {
   PgStaging,
   introspectPgTable,
   pgFunctionName,
+  pgCaptureSchema,
+  pgHashFunctionRef,
   pgHashFunctionDdl,
   pgStagingDdl,
   pgTriggerDdl,
   pgTriggerName,
 } from './postgres.js';
-export { PumpCore, PUMP_FAULT_ENV } from './pump.js';
+export { PumpCore, PUMP_FAULT_ENV, RecordRefusedError } from './pump.js';
 export type { PumpFault, PumpOptions, PumpSink, PumpStats } from './pump.js';
 
 import type { CaptureSource } from './config.js';

@@ -14,9 +14,35 @@
  *     appended twice by a live pump either.
  * recentIdsMax must cover the last batch of this pump in the sink: default batchSizeMax * pumps
  * (room for a sink shared by all pumps of a source).
+ *
+ * Refused changes (cases C4, C10; after MOVEX CDC's divide and conquer and error table):
+ *  3. a sink that refuses a batch for its content throws RecordRefusedError. The pump splits the
+ *     batch in halves and appends each (recursively) until the refused changes are single; the
+ *     rest is appended in staging-id order. Any other error is an outage: the cycle throws and
+ *     nothing is split (shipped halves are acked first).
+ *  4. a single refused change is tried errors.retriesImmediate more times at once; still refused,
+ *     its round count `attempts` is incremented in staging with next_attempt_ms =
+ *     now + min(retryDelayMs * 2^(attempts-1), retryDelayMaxMs), and its key is held: no later
+ *     change of that key is claimed until the retry is due (claim's excludeKeys), so one key's
+ *     changes keep their order while other keys flow.
+ *  5. after errors.attemptsMax rounds the change is parked in the error table with the refusal
+ *     text. With errors.holdKeyWhenParked (default) its key stays held until the change is
+ *     requeued (back into staging under its own id, so still ahead of its key's later changes)
+ *     or purged; the pump re-reads the parked keys every CDC_DEFAULTS.parkedRefreshMs.
+ *  6. pump 0 deletes parked changes older than errors.retentionMs (holding period).
  */
-import type { StagedChange } from './config.js';
+import { CDC_DEFAULTS, resolveErrorPolicy } from './config.js';
+import type { CaptureErrorPolicy, StagedChange } from './config.js';
 import type { StagingClient } from './staging.js';
+
+/**
+ * Thrown by a PumpSink whose target refuses the batch for its content (a record over the size
+ * limit, a schema violation): the pump divides the batch to find the refused changes. Nothing of
+ * the batch may have been appended when it is thrown.
+ */
+export class RecordRefusedError extends Error {
+  override readonly name = 'RecordRefusedError';
+}
 
 /**
  * Durable append target of a pump.
@@ -41,6 +67,8 @@ export const PUMP_FAULT_ENV = 'SLUICE_FAULT';
  * - batchSizeMax: rows per cycle, >= 1.
  * - recentIdsMax: how many recent sink records start() checks; default batchSizeMax * pumps.
  * - fault: injected crash point; default process.env.SLUICE_FAULT, none when unset.
+ * - errors: refusal policy; default staging.source's, resolved (CDC_DEFAULTS.errors).
+ * - clock: ms since the epoch; default Date.now (tests move time).
  */
 export interface PumpOptions {
   staging: StagingClient;
@@ -50,6 +78,8 @@ export interface PumpOptions {
   batchSizeMax: number;
   recentIdsMax?: number;
   fault?: PumpFault | null;
+  errors?: CaptureErrorPolicy;
+  clock?: () => number;
 }
 
 /** Counters of one pump, cumulative since construction. */
@@ -60,6 +90,14 @@ export interface PumpStats {
   reconciled: number;
   /** Cycles run (including empty ones). */
   cycles: number;
+  /** Batches the sink refused (each split or retried). */
+  refusals: number;
+  /** Delayed retries scheduled (a refused change's round failed). */
+  retriesDelayed: number;
+  /** Changes moved to the error table. */
+  parked: number;
+  /** Parked changes deleted after errors.retentionMs. */
+  expired: number;
 }
 
 /**
@@ -68,10 +106,16 @@ export interface PumpStats {
  * propagate; the pump can be retried with runCycle() (a pending ack is retried first).
  */
 export class PumpCore {
-  readonly stats: PumpStats = { shipped: 0, reconciled: 0, cycles: 0 };
+  readonly stats: PumpStats = { shipped: 0, reconciled: 0, cycles: 0, refusals: 0, retriesDelayed: 0, parked: 0, expired: 0 };
   private readonly opts: Required<Omit<PumpOptions, 'fault'>> & { fault: PumpFault | null };
   private pendingAck: string[] | null = null;
   private started = false;
+  /** Key -> next_attempt_ms of its refused head change. */
+  private retrying = new Map<string, number>();
+  /** Keys with a parked change (only kept when errors.holdKeyWhenParked). */
+  private parked = new Set<string>();
+  private parkedReadMs = 0;
+  private retentionCheckedMs = 0;
 
   constructor(options: PumpOptions) {
     const { pump, pumps, batchSizeMax } = options;
@@ -83,7 +127,13 @@ export class PumpCore {
       throw new Error(`recentIdsMax must be an integer >= batchSizeMax, recentIdsMax=${recentIdsMax}, batchSizeMax=${batchSizeMax}`);
     }
     const fault = options.fault !== undefined ? options.fault : parseFault(process.env[PUMP_FAULT_ENV]);
-    this.opts = { ...options, recentIdsMax, fault };
+    const errors = options.errors ?? resolveErrorPolicy(options.staging.source);
+    this.opts = { ...options, recentIdsMax, fault, errors, clock: options.clock ?? Date.now };
+  }
+
+  /** Keys this pump holds back now: refused changes waiting for a retry, and parked keys. */
+  heldKeys(): { retrying: ReadonlyMap<string, number>; parked: ReadonlySet<string> } {
+    return { retrying: this.retrying, parked: this.parked };
   }
 
   /**
@@ -94,11 +144,20 @@ export class PumpCore {
     const recent = this.opts.sink.recentStagingIds(this.opts.recentIdsMax);
     const n = recent.size > 0 ? await this.opts.staging.ack([...recent]) : 0;
     this.stats.reconciled += n;
+    const held = await this.opts.staging.heldKeys(this.opts.pump, this.opts.pumps);
+    this.retrying = held.retrying;
+    // Unkeyed retries are tracked per staging id in memory only: after a restart they are due.
+    this.retrying.delete(NO_KEY);
+    this.parked = this.opts.errors.holdKeyWhenParked ? held.parked : new Set();
+    this.parkedReadMs = this.opts.clock();
     this.started = true;
     return n;
   }
 
-  /** One claim -> appendBatch -> ack. Returns the number of rows shipped (0 when none staged). */
+  /**
+   * One claim -> appendBatch (divided on refusal) -> ack. Returns the number of rows shipped
+   * (0 when none staged or all refused).
+   */
   async runCycle(): Promise<number> {
     if (!this.started) throw new Error('PumpCore.start() must complete before runCycle()');
     const { staging, sink, pump, pumps, batchSizeMax, fault } = this.opts;
@@ -107,16 +166,104 @@ export class PumpCore {
       await staging.ack(this.pendingAck);
       this.pendingAck = null;
     }
-    const rows = await staging.claim(pump, pumps, batchSizeMax);
+    await this.housekeeping();
+    const now = this.opts.clock();
+    // Unkeyed changes (key strategy none) waiting for a retry are claimed but not shipped yet.
+    const rows = (await staging.claim(pump, pumps, batchSizeMax, this.excluded()))
+      .filter((r) => r.key !== NO_KEY || !((this.retrying.get(orderKey(r)) ?? 0) > now));
     if (rows.length === 0) return 0;
     if (fault === 'before-append') process.kill(process.pid, 'SIGKILL');
-    await sink.appendBatch(rows);
-    if (fault === 'after-append') process.kill(process.pid, 'SIGKILL');
-    this.pendingAck = rows.map((r) => r.stagingId);
-    await staging.ack(this.pendingAck);
+    const shipped: string[] = [];
+    try {
+      await this.ship(rows, new Set(), shipped);
+    } finally {
+      // Halves appended before an outage error must be acked, never appended again.
+      this.pendingAck = shipped;
+    }
+    if (fault === 'after-append' && shipped.length > 0) process.kill(process.pid, 'SIGKILL');
+    await staging.ack(shipped);
     this.pendingAck = null;
-    this.stats.shipped += rows.length;
-    return rows.length;
+    this.stats.shipped += shipped.length;
+    return shipped.length;
+  }
+
+  /** Keys not to claim now: retries not yet due, and parked keys. */
+  private excluded(): Set<string> {
+    const now = this.opts.clock();
+    const out = new Set(this.parked);
+    for (const [key, due] of this.retrying) if (due > now) out.add(key);
+    return out;
+  }
+
+  /** Re-reads parked keys (a requeue or purge elsewhere releases them); runs the retention. */
+  private async housekeeping(): Promise<void> {
+    const { staging, pump, pumps, errors, clock } = this.opts;
+    const now = clock();
+    if (errors.holdKeyWhenParked && now - this.parkedReadMs >= CDC_DEFAULTS.parkedRefreshMs) {
+      this.parked = (await staging.heldKeys(pump, pumps)).parked;
+      this.parkedReadMs = now;
+    }
+    if (pump === 0 && now - this.retentionCheckedMs >= CDC_DEFAULTS.retentionCheckMs) {
+      this.retentionCheckedMs = now;
+      this.stats.expired += await staging.purge({ parkedBeforeMs: now - errors.retentionMs });
+    }
+  }
+
+  /**
+   * Steps 3-5: appends `rows` minus the keys in `blocked`, dividing on refusal. Ids appended go
+   * to `shipped` in order; a refused change's key joins `blocked`, so its later changes in this
+   * batch stay staged behind it.
+   */
+  private async ship(rows: StagedChange[], blocked: Set<string>, shipped: string[]): Promise<void> {
+    const open = blocked.size === 0 ? rows : rows.filter((r) => !blocked.has(orderKey(r)));
+    if (open.length === 0) return;
+    try {
+      await this.opts.sink.appendBatch(open);
+    } catch (err) {
+      if (!(err instanceof RecordRefusedError)) throw err;
+      this.stats.refusals++;
+      if (open.length === 1) return this.refuseOne(open[0]!, err, blocked, shipped);
+      const mid = open.length >>> 1;
+      await this.ship(open.slice(0, mid), blocked, shipped);
+      await this.ship(open.slice(mid), blocked, shipped);
+      return;
+    }
+    for (const r of open) {
+      shipped.push(r.stagingId);
+      this.retrying.delete(orderKey(r));
+    }
+  }
+
+  /** Steps 4-5 for one refused change. */
+  private async refuseOne(row: StagedChange, first: RecordRefusedError, blocked: Set<string>, shipped: string[]): Promise<void> {
+    const { staging, sink, errors, clock } = this.opts;
+    let error: Error = first;
+    for (let i = 0; i < errors.retriesImmediate; i++) {
+      try {
+        await sink.appendBatch([row]);
+        shipped.push(row.stagingId);
+        this.retrying.delete(orderKey(row));
+        return;
+      } catch (err) {
+        if (!(err instanceof RecordRefusedError)) throw err;
+        error = err;
+      }
+    }
+    blocked.add(orderKey(row));
+    const attempts = row.attempts + 1;
+    const now = clock();
+    if (attempts >= errors.attemptsMax) {
+      const reason = `refused ${attempts} time${attempts === 1 ? '' : 's'} (${1 + errors.retriesImmediate} tries each): ${error.message}`;
+      await staging.park(row.stagingId, attempts, reason, now);
+      this.stats.parked++;
+      this.retrying.delete(orderKey(row));
+      if (errors.holdKeyWhenParked && row.key !== NO_KEY) this.parked.add(row.key);
+      return;
+    }
+    const delayMs = Math.min(errors.retryDelayMs * 2 ** (attempts - 1), errors.retryDelayMaxMs);
+    await staging.recordFailure(row.stagingId, attempts, now + delayMs, error.message);
+    this.stats.retriesDelayed++;
+    this.retrying.set(orderKey(row), now + delayMs);
   }
 
   /**
@@ -132,6 +279,14 @@ export class PumpCore {
     }
     return this.stats;
   }
+}
+
+/** The staging key of key strategy none: unkeyed changes keep no order between them. */
+const NO_KEY = '[]';
+
+/** What holds back later changes: the key, or for an unkeyed change only itself. */
+function orderKey(r: StagedChange): string {
+  return r.key === NO_KEY ? `#${r.stagingId}` : r.key;
 }
 
 /** Other modules share SLUICE_FAULT with their own fault names, so unknown values mean "no pump fault". */

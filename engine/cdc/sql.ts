@@ -17,13 +17,55 @@ export interface ColumnInfo {
   pkPosition: number;
 }
 
+/** A key strategy resolved against the table (see KeyStrategy). */
+export type ResolvedKey =
+  | { kind: 'columns'; columns: ColumnInfo[] }
+  | { kind: 'none' }
+  | { kind: 'fixed'; value: string }
+  | { kind: 'transactionId' }
+  | { kind: 'expression'; sql: string };
+
 /** A captured table with its columns and key resolved. */
 export interface ResolvedTable {
   config: CaptureTable;
   /** Captured columns in image order. */
   columns: ColumnInfo[];
-  /** Key columns in key order. */
+  /** Key columns in key order; empty for a key strategy that is not columns. */
   key: ColumnInfo[];
+  /** The key strategy. */
+  keyStrategy: ResolvedKey;
+}
+
+/** What a dialect supplies to build key text expressions. */
+export interface KeyDialect {
+  /** JSON text (string literal or `null`) of column `c` of `row`. */
+  json(row: 'NEW' | 'OLD', c: ColumnInfo): string;
+  /** JSON text (string literal or `null`) of an SQL expression's text value. */
+  jsonOfText(sql: string): string;
+  /** SQL text of the current transaction id; null when the dialect has none. */
+  txid: string | null;
+}
+
+/**
+ * SQL expression of the staging key text (a JSON array text) of `row` under t's key strategy.
+ * Every `ROW.` (as a word, case-insensitive, also inside string literals) of an expression key is
+ * replaced by `NEW.` or `OLD.`.
+ */
+export function keyTextExpr(t: ResolvedTable, row: 'NEW' | 'OLD', d: KeyDialect): string {
+  const k = t.keyStrategy;
+  switch (k.kind) {
+    case 'columns':
+      return jsonArrayExpr(k.columns, (c) => d.json(row, c));
+    case 'none':
+      return `'[]'`;
+    case 'fixed':
+      return quoteLiteral(JSON.stringify([k.value]));
+    case 'transactionId':
+      if (d.txid === null) throw new Error(`capture table "${t.config.table}": key: transactionId is not supported on this database`);
+      return `'[' || ${d.jsonOfText(d.txid)} || ']'`;
+    case 'expression':
+      return `'[' || ${d.jsonOfText(`(${k.sql.replace(/\bROW\./gi, `${row}.`)})`)} || ']'`;
+  }
 }
 
 /** `"name"` with embedded double quotes doubled (SQL standard; PostgreSQL and SQLite). */
@@ -47,7 +89,7 @@ export function quoteLiteral(text: string): string {
 export class CaptureTableError extends Error {
   override readonly name = 'CaptureTableError';
   /** @param table the configured table name; @param field, index the field at fault. */
-  constructor(message: string, readonly table: string, readonly field: 'table' | 'columns' | 'key', readonly index?: number) {
+  constructor(message: string, readonly table: string, readonly field: 'table' | 'columns' | 'key' | 'key.columns', readonly index?: number) {
     super(message);
   }
 }
@@ -61,7 +103,7 @@ export function resolveTable(config: CaptureTable, tableColumns: ColumnInfo[]): 
   const where = `capture table "${config.table}"`;
   if (tableColumns.length === 0) throw new CaptureTableError(`${where}: table not found (no columns introspected)`, config.table, 'table');
   const byName = new Map(tableColumns.map((c) => [c.name, c]));
-  const pick = (names: string[], field: 'columns' | 'key'): ColumnInfo[] =>
+  const pick = (names: string[], field: 'columns' | 'key' | 'key.columns'): ColumnInfo[] =>
     names.map((n, i) => {
       const c = byName.get(n);
       if (c === undefined) {
@@ -70,14 +112,18 @@ export function resolveTable(config: CaptureTable, tableColumns: ColumnInfo[]): 
       return c;
     });
   const columns = config.columns ? pick(config.columns, 'columns') : [...tableColumns];
-  let key: ColumnInfo[];
-  if (config.key) {
-    key = pick(config.key, 'key');
-  } else {
-    key = tableColumns.filter((c) => c.pkPosition > 0).sort((a, b) => a.pkPosition - b.pkPosition);
-    if (key.length === 0) throw new CaptureTableError(`${where}: key: table has no primary key; list the key columns in "key"`, config.table, 'key');
-  }
-  return { config, columns, key };
+  const spec = config.key ?? 'primaryKey';
+  let keyStrategy: ResolvedKey;
+  if (spec === 'primaryKey') {
+    const key = tableColumns.filter((c) => c.pkPosition > 0).sort((a, b) => a.pkPosition - b.pkPosition);
+    if (key.length === 0) throw new CaptureTableError(`${where}: key: table has no primary key; give a key strategy in "key" (columns, none, fixed, transactionId, expression)`, config.table, 'key');
+    keyStrategy = { kind: 'columns', columns: key };
+  } else if (Array.isArray(spec)) keyStrategy = { kind: 'columns', columns: pick(spec, 'key') };
+  else if (spec === 'none' || spec === 'transactionId') keyStrategy = { kind: spec };
+  else if ('columns' in spec) keyStrategy = { kind: 'columns', columns: pick(spec.columns, 'key.columns') };
+  else if ('fixed' in spec) keyStrategy = { kind: 'fixed', value: spec.fixed };
+  else keyStrategy = { kind: 'expression', sql: spec.expression };
+  return { config, columns, key: keyStrategy.kind === 'columns' ? keyStrategy.columns : [], keyStrategy };
 }
 
 /**
@@ -93,4 +139,18 @@ export function jsonObjectExpr(columns: ColumnInfo[], jsonValue: (c: ColumnInfo)
 /** `'[' || <json k1> || ',' || ... || ']'`: the key's JSON array text expression. */
 export function jsonArrayExpr(columns: ColumnInfo[], jsonValue: (c: ColumnInfo) => string): string {
   return `'[' || ${columns.map(jsonValue).join(` || ',' || `)} || ']'`;
+}
+
+/**
+ * Column names a generated trigger or function body puts in its images: the `'{"name":'` and
+ * `',"name":'` literals of jsonObjectExpr (SQL quotes doubled, names JSON-encoded), first image
+ * only, in order.
+ */
+export function imageColumnsOf(body: string): string[] {
+  const out: string[] = [];
+  for (const m of body.matchAll(/'([{,])("(?:[^"\\]|\\.)*"):'/g)) {
+    if (m[1] === '{' && out.length > 0) break;
+    out.push(JSON.parse(m[2]!.replaceAll("''", "'")) as string);
+  }
+  return out;
 }

@@ -12,12 +12,12 @@
  */
 import fs from 'node:fs';
 import Database from 'better-sqlite3';
-import { CDC_DEFAULTS, validateCaptureSource, checkClaimArgs } from './config.js';
+import { CDC_DEFAULTS, conditionFor, validateCaptureSource, checkClaimArgs } from './config.js';
 import type { CaptureOperation, CaptureSource, StagedChange } from './config.js';
 import { keyHash } from './key-hash.js';
-import { jsonArrayExpr, jsonObjectExpr, quoteIdent, quoteLiteral, resolveTable } from './sql.js';
-import type { ColumnInfo, ResolvedTable } from './sql.js';
-import type { StagingClient, UninstallOptions } from './staging.js';
+import { imageColumnsOf, jsonObjectExpr, keyTextExpr, quoteIdent, quoteLiteral, resolveTable } from './sql.js';
+import type { ColumnInfo, KeyDialect, ResolvedTable } from './sql.js';
+import type { HeldKeys, ParkedChange, ParkedSelection, StagingClient, UninstallOptions } from './staging.js';
 
 type RowOp = Exclude<CaptureOperation, 'truncate'>;
 const ROW_OPS: readonly RowOp[] = ['insert', 'update', 'delete'];
@@ -35,6 +35,12 @@ function sqliteJson(row: 'NEW' | 'OLD', c: ColumnInfo): string {
   return `json_quote(${sqliteText(`${row}.${quoteIdent(c.name)}`)})`;
 }
 
+const SQLITE_KEY_DIALECT: KeyDialect = {
+  json: sqliteJson,
+  jsonOfText: (sql) => `json_quote(CAST(${sql} AS TEXT))`,
+  txid: null,
+};
+
 /** Name of the trigger capturing `op` of `table` into `staging`. */
 export function sqliteTriggerName(stagingTable: string, table: string, op: RowOp): string {
   return `sluice_cdc_${stagingTable}_${table}_${op}`;
@@ -43,6 +49,9 @@ export function sqliteTriggerName(stagingTable: string, table: string, op: RowOp
 /** Capture time in ms since the epoch; julianday('now') has ms resolution. */
 const SQLITE_NOW_MS = `CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)`;
 
+/** Staging columns of the error handling, added to staging tables created before it. */
+const SQLITE_RETRY_COLUMNS = ['next_attempt_ms INTEGER', 'last_error TEXT'];
+
 /** CREATE TABLE statements for the staging and error tables (IF NOT EXISTS). */
 export function sqliteStagingDdl(stagingTable: string): string[] {
   const s = quoteIdent(stagingTable);
@@ -50,7 +59,7 @@ export function sqliteStagingDdl(stagingTable: string): string[] {
   const common = `table_name TEXT NOT NULL, op TEXT NOT NULL, key TEXT NOT NULL, key_hash INTEGER,
   before TEXT, after TEXT, txid TEXT, time_ms INTEGER NOT NULL, attempts INTEGER NOT NULL DEFAULT 0`;
   return [
-    `CREATE TABLE IF NOT EXISTS ${s} (\n  id INTEGER PRIMARY KEY AUTOINCREMENT,\n  ${common}\n)`,
+    `CREATE TABLE IF NOT EXISTS ${s} (\n  id INTEGER PRIMARY KEY AUTOINCREMENT,\n  ${common},\n  ${SQLITE_RETRY_COLUMNS.join(',\n  ')}\n)`,
     `CREATE TABLE IF NOT EXISTS ${e} (\n  id INTEGER PRIMARY KEY,\n  ${common},\n  error TEXT NOT NULL,\n  parked_time_ms INTEGER NOT NULL\n)`,
   ];
 }
@@ -70,10 +79,29 @@ export function sqliteTriggerDdl(stagingTable: string, t: ResolvedTable): string
     const name = quoteIdent(sqliteTriggerName(stagingTable, cfg.table, op));
     out.push(`DROP TRIGGER IF EXISTS ${name}`);
     if (!cfg.operations.includes(op)) continue;
-    const row = op === 'delete' ? 'OLD' : 'NEW';
-    const key = jsonArrayExpr(t.key, (c) => sqliteJson(row, c));
-    const before = op === 'insert' ? 'NULL' : jsonObjectExpr(t.columns, (c) => sqliteJson('OLD', c));
-    const after = op === 'delete' ? 'NULL' : jsonObjectExpr(t.columns, (c) => sqliteJson('NEW', c));
+    const keyOf = (row: 'NEW' | 'OLD') => keyTextExpr(t, row, SQLITE_KEY_DIALECT);
+    const imgOld = jsonObjectExpr(t.columns, (c) => sqliteJson('OLD', c));
+    const imgNew = jsonObjectExpr(t.columns, (c) => sqliteJson('NEW', c));
+    const stage = (o: RowOp, key: string, before: string, after: string, where = '') =>
+      `  INSERT INTO ${staging} (table_name, op, key, key_hash, before, after, txid, time_ms)
+  SELECT ${tableLit}, '${o}', ${key}, NULL,
+    ${before},
+    ${after},
+    NULL, ${SQLITE_NOW_MS}${where};`;
+    let body: string;
+    if (op === 'insert') body = stage('insert', keyOf('NEW'), 'NULL', imgNew);
+    else if (op === 'delete') body = stage('delete', keyOf('OLD'), imgOld, 'NULL');
+    else if ((cfg.keyUpdate ?? CDC_DEFAULTS.keyUpdate) === 'update') body = stage('update', keyOf('NEW'), imgOld, imgNew);
+    else {
+      // Case C8: a key change retires the old key (delete on its pump) and creates the new one.
+      const changed = `\n  WHERE ${keyOf('OLD')} IS NOT ${keyOf('NEW')}`;
+      const same = `\n  WHERE ${keyOf('OLD')} IS ${keyOf('NEW')}`;
+      body = [
+        stage('delete', keyOf('OLD'), imgOld, 'NULL', changed),
+        stage('insert', keyOf('NEW'), 'NULL', imgNew, changed),
+        stage('update', keyOf('NEW'), imgOld, imgNew, same),
+      ].join('\n');
+    }
     const when: string[] = [];
     if (op === 'update' && suppress) {
       const compared = [...t.columns, ...t.key.filter((k) => !t.columns.includes(k))];
@@ -82,16 +110,13 @@ export function sqliteTriggerDdl(stagingTable: string, t: ResolvedTable): string
         return `${sqliteText(`OLD.${col}`)} IS NOT ${sqliteText(`NEW.${col}`)}`;
       }).join('\n     OR '));
     }
-    if (cfg.condition) when.push(cfg.condition);
+    const condition = conditionFor(cfg, op);
+    if (condition !== undefined) when.push(condition);
     const whenSql = when.length > 0 ? `\nWHEN ${when.map((w) => `(${w})`).join(' AND ')}` : '';
     out.push(
       `CREATE TRIGGER ${name} AFTER ${op.toUpperCase()} ON ${quoteIdent(cfg.table)} FOR EACH ROW${whenSql}
 BEGIN
-  INSERT INTO ${staging} (table_name, op, key, key_hash, before, after, txid, time_ms)
-  VALUES (${tableLit}, '${op}', ${key}, NULL,
-    ${before},
-    ${after},
-    NULL, ${SQLITE_NOW_MS});
+${body}
 END`,
     );
   }
@@ -176,6 +201,12 @@ export class SqliteStaging implements StagingClient {
     const stmts = sqliteInstallDdl(this.db, this.source);
     this.db.transaction(() => {
       for (const stmt of stmts) this.db.exec(stmt);
+      const have = new Set(introspectSqliteTable(this.db, this.source.stagingTable).map((c) => c.name));
+      for (const col of SQLITE_RETRY_COLUMNS) {
+        const name = col.split(' ')[0]!;
+        if (!have.has(name)) this.db.exec(`ALTER TABLE ${quoteIdent(this.source.stagingTable)} ADD COLUMN ${col}`);
+      }
+      this.prepared = null;
       for (const cfg of this.source.tables) this.checkTriggersCompile(cfg.table, cfg.operations);
     }).immediate();
   }
@@ -214,12 +245,16 @@ export class SqliteStaging implements StagingClient {
         this.prepared = null;
         this.db.exec(`DROP TABLE IF EXISTS ${quoteIdent(this.source.stagingTable)}`);
         this.db.exec(`DROP TABLE IF EXISTS ${quoteIdent(`${this.source.stagingTable}_errors`)}`);
+        // AUTOINCREMENT's counter row; sqlite_sequence itself cannot be dropped (SQLite owns it).
+        const seq = this.db.prepare(`SELECT 1 FROM sqlite_master WHERE name = 'sqlite_sequence'`).get();
+        if (seq !== undefined) this.db.prepare('DELETE FROM sqlite_sequence WHERE name = ?').run(this.source.stagingTable);
       }
     }).immediate();
   }
 
-  async claim(pump: number, pumps: number, limit: number): Promise<StagedChange[]> {
+  async claim(pump: number, pumps: number, limit: number, excludeKeys?: ReadonlySet<string>): Promise<StagedChange[]> {
     this.checkOpen();
+    const exclude = excludeKeys !== undefined && excludeKeys.size > 0 ? excludeKeys : null;
     checkClaimArgs(pump, pumps, limit);
     const { scan, rows } = this.stmts();
     const ids: number[] = [];
@@ -227,8 +262,9 @@ export class SqliteStaging implements StagingClient {
     // One read transaction for both statements, so the rows read are the ones scanned.
     return this.db.transaction(() => {
       for (const [id, key] of scan.iterate() as IterableIterator<[number, string]>) {
-        const h = keyHash(key);
-        if (h % pumps !== pump) continue;
+        // Key strategy none ("[]"): no order to keep, so the pump is picked by the staging id.
+        const h = key === '[]' ? keyHash(String(id)) : keyHash(key);
+        if (h % pumps !== pump || exclude?.has(key)) continue;
         ids.push(id);
         hashes.set(id, h);
         if (ids.length >= limit) break;
@@ -282,6 +318,112 @@ export class SqliteStaging implements StagingClient {
   async stagedCount(): Promise<number> {
     this.checkOpen();
     return this.stmts().count.get() as number;
+  }
+
+  async describeTable(table: string): Promise<{ live: string[]; installed: string[] | null }> {
+    this.checkOpen();
+    const live = introspectSqliteTable(this.db, table).map((c) => c.name);
+    const sql = this.db.prepare(`SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name IN (?, ?, ?) ORDER BY name`)
+      .pluck().all(...ROW_OPS.map((op) => sqliteTriggerName(this.source.stagingTable, table, op))) as string[];
+    return { live, installed: sql.length > 0 ? imageColumnsOf(sql[0]!) : null };
+  }
+
+  async recordFailure(stagingId: string, attempts: number, nextAttemptMs: number, error: string): Promise<void> {
+    this.checkOpen();
+    const sql = `UPDATE ${quoteIdent(this.source.stagingTable)} SET attempts = ?, next_attempt_ms = ?, last_error = ? WHERE id = CAST(? AS INTEGER)`;
+    const stmt = this.db.prepare(sql);
+    this.withWriteLock(() => stmt.run(attempts, nextAttemptMs, error, stagingId));
+  }
+
+  async park(stagingId: string, attempts: number, error: string, nowMs: number): Promise<boolean> {
+    this.checkOpen();
+    const s = quoteIdent(this.source.stagingTable);
+    const e = quoteIdent(`${this.source.stagingTable}_errors`);
+    const row = this.db.prepare(`SELECT key FROM ${s} WHERE id = CAST(? AS INTEGER)`).get(stagingId) as { key: string } | undefined;
+    if (row === undefined) return false;
+    const move = this.db.transaction(() => {
+      const n = this.db.prepare(
+        `INSERT OR REPLACE INTO ${e} (id, table_name, op, key, key_hash, before, after, txid, time_ms, attempts, error, parked_time_ms)
+         SELECT id, table_name, op, key, ?, before, after, txid, time_ms, ?, ?, ? FROM ${s} WHERE id = CAST(? AS INTEGER)`,
+      ).run(keyHash(row.key), attempts, error, nowMs, stagingId).changes;
+      this.db.prepare(`DELETE FROM ${s} WHERE id = CAST(? AS INTEGER)`).run(stagingId);
+      return n > 0;
+    });
+    return this.withWriteLock(() => move.immediate());
+  }
+
+  async heldKeys(pump: number, pumps: number): Promise<HeldKeys> {
+    this.checkOpen();
+    checkClaimArgs(pump, pumps, 1);
+    const s = quoteIdent(this.source.stagingTable);
+    const e = quoteIdent(`${this.source.stagingTable}_errors`);
+    const retrying = new Map<string, number>();
+    const parked = new Set<string>();
+    const mine = (key: string) => keyHash(key) % pumps === pump;
+    const failed = this.db.prepare(`SELECT key, min(next_attempt_ms) AS t FROM ${s} WHERE attempts > 0 GROUP BY key`).all() as { key: string; t: number | null }[];
+    for (const r of failed) if (mine(r.key)) retrying.set(r.key, r.t ?? 0);
+    for (const key of this.db.prepare(`SELECT DISTINCT key FROM ${e}`).pluck().all() as string[]) if (mine(key)) parked.add(key);
+    return { retrying, parked };
+  }
+
+  /** WHERE clause and parameters of a ParkedSelection. */
+  private selectionWhere(sel: ParkedSelection): [string, unknown[]] {
+    const conds: string[] = [];
+    const params: unknown[] = [];
+    if (sel.ids !== undefined) {
+      conds.push('id IN (SELECT CAST(value AS INTEGER) FROM json_each(?))');
+      params.push(JSON.stringify(sel.ids));
+    }
+    if (sel.parkedBeforeMs !== undefined) {
+      conds.push('parked_time_ms < ?');
+      params.push(sel.parkedBeforeMs);
+    }
+    return [conds.length > 0 ? `WHERE ${conds.join(' AND ')}` : '', params];
+  }
+
+  async listParked(selection: ParkedSelection = {}, limit = 1000): Promise<ParkedChange[]> {
+    this.checkOpen();
+    const [where, params] = this.selectionWhere(selection);
+    const rows = this.db.prepare(
+      `SELECT CAST(id AS TEXT) AS staging_id, table_name, op, key, before, after, txid, time_ms, attempts, error, parked_time_ms
+       FROM ${quoteIdent(`${this.source.stagingTable}_errors`)} ${where} ORDER BY id LIMIT ?`,
+    ).all(...params, limit) as (SqliteStagedRow & { error: string; parked_time_ms: number })[];
+    return rows.map((r) => ({
+      stagingId: r.staging_id, table: r.table_name, op: r.op, key: r.key, keyHash: keyHash(r.key),
+      before: r.before, after: r.after, txid: r.txid ?? '', timeMs: r.time_ms, attempts: r.attempts,
+      error: r.error, parkedTimeMs: r.parked_time_ms,
+    }));
+  }
+
+  async parkedCount(): Promise<number> {
+    this.checkOpen();
+    return this.db.prepare(`SELECT count(*) FROM ${quoteIdent(`${this.source.stagingTable}_errors`)}`).pluck().get() as number;
+  }
+
+  async requeue(selection: ParkedSelection = {}): Promise<number> {
+    this.checkOpen();
+    const s = quoteIdent(this.source.stagingTable);
+    const e = quoteIdent(`${this.source.stagingTable}_errors`);
+    const [where, params] = this.selectionWhere(selection);
+    // The original id keeps the change ahead of every later change of its key (ids only grow).
+    const tx = this.db.transaction(() => {
+      this.db.prepare(
+        `INSERT INTO ${s} (id, table_name, op, key, key_hash, before, after, txid, time_ms, attempts)
+         SELECT id, table_name, op, key, NULL, before, after, txid, time_ms, 0 FROM ${e} ${where}`,
+      ).run(...params);
+      return this.db.prepare(`DELETE FROM ${e} ${where}`).run(...params).changes;
+    });
+    return this.withWriteLock(() => tx.immediate());
+  }
+
+  async purge(selection: ParkedSelection = {}): Promise<number> {
+    this.checkOpen();
+    const [where, params] = this.selectionWhere(selection);
+    const e = quoteIdent(`${this.source.stagingTable}_errors`);
+    // The pumps' periodic retention purge must not wait for the write lock when there is nothing to delete.
+    if (this.db.prepare(`SELECT NOT EXISTS (SELECT 1 FROM ${e} ${where})`).pluck().get(...params) === 1) return 0;
+    const stmt = this.db.prepare(`DELETE FROM ${e} ${where}`);
+    return this.withWriteLock(() => stmt.run(...params).changes);
   }
 
   async close(): Promise<void> {

@@ -17,17 +17,48 @@
  * | after      | JSON object text (new row image) or NULL                                  |
  * | txid       | PostgreSQL txid_current()::text; SQLite NULL (read back as "")             |
  * | time_ms    | capture time, ms since the Unix epoch                                     |
- * | attempts   | failed shipping attempts, 0 on insert                                     |
+ * | attempts   | delayed retry rounds that failed, 0 on insert                             |
+ * | next_attempt_ms | earliest time of the next delayed retry (ms since the epoch) or NULL |
+ * | last_error | the target's last refusal text, or NULL                                   |
  *
- * The error table `<staging>_errors` has the same columns (id is a plain primary key holding the
- * original staging id) plus `error` (text) and `parked_time_ms`; rows are parked there by the
- * error handling of case C10.
+ * The error table `<staging>_errors` has the columns id (a plain primary key holding the
+ * original staging id) through attempts, plus `error` (text, the refusal that parked it) and
+ * `parked_time_ms`. Rows are moved there by StagingClient.park after the error policy's last
+ * attempt (cases C4, C10) and back into staging, under their original id, by requeue.
  */
 import type { CaptureSource, StagedChange } from './config.js';
 
+/** A change parked in the error table. */
+export interface ParkedChange extends StagedChange {
+  /** The target's refusal that parked it. */
+  error: string;
+  /** When it was parked, ms since the Unix epoch. */
+  parkedTimeMs: number;
+}
+
+/** Which parked changes an errors operation applies to. `ids` absent: all of them. */
+export interface ParkedSelection {
+  /** Staging ids (decimal text). */
+  ids?: string[];
+  /** Only changes parked before this time, ms since the epoch. */
+  parkedBeforeMs?: number;
+}
+
+/** Keys of one pump that must not be claimed now (see StagingClient.heldKeys). */
+export interface HeldKeys {
+  /** Key -> next_attempt_ms of its head change, which failed and waits for a delayed retry. */
+  retrying: Map<string, number>;
+  /** Keys with a change in the error table. */
+  parked: Set<string>;
+}
+
 /** Options of {@link StagingClient.uninstall}. */
 export interface UninstallOptions {
-  /** Also drop the staging and error tables (losing unshipped rows). Default false. */
+  /**
+   * Also drop the staging and error tables (losing unshipped and parked rows) and every other
+   * object install created (PostgreSQL: the key hash function, and the capture schema when
+   * install created it and nothing else is left in it). Default false.
+   */
   dropStaging?: boolean;
 }
 
@@ -49,14 +80,45 @@ export interface StagingClient {
    * Up to `limit` staged rows owned by `pump` of `pumps` (keyHash(key) % pumps == pump), in
    * staging-id order. Rows stay in staging until acked; claiming again returns them again. There
    * is no cursor: a lower id that becomes visible late is returned by the next claim (case C1).
+   * Rows whose key is in `excludeKeys` are skipped (held keys: see the pump's error handling).
    * Throws `Error` on bad arguments; PostgreSQL also throws when another session holds the pump.
    */
-  claim(pump: number, pumps: number, limit: number): Promise<StagedChange[]>;
+  claim(pump: number, pumps: number, limit: number, excludeKeys?: ReadonlySet<string>): Promise<StagedChange[]>;
+  /**
+   * Records a failed delayed-retry round of a staged change: sets attempts, next_attempt_ms and
+   * last_error. The change stays staged. Unknown ids are ignored.
+   */
+  recordFailure(stagingId: string, attempts: number, nextAttemptMs: number, error: string): Promise<void>;
+  /**
+   * Moves a staged change into the error table with its final round count `attempts`, `error`
+   * and parked_time_ms = `nowMs`, in one transaction. Returns false when the id was no longer
+   * staged.
+   */
+  park(stagingId: string, attempts: number, error: string, nowMs: number): Promise<boolean>;
+  /** Keys of `pump` of `pumps` with a change waiting for a delayed retry or parked. */
+  heldKeys(pump: number, pumps: number): Promise<HeldKeys>;
+  /** Parked changes, lowest staging id first, at most `limit` (default 1000). */
+  listParked(selection?: ParkedSelection, limit?: number): Promise<ParkedChange[]>;
+  /** Number of parked changes. */
+  parkedCount(): Promise<number>;
+  /**
+   * Moves parked changes back into staging under their original staging id with attempts 0, so
+   * they are shipped again before any later change of their key. Returns how many.
+   */
+  requeue(selection?: ParkedSelection): Promise<number>;
+  /** Deletes parked changes for good. Returns how many. */
+  purge(selection?: ParkedSelection): Promise<number>;
   /**
    * Deletes the given staging rows; call only once the target durably holds them. Ids that are
    * no longer staged are ignored (ack is idempotent). Returns the number of rows deleted.
    */
   ack(stagingIds: string[]): Promise<number>;
+  /**
+   * The columns `table` has now in the database (empty when it does not exist), and the columns
+   * its installed capture triggers put in the images (null when none are installed): what
+   * `sluice check --live` compares to report dropped, renamed and new columns. Optional.
+   */
+  describeTable?(table: string): Promise<{ live: string[]; installed: string[] | null }>;
   /** Number of rows currently staged (all pumps). For tests and statistics. */
   stagedCount(): Promise<number>;
   /** Closes the connection. Idempotent. */

@@ -7,6 +7,7 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { queueId } from '../codec/index.js';
+import { conditionProblems, keyStrategyProblems } from '../cdc/index.js';
 import type { Segment } from './source-map.js';
 import { TOPOLOGY_DEFAULTS } from './topology.js';
 
@@ -233,6 +234,12 @@ export function checkReferences(doc: unknown, baseDir: string, report: Report, l
         } else {
           tables.set(table, k);
         }
+      }
+      for (const problem of keyStrategyProblems(t.key, typeof dialect === 'string' ? dialect : undefined)) {
+        report(['capture', i, 'tables', k, 'key', ...problem.sub], problem.message);
+      }
+      for (const problem of conditionProblems(t.condition, list(t.operations))) {
+        report(['capture', i, 'tables', k, 'condition', ...problem.sub], problem.message);
       }
       if (dialect === 'sqlite') {
         list(t.operations).forEach((op, n) => {

@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { LineCounter, parseDocument } from 'yaml';
-import type { CaptureOperation, CaptureSource, CaptureTable, DatabaseRef } from '../cdc/index.js';
+import type { CaptureErrorPolicy, ConditionsByOp, KeyStrategy, KeyUpdateMode, CaptureOperation, CaptureSource, CaptureTable, DatabaseRef } from '../cdc/index.js';
+import { CDC_DEFAULTS } from '../cdc/index.js';
 import { checkReferences, resolveModule } from './checks.js';
 import { substituteEnv } from './env.js';
 import type { Environment } from './env.js';
@@ -179,11 +180,12 @@ interface TopologyFile {
   }>;
   capture?: Array<{
     name: string;
-    database: { dialect: 'sqlite'; file: string; busyTimeoutMs?: number } | { dialect: 'postgres'; url: string; schema?: string };
+    database: { dialect: 'sqlite'; file: string; busyTimeoutMs?: number } | { dialect: 'postgres'; url: string; schema?: string; captureSchema?: string };
     pumps?: number; batchSizeMax?: number; pollIntervalMs?: number; stagingTable?: string;
+    recordBytesMax?: number; errors?: Partial<CaptureErrorPolicy>;
     tables: Array<{
-      table: string; operations: CaptureOperation[]; columns?: string[]; key?: string[];
-      condition?: string; target: string; suppressNoopUpdates?: boolean;
+      table: string; operations: CaptureOperation[]; columns?: string[]; key?: KeyStrategy;
+      condition?: string | ConditionsByOp; target: string; suppressNoopUpdates?: boolean; keyUpdate?: KeyUpdateMode;
     }>;
   }>;
 }
@@ -201,7 +203,11 @@ function applyDefaults(f: TopologyFile, file: string, baseDir: string): Topology
       const dbFile = db.file === ':memory:' || db.file.startsWith('file:') ? db.file : resolvePath(db.file);
       return { dialect: 'sqlite', file: dbFile, ...(db.busyTimeoutMs !== undefined ? { busyTimeoutMs: db.busyTimeoutMs } : {}) };
     }
-    return { dialect: 'postgres', url: db.url, ...(db.schema !== undefined ? { schema: db.schema } : {}) };
+    return {
+      dialect: 'postgres', url: db.url,
+      ...(db.schema !== undefined ? { schema: db.schema } : {}),
+      ...(db.captureSchema !== undefined ? { captureSchema: db.captureSchema } : {}),
+    };
   };
   const t: Topology = {
     name: f.name,
@@ -241,15 +247,18 @@ function applyDefaults(f: TopologyFile, file: string, baseDir: string): Topology
         table: t.table,
         operations: [...t.operations],
         ...(t.columns !== undefined ? { columns: [...t.columns] } : {}),
-        ...(t.key !== undefined ? { key: [...t.key] } : {}),
-        ...(t.condition !== undefined ? { condition: t.condition } : {}),
+        ...(t.key !== undefined ? { key: structuredClone(t.key) } : {}),
+        ...(t.condition !== undefined ? { condition: structuredClone(t.condition) } : {}),
         target: t.target,
         suppressNoopUpdates: t.suppressNoopUpdates ?? D.captureTable.suppressNoopUpdates,
+        keyUpdate: t.keyUpdate ?? CDC_DEFAULTS.keyUpdate,
       })),
       pumps: c.pumps ?? D.capture.pumps,
       batchSizeMax: c.batchSizeMax ?? D.capture.batchSizeMax,
       pollIntervalMs: c.pollIntervalMs ?? D.capture.pollIntervalMs,
       stagingTable: c.stagingTable ?? D.capture.stagingTable,
+      recordBytesMax: c.recordBytesMax ?? CDC_DEFAULTS.recordBytesMax,
+      errors: { ...CDC_DEFAULTS.errors, ...c.errors },
     })),
   };
   // A dead-letter queue not declared in `queues` is declared here: 1 partition, queue defaults.

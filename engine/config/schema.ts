@@ -4,7 +4,7 @@
  * numeric ranges; cross-references (queue names, partitions vs pumps, files) are checked in
  * checks.ts, which can point at the exact YAML node.
  */
-import { CAPTURE_OPERATIONS } from '../cdc/index.js';
+import { CAPTURE_OPERATIONS, ERROR_POLICY_LIMITS, KEY_UPDATE_MODES } from '../cdc/index.js';
 import {
   DIALECT_VALUES, INPUTS_REPLAY_VALUES, ON_FAILURE_VALUES, QUEUE_FSYNC_VALUES, QUEUE_NAME_PATTERN,
   SERVICE_NAME_PATTERN,
@@ -74,6 +74,7 @@ const database = {
         dialect: { const: DIALECT_VALUES[1] },
         url: nonEmptyString,
         schema: nonEmptyString,
+        captureSchema: { type: 'string', pattern: STAGING_TABLE_PATTERN },
       },
       required: ['url'],
       additionalProperties: false,
@@ -89,10 +90,13 @@ const captureTable = {
     table: nonEmptyString,
     operations: { type: 'array', minItems: 1, uniqueItems: true, items: { enum: CAPTURE_OPERATIONS } },
     columns: columnList,
-    key: columnList,
-    condition: { type: 'string', pattern: '\\S' },
+    // Any shape here: checks.ts reports a bad key strategy precisely (keyStrategyProblems).
+    key: {},
+    // Any shape here: checks.ts reports a bad condition precisely (conditionProblems).
+    condition: {},
     target: { type: 'string' },
     suppressNoopUpdates: { type: 'boolean' },
+    keyUpdate: { enum: KEY_UPDATE_MODES },
   },
 };
 
@@ -107,6 +111,15 @@ const captureSource = {
     batchSizeMax: int(L.captureBatchSizeMax),
     pollIntervalMs: int(L.pollIntervalMs),
     stagingTable: { type: 'string', pattern: STAGING_TABLE_PATTERN },
+    recordBytesMax: int(L.recordBytesMax),
+    errors: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        ...Object.fromEntries(Object.entries(ERROR_POLICY_LIMITS).map(([k, range]) => [k, int(range)])),
+        holdKeyWhenParked: { type: 'boolean' },
+      },
+    },
     tables: { type: 'array', minItems: 1, items: captureTable },
   },
 };

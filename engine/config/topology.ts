@@ -141,6 +141,8 @@ export interface Topology {
  * | capture[].batchSizeMax                 | 500                            | rows  |
  * | capture[].pollIntervalMs               | 10                             | ms    |
  * | capture[].stagingTable                 | sluice_staging                 |       |
+ * | capture[].recordBytesMax               | 268435456 (CDC_DEFAULTS)       | bytes |
+ * | capture[].errors.*                     | CDC_DEFAULTS.errors            |       |
  * | capture[].tables[].suppressNoopUpdates | true (CDC_DEFAULTS)            |       |
  * | capture[].tables[].columns             | absent = every column          |       |
  * | capture[].tables[].key                 | absent = the primary key       |       |
@@ -166,7 +168,6 @@ export const TOPOLOGY_LIMITS = deepFreeze({
   /** Power of two, as engine/ring requires. */
   ringCapacityBytes: [CAPACITY_BYTES_MIN, CAPACITY_BYTES_MAX],
   restartsMax: [0, 1000],
-  recordBytesMax: [1, 1 << 28],
   retriesMax: [0, 100],
   retryBackoffMs: [0, 60_000],
   restartWindowMs: [1, 24 * 3_600_000],
@@ -181,6 +182,7 @@ export const TOPOLOGY_LIMITS = deepFreeze({
   captureBatchSizeMax: [1, CDC_DEFAULTS.claimLimitMax],
   pollIntervalMs: [0, 3_600_000],
   busyTimeoutMs: [0, 3_600_000],
+  recordBytesMax: [1, CDC_DEFAULTS.recordBytesMax],
 } as const);
 
 /** Topology names: also used in directory names. */

@@ -339,6 +339,9 @@ export class Supervisor extends EventEmitter {
           break;
         case 'live':
           break;
+        case 'log':
+          this.emit('log', `actor ${spec.name}: ${m.line}`);
+          break;
       }
     });
     worker.on('error', (err) => {

@@ -14,6 +14,8 @@ import { CaptureTableError, openStaging, type ParkedChange, type ParkedSelection
 import { acquireAppenderLock, JournalLockedError, type AppenderLock } from './engine/journal/index.js';
 import fs from 'node:fs';
 import path from 'node:path';
+import type { Logger } from 'pino';
+import { attachSupervisorLogs, createLogger, startOps, type HttpOptions, type LogFormat, type Ops } from './ops/index.js';
 
 // The documented surface only (README "Embedding"); service authors import 'sluice/service',
 // the bus and its patterns are 'sluice/bus' and 'sluice/patterns'.
@@ -66,14 +68,33 @@ export interface RunningTopology {
   readonly topology: Topology;
   readonly supervisor: Supervisor;
   readonly plan: TopologyPlan;
-  /** Drains pumps, then readers, then services (in graph order); flushes and fsyncs every queue. */
+  /** The operations layer: sampler, and the HTTP server when `http` was given (`ops.server.url`). */
+  readonly ops: Ops;
+  /** The topology's structured logger (pino). */
+  readonly logger: Logger;
+  /**
+   * Drains pumps, then readers, then services (in graph order); flushes and fsyncs every queue;
+   * then closes the HTTP server.
+   */
   stop(): Promise<StopResult>;
 }
 
 /** Options of {@link startTopology}. */
 export interface StartOptions {
-  /** Receives supervisor log lines (restarts, drain timeouts). Default: stderr. */
+  /**
+   * Receives the text log lines (supervisor: restarts, drain timeouts; actors' log lines as
+   * `[actor] msg`). Default: stderr with a `sluice: ` prefix. Ignored when `logFormat` is json.
+   */
   log?: (line: string) => void;
+  /** `text` (default: the lines above) or `json` (pino JSON lines on stdout). */
+  logFormat?: LogFormat;
+  /** A pino logger of your own instead (logFormat and log are then ignored). */
+  logger?: Logger;
+  /**
+   * Starts the operations HTTP server (health, /actors, /metrics, dashboard at /) before the
+   * actors, bound to `host` (default 127.0.0.1) and `port` (0: a free one, see ops.server.url).
+   */
+  http?: HttpOptions;
   /** Called with the supervisor before any actor starts, e.g. to watch replay progress in its counters. */
   onSupervisor?: (supervisor: Supervisor) => void;
 }
@@ -88,25 +109,36 @@ export interface StartOptions {
  *   (restartsMax).
  */
 export async function startTopology(topology: Topology, options: StartOptions = {}): Promise<RunningTopology> {
-  const log = options.log ?? ((line: string) => process.stderr.write(`sluice: ${line}\n`));
+  const logger = options.logger ?? await createLogger({ format: options.logFormat ?? 'text', topology: topology.name, lineSink: options.log });
+  const log = (line: string) => logger.info(line);
   const plan = planTopology(topology);
   await checkServiceModules(topology);
   for (const w of await serviceWarnings(topology)) log(w);
   const lock = lockTopology(topology);
+  let ops: Ops | null = null;
   try {
     await checkCaptureInstalled(topology, log);
     const supervisor = new Supervisor(topology.supervisor);
-    supervisor.on('log', log);
-    supervisor.on('restart', (e: RestartEvent) => log(`restarting ${e.group} in ${e.delayMs} ms (attempt ${e.attempt}) after ${e.actor} failed: ${e.error}`));
-    supervisor.on('fatal', (e: Error) => log(`stopped: ${e.message}`));
+    attachSupervisorLogs(supervisor, logger);
+    supervisor.on('restart', (e: RestartEvent) => logger.warn(`restarting ${e.group} in ${e.delayMs} ms (attempt ${e.attempt}) after ${e.actor} failed: ${e.error}`));
+    supervisor.on('fatal', (e: Error) => logger.error(`stopped: ${e.message}`));
     // The topology is no longer running once the supervisor has stopped (stop(), by whoever
     // calls it) or failed (its workers terminated).
     const release = (): void => lock.release();
     supervisor.done.then(release, release);
     options.onSupervisor?.(supervisor);
+    ops = await startOps({ topology, supervisor, logger, http: options.http });
+    if (ops.server) logger.info(`http: operations API and dashboard at ${ops.server.url}/`);
     await supervisor.start(plan.groups);
-    return { topology, supervisor, plan, stop: () => supervisor.stop() };
+    const opsNow = ops;
+    const stop = async (): Promise<StopResult> => {
+      const result = await supervisor.stop();
+      await opsNow.close();
+      return result;
+    };
+    return { topology, supervisor, plan, ops: opsNow, logger, stop };
   } catch (err) {
+    await ops?.close();
     lock.release();
     throw err;
   }

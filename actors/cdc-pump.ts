@@ -107,7 +107,7 @@ runActor<PumpData>(async (ctx) => {
     if (outage.sinceMs === 0) {
       outage.sinceMs = Date.now();
       c[Counter.downSinceMs] = outage.sinceMs;
-      ctx.send({ type: 'log', line: `capture source "${d.source.name}" is down since ${new Date(outage.sinceMs).toISOString()}: ${(err as Error).message ?? err}; retrying` });
+      ctx.log('warn', `capture source "${d.source.name}" is down since ${new Date(outage.sinceMs).toISOString()}: ${(err as Error).message ?? err}; retrying`);
     }
     c[Counter.errors]++;
     const delayMs = Math.min(CDC_DEFAULTS.outageBackoffInitialMs * 2 ** outage.attempts, CDC_DEFAULTS.outageBackoffMaxMs);
@@ -125,7 +125,7 @@ runActor<PumpData>(async (ctx) => {
         recovered += await fresh.start();
         core = fresh;
         if (outage.sinceMs !== 0) {
-          ctx.send({ type: 'log', line: `capture source "${d.source.name}" is up again after ${((Date.now() - outage.sinceMs) / 1000).toFixed(1)} s down` });
+          ctx.log('info', `capture source "${d.source.name}" is up again after ${((Date.now() - outage.sinceMs) / 1000).toFixed(1)} s down`);
         }
         outage.sinceMs = 0;
         outage.attempts = 0;

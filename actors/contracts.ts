@@ -51,12 +51,26 @@ export interface ServiceHostData {
   } | null;
 }
 
-/** Shared buffer names: `ring:<queue>/<partition>` per input, `doorbell`, `notifier:<queue>/<partition>`. */
+/**
+ * Shared buffer names: `ring:<queue>/<partition>` per input, `doorbell`,
+ * `notifier:<queue>/<partition>`, and `positions`: a Float64Array with one slot per input (in
+ * ServiceHostData.inputs order) holding the index of the last input record the service handled
+ * live (-1: none yet), written by the host with plain stores and read by the operations layer
+ * for consumer lag.
+ */
 export const HOST_SHARED = {
   ring: (key: string) => `ring:${key}`,
   notifier: (key: string) => `notifier:${key}`,
   doorbell: 'doorbell',
+  positions: 'positions',
 } as const;
+
+/** Allocates a service host's `positions` buffer for `inputs` input partitions (all -1). */
+export function createPositions(inputs: number): SharedArrayBuffer {
+  const sab = new SharedArrayBuffer(Math.max(1, inputs) * Float64Array.BYTES_PER_ELEMENT);
+  new Float64Array(sab).fill(-1);
+  return sab;
+}
 
 /** `ready` info: where the readers must start, per input key. */
 export interface ServiceReadyInfo {

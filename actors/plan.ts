@@ -19,7 +19,7 @@ import {
   type ConfigProblem,
   type Topology,
 } from '../engine/config/index.js';
-import { HOST_SHARED, READER_SHARED, PUMP_SHARED, TIMER_SHARED, type ServiceHostData, type ServiceReadyInfo, type QueueReaderData, type PumpData, type TimerData } from './contracts.js';
+import { createPositions, HOST_SHARED, READER_SHARED, PUMP_SHARED, TIMER_SHARED, type ServiceHostData, type ServiceReadyInfo, type QueueReaderData, type PumpData, type TimerData } from './contracts.js';
 
 const here = path.dirname(new URL(import.meta.url).pathname);
 /** Worker entry files of the ready-made actors. */
@@ -158,7 +158,10 @@ export function planTopology(topology: Topology): TopologyPlan {
       stage: depthOf(s.name, []),
       start: async (launcher) => {
         const doorbell = createDoorbell();
-        const shared: Record<string, SharedArrayBuffer> = { [HOST_SHARED.doorbell]: doorbell };
+        const shared: Record<string, SharedArrayBuffer> = {
+          [HOST_SHARED.doorbell]: doorbell,
+          [HOST_SHARED.positions]: createPositions(inputs.length),
+        };
         const rings = new Map<string, SharedArrayBuffer>();
         for (const input of inputs) {
           const key = inputKey(input.queue, input.partition);

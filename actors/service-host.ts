@@ -183,6 +183,10 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
           writer.encode({ type: EVENT_TYPE_JSON, key, eventTimeMs: eventTimeMs ?? Date.now(), causeQueue: cause.queue, causePartition: cause.partition, causeIndex: cause.index, payload: encodeJson(value) }),
         );
       },
+      log(level, msg, fields) {
+        if (replaying && level !== 'warn' && level !== 'error' && level !== 'fatal') return;
+        ctx.log(level, msg, fields);
+      },
       emitBytes(type, key, payload, eventTimeMs) {
         if (type < 100) throw new Error(`emitBytes: user event types are >= 100, type=${type}`);
         if (replaying && !d.emitDuringReplay) return;
@@ -288,7 +292,7 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
         causeQueue: qid, causePartition: input.partition, causeIndex: index,
       }));
       deadLettered++;
-      console.warn(`service ${d.service}: dead-lettered ${key} index ${index} ` +
+      ctx.log('warn', `service ${d.service}: dead-lettered ${key} index ${index} ` +
         `(key ${JSON.stringify(ev.key)}) to ${dl!.queue} after ${attempts} attempts: ${error}`);
     };
 
@@ -442,6 +446,8 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
       return { input, ordinal, qid: qids[ordinal], consumer, frames: new FrameCodec(consumer.bytes) };
     });
     const bell = new Doorbell(ctx.shared(HOST_SHARED.doorbell));
+    const handled = new Float64Array(ctx.shared(HOST_SHARED.positions));
+    keys.forEach((k, i) => (handled[i] = from[k] - 1));
     const lag = hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 3_600_000, numberOfSignificantValueDigits: 3 });
     let eventsIn = 0;
     let eventsOut = replayEmitted;
@@ -472,6 +478,7 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
       view.wrap(raw.bytes, raw.offset, raw.length);
       if (raw.length > d.recordBytesMax) overLimit(current.input, current.qid, index, raw.length);
       else dispatch(current.input, current.qid, index);
+      handled[current.ordinal] = index;
       if (recorder) recorder.note(current.ordinal, index);
       const l = nowMs - ev.eventTimeMs;
       lag.recordValue(l > 0 ? l : 0);

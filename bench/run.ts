@@ -1,7 +1,7 @@
 /**
  * `npm run bench`: every benchmark in one run, printed as markdown with the machine described,
  * ready to paste into bench/RESULTS.md.
- *   node dist/bench/run.js [ring] [ring-single] [journal] [codec] [bus] [bank] [restart] [patterns]  (default: all)
+ *   node dist/bench/run.js [ring] [ring-single] [journal] [codec] [bus] [bank] [restart] [patterns] [ops]  (default: all)
  * Ratios that matter (ring vs postMessage, Kafka backend vs raw kafkajs) are measured inside
  * one benchmark's run, so a noisy shared machine moves both sides together.
  */
@@ -14,6 +14,7 @@ import { runCodecBench } from './codec.js';
 import { runBusBench } from './bus.js';
 import { runRestartBench } from './restart.js';
 import { main as runPatternsBench } from './patterns.js';
+import { runOpsOverheadBench } from './ops-overhead.js';
 
 /** The bank job's own summary lines (SQLite, default settings but a fixed 20 s workload). */
 async function runBankBench(): Promise<string> {
@@ -38,6 +39,7 @@ const suites: Record<string, () => Promise<string>> = {
   bank: () => runBankBench(),
   restart: () => runRestartBench(),
   patterns: () => runPatternsBench(),
+  ops: () => runOpsOverheadBench(),
 };
 
 const chosen = process.argv.slice(2).length ? process.argv.slice(2) : Object.keys(suites);

@@ -9,6 +9,8 @@
  *   sluice tail <topology.yaml> <queue>          print a queue's records as JSON lines
  *   sluice dlq list|replay|purge <topology.yaml> <queue>   read, re-inject, remove dead letters
  *   sluice errors list|requeue|purge <topology.yaml> [ids...]   the capture error table
+ *   sluice status --http URL                     a running topology's actors (ops-commands.ts)
+ *   sluice log-level --http URL [level]          show or change its log levels
  * Errors print one line (`sluice: ...`, commander's `error: ...` for usage, or the config
  * problems) and exit 2; SLUICE_DEBUG=1 adds the stack.
  */
@@ -40,10 +42,12 @@ import {
 import { Tailer } from '../engine/journal/index.js';
 import { EnvelopeView, decodeChange, decodeJson, EVENT_TYPE_CHANGE, EVENT_TYPE_JSON } from '../engine/codec/index.js';
 import type { CounterSnapshot } from '../engine/actor/index.js';
-import type { Supervisor } from '../engine/supervisor/index.js';
+import type { StopResult, Supervisor } from '../engine/supervisor/index.js';
 import { liveCaptureProblems } from './live-check.js';
 import { ReplayProgress } from './replay-progress.js';
 import { onStopSignal } from './signals.js';
+import { addOpsCommands, parseHttpAddress } from './ops-commands.js';
+import { LOG_FORMATS, packageVersion, type LogFormat } from '../ops/index.js';
 
 const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
 
@@ -68,6 +72,7 @@ const program = new Command();
 program
   .name('sluice')
   .description('Sluice stream-processing engine')
+  .version(packageVersion(), '-V, --version', 'print the version')
   .showHelpAfterError('(sluice help <command> shows its usage)')
   .exitOverride((err) => process.exit(err.exitCode === 0 ? 0 : 2));
 
@@ -150,14 +155,22 @@ program
   .command('run')
   .argument('<topology>', 'topology YAML file')
   .option('--status-ms <ms>', 'print counters that changed every <ms> milliseconds (0: never)', intOption('--status-ms', 0), 5000)
+  .option('--http <[host:]port>', 'serve the operations API and dashboard (host default 127.0.0.1)', parseHttpAddress)
+  .option('--users <users.json>', 'require a user token for the API (sluice user add writes the file)')
+  .option('--log-format <format>', `log lines: ${LOG_FORMATS.join(' or ')} (json: pino JSON lines on stdout)`, (v: string) => {
+    if (!(LOG_FORMATS as readonly string[]).includes(v)) throw new InvalidArgumentError(`--log-format must be ${LOG_FORMATS.join(' or ')}, got "${v}"`);
+    return v as LogFormat;
+  }, 'text')
   .description('run a topology until SIGINT/SIGTERM, then drain, flush, fsync and exit 0')
-  .action(async (file: string, opts: { statusMs: number }) => {
+  .action(async (file: string, opts: { statusMs: number; http?: { host: string; port: number }; users?: string; logFormat: LogFormat }) => {
+    if (opts.users && !opts.http) throw new InvalidArgumentError('--users needs --http');
     const t = loadTopology(file);
     const progress = new ReplayProgress();
     let ticker: NodeJS.Timeout | null = null;
     let supervisor: Supervisor | null = null;
     let timer: NodeJS.Timeout | null = null;
     let stopping = false;
+    let runningNow: { stop(): Promise<StopResult> } | null = null;
     // Registered before the start, so Ctrl-C during a long replay drains too (and restores the
     // terminal the progress bars drew on); a signal that came even earlier is delivered now.
     const stop = async (signal: string) => {
@@ -168,18 +181,21 @@ program
       progress.stop();
       console.error(`sluice: ${signal}: draining`);
       if (!supervisor) process.exit(0);
-      const result = await supervisor.stop();
+      const result = runningNow ? await runningNow.stop() : await supervisor.stop();
       printCounters(result.counters, {});
       process.exit(result.terminated.length > 0 ? 1 : 0);
     };
     onStopSignal((signal) => void stop(signal));
     if (stopping) return;
     const running = await startTopology(t, {
+      http: opts.http ? { ...opts.http, usersFile: opts.users } : undefined,
+      logFormat: opts.logFormat,
       onSupervisor: (sup) => {
         supervisor = sup;
         ticker = setInterval(() => progress.update(sup.counters()), 200);
       },
     });
+    runningNow = running;
     if (stopping) return; // a signal came during the start; stop() is draining
     if (ticker) clearInterval(ticker);
     progress.update(running.supervisor.counters());
@@ -384,6 +400,8 @@ errors
     const n = await purgeCaptureErrors(loadTopology(file), selection(ids, opts, 'purge'));
     console.log(`purged ${plural(n, 'change')}`);
   });
+
+addOpsCommands(program, intOption);
 
 function printCounters(counters: Record<string, CounterSnapshot>, previous: Record<string, CounterSnapshot>): void {
   for (const [name, c] of Object.entries(counters)) {

@@ -9,7 +9,7 @@
  * Control layout (Int32Array of 4):
  * ```
  *  0  command   0 = run, 1 = drain (finish what is in flight, then stop), 2 = stop now
- *  1  (reserved)
+ *  1  logLevel  lowest level the actor sends (LOG_LEVELS numbers; written by the supervisor)
  * ```
  * Doorbell layout (Int32Array of 2):
  * ```
@@ -18,6 +18,21 @@
  * ```
  */
 export const Command = { run: 0, drain: 1, stop: 2 } as const;
+
+/** Log levels by name, with pino's numbers (silent: above every level). */
+export const LOG_LEVELS = { trace: 10, debug: 20, info: 30, warn: 40, error: 50, fatal: 60, silent: 100 } as const;
+/** One log level name. */
+export type LogLevelName = keyof typeof LOG_LEVELS;
+/** Level of an actor nobody set one for: info. */
+export const LOG_LEVEL_DEFAULT: number = LOG_LEVELS.info;
+
+/** The level name of a number, or the number as text when it is none of LOG_LEVELS. */
+export function logLevelName(level: number): string {
+  const hit = Object.entries(LOG_LEVELS).find(([, n]) => n === level);
+  return hit ? hit[0] : String(level);
+}
+
+const LOG_LEVEL_CELL = 1;
 
 /** Allocates one actor's control cells. */
 export function createControl(): SharedArrayBuffer {
@@ -33,6 +48,14 @@ export class Control {
   /** Current command (Command.run | drain | stop). */
   command(): number {
     return Atomics.load(this.cells, 0);
+  }
+  /** Lowest log level the actor sends (LOG_LEVELS numbers). */
+  logLevel(): number {
+    return Atomics.load(this.cells, LOG_LEVEL_CELL);
+  }
+  /** Supervisor side: sets the actor's log level (LOG_LEVELS numbers; silent = 100). */
+  setLogLevel(level: number): void {
+    Atomics.store(this.cells, LOG_LEVEL_CELL, Math.min(LOG_LEVELS.silent, Math.max(0, Math.round(level))));
   }
   /** Supervisor side: asks the actor to drain, or to stop now. Never lowers a command. */
   request(command: number): void {

@@ -1,6 +1,9 @@
 /** Worker-side actor runtime: lifecycle, control cells, doorbells, counters, typed messages. */
 export { runActor, type ActorContext } from './runtime.js';
-export { Command, Control, Doorbell, createControl, createDoorbell } from './control.js';
+export {
+  Command, Control, Doorbell, createControl, createDoorbell, LOG_LEVELS, LOG_LEVEL_DEFAULT,
+  logLevelName, type LogLevelName,
+} from './control.js';
 export {
   Counter,
   COUNTER_SLOTS,

@@ -32,5 +32,5 @@ export type ActorMessage =
   | { type: 'stopped'; summary: unknown }
   /** A failure the actor reports before it exits (the supervisor restarts the group). */
   | { type: 'failed'; message: string; stack?: string }
-  /** A line for the supervisor's log (an outage and its end, from a capture pump). */
-  | { type: 'log'; line: string };
+  /** A log line at `level` (LOG_LEVELS numbers), sent only when the actor's level allows it. */
+  | { type: 'log'; level: number; msg: string; fields?: Record<string, unknown> };

@@ -4,7 +4,7 @@
  * non-zero exit so the supervisor can restart the actor's group.
  */
 import { parentPort, workerData, isMainThread } from 'node:worker_threads';
-import { Command, Control } from './control.js';
+import { Command, Control, LOG_LEVELS, type LogLevelName } from './control.js';
 import { Counter, setState, type ActorState } from './counters.js';
 import type { ActorMessage, ActorWorkerData } from './protocol.js';
 
@@ -27,6 +27,12 @@ export interface ActorContext<D> {
   send(message: ActorMessage): void;
   /** Stamps the heartbeat (ms since epoch). Call once per loop iteration. */
   heartbeat(): void;
+  /**
+   * Sends a log line to the supervisor (which writes it with the actor's name and topology)
+   * when `level` is at or above the actor's log level, changeable at runtime. `fields` must be
+   * structured-clone-able plain data.
+   */
+  log(level: LogLevelName, msg: string, fields?: Record<string, unknown>): void;
 }
 
 /**
@@ -57,6 +63,11 @@ export function runActor<D>(body: (ctx: ActorContext<D>) => Promise<unknown> | u
     send: (message) => port.postMessage(message),
     heartbeat: () => {
       counters[Counter.heartbeatMs] = Date.now();
+    },
+    log: (level, msg, fields) => {
+      const n = LOG_LEVELS[level];
+      if (n === undefined || n < control.logLevel() || level === 'silent') return;
+      port.postMessage({ type: 'log', level: n, msg, fields } satisfies ActorMessage);
     },
   };
   ctx.setState('init');

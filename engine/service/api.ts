@@ -48,6 +48,13 @@ export interface ServiceContext {
    * output queue, written with the current input's batch. @throws Error if not declared.
    */
   readonly kv: KeyValueStore;
+  /**
+   * Writes a structured log line (JSON through the supervisor's logger, with the service's actor
+   * name and topology) when `level` is at or above the actor's log level, which can be changed
+   * while running (`PUT /log-level`, `sluice log-level`). Levels: trace, debug, info, warn,
+   * error, fatal. `fields` must be plain data. Logs nothing during replay below `warn`.
+   */
+  log(level: 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal', msg: string, fields?: Record<string, unknown>): void;
 }
 
 /** Handler for one event type. */

@@ -10,4 +10,8 @@ export {
   type RestartEvent,
   type GroupStatus,
   type StopResult,
+  type ActorInfo,
+  type GroupHealth,
+  type GroupFailure,
+  type ActorLogEvent,
 } from './supervisor.js';

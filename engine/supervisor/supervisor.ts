@@ -19,6 +19,7 @@ import {
   createControl,
   createCounters,
   readCounters,
+  LOG_LEVEL_DEFAULT,
   type ActorMessage,
   type ActorWorkerData,
   type CounterSnapshot,
@@ -121,6 +122,8 @@ export interface StopResult {
 
 interface RunningActor {
   spec: ActorSpec;
+  /** Date.now() at launch. */
+  startedMs: number;
   worker: Worker;
   control: Control;
   counters: SharedArrayBuffer;
@@ -140,11 +143,58 @@ interface GroupState {
   restarts: number;
   timer: NodeJS.Timeout | null;
   status: GroupStatus;
+  /** The first failure since the group was last all live; null while it is healthy. */
+  failure: GroupFailure | null;
+  /** Generation whose start function resolved (its actors were all launched). */
+  startedGeneration: number;
+}
+
+/** Why a group is degraded: the actor that failed first, its error, and since when. */
+export interface GroupFailure {
+  actor: string;
+  error: string;
+  /** Date.now() of that failure. */
+  sinceMs: number;
+}
+
+/** One running (or last run) actor as the operations layer sees it. */
+export interface ActorInfo {
+  name: string;
+  group: string;
+  stage: number;
+  /** Restarts of its group so far. */
+  restarts: number;
+  /** Start data of the actor (e.g. a queue reader's queue and partition). */
+  data: unknown;
+  /** Its shared buffers by name (rings, notifiers), for read-only inspection. */
+  shared: Record<string, SharedArrayBuffer>;
+  counters: CounterSnapshot;
+  /** Date.now() at its (last) launch. */
+  startedMs: number;
+  lastError: string | null;
+}
+
+/** Health of one group: live when its start finished and every actor of it is live. */
+export interface GroupHealth {
+  name: string;
+  stage: number;
+  restarts: number;
+  live: boolean;
+  /** Set from the first failure until the group is live again. */
+  failure: GroupFailure | null;
+}
+
+/** A log line an actor sent (ActorContext.log), with the actor's name. */
+export interface ActorLogEvent {
+  actor: string;
+  level: number;
+  msg: string;
+  fields?: Record<string, unknown>;
 }
 
 /**
  * Runs groups of actors. Events: `restart` ({@link RestartEvent}), `fatal` (Error: the topology
- * stopped because a group failed too often), `log` (string).
+ * stopped because a group failed too often), `log` (string), `actorLog` ({@link ActorLogEvent}).
  */
 export class Supervisor extends EventEmitter {
   readonly options: SupervisorOptions;
@@ -152,6 +202,9 @@ export class Supervisor extends EventEmitter {
   private readonly finalCounters = new Map<string, SharedArrayBuffer>();
   private state: 'idle' | 'running' | 'draining' | 'stopped' | 'failed' = 'idle';
   private fatalError: Error | null = null;
+  /** Log level (pino's numbers) for every actor without its own, and per-actor overrides. */
+  private logLevelAll = LOG_LEVEL_DEFAULT;
+  private readonly logLevels = new Map<string, number>();
   private doneResolve!: () => void;
   private doneReject!: (e: Error) => void;
   /** Settles when the topology has stopped: resolves after stop(), rejects on a fatal failure. */
@@ -186,6 +239,7 @@ export class Supervisor extends EventEmitter {
       this.groups.set(g.name, {
         spec: g, generation: 0, actors: [], restartTimes: [], restarts: 0, timer: null,
         status: { state: 'starting', restarts: 0, lastError: null, restartDelayMs: 0 },
+        failure: null, startedGeneration: 0,
       });
     }
     const ordered = [...this.groups.values()].sort((a, b) => b.spec.stage - a.spec.stage);
@@ -208,6 +262,65 @@ export class Supervisor extends EventEmitter {
     const out: Record<string, CounterSnapshot> = {};
     for (const [name, sab] of this.finalCounters) out[name] = readCounters(sab);
     return out;
+  }
+
+  /** Lifecycle of the supervisor itself. */
+  status(): 'idle' | 'running' | 'draining' | 'stopped' | 'failed' {
+    return this.state;
+  }
+
+  /** The fatal error that stopped the topology, or null. */
+  failure(): Error | null {
+    return this.fatalError;
+  }
+
+  /** Every actor of the current generation of every group, in group order. */
+  actors(): ActorInfo[] {
+    const out: ActorInfo[] = [];
+    for (const g of this.groups.values()) {
+      for (const a of g.actors) {
+        out.push({
+          name: a.spec.name, group: g.spec.name, stage: g.spec.stage, restarts: g.restarts,
+          data: a.spec.data, shared: a.spec.shared ?? {}, counters: readCounters(a.counters),
+          startedMs: a.startedMs, lastError: a.lastError,
+        });
+      }
+    }
+    return out;
+  }
+
+  /** Health of every group (see {@link GroupHealth}); clears a failure once the group is live. */
+  health(): GroupHealth[] {
+    return [...this.groups.values()].map((g) => {
+      const live = g.startedGeneration === g.generation && g.actors.length > 0 &&
+        g.actors.every((a) => readCounters(a.counters).state === 'live');
+      if (live) g.failure = null;
+      return { name: g.spec.name, stage: g.spec.stage, restarts: g.restarts, live, failure: g.failure };
+    });
+  }
+
+  /** Log level of one actor (its own, else the global one), as pino's number. */
+  logLevel(actor?: string): number {
+    return (actor !== undefined ? this.logLevels.get(actor) : undefined) ?? this.logLevelAll;
+  }
+
+  /**
+   * Sets the log level (pino's numbers: 10 trace .. 60 fatal, Infinity silent) of one actor, or
+   * of every actor without its own (`actor` undefined; also clears nothing). Applies at once to
+   * running actors (a shared cell) and to later restarts.
+   * @throws Error when the actor is unknown or the level is not a number.
+   */
+  setLogLevel(level: number, actor?: string): void {
+    if (typeof level !== 'number' || Number.isNaN(level)) throw new Error(`log level must be a number, level=${level}`);
+    if (actor !== undefined) {
+      if (!this.actors().some((a) => a.name === actor)) throw new Error(`unknown actor "${actor}"`);
+      this.logLevels.set(actor, level);
+    } else {
+      this.logLevelAll = level;
+    }
+    for (const g of this.groups.values()) {
+      for (const a of g.actors) a.control.setLogLevel(this.logLevel(a.spec.name));
+    }
   }
 
   /**
@@ -280,6 +393,7 @@ export class Supervisor extends EventEmitter {
         g.status.state = 'up';
         g.status.restartDelayMs = 0;
       }
+      if (g.generation === generation) g.startedGeneration = generation;
     } catch (err) {
       // A failed actor during start already scheduled a restart; anything else is a crash of the
       // group's start protocol itself, handled the same way.
@@ -303,10 +417,13 @@ export class Supervisor extends EventEmitter {
     };
     const worker = new Worker(spec.module, { workerData: wd, stdout: false, stderr: false });
     let exitResolve!: (code: number) => void;
+    const control = new Control(controlSab);
+    control.setLogLevel(this.logLevel(spec.name));
     const running: RunningActor = {
       spec,
+      startedMs: Date.now(),
       worker,
-      control: new Control(controlSab),
+      control,
       counters,
       stopped: false,
       summary: null,
@@ -340,7 +457,7 @@ export class Supervisor extends EventEmitter {
         case 'live':
           break;
         case 'log':
-          this.emit('log', `actor ${spec.name}: ${m.line}`);
+          this.emit('actorLog', { actor: spec.name, level: m.level, msg: m.msg, fields: m.fields } satisfies ActorLogEvent);
           break;
       }
     });
@@ -373,6 +490,7 @@ export class Supervisor extends EventEmitter {
 
   private onFailure(g: GroupState, generation: number, actor: string, message: string): void {
     if (g.generation !== generation) return;
+    if (!g.failure) g.failure = { actor, error: message, sinceMs: Date.now() };
     g.generation++; // supersede the failed start; stale events of the old actors are ignored
     const old = g.actors;
     g.actors = [];

@@ -22,6 +22,7 @@ import { loadTopology, startTopology, partitionDir, type Topology, type ServiceS
 import { openStaging } from '../../engine/cdc/index.js';
 import { createPgbenchSchema, runTpcb, PGBENCH_SCALE_MAX, TPCB_DEFAULTS } from 'sluice/testing';
 import { Tailer } from '../../engine/journal/index.js';
+import { parseHttpAddress } from '../../cli/ops-commands.js';
 import { EnvelopeView, decodeJson } from '../../engine/codec/index.js';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
@@ -47,6 +48,8 @@ interface Options {
   clients: number;
   keep: boolean;
   verbose: boolean;
+  /** Serve the operations API and dashboard while the job runs. */
+  http?: { host: string; port: number };
 }
 
 /** Newest JSON value per key in a service's output queue. */
@@ -170,7 +173,7 @@ async function main(o: Options): Promise<number> {
   console.log(`bank: ${db.dialect} database ${kept ? `kept from the last run (scale ${scale})` : `ready (scale ${scale})`} in ${Date.now() - t0} ms`);
 
   // 2. the engine
-  const running = await startTopology(topology);
+  const running = await startTopology(topology, { http: o.http });
   const restarts: string[] = [];
   running.supervisor.on('restart', (e: { actor: string; error: string }) => restarts.push(`${e.actor}: ${e.error}`));
 
@@ -287,8 +290,9 @@ const program = new Command()
   .option('--clients <n>', 'concurrent client loops', intIn('--clients', 1, TPCB_DEFAULTS.clientsMax), 4)
   .option('--keep', 'continue from the last run: keep its database and queues (services replay their inputs, then resume after LAST_WRITTEN)', false)
   .option('--verbose', 'print every actor\'s counters at the end', false)
+  .option('--http <[host:]port>', 'serve the operations API and dashboard while it runs (e.g. 127.0.0.1:8080)', parseHttpAddress)
   .parse();
-const raw = program.opts<{ topology: string; scale?: number; durationS: number; clients: number; keep: boolean; verbose: boolean }>();
+const raw = program.opts<{ topology: string; scale?: number; durationS: number; clients: number; keep: boolean; verbose: boolean; http?: { host: string; port: number } }>();
 main(raw).then(
   (code) => process.exit(code),
   (e: unknown) => {

@@ -1,0 +1,245 @@
+/**
+ * Operations commands of the `sluice` command line, against a running topology's HTTP API:
+ *   sluice status --http URL [--interval-ms N] [--once]   the figures of GET /actors, refreshing
+ *   sluice log-level --http URL [--actor NAME] [LEVEL]     show or set log levels (audited)
+ *   sluice user add --file users.json --name N --right R   add a user of the API, print its token
+ * and the parser of `sluice run --http [host:]port`.
+ */
+import os from 'node:os';
+import { InvalidArgumentError, type Command } from 'commander';
+import type { ActorStatus, CaptureSourceStats, Health } from '../ops/index.js';
+import type { AuditEntry } from '../ops/index.js';
+import { addUser, RIGHTS, type Right } from '../ops/auth.js';
+
+/** Authorization header from --token or SLUICE_TOKEN (never printed). */
+function authHeaders(token: string | undefined): Record<string, string> {
+  const t = token ?? process.env.SLUICE_TOKEN;
+  return t ? { authorization: `Bearer ${t}` } : {};
+}
+
+/** `127.0.0.1:8080`, `:8080`, `8080`, `[::1]:8080` -> host and port (host default 127.0.0.1). */
+export function parseHttpAddress(value: string): { host: string; port: number } {
+  const m = /^(?:\[([0-9a-fA-F:.]+)\]|([^:[\]]*))?:?(\d{1,5})$/.exec(value.trim());
+  const port = m ? Number(m[3]) : NaN;
+  if (!m || !(port >= 0 && port <= 65535)) {
+    throw new InvalidArgumentError(
+      `--http must be [host:]port with port 0-65535 (e.g. 127.0.0.1:8080), got "${value}"`,
+    );
+  }
+  const host = m[1] ?? (m[2] || '127.0.0.1');
+  return { host, port };
+}
+
+function baseUrl(value: string): string {
+  const url = /^https?:\/\//.test(value) ? value : `http://${value}`;
+  try {
+    return new URL(url).origin;
+  } catch {
+    throw new InvalidArgumentError(
+      `--http must be the URL of a running topology (e.g. http://127.0.0.1:8080), got "${value}"`,
+    );
+  }
+}
+
+async function getJson<T>(
+  base: string,
+  route: string,
+  init?: RequestInit,
+): Promise<{ status: number; body: T }> {
+  let res: Response;
+  try {
+    res = await fetch(`${base}${route}`, init);
+  } catch (err) {
+    const cause = (err as Error & { cause?: Error }).cause?.message ?? (err as Error).message;
+    throw new Error(
+      `cannot reach ${base}${route}: ${cause} (is the topology running with --http?)`,
+    );
+  }
+  const text = await res.text();
+  try {
+    return { status: res.status, body: JSON.parse(text) as T };
+  } catch {
+    throw new Error(`${base}${route}: HTTP ${res.status}, not JSON: ${text.slice(0, 200)}`);
+  }
+}
+
+const fmt = (n: number) =>
+  n >= 1e6
+    ? `${(n / 1e6).toFixed(2)}M`
+    : n >= 1e4
+      ? `${(n / 1e3).toFixed(1)}k`
+      : String(Math.round(n * 10) / 10);
+
+/** The status table: one line per actor, then capture sources. */
+export function statusTable(
+  actors: ActorStatus[],
+  health: Health,
+  capture: CaptureSourceStats[],
+): string {
+  const lines: string[] = [];
+  lines.push(
+    `health: ${health.status}${health.reasons.length ? ` (${health.reasons.join('; ')})` : ''}`,
+  );
+  const head = [
+    'actor',
+    'state',
+    'restarts',
+    'in',
+    'out',
+    'in/s 1s',
+    'in/s 1m',
+    'out/s 1m',
+    'lag rec',
+    'lag ms',
+    'ring',
+  ];
+  const rows = actors.map((a) => {
+    const lagRecords = a.inputs.reduce((m, l) => Math.max(m, l.lagRecords), 0);
+    const lagMs = a.inputs.reduce((m, l) => Math.max(m, l.lagMs), 0);
+    return [
+      a.name,
+      a.state,
+      String(a.restarts),
+      fmt(a.counters.eventsIn),
+      fmt(a.counters.eventsOut),
+      fmt(a.rates.eventsIn.perSecond1s),
+      fmt(a.rates.eventsIn.perSecond1m),
+      fmt(a.rates.eventsOut.perSecond1m),
+      a.inputs.length ? fmt(lagRecords) : '-',
+      a.inputs.length ? fmt(lagMs) : '-',
+      a.ring ? `${Math.round(a.ring.ratio * 100)}%` : '-',
+    ];
+  });
+  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
+  const line = (r: string[]) =>
+    r.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ');
+  lines.push(line(head), ...rows.map(line));
+  for (const s of capture) {
+    if (s.error !== null) {
+      lines.push(`capture ${s.source}: cannot read (${s.error})`);
+      continue;
+    }
+    for (const t of s.tables ?? []) {
+      lines.push(
+        `capture ${s.source} ${t.table}: staged ${t.stagingDepth}, oldest ${fmt(t.oldestStagedAgeMs)} ms, parked ${t.parkedErrors ?? '-'}`,
+      );
+    }
+  }
+  return lines.join('\n');
+}
+
+/** Adds `status`, `log-level` and `user add` to the program. */
+export function addOpsCommands(
+  program: Command,
+  intOption: (name: string, min: number) => (v: string) => number,
+): void {
+  program
+    .command('status')
+    .requiredOption('--http <url>', 'HTTP address of the running topology (sluice run --http)')
+    .option(
+      '--interval-ms <ms>',
+      'refresh every <ms> milliseconds',
+      intOption('--interval-ms', 100),
+      2000,
+    )
+    .option('--once', 'print once and exit', false)
+    .option('--json', 'print GET /actors as JSON (implies --once)', false)
+    .option('--token <token>', "a user's token when the server has users (default: $SLUICE_TOKEN)")
+    .description(
+      'show every actor of a running topology: state, restarts, counters, rates, lag, ring',
+    )
+    .action(
+      async (opts: {
+        http: string;
+        intervalMs: number;
+        once: boolean;
+        json: boolean;
+        token?: string;
+      }) => {
+        const base = baseUrl(opts.http);
+        const init = { headers: authHeaders(opts.token) };
+        const once = opts.once || opts.json || !process.stdout.isTTY;
+        for (;;) {
+          const [actors, health, capture] = await Promise.all([
+            getJson<{ actors: ActorStatus[]; error?: string }>(base, '/actors', init),
+            getJson<Health>(base, '/health', init),
+            getJson<{ sources: CaptureSourceStats[] }>(base, '/capture', init),
+          ]);
+          if (actors.status !== 200)
+            throw new Error(`status: HTTP ${actors.status}: ${actors.body.error ?? ''}`);
+          if (opts.json) {
+            console.log(JSON.stringify(actors.body, null, 2));
+            return;
+          }
+          const text = statusTable(actors.body.actors, health.body, capture.body.sources);
+          if (once) {
+            console.log(text);
+            return;
+          }
+          process.stdout.write(`\x1b[H\x1b[2J${new Date().toISOString()}  ${base}\n${text}\n`);
+          await new Promise((r) => setTimeout(r, opts.intervalMs));
+        }
+      },
+    );
+
+  program
+    .command('user')
+    .description('manage users of the operations API (a users file for sluice run --users)')
+    .command('add')
+    .requiredOption('--file <users.json>', 'users file (created if missing, mode 0600)')
+    .requiredOption('--name <name>', 'user name')
+    .requiredOption('--right <right>', `one of ${RIGHTS.join(', ')}`)
+    .option('--topology <name>', 'topology the right is for (default: every topology, "*")', '*')
+    .description(
+      'add a user (or give an existing one a new token and right); prints the token once',
+    )
+    .action((opts: { file: string; name: string; right: string; topology: string }) => {
+      const token = addUser(opts.file, opts.name, opts.right as Right, opts.topology);
+      console.error(
+        `sluice: user "${opts.name}" has ${opts.right} on ${opts.topology === '*' ? 'every topology' : `topology "${opts.topology}"`} in ${opts.file}; the token (shown once):`,
+      );
+      console.log(token);
+    });
+
+  program
+    .command('log-level')
+    .argument(
+      '[level]',
+      'trace, debug, info, warn, error, fatal or silent (omit to show the levels)',
+    )
+    .requiredOption('--http <url>', 'HTTP address of the running topology (sluice run --http)')
+    .option('--actor <name>', 'only this actor (default: the global level)')
+    .option('--token <token>', "a user's token when the server has users (default: $SLUICE_TOKEN)")
+    .description('show or change log levels of a running topology (each change is audited)')
+    .action(
+      async (level: string | undefined, opts: { http: string; actor?: string; token?: string }) => {
+        const base = baseUrl(opts.http);
+        if (level === undefined) {
+          const r = await getJson<{
+            global: string;
+            actors: Record<string, string>;
+            error?: string;
+          }>(base, '/log-level', { headers: authHeaders(opts.token) });
+          if (r.status !== 200)
+            throw new Error(`log-level: HTTP ${r.status}: ${r.body.error ?? ''}`);
+          console.log(`global  ${r.body.global}`);
+          for (const [name, l] of Object.entries(r.body.actors)) console.log(`${name}  ${l}`);
+          return;
+        }
+        const r = await getJson<AuditEntry & { error?: string }>(base, '/log-level', {
+          method: 'PUT',
+          headers: {
+            'content-type': 'application/json',
+            'x-sluice-user': os.userInfo().username,
+            ...authHeaders(opts.token),
+          },
+          body: JSON.stringify({ level, actor: opts.actor }),
+        });
+        if (r.status !== 200)
+          throw new Error(`log-level: HTTP ${r.status}: ${r.body.error ?? JSON.stringify(r.body)}`);
+        console.log(
+          `${r.body.target}: ${String(r.body.before)} -> ${String(r.body.after)} (by ${r.body.user} at ${r.body.time})`,
+        );
+      },
+    );
+}

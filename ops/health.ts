@@ -1,0 +1,75 @@
+/**
+ * Health of a running topology from its supervisor: live (the process answers), ready (every
+ * actor of every group is live), and degraded (a group failed and is not live again yet: named
+ * with the failing actor, its error and since when).
+ */
+import type { Supervisor } from '../engine/supervisor/index.js';
+
+/** Overall state. `starting`: not every actor is live yet, nothing failed. */
+export type HealthStatus = 'ok' | 'starting' | 'degraded' | 'draining' | 'stopped' | 'failed';
+
+/** A group that failed and is being restarted. */
+export interface Degraded {
+  group: string;
+  actor: string;
+  error: string;
+  /** ISO time of the first failure since the group was last live. */
+  since: string;
+  restarts: number;
+}
+
+/** What GET /health and GET /health/ready return. */
+export interface Health {
+  status: HealthStatus;
+  ready: boolean;
+  /** Why it is not ready, one line each (empty when ready). */
+  reasons: string[];
+  degraded: Degraded[];
+}
+
+/** Reads the health of a topology now. */
+export function healthOf(supervisor: Supervisor): Health {
+  const state = supervisor.status();
+  if (state === 'failed') {
+    const message = supervisor.failure()?.message ?? 'failed';
+    return {
+      status: 'failed',
+      ready: false,
+      reasons: [`topology stopped: ${message}`],
+      degraded: [],
+    };
+  }
+  if (state === 'draining' || state === 'stopped') {
+    return { status: state, ready: false, reasons: [`topology is ${state}`], degraded: [] };
+  }
+  const groups = supervisor.health();
+  const actors = supervisor.actors();
+  const degraded: Degraded[] = [];
+  const reasons: string[] = [];
+  for (const g of groups) {
+    if (g.failure) {
+      const since = new Date(g.failure.sinceMs).toISOString();
+      degraded.push({
+        group: g.name,
+        actor: g.failure.actor,
+        error: g.failure.error,
+        since,
+        restarts: g.restarts,
+      });
+      reasons.push(
+        `${g.name}: degraded since ${since}: ${g.failure.actor} failed: ${g.failure.error}`,
+      );
+    } else if (!g.live) {
+      const notLive = actors.filter((a) => a.group === g.name && a.counters.state !== 'live');
+      reasons.push(
+        notLive.length > 0
+          ? `${g.name}: ${notLive.map((a) => `${a.name} is ${a.counters.state}`).join(', ')}`
+          : `${g.name}: starting`,
+      );
+    }
+  }
+  if (state === 'idle' || groups.length === 0) reasons.push('topology is starting');
+  const status: HealthStatus =
+    degraded.length > 0 ? 'degraded' : reasons.length > 0 ? 'starting' : 'ok';
+  return { status, ready: reasons.length === 0, reasons, degraded };
+}

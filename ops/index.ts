@@ -1,0 +1,126 @@
+/**
+ * ops/: operating a running topology from the main thread: the sampler of the actors'
+ * shared-memory counters, capture figures from the captured databases, Prometheus metrics,
+ * structured logs with runtime levels, the audit log, and the HTTP server with its dashboard.
+ * It sits beside index.ts (above engine/ and actors/) and only reads what the actors publish.
+ */
+import type { Logger } from 'pino';
+import type { Supervisor } from '../engine/supervisor/index.js';
+import type { Topology } from '../engine/config/index.js';
+import { Sampler, type SamplerOptions } from './sampler.js';
+import { CaptureStats } from './capture-stats.js';
+import { AuditLog } from './audit.js';
+import { Authenticator, loadUsers } from './auth.js';
+import { healthOf } from './health.js';
+import type { HttpOptions, OpsServer } from './server.js';
+import { packageVersion } from './version.js';
+
+export {
+  Sampler,
+  SAMPLER_DEFAULTS,
+  kindOf,
+  type ActorStatus,
+  type ActorHistory,
+  type InputLag,
+  type Rates,
+  type SamplerOptions,
+} from './sampler.js';
+export { CaptureStats, type CaptureSourceStats, type CaptureTableStats } from './capture-stats.js';
+// metrics.js (prom-client) and server.js (fastify) are loaded only when a server is asked for:
+// import them from 'sluice/ops/metrics' style paths directly if you need them without startOps.
+export { AuditLog, type AuditEntry } from './audit.js';
+export {
+  Authenticator,
+  addUser,
+  hashToken,
+  verifyToken,
+  loadUsers,
+  RIGHTS,
+  AUTH_LIMITS_DEFAULTS,
+  type Right,
+  type StoredUser,
+  type AuthLimits,
+} from './auth.js';
+export { healthOf, type Health, type HealthStatus, type Degraded } from './health.js';
+export {
+  createLogger,
+  attachSupervisorLogs,
+  parseLogLevel,
+  type LoggerOptions,
+} from './logging.js';
+export { LOG_FORMATS, type LogFormat } from './formats.js';
+export { redactTopology, redactUrl } from './redact.js';
+export type { HttpOptions, OpsServer, OpsContext } from './server.js';
+export { packageVersion } from './version.js';
+
+/** The operations layer of one running topology. */
+export interface Ops {
+  readonly sampler: Sampler;
+  /** Null when no HTTP server was asked for. */
+  readonly server: OpsServer | null;
+  /** Stops sampling, closes the server and the capture connections. Idempotent. */
+  close(): Promise<void>;
+}
+
+/** Options of {@link startOps}. */
+export interface OpsOptions {
+  topology: Topology;
+  supervisor: Supervisor;
+  logger: Logger;
+  http?: HttpOptions;
+  sampler?: Partial<SamplerOptions>;
+}
+
+/**
+ * Starts sampling and, when `http` is given, the HTTP server (before the actors start, so
+ * /health/ready reports the start). @throws Error when the server cannot listen.
+ */
+export async function startOps(options: OpsOptions): Promise<Ops> {
+  const { topology, supervisor, logger } = options;
+  const sampler = new Sampler(supervisor, options.sampler);
+  const capture = new CaptureStats(topology.capture);
+  sampler.start();
+  let server: OpsServer | null = null;
+  try {
+    if (options.http) {
+      const [{ createMetrics }, { listenOps }] = await Promise.all([
+        import('./metrics.js'),
+        import('./server.js'),
+      ]);
+      const metrics = createMetrics({ sampler, capture, ready: () => healthOf(supervisor).ready });
+      const audit = new AuditLog(topology.dataDir);
+      const auth = options.http.usersFile
+        ? new Authenticator(loadUsers(options.http.usersFile), topology.name)
+        : null;
+      server = await listenOps(
+        {
+          topology,
+          supervisor,
+          sampler,
+          capture,
+          metrics,
+          logger,
+          audit,
+          auth,
+          version: packageVersion(),
+        },
+        options.http,
+      );
+    }
+  } catch (err) {
+    sampler.stop();
+    await capture.close();
+    throw err;
+  }
+  let closed: Promise<void> | null = null;
+  return {
+    sampler,
+    server,
+    close: () =>
+      (closed ??= (async () => {
+        sampler.stop();
+        await server?.close();
+        await capture.close();
+      })()),
+  };
+}

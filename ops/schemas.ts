@@ -1,0 +1,150 @@
+/**
+ * JSON schemas of the operations API's requests and responses, one per shape; fastify validates
+ * requests with them and @fastify/swagger publishes them in /openapi.json. Response objects keep
+ * `additionalProperties: true` so a field added to a figure is served before the schema names it.
+ */
+const num = { type: 'number' } as const;
+const int = { type: 'integer' } as const;
+const str = { type: 'string' } as const;
+const obj = (properties: Record<string, unknown>, required: string[] = Object.keys(properties)) =>
+  ({ type: 'object', properties, required, additionalProperties: true }) as const;
+
+export const anyObject = { type: 'object', additionalProperties: true } as const;
+export const error = obj({ error: str });
+export const live = obj({ status: { type: 'string', enum: ['live'] } });
+export const version = obj({ version: str, topology: str });
+
+export const health = obj({
+  status: { type: 'string', enum: ['ok', 'starting', 'degraded', 'draining', 'stopped', 'failed'] },
+  ready: { type: 'boolean' },
+  reasons: { type: 'array', items: str },
+  degraded: {
+    type: 'array',
+    items: obj({
+      group: str,
+      actor: str,
+      error: str,
+      since: { type: 'string', format: 'date-time' },
+      restarts: int,
+    }),
+  },
+});
+
+const rates = obj({ perSecond1s: num, perSecond1m: num });
+const inputLag = obj({
+  queue: str,
+  partition: int,
+  endIndex: int,
+  handledIndex: int,
+  lagRecords: int,
+  lagMs: num,
+});
+const ring = obj({ capacityBytes: int, usedBytes: int, ratio: num, closed: { type: 'boolean' } });
+
+export const actor = obj({
+  name: str,
+  kind: { type: 'string', enum: ['pump', 'reader', 'service', 'timer', 'other'] },
+  group: str,
+  state: { type: 'string', enum: ['new', 'init', 'replay', 'live', 'drain', 'stopped', 'failed'] },
+  restarts: int,
+  startedAt: { type: 'string', format: 'date-time' },
+  heartbeatAgeMs: num,
+  lastError: { type: 'string', nullable: true },
+  counters: obj({
+    eventsIn: num,
+    eventsOut: num,
+    batches: num,
+    waits: num,
+    replayed: num,
+    replayTotal: num,
+    errors: num,
+  }),
+  rates: obj({ eventsIn: rates, eventsOut: rates }),
+  inputs: { type: 'array', items: inputLag },
+  ring: { ...ring, nullable: true },
+});
+
+export const actors = obj({
+  topology: str,
+  time: { type: 'string', format: 'date-time' },
+  actors: { type: 'array', items: actor },
+});
+
+export const actorParams = obj({ name: str });
+export const historyQuery = {
+  type: 'object',
+  properties: {
+    step: { type: 'string', enum: ['second', 'minute'] },
+    samples: { type: 'integer', minimum: 1, maximum: 3600 },
+  },
+  additionalProperties: false,
+} as const;
+const series = { type: 'array', items: num } as const;
+export const history = obj({
+  actor: str,
+  step: str,
+  timeMs: series,
+  eventsInPerSecond: series,
+  eventsOutPerSecond: series,
+  lagRecords: series,
+  lagMs: series,
+});
+
+export const capture = obj({
+  topology: str,
+  sources: {
+    type: 'array',
+    items: obj({
+      source: str,
+      dialect: str,
+      stagingTable: str,
+      pumps: int,
+      error: { type: 'string', nullable: true },
+      readAt: { type: 'string', format: 'date-time' },
+      drainRate: rates,
+      tables: {
+        type: 'array',
+        nullable: true,
+        items: obj({
+          table: str,
+          target: str,
+          stagingDepth: int,
+          oldestStagedAgeMs: num,
+          parkedErrors: { type: 'integer', nullable: true },
+        }),
+      },
+    }),
+  },
+});
+
+const level = {
+  type: 'string',
+  enum: ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'],
+} as const;
+export const logLevels = obj({
+  global: str,
+  actors: { type: 'object', additionalProperties: str },
+});
+export const logLevelBody = {
+  type: 'object',
+  properties: { level, actor: { type: 'string', minLength: 1 } },
+  required: ['level'],
+  additionalProperties: false,
+} as const;
+
+const anyValue = {} as const;
+export const auditEntry = obj({
+  time: { type: 'string', format: 'date-time' },
+  user: str,
+  remote: str,
+  action: str,
+  target: str,
+  before: anyValue,
+  after: anyValue,
+});
+export const auditQuery = {
+  type: 'object',
+  properties: { limit: { type: 'integer', minimum: 1, maximum: 10000 } },
+  additionalProperties: false,
+} as const;
+export const audit = obj({ entries: { type: 'array', items: auditEntry } });

@@ -1,0 +1,390 @@
+/**
+ * The operations HTTP server of a running topology, on fastify: health, topology, actors,
+ * capture, Prometheus metrics, log levels, the audit log, and the dashboard's files. Every route
+ * declares a JSON schema (querystring, body, response); @fastify/swagger turns them into the
+ * OpenAPI 3 description served at GET /openapi.json, and fastify validates requests with them
+ * (a bad body or query is a 400 naming the field).
+ *
+ * Binds to 127.0.0.1 unless told otherwise: the API can change log levels, so exposing it is a
+ * decision the operator makes (`--http 0.0.0.0:8080`).
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
+import swagger from '@fastify/swagger';
+import type { Logger } from 'pino';
+import type { Registry } from 'prom-client';
+import { LOG_LEVELS, logLevelName } from '../engine/actor/index.js';
+import type { Supervisor } from '../engine/supervisor/index.js';
+import type { Topology } from '../engine/config/index.js';
+import type { Sampler } from './sampler.js';
+import type { CaptureStats } from './capture-stats.js';
+import type { AuditLog } from './audit.js';
+import { healthOf } from './health.js';
+import { redactTopology } from './redact.js';
+import { parseLogLevel } from './logging.js';
+import * as S from './schemas.js';
+import type { Authenticator, Right } from './auth.js';
+
+/** Authenticated user names of requests (set by the auth hook). */
+const requestUsers = new WeakMap<FastifyRequest, string>();
+
+/** The right a request needs: runtime changes operate, the audit log admin, the rest read. */
+function rightNeeded(req: FastifyRequest): Right | null {
+  const url = req.url.split('?')[0];
+  if (url === '/health/live' || url === '/' || url.startsWith('/assets/')) return null;
+  if (req.method !== 'GET' && req.method !== 'HEAD') return 'operate';
+  return url === '/audit' ? 'admin' : 'read';
+}
+
+/** Where the server listens. */
+export interface HttpOptions {
+  /** Default 127.0.0.1. */
+  host?: string;
+  /** 0: any free port (read the bound one from OpsServer.url). */
+  port: number;
+  /**
+   * Users file (see ops/auth.ts; `sluice user add` writes it): when given, every request but
+   * GET /health/live and the dashboard's static files needs a user's token with the route's right.
+   */
+  usersFile?: string;
+}
+
+/** What the routes read and change. */
+export interface OpsContext {
+  topology: Topology;
+  supervisor: Supervisor;
+  sampler: Sampler;
+  capture: CaptureStats;
+  metrics: Registry;
+  logger: Logger;
+  audit: AuditLog;
+  /** Package version, for GET /version and the dashboard. */
+  version: string;
+  /** Null: no authentication (the server then should stay on 127.0.0.1). */
+  auth: Authenticator | null;
+}
+
+/** Directory of the dashboard's files (copied next to this module at build). */
+export const DASHBOARD_DIR = path.join(
+  path.dirname(new URL(import.meta.url).pathname),
+  'dashboard',
+);
+const DASHBOARD_TYPES: Record<string, string> = {
+  '.html': 'text/html; charset=utf-8',
+  '.js': 'text/javascript; charset=utf-8',
+  '.css': 'text/css; charset=utf-8',
+  '.svg': 'image/svg+xml',
+};
+
+/**
+ * Who made a request, for the audit log: the authenticated user; without authentication the
+ * `x-sluice-user` header (self-declared), else `anonymous`.
+ */
+function userOf(req: FastifyRequest): string {
+  const authenticated = requestUsers.get(req);
+  if (authenticated !== undefined) return authenticated;
+  const h = req.headers['x-sluice-user'];
+  const name = Array.isArray(h) ? h[0] : h;
+  return name && /^[\w.@-]{1,64}$/.test(name) ? name : 'anonymous';
+}
+
+/**
+ * Builds the fastify app (not listening yet). @throws Error when a plugin fails to load.
+ */
+export async function buildOpsApp(ctx: OpsContext): Promise<FastifyInstance> {
+  // On close, open keep-alive connections (a dashboard, a scraper) are destroyed, so stop() does
+  // not wait for clients; a request arriving while closing gets 503.
+  const app = Fastify({ logger: false, forceCloseConnections: true });
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.0.3',
+      info: {
+        title: `Sluice operations API (topology ${ctx.topology.name})`,
+        version: ctx.version,
+        description: 'Health, status, metrics and runtime changes of one running Sluice topology.',
+      },
+    },
+  });
+  app.setErrorHandler((err: Error & { statusCode?: number; validation?: unknown }, req, reply) => {
+    const status = err.statusCode ?? 500;
+    if (status >= 500) ctx.logger.error({ url: req.url, err: err.message }, 'http request failed');
+    void reply.code(status).send({ error: err.message });
+  });
+
+  if (ctx.auth) {
+    const auth = ctx.auth;
+    app.addHook('onRequest', async (req, reply) => {
+      const needed = rightNeeded(req);
+      if (needed === null) return;
+      const outcome = auth.check(req.headers.authorization, req.ip, needed);
+      if (!outcome.ok) return reply.code(outcome.status).send({ error: outcome.error });
+      requestUsers.set(req, outcome.user);
+    });
+  }
+
+  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+
+  app.get(
+    '/health/live',
+    { schema: { summary: 'The process answers.', tags: ['health'], response: { 200: S.live } } },
+    async () => ({ status: 'live' as const }),
+  );
+
+  app.get(
+    '/health/ready',
+    {
+      schema: {
+        summary: 'Ready when every actor is live; 503 with the reasons otherwise.',
+        tags: ['health'],
+        response: { 200: S.health, 503: S.health },
+      },
+    },
+    async (_req, reply) => {
+      const h = healthOf(ctx.supervisor);
+      return reply.code(h.ready ? 200 : 503).send(h);
+    },
+  );
+
+  app.get(
+    '/health',
+    {
+      schema: {
+        summary:
+          'Overall state: ok, starting, degraded (naming the failing actor and since when), draining, stopped, failed.',
+        tags: ['health'],
+        response: { 200: S.health, 503: S.health },
+      },
+    },
+    async (_req, reply) => {
+      const h = healthOf(ctx.supervisor);
+      return reply.code(h.status === 'failed' || h.status === 'stopped' ? 503 : 200).send(h);
+    },
+  );
+
+  app.get(
+    '/version',
+    { schema: { summary: 'Package version.', response: { 200: S.version } } },
+    async () => ({ version: ctx.version, topology: ctx.topology.name }),
+  );
+
+  app.get(
+    '/topology',
+    {
+      schema: {
+        summary: 'The running topology, secrets redacted.',
+        tags: ['status'],
+        response: { 200: S.anyObject },
+      },
+    },
+    async () => redactTopology(ctx.topology),
+  );
+
+  app.get(
+    '/actors',
+    {
+      schema: {
+        summary:
+          'Every actor: state, restarts, counters, rates over 1 s and 1 min, lag per input, ring occupancy.',
+        tags: ['status'],
+        response: { 200: S.actors },
+      },
+    },
+    async () => ({
+      topology: ctx.topology.name,
+      time: new Date().toISOString(),
+      actors: ctx.sampler.statuses(),
+    }),
+  );
+
+  app.get<{
+    Params: { name: string };
+    Querystring: { step?: 'second' | 'minute'; samples?: number };
+  }>(
+    '/actors/:name/history',
+    {
+      schema: {
+        summary: 'Per-second (last hour) or per-minute (last day) samples of one actor.',
+        tags: ['status'],
+        params: S.actorParams,
+        querystring: S.historyQuery,
+        response: { 200: S.history, 404: S.error },
+      },
+    },
+    async (req, reply) => {
+      const h = ctx.sampler.history(req.params.name, req.query.step ?? 'second', req.query.samples);
+      if (!h) return reply.code(404).send({ error: `unknown actor "${req.params.name}"` });
+      return h;
+    },
+  );
+
+  app.get(
+    '/capture',
+    {
+      schema: {
+        summary:
+          'Per capture source and table: staging depth, oldest staged age, drain rate, parked errors.',
+        tags: ['status'],
+        response: { 200: S.capture },
+      },
+    },
+    async () => {
+      const statuses = ctx.sampler.statuses();
+      const sources = (await ctx.capture.read()).map((s) => {
+        const pumps = statuses.filter(
+          (a) => a.kind === 'pump' && a.name.startsWith(`pump:${s.source}/`),
+        );
+        const drain = pumps.reduce(
+          (acc, p) => ({
+            s1: acc.s1 + p.rates.eventsIn.perSecond1s,
+            m1: acc.m1 + p.rates.eventsIn.perSecond1m,
+          }),
+          { s1: 0, m1: 0 },
+        );
+        return { ...s, drainRate: { perSecond1s: drain.s1, perSecond1m: drain.m1 } };
+      });
+      return { topology: ctx.topology.name, sources };
+    },
+  );
+
+  app.get(
+    '/metrics',
+    {
+      schema: {
+        summary: 'Prometheus text format (prom-client).',
+        tags: ['status'],
+        produces: ['text/plain'],
+      },
+    },
+    async (_req, reply) => {
+      const text = await ctx.metrics.metrics();
+      return reply.type(ctx.metrics.contentType).send(text);
+    },
+  );
+
+  app.get(
+    '/log-level',
+    {
+      schema: {
+        summary: "The global log level and each actor's.",
+        tags: ['logs'],
+        response: { 200: S.logLevels },
+      },
+    },
+    async () => logLevels(ctx),
+  );
+
+  app.put<{ Body: { level: string; actor?: string } }>(
+    '/log-level',
+    {
+      schema: {
+        summary: 'Sets the log level of one actor, or the global one; audited.',
+        tags: ['logs'],
+        body: S.logLevelBody,
+        response: { 200: S.auditEntry, 400: S.error, 404: S.error },
+      },
+    },
+    async (req, reply) => {
+      let level;
+      try {
+        level = parseLogLevel(req.body.level, 'body.level');
+      } catch (err) {
+        return reply.code(400).send({ error: (err as Error).message });
+      }
+      const actor = req.body.actor;
+      if (actor !== undefined && !ctx.supervisor.actors().some((a) => a.name === actor)) {
+        return reply.code(404).send({ error: `unknown actor "${actor}" (GET /actors lists them)` });
+      }
+      const before =
+        actor === undefined ? ctx.logger.level : logLevelName(ctx.supervisor.logLevel(actor));
+      ctx.supervisor.setLogLevel(LOG_LEVELS[level], actor);
+      if (actor === undefined) ctx.logger.level = level;
+      const entry = ctx.audit.record({
+        user: userOf(req),
+        remote: req.ip,
+        action: 'log-level',
+        target: actor ?? '*',
+        before,
+        after: level,
+      });
+      ctx.logger.info(
+        { user: entry.user, target: entry.target, before, after: level },
+        'log level changed',
+      );
+      return entry;
+    },
+  );
+
+  app.get<{ Querystring: { limit?: number } }>(
+    '/audit',
+    {
+      schema: {
+        summary: 'Runtime changes, newest first: who, when, what, before and after.',
+        tags: ['logs'],
+        querystring: S.auditQuery,
+        response: { 200: S.audit },
+      },
+    },
+    async (req) => ({ entries: ctx.audit.list(req.query.limit ?? 100) }),
+  );
+
+  app.get('/', { schema: { hide: true } }, async (_req, reply) =>
+    sendDashboardFile(reply, 'index.html'),
+  );
+  app.get<{ Params: { file: string } }>(
+    '/assets/:file',
+    { schema: { hide: true } },
+    async (req, reply) => sendDashboardFile(reply, req.params.file),
+  );
+
+  return app;
+}
+
+function logLevels(ctx: OpsContext) {
+  const actors: Record<string, string> = {};
+  for (const a of ctx.supervisor.actors())
+    actors[a.name] = logLevelName(ctx.supervisor.logLevel(a.name));
+  return { global: String(ctx.logger.level), actors };
+}
+
+async function sendDashboardFile(reply: import('fastify').FastifyReply, file: string) {
+  // Only plain file names of the dashboard's own directory: no path can leave it.
+  const type = DASHBOARD_TYPES[path.extname(file)];
+  if (!/^[\w.-]+$/.test(file) || !type)
+    return reply.code(404).send({ error: `no dashboard file "${file}"` });
+  try {
+    const body = await fs.promises.readFile(path.join(DASHBOARD_DIR, file));
+    return reply.type(type).header('cache-control', 'no-cache').send(body);
+  } catch {
+    return reply
+      .code(404)
+      .send({ error: `no dashboard file "${file}" (was the package built? npm run build)` });
+  }
+}
+
+/** A listening server. */
+export interface OpsServer {
+  /** `http://host:port` as bound. */
+  readonly url: string;
+  readonly app: FastifyInstance;
+  close(): Promise<void>;
+}
+
+/**
+ * Builds the app and listens. @throws Error when the address is taken or cannot be bound
+ * (message names host and port).
+ */
+export async function listenOps(ctx: OpsContext, options: HttpOptions): Promise<OpsServer> {
+  const host = options.host ?? '127.0.0.1';
+  const app = await buildOpsApp(ctx);
+  try {
+    await app.listen({ host, port: options.port });
+  } catch (err) {
+    await app.close().catch(() => undefined);
+    throw new Error(`http: cannot listen on ${host}:${options.port}: ${(err as Error).message}`);
+  }
+  const addr = app.server.address();
+  const port = typeof addr === 'object' && addr ? addr.port : options.port;
+  const shown = host.includes(':') ? `[${host}]` : host;
+  return { url: `http://${shown}:${port}`, app, close: () => app.close() };
+}

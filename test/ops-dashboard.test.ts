@@ -1,0 +1,227 @@
+/**
+ * The dashboard at / in a real headless Chromium (Debian's /usr/bin/chromium driven by
+ * playwright-core; no browser is downloaded): against a running SQLite capture topology it shows
+ * the topology picture, the actors table with the figures of /actors, the capture table with the
+ * figures of /capture, a chart per service and pump, and changes a log level through its form
+ * (audited). It makes no request outside the server. Screenshots go to .tmp/artifacts/.
+ */
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import Database from 'better-sqlite3';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { loadTopology, startTopology, installCapture, type RunningTopology } from '../index.js';
+import type { ActorStatus } from '../ops/index.js';
+
+const CHROMIUM = '/usr/bin/chromium';
+const service = new URL('./fixtures/services/change-log.js', import.meta.url).pathname;
+const artifacts = path.resolve(new URL('../../.tmp/artifacts', import.meta.url).pathname);
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+let dir = '';
+let running: RunningTopology | null = null;
+let browser: Browser | null = null;
+let db: Database.Database | null = null;
+
+test.before(async () => {
+  if (!fs.existsSync(CHROMIUM))
+    throw new Error(`${CHROMIUM} is missing: install Debian's chromium (bash .ci/deps does)`);
+  fs.mkdirSync(artifacts, { recursive: true });
+  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-dash-'));
+  const file = path.join(dir, 'shop.db');
+  db = new Database(file);
+  db.exec('CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT)');
+  const topologyFile = path.join(dir, 'topology.yaml');
+  fs.writeFileSync(
+    topologyFile,
+    `name: dash
+dataDir: ./data
+queues:
+  - { name: item-changes, partitions: 2 }
+  - { name: item-log }
+capture:
+  - name: shop
+    database: { dialect: sqlite, file: ${file} }
+    pumps: 2
+    pollIntervalMs: 20
+    tables:
+      - { table: items, operations: [insert, update, delete], target: item-changes }
+services:
+  - name: item-log
+    module: ${service}
+    inputs: [item-changes]
+    output: item-log
+`,
+  );
+  const t = loadTopology(topologyFile);
+  await installCapture(t);
+  running = await startTopology(t, { http: { port: 0 }, log: () => {} });
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: [
+      '--no-sandbox',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-gpu',
+      '--no-first-run',
+    ],
+  });
+});
+
+test.after(async () => {
+  await browser?.close();
+  await running?.stop();
+  db?.close();
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+async function actorsNow(url: string): Promise<ActorStatus[]> {
+  return ((await (await fetch(`${url}/actors`)).json()) as { actors: ActorStatus[] }).actors;
+}
+
+async function until<T>(
+  what: string,
+  probe: () => Promise<T | null | false>,
+  timeoutMs = 30_000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await probe();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(100);
+  }
+}
+
+/** The actors table as the page shows it: actor name -> field -> text. */
+async function shownActors(page: Page): Promise<Record<string, Record<string, string>>> {
+  return page.$$eval('#actors tbody tr', (rows) =>
+    Object.fromEntries(
+      rows.map((tr) => [
+        tr.getAttribute('data-actor'),
+        Object.fromEntries(
+          [...tr.querySelectorAll('td')].map((td) => [
+            td.getAttribute('data-field'),
+            td.textContent ?? '',
+          ]),
+        ),
+      ]),
+    ),
+  );
+}
+
+test('the dashboard shows the topology, actors and capture figures of the API, charts, and sets a log level', async () => {
+  const url = running!.ops.server!.url;
+  const insert = db!.prepare('INSERT INTO items (name) VALUES (?)');
+  for (let i = 0; i < 40; i++) insert.run(`item ${i}`);
+  db!.prepare("UPDATE items SET name = name || '!' WHERE id <= 10").run();
+  // Quiescent: everything shipped and handled, so the page and the API must agree exactly.
+  await until('50 changes handled', async () => {
+    const s = (await actorsNow(url)).find((a) => a.name === 'service:item-log');
+    return (
+      s !== undefined && s.counters.eventsOut === 50 && s.inputs.every((l) => l.lagRecords === 0)
+    );
+  });
+  const page = await browser!.newPage({ viewport: { width: 1400, height: 1000 } });
+  const outside: string[] = [];
+  const pageErrors: string[] = [];
+  page.on('request', (r) => {
+    if (!r.url().startsWith(url)) outside.push(r.url());
+  });
+  page.on('pageerror', (e) => pageErrors.push(e.message));
+  await page.goto(`${url}/`);
+  await page.waitForSelector('#actors tbody tr[data-actor="service:item-log"]');
+  // Wait for a refresh after which the sampler has rated the work (the charts need samples).
+  await sleep(2500);
+  const updated = await page.getAttribute('body', 'data-updated');
+  await page.waitForFunction(`document.body.dataset.updated !== ${JSON.stringify(updated)}`);
+
+  const api = await actorsNow(url);
+  const shown = await shownActors(page);
+  assert.equal(Object.keys(shown).sort(), api.map((a) => a.name).sort(), 'one row per actor');
+  for (const a of api) {
+    const row = shown[a.name];
+    assert.is(row.state, a.state, a.name);
+    assert.is(row.restarts, String(a.restarts), a.name);
+    assert.is(row.eventsIn, String(a.counters.eventsIn), a.name);
+    assert.is(row.eventsOut, String(a.counters.eventsOut), a.name);
+    if (a.inputs.length)
+      assert.is(row.lagRecords, String(Math.max(...a.inputs.map((l) => l.lagRecords))), a.name);
+  }
+  assert.is(shown['service:item-log'].eventsIn, '50');
+  assert.is(Number(shown['pump:shop/0'].eventsIn) + Number(shown['pump:shop/1'].eventsIn), 50);
+  assert.is(await page.textContent('#health'), 'ok');
+  assert.is(await page.textContent('#topology-name'), 'dash');
+
+  // Topology picture: capture source -> topic -> service -> topic, with live figures.
+  const nodes = await page.$$eval('#graph [data-node]', (gs) =>
+    gs.map((g) => g.getAttribute('data-node')),
+  );
+  assert.equal(nodes.sort(), [
+    'capture:shop',
+    'queue:item-changes',
+    'queue:item-log',
+    'service:item-log',
+  ]);
+  assert.match(
+    (await page.textContent('[data-node="capture:shop"] text.figure')) ?? '',
+    /staged 0$/,
+  );
+  assert.match(
+    (await page.textContent('[data-node="service:item-log"] text.figure')) ?? '',
+    /lag 0 rec, 0 ms$/,
+  );
+
+  // Capture table: the figures of /capture.
+  const capture = (
+    (await (await fetch(`${url}/capture`)).json()) as {
+      sources: { tables: { stagingDepth: number; parkedErrors: number | null }[] }[];
+    }
+  ).sources[0].tables[0];
+  const cells = await page.$$eval('#capture tr[data-table="items"] td', (tds) =>
+    Object.fromEntries(tds.map((td) => [td.getAttribute('data-field'), td.textContent])),
+  );
+  assert.equal(
+    [cells.source, cells.table, cells.target, cells.stagingDepth, cells.parkedErrors],
+    ['shop', 'items', 'item-changes', String(capture.stagingDepth), String(capture.parkedErrors)],
+  );
+
+  // A chart (uPlot canvas) per service and pump.
+  await page.waitForSelector('[data-chart="service:item-log"] canvas');
+  const charts = await page.$$eval('#charts [data-chart]', (cs) =>
+    cs.map((c) => c.getAttribute('data-chart')),
+  );
+  assert.equal(charts.sort(), ['pump:shop/0', 'pump:shop/1', 'service:item-log']);
+  await page.screenshot({ path: path.join(artifacts, 'dashboard.png'), fullPage: true });
+
+  // Log level control: set the service to debug; the change is applied and audited.
+  await page.selectOption('#log-actor', 'service:item-log');
+  await page.selectOption('#log-level', 'debug');
+  await page.click('#log-apply');
+  await page.waitForFunction(`document.querySelector('#log-result').textContent !== ''`);
+  assert.is(await page.textContent('#log-result'), 'service:item-log: info -> debug');
+  const levels = (await (await fetch(`${url}/log-level`)).json()) as {
+    actors: Record<string, string>;
+  };
+  assert.is(levels.actors['service:item-log'], 'debug');
+  const firstAudit = await page.$$eval('#audit tbody tr:first-child td', (tds) =>
+    tds.map((td) => td.textContent),
+  );
+  assert.equal(firstAudit.slice(1), [
+    'dashboard',
+    'log-level',
+    'service:item-log',
+    'info',
+    'debug',
+  ]);
+  await page.screenshot({ path: path.join(artifacts, 'dashboard-log-level.png'), fullPage: true });
+
+  assert.equal(outside, [], 'no request leaves the server (no CDN)');
+  assert.equal(pageErrors, [], 'no script error');
+  await page.close();
+});
+
+test.run();

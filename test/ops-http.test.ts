@@ -1,0 +1,557 @@
+/**
+ * The operations HTTP API of a running topology, as an operator uses it: health (live, ready,
+ * degraded), /topology without secrets, /actors with counters, rates and lag per input, /capture
+ * from a real SQLite capture source, /metrics scraped and parsed, /openapi.json, log levels
+ * changed at runtime and audited. Real topologies in worker threads, real HTTP on 127.0.0.1.
+ */
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import Database from 'better-sqlite3';
+import {
+  loadTopology,
+  startTopology,
+  openQueueAppender,
+  installCapture,
+  type RunningTopology,
+  type Topology,
+} from '../index.js';
+import { CaptureStats, redactTopology, type ActorStatus, type Health } from '../ops/index.js';
+import { parseProm, sampleOf } from './lib/prom-parse.js';
+
+const service = new URL('./fixtures/services/ops-logger.js', import.meta.url).pathname;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+let dir = '';
+let running: RunningTopology | null = null;
+test.before.each(() => {
+  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-ops-'));
+});
+test.after.each(async () => {
+  await running?.stop();
+  running = null;
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+function topologyFile(body: string): Topology {
+  const file = path.join(dir, 'topology.yaml');
+  fs.writeFileSync(file, `name: ops\ndataDir: ./data\n${body}`);
+  return loadTopology(file);
+}
+
+const passTopology = (
+  settings = '{}',
+  supervisor = '{ restartsMax: 3, backoffInitialMs: 20 }',
+) => `supervisor: ${supervisor}
+queues:
+  - { name: in, partitions: 2 }
+  - { name: out }
+services:
+  - name: pass
+    module: ${service}
+    inputs: [in]
+    output: out
+    settings: ${settings}
+`;
+
+async function get<T>(url: string): Promise<{ status: number; body: T; type: string }> {
+  const res = await fetch(url);
+  const type = res.headers.get('content-type') ?? '';
+  const text = await res.text();
+  return { status: res.status, body: (type.includes('json') ? JSON.parse(text) : text) as T, type };
+}
+
+async function until<T>(
+  what: string,
+  probe: () => Promise<T | null | undefined | false>,
+  timeoutMs = 30_000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await probe();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(100);
+  }
+}
+
+function append(
+  t: Topology,
+  n: number,
+  value: (i: number) => Record<string, unknown> = (i) => ({ n: i }),
+): number[] {
+  const a = openQueueAppender(t, 'in');
+  const perPartition = [0, 0];
+  try {
+    for (let i = 0; i < n; i++) perPartition[a.appendJson(`k${i}`, value(i))[0]]++;
+    a.flush();
+  } finally {
+    a.close();
+  }
+  return perPartition;
+}
+
+const actorsOf = async (url: string) =>
+  (await get<{ actors: ActorStatus[] }>(`${url}/actors`)).body.actors;
+const byName = (actors: ActorStatus[], name: string) => actors.find((a) => a.name === name)!;
+
+test('startTopology with http serves on 127.0.0.1 by default; ready and /actors show exact counters once caught up', async () => {
+  const t = topologyFile(passTopology());
+  const perPartition = append(t, 300);
+  running = await startTopology(t, { http: { port: 0 }, log: () => {} });
+  const url = running.ops.server!.url;
+  assert.match(url, /^http:\/\/127\.0\.0\.1:\d+$/);
+  assert.equal((await get(`${url}/health/live`)).body, { status: 'live' });
+  // Counters are read per request; lag at most LAG_FRESH_MS later: wait for both.
+  const actors = await until('all 300 events handled', async () => {
+    const a = await actorsOf(url);
+    const s = byName(a, 'service:pass');
+    return s.counters.eventsOut === 300 && s.inputs.every((l) => l.lagRecords === 0) ? a : null;
+  });
+  const svc = byName(actors, 'service:pass');
+  assert.is(svc.state, 'live');
+  assert.is(svc.kind, 'service');
+  assert.is(svc.restarts, 0);
+  assert.is(svc.counters.eventsIn, 300);
+  assert.equal(
+    svc.inputs.map((l) => [
+      l.queue,
+      l.partition,
+      l.endIndex,
+      l.handledIndex,
+      l.lagRecords,
+      l.lagMs,
+    ]),
+    [
+      ['in', 0, perPartition[0], perPartition[0] - 1, 0, 0],
+      ['in', 1, perPartition[1], perPartition[1] - 1, 0, 0],
+    ],
+  );
+  for (const p of [0, 1]) {
+    const r = byName(actors, `reader:in/${p}>pass`);
+    assert.is(r.kind, 'reader');
+    assert.is(r.counters.eventsIn, perPartition[p]);
+    assert.is(r.ring!.capacityBytes, 1 << 20);
+    assert.is(r.ring!.usedBytes, 0, 'the service released everything it read');
+  }
+  const ready = await get<Health>(`${url}/health/ready`);
+  assert.is(ready.status, 200);
+  assert.equal(ready.body, { status: 'ok', ready: true, reasons: [], degraded: [] });
+  // Rates come from the per-second samples: the next one counts the 300 events in its minute,
+  // and the history's per-second rates add up to them.
+  const rated = await until('a sample with the events', async () => {
+    const s = byName(await actorsOf(url), 'service:pass');
+    return s.rates.eventsIn.perSecond1m > 0 ? s : null;
+  });
+  assert.ok(rated.rates.eventsOut.perSecond1m > 0);
+  // A sample may have caught the service halfway: wait for the one after the last event.
+  const total = await until('history adds up to 300', async () => {
+    const h = await get<{ timeMs: number[]; eventsInPerSecond: number[] }>(
+      `${url}/actors/service:pass/history?step=second`,
+    );
+    assert.is(h.status, 200);
+    const dts = h.body.timeMs.map((t, i) => (i === 0 ? 1000 : t - h.body.timeMs[i - 1]));
+    const sum = h.body.eventsInPerSecond.reduce((acc, r, i) => acc + (r * dts[i]) / 1000, 0);
+    return Math.abs(sum - 300) < 1e-6 ? sum : null;
+  });
+  assert.ok(Math.abs(total - 300) < 1e-6);
+  assert.is((await get(`${url}/actors/nope/history`)).status, 404);
+});
+
+test('lag per input: records and ms grow while the service is behind, and return to 0 when it catches up', async () => {
+  const t = topologyFile(passTopology('{ spinUs: 3000 }'));
+  running = await startTopology(t, { http: { port: 0 }, log: () => {} });
+  const url = running.ops.server!.url;
+  append(t, 1500);
+  const behind = await until('lag seen', async () => {
+    const s = byName(await actorsOf(url), 'service:pass');
+    return s.inputs.every((l) => l.lagRecords > 50 && l.lagMs > 0) ? s : null;
+  });
+  for (const l of behind.inputs)
+    assert.is(l.lagRecords, l.endIndex - l.handledIndex - 1, JSON.stringify(l));
+  const reader = byName(await actorsOf(url), 'reader:in/0>pass');
+  assert.is(reader.inputs.length, 1);
+  assert.is(reader.inputs[0].queue, 'in');
+  const metrics = parseProm((await get<string>(`${url}/metrics`)).body);
+  assert.ok(
+    sampleOf(metrics, 'sluice_input_lag_records', { service: 'pass', queue: 'in', partition: '0' })
+      .value > 0,
+  );
+  const caught = await until(
+    'caught up',
+    async () => {
+      const s = byName(await actorsOf(url), 'service:pass');
+      return s.counters.eventsIn === 1500 && s.inputs.every((l) => l.lagRecords === 0) ? s : null;
+    },
+    60_000,
+  );
+  assert.equal(
+    caught.inputs.map((l) => [l.lagRecords, l.lagMs]),
+    [
+      [0, 0],
+      [0, 0],
+    ],
+  );
+});
+
+test('a failing service makes the topology degraded (naming actor, error, since) and not ready (503 with reasons)', async () => {
+  const t = topologyFile(
+    passTopology('{}', '{ restartsMax: 50, backoffInitialMs: 50, backoffMaxMs: 200 }'),
+  );
+  running = await startTopology(t, { http: { port: 0 }, log: () => {} });
+  const url = running.ops.server!.url;
+  const before = Date.now();
+  append(t, 1, () => ({ bad: true }));
+  const ready = await until('not ready', async () => {
+    const r = await get<Health>(`${url}/health/ready`);
+    return r.status === 503 && r.body.status === 'degraded' ? r : null;
+  });
+  const d = ready.body.degraded[0];
+  assert.is(ready.body.degraded.length, 1);
+  assert.is(d.group, 'service:pass');
+  assert.is(d.actor, 'service:pass');
+  assert.match(d.error, 'bad event on purpose');
+  assert.ok(Date.parse(d.since) >= before - 1000 && Date.parse(d.since) <= Date.now(), d.since);
+  assert.ok(
+    ready.body.reasons.some((r) =>
+      r.startsWith(`service:pass: degraded since ${d.since}: service:pass failed: `),
+    ),
+    ready.body.reasons.join('\n'),
+  );
+  const health = await get<Health>(`${url}/health`);
+  assert.is(health.status, 200, 'degraded still answers 200 on /health (it is running)');
+  assert.is(health.body.status, 'degraded');
+  const metrics = parseProm((await get<string>(`${url}/metrics`)).body);
+  assert.is(sampleOf(metrics, 'sluice_topology_ready').value, 0);
+  const restarts = await until('restarts counted', async () => {
+    const m = parseProm((await get<string>(`${url}/metrics`)).body);
+    const s = m
+      .get('sluice_actor_restarts_total')!
+      .samples.find((x) => x.labels.actor === 'service:pass');
+    return s && s.value >= 1 ? s : null;
+  });
+  assert.is(restarts.labels.group, 'service:pass');
+});
+
+test('GET /topology redacts passwords in connection URLs and secret settings', async () => {
+  const t = topologyFile(
+    passTopology(
+      '{ dbPassword: hunter2, apiToken: abc, upstream: "postgres://app:s3cret@db:5432/x", plain: visible }',
+    ),
+  );
+  running = await startTopology(t, { http: { port: 0 }, log: () => {} });
+  const r = await get<Record<string, unknown>>(`${running.ops.server!.url}/topology`);
+  assert.is(r.status, 200);
+  const text = JSON.stringify(r.body);
+  for (const secret of ['hunter2', 'abc', 's3cret']) assert.not.match(text, secret);
+  const settings = (r.body.services as { settings: Record<string, string> }[])[0].settings;
+  assert.equal(settings, {
+    dbPassword: '***',
+    apiToken: '***',
+    upstream: 'postgres://app:***@db:5432/x',
+    plain: 'visible',
+  });
+  // A PostgreSQL capture source's URL, without starting it.
+  const pg = redactTopology({
+    ...t,
+    capture: [
+      {
+        name: 'c',
+        database: { dialect: 'postgres', url: 'postgresql://u:pw@h/d?password=pw2' },
+        tables: [],
+        pumps: 1,
+        batchSizeMax: 1,
+        pollIntervalMs: 1,
+        stagingTable: 's',
+      },
+    ],
+  });
+  assert.equal((pg.capture as { database: unknown }[])[0].database, {
+    dialect: 'postgres',
+    url: 'postgresql://u:***@h/d?password=***',
+  });
+});
+
+function captureTopology(db: string, pollIntervalMs = 20): Topology {
+  return topologyFile(`queues:
+  - { name: item-changes }
+  - { name: note-changes }
+capture:
+  - name: shop
+    database: { dialect: sqlite, file: ${db} }
+    pollIntervalMs: ${pollIntervalMs}
+    tables:
+      - { table: items, operations: [insert, update, delete], target: item-changes }
+      - { table: notes, operations: [insert], target: note-changes }
+`);
+}
+
+test('capture figures: staging depth and oldest age per table, parked errors from the error table', async () => {
+  const file = path.join(dir, 'shop.db');
+  const db = new Database(file);
+  db.exec(
+    'CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT); CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)',
+  );
+  const t = captureTopology(file);
+  await installCapture(t);
+  for (let i = 1; i <= 3; i++) db.prepare('INSERT INTO items VALUES (?, ?)').run(i, `item ${i}`);
+  db.prepare('INSERT INTO notes VALUES (1, ?)').run('n');
+  await sleep(20);
+  const stats = new CaptureStats(t.capture, 0);
+  try {
+    let [s] = await stats.read();
+    assert.is(s.error, null);
+    assert.equal(
+      s.tables!.map((x) => [x.table, x.target, x.stagingDepth, x.parkedErrors]),
+      [
+        ['items', 'item-changes', 3, 0],
+        ['notes', 'note-changes', 1, 0],
+      ],
+    );
+    assert.ok(s.tables![0].oldestStagedAgeMs >= 20, String(s.tables![0].oldestStagedAgeMs));
+    // A parked row (as the error handling parks one) is counted for its table.
+    const staged = db
+      .prepare('SELECT * FROM sluice_staging WHERE table_name = ? LIMIT 1')
+      .get('notes') as Record<string, unknown>;
+    db.prepare(
+      `INSERT INTO sluice_staging_errors (id, table_name, op, key, key_hash, before, after, txid, time_ms, attempts, error, parked_time_ms)
+      VALUES (@id, @table_name, @op, @key, @key_hash, @before, @after, @txid, @time_ms, 3, 'target refused', @time_ms)`,
+    ).run(staged);
+    [s] = await stats.read();
+    assert.equal(
+      s.tables!.map((x) => x.parkedErrors),
+      [0, 1],
+    );
+    // Running: the pumps drain staging; /capture and /metrics show it.
+    running = await startTopology(t, { http: { port: 0 }, log: () => {} });
+    const url = running.ops.server!.url;
+    const drained = await until('staging drained', async () => {
+      const r = await get<{
+        sources: {
+          tables: { stagingDepth: number; oldestStagedAgeMs: number; parkedErrors: number }[];
+          drainRate: { perSecond1m: number };
+        }[];
+      }>(`${url}/capture`);
+      return r.body.sources[0].tables.every((x) => x.stagingDepth === 0) ? r.body : null;
+    });
+    assert.equal(
+      drained.sources[0].tables.map((x) => [x.stagingDepth, x.oldestStagedAgeMs, x.parkedErrors]),
+      [
+        [0, 0, 0],
+        [0, 0, 1],
+      ],
+    );
+    const m = parseProm((await get<string>(`${url}/metrics`)).body);
+    assert.is(
+      sampleOf(m, 'sluice_capture_staging_depth', { source: 'shop', table: 'items' }).value,
+      0,
+    );
+    assert.is(
+      sampleOf(m, 'sluice_capture_parked_errors', { source: 'shop', table: 'notes' }).value,
+      1,
+    );
+    assert.is(sampleOf(m, 'sluice_capture_source_up', { source: 'shop' }).value, 1);
+    const pump = await until('pump counted 4 shipped', async () => {
+      const a = byName(await actorsOf(url), 'pump:shop/0');
+      return a.counters.eventsIn === 4 ? a : null;
+    });
+    assert.is(pump.kind, 'pump');
+  } finally {
+    await stats.close();
+    db.close();
+  }
+});
+
+test('a capture source whose database is gone is reported with its error, not a failed request', async () => {
+  const t = captureTopology(path.join(dir, 'missing.db'));
+  const stats = new CaptureStats(t.capture, 0);
+  const [s] = await stats.read();
+  assert.is(s.tables, null);
+  assert.match(s.error!, /unable to open|does not exist|SQLITE_CANTOPEN|directory does not exist/i);
+  await stats.close();
+});
+
+test('GET /metrics is Prometheus text with stable names and labels, matching /actors', async () => {
+  const t = topologyFile(passTopology());
+  const perPartition = append(t, 120);
+  running = await startTopology(t, { http: { port: 0 }, log: () => {} });
+  const url = running.ops.server!.url;
+  await until(
+    'handled',
+    async () => byName(await actorsOf(url), 'service:pass').counters.eventsOut === 120,
+  );
+  const r = await get<string>(`${url}/metrics`);
+  assert.is(r.status, 200);
+  assert.match(r.type, 'text/plain');
+  const m = parseProm(r.body);
+  assert.is(m.get('sluice_actor_events_in_total')!.type, 'counter');
+  assert.is(m.get('sluice_input_lag_observed_seconds')!.type, 'histogram');
+  assert.is(m.get('sluice_input_lag_seconds')!.type, 'gauge');
+  assert.is(
+    sampleOf(m, 'sluice_actor_events_in_total', { actor: 'service:pass', kind: 'service' }).value,
+    120,
+  );
+  assert.is(sampleOf(m, 'sluice_actor_events_out_total', { actor: 'service:pass' }).value, 120);
+  assert.is(
+    sampleOf(m, 'sluice_actor_events_in_total', { actor: 'reader:in/1>pass', kind: 'reader' })
+      .value,
+    perPartition[1],
+  );
+  assert.is(sampleOf(m, 'sluice_actor_up', { actor: 'service:pass' }).value, 1);
+  assert.is(sampleOf(m, 'sluice_actor_state', { actor: 'service:pass', state: 'live' }).value, 1);
+  assert.is(sampleOf(m, 'sluice_actor_restarts_total', { actor: 'service:pass' }).value, 0);
+  assert.is(
+    sampleOf(m, 'sluice_ring_capacity_bytes', { actor: 'reader:in/0>pass' }).value,
+    1 << 20,
+  );
+  assert.is(sampleOf(m, 'sluice_topology_ready').value, 1);
+  assert.ok(sampleOf(m, 'sluice_process_cpu_seconds_total').value > 0);
+  // The histogram got one observation per input per sample.
+  const count = await until('lag observed', async () => {
+    const mm = parseProm((await get<string>(`${url}/metrics`)).body);
+    const c = mm
+      .get('sluice_input_lag_observed_seconds')
+      ?.samples.find(
+        (x) => x.name === 'sluice_input_lag_observed_seconds_count' && x.labels.partition === '0',
+      );
+    return c && c.value >= 2 ? c : null;
+  });
+  assert.ok(count.value >= 2);
+});
+
+test('/openapi.json describes every route with its schemas', async () => {
+  const t = topologyFile(passTopology());
+  running = await startTopology(t, { http: { port: 0 }, log: () => {} });
+  const r = await get<{
+    openapi: string;
+    paths: Record<
+      string,
+      Record<string, { responses: Record<string, unknown>; requestBody?: unknown }>
+    >;
+  }>(`${running.ops.server!.url}/openapi.json`);
+  assert.is(r.status, 200);
+  assert.is(r.body.openapi, '3.0.3');
+  assert.equal(Object.keys(r.body.paths).sort(), [
+    '/actors',
+    '/actors/{name}/history',
+    '/audit',
+    '/capture',
+    '/health',
+    '/health/live',
+    '/health/ready',
+    '/log-level',
+    '/metrics',
+    '/topology',
+    '/version',
+  ]);
+  assert.ok(r.body.paths['/health/ready'].get.responses['503'], '503 documented');
+  assert.ok(r.body.paths['/log-level'].put.requestBody, 'PUT body documented');
+});
+
+test('log level per actor changes at runtime through PUT /log-level, is audited, and a bad level is a 400', async () => {
+  const t = topologyFile(passTopology());
+  const lines: string[] = [];
+  running = await startTopology(t, { http: { port: 0 }, log: (l) => lines.push(l) });
+  const url = running.ops.server!.url;
+  await until('live line', async () =>
+    lines.some((l) => l === '[service:pass] ops-logger is live'),
+  );
+  append(t, 3);
+  await until(
+    '3 handled',
+    async () => byName(await actorsOf(url), 'service:pass').counters.eventsOut === 3,
+  );
+  assert.is(lines.filter((l) => l.includes('handled')).length, 0, 'debug lines are off at info');
+  const put = async (body: unknown, user?: string) => {
+    const res = await fetch(`${url}/log-level`, {
+      method: 'PUT',
+      headers: { 'content-type': 'application/json', ...(user ? { 'x-sluice-user': user } : {}) },
+      body: JSON.stringify(body),
+    });
+    return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+  };
+  const changed = await put({ level: 'debug', actor: 'service:pass' }, 'alice');
+  assert.is(changed.status, 200);
+  assert.equal(
+    [
+      changed.body.user,
+      changed.body.action,
+      changed.body.target,
+      changed.body.before,
+      changed.body.after,
+    ],
+    ['alice', 'log-level', 'service:pass', 'info', 'debug'],
+  );
+  const other = append(t, 4);
+  await until(
+    '7 handled',
+    async () => byName(await actorsOf(url), 'service:pass').counters.eventsOut === 7,
+  );
+  await until(
+    '4 debug lines',
+    async () => lines.filter((l) => l.startsWith('[service:pass] handled')).length === 4,
+  );
+  assert.ok(other[0] + other[1] === 4);
+  assert.equal(
+    lines
+      .filter((l) => l.startsWith('[service:pass] handled'))
+      .map((l) => /n=(\d+)/.exec(l)![1])
+      .sort(),
+    ['0', '1', '2', '3'],
+  );
+  const levels = await get<{ global: string; actors: Record<string, string> }>(`${url}/log-level`);
+  assert.equal(levels.body, {
+    global: 'info',
+    actors: { 'service:pass': 'debug', 'reader:in/0>pass': 'info', 'reader:in/1>pass': 'info' },
+  });
+  assert.is((await put({ level: 'loud' })).status, 400);
+  const unknown = await put({ level: 'warn', actor: 'service:nope' });
+  assert.is(unknown.status, 404);
+  assert.match(String(unknown.body.error), 'unknown actor "service:nope"');
+  const global = await put({ level: 'warn' });
+  assert.equal(
+    [global.body.user, global.body.target, global.body.before, global.body.after],
+    ['anonymous', '*', 'info', 'warn'],
+  );
+  const audit = await get<{ entries: { user: string; target: string; after: string }[] }>(
+    `${url}/audit`,
+  );
+  assert.equal(
+    audit.body.entries.map((e) => [e.user, e.target, e.after]),
+    [
+      ['anonymous', '*', 'warn'],
+      ['alice', 'service:pass', 'debug'],
+    ],
+  );
+  // The audit log is a file in the data directory and survives the topology.
+  await running.stop();
+  running = null;
+  const file = fs
+    .readFileSync(path.join(t.dataDir, 'ops', 'audit.jsonl'), 'utf8')
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as { user: string });
+  assert.equal(
+    file.map((e) => e.user),
+    ['alice', 'anonymous'],
+  );
+});
+
+test('a port already taken is an error naming host and port, and the topology does not start', async () => {
+  const t = topologyFile(passTopology());
+  running = await startTopology(t, { http: { port: 0 }, log: () => {} });
+  const port = Number(new URL(running.ops.server!.url).port);
+  const file2 = path.join(dir, 'second.yaml');
+  fs.writeFileSync(file2, `name: ops2\ndataDir: ./data2\n${passTopology()}`);
+  const err = await startTopology(loadTopology(file2), { http: { port }, log: () => {} }).then(
+    () => null,
+    (e: Error) => e,
+  );
+  assert.ok(err);
+  assert.match(err!.message, `http: cannot listen on 127.0.0.1:${port}`);
+  assert.not.ok(fs.existsSync(path.join(dir, 'data2', 'topology.lock')), 'the lock was released');
+});
+
+test.run();

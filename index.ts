@@ -34,8 +34,20 @@ export {
   type TopologyQueue,
   type TopologyRings,
   type TopologyService,
+  type TopologyServiceErrors,
+  type OnFailure,
 } from './engine/config/index.js';
-export type { Supervisor, StopResult, RestartEvent } from './engine/supervisor/index.js';
+export {
+  listDeadLetters,
+  replayDeadLetterQueue,
+  purgeDeadLetters,
+  type DeadLetter,
+  type DeadLetterEntry,
+  type ReplayedDeadLetter,
+} from './engine/service/index.js';
+export type {
+  Supervisor, StopResult, RestartEvent, GroupStatus,
+} from './engine/supervisor/index.js';
 export { checkServiceModules, partitionDir } from './actors/index.js';
 export type { TopologyPlan, ServiceReadyInfo, ServiceSummary } from './actors/index.js';
 export type {

@@ -41,6 +41,14 @@ export interface ServiceHostData {
   batchSizeMax: number;
   /** Append what handlers emit during an input replay (INPUTS, OUTPUT) instead of dropping it. */
   emitDuringReplay: boolean;
+  /** Handler failures: retries, then dead-letter or stop (topology `services[].errors`). */
+  errors: { retriesMax: number; retryBackoffMs: number; onFailure: 'dead-letter' | 'stop' };
+  /** Largest input record handled, bytes (topology rings.recordBytesMax). */
+  recordBytesMax: number;
+  /** The dead-letter queue's partition 0; null with onFailure stop. */
+  deadLetter: {
+    queue: string; dir: string; segmentBytes: number; fsync: 'none' | 'batch' | 'record';
+  } | null;
 }
 
 /**
@@ -85,6 +93,8 @@ export interface ServiceSummary {
   eventsIn: number;
   eventsOut: number;
   replayed: number;
+  /** Inputs parked in the dead-letter queue while live. */
+  deadLettered: number;
   lagMs: { count: number; p50: number; p99: number; max: number };
 }
 

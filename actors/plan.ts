@@ -35,6 +35,18 @@ export function partitionDir(topology: Topology, queue: string, partition: numbe
   return path.join(topology.dataDir, 'queues', queue, String(partition));
 }
 
+/** Where service `s` appends its dead letters (partition 0 of its dead-letter queue), if any. */
+export function deadLetterOf(
+  topology: Topology, s: Topology['services'][number],
+): ServiceHostData['deadLetter'] {
+  if (s.errors.onFailure !== 'dead-letter') return null;
+  const name = s.errors.deadLetterQueue;
+  const q = topology.queues.find((x) => x.name === name);
+  if (!q) throw new Error(`service ${s.name}: dead-letter queue "${name}" is not declared`);
+  const dir = partitionDir(topology, q.name, 0);
+  return { queue: q.name, dir, segmentBytes: q.segmentBytes, fsync: q.fsync };
+}
+
 /** The groups and the shared notifiers of a topology. */
 export interface TopologyPlan {
   groups: GroupSpec[];
@@ -133,6 +145,13 @@ export function planTopology(topology: Topology): TopologyPlan {
       inputsReplay: s.inputsReplay,
       batchSizeMax: s.batchSizeMax,
       emitDuringReplay: s.emitDuringReplay,
+      errors: {
+        retriesMax: s.errors.retriesMax,
+        retryBackoffMs: s.errors.retryBackoffMs,
+        onFailure: s.errors.onFailure,
+      },
+      deadLetter: deadLetterOf(topology, s),
+      recordBytesMax: topology.rings.recordBytesMax,
     };
     groups.push({
       name: `service:${s.name}`,
@@ -152,6 +171,10 @@ export function planTopology(topology: Topology): TopologyPlan {
           shared[HOST_SHARED.notifier(key)] = notifiers.get(key)!;
         }
         shared[HOST_SHARED.notifier(inputKey(s.output, 0))] = notifiers.get(inputKey(s.output, 0))!;
+        if (hostData.deadLetter) {
+          const dk = inputKey(hostData.deadLetter.queue, 0);
+          shared[HOST_SHARED.notifier(dk)] = notifiers.get(dk)!;
+        }
         const host = launcher.launch({ name: `service:${s.name}`, module: ACTOR_MODULES.service, data: hostData, shared, drainOrder: 1 });
         const ready = (await host.ready()) as ServiceReadyInfo;
         for (const input of inputs) {

@@ -8,7 +8,10 @@
  * first), closes the ring so the service knows the stream ended, and stops.
  */
 import { READER_SHARED, type QueueReaderData } from './contracts.js';
-import { runActor, Counter, Doorbell, FrameCodec, FRAME_HEADER_BYTES, FRAME_TYPE_EVENT } from '../engine/actor/index.js';
+import {
+  runActor, Counter, Doorbell, FrameCodec,
+  FRAME_HEADER_BYTES, FRAME_TYPE_EVENT, FRAME_TYPE_EVENT_REF,
+} from '../engine/actor/index.js';
 import { RingProducer } from '../engine/ring/index.js';
 import { Tailer } from '../engine/journal/index.js';
 
@@ -38,9 +41,12 @@ runActor<QueueReaderData>((ctx) => {
         if (!rec) break;
         const len = FRAME_HEADER_BYTES + rec.bytes.length;
         if (len > ring.maxRecordBytes) {
-          throw new Error(`${d.queue}/${d.partition} index ${rec.index}: record of ${rec.bytes.length} bytes does not fit ` +
-            `the ring of ${ctx.name} (records up to ${ring.maxRecordBytes - FRAME_HEADER_BYTES} bytes: ` +
-            `rings.capacityBytes ${ring.capacityBytes} / 8, less the ${FRAME_HEADER_BYTES}-byte frame header); raise rings.capacityBytes`);
+          // Too large for the ring: the service reads it from the journal by its index.
+          const ref = ring.claim(FRAME_TYPE_EVENT_REF, FRAME_HEADER_BYTES);
+          frames.writeIndex(ref, rec.index);
+          ring.commit(ref);
+          n++;
+          continue;
         }
         const off = ring.claim(FRAME_TYPE_EVENT, len);
         frames.writeIndex(off, rec.index);

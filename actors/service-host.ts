@@ -29,7 +29,10 @@
 import * as hdr from 'hdr-histogram-js';
 import { pathToFileURL } from 'node:url';
 import { HOST_SHARED, type HostInput, type ServiceHostData, type ServiceReadyInfo, type ServiceSummary } from './contracts.js';
-import { runActor, Counter, Doorbell, FrameCodec, FRAME_HEADER_BYTES, type ActorContext } from '../engine/actor/index.js';
+import {
+  runActor, Counter, Doorbell, FrameCodec,
+  FRAME_HEADER_BYTES, FRAME_TYPE_EVENT_REF, type ActorContext,
+} from '../engine/actor/index.js';
 import { RingConsumer } from '../engine/ring/index.js';
 import { Appender, Tailer } from '../engine/journal/index.js';
 import {
@@ -61,6 +64,9 @@ import {
 import {
   assertServiceDefinition,
   computeLastWritten,
+  deadLetteredPositions,
+  encodeDeadLetter,
+  EVENT_TYPE_DEAD_LETTERED,
   replayProblems,
   inputKey,
   type ServiceContext,
@@ -104,6 +110,13 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
     fsync: d.output.fsync,
     notifier: ctx.shared(HOST_SHARED.notifier(outKey)),
   });
+  const dl = d.deadLetter;
+  const dlqAppender = dl
+    ? Appender.open({
+      dir: dl.dir, segmentBytes: dl.segmentBytes, fsync: dl.fsync,
+      notifier: ctx.shared(HOST_SHARED.notifier(inputKey(dl.queue, 0))),
+    })
+    : null;
   try {
     const startedMs = Date.now();
     const where = `service ${d.service}: output ${d.output.queue}/0`;
@@ -191,6 +204,14 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
     // snapshot sees the same events the live run did).
     let timersSinceSnapshot = 0;
     const ev = new HostEvent();
+    // Per input, the newest source index already in the dead-letter queue: a restart after a
+    // crash between the dead-letter append and the output append does not append it twice.
+    const dlqNewest = dl ? deadLetteredPositions(dl.dir, d.inputs) : {};
+    let deadLettered = 0;
+    /** The envelope bytes `view` wraps, for the dead-letter record. */
+    const raw: { bytes: Uint8Array<ArrayBufferLike>; offset: number; length: number } =
+      { bytes: new Uint8Array(0), offset: 0, length: 0 };
+    const retrySleeper = new Int32Array(new SharedArrayBuffer(4));
     const view = new EnvelopeView();
     const qids = d.inputs.map((i) => queueId(i.queue));
     /** Runs the handler for the envelope currently wrapped by `view`. */
@@ -214,18 +235,65 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
       }
       const h = handlers.get(ev.type);
       if (!h) return;
-      try {
-        h(state, ev, sctx);
-      } catch (err) {
-        // Name the input: the supervisor restarts the group, and the same input fails again, so
-        // the operator needs to know which event it is.
-        const e = err instanceof Error ? err : new Error(String(err));
-        throw new Error(
-          `service ${d.service}: handler for type ${ev.type} failed${replaying ? ' during replay' : ''} on ${input.queue}/${input.partition} index ${index} (key ${JSON.stringify(ev.key)}): ${e.message}`,
-          { cause: e },
-        );
+      // What the failed attempts emitted is dropped; what they did to the state is not undone.
+      const mark = pending.length;
+      for (let attempts = 1; ; attempts++) {
+        try {
+          h(state, ev, sctx);
+          return;
+        } catch (err) {
+          pending.length = mark;
+          c[Counter.errors]++;
+          const e = err instanceof Error ? err : new Error(String(err));
+          // During a replay the live run already dead-lettered the input: skip it again.
+          if (replaying && dl) return;
+          if (!replaying && attempts <= d.errors.retriesMax) {
+            Atomics.wait(retrySleeper, 0, 0, d.errors.retryBackoffMs * 2 ** (attempts - 1));
+            continue;
+          }
+          if (!dl) {
+            // Name the input: the supervisor restarts the group, and the same input fails
+            // again, so the operator needs to know which event it is.
+            const during = replaying ? ' during replay' : '';
+            const at = `${input.queue}/${input.partition} index ${index}`;
+            throw new Error(
+              `service ${d.service}: handler for type ${ev.type} failed${during} on ${at} ` +
+                `(key ${JSON.stringify(ev.key)}): ${e.message}`,
+              { cause: e },
+            );
+          }
+          deadLetter(input, qid, index, attempts, e.message);
+          return;
+        }
       }
       // Sluice's own records (types 3..99: replay metadata) have no handler and are skipped.
+    };
+    /** Parks the current event in the dead-letter queue and marks it processed in the output. */
+    const deadLetter = (
+      input: HostInput, qid: number, index: number, attempts: number, error: string,
+      keepEvent = true,
+    ) => {
+      const key = inputKey(input.queue, input.partition);
+      if (index > (dlqNewest[key] ?? -1)) {
+        const { bytes, offset, length } = raw;
+        const original = Buffer.from(bytes.buffer, bytes.byteOffset + offset, length);
+        dlqAppender!.append(encodeDeadLetter(writer, {
+          service: d.service, error, attempts,
+          queue: input.queue, partition: input.partition, index,
+          key: ev.key, type: ev.type, eventTimeMs: ev.eventTimeMs, failedAtMs: Date.now(),
+          event: keepEvent ? original.toString('base64') : '',
+        }));
+        // Durable before the output's marker: the marker says the input needs no more work.
+        dlqAppender!.flush();
+        dlqNewest[key] = index;
+      }
+      pending.push(writer.encode({
+        type: EVENT_TYPE_DEAD_LETTERED, key: ev.key, eventTimeMs: Date.now(),
+        causeQueue: qid, causePartition: input.partition, causeIndex: index,
+      }));
+      deadLettered++;
+      ctx.log('warn', `service ${d.service}: dead-lettered ${key} index ${index} ` +
+        `(key ${JSON.stringify(ev.key)}) to ${dl!.queue} after ${attempts} attempts: ${error}`);
     };
 
     let replayed = 0;
@@ -247,8 +315,26 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
       c[Counter.eventsOut] = replayEmitted;
       pending.length = 0;
     };
+    /** A record over rings.recordBytesMax: dead-lettered without its bytes, or a failure. */
+    const overLimit = (input: HostInput, qid: number, index: number, length: number): void => {
+      const error = `record of ${length} bytes exceeds rings.recordBytesMax=${d.recordBytesMax}`;
+      const at = `${input.queue}/${input.partition} index ${index}`;
+      if (!dl) throw new Error(`service ${d.service}: ${at}: ${error}`);
+      if (replaying) return;
+      ev.type = view.type;
+      ev.key = view.key ?? '';
+      ev.eventTimeMs = view.eventTimeMs;
+      c[Counter.errors]++;
+      deadLetter(input, qid, index, 0, error, false);
+    };
     const applyInput = (input: number, index: number, bytes: Uint8Array) => {
       view.wrap(bytes, 0, bytes.length);
+      if (bytes.length > d.recordBytesMax) {
+        return overLimit(d.inputs[input], qids[input], index, bytes.length);
+      }
+      raw.bytes = bytes;
+      raw.offset = 0;
+      raw.length = bytes.length;
       dispatch(d.inputs[input], qids[input], index);
       if (pending.length >= d.batchSizeMax) flushReplayed();
     };
@@ -370,10 +456,28 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
     if (def.onLive) def.onLive(state, sctx);
     let nowMs = Date.now();
     let current = rings[0];
-    const onRecord = (_typeId: number, bytes: Uint8Array, offset: number, length: number) => {
+    // Records too large for a ring come by reference: read from the input's journal here.
+    const refTailers: (Tailer | null)[] = d.inputs.map(() => null);
+    const onRecord = (typeId: number, bytes: Uint8Array, offset: number, length: number) => {
       const index = current.frames.readIndex(offset);
-      view.wrap(bytes, offset + FRAME_HEADER_BYTES, length - FRAME_HEADER_BYTES);
-      dispatch(current.input, current.qid, index);
+      raw.bytes = bytes;
+      raw.offset = offset + FRAME_HEADER_BYTES;
+      raw.length = length - FRAME_HEADER_BYTES;
+      if (typeId === FRAME_TYPE_EVENT_REF) {
+        const t = (refTailers[current.ordinal] ??= Tailer.open({ dir: current.input.dir }));
+        const rec = t.moveToIndex(index) ? t.next() : null;
+        if (!rec || rec.index !== index) {
+          const at = `${current.input.queue}/${current.input.partition}`;
+          throw new Error(
+            `service ${d.service}: ${at} has no record ${index} (handed over by reference)`);
+        }
+        raw.bytes = rec.bytes;
+        raw.offset = 0;
+        raw.length = rec.bytes.length;
+      }
+      view.wrap(raw.bytes, raw.offset, raw.length);
+      if (raw.length > d.recordBytesMax) overLimit(current.input, current.qid, index, raw.length);
+      else dispatch(current.input, current.qid, index);
       handled[current.ordinal] = index;
       if (recorder) recorder.note(current.ordinal, index);
       const l = nowMs - ev.eventTimeMs;
@@ -419,21 +523,25 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
       bell.park(seen, PARK_TIMEOUT_MS);
     }
     ctx.setState('drain');
+    for (const t of refTailers) t?.close();
     appender.flush();
     const summary: ServiceSummary = {
       service: d.service,
       eventsIn,
       eventsOut,
       replayed,
+      deadLettered,
       lagMs: { count: lag.totalCount, p50: lag.getValueAtPercentile(50), p99: lag.getValueAtPercentile(99), max: lag.maxValue },
     };
     return summary;
   } catch (err) {
     if (!(err instanceof DrainDuringReplay)) throw err;
     ctx.setState('drain');
-    return { service: d.service, eventsIn: 0, eventsOut: 0, replayed: err.replayed, lagMs: { count: 0, p50: 0, p99: 0, max: 0 } } satisfies ServiceSummary;
+    return { service: d.service, eventsIn: 0, eventsOut: 0, replayed: err.replayed, deadLettered: 0,
+      lagMs: { count: 0, p50: 0, p99: 0, max: 0 } } satisfies ServiceSummary;
   } finally {
     appender.close();
+    dlqAppender?.close();
   }
 });
 

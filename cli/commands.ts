@@ -7,6 +7,7 @@
  *   sluice run <topology.yaml>                   run it until SIGINT/SIGTERM, then drain, exit 0
  *   sluice append <topology.yaml> <queue>        append JSON lines from stdin as events
  *   sluice tail <topology.yaml> <queue>          print a queue's records as JSON lines
+ *   sluice dlq list|replay|purge <topology.yaml> <queue>   read, re-inject, remove dead letters
  *   sluice errors list|requeue|purge <topology.yaml> [ids...]   the capture error table
  *   sluice status --http URL                     a running topology's actors (ops-commands.ts)
  *   sluice log-level --http URL [level]          show or change its log levels
@@ -35,6 +36,9 @@ import {
 } from '../actors/index.js';
 import { openQueueAppender } from '../engine/producer/index.js';
 import { appendLines, KEY_ENCODINGS, type KeyEncoding } from './append.js';
+import {
+  listDeadLetters, purgeDeadLetters, replayDeadLetterQueue,
+} from '../engine/service/index.js';
 import { Tailer } from '../engine/journal/index.js';
 import {
   EnvelopeView, decodeChange, decodeJson, EVENT_TYPE_CHANGE, EVENT_TYPE_JSON, USER_EVENT_TYPE_MIN,
@@ -282,6 +286,50 @@ program
       tailer.waitForAppend(0);
       await new Promise((r) => setTimeout(r, 100));
     }
+  });
+
+const dlq = program.command('dlq')
+  .description('dead letters: events a service handler kept failing on');
+dlq
+  .command('list')
+  .argument('<topology>', 'topology YAML file')
+  .argument('<queue>', "a service's dead-letter queue (default name <service>.dlq)")
+  .description('print the dead letters as JSON lines: position, attempts, error, the event')
+  .action((file: string, queue: string) => {
+    const view = new EnvelopeView();
+    for (const d of listDeadLetters(loadTopology(file), queue)) {
+      view.wrap(d.bytes, 0, d.bytes.length);
+      const value = view.type === EVENT_TYPE_CHANGE ? decodeChange(view.payload)
+        : view.type === EVENT_TYPE_JSON ? decodeJson(view.payload)
+        : `<${view.payload.length} bytes>`;
+      const { dlqIndex, service, queue: q, partition, index, key, attempts, error, failedAtMs } = d;
+      const line = {
+        dlqIndex, service, queue: q, partition, index, key, attempts, error, failedAtMs, value,
+      };
+      console.log(JSON.stringify(line));
+    }
+  });
+dlq
+  .command('replay')
+  .argument('<topology>', 'topology YAML file')
+  .argument('<queue>', "a service's dead-letter queue")
+  .option('--to <queue>', 'append to this queue (partition by key) instead of the source queue')
+  .option('-i, --index <n...>', 'only these dead-letter indexes (default: all)')
+  .description('append the dead-lettered events again (the dead letters stay until purge)')
+  .action((file: string, queue: string, opts: { to?: string; index?: string[] }) => {
+    const indexes = opts.index?.map((v) => intOption('--index', 0)(v));
+    const done = replayDeadLetterQueue(loadTopology(file), queue, { to: opts.to, indexes });
+    for (const r of done) console.log(JSON.stringify(r));
+    console.error(`sluice: replayed ${plural(done.length, 'dead letter')} from ${queue}`);
+  });
+dlq
+  .command('purge')
+  .argument('<topology>', 'topology YAML file')
+  .argument('<queue>', "a service's dead-letter queue")
+  .description('remove every dead letter of the queue (with the topology stopped)')
+  .action((file: string, queue: string) => {
+    const n = purgeDeadLetters(loadTopology(file), queue);
+    console.error(`sluice: purged ${plural(n, 'dead letter')} from ${queue}`);
   });
 
 const errors = program.command('errors').description('the capture error table: changes the target refused, parked after their last retry');

@@ -51,7 +51,8 @@ function writeTopology(extra = ''): string {
 test('check lists every actor, readers included', async () => {
   const r = await sluice(['check', writeTopology()]);
   assert.is(r.code, 0, r.err);
-  assert.match(r.out, 'ok (2 queues, 1 service, 0 capture sources)');
+  // The service's dead-letter queue pass.dlq is declared implicitly.
+  assert.match(r.out, 'ok (3 queues, 1 service, 0 capture sources)');
   assert.match(r.out, 'service:pass');
   assert.match(r.out, 'reader:in/0>pass');
   assert.match(r.out, 'reader:in/1>pass');
@@ -176,8 +177,8 @@ test('install names the topology file, line and field of a captured table or col
   assert.is(r.err.trim(), `${file}:${at(file, 'nosuchtable')}: capture[0].tables[1].table: capture source "app": capture table "nosuchtable": table not found (no columns introspected)`);
 });
 
-test('a handler that throws: the failure names the service, the input partition and index, once', async () => {
-  const file = writeTopology();
+test('a handler that throws with onFailure stop: the failure names the service, the input partition and index, once', async () => {
+  const file = writeTopology('    errors: { onFailure: stop }\n');
   await sluice(['append', file, 'in', '-p', '0'], '{"key":"a"}\n{"key":"b"}\n{"key":"c","bad":true}\n');
   const r = await sluice(['run', file, '--status-ms', '0']);
   assert.is(r.code, 2);
@@ -189,7 +190,7 @@ test('a handler that throws: the failure names the service, the input partition 
 });
 
 test('SLUICE_DEBUG=1 adds the stack trace of an actor failure', async () => {
-  const file = writeTopology();
+  const file = writeTopology('    errors: { onFailure: stop }\n');
   await sluice(['append', file, 'in', '-p', '0'], '{"key":"c","bad":true}\n');
   const r = await sluice(['run', file, '--status-ms', '0'], '', 60_000, { SLUICE_DEBUG: '1' });
   assert.is(r.code, 2);

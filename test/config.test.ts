@@ -68,11 +68,12 @@ test('a valid file loads with defaults applied and paths resolved against its di
     name: 'shop',
     file: path.join(fixtures, 'valid.yaml'),
     dataDir: path.join(fixtures, 'data', 'shop'),
-    rings: { capacityBytes: 65536 },
+    rings: { capacityBytes: 65536, recordBytesMax: 16777216 },
     supervisor: { restartsMax: 3, restartWindowMs: 60000, backoffInitialMs: 100, backoffMaxMs: 2000, drainTimeoutMs: 10000 },
     queues: [
       { name: 'order-changes', partitions: 2, segmentBytes: 1048576, fsync: 'record' },
       { name: 'totals-out', partitions: 1, segmentBytes: 67108864, fsync: 'batch' },
+      { name: 'running-total.dlq', partitions: 1, segmentBytes: 67108864, fsync: 'batch' },
     ],
     services: [{
       name: 'running-total',
@@ -84,6 +85,7 @@ test('a valid file loads with defaults applied and paths resolved against its di
       batchSizeMax: 256,
       emitDuringReplay: false,
       settings: { field: 'amount', nested: { list: [1, 'two', null] } },
+      errors: { retriesMax: 2, retryBackoffMs: 10, onFailure: 'dead-letter', deadLetterQueue: 'running-total.dlq' },
     }],
     capture: [{
       name: 'shop-db',
@@ -125,8 +127,8 @@ test('every default comes from TOPOLOGY_DEFAULTS', () => {
   ), inline, { env: {} });
   const D = TOPOLOGY_DEFAULTS;
   assert.is(t.dataDir, path.join(fixtures, 'data', 'tiny'));
-  assert.equal(t.rings, { capacityBytes: 1048576 });
-  assert.equal(t.supervisor, { restartsMax: 5, restartWindowMs: 60000, backoffInitialMs: 100, backoffMaxMs: 5000, drainTimeoutMs: 10000 });
+  assert.equal(t.rings, { capacityBytes: 1048576, recordBytesMax: 16777216 });
+  assert.equal(t.supervisor, { restartsMax: Infinity, restartWindowMs: 60000, backoffInitialMs: 100, backoffMaxMs: 5000, drainTimeoutMs: 10000 });
   assert.equal(t.queues[0], { name: 'q', ...D.queue });
   assert.equal(t.queues[0], { name: 'q', partitions: 1, segmentBytes: 64 * 1024 * 1024, fsync: 'batch' });
   const s = t.services[0]!;

@@ -21,8 +21,9 @@ const DOCUMENTED: Record<string, string[]> = {
   sluice: [
     'ConfigError', 'EVENT_TYPE_CHANGE', 'EVENT_TYPE_JSON', 'TOPOLOGY_DEFAULTS', 'TopologyRunningError',
     'USER_EVENT_TYPE_MIN', 'checkCaptureLive', 'checkServiceModules', 'formatProblem', 'installCapture',
-    'listCaptureErrors', 'loadTopology', 'openQueueAppender', 'RecordInputError', 'JSON_DEPTH_MAX', 'parseTopology', 'partitionDir',
-    'purgeCaptureErrors', 'queueId', 'requeueCaptureErrors', 'startTopology', 'uninstallCapture',
+    'listCaptureErrors', 'listDeadLetters', 'loadTopology', 'openQueueAppender', 'RecordInputError',
+    'JSON_DEPTH_MAX', 'parseTopology', 'partitionDir', 'purgeCaptureErrors', 'purgeDeadLetters',
+    'queueId', 'replayDeadLetterQueue', 'requeueCaptureErrors', 'startTopology', 'uninstallCapture',
   ],
   'sluice/service': ['EVENT_TYPE_CHANGE', 'EVENT_TYPE_JSON', 'USER_EVENT_TYPE_MIN', 'defineService'],
   'sluice/bus': [
@@ -175,7 +176,7 @@ test("the sluice bin checks a topology whose service imports 'sluice/service'", 
   ].join('\n'));
   const r = await run(path.join(consumer, 'node_modules', '.bin', 'sluice'), ['check', 'topology.yaml'], consumer);
   assert.is(r.code, 0, r.err);
-  assert.match(r.out, 'topology.yaml: ok (2 queues, 1 service, 0 capture sources)');
+  assert.match(r.out, 'topology.yaml: ok (3 queues, 1 service, 0 capture sources)');
 });
 
 test("a user's TypeScript file compiles against the shipped types (and type errors are caught)", async () => {

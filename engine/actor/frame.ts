@@ -13,6 +13,12 @@
  * The index is a float64 so queue indexes up to 2^53 stay exact without BigInt.
  */
 export const FRAME_TYPE_EVENT = 1;
+/**
+ * A record too large for the ring (over its maxRecordBytes, capacityBytes / 8) is handed over by
+ * reference: the frame is the 8-byte index alone, and the service reads the envelope from the
+ * queue partition's journal itself.
+ */
+export const FRAME_TYPE_EVENT_REF = 2;
 /** Bytes before the envelope. */
 export const FRAME_HEADER_BYTES = 8;
 

@@ -15,4 +15,4 @@ export {
   type CounterSnapshot,
 } from './counters.js';
 export type { ActorMessage, ActorWorkerData } from './protocol.js';
-export { FRAME_TYPE_EVENT, FRAME_HEADER_BYTES, FrameCodec } from './frame.js';
+export { FRAME_TYPE_EVENT, FRAME_TYPE_EVENT_REF, FRAME_HEADER_BYTES, FrameCodec } from './frame.js';

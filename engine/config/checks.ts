@@ -158,6 +158,19 @@ export function checkReferences(doc: unknown, baseDir: string, report: Report, l
         }
       }
     }
+    // The dead-letter queue: written by this service alone, 1 partition (declared or implicit).
+    const errors = isRecord(s.errors) ? s.errors : {};
+    if (errors.onFailure !== 'stop' && name !== undefined && serviceNames.get(name) === i) {
+      const dlq = str(errors.deadLetterQueue) ?? `${name}.dlq`;
+      const at = isRecord(s.errors) && errors.deadLetterQueue !== undefined
+        ? ['services', i, 'errors', 'deadLetterQueue'] : ['services', i, 'name'];
+      claimWriter(at, dlq, `services[${i}]`, `service "${name}" (its dead-letter queue)`);
+      const q = queues.get(dlq);
+      if (q !== undefined && q.partitions !== 1) {
+        report(at, `dead-letter queue "${dlq}" has ${q.partitions} partitions; it must have 1`);
+      }
+      if (dlq === output) report(at, `dead-letter queue "${dlq}" is the service's output queue`);
+    }
     // startFrom START with a replay (after Chronicle Services): the replay starts at index 0
     // and runs through LAST_WRITTEN with outputs suppressed, then the service goes live after
     // LAST_WRITTEN. OUTPUT_REVERSE reads the output, not the inputs, so it has no START.

@@ -30,6 +30,8 @@ export type {
   Topology,
   TopologyQueue,
   TopologyService,
+  TopologyServiceErrors,
+  OnFailure,
   TopologyRings,
   StartFrom,
   InputsReplay,

@@ -213,13 +213,13 @@ function ordered(problems: ConfigProblem[]): ConfigProblem[] {
 interface TopologyFile {
   name: string;
   dataDir?: string;
-  rings?: { capacityBytes?: number };
+  rings?: { capacityBytes?: number; recordBytesMax?: number };
   supervisor?: Partial<Topology['supervisor']>;
   queues?: Array<{ name: string; partitions?: number; segmentBytes?: number; fsync?: QueueFsync }>;
   services?: Array<{
     name: string; module: string; inputs: string[]; output: string; startFrom?: StartFrom;
     inputsReplay?: InputsReplay; batchSizeMax?: number; emitDuringReplay?: boolean;
-    settings?: Record<string, unknown>;
+    settings?: Record<string, unknown>; errors?: Partial<Topology['services'][number]['errors']>;
   }>;
   capture?: Array<{
     name: string;
@@ -256,11 +256,14 @@ function applyDefaults(f: TopologyFile, file: string, baseDir: string): Topology
     // "mysql" is another spelling of the same dialect.
     return { dialect: 'mariadb', url: db.url, ...(db.captureSchema !== undefined ? { captureSchema: db.captureSchema } : {}) };
   };
-  return {
+  const t: Topology = {
     name: f.name,
     file,
     dataDir: resolvePath(f.dataDir ?? path.join(D.dataDirPrefix, f.name)),
-    rings: { capacityBytes: f.rings?.capacityBytes ?? D.rings.capacityBytes },
+    rings: {
+      capacityBytes: f.rings?.capacityBytes ?? D.rings.capacityBytes,
+      recordBytesMax: f.rings?.recordBytesMax ?? D.rings.recordBytesMax,
+    },
     supervisor: { ...D.supervisor, ...f.supervisor },
     queues: (f.queues ?? []).map((q) => ({
       name: q.name,
@@ -281,6 +284,7 @@ function applyDefaults(f: TopologyFile, file: string, baseDir: string): Topology
         batchSizeMax: s.batchSizeMax ?? D.service.batchSizeMax,
         emitDuringReplay: s.emitDuringReplay ?? D.service.emitDuringReplay,
         settings: s.settings ?? {},
+        errors: { ...D.serviceErrors, deadLetterQueue: `${s.name}.dlq`, ...s.errors },
       };
     }),
     capture: (f.capture ?? []).map((c): CaptureSource => ({
@@ -304,4 +308,14 @@ function applyDefaults(f: TopologyFile, file: string, baseDir: string): Topology
       errors: { ...CDC_DEFAULTS.errors, ...c.errors },
     })),
   };
+  // A dead-letter queue not declared in `queues` is declared here: 1 partition, queue defaults.
+  for (const s of t.services) {
+    if (s.errors.onFailure !== 'dead-letter') continue;
+    if (t.queues.some((q) => q.name === s.errors.deadLetterQueue)) continue;
+    t.queues.push({
+      name: s.errors.deadLetterQueue, partitions: 1,
+      segmentBytes: D.queue.segmentBytes, fsync: D.queue.fsync,
+    });
+  }
+  return t;
 }

@@ -7,9 +7,9 @@
  */
 import { CAPTURE_OPERATIONS, ERROR_POLICY_LIMITS, KEY_UPDATE_MODES } from '../cdc/index.js';
 import {
-  DIALECT_VALUES, INPUTS_REPLAY_VALUES, PATH_PATTERN, QUEUE_FSYNC_VALUES, QUEUE_NAME_PATTERN,
-  SERVICE_NAME_PATTERN, STAGING_TABLE_PATTERN, START_FROM_VALUES, TOPOLOGY_LIMITS,
-  TOPOLOGY_NAME_PATTERN, TOPOLOGY_SIZE_LIMITS,
+  DIALECT_VALUES, INPUTS_REPLAY_VALUES, ON_FAILURE_VALUES, PATH_PATTERN, QUEUE_FSYNC_VALUES,
+  QUEUE_NAME_PATTERN, SERVICE_NAME_PATTERN, STAGING_TABLE_PATTERN, START_FROM_VALUES,
+  TOPOLOGY_LIMITS, TOPOLOGY_NAME_PATTERN, TOPOLOGY_SIZE_LIMITS,
 } from './topology.js';
 
 const int = (range: readonly [number, number]) => ({ type: 'integer', minimum: range[0], maximum: range[1] });
@@ -49,6 +49,16 @@ const service = {
     batchSizeMax: int(L.serviceBatchSizeMax),
     emitDuringReplay: { type: 'boolean' },
     settings: { type: 'object' },
+    errors: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        retriesMax: int(L.retriesMax),
+        retryBackoffMs: int(L.retryBackoffMs),
+        onFailure: { enum: ON_FAILURE_VALUES },
+        deadLetterQueue: { type: 'string', pattern: QUEUE_NAME_PATTERN },
+      },
+    },
   },
 };
 
@@ -144,7 +154,10 @@ export const TOPOLOGY_SCHEMA = {
     rings: {
       type: 'object',
       additionalProperties: false,
-      properties: { capacityBytes: int(L.ringCapacityBytes) },
+      properties: {
+        capacityBytes: int(L.ringCapacityBytes),
+        recordBytesMax: int(L.recordBytesMax),
+      },
     },
     supervisor: {
       type: 'object',

@@ -22,6 +22,10 @@ export type QueueFsync = 'none' | 'batch' | 'record';
 export const START_FROM_VALUES: readonly StartFrom[] = ['START', 'LAST_WRITTEN', 'END'];
 /** Allowed values of `services[].inputsReplay`. */
 export const INPUTS_REPLAY_VALUES: readonly InputsReplay[] = ['NONE', 'INPUTS', 'OUTPUT', 'OUTPUT_REVERSE'];
+/** What a service does with an event whose handler still throws after its retries. */
+export type OnFailure = 'dead-letter' | 'stop';
+/** Allowed values of `services[].errors.onFailure`. */
+export const ON_FAILURE_VALUES: readonly OnFailure[] = ['dead-letter', 'stop'];
 /** Allowed values of `queues[].fsync`. */
 export const QUEUE_FSYNC_VALUES: readonly QueueFsync[] = ['none', 'batch', 'record'];
 /** Allowed values of `capture[].database.dialect`. */
@@ -59,12 +63,37 @@ export interface TopologyService {
   emitDuringReplay: boolean;
   /** Free-form settings passed to the service's init (plain data from the YAML file). */
   settings: Record<string, unknown>;
+  /** What happens when a handler throws (see {@link TopologyServiceErrors}). */
+  errors: TopologyServiceErrors;
+}
+
+/**
+ * A handler that throws for an event is called again up to `retriesMax` times, `retryBackoffMs`
+ * apart (doubling per retry); then `dead-letter` appends the event with the error to the
+ * service's dead-letter queue and goes on with the next event (later events of the same key are
+ * processed, not held back), and `stop` fails the service group (the supervisor restarts it, and
+ * the same event fails again: the behaviour before dead letters).
+ */
+export interface TopologyServiceErrors {
+  /** Extra attempts after the first failure, per event. */
+  retriesMax: number;
+  /** Delay before the first retry, ms; doubles per retry. */
+  retryBackoffMs: number;
+  onFailure: OnFailure;
+  /** Queue of 1 partition written only by this service; declared implicitly when absent. */
+  deadLetterQueue: string;
 }
 
 /** Ring sizes of the SharedArrayBuffer rings between queue readers and services. */
 export interface TopologyRings {
   /** Data area of each ring, bytes; a power of two. */
   capacityBytes: number;
+  /**
+   * Largest input record a service handles, bytes. Records over capacityBytes / 8 are handed
+   * over by reference (the service reads them from the journal); records over this maximum are
+   * dead-lettered (or fail the service with onFailure stop).
+   */
+  recordBytesMax: number;
 }
 
 /** A validated topology with every default applied and every path absolute. */
@@ -90,7 +119,7 @@ export interface Topology {
  * |----------------------------------------|--------------------------------|-------|
  * | dataDir                                | `./data/<name>` (file-relative)| path  |
  * | rings.capacityBytes                    | 1048576 (1 MiB)                | bytes |
- * | supervisor.restartsMax                 | 5 (SUPERVISOR_DEFAULTS)        |       |
+ * | rings.recordBytesMax                   | 16777216 (16 MiB)              | bytes |
  * | supervisor.restartWindowMs             | 60000 (SUPERVISOR_DEFAULTS)    | ms    |
  * | supervisor.backoffInitialMs            | 100 (SUPERVISOR_DEFAULTS)      | ms    |
  * | supervisor.backoffMaxMs                | 5000 (SUPERVISOR_DEFAULTS)     | ms    |
@@ -103,6 +132,11 @@ export interface Topology {
  * | services[].batchSizeMax                | 256                            | events|
  * | services[].emitDuringReplay            | false                          |       |
  * | services[].settings                    | {}                             |       |
+ * | services[].errors.retriesMax           | 2                              |       |
+ * | services[].errors.retryBackoffMs       | 10                             | ms    |
+ * | services[].errors.onFailure            | dead-letter                    |       |
+ * | services[].errors.deadLetterQueue      | `<service>.dlq` (1 partition)  |       |
+ * | supervisor.restartsMax                 | absent = restart forever       |       |
  * | capture[].pumps                        | 1                              |       |
  * | capture[].batchSizeMax                 | 500                            | rows  |
  * | capture[].pollIntervalMs               | 10                             | ms    |
@@ -115,7 +149,7 @@ export interface Topology {
  */
 export const TOPOLOGY_DEFAULTS = deepFreeze({
   dataDirPrefix: './data',
-  rings: { capacityBytes: 1 << 20 },
+  rings: { capacityBytes: 1 << 20, recordBytesMax: 16 << 20 },
   supervisor: { ...SUPERVISOR_DEFAULTS },
   queue: { partitions: 1, segmentBytes: 64 * 1024 * 1024, fsync: 'batch' as QueueFsync },
   service: {
@@ -124,6 +158,7 @@ export const TOPOLOGY_DEFAULTS = deepFreeze({
     batchSizeMax: 256,
     emitDuringReplay: false,
   },
+  serviceErrors: { retriesMax: 2, retryBackoffMs: 10, onFailure: 'dead-letter' as OnFailure },
   capture: { pumps: 1, batchSizeMax: 500, pollIntervalMs: 10, stagingTable: 'sluice_staging' },
   captureTable: { suppressNoopUpdates: CDC_DEFAULTS.suppressNoopUpdates as boolean },
 });
@@ -137,6 +172,8 @@ export const TOPOLOGY_LIMITS = deepFreeze({
    */
   ringCapacityBytes: [Math.max(4096, CAPACITY_BYTES_MIN), CAPACITY_BYTES_MAX],
   restartsMax: [0, 1000],
+  retriesMax: [0, 100],
+  retryBackoffMs: [0, 60_000],
   restartWindowMs: [1, 24 * 3_600_000],
   backoffInitialMs: [0, 3_600_000],
   backoffMaxMs: [0, 3_600_000],

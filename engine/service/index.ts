@@ -12,3 +12,17 @@ export {
   type ServiceInit,
 } from './api.js';
 export { computeLastWritten, inputKey, type InputPartition, type BackwardReader } from './last-written.js';
+export {
+  EVENT_TYPE_DEAD_LETTERED,
+  encodeDeadLetter,
+  deadLetteredPositions,
+  readDeadLetters,
+  replayDeadLetters,
+  listDeadLetters,
+  replayDeadLetterQueue,
+  purgeDeadLetters,
+  type ReplayedDeadLetter,
+  type DeadLetter,
+  type DeadLetterEntry,
+  type QueueTarget,
+} from './dead-letter.js';

@@ -1,7 +1,9 @@
 /**
  * Main-side supervisor: starts actor groups in worker threads, watches them, restarts a failed
- * group with bounded exponential backoff, gives up after too many restarts in a window, and
- * drains the topology stage by stage on stop.
+ * group with capped exponential backoff (forever by default; with `restartsMax`, the topology
+ * stops after too many restarts in a window), and drains the topology stage by stage on stop.
+ * A failing group never stops the other groups: they keep running while it restarts, and
+ * {@link Supervisor.groupStatus} reports it `restarting`.
  *
  * A group is the unit of restart: actors that share rings (a service and its queue readers)
  * fail together, because a ring's in-flight records die with either side. Each (re)start gets
@@ -63,7 +65,10 @@ export interface GroupSpec {
 
 /** Restart and drain limits, all with defaults in {@link SUPERVISOR_DEFAULTS}. */
 export interface SupervisorOptions {
-  /** Restarts allowed per group within `restartWindowMs` before the topology stops. */
+  /**
+   * Restarts allowed per group within `restartWindowMs` before the topology stops; Infinity
+   * (the default): restart forever, the delay capped at `backoffMaxMs`.
+   */
   restartsMax: number;
   /** Sliding window for `restartsMax`, in ms. */
   restartWindowMs: number;
@@ -77,7 +82,7 @@ export interface SupervisorOptions {
 
 /** Defaults of {@link SupervisorOptions}. */
 export const SUPERVISOR_DEFAULTS: SupervisorOptions = {
-  restartsMax: 5,
+  restartsMax: Infinity,
   restartWindowMs: 60_000,
   backoffInitialMs: 100,
   backoffMaxMs: 5_000,
@@ -91,6 +96,18 @@ export interface RestartEvent {
   error: string;
   attempt: number;
   delayMs: number;
+}
+
+/** One group's health, from {@link Supervisor.groupStatus}. */
+export interface GroupStatus {
+  /** `up`: started and running; `restarting`: failed, waiting for or in its next start. */
+  state: 'starting' | 'up' | 'restarting' | 'stopped';
+  /** Restarts so far. */
+  restarts: number;
+  /** The last failure's message (null: none yet). */
+  lastError: string | null;
+  /** Delay before the pending restart, ms (0 when none is pending). */
+  restartDelayMs: number;
 }
 
 /** Result of {@link Supervisor.stop}. */
@@ -125,6 +142,7 @@ interface GroupState {
   restartTimes: number[];
   restarts: number;
   timer: NodeJS.Timeout | null;
+  status: GroupStatus;
   /** The first failure since the group was last all live; null while it is healthy. */
   failure: GroupFailure | null;
   /** Generation whose start function resolved (its actors were all launched). */
@@ -197,6 +215,7 @@ export class Supervisor extends EventEmitter {
     super();
     this.options = { ...SUPERVISOR_DEFAULTS, ...options };
     for (const [k, v] of Object.entries(this.options)) {
+      if (k === 'restartsMax' && v === Infinity) continue;
       if (!Number.isFinite(v) || v < 0) throw new Error(`supervisor option ${k} must be a number >= 0, ${k}=${v}`);
     }
     this.done = new Promise<void>((res, rej) => {
@@ -219,6 +238,7 @@ export class Supervisor extends EventEmitter {
       names.add(g.name);
       this.groups.set(g.name, {
         spec: g, generation: 0, actors: [], restartTimes: [], restarts: 0, timer: null,
+        status: { state: 'starting', restarts: 0, lastError: null, restartDelayMs: 0 },
         failure: null, startedGeneration: 0,
       });
     }
@@ -228,6 +248,13 @@ export class Supervisor extends EventEmitter {
       await this.startGroup(g);
       if (this.fatalError) throw this.fatalError;
     }
+  }
+
+  /** Health of every group, by group name (a copy). */
+  groupStatus(): Record<string, GroupStatus> {
+    const out: Record<string, GroupStatus> = {};
+    for (const [name, g] of this.groups) out[name] = { ...g.status };
+    return out;
   }
 
   /** Counters of every actor that is or was running, by actor name. */
@@ -319,6 +346,7 @@ export class Supervisor extends EventEmitter {
       await Promise.all(inStage.map((g) => this.drainGroup(g, result)));
     }
     result.counters = this.counters();
+    for (const g of this.groups.values()) g.status.state = 'stopped';
     this.state = 'stopped';
     this.doneResolve();
     return result;
@@ -361,6 +389,10 @@ export class Supervisor extends EventEmitter {
     };
     try {
       await g.spec.start(launcher);
+      if (g.generation === generation && this.state === 'running') {
+        g.status.state = 'up';
+        g.status.restartDelayMs = 0;
+      }
       if (g.generation === generation) g.startedGeneration = generation;
     } catch (err) {
       // A failed actor during start already scheduled a restart; anything else is a crash of the
@@ -477,7 +509,14 @@ export class Supervisor extends EventEmitter {
     }
     g.restartTimes.push(now);
     g.restarts++;
-    const delayMs = Math.min(this.options.backoffMaxMs, this.options.backoffInitialMs * 2 ** (g.restartTimes.length - 1));
+    // Capped before the power, so that restarting forever never overflows to Infinity.
+    const doublings = Math.min(g.restartTimes.length - 1, 40);
+    const { backoffMaxMs, backoffInitialMs } = this.options;
+    const delayMs = Math.min(backoffMaxMs, backoffInitialMs * 2 ** doublings);
+    g.status = {
+      state: 'restarting', restarts: g.restarts, lastError: `${actor}: ${message}`,
+      restartDelayMs: delayMs,
+    };
     this.emit('restart', { group: g.spec.name, actor, error: message, attempt: g.restarts, delayMs } satisfies RestartEvent);
     const superseded = g.generation;
     g.timer = setTimeout(() => {

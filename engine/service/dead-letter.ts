@@ -1,0 +1,250 @@
+/**
+ * Dead letters: events a service's handler kept failing on, parked in a durable queue so that
+ * processing goes on (the pattern is Enterprise Integration Patterns' Dead Letter Channel).
+ *
+ * A dead-letter record is an envelope of type EVENT_TYPE_JSON (a service can read the queue like
+ * any other input), key = the event's key, cause = the event's source position, payload =
+ * {@link DeadLetter} as JSON, with the original envelope bytes in `event` (base64).
+ *
+ * Exactly-once with the service's output: the host appends (and flushes) the dead-letter record
+ * first, then a marker of type {@link EVENT_TYPE_DEAD_LETTERED} stamped with the same cause goes
+ * into the output with the batch's other outputs, atomically. LAST_WRITTEN (from causes or from
+ * processed records) therefore counts a dead-lettered input as processed. A crash between the
+ * two appends makes the restarted service process the input again; it fails again, and the host
+ * skips the dead-letter append because the queue already holds a record at or after that
+ * position ({@link deadLetteredPositions}), so the queue holds each dead letter once.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import {
+  EnvelopeView, EnvelopeWriter, decodeJson, encodeJson, queueId, EVENT_TYPE_JSON,
+} from '../codec/index.js';
+import { Appender, Tailer } from '../journal/index.js';
+import { keyHash } from '../cdc/key-hash.js';
+import type { Topology } from '../config/index.js';
+import { computeLastWritten, type InputPartition } from './last-written.js';
+
+/**
+ * Output marker of a dead-lettered input (no payload; the cause is the input). In Sluice's
+ * reserved range 3..99, so services reading the output skip it.
+ */
+export const EVENT_TYPE_DEAD_LETTERED = 10;
+
+/** The JSON payload of one dead-letter record. */
+export interface DeadLetter {
+  /** Service whose handler failed. */
+  service: string;
+  /** The last attempt's error message. */
+  error: string;
+  /** Attempts made (1 + retries). */
+  attempts: number;
+  /** Source position of the event. */
+  queue: string;
+  partition: number;
+  index: number;
+  /** The event's key ('' when it had none), type id and event time (ms since the epoch). */
+  key: string;
+  type: number;
+  eventTimeMs: number;
+  /** When it was dead-lettered, ms since the epoch. */
+  failedAtMs: number;
+  /** The original envelope, base64: what `replay` appends again. */
+  event: string;
+}
+
+/** Encodes a dead-letter record for `d` (source position = its cause). */
+export function encodeDeadLetter(writer: EnvelopeWriter, d: DeadLetter): Uint8Array {
+  return writer.encode({
+    type: EVENT_TYPE_JSON,
+    key: d.key,
+    eventTimeMs: d.failedAtMs,
+    causeQueue: queueId(d.queue),
+    causePartition: d.partition,
+    causeIndex: d.index,
+    payload: encodeJson(d),
+  });
+}
+
+/**
+ * Per input partition (inputKey), the newest source index the dead-letter queue in `dir` holds
+ * (-1: none), read backwards from its end. The queue must exist (open its appender first).
+ */
+export function deadLetteredPositions(
+  dir: string, inputs: InputPartition[],
+): Record<string, number> {
+  const back = Tailer.open({ dir });
+  try {
+    back.moveToEnd();
+    return computeLastWritten(back, inputs).positions;
+  } finally {
+    back.close();
+  }
+}
+
+/** One record of a dead-letter queue as {@link readDeadLetters} returns it. */
+export interface DeadLetterEntry extends DeadLetter {
+  /** Index of the record in the dead-letter queue. */
+  dlqIndex: number;
+  /** Original envelope bytes (decoded `event`). */
+  bytes: Uint8Array;
+}
+
+/**
+ * Reads every record of the dead-letter queue partition in `dir`, oldest first.
+ * @throws Error naming the directory and index of a record that is not a dead letter.
+ */
+export function readDeadLetters(dir: string): DeadLetterEntry[] {
+  const t = Tailer.open({ dir });
+  const view = new EnvelopeView();
+  const out: DeadLetterEntry[] = [];
+  try {
+    for (let rec = t.next(); rec; rec = t.next()) {
+      view.wrap(rec.bytes, 0, rec.bytes.length);
+      const d = view.type === EVENT_TYPE_JSON ? (decodeJson(view.payload) as DeadLetter) : null;
+      if (!d || typeof d.event !== 'string' || typeof d.queue !== 'string') {
+        throw new Error(`${dir}: record ${rec.index} is not a dead letter (type ${view.type})`);
+      }
+      const bytes = new Uint8Array(Buffer.from(d.event, 'base64'));
+      out.push({ ...d, dlqIndex: rec.index, bytes });
+    }
+  } finally {
+    t.close();
+  }
+  return out;
+}
+
+/** Directory of a topology queue's partition (as actors/plan's partitionDir). */
+function dirOf(topology: Topology, queue: string, partition: number): string {
+  return path.join(topology.dataDir, 'queues', queue, String(partition));
+}
+
+/**
+ * The service whose dead-letter queue `queue` is.
+ * @throws Error naming the topology's dead-letter queues when `queue` is none of them.
+ */
+function deadLetterOwner(topology: Topology, queue: string): string {
+  const writers = topology.services.filter((s) => s.errors.onFailure === 'dead-letter');
+  const owner = writers.find((s) => s.errors.deadLetterQueue === queue);
+  if (owner) return owner.name;
+  const known = writers.map((s) => s.errors.deadLetterQueue).join(', ') || 'none';
+  throw new Error(
+    `queue "${queue}" is not a dead-letter queue in ${topology.file} ` +
+      `(dead-letter queues: ${known})`);
+}
+
+/**
+ * Every dead letter in dead-letter queue `queue` of `topology`, oldest first ([] before the
+ * first one). @throws Error if `queue` is not a service's dead-letter queue.
+ */
+export function listDeadLetters(topology: Topology, queue: string): DeadLetterEntry[] {
+  deadLetterOwner(topology, queue);
+  const dir = dirOf(topology, queue, 0);
+  return fs.existsSync(dir) ? readDeadLetters(dir) : [];
+}
+
+/** Where {@link replayDeadLetterQueue} appended one dead letter's event. */
+export interface ReplayedDeadLetter {
+  dlqIndex: number;
+  queue: string;
+  partition: number;
+  index: number;
+}
+
+/**
+ * Appends the original events of dead-letter queue `queue` (all, or the dead-letter indexes in
+ * `options.indexes`) again: to their source queue partition, or to `options.to` (partition by
+ * key hash, as producers do). The dead letters stay; purge them once replayed.
+ * @throws Error if `queue` is not a dead-letter queue, an index is not in it, or a target is
+ *   written by a service or capture source (a queue has one writer) or locked by an appender.
+ */
+export function replayDeadLetterQueue(
+  topology: Topology, queue: string, options: { to?: string; indexes?: number[] } = {},
+): ReplayedDeadLetter[] {
+  let entries = listDeadLetters(topology, queue);
+  if (options.indexes) {
+    const want = new Set(options.indexes);
+    const missing = options.indexes.filter((n) => !entries.some((e) => e.dlqIndex === n));
+    if (missing.length > 0) {
+      throw new Error(`dead-letter queue "${queue}" has no index ${missing.join(', ')} ` +
+        `(it has ${entries.length} records)`);
+    }
+    entries = entries.filter((e) => want.has(e.dlqIndex));
+  }
+  type Target = { queue: string; partition: number; entries: DeadLetterEntry[] };
+  const byTarget = new Map<string, Target>();
+  for (const e of entries) {
+    if (e.bytes.length === 0) {
+      throw new Error(`dead letter ${e.dlqIndex} of "${queue}" has no event (${e.error}); ` +
+        `it is still at ${e.queue}/${e.partition} index ${e.index}`);
+    }
+    const target = options.to ?? e.queue;
+    const q = topology.queues.find((x) => x.name === target);
+    if (!q) {
+      throw new Error(`unknown queue "${target}" in ${topology.file} (dead letter ${e.dlqIndex})`);
+    }
+    const writer = topology.services.find((s) => s.output === target)?.name
+      ?? topology.capture.find((c) => c.tables.some((t) => t.target === target))?.name;
+    if (writer) {
+      throw new Error(`queue "${target}" is written by "${writer}" in ${topology.file}; ` +
+        'a queue has one writer (replay to another queue with --to)');
+    }
+    const partition = options.to === undefined ? e.partition : keyHash(e.key) % q.partitions;
+    const k = `${target}/${partition}`;
+    const group = byTarget.get(k) ?? { queue: target, partition, entries: [] };
+    group.entries.push(e);
+    byTarget.set(k, group);
+  }
+  const out: ReplayedDeadLetter[] = [];
+  for (const g of byTarget.values()) {
+    const q = topology.queues.find((x) => x.name === g.queue)!;
+    const dir = dirOf(topology, g.queue, g.partition);
+    const target = { dir, segmentBytes: q.segmentBytes, fsync: q.fsync };
+    const indexes = replayDeadLetters(g.entries, target);
+    g.entries.forEach((e, n) => {
+      out.push({ dlqIndex: e.dlqIndex, queue: g.queue, partition: g.partition, index: indexes[n] });
+    });
+  }
+  return out.sort((a, b) => a.dlqIndex - b.dlqIndex);
+}
+
+/**
+ * Removes every record of dead-letter queue `queue` (its journal directory); returns how many
+ * it held. Run it with the topology stopped: it takes the queue's appender lock first.
+ * @throws Error if `queue` is not a dead-letter queue; JournalLockedError if the service that
+ *   writes it is running.
+ */
+export function purgeDeadLetters(topology: Topology, queue: string): number {
+  deadLetterOwner(topology, queue);
+  const dir = dirOf(topology, queue, 0);
+  if (!fs.existsSync(dir)) return 0;
+  const q = topology.queues.find((x) => x.name === queue)!;
+  const appender = Appender.open({ dir, segmentBytes: q.segmentBytes, fsync: q.fsync });
+  const n = appender.nextIndex;
+  appender.close();
+  fs.rmSync(dir, { recursive: true, force: true });
+  return n;
+}
+
+/** Journal settings of a queue partition to append to. */
+export interface QueueTarget {
+  dir: string;
+  segmentBytes: number;
+  fsync: 'none' | 'batch' | 'record';
+}
+
+/**
+ * Appends the original events of `entries` to `target` (one atomic batch) and returns the
+ * indexes they got. The target's appender lock must be free (the topology stopped).
+ */
+export function replayDeadLetters(
+  entries: readonly DeadLetterEntry[], target: QueueTarget,
+): number[] {
+  const appender = Appender.open(target);
+  try {
+    const first = appender.appendBatch(entries.map((e) => e.bytes));
+    appender.flush();
+    return entries.map((_, n) => first + n);
+  } finally {
+    appender.close();
+  }
+}

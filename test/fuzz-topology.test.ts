@@ -192,7 +192,10 @@ test(`accepted files with names and paths up to their limits start and stop clea
       let stopped = false;
       try {
         // Feed each queue nobody in the topology writes.
-        const written = new Set([...t.services.map((s) => s.output), ...t.capture.flatMap((c) => c.tables.map((x) => x.target))]);
+        const written = new Set([
+          ...t.services.flatMap((s) => [s.output, s.errors.deadLetterQueue]),
+          ...t.capture.flatMap((c) => c.tables.map((x) => x.target)),
+        ]);
         for (const q of t.queues.filter((x) => !written.has(x.name))) {
           const appender = openQueueAppender(t, q.name);
           try {

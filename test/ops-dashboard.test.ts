@@ -164,6 +164,8 @@ test('the dashboard shows the topology, actors and capture figures of the API, c
     'capture:shop',
     'queue:item-changes',
     'queue:item-log',
+    // The service's dead-letter queue, declared implicitly (services[].errors).
+    'queue:item-log.dlq',
     'service:item-log',
   ]);
   assert.match(

@@ -270,6 +270,8 @@ program
         if (!rec) break;
         print(rec);
       }
+      // -f follows what is appended from now on, not the records after the first N.
+      if (opts.follow) tailer.moveToEnd();
     } else {
       tailer.moveToEnd();
       const end = tailer.index;

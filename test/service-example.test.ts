@@ -22,7 +22,7 @@ test("the README's service example is examples/bank/services/branch-balances.ts 
   const file = fs.readFileSync(source, 'utf8');
   const block = /## Writing a service\n\n```ts\n\/\/ examples\/bank\/services\/branch-balances\.ts\n([\s\S]*?)```\n/.exec(readme);
   assert.ok(block, 'no service example in the README');
-  assert.is(block![1], file.slice(file.indexOf('import ')));
+  assert.is(block![1], file.slice(file.indexOf('\nimport ') + 1));
 });
 
 test('the example service keeps exact branch totals over captured inserts, updates and deletes', async () => {

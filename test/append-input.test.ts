@@ -44,10 +44,10 @@ test.after.each(() => {
   fs.rmSync(dir, { recursive: true, force: true });
 });
 
-/** Queue `in` (read by a service through a ring of 1 MiB: records up to 128 KiB) and `free` (read by none). */
+/** Queue `in` (read by a service: records up to rings.recordBytesMax, 131064 here) and `free` (read by none). */
 function writeTopology(): string {
   const file = path.join(dir, 'topology.yaml');
-  fs.writeFileSync(file, `name: app\ndataDir: ./data\nqueues:\n  - { name: in }\n  - { name: out }\n  - { name: free }\n` +
+  fs.writeFileSync(file, `name: app\ndataDir: ./data\nrings: { recordBytesMax: 131064 }\nqueues:\n  - { name: in }\n  - { name: out }\n  - { name: free }\n` +
     `services:\n  - name: pass\n    module: ${passThrough}\n    inputs: [in]\n    output: out\n`);
   return file;
 }
@@ -118,7 +118,7 @@ test('an oversized record is refused at its line with the queue\'s limit; what c
   const big = `{"key":"${'k'.repeat(20_000)}","v":"${'x'.repeat(100_000)}"}`;
   const r = await sluice(['append', file, 'in'], `{"key":"a"}\n${big}\n`);
   assert.is(r.code, 2, r.err);
-  assert.match(r.err, /^sluice: stdin line 2: record of 1400\d\d bytes exceeds the 131064-byte limit of queue "in" \(rings.capacityBytes 1048576 \/ 8, less an 8-byte frame header: a service reads "in" through a ring\); 1 event before it was appended\n$/);
+  assert.match(r.err, /^sluice: stdin line 2: record of 1400\d\d bytes exceeds the 131064-byte limit of queue "in" \(rings.recordBytesMax: a service reads "in"\); 1 event before it was appended\n$/);
   // A line longer than the limit is refused before it is read whole.
   const huge = `{"key":"h","v":"${'x'.repeat(300_000)}"}`;
   const h = await sluice(['append', file, 'in'], `{"key":"b"}\n{"key":"c"}\n${huge}\n{"key":"d"}\n`);
@@ -175,7 +175,7 @@ test('openQueueAppender refuses non-string keys, lone surrogates, deep or cyclic
   refused(() => a.appendJson('k', cyclic), `value is nested more than ${JSON_DEPTH_MAX} levels deep (arrays and objects), or is cyclic`);
   refused(() => a.appendJson('k', { big: 1n }), 'value has no JSON form: Do not know how to serialize a BigInt');
   refused(() => a.appendJson('k', 'x'.repeat(131064)),
-    /^record of 1311\d\d bytes exceeds the 131064-byte limit of queue "in" \(rings.capacityBytes 1048576 \/ 8, less an 8-byte frame header: a service reads "in" through a ring\)$/);
+    /^record of 1311\d\d bytes exceeds the 131064-byte limit of queue "in" \(rings.recordBytesMax: a service reads "in"\)$/);
   refused(() => a.appendBytes(100, 'k', 'text' as unknown as Uint8Array), 'payload must be a Uint8Array, got string');
   a.appendJson('second', { n: 2 });
   a.close();

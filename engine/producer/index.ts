@@ -11,15 +11,14 @@
  * Input checks (bad input is refused, never changed): a key is a string of well-formed UTF-16 (a
  * lone surrogate would be written as U+FFFD, making distinct keys equal), a JSON value is at most
  * JSON_DEPTH_MAX levels deep and has a JSON form, and a record (the envelope: key, payload and
- * header) fits the queue's record limit: for a queue a service of the topology reads, one eighth
- * of rings.capacityBytes (engine/ring's maxRecordBytesFor, as every record passes through a ring
- * to the service, behind an 8-byte frame header), else the journal's RECORD_BYTES_MAX.
+ * header) fits the queue's record limit: for a queue a service of the topology reads,
+ * rings.recordBytesMax (a record over a ring's eighth reaches the service by reference to the
+ * journal; one over rings.recordBytesMax would be dead-lettered), else the journal's
+ * RECORD_BYTES_MAX.
  */
 import path from 'node:path';
 import { Appender, RECORD_BYTES_MAX } from '../journal/index.js';
 import { EnvelopeWriter, encodeJson, EVENT_TYPE_JSON, USER_EVENT_TYPE_MIN } from '../codec/index.js';
-import { maxRecordBytesFor } from '../ring/index.js';
-import { FRAME_HEADER_BYTES } from '../actor/index.js';
 import { keyHash } from '../cdc/index.js';
 import type { Topology } from '../config/index.js';
 
@@ -73,9 +72,10 @@ export function openQueueAppender(topology: Topology, queue: string): QueueAppen
     (appenders[p] ??= Appender.open({ dir: path.join(topology.dataDir, 'queues', queue, String(p)), segmentBytes: q.segmentBytes, fsync: q.fsync }));
   const envelopes = new EnvelopeWriter();
   const readByService = topology.services.some((s) => s.inputs.includes(queue));
-  // A queue reader puts each record in a ring behind an event frame header.
+  // A queue reader hands a record over a ring's share by reference (the service reads it from
+  // the journal), up to rings.recordBytesMax; over that it would be dead-lettered, so refuse it.
   const recordBytesMax = readByService
-    ? maxRecordBytesFor(topology.rings.capacityBytes) - FRAME_HEADER_BYTES
+    ? Math.min(topology.rings.recordBytesMax, RECORD_BYTES_MAX)
     : RECORD_BYTES_MAX;
   const pick = (key: string, partition: number | undefined) => {
     if (partition === undefined) return keyHash(key) % q.partitions;
@@ -90,7 +90,7 @@ export function openQueueAppender(topology: Topology, queue: string): QueueAppen
     const record = envelopes.encode({ type, key, eventTimeMs: options.eventTimeMs ?? Date.now(), payload });
     if (record.length > recordBytesMax) {
       const why = readByService
-        ? `rings.capacityBytes ${topology.rings.capacityBytes} / 8, less an ${FRAME_HEADER_BYTES}-byte frame header: a service reads "${queue}" through a ring`
+        ? `rings.recordBytesMax: a service reads "${queue}"`
         : 'the journal record limit';
       throw new RecordInputError(`record of ${record.length} bytes exceeds the ${recordBytesMax}-byte limit of queue "${queue}" (${why})`);
     }

@@ -95,6 +95,8 @@ export interface ActorHistory {
   step: 'second' | 'minute';
   /** Sample times, ms since the epoch. */
   timeMs: number[];
+  /** Time each sample covers, ms (the rates are its counts over it). */
+  intervalMs: number[];
   eventsInPerSecond: number[];
   eventsOutPerSecond: number[];
   /** Largest lag over the actor's inputs at that time, records and ms. */
@@ -273,6 +275,7 @@ export class Sampler {
       actor,
       step,
       timeMs: ring.column(COL_TIME, samplesMax),
+      intervalMs: dt,
       eventsInPerSecond: perS(COL_IN),
       eventsOutPerSecond: perS(COL_OUT),
       lagRecords: ring.column(COL_LAG_RECORDS, samplesMax),

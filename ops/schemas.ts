@@ -84,6 +84,7 @@ export const history = obj({
   actor: str,
   step: str,
   timeMs: series,
+  intervalMs: series,
   eventsInPerSecond: series,
   eventsOutPerSecond: series,
   lagRecords: series,

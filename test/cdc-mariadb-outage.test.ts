@@ -163,7 +163,8 @@ capture:
     run.stderr!.on('data', (b) => (err += b));
     const exited = new Promise<number | null>((resolve) => run!.on('exit', (code) => resolve(code)));
     const upBy = Date.now() + 30_000;
-    while (!err.includes('is up') && Date.now() < upBy) await sleepMs(100);
+    // The pump's first outage line (not the topology's "<name> is up" line, which comes first).
+    while (!err.includes('is down since') && Date.now() < upBy) await sleepMs(100);
     assert.ok(err.includes('is down'), err);
     assert.match(err, new RegExp(`capture source "app": cannot connect to .*Access denied for user '${user}'@.*; its pumps wait for it`));
     assert.match(err, 'is up');

@@ -125,4 +125,20 @@ test('a list or map as a map key is refused at the key (was: stringified with a 
   ]);
 });
 
+test('a CR or NUL quoted from a value is escaped, so each problem stays one line (found by the fuzzer)', () => {
+  const lines = problems(yaml(
+    'name: a',
+    'queues:',
+    '  - { name: in }',
+    '  - { name: out }',
+    'services:',
+    '  - { name: s, module: "x\\r\\u0000y.js", inputs: [in], output: out }',
+  ));
+  assert.equal(lines, [
+    `${inline}:6:24: services[0].module: must not contain NUL characters`,
+    `${inline}:6:24: services[0].module: module file not found: ` +
+      `${path.join(root, 'test', 'fixtures', 'config')}/x\\u000d\\u0000y.js`,
+  ]);
+});
+
 test.run();

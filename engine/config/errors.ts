@@ -13,7 +13,18 @@ export interface ConfigProblem {
 
 /** `file:line:col: path: message`, or `file: message` when the problem has no position. */
 export function formatProblem(p: ConfigProblem): string {
-  return p.line > 0 ? `${p.file}:${p.line}:${p.col}: ${p.path}: ${p.message}` : `${p.file}: ${p.message}`;
+  const message = escapeControls(p.message);
+  return p.line > 0
+    ? `${p.file}:${p.line}:${p.col}: ${escapeControls(p.path)}: ${message}`
+    : `${p.file}: ${message}`;
+}
+
+/** Control characters (a CR or NUL quoted from a value) as \uXXXX: a problem stays one line. */
+function escapeControls(text: string): string {
+  return text.replace(
+    /[\u0000-\u001f\u007f]/g,
+    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`,
+  );
 }
 
 /**
@@ -32,7 +43,13 @@ export class ConfigError extends Error {
    */
   constructor(problems: readonly ConfigProblem[], options?: ErrorOptions) {
     if (problems.length === 0) throw new Error('ConfigError needs at least one problem, problems.length=0');
-    super(problems.map(formatProblem).join('\n'), options);
-    this.problems = problems;
+    // A value quoted in a message may hold a CR or NUL: escaped, so each problem is one line.
+    const clean = problems.map((p) => ({
+      ...p,
+      path: escapeControls(p.path),
+      message: escapeControls(p.message),
+    }));
+    super(clean.map(formatProblem).join('\n'), options);
+    this.problems = clean;
   }
 }

@@ -68,6 +68,7 @@ test('a valid file loads with defaults applied and paths resolved against its di
     name: 'shop',
     file: path.join(fixtures, 'valid.yaml'),
     dataDir: path.join(fixtures, 'data', 'shop'),
+    bus: { kind: 'journal' },
     rings: { capacityBytes: 65536, recordBytesMax: 16777216 },
     supervisor: { restartsMax: 3, restartWindowMs: 60000, backoffInitialMs: 100, backoffMaxMs: 2000, drainTimeoutMs: 10000 },
     queues: [
@@ -173,7 +174,7 @@ test('unknown fields are reported at the key, with "did you mean" when a field i
   assertProblems(yaml(...lines, 'colour: blue'), [
     '6:5: services[0].inputs: missing required field',
     '8:5: services[0].inptus: unknown field "inptus" (did you mean "inputs"?)',
-    '10:1: colour: unknown field "colour" (known: name, dataDir, rings, supervisor, queues, services, capture)',
+    '10:1: colour: unknown field "colour" (known: name, dataDir, bus, rings, supervisor, queues, services, capture)',
   ]);
   const text = yaml('name: t', 'Queues: []', 'supervisor: { restartMax: 1 }');
   assertProblems(text, [
@@ -512,6 +513,48 @@ test('startFrom START with inputsReplay INPUTS or OUTPUT loads; OUTPUT_REVERSE w
       `${file}:10:23: services[0].emitDuringReplay: emitDuringReplay needs a replay of the inputs: inputsReplay INPUTS or OUTPUT, not NONE`,
     ]);
     assert.equal(problems('    emitDuringReplay: yes\n'), [`${file}:10:23: services[0].emitDuringReplay: must be true or false, got "yes"`]);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('bus: journal by default; a kafka bus resolves clientId, TLS files and SASL; bad entries are refused where they are', () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'sluice-cfg-bus-'));
+  try {
+    const file = path.join(dir, 't.yaml');
+    assert.equal(parseTopology('name: x\n', file).bus, { kind: 'journal' });
+    const t = parseTopology([
+      'name: x',
+      'bus:',
+      '  kind: kafka',
+      '  brokers: [127.0.0.1:9092, "[::1]:9093"]',
+      '  tls: { caFile: certs/ca.pem }',
+      '  sasl: { mechanism: scram-sha-512, username: u, passwordFile: secret/kafka }',
+      'queues:',
+      '  - { name: a, partitions: 3 }',
+      '',
+    ].join('\n'), file);
+    assert.equal(t.bus, {
+      kind: 'kafka', brokers: ['127.0.0.1:9092', '[::1]:9093'], clientId: 'sluice-x',
+      tls: { caFile: path.join(dir, 'certs', 'ca.pem'), rejectUnauthorized: true },
+      sasl: { mechanism: 'scram-sha-512', username: 'u', passwordFile: path.join(dir, 'secret', 'kafka') },
+    });
+    const problems = (text: string): string[] => {
+      try {
+        parseTopology(text, file);
+      } catch (e) {
+        assert.instance(e, ConfigError);
+        return (e as Error).message.split('\n').map((l) => l.slice(file.length + 1));
+      }
+      return [];
+    };
+    assert.equal(problems('name: x\nbus: { kind: kafka, brokers: [localhost] }\n'), [
+      '2:31: bus.brokers[0]: must be host:port (an IPv6 host in brackets) (/^(\\[[0-9a-fA-F:.]+\\]|[A-Za-z0-9._-]+):[0-9]{1,5}$/), got "localhost"',
+    ]);
+    assert.equal(problems('name: x\nbus: { kind: kafka, brokers: [h:1], sasl: { mechanism: plain, username: u } }\n'), [
+      '2:43: bus.sasl: give exactly one of password (e.g. "${KAFKA_PASSWORD}") and passwordFile',
+    ]);
+    assert.ok(problems('name: x\nbus: { kind: rabbit }\n')[0]!.startsWith('2:14: bus.kind: must be one of journal, kafka'));
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

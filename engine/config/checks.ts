@@ -24,6 +24,12 @@ const list = (v: unknown): unknown[] => (Array.isArray(v) ? v : []);
 const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
 const posInt = (v: unknown): number | undefined => (Number.isInteger(v) && (v as number) >= 1 ? (v as number) : undefined);
 
+/**
+ * Topology sections whose actors cannot read or write a kafka bus yet; a topology with
+ * `bus.kind: kafka` and one of them is refused at load (an empty list once every actor can).
+ */
+export const KAFKA_BUS_UNSUPPORTED: readonly string[] = ['services', 'capture'];
+
 /** The compiled JavaScript file of a service module, or why there is none. */
 export type ModuleResolution = { ok: true; file: string } | { ok: false; message: string };
 
@@ -81,6 +87,20 @@ export function checkReferences(doc: unknown, baseDir: string, report: Report, l
     if (max < initial) {
       const at = s.backoffMaxMs !== undefined ? 'backoffMaxMs' : 'backoffInitialMs';
       report(['supervisor', at], `backoffMaxMs (${max}) must be >= backoffInitialMs (${initial})`);
+    }
+  }
+
+  // Bus: a kafka bus's SASL needs exactly one password source. What runs on a kafka bus is
+  // checked per section (KAFKA_BUS_UNSUPPORTED lists the sections that cannot run there yet).
+  if (isRecord(root.bus) && root.bus.kind === 'kafka') {
+    const sasl = root.bus.sasl;
+    if (isRecord(sasl) && (sasl.password === undefined) === (sasl.passwordFile === undefined)) {
+      report(['bus', 'sasl'], 'give exactly one of password (e.g. "${KAFKA_PASSWORD}") and passwordFile');
+    }
+    for (const section of KAFKA_BUS_UNSUPPORTED) {
+      if (list(root[section]).length > 0) {
+        report(['bus', 'kind'], `${section} cannot run on a kafka bus yet (only on the embedded journal); remove bus or use kind: journal`);
+      }
     }
   }
 

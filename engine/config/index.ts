@@ -25,6 +25,8 @@ export {
   INPUTS_REPLAY_VALUES,
   QUEUE_FSYNC_VALUES,
   DIALECT_VALUES,
+  BUS_KIND_VALUES,
+  SASL_MECHANISM_VALUES,
 } from './topology.js';
 export type {
   Topology,
@@ -36,4 +38,7 @@ export type {
   StartFrom,
   InputsReplay,
   QueueFsync,
+  TopologyBus,
+  TopologyBusTls,
+  TopologyBusSasl,
 } from './topology.js';

@@ -13,7 +13,7 @@ import type { ConfigProblem } from './errors.js';
 import { formatPath, SourceMap } from './source-map.js';
 import type { Segment } from './source-map.js';
 import { TOPOLOGY_DEFAULTS, TOPOLOGY_SIZE_LIMITS } from './topology.js';
-import type { InputsReplay, QueueFsync, StartFrom, Topology } from './topology.js';
+import type { InputsReplay, QueueFsync, StartFrom, Topology, TopologyBus, TopologyBusSasl } from './topology.js';
 import { validateSchema } from './validate.js';
 
 /** Options of `loadTopology` / `parseTopology`. */
@@ -213,6 +213,13 @@ function ordered(problems: ConfigProblem[]): ConfigProblem[] {
 interface TopologyFile {
   name: string;
   dataDir?: string;
+  bus?:
+    | { kind: 'journal' }
+    | {
+        kind: 'kafka'; brokers: string[]; clientId?: string;
+        tls?: { caFile?: string; certFile?: string; keyFile?: string; rejectUnauthorized?: boolean };
+        sasl?: TopologyBusSasl;
+      };
   rings?: { capacityBytes?: number; recordBytesMax?: number };
   supervisor?: Partial<Topology['supervisor']>;
   queues?: Array<{ name: string; partitions?: number; segmentBytes?: number; fsync?: QueueFsync }>;
@@ -231,6 +238,33 @@ interface TopologyFile {
       condition?: string | ConditionsByOp; target: string; suppressNoopUpdates?: boolean; keyUpdate?: KeyUpdateMode;
     }>;
   }>;
+}
+
+function busOf(f: TopologyFile, resolvePath: (p: string) => string): TopologyBus {
+  const b = f.bus;
+  if (b === undefined || b.kind === 'journal') return { kind: 'journal' };
+  const file = resolvePath;
+  return {
+    kind: 'kafka',
+    brokers: [...b.brokers],
+    clientId: b.clientId ?? `sluice-${f.name}`,
+    ...(b.tls !== undefined ? {
+      tls: {
+        ...(b.tls.caFile !== undefined ? { caFile: file(b.tls.caFile) } : {}),
+        ...(b.tls.certFile !== undefined ? { certFile: file(b.tls.certFile) } : {}),
+        ...(b.tls.keyFile !== undefined ? { keyFile: file(b.tls.keyFile) } : {}),
+        rejectUnauthorized: b.tls.rejectUnauthorized ?? true,
+      },
+    } : {}),
+    ...(b.sasl !== undefined ? {
+      sasl: {
+        mechanism: b.sasl.mechanism,
+        username: b.sasl.username,
+        ...(b.sasl.password !== undefined ? { password: b.sasl.password } : {}),
+        ...(b.sasl.passwordFile !== undefined ? { passwordFile: resolvePath(b.sasl.passwordFile) } : {}),
+      },
+    } : {}),
+  };
 }
 
 /**
@@ -260,6 +294,7 @@ function applyDefaults(f: TopologyFile, file: string, baseDir: string): Topology
     name: f.name,
     file,
     dataDir: resolvePath(f.dataDir ?? path.join(D.dataDirPrefix, f.name)),
+    bus: busOf(f, resolvePath),
     rings: {
       capacityBytes: f.rings?.capacityBytes ?? D.rings.capacityBytes,
       recordBytesMax: f.rings?.recordBytesMax ?? D.rings.recordBytesMax,

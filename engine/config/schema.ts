@@ -7,6 +7,7 @@
  */
 import { CAPTURE_OPERATIONS, ERROR_POLICY_LIMITS, KEY_UPDATE_MODES } from '../cdc/index.js';
 import {
+  BROKER_PATTERN, BUS_KIND_VALUES, SASL_MECHANISM_VALUES,
   DIALECT_VALUES, INPUTS_REPLAY_VALUES, ON_FAILURE_VALUES, PATH_PATTERN, QUEUE_FSYNC_VALUES,
   QUEUE_NAME_PATTERN, SERVICE_NAME_PATTERN, STAGING_TABLE_PATTERN, START_FROM_VALUES,
   TOPOLOGY_LIMITS, TOPOLOGY_NAME_PATTERN, TOPOLOGY_SIZE_LIMITS,
@@ -60,6 +61,46 @@ const service = {
       },
     },
   },
+};
+
+const bus = {
+  type: 'object',
+  required: ['kind'],
+  discriminator: { propertyName: 'kind' },
+  oneOf: [
+    { properties: { kind: { const: BUS_KIND_VALUES[0] } }, additionalProperties: false },
+    {
+      properties: {
+        kind: { const: BUS_KIND_VALUES[1] },
+        brokers: {
+          type: 'array', minItems: 1, maxItems: S.brokersMax, uniqueItems: true,
+          items: { type: 'string', maxLength: S.brokerLengthMax, pattern: BROKER_PATTERN },
+        },
+        clientId: named('^[A-Za-z0-9._-]+$', S.serviceNameLengthMax),
+        tls: {
+          type: 'object',
+          additionalProperties: false,
+          properties: {
+            caFile: filePath, certFile: filePath, keyFile: filePath,
+            rejectUnauthorized: { type: 'boolean' },
+          },
+        },
+        sasl: {
+          type: 'object',
+          required: ['mechanism', 'username'],
+          additionalProperties: false,
+          properties: {
+            mechanism: { enum: SASL_MECHANISM_VALUES },
+            username: text(S.sqlNameLengthMax * 4),
+            password: text(S.urlLengthMax),
+            passwordFile: filePath,
+          },
+        },
+      },
+      required: ['brokers'],
+      additionalProperties: false,
+    },
+  ],
 };
 
 const database = {
@@ -151,6 +192,7 @@ export const TOPOLOGY_SCHEMA = {
   properties: {
     name: named(TOPOLOGY_NAME_PATTERN, S.topologyNameLengthMax),
     dataDir: filePath,
+    bus,
     rings: {
       type: 'object',
       additionalProperties: false,

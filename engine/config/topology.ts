@@ -96,6 +96,53 @@ export interface TopologyRings {
   recordBytesMax: number;
 }
 
+/** Allowed values of `bus.kind`. */
+export const BUS_KIND_VALUES = ['journal', 'kafka'] as const;
+/** Allowed values of `bus.sasl.mechanism` (kafkajs's built-in mechanisms). */
+export const SASL_MECHANISM_VALUES = ['plain', 'scram-sha-256', 'scram-sha-512'] as const;
+
+/** TLS to the Kafka brokers; files are absolute paths (PEM), read when the bus connects. */
+export interface TopologyBusTls {
+  /** CA certificates to trust instead of the system's. */
+  caFile?: string;
+  /** Client certificate and key, for mutual TLS. */
+  certFile?: string;
+  keyFile?: string;
+  /** Default true: the broker's certificate must verify. */
+  rejectUnauthorized: boolean;
+}
+
+/**
+ * SASL to the Kafka brokers. The password comes from the environment (`${VAR}` in the file) or
+ * from `passwordFile` (read when the bus connects, trailing newline dropped); it never appears in
+ * logs, errors or `/topology`.
+ */
+export interface TopologyBusSasl {
+  mechanism: (typeof SASL_MECHANISM_VALUES)[number];
+  username: string;
+  password?: string;
+  /** Absolute path of a file holding the password. */
+  passwordFile?: string;
+}
+
+/**
+ * The topology's bus: where its topics (the `queues` section) live. `journal` (the default) is
+ * the embedded journal under `dataDir`, no server; `kafka` is an Apache Kafka cluster.
+ */
+export type TopologyBus =
+  | { kind: 'journal' }
+  | {
+      kind: 'kafka';
+      /** Bootstrap servers, `host:port`, at least one. */
+      brokers: string[];
+      /** Kafka client id; default `sluice-<topology name>`. */
+      clientId: string;
+      /** Absent: plaintext. */
+      tls?: TopologyBusTls;
+      /** Absent: no authentication. */
+      sasl?: TopologyBusSasl;
+    };
+
 /** A validated topology with every default applied and every path absolute. */
 export interface Topology {
   /** Matches TOPOLOGY_NAME_PATTERN. */
@@ -104,6 +151,8 @@ export interface Topology {
   file: string;
   /** Absolute directory of the queues and other state. */
   dataDir: string;
+  /** Where the topics live (default `{ kind: 'journal' }`). */
+  bus: TopologyBus;
   rings: TopologyRings;
   supervisor: SupervisorOptions;
   queues: TopologyQueue[];
@@ -118,6 +167,9 @@ export interface Topology {
  * | field                                  | default                        | unit  |
  * |----------------------------------------|--------------------------------|-------|
  * | dataDir                                | `./data/<name>` (file-relative)| path  |
+ * | bus                                    | `{ kind: journal }`            |       |
+ * | bus.clientId (kafka)                   | `sluice-<name>`                |       |
+ * | bus.tls.rejectUnauthorized (kafka)     | true                           |       |
  * | rings.capacityBytes                    | 1048576 (1 MiB)                | bytes |
  * | rings.recordBytesMax                   | 16777216 (16 MiB)              | bytes |
  * | supervisor.restartWindowMs             | 60000 (SUPERVISOR_DEFAULTS)    | ms    |
@@ -205,6 +257,8 @@ export const TOPOLOGY_LIMITS = deepFreeze({
  * | pathBytesMax             | 3839    | resolved; PATH_MAX 4096 less room for files under it     |
  * | pathComponentBytesMax    | 255     | NAME_MAX of Linux file systems                           |
  * | urlLengthMax             | 4096    | capture[].database.url                                   |
+ * | brokersMax               | 64      | bus.brokers (kafka)                                      |
+ * | brokerLengthMax          | 1024    | one `host:port` of bus.brokers                           |
  * | sqlNameLengthMax         | 63      | PostgreSQL identifiers (NAMEDATALEN - 1): columns, key   |
  * | tableNameLengthMax       | 127     | `schema.table`, 63 each                                  |
  * | stagingTableLengthMax    | 56      | 63 less the `_errors` suffix of its error table          |
@@ -227,6 +281,8 @@ export const TOPOLOGY_SIZE_LIMITS = deepFreeze({
   pathBytesMax: 4095 - 256,
   pathComponentBytesMax: 255,
   urlLengthMax: 4096,
+  brokersMax: 64,
+  brokerLengthMax: 1024,
   sqlNameLengthMax: 63,
   tableNameLengthMax: 127,
   stagingTableLengthMax: 56,
@@ -245,6 +301,9 @@ export const PATH_PATTERN = '^[^\\u0000]+$';
 
 /** Topology names: also used in directory names. */
 export const TOPOLOGY_NAME_PATTERN = '^[a-z0-9-]+$';
+/** A Kafka bootstrap server: `host:port` (IPv6 hosts in brackets). */
+export const BROKER_PATTERN = '^(\\[[0-9a-fA-F:.]+\\]|[A-Za-z0-9._-]+):[0-9]{1,5}$';
+
 /** Queue names: also used in directory names. */
 export const QUEUE_NAME_PATTERN = '^[a-z0-9][a-z0-9._-]*$';
 /** Service and capture source names. */

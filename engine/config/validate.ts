@@ -4,7 +4,7 @@ import { TOPOLOGY_SCHEMA } from './schema.js';
 import type { Segment } from './source-map.js';
 import { closest } from './suggest.js';
 import {
-  PATH_PATTERN, QUEUE_NAME_PATTERN, SERVICE_NAME_PATTERN, STAGING_TABLE_PATTERN, TOPOLOGY_NAME_PATTERN,
+  PATH_PATTERN, QUEUE_NAME_PATTERN, SERVICE_NAME_PATTERN, STAGING_TABLE_PATTERN, BROKER_PATTERN, TOPOLOGY_NAME_PATTERN,
 } from './topology.js';
 
 /** A problem found by the schema, located by field path. */
@@ -30,6 +30,7 @@ const PATTERN_MEANINGS = new Map<string, string>([
   [QUEUE_NAME_PATTERN, 'a lowercase letter or digit, then lowercase letters, digits, ".", "_" or "-"'],
   [SERVICE_NAME_PATTERN, 'a lowercase letter or digit, then lowercase letters, digits, ".", "_" or "-"'],
   [STAGING_TABLE_PATTERN, 'an SQL identifier: letters, digits and "_", not starting with a digit'],
+  [BROKER_PATTERN, 'host:port (an IPv6 host in brackets)'],
 ]);
 
 /**

@@ -9,32 +9,16 @@ import * as assert from 'uvu/assert';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { spawn } from 'node:child_process';
 import {
   loadTopology, openQueueAppender, partitionDir, RecordInputError, JSON_DEPTH_MAX, startTopology,
 } from '../index.js';
 import { Appender, Tailer } from '../engine/journal/index.js';
 import { decodeEnvelope, encodeJson, EnvelopeWriter, EVENT_TYPE_JSON } from '../engine/codec/index.js';
+import { sluice } from './lib/cli.js';
 
 const cli = new URL('../cli/sluice.js', import.meta.url).pathname;
 const passThrough = new URL('./fixtures/services/thrower.js', import.meta.url).pathname;
 
-function sluice(args: string[], stdin: string | Buffer): Promise<{ code: number | null; out: string; err: string }> {
-  return new Promise((resolve) => {
-    const p = spawn(process.execPath, [cli, ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
-    let out = '';
-    let err = '';
-    p.stdout.on('data', (b) => (out += b));
-    p.stderr.on('data', (b) => (err += b));
-    const timer = setTimeout(() => p.kill('SIGKILL'), 60_000);
-    p.on('exit', (code) => {
-      clearTimeout(timer);
-      resolve({ code, out, err });
-    });
-    p.stdin.on('error', () => { /* the command may exit before reading all of stdin */ });
-    p.stdin.end(stdin);
-  });
-}
 
 let dir = '';
 test.before.each(() => {

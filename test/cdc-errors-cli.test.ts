@@ -12,24 +12,11 @@ import path from 'node:path';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createAppDb, DIALECTS, LEDGER_DDL, PG_URL, sleepMs } from './cdc-helpers.js';
 import type { AppDb, Dialect } from './cdc-helpers.js';
+import { sluice } from './lib/cli.js';
 
 const cli = new URL('../cli/sluice.js', import.meta.url).pathname;
 const changeLog = new URL('./fixtures/services/change-log.js', import.meta.url).pathname;
 
-function sluice(args: string[]): Promise<{ code: number | null; out: string; err: string }> {
-  return new Promise((resolve) => {
-    const p = spawn(process.execPath, [cli, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    let err = '';
-    p.stdout.on('data', (b) => (out += b));
-    p.stderr.on('data', (b) => (err += b));
-    const timer = setTimeout(() => p.kill('SIGKILL'), 60_000);
-    p.on('exit', (code) => {
-      clearTimeout(timer);
-      resolve({ code, out, err });
-    });
-  });
-}
 
 /** Starts `sluice run` and resolves once it says it is up. */
 async function runUp(file: string): Promise<{ child: ChildProcess; stop: () => Promise<string> }> {

@@ -13,25 +13,11 @@ import { loadTopology, partitionDir, type Topology } from '../index.js';
 import { Tailer } from '../engine/journal/index.js';
 import { EnvelopeView, EVENT_TYPE_JSON, decodeJson } from '../engine/codec/index.js';
 import { computeLastWritten } from '../engine/service/index.js';
+import { sluice } from './lib/cli.js';
 
 const cli = new URL('../cli/sluice.js', import.meta.url).pathname;
 const poisonFile = new URL('./fixtures/services/poison-file.js', import.meta.url).pathname;
 
-function sluice(args: string[], stdin = ''): Promise<{ code: number | null; out: string; err: string }> {
-  return new Promise((resolve) => {
-    const p = spawn(process.execPath, [cli, ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
-    let out = '';
-    let err = '';
-    p.stdout.on('data', (b) => (out += b));
-    p.stderr.on('data', (b) => (err += b));
-    const timer = setTimeout(() => p.kill('SIGKILL'), 60_000);
-    p.on('exit', (code) => {
-      clearTimeout(timer);
-      resolve({ code, out, err });
-    });
-    p.stdin.end(stdin);
-  });
-}
 
 /** `sluice run` until the output's LAST_WRITTEN of in/0 is `last`, then SIGINT. */
 async function runUntil(file: string, t: Topology, last: number): Promise<{ code: number | null; err: string }> {

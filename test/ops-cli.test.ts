@@ -11,6 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { spawn, type ChildProcess } from 'node:child_process';
 import type { ActorStatus } from '../ops/index.js';
+import { sluice } from './lib/cli.js';
 
 const cli = new URL('../cli/sluice.js', import.meta.url).pathname;
 const service = new URL('./fixtures/services/ops-logger.js', import.meta.url).pathname;
@@ -19,24 +20,6 @@ const pkg = JSON.parse(fs.readFileSync(new URL('../../package.json', import.meta
 };
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-function sluice(
-  args: string[],
-  stdin = '',
-): Promise<{ code: number | null; out: string; err: string }> {
-  return new Promise((resolve) => {
-    const p = spawn(process.execPath, [cli, ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
-    let out = '';
-    let err = '';
-    p.stdout.on('data', (b) => (out += b));
-    p.stderr.on('data', (b) => (err += b));
-    const timer = setTimeout(() => p.kill('SIGKILL'), 60_000);
-    p.on('exit', (code) => {
-      clearTimeout(timer);
-      resolve({ code, out, err });
-    });
-    p.stdin.end(stdin);
-  });
-}
 
 let dir = '';
 let child: ChildProcess | null = null;

@@ -18,6 +18,7 @@ import { Command, InvalidArgumentError } from 'commander';
 import {
   loadTopology,
   checkEnvironment,
+  environmentProblemsOf,
   readServiceModules,
   ConfigError,
   type ConfigProblem,
@@ -101,9 +102,17 @@ program
     let loaded: Topology | null = null;
     try {
       loaded = loadTopology(file);
-      checkEnvironment(loaded);
     } catch (err) {
       located(err);
+      // The files it names are checked too, so they are not reported only once the rest is fixed.
+      problems.push(...environmentProblemsOf(file));
+    }
+    if (loaded) {
+      try {
+        checkEnvironment(loaded);
+      } catch (err) {
+        located(err);
+      }
     }
     const entries = loaded ? serviceModuleEntries(loaded) : readServiceModules(file);
     problems.push(...(await serviceModuleProblems(file, entries)));

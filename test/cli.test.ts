@@ -149,6 +149,21 @@ test('a capture database path that does not exist is an error, not a new empty d
   assert.not.ok(fs.existsSync(path.join(dir, 'typo.db')));
 });
 
+test('check reports a missing capture database file together with the file\'s other problems (a missing service module)', async () => {
+  const file = writeTopology(
+    `capture:\n  - name: app\n    database: { dialect: sqlite, file: ./typo.db }\n    tables:\n      - { table: items, operations: [insert], target: items-changes }\n`,
+  );
+  fs.writeFileSync(file, fs.readFileSync(file, 'utf8')
+    .replace('  - { name: out }', '  - { name: out }\n  - { name: items-changes }')
+    .replace(/module: .*/, 'module: ./nope.mjs'));
+  const c = await sluice(['check', file]);
+  assert.is(c.code, 2, c.out);
+  assert.equal(c.err.trim().split('\n'), [
+    `${file}:${at(file, './nope.mjs')}: services[0].module: module file not found: ${path.join(dir, 'nope.mjs')}`,
+    `${file}:${at(file, './typo.db')}: capture[0].database.file: SQLite database file not found: ${path.join(dir, 'typo.db')} (create the database first; capture does not create it)`,
+  ]);
+});
+
 /** `line:col` (1-based) of the first occurrence of `token` in `file`, computed from its text. */
 function at(file: string, token: string): string {
   const lines = fs.readFileSync(file, 'utf8').split('\n');

@@ -11,7 +11,7 @@ export type { TopologyLoadOptions, ServiceModuleRef } from './load.js';
 export { ConfigError, formatProblem } from './errors.js';
 export type { ConfigProblem } from './errors.js';
 export { resolveModule } from './checks.js';
-export { checkEnvironment, problemAt } from './locate.js';
+export { checkEnvironment, environmentProblemsOf, problemAt } from './locate.js';
 export { TOPOLOGY_SCHEMA } from './schema.js';
 export type { ModuleResolution } from './checks.js';
 export {

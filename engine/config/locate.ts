@@ -4,7 +4,10 @@
  * keeps no positions, so the file is parsed again.
  */
 import { existsSync, readFileSync } from 'node:fs';
+import path from 'node:path';
 import { LineCounter, parseDocument } from 'yaml';
+import { substituteEnv } from './env.js';
+import type { Environment } from './env.js';
 import { ConfigError } from './errors.js';
 import type { ConfigProblem } from './errors.js';
 import { formatPath, SourceMap } from './source-map.js';
@@ -39,13 +42,48 @@ export function problemAt(file: string, fieldPath: readonly Segment[], message: 
  * @throws ConfigError listing each missing file at its `capture[i].database.file`.
  */
 export function checkEnvironment(topology: Topology): void {
+  const problems = sqliteFileProblems(topology.file, topology.capture.map((c) => c.database));
+  if (problems.length > 0) throw new ConfigError(problems);
+}
+
+/**
+ * The problems of checkEnvironment for a topology file that does not load (other problems in
+ * it), read leniently: every `capture[i].database` that is an SQLite entry with a string `file`
+ * is checked, resolved against the file's directory after `${VAR}` substitution (`env`, default
+ * process.env). Returns [] when the file cannot be read or parsed (its loading reports that).
+ * `sluice check` uses it so that a missing database file is reported with the file's other
+ * problems instead of after they are fixed.
+ */
+export function environmentProblemsOf(file: string, env: Environment = process.env): ConfigProblem[] {
+  let data: unknown;
+  try {
+    const doc = parseDocument(readFileSync(file, 'utf8'), { prettyErrors: false, uniqueKeys: true });
+    if (doc.errors.length > 0) return [];
+    substituteEnv(doc, env);
+    data = doc.toJS({ maxAliasCount: 1000 });
+  } catch {
+    return [];
+  }
+  const capture = (data as { capture?: unknown } | null)?.capture;
+  if (!Array.isArray(capture)) return [];
+  const baseDir = path.dirname(path.resolve(file));
+  const databases = capture.map((c: unknown) => {
+    const db = (c as { database?: { dialect?: unknown; file?: unknown } } | null)?.database;
+    if (db?.dialect !== 'sqlite' || typeof db.file !== 'string' || db.file.length === 0) return null;
+    const f = db.file;
+    return { dialect: 'sqlite' as const, file: f === ':memory:' || f.startsWith('file:') ? f : path.resolve(baseDir, f) };
+  });
+  return sqliteFileProblems(file, databases);
+}
+
+function sqliteFileProblems(file: string, databases: ReadonlyArray<{ dialect: string; file?: string } | null>): ConfigProblem[] {
   const problems: ConfigProblem[] = [];
-  topology.capture.forEach((source, i) => {
-    const db = source.database;
-    if (db.dialect !== 'sqlite' || db.file === ':memory:' || db.file.startsWith('file:')) return;
+  databases.forEach((db, i) => {
+    if (db === null || db.dialect !== 'sqlite' || db.file === undefined) return;
+    if (db.file === ':memory:' || db.file.startsWith('file:') || db.file.includes('\0')) return;
     if (!existsSync(db.file)) {
-      problems.push(problemAt(topology.file, ['capture', i, 'database', 'file'], `SQLite database file not found: ${db.file} (create the database first; capture does not create it)`));
+      problems.push(problemAt(file, ['capture', i, 'database', 'file'], `SQLite database file not found: ${db.file} (create the database first; capture does not create it)`));
     }
   });
-  if (problems.length > 0) throw new ConfigError(problems);
+  return problems;
 }

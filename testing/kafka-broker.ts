@@ -26,6 +26,11 @@ export interface KafkaStartOptions {
   dir?: string
   /** Client port of node 1 (node N: port + N - 1); default free ports chosen by the OS. */
   port?: number
+  /**
+   * One node only: also a SASL_SSL listener (TLS with a CA made for the run, SASL PLAIN and
+   * SCRAM-SHA-512, user `sluice`); see {@link KafkaCluster.secure}.
+   */
+  secure?: boolean
 }
 
 /** A running cluster started by {@link startKafka}. Node ids are 1..brokers. */
@@ -34,6 +39,11 @@ export interface KafkaCluster {
   readonly brokers: string[]
   /** State directory: node N keeps `node-N/` (server.properties, data/, logs/server.log). */
   readonly dir: string
+  /**
+   * With `secure`: the SASL_SSL listener `host:port`, the CA file that signed the broker's
+   * certificate, and the file holding user `sluice`'s password (the same for PLAIN and SCRAM).
+   */
+  readonly secure?: { broker: string; caFile: string; username: string; passwordFile: string }
   /**
    * Stops every node (SIGTERM, then SIGKILL after 30 s; `kill`: SIGKILL at once) and removes the
    * state directory if startKafka created it. Idempotent.
@@ -93,6 +103,7 @@ export async function startKafka(opts: KafkaStartOptions = {}): Promise<KafkaClu
   const dir = opts.dir ?? mkdtempSync(join(tmpdir(), 'sluice-kafka-'))
   const args = ['start', '--dir', dir, '--nodes', String(nodes), '--owner-pid', String(process.pid)]
   if (opts.port !== undefined) args.push('--port', String(opts.port))
+  if (opts.secure) args.push('--secure')
   let out: string
   try {
     out = await run(args, SCRIPT_TIMEOUT_MS)
@@ -107,9 +118,13 @@ export async function startKafka(opts: KafkaStartOptions = {}): Promise<KafkaClu
     if (!Number.isInteger(id) || id < 1 || id > nodes) throw new Error(`kafka node id must be 1..${nodes}, id=${id}`)
   }
   const all = Array.from({ length: nodes }, (_, i) => String(i + 1))
+  const secureBroker = /^secure=(.*)$/m.exec(out)?.[1]
+  const caFile = /^ca=(.*)$/m.exec(out)?.[1]
+  if (opts.secure && (secureBroker === undefined || caFile === undefined)) throw new Error(`kafka.sh start --secure printed no secure= or ca= line: ${out}`)
   return {
     brokers,
     dir,
+    ...(opts.secure ? { secure: { broker: secureBroker!, caFile: caFile!, username: 'sluice', passwordFile: join(dir, 'tls', 'sluice.password') } } : {}),
     async stop({ kill = false } = {}) {
       if (stopped) return
       stopped = true

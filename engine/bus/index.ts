@@ -19,4 +19,5 @@ export { murmur2, partitionForKey, PartitionResolver, tpKey } from './partitione
 export { createMemoryBus } from './memory/index.js'
 export { createJournalBus, JOURNAL_BUS_DEFAULTS, COMPACTION_DEFAULTS, type JournalBus, type JournalBusOptions, type MaintenanceReport } from './journal/index.js'
 export { createKafkaBus, type KafkaBusOptions } from './kafka/index.js'
+export { kafkaBusOptionsOf, kafkaSecurityOptions, type KafkaSecurityOptions, type KafkaTlsSettings, type KafkaSaslSettings, type KafkaTopologyBus } from './kafka/security.js'
 export { startKafkaMockCluster, type KafkaMockCluster, type KafkaMockOptions } from './kafka/mock-cluster.js'

@@ -10,6 +10,9 @@
 #                        3: three combined nodes, replication factor 3, min.insync.replicas 2
 #       --port PORT      client port of node 1 (node N: PORT+N-1); default: free ports
 #       --owner-pid PID  stop every node (kill -9) once process PID has exited
+#       --secure         (1 node) also a SASL_SSL listener: TLS with a CA made for the run
+#                        (DIR/tls/ca.pem), SASL PLAIN and SCRAM-SHA-512, user `sluice` whose
+#                        password is in DIR/tls/sluice.password; prints secure= and ca=
 #   kafka.sh stop [--dir DIR] [--kill]  stop every node of DIR (SIGTERM, --kill: SIGKILL)
 #   kafka.sh stop-node --dir DIR N... [--kill]  stop the nodes N... only
 #   kafka.sh start-node --dir DIR N...  start the nodes N... again (same ports, same data); wait
@@ -76,16 +79,18 @@ node_alive() { local pid; pid=$(node_pid "$1" "$2"); [ -n "$pid" ] && kill -0 "$
 
 # Writes DIR/node-N/server.properties. Args: dir n nodes voters client_port controller_port.
 write_config() {
-  local dir=$1 n=$2 nodes=$3 voters=$4 port=$5 cport=$6 rf=1 isr=1
+  local dir=$1 n=$2 nodes=$3 voters=$4 port=$5 cport=$6 sport=${7:-} rf=1 isr=1
   [ "$nodes" -eq 3 ] && rf=3 && isr=2
   mkdir -p "$dir/node-$n/data" "$dir/node-$n/logs"
+  local extra='' extra_map=''
+  if [ -n "$sport" ]; then extra=",SASL_SSL://127.0.0.1:$sport"; extra_map=",SASL_SSL:SASL_SSL"; fi
   cat >"$dir/node-$n/server.properties" <<EOF
 process.roles=broker,controller
 node.id=$n
 controller.quorum.voters=$voters
-listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
-advertised.listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport$extra
+advertised.listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport$extra
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT$extra_map
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
 log.dirs=$dir/node-$n/data
@@ -105,6 +110,34 @@ broker.heartbeat.interval.ms=1000
 unclean.leader.election.enable=false
 log.segment.bytes=16777216
 EOF
+  if [ -n "$sport" ]; then
+    local pw; pw=$(cat "$dir/tls/sluice.password")
+    cat >>"$dir/node-$n/server.properties" <<EOF
+sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-512
+listener.name.sasl_ssl.ssl.keystore.type=PEM
+listener.name.sasl_ssl.ssl.keystore.location=$dir/tls/broker.pem
+listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_sluice="$pw";
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+EOF
+  fi
+}
+
+# A CA and a broker certificate for 127.0.0.1/localhost (openssl), and the password of user
+# `sluice`, under DIR/tls. The broker reads tls/broker.pem (key and certificate, PEM).
+make_tls() {
+  local t="$1/tls"; mkdir -p "$t"
+  command -v openssl >/dev/null || die "--secure needs openssl"
+  openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=sluice test CA" \
+    -keyout "$t/ca.key" -out "$t/ca.pem" >/dev/null 2>&1 || die "openssl: CA failed"
+  openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" -keyout "$t/broker.key" \
+    -out "$t/broker.csr" >/dev/null 2>&1 || die "openssl: broker key failed"
+  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >"$t/san.ext"
+  openssl x509 -req -in "$t/broker.csr" -CA "$t/ca.pem" -CAkey "$t/ca.key" -CAcreateserial \
+    -days 2 -extfile "$t/san.ext" -out "$t/broker.crt" >/dev/null 2>&1 || die "openssl: broker cert failed"
+  openssl pkcs8 -topk8 -nocrypt -in "$t/broker.key" -out "$t/broker.pk8" >/dev/null 2>&1 || die "openssl: pkcs8 failed"
+  cat "$t/broker.pk8" "$t/broker.crt" >"$t/broker.pem"
+  node -e 'console.log(require("crypto").randomBytes(18).toString("base64url"))' >"$t/sluice.password"
+  chmod 600 "$t"/*.key "$t"/*.pk8 "$t/broker.pem" "$t/sluice.password"
 }
 
 start_jvm() {
@@ -145,10 +178,11 @@ cmd_wait() {
 }
 
 cmd_start() {
-  local dir='' nodes=1 port='' owner=''
+  local dir='' nodes=1 port='' owner='' secure=0
   while [ $# -gt 0 ]; do
     case $1 in
       --dir) dir=$2; shift 2 ;;
+      --secure) secure=1; shift ;;
       --nodes) nodes=$2; shift 2 ;;
       --port) port=$2; shift 2 ;;
       --owner-pid) owner=$2; shift 2 ;;
@@ -156,11 +190,12 @@ cmd_start() {
     esac
   done
   [ "$nodes" = 1 ] || [ "$nodes" = 3 ] || die "start: --nodes must be 1 or 3, got $nodes"
+  [ "$secure" = 0 ] || [ "$nodes" = 1 ] || die "start: --secure is for one node"
   [ -n "$dir" ] || dir=$(mktemp -d "${TMPDIR:-/tmp}/sluice-kafka-XXXXXX")
   mkdir -p "$dir"; dir=$(cd "$dir" && pwd)
   [ -f "$dir/cluster.env" ] && die "start: $dir already holds a cluster (kafka.sh stop --dir $dir; rm -r it)"
   local libs; libs=$(cmd_libs)
-  local all; all=$(free_ports $((nodes * 2)))
+  local all; all=$(free_ports $((nodes * 2 + 1)))
   mapfile -t free <<<"$all"
   local cports=() bports=() voters='' n
   for n in $(seq 1 "$nodes"); do
@@ -169,9 +204,13 @@ cmd_start() {
     voters+="${voters:+,}$n@127.0.0.1:${cports[$((n - 1))]}"
   done
   local id; id=$(cluster_id)
-  local brokers=''
+  local brokers='' sport='' scram=()
+  if [ "$secure" = 1 ]; then
+    make_tls "$dir"; sport=${free[$((nodes * 2))]}
+    scram=(--add-scram "SCRAM-SHA-512=[name=sluice,password=$(cat "$dir/tls/sluice.password")]")
+  fi
   for n in $(seq 1 "$nodes"); do
-    write_config "$dir" "$n" "$nodes" "$voters" "${bports[$((n - 1))]}" "${cports[$((n - 1))]}"
+    write_config "$dir" "$n" "$nodes" "$voters" "${bports[$((n - 1))]}" "${cports[$((n - 1))]}" "$sport"
     brokers+="${brokers:+,}127.0.0.1:${bports[$((n - 1))]}"
   done
   printf 'NODES=%s\nCLUSTER_ID=%s\nBROKERS=%s\n' "$nodes" "$id" "$brokers" >"$dir/cluster.env"
@@ -181,7 +220,7 @@ cmd_start() {
     "$(java_cmd)" -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
       -Dlog4j2.configurationFile="$here/log4j2.properties" -Dkafka.logs.dir="$dir/node-$n/logs" \
       -cp "$libs/*" kafka.tools.StorageTool format -t "$id" -c "$dir/node-$n/server.properties" \
-      >"$dir/node-$n/format.log" 2>&1 &
+      "${scram[@]}" >"$dir/node-$n/format.log" 2>&1 &
     fpids+=($!)
   done
   for n in $(seq 1 "$nodes"); do
@@ -199,6 +238,7 @@ cmd_start() {
   if ! (cmd_wait "$dir" --warm); then cmd_stop --dir "$dir" --kill; exit 1; fi
   echo "brokers=$brokers"
   echo "dir=$dir"
+  if [ "$secure" = 1 ]; then echo "secure=127.0.0.1:$sport"; echo "ca=$dir/tls/ca.pem"; fi
 }
 
 stop_node() {

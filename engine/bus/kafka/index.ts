@@ -35,6 +35,7 @@ import {
 import { KafkaConsumer } from './consumer.js'
 import { checkValueSize } from '../memory/slab.js'
 import { kafkaErrorType, toBusError } from './errors.js'
+import type { KafkaSecurityOptions } from './security.js'
 
 const { Kafka, logLevel } = kafkajs
 
@@ -66,6 +67,10 @@ export interface KafkaBusOptions {
    * `partitionAssigners`). Default: kafkajs' round robin.
    */
   partitionAssigners?: PartitionAssigner[]
+  /** TLS to the brokers (kafkajs `ssl`; see ./security.ts kafkaSecurityOptions). Absent: plaintext. */
+  ssl?: KafkaSecurityOptions['ssl']
+  /** SASL authentication (kafkajs `sasl`). Absent: none. */
+  sasl?: KafkaSecurityOptions['sasl']
 }
 
 /**
@@ -145,6 +150,8 @@ class KafkaBus implements BusBackend, KafkaBusInternals {
       brokers: options.brokers,
       logLevel: logLevel[options.logLevel ?? 'NOTHING'],
       retry: { retries: 5, initialRetryTime: 100 },
+      ...(options.ssl !== undefined ? { ssl: options.ssl } : {}),
+      ...(options.sasl !== undefined ? { sasl: options.sasl } : {}),
     })
   }
 

@@ -50,6 +50,7 @@ import { liveCaptureProblems } from './live-check.js';
 import { ReplayProgress } from './replay-progress.js';
 import { onStopSignal } from './signals.js';
 import { addOpsCommands, parseHttpAddress } from './ops-commands.js';
+import { addBenchCommand } from './bench-command.js';
 import { LOG_FORMATS, packageVersion, type LogFormat } from '../ops/index.js';
 
 const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
@@ -402,6 +403,7 @@ errors
   });
 
 addOpsCommands(program, intOption);
+addBenchCommand(program, intOption);
 
 function printCounters(counters: Record<string, CounterSnapshot>, previous: Record<string, CounterSnapshot>): void {
   for (const [name, c] of Object.entries(counters)) {

@@ -15,9 +15,13 @@
  *  7     replayTotal   events to replay in all (0 when unknown)
  *  8     errors        handled errors (retries, rejected records)
  *  9     downSinceMs   Date.now() when the actor's source or target went down, 0 while up
+ * 10     threadId      the actor thread's OS thread id (Linux tid, for its CPU time in
+ *                      /proc/<pid>/task/<tid>/stat); 0 where the OS does not tell
  * ```
  * A float64 holds integers exactly up to 2^53, so counters never need BigInt.
  */
+import { readlinkSync } from 'node:fs';
+
 export const COUNTER_SLOTS = 16;
 
 /** Slot index of each counter; the one place that owns these offsets. */
@@ -32,6 +36,7 @@ export const Counter = {
   replayTotal: 7,
   errors: 8,
   downSinceMs: 9,
+  threadId: 10,
 } as const;
 
 /** Lifecycle states, in the order an actor passes through them. */
@@ -56,6 +61,8 @@ export interface CounterSnapshot {
   replayTotal: number;
   errors: number;
   downSinceMs: number;
+  /** OS thread id of the actor's worker thread (Linux tid), 0 when unknown. */
+  threadId: number;
 }
 
 /** Reads every counter of one actor (supervisor side). */
@@ -72,10 +79,24 @@ export function readCounters(sab: SharedArrayBuffer): CounterSnapshot {
     replayTotal: c[Counter.replayTotal],
     errors: c[Counter.errors],
     downSinceMs: c[Counter.downSinceMs],
+    threadId: c[Counter.threadId],
   };
 }
 
 /** Writes the lifecycle state (actor side). */
 export function setState(counters: Float64Array, state: ActorState): void {
   counters[Counter.state] = ACTOR_STATES.indexOf(state);
+}
+
+/**
+ * The calling thread's OS thread id: Linux's tid from `/proc/thread-self` (a link to
+ * `<pid>/task/<tid>`), 0 on systems without it.
+ */
+export function osThreadId(): number {
+  try {
+    const m = /task\/(\d+)$/.exec(readlinkSync('/proc/thread-self'));
+    return m ? Number(m[1]) : 0;
+  } catch {
+    return 0;
+  }
 }

@@ -10,6 +10,7 @@ export {
   ACTOR_STATES,
   createCounters,
   readCounters,
+  osThreadId,
   setState,
   type ActorState,
   type CounterSnapshot,

@@ -5,7 +5,7 @@
  */
 import { parentPort, workerData, isMainThread } from 'node:worker_threads';
 import { Command, Control, LOG_LEVELS, type LogLevelName } from './control.js';
-import { Counter, setState, type ActorState } from './counters.js';
+import { Counter, osThreadId, setState, type ActorState } from './counters.js';
 import type { ActorMessage, ActorWorkerData } from './protocol.js';
 
 /** Everything an actor body needs from its runtime. */
@@ -71,6 +71,7 @@ export function runActor<D>(body: (ctx: ActorContext<D>) => Promise<unknown> | u
     },
   };
   ctx.setState('init');
+  counters[Counter.threadId] = osThreadId();
   ctx.heartbeat();
   Promise.resolve()
     .then(() => body(ctx))

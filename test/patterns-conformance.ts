@@ -93,7 +93,8 @@ export function patternConformance(backendName: string, make: () => Promise<Patt
   const running: { stop(): Promise<void> }[] = []
   /** Starts a processor the configured way (library or actor); stopped after the test. */
   const run = async (bus: BusBackend, spec: ProcessorSpec): Promise<{ stop(): Promise<void> }> => {
-    const r = await runner.start(bus, { sessionTimeoutMs: opts.sessionTimeoutMs, ...spec })
+    const grouped = spec.pattern === 'durable' || spec.pattern === 'state-and-event'
+    const r = await runner.start(bus, { ...(grouped ? { sessionTimeoutMs: opts.sessionTimeoutMs } : {}), ...spec })
     running.push(r)
     return r
   }

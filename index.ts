@@ -9,7 +9,7 @@
  */
 import { Supervisor, type StopResult, type RestartEvent } from './engine/supervisor/index.js';
 import { ConfigError, problemAt, type Topology } from './engine/config/index.js';
-import { planTopology, checkServiceModules, serviceWarnings, openTopologyBus, type TopologyPlan, type TopologyBusHost } from './actors/index.js';
+import { planTopology, checkServiceModules, checkProcessorModules, serviceWarnings, openTopologyBus, type TopologyPlan, type TopologyBusHost } from './actors/index.js';
 import type { BusBackend } from './engine/bus/index.js';
 import { CaptureTableError, openStaging, type ParkedChange, type ParkedSelection, type StagingClient } from './engine/cdc/index.js';
 import { acquireAppenderLock, JournalLockedError, type AppenderLock } from './engine/journal/index.js';
@@ -122,6 +122,7 @@ export async function startTopology(topology: Topology, options: StartOptions = 
   let busHost: TopologyBusHost | null = null;
   const plan = planTopology(topology, { connectBus: () => busHost!.connect!() });
   await checkServiceModules(topology);
+  await checkProcessorModules(topology);
   for (const w of await serviceWarnings(topology)) log(w);
   const lock = lockTopology(topology);
   let ops: Ops | null = null;

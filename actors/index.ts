@@ -3,6 +3,8 @@ export {
   planTopology,
   partitionDir,
   busDir,
+  processorModuleProblems,
+  checkProcessorModules,
   type PlanOptions,
   checkServiceModules,
   serviceModuleEntries,

@@ -331,3 +331,45 @@ export async function serviceWarnings(topology: Topology): Promise<string[]> {
   }
   return lines;
 }
+
+/** What each pattern's handler must have (the processor object the pattern library takes). */
+const HANDLER_METHODS: Readonly<Record<string, readonly string[]>> = {
+  durable: ['onNext'], 'state-and-event': ['onNext'], pubsub: ['onNext'], compacted: ['onSnapshot', 'onNext'], rpc: ['onRequest'],
+};
+
+/**
+ * Imports each processor's handler module (in this thread) and checks its default export: a
+ * processor object with the pattern's handler functions (durable `onNext`, compacted
+ * `onSnapshot` and `onNext`, rpc `onRequest`, ...), or a function (a factory, called only by the
+ * processor actor with its context). @returns one problem per module, at `processors[i].module`.
+ */
+export async function processorModuleProblems(topology: Topology): Promise<ConfigProblem[]> {
+  const problems: ConfigProblem[] = [];
+  for (const [i, p] of topology.processors.entries()) {
+    const at = (message: string) => problems.push(problemAt(topology.file, ['processors', i, 'module'], `processor "${p.name}": ${message}`));
+    let exported: unknown;
+    try {
+      exported = ((await import(pathToFileURL(p.module).href)) as { default?: unknown }).default;
+    } catch (err) {
+      at(`cannot import ${p.module}: ${(err as Error).message}`);
+      continue;
+    }
+    if (typeof exported === 'function') continue;
+    if (typeof exported !== 'object' || exported === null) {
+      at(`${p.module} must export default a ${p.pattern} processor object or a function returning one, got ${exported === null ? 'null' : typeof exported}`);
+      continue;
+    }
+    const missing = HANDLER_METHODS[p.pattern]!.filter((m) => typeof (exported as Record<string, unknown>)[m] !== 'function');
+    if (missing.length > 0) at(`the ${p.pattern} processor exported by ${p.module} has no ${missing.join(' and ')} function`);
+  }
+  return problems;
+}
+
+/**
+ * {@link processorModuleProblems} as a check: call it after loadTopology, before startTopology.
+ * @throws ConfigError listing every problem, one line each.
+ */
+export async function checkProcessorModules(topology: Topology): Promise<void> {
+  const problems = await processorModuleProblems(topology);
+  if (problems.length > 0) throw new ConfigError(problems);
+}

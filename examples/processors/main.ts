@@ -24,19 +24,23 @@ const dec = new TextDecoder()
 export async function main(topologyFile = defaultTopology, count = 12): Promise<{ invoices: Invoice[]; balances: Record<string, number> }> {
   const topology = loadTopology(topologyFile)
   topology.dataDir = process.env.SLUICE_DATA_DIR ?? fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-processors-'))
+  // Topic names from the topology (a test renames them to share a broker).
+  const invoicing = topology.processors.find((p) => p.pattern === 'durable')!
+  const [ordersTopic, invoicesTopic] = [invoicing.inputs[0]!, invoicing.outputs[0]!]
+  const balancesTopic = topology.processors.find((p) => p.pattern === 'state-and-event')!.stateTopic!
   const running = await startTopology(topology, { log: () => {} })
   try {
     const bus = running.bus!
     const producer = await bus.producer()
     const customers = ['ada', 'bob', 'cy']
     const orders: Order[] = Array.from({ length: count }, (_, i) => ({ id: `o-${i + 1}`, customer: customers[i % 3]!, amountCents: 1000 + i }))
-    await producer.send(orders.map((o) => ({ topic: 'orders', key: o.customer, value: enc.encode(JSON.stringify(o)) })))
+    await producer.send(orders.map((o) => ({ topic: ordersTopic, key: o.customer, value: enc.encode(JSON.stringify(o)) })))
     await producer.close()
     // Read until every invoice and the last balance of each customer are there.
     const tps = (topic: string) => [0, 1, 2, 3].map((partition) => ({ topic, partition }))
     const consumer = await bus.consumer()
-    await consumer.assign([...tps('invoices'), ...tps('balances')])
-    await consumer.seekToBeginning([...tps('invoices'), ...tps('balances')])
+    await consumer.assign([...tps(invoicesTopic), ...tps(balancesTopic)])
+    await consumer.seekToBeginning([...tps(invoicesTopic), ...tps(balancesTopic)])
     const invoices: Invoice[] = []
     const balances: Record<string, number> = {}
     const expected: Record<string, number> = {}
@@ -45,7 +49,7 @@ export async function main(topologyFile = defaultTopology, count = 12): Promise<
     while ((invoices.length < count || customers.some((c) => balances[c] !== expected[c])) && Date.now() < deadline) {
       for (const r of await consumer.poll({ timeoutMs: 200 })) {
         const value = JSON.parse(dec.decode(r.value!)) as Invoice | number
-        if (r.topic === 'invoices') invoices.push(value as Invoice)
+        if (r.topic === invoicesTopic) invoices.push(value as Invoice)
         else balances[r.key!] = value as number
       }
     }

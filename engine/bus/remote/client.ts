@@ -8,7 +8,7 @@
 import type { MessagePort } from 'node:worker_threads'
 import { BusError, type BusBackend, type BusConsumer, type BusProducer, type BusTransaction, type ConsumedRecord, type ConsumerOptions, type GroupMetadata, type PartitionPosition, type PollOptions, type ProducerOptions, type ProducerRecord, type RebalanceListener, type RecordMetadata, type TopicPartition, type TopicSpec } from '../types.js'
 import { tpKey } from '../partitioner.js'
-import { fromWire, packValues, toWire, unpackValues, type ConsumerState, type PackedValues, type WireError } from './protocol.js'
+import { fromWire, fromWireConsumed, toWire, toWireRecords, type ConsumerState, type WireError, type WireRecords } from './protocol.js'
 
 /** Largest value allocValue hands out, bytes (as the other backends). */
 const VALUE_BYTES_MAX = 2 ** 30
@@ -40,9 +40,9 @@ export function connectBus(port: MessagePort, kind: string): BusBackend {
   const tell = (op: string, consumer: number, args: unknown[]): void => {
     if (!closed) port.postMessage({ op, consumer, args })
   }
-  const wireRecords = (records: ProducerRecord[]): [{ records: Omit<ProducerRecord, 'value'>[]; values: PackedValues }, ArrayBuffer[]] => {
-    const values = packValues(records.map((r) => r.value))
-    return [{ records: records.map(({ value: _v, ...rest }) => rest), values }, [values.buffer]]
+  const wireRecords = (records: ProducerRecord[]): [WireRecords, ArrayBuffer[]] => {
+    const { wire, transfer } = toWireRecords(records)
+    return [wire, transfer]
   }
 
   port.on('message', (m: { id?: number; ok?: boolean; value?: unknown; error?: WireError; cb?: number; consumer?: number; kind?: 'assigned' | 'revoked'; tps?: TopicPartition[]; state?: ConsumerState }) => {
@@ -149,10 +149,9 @@ export function connectBus(port: MessagePort, kind: string): BusBackend {
       tell('resume', this.id, [tps])
     }
     async poll(opts?: PollOptions): Promise<ConsumedRecord[]> {
-      const r = await call<{ records: Omit<ConsumedRecord, 'value'>[]; values: PackedValues; state: ConsumerState }>('c.poll', [this.id, opts])
+      const r = await call<{ records: WireRecords; state: ConsumerState }>('c.poll', [this.id, opts])
       this.apply(r.state)
-      const values = unpackValues(r.values)
-      return r.records.map((x, i) => ({ ...x, value: values[i] }))
+      return fromWireConsumed(r.records)
     }
     async commit(positions?: PartitionPosition[]): Promise<void> {
       this.apply(await call<ConsumerState>('c.commit', [this.id, positions]))

@@ -6,14 +6,8 @@
  * transactions are aborted and the group hands the partitions to its other members.
  */
 import type { MessagePort } from 'node:worker_threads'
-import { BusError, type BusBackend, type BusConsumer, type BusProducer, type BusTransaction, type ConsumedRecord, type ProducerRecord, type RebalanceListener, type TopicPartition } from '../types.js'
-import { packValues, toWire, unpackValues, type ConsumerState, type PackedValues, type WireError } from './protocol.js'
-
-/** Records as the client sends them: values packed apart. */
-export interface WireProducerRecords {
-  records: Omit<ProducerRecord, 'value'>[]
-  values: PackedValues
-}
+import { BusError, type BusBackend, type BusConsumer, type BusProducer, type BusTransaction, type ProducerRecord, type RebalanceListener, type TopicPartition } from '../types.js'
+import { fromWireProduced, toWire, toWireRecords, type ConsumerState, type WireError, type WireRecords } from './protocol.js'
 
 /** A served port; `close()` closes what the client made and the port. */
 export interface BusServing {
@@ -22,14 +16,18 @@ export interface BusServing {
   close(): Promise<void>
 }
 
+/** An answer with buffers to transfer rather than clone. */
+class Transferring {
+  constructor(readonly value: unknown, readonly transfer: ArrayBuffer[]) {}
+}
+
 function stateOf(c: BusConsumer): ConsumerState {
   const assignment = c.assignment()
   return { assignment, positions: assignment.map((tp) => c.position(tp)), group: c.groupMetadata() }
 }
 
-function recordsIn(w: WireProducerRecords): ProducerRecord[] {
-  const values = unpackValues(w.values)
-  return w.records.map((r, i) => ({ ...r, value: values[i] }))
+function recordsIn(w: WireRecords): ProducerRecord[] {
+  return fromWireProduced(w) as ProducerRecord[]
 }
 
 /**
@@ -59,10 +57,6 @@ export function serveBus(bus: BusBackend, port: MessagePort): BusServing {
       port.postMessage({ cb, consumer, kind, tps, state: stateOf(c) })
     })
   }
-  const recordsOut = (records: ConsumedRecord[]): { records: Omit<ConsumedRecord, 'value'>[]; values: PackedValues } => {
-    const values = packValues(records.map((r) => r.value))
-    return { records: records.map(({ value: _v, ...rest }) => rest), values }
-  }
 
   const ops: Record<string, (...args: any[]) => unknown> = {
     createTopics: (specs) => bus.createTopics(specs),
@@ -81,7 +75,7 @@ export function serveBus(bus: BusBackend, port: MessagePort): BusServing {
       consumers.set(id, c)
       return id
     },
-    'p.send': (pid, w: WireProducerRecords) => get(producers, pid, 'producer').send(recordsIn(w)),
+    'p.send': (pid, w: WireRecords) => get(producers, pid, 'producer').send(recordsIn(w)),
     'p.begin': async (pid) => {
       const t = await get(producers, pid, 'producer').begin()
       const id = nextId++
@@ -93,7 +87,7 @@ export function serveBus(bus: BusBackend, port: MessagePort): BusServing {
       producers.delete(pid)
       await p?.close()
     },
-    't.send': (tid, w: WireProducerRecords) => get(txns, tid, 'transaction').send(recordsIn(w)),
+    't.send': (tid, w: WireRecords) => get(txns, tid, 'transaction').send(recordsIn(w)),
     't.sendOffsets': (tid, group, positions) => get(txns, tid, 'transaction').sendOffsets(group, positions),
     't.commit': async (tid) => {
       const t = get(txns, tid, 'transaction')
@@ -133,8 +127,8 @@ export function serveBus(bus: BusBackend, port: MessagePort): BusServing {
     },
     'c.poll': async (cid, opts) => {
       const c = get(consumers, cid, 'consumer')
-      const records = await c.poll(opts)
-      return { ...recordsOut(records), state: stateOf(c) }
+      const { wire, transfer } = toWireRecords(await c.poll(opts))
+      return new Transferring({ records: wire, state: stateOf(c) }, transfer)
     },
     'c.commit': async (cid, positions) => {
       const c = get(consumers, cid, 'consumer')
@@ -201,8 +195,8 @@ export function serveBus(bus: BusBackend, port: MessagePort): BusServing {
     run().then(
       (value) => {
         if (!open) return
-        const v = value as { values?: PackedValues } | undefined
-        port.postMessage({ id, ok: true, value }, v?.values?.buffer ? [v.values.buffer] : [])
+        if (value instanceof Transferring) port.postMessage({ id, ok: true, value: value.value }, value.transfer)
+        else port.postMessage({ id, ok: true, value })
       },
       (e: unknown) => {
         if (open) port.postMessage({ id, ok: false, error: toWire(e) })

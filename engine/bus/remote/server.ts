@@ -36,7 +36,10 @@ function recordsIn(w: WireRecords): ProducerRecord[] {
  */
 export function serveBus(bus: BusBackend, port: MessagePort): BusServing {
   const producers = new Map<number, BusProducer>()
+  // A producer's last transaction stays here after its commit or abort (until the producer's next
+  // begin or close), so a late call on it gets the bus's own answer ('txn-state'), not 'closed'.
   const txns = new Map<number, BusTransaction>()
+  const lastTxn = new Map<number, number>()
   const consumers = new Map<number, BusConsumer>()
   const callbacks = new Map<number, { resolve: () => void; reject: (e: Error) => void }>()
   let nextId = 1
@@ -79,28 +82,25 @@ export function serveBus(bus: BusBackend, port: MessagePort): BusServing {
     'p.begin': async (pid) => {
       const t = await get(producers, pid, 'producer').begin()
       const id = nextId++
+      const previous = lastTxn.get(pid)
+      if (previous !== undefined) txns.delete(previous)
       txns.set(id, t)
+      lastTxn.set(pid, id)
       return id
     },
     'p.close': async (pid) => {
       const p = producers.get(pid)
       producers.delete(pid)
+      const t = lastTxn.get(pid)
+      lastTxn.delete(pid)
+      if (t !== undefined) txns.delete(t)
       await p?.close()
     },
     't.send': (tid, w: WireRecords) => get(txns, tid, 'transaction').send(recordsIn(w)),
     't.sendOffsets': (tid, group, positions) => get(txns, tid, 'transaction').sendOffsets(group, positions),
-    't.commit': async (tid) => {
-      const t = get(txns, tid, 'transaction')
-      try {
-        await t.commit()
-      } finally {
-        txns.delete(tid)
-      }
-    },
+    't.commit': (tid) => get(txns, tid, 'transaction').commit(),
     't.abort': async (tid) => {
-      const t = txns.get(tid)
-      txns.delete(tid)
-      await t?.abort()
+      await txns.get(tid)?.abort()
     },
     'c.subscribe': async (cid, topics: string[], withListener: boolean) => {
       const c = get(consumers, cid, 'consumer')
@@ -159,6 +159,7 @@ export function serveBus(bus: BusBackend, port: MessagePort): BusServing {
     for (const c of consumers.values()) all.push(c.close().catch(() => {}))
     for (const p of producers.values()) all.push(p.close().catch(() => {}))
     txns.clear()
+    lastTxn.clear()
     consumers.clear()
     producers.clear()
     await Promise.all(all)

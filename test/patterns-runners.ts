@@ -97,7 +97,8 @@ export function actorRunner(kafkaBrokers?: string[]): ProcessorRunner {
       const text = JSON.stringify({
         name: 'conformance', dataDir: dir,
         ...(kafkaBrokers ? { bus: { kind: 'kafka', brokers: kafkaBrokers } } : {}),
-        supervisor: { restartsMax: 0, drainTimeoutMs: 15000 },
+        // A worker that dies is restarted (the crash test), a few times at most.
+        supervisor: { restartsMax: 3, backoffInitialMs: 50, drainTimeoutMs: 15000 },
         queues, processors: [entry],
       }, null, 2)
       const file = path.join(dir, 'topology.yaml')

@@ -9,7 +9,8 @@
  */
 import { Supervisor, type StopResult, type RestartEvent } from './engine/supervisor/index.js';
 import { ConfigError, problemAt, type Topology } from './engine/config/index.js';
-import { planTopology, checkServiceModules, serviceWarnings, type TopologyPlan } from './actors/index.js';
+import { planTopology, checkServiceModules, checkProcessorModules, serviceWarnings, openTopologyBus, type TopologyPlan, type TopologyBusHost } from './actors/index.js';
+import type { BusBackend } from './engine/bus/index.js';
 import { CaptureTableError, openStaging, type ParkedChange, type ParkedSelection, type StagingClient } from './engine/cdc/index.js';
 import { acquireAppenderLock, JournalLockedError, type AppenderLock } from './engine/journal/index.js';
 import fs from 'node:fs';
@@ -73,6 +74,13 @@ export interface RunningTopology {
   /** The topology's structured logger (pino). */
   readonly logger: Logger;
   /**
+   * The bus its processors run on, for producing their inputs and reading their outputs (null
+   * when the topology has no processors). Journal: the one instance of `<dataDir>/bus` (no
+   * other process or thread can open it while the topology runs); kafka: a connection to the
+   * brokers. Closed by stop().
+   */
+  readonly bus: BusBackend | null;
+  /**
    * Drains pumps, then readers, then services (in graph order); flushes and fsyncs every queue;
    * then closes the HTTP server.
    */
@@ -111,20 +119,27 @@ export interface StartOptions {
 export async function startTopology(topology: Topology, options: StartOptions = {}): Promise<RunningTopology> {
   const logger = options.logger ?? await createLogger({ format: options.logFormat ?? 'text', topology: topology.name, lineSink: options.log });
   const log = (line: string) => logger.info(line);
-  const plan = planTopology(topology);
+  let busHost: TopologyBusHost | null = null;
+  const plan = planTopology(topology, { connectBus: () => busHost!.connect!() });
   await checkServiceModules(topology);
+  await checkProcessorModules(topology);
   for (const w of await serviceWarnings(topology)) log(w);
   const lock = lockTopology(topology);
   let ops: Ops | null = null;
   try {
     await checkCaptureInstalled(topology, log);
+    if (topology.processors.length > 0) busHost = await openTopologyBus(topology);
     const supervisor = new Supervisor(topology.supervisor);
     attachSupervisorLogs(supervisor, logger);
     supervisor.on('restart', (e: RestartEvent) => logger.warn(`restarting ${e.group} in ${e.delayMs} ms (attempt ${e.attempt}) after ${e.actor} failed: ${e.error}`));
     supervisor.on('fatal', (e: Error) => logger.error(`stopped: ${e.message}`));
     // The topology is no longer running once the supervisor has stopped (stop(), by whoever
     // calls it) or failed (its workers terminated).
-    const release = (): void => lock.release();
+    const host = busHost;
+    const release = (): void => {
+      // The bus is closed once every processor is gone (stopped, or terminated on a failure).
+      void (host?.close() ?? Promise.resolve()).catch(() => undefined).finally(() => lock.release());
+    };
     supervisor.done.then(release, release);
     options.onSupervisor?.(supervisor);
     ops = await startOps({ topology, supervisor, logger, http: options.http });
@@ -133,12 +148,14 @@ export async function startTopology(topology: Topology, options: StartOptions = 
     const opsNow = ops;
     const stop = async (): Promise<StopResult> => {
       const result = await supervisor.stop();
+      await host?.close().catch(() => undefined);
       await opsNow.close();
       return result;
     };
-    return { topology, supervisor, plan, ops: opsNow, logger, stop };
+    return { topology, supervisor, plan, ops: opsNow, logger, bus: host?.bus ?? null, stop };
   } catch (err) {
     await ops?.close();
+    await busHost?.close().catch(() => undefined);
     lock.release();
     throw err;
   }

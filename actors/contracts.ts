@@ -4,6 +4,7 @@
  * these; the planner imports only this file, never a worker entry (importing one would run it).
  */
 import type { CaptureSource } from '../engine/cdc/index.js';
+import type { TopologyProcessor } from '../engine/config/index.js';
 
 /** Start data of a queue reader. */
 export interface QueueReaderData {
@@ -125,3 +126,31 @@ export interface TimerData {
 
 /** Shared buffer names a timer actor expects. */
 export const TIMER_SHARED = { notifier: 'notifier' } as const;
+
+/** Start data of a processor actor (a message pattern of engine/patterns on the topology's bus). */
+export interface ProcessorData {
+  /** Topology name (part of transactional ids). */
+  topology: string;
+  /** The processor's entry, defaults applied (engine/config TopologyProcessor). */
+  processor: TopologyProcessor;
+  /**
+   * `journal`: the topology's journal bus, served by the thread that opened it, reached through
+   * the port PROCESSOR_PORTS.bus; `kafka`: the actor connects to the brokers itself.
+   */
+  bus: { kind: 'journal' } | { kind: 'kafka'; brokers: string[]; clientId: string };
+}
+
+/** MessagePort names a processor actor expects. */
+export const PROCESSOR_PORTS = { bus: 'bus' } as const;
+
+/** `stopped` summary of a processor actor. */
+export interface ProcessorSummary {
+  processor: string;
+  pattern: string;
+  /** Input records committed (durable, state-and-event) or handled (pubsub, compacted, rpc). */
+  eventsIn: number;
+  /** Output records committed (durable), returned (state-and-event) or responses sent (rpc). */
+  eventsOut: number;
+  /** Failed batches or handler errors. */
+  errors: number;
+}

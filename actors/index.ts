@@ -2,6 +2,10 @@
 export {
   planTopology,
   partitionDir,
+  busDir,
+  processorModuleProblems,
+  checkProcessorModules,
+  type PlanOptions,
   checkServiceModules,
   serviceModuleEntries,
   serviceModuleProblems,
@@ -10,4 +14,5 @@ export {
   type ServiceModuleEntry,
   type TopologyPlan,
 } from './plan.js';
-export type { ServiceHostData, ServiceReadyInfo, ServiceSummary, HostInput, QueueReaderData, PumpData } from './contracts.js';
+export type { ServiceHostData, ServiceReadyInfo, ServiceSummary, HostInput, QueueReaderData, PumpData, ProcessorData, ProcessorSummary } from './contracts.js';
+export { processorTopics, openTopologyBus, type TopologyBusHost } from './processor-bus.js';

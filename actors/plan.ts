@@ -6,6 +6,7 @@
  * doorbell are allocated afresh at every (re)start of a service group.
  */
 import path from 'node:path';
+import type { MessagePort } from 'node:worker_threads';
 import { createRing } from '../engine/ring/index.js';
 import { createDoorbell } from '../engine/actor/index.js';
 import { createQueueNotifier } from '../engine/journal/index.js';
@@ -19,7 +20,7 @@ import {
   type ConfigProblem,
   type Topology,
 } from '../engine/config/index.js';
-import { createPositions, HOST_SHARED, READER_SHARED, PUMP_SHARED, TIMER_SHARED, type ServiceHostData, type ServiceReadyInfo, type QueueReaderData, type PumpData, type TimerData } from './contracts.js';
+import { createPositions, HOST_SHARED, READER_SHARED, PUMP_SHARED, TIMER_SHARED, type ServiceHostData, type ServiceReadyInfo, type QueueReaderData, type PumpData, type TimerData, type ProcessorData, PROCESSOR_PORTS } from './contracts.js';
 
 const here = path.dirname(new URL(import.meta.url).pathname);
 /** Worker entry files of the ready-made actors. */
@@ -28,7 +29,24 @@ export const ACTOR_MODULES = {
   service: path.join(here, 'service-host.js'),
   pump: path.join(here, 'cdc-pump.js'),
   timer: path.join(here, 'timer.js'),
+  processor: path.join(here, 'processor.js'),
 } as const;
+
+/** Directory of the topology's journal bus (processors' topics): `<dataDir>/bus`. */
+export function busDir(topology: Topology): string {
+  return path.join(topology.dataDir, 'bus');
+}
+
+/** Options of {@link planTopology}. */
+export interface PlanOptions {
+  /**
+   * Journal bus: a new connection to the topology's journal bus (the port to hand to a
+   * processor; the other end served by serveBus on the thread that opened the bus). Called at
+   * every (re)start of a processor group. Without it, processor groups fail to start on a
+   * journal bus (a plan for display only, as `sluice check` prints).
+   */
+  connectBus?: () => MessagePort;
+}
 
 /** Journal directory of one queue partition: `<dataDir>/queues/<queue>/<partition>`. */
 export function partitionDir(topology: Topology, queue: string, partition: number): string {
@@ -58,7 +76,7 @@ export interface TopologyPlan {
  * Builds the plan. @throws Error if the topology has a service cycle or a service output queue
  * with more than one partition (a service is the single appender of partition 0).
  */
-export function planTopology(topology: Topology): TopologyPlan {
+export function planTopology(topology: Topology, options: PlanOptions = {}): TopologyPlan {
   const queues = new Map(topology.queues.map((q) => [q.name, q]));
   const notifiers = new Map<string, SharedArrayBuffer>();
   for (const q of topology.queues) {
@@ -191,7 +209,35 @@ export function planTopology(topology: Topology): TopologyPlan {
       },
     });
   }
+  groups.push(...processorGroups(topology, options));
   return { groups, notifiers };
+}
+
+/**
+ * One group per processor, each one actor `processor:<name>` in its own worker, at stage 1
+ * (drained after the capture pumps, with the first services). On the journal bus every (re)start
+ * gets a fresh connection to the bus (options.connectBus); what the previous worker had open on
+ * the bus (group membership, an open transaction) closes with its port.
+ */
+function processorGroups(topology: Topology, options: PlanOptions): GroupSpec[] {
+  const b = topology.bus;
+  const bus: ProcessorData['bus'] = b.kind === 'kafka' ? { kind: 'kafka', brokers: [...b.brokers], clientId: b.clientId } : { kind: 'journal' };
+  return topology.processors.map((p): GroupSpec => {
+    const data: ProcessorData = { topology: topology.name, processor: p, bus };
+    const name = `processor:${p.name}`;
+    return {
+      name,
+      stage: 1,
+      start: async (launcher) => {
+        let ports: Record<string, MessagePort> = {};
+        if (bus.kind === 'journal') {
+          if (!options.connectBus) throw new Error(`${name}: no connection to the topology's journal bus (start the topology with startTopology)`);
+          ports = { [PROCESSOR_PORTS.bus]: options.connectBus() };
+        }
+        await launcher.launch({ name, module: ACTOR_MODULES.processor, data, ports }).ready();
+      },
+    };
+  });
 }
 
 /** A service entry of a topology file, as far as its module check needs it. */
@@ -284,4 +330,46 @@ export async function serviceWarnings(topology: Topology): Promise<string[]> {
     }
   }
   return lines;
+}
+
+/** What each pattern's handler must have (the processor object the pattern library takes). */
+const HANDLER_METHODS: Readonly<Record<string, readonly string[]>> = {
+  durable: ['onNext'], 'state-and-event': ['onNext'], pubsub: ['onNext'], compacted: ['onSnapshot', 'onNext'], rpc: ['onRequest'],
+};
+
+/**
+ * Imports each processor's handler module (in this thread) and checks its default export: a
+ * processor object with the pattern's handler functions (durable `onNext`, compacted
+ * `onSnapshot` and `onNext`, rpc `onRequest`, ...), or a function (a factory, called only by the
+ * processor actor with its context). @returns one problem per module, at `processors[i].module`.
+ */
+export async function processorModuleProblems(topology: Topology): Promise<ConfigProblem[]> {
+  const problems: ConfigProblem[] = [];
+  for (const [i, p] of topology.processors.entries()) {
+    const at = (message: string) => problems.push(problemAt(topology.file, ['processors', i, 'module'], `processor "${p.name}": ${message}`));
+    let exported: unknown;
+    try {
+      exported = ((await import(pathToFileURL(p.module).href)) as { default?: unknown }).default;
+    } catch (err) {
+      at(`cannot import ${p.module}: ${(err as Error).message}`);
+      continue;
+    }
+    if (typeof exported === 'function') continue;
+    if (typeof exported !== 'object' || exported === null) {
+      at(`${p.module} must export default a ${p.pattern} processor object or a function returning one, got ${exported === null ? 'null' : typeof exported}`);
+      continue;
+    }
+    const missing = HANDLER_METHODS[p.pattern]!.filter((m) => typeof (exported as Record<string, unknown>)[m] !== 'function');
+    if (missing.length > 0) at(`the ${p.pattern} processor exported by ${p.module} has no ${missing.join(' and ')} function`);
+  }
+  return problems;
+}
+
+/**
+ * {@link processorModuleProblems} as a check: call it after loadTopology, before startTopology.
+ * @throws ConfigError listing every problem, one line each.
+ */
+export async function checkProcessorModules(topology: Topology): Promise<void> {
+  const problems = await processorModuleProblems(topology);
+  if (problems.length > 0) throw new ConfigError(problems);
 }

@@ -33,6 +33,7 @@ import {
   partitionDir,
   serviceModuleEntries,
   serviceModuleProblems,
+  processorModuleProblems,
   serviceWarnings,
 } from '../actors/index.js';
 import { openQueueAppender } from '../engine/producer/index.js';
@@ -117,6 +118,7 @@ program
     }
     const entries = loaded ? serviceModuleEntries(loaded) : readServiceModules(file);
     problems.push(...(await serviceModuleProblems(file, entries)));
+    if (loaded) problems.push(...(await processorModuleProblems(loaded)));
     // Against the live databases only once the file itself is right (no repeats of its problems).
     if (opts.live && loaded && problems.length === 0) {
       problems.push(...(await liveCaptureProblems(loaded)));
@@ -127,7 +129,7 @@ program
     const t = loaded!;
     const plan = planTopology(t);
     for (const w of await serviceWarnings(t)) console.error(w);
-    console.log(`${file}: ok (${plural(t.queues.length, 'queue')}, ${plural(t.services.length, 'service')}, ${plural(t.capture.length, 'capture source')})`);
+    console.log(`${file}: ok (${plural(t.queues.length, 'queue')}, ${plural(t.services.length, 'service')}, ${plural(t.capture.length, 'capture source')}${t.processors.length > 0 ? `, ${plural(t.processors.length, 'processor')}` : ''})`);
     if (opts.live) {
       const tables = t.capture.reduce((n, c) => n + c.tables.length, 0);
       console.log(`  live: ${plural(tables, 'captured table')} found with their columns and keys`);
@@ -138,6 +140,10 @@ program
         const q = queueOf(t, input);
         for (let p = 0; p < q.partitions; p++) console.log(`           reader:${input}/${p}>${s.name}`);
       }
+    }
+    for (const p of t.processors) {
+      const state = p.stateTopic !== undefined ? `, state ${p.stateTopic}` : '';
+      console.log(`           processor:${p.name}: ${p.pattern} ${p.inputs.join(', ')} -> ${p.outputs.join(', ') || 'nothing'}${state} on the ${t.bus.kind} bus`);
     }
     if (opts.live) {
       const drift = await checkCaptureLive(t);

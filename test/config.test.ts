@@ -110,6 +110,7 @@ test('a valid file loads with defaults applied and paths resolved against its di
         holdKeyWhenParked: true, retentionMs: 7 * 24 * 3_600_000,
       },
     }],
+    processors: [],
   };
   assert.equal(t, expected);
 });
@@ -174,7 +175,7 @@ test('unknown fields are reported at the key, with "did you mean" when a field i
   assertProblems(yaml(...lines, 'colour: blue'), [
     '6:5: services[0].inputs: missing required field',
     '8:5: services[0].inptus: unknown field "inptus" (did you mean "inputs"?)',
-    '10:1: colour: unknown field "colour" (known: name, dataDir, bus, rings, supervisor, queues, services, capture)',
+    '10:1: colour: unknown field "colour" (known: name, dataDir, bus, rings, supervisor, queues, services, capture, processors)',
   ]);
   const text = yaml('name: t', 'Queues: []', 'supervisor: { restartMax: 1 }');
   assertProblems(text, [

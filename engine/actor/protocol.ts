@@ -5,6 +5,7 @@
  * Hot-path data never travels here: rings, counters, control cells and queue notifiers are
  * SharedArrayBuffers handed over once in {@link ActorWorkerData}.
  */
+import type { MessagePort } from 'node:worker_threads';
 
 /** What every actor worker receives as `workerData`. */
 export interface ActorWorkerData<D = unknown> {
@@ -18,6 +19,8 @@ export interface ActorWorkerData<D = unknown> {
   control: SharedArrayBuffer;
   /** Rings and doorbells this actor uses, by the names its spec gave them. */
   shared: Record<string, SharedArrayBuffer>;
+  /** MessagePorts transferred to this actor, by name (e.g. `bus`: its bus connection). */
+  ports: Record<string, MessagePort>;
   /** How many times this actor's group was restarted before this start (0 on first start). */
   restarts: number;
 }

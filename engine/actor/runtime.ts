@@ -3,7 +3,7 @@
  * and lifecycle reporting, and turns an uncaught failure into a `failed` message plus a
  * non-zero exit so the supervisor can restart the actor's group.
  */
-import { parentPort, workerData, isMainThread } from 'node:worker_threads';
+import { parentPort, workerData, isMainThread, type MessagePort } from 'node:worker_threads';
 import { Command, Control, LOG_LEVELS, type LogLevelName } from './control.js';
 import { Counter, osThreadId, setState, type ActorState } from './counters.js';
 import type { ActorMessage, ActorWorkerData } from './protocol.js';
@@ -15,6 +15,8 @@ export interface ActorContext<D> {
   readonly restarts: number;
   /** Shared buffers by name (rings, doorbells, notifiers). Throws if the name is unknown. */
   shared(name: string): SharedArrayBuffer;
+  /** A MessagePort its spec handed over, by name. Throws if the name is unknown. */
+  port(name: string): MessagePort;
   /** Raw counters; index with {@link Counter}. */
   readonly counters: Float64Array;
   /** True once the supervisor asked for a drain (or a stop). */
@@ -56,6 +58,11 @@ export function runActor<D>(body: (ctx: ActorContext<D>) => Promise<unknown> | u
       const sab = wd.shared[name];
       if (!sab) throw new Error(`actor ${wd.name}: no shared buffer named "${name}"`);
       return sab;
+    },
+    port(name) {
+      const port = wd.ports?.[name];
+      if (!port) throw new Error(`actor ${wd.name}: no port named "${name}"`);
+      return port;
     },
     draining: () => control.command() >= Command.drain,
     stopping: () => control.command() >= Command.stop,

@@ -21,3 +21,4 @@ export { createJournalBus, JOURNAL_BUS_DEFAULTS, COMPACTION_DEFAULTS, type Journ
 export { createKafkaBus, type KafkaBusOptions } from './kafka/index.js'
 export { kafkaBusOptionsOf, kafkaSecurityOptions, type KafkaSecurityOptions, type KafkaTlsSettings, type KafkaSaslSettings, type KafkaTopologyBus } from './kafka/security.js'
 export { startKafkaMockCluster, type KafkaMockCluster, type KafkaMockOptions } from './kafka/mock-cluster.js'
+export { serveBus, connectBus, type BusServing } from './remote/index.js'

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { MARIADB_TRUNCATE_REFUSAL, parseMariaDbUrl } from '../cdc/index.js';
 import { queueId } from '../codec/index.js';
 import { conditionProblems, keyStrategyProblems } from '../cdc/index.js';
-import type { Segment } from './source-map.js';
+import { formatPath, type Segment } from './source-map.js';
 import { TOPOLOGY_DEFAULTS } from './topology.js';
 
 /** Reports a problem at a field path (`at: 'key'` points at the field name). */
@@ -125,9 +125,12 @@ export function checkReferences(doc: unknown, baseDir: string, report: Report, l
     }
   });
   const known = queues.size > 0 ? `known: ${[...queues.keys()].join(', ')}` : 'no queues are defined';
+  /** Queues in engine/journal's layout (services, capture), with the first field naming each. */
+  const journalQueueUsers = new Map<string, Segment[]>();
   const checkQueue = (p: Segment[], name: string): { partitions: number } | undefined => {
     const q = queues.get(name);
     if (q === undefined) report(p, `unknown queue "${name}" (${known})`);
+    if ((p[0] === 'services' || p[0] === 'capture') && !journalQueueUsers.has(name)) journalQueueUsers.set(name, p);
     return q;
   };
 
@@ -185,6 +188,7 @@ export function checkReferences(doc: unknown, baseDir: string, report: Report, l
       const at = isRecord(s.errors) && errors.deadLetterQueue !== undefined
         ? ['services', i, 'errors', 'deadLetterQueue'] : ['services', i, 'name'];
       claimWriter(at, dlq, `services[${i}]`, `service "${name}" (its dead-letter queue)`);
+      if (!journalQueueUsers.has(dlq)) journalQueueUsers.set(dlq, at);
       const q = queues.get(dlq);
       if (q !== undefined && q.partitions !== 1) {
         report(at, `dead-letter queue "${dlq}" has ${q.partitions} partitions; it must have 1`);
@@ -290,6 +294,118 @@ export function checkReferences(doc: unknown, baseDir: string, report: Report, l
           `"${name ?? `#${i}`}" has ${pumps} pump${pumps === 1 ? '' : 's'}; a capture target needs one partition per pump`);
       }
     });
+  });
+
+  const busKind = isRecord(root.bus) && root.bus.kind === 'kafka' ? 'kafka' : 'journal';
+  if (busKind === 'kafka' && list(root.processors).length > 0 && isRecord(root.bus) && (root.bus.tls !== undefined || root.bus.sasl !== undefined)) {
+    report(['bus', root.bus.tls !== undefined ? 'tls' : 'sasl'], 'processors cannot use a kafka bus with tls or sasl yet (engine/bus/kafka connects in plaintext without authentication); remove it or the processors');
+  }
+  checkProcessors(root, baseDir, busKind, queues, journalQueueUsers, report, lineOf);
+}
+
+/** Which processor fields each pattern takes (see TopologyProcessor); the rest are refused. */
+const PATTERN_FIELDS: Readonly<Record<string, readonly string[]>> = {
+  durable: ['group', 'deadLetterTopic', 'batchSizeMax', 'commitRecordsMax', 'retriesMax', 'retryBackoffMs', 'sessionTimeoutMs', 'fencing'],
+  'state-and-event': ['group', 'stateTopic', 'batchSizeMax', 'retriesMax', 'retryBackoffMs', 'sessionTimeoutMs'],
+  pubsub: [],
+  compacted: [],
+  rpc: [],
+};
+/** Fields every processor takes. */
+const COMMON_PROCESSOR_FIELDS = ['name', 'pattern', 'module', 'inputs', 'outputs', 'codec', 'settings'];
+/** Input and output counts per pattern: [inputs min, inputs max, outputs min, outputs max]. */
+const PATTERN_TOPICS: Readonly<Record<string, readonly [number, number, number, number]>> = {
+  durable: [1, Infinity, 0, Infinity],
+  'state-and-event': [1, 1, 0, Infinity],
+  pubsub: [1, 1, 0, 0],
+  compacted: [1, 1, 0, 0],
+  rpc: [1, 1, 1, 1],
+};
+const WHAT_TOPICS: Readonly<Record<string, string>> = {
+  durable: 'a durable processor reads one or more input topics',
+  'state-and-event': 'a state-and-event processor reads one event topic (its states are in stateTopic)',
+  pubsub: 'a pubsub processor reads one topic and writes nothing (at most once, no outputs)',
+  compacted: 'a compacted processor reads one topic and writes nothing (its map is rebuilt at each start)',
+  rpc: 'an rpc responder reads one request topic and writes one response topic (same partition numbers)',
+};
+
+/**
+ * processors[]: names unique among processors, every topic a declared queue, the pattern's topic counts and
+ * options (PATTERN_FIELDS), partition counts the pattern needs (state topic and rpc response
+ * topic at least the input's), module present, and, on the journal bus, no topic that is also
+ * a service or capture queue (the journal bus keeps its topics in its own layout under
+ * `<dataDir>/bus/`, services and capture theirs under `<dataDir>/queues/`).
+ */
+function checkProcessors(
+  root: Raw, baseDir: string, busKind: 'journal' | 'kafka',
+  queues: Map<string, { index: number; partitions: number }>, journalQueueUsers: Map<string, Segment[]>,
+  report: Report, lineOf: LineOf,
+): void {
+  const names = new Map<string, number>();
+  const known = queues.size > 0 ? `known: ${[...queues.keys()].join(', ')}` : 'no queues are defined';
+  list(root.processors).forEach((pr, i) => {
+    if (!isRecord(pr)) return;
+    const name = str(pr.name);
+    if (name !== undefined) {
+      const first = names.get(name);
+      if (first !== undefined) report(['processors', i, 'name'], `duplicate processor name "${name}" (first defined at line ${lineOf(['processors', first, 'name'])})`);
+      else names.set(name, i);
+    }
+    const pattern = str(pr.pattern);
+    const topic = (p: Segment[], queue: string): { partitions: number } | undefined => {
+      const q = queues.get(queue);
+      if (q === undefined) {
+        report(p, `unknown queue "${queue}" (${known})`);
+        return undefined;
+      }
+      const user = journalQueueUsers.get(queue);
+      if (busKind === 'journal' && user !== undefined) {
+        report(p, `queue "${queue}" is also ${formatPath(user)} (line ${lineOf(user)}); on the journal bus a processor's topics live in the bus directory (<dataDir>/bus), services' and capture's queues in <dataDir>/queues, so one queue cannot be both yet; use another queue`);
+      }
+      return q;
+    };
+    const inputs = list(pr.inputs).map((x, k) => (typeof x === 'string' ? topic(['processors', i, 'inputs', k], x) : undefined));
+    const outputs = list(pr.outputs).map((x, k) => (typeof x === 'string' ? topic(['processors', i, 'outputs', k], x) : undefined));
+    if (pattern === undefined || PATTERN_FIELDS[pattern] === undefined) return;
+    const allowed = new Set([...COMMON_PROCESSOR_FIELDS, ...PATTERN_FIELDS[pattern]!]);
+    for (const field of Object.keys(pr)) {
+      if (allowed.has(field) || !Object.values(PATTERN_FIELDS).some((f) => f.includes(field))) continue;
+      const takers = Object.entries(PATTERN_FIELDS).filter(([, f]) => f.includes(field)).map(([p]) => p);
+      report(['processors', i, field], `${field} does not apply to pattern ${pattern} (only to ${takers.join(', ')})`, 'key');
+    }
+    const [inMin, inMax, outMin, outMax] = PATTERN_TOPICS[pattern]!;
+    const nIn = list(pr.inputs).length;
+    const nOut = list(pr.outputs).length;
+    if (Array.isArray(pr.inputs) && (nIn < inMin || nIn > inMax)) report(['processors', i, 'inputs'], `lists ${nIn} topics; ${WHAT_TOPICS[pattern]}`);
+    if (nOut < outMin || nOut > outMax) report(['processors', i, pr.outputs === undefined ? 'pattern' : 'outputs'], `${pr.outputs === undefined ? 'outputs is missing' : `outputs lists ${nOut} topics`}; ${WHAT_TOPICS[pattern]}`);
+    if (pattern === 'state-and-event') {
+      const st = str(pr.stateTopic);
+      if (st === undefined) {
+        if (pr.stateTopic === undefined) report(['processors', i, 'pattern'], 'a state-and-event processor needs stateTopic (its per-key states, as many partitions as the event topic)');
+      } else {
+        const q = topic(['processors', i, 'stateTopic'], st);
+        const ev = inputs[0];
+        if (q !== undefined && ev !== undefined && q.partitions < ev.partitions) {
+          report(['processors', i, 'stateTopic'], `queue "${st}" has ${q.partitions} partitions; the state topic needs at least the event topic's ${ev.partitions} (a key's state and events share a partition number)`);
+        }
+        if (list(pr.inputs).includes(st) || list(pr.outputs).includes(st)) report(['processors', i, 'stateTopic'], `"${st}" is also an input or output of the processor; the state topic is written only with the states`);
+      }
+    }
+    if (pattern === 'durable' && typeof pr.deadLetterTopic === 'string') {
+      topic(['processors', i, 'deadLetterTopic'], pr.deadLetterTopic);
+      if (list(pr.inputs).includes(pr.deadLetterTopic)) report(['processors', i, 'deadLetterTopic'], `"${pr.deadLetterTopic}" is also an input: dead letters would be read again`);
+    }
+    if (pattern === 'rpc' && inputs[0] !== undefined && outputs[0] !== undefined && outputs[0].partitions < inputs[0].partitions) {
+      report(['processors', i, 'outputs', 0], `queue "${str(list(pr.outputs)[0])}" has ${outputs[0].partitions} partitions; an rpc response topic needs at least the request topic's ${inputs[0].partitions} (each response goes to its request's partition number)`);
+    }
+    if (busKind === 'kafka' && pr.fencing === 'member') {
+      report(['processors', i, 'fencing'], 'fencing member on a kafka bus lets a zombie member commit (kafkajs sends no KIP-447 generation): every process of the topology would need its own transactionalId; use partition (the default on kafka)');
+    }
+    const module = str(pr.module);
+    if (module !== undefined && module.length > 0) {
+      const resolved = resolveModule(module, baseDir);
+      if (!resolved.ok) report(['processors', i, 'module'], resolved.message);
+    }
   });
 }
 

@@ -27,11 +27,16 @@ export {
   DIALECT_VALUES,
   BUS_KIND_VALUES,
   SASL_MECHANISM_VALUES,
+  PROCESSOR_PATTERN_VALUES,
+  PROCESSOR_CODEC_VALUES,
 } from './topology.js';
 export type {
   Topology,
   TopologyQueue,
   TopologyService,
+  TopologyProcessor,
+  ProcessorPattern,
+  ProcessorCodec,
   TopologyServiceErrors,
   OnFailure,
   TopologyRings,

@@ -105,23 +105,24 @@ export function checkResolvedLimits(doc: unknown, baseDir: string, report: Repor
     const problem = pathProblem(path.join(TOPOLOGY_DEFAULTS.dataDirPrefix, root.name), baseDir, dataDirBytesMax);
     if (problem !== undefined) report(['name'], `the default dataDir (./data/<name>) ${problem}; set dataDir`);
   }
-  list(root.services).forEach((s, i) => {
+  // Services and processors alike: a module path and settings posted to a worker.
+  for (const section of ['services', 'processors'] as const) list(root[section]).forEach((s, i) => {
     if (!isRecord(s)) return;
     if (typeof s.module === 'string' && s.module.length > 0) {
       // The compiled twin of a .ts module (dist/...) is a few bytes longer: keep room for it.
       const problem = pathProblem(s.module, baseDir, S.pathBytesMax - 16);
-      if (problem !== undefined) report(['services', i, 'module'], problem);
+      if (problem !== undefined) report([section, i, 'module'], problem);
     }
     if (isRecord(s.settings)) {
       let bytes: number;
       try {
         bytes = Buffer.byteLength(JSON.stringify(s.settings));
       } catch (e) {
-        report(['services', i, 'settings'], `cannot be written as JSON: ${(e as Error).message}`);
+        report([section, i, 'settings'], `cannot be written as JSON: ${(e as Error).message}`);
         return;
       }
       if (bytes > S.settingsBytesMax) {
-        report(['services', i, 'settings'], `is ${bytes} bytes as JSON; the limit is ${S.settingsBytesMax}`);
+        report([section, i, 'settings'], `is ${bytes} bytes as JSON; the limit is ${S.settingsBytesMax}`);
       }
     }
   });

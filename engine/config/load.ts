@@ -13,7 +13,7 @@ import type { ConfigProblem } from './errors.js';
 import { formatPath, SourceMap } from './source-map.js';
 import type { Segment } from './source-map.js';
 import { TOPOLOGY_DEFAULTS, TOPOLOGY_SIZE_LIMITS } from './topology.js';
-import type { InputsReplay, QueueFsync, StartFrom, Topology, TopologyBus, TopologyBusSasl } from './topology.js';
+import type { InputsReplay, QueueFsync, StartFrom, Topology, TopologyBus, TopologyBusSasl, TopologyProcessor } from './topology.js';
 import { validateSchema } from './validate.js';
 
 /** Options of `loadTopology` / `parseTopology`. */
@@ -228,6 +228,7 @@ interface TopologyFile {
     inputsReplay?: InputsReplay; batchSizeMax?: number; emitDuringReplay?: boolean;
     settings?: Record<string, unknown>; errors?: Partial<Topology['services'][number]['errors']>;
   }>;
+  processors?: Array<Omit<TopologyProcessor, 'outputs' | 'group' | 'codec' | 'settings'> & Partial<Pick<TopologyProcessor, 'outputs' | 'group' | 'codec' | 'settings'>>>;
   capture?: Array<{
     name: string;
     database: DatabaseRef;
@@ -342,6 +343,19 @@ function applyDefaults(f: TopologyFile, file: string, baseDir: string): Topology
       recordBytesMax: c.recordBytesMax ?? CDC_DEFAULTS.recordBytesMax,
       errors: { ...CDC_DEFAULTS.errors, ...c.errors },
     })),
+    processors: (f.processors ?? []).map((pr): TopologyProcessor => {
+      const module = resolveModule(pr.module, baseDir);
+      if (!module.ok) throw new Error(`unreachable: module checked before defaults, ${module.message}`);
+      return {
+        ...pr,
+        module: module.file,
+        inputs: [...pr.inputs],
+        outputs: [...(pr.outputs ?? [])],
+        group: pr.group ?? pr.name,
+        codec: pr.codec ?? D.processor.codec,
+        settings: pr.settings ?? {},
+      };
+    }),
   };
   // A dead-letter queue not declared in `queues` is declared here: 1 partition, queue defaults.
   for (const s of t.services) {

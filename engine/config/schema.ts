@@ -8,7 +8,7 @@
 import { CAPTURE_OPERATIONS, ERROR_POLICY_LIMITS, KEY_UPDATE_MODES } from '../cdc/index.js';
 import {
   BROKER_PATTERN, BUS_KIND_VALUES, SASL_MECHANISM_VALUES,
-  DIALECT_VALUES, INPUTS_REPLAY_VALUES, ON_FAILURE_VALUES, PATH_PATTERN, QUEUE_FSYNC_VALUES,
+  DIALECT_VALUES, INPUTS_REPLAY_VALUES, PROCESSOR_CODEC_VALUES, PROCESSOR_FENCING_VALUES, PROCESSOR_PATTERN_VALUES, ON_FAILURE_VALUES, PATH_PATTERN, QUEUE_FSYNC_VALUES,
   QUEUE_NAME_PATTERN, SERVICE_NAME_PATTERN, STAGING_TABLE_PATTERN, START_FROM_VALUES,
   TOPOLOGY_LIMITS, TOPOLOGY_NAME_PATTERN, TOPOLOGY_SIZE_LIMITS,
 } from './topology.js';
@@ -60,6 +60,32 @@ const service = {
         deadLetterQueue: { type: 'string', pattern: QUEUE_NAME_PATTERN },
       },
     },
+  },
+};
+
+// Which options apply to which pattern is checked in checks.ts (processorProblems), which can
+// name the pattern in its message; the schema states shapes and ranges only.
+const processor = {
+  type: 'object',
+  required: ['name', 'pattern', 'module', 'inputs'],
+  additionalProperties: false,
+  properties: {
+    name: named(SERVICE_NAME_PATTERN, S.serviceNameLengthMax),
+    pattern: { enum: PROCESSOR_PATTERN_VALUES },
+    module: filePath,
+    inputs: { type: 'array', minItems: 1, maxItems: S.inputsMax, uniqueItems: true, items: queueName },
+    outputs: { type: 'array', maxItems: S.inputsMax, uniqueItems: true, items: queueName },
+    group: named('^[A-Za-z0-9._-]+$', S.serviceNameLengthMax),
+    codec: { enum: PROCESSOR_CODEC_VALUES },
+    stateTopic: queueName,
+    deadLetterTopic: queueName,
+    batchSizeMax: int(L.processorBatchSizeMax),
+    commitRecordsMax: int(L.processorCommitRecordsMax),
+    retriesMax: int(L.processorRetriesMax),
+    retryBackoffMs: int(L.processorRetryBackoffMs),
+    sessionTimeoutMs: int(L.sessionTimeoutMs),
+    fencing: { enum: PROCESSOR_FENCING_VALUES },
+    settings: { type: 'object' },
   },
 };
 
@@ -215,5 +241,6 @@ export const TOPOLOGY_SCHEMA = {
     queues: { type: 'array', maxItems: S.queuesMax, items: queue },
     services: { type: 'array', maxItems: S.servicesMax, items: service },
     capture: { type: 'array', maxItems: S.captureSourcesMax, items: captureSource },
+    processors: { type: 'array', maxItems: S.processorsMax, items: processor },
   },
 } as const;

@@ -143,6 +143,74 @@ export type TopologyBus =
       sasl?: TopologyBusSasl;
     };
 
+/** Allowed values of `processors[].pattern` (engine/patterns). */
+export const PROCESSOR_PATTERN_VALUES = ['durable', 'state-and-event', 'pubsub', 'compacted', 'rpc'] as const;
+/** One message pattern of engine/patterns. */
+export type ProcessorPattern = (typeof PROCESSOR_PATTERN_VALUES)[number];
+/** Allowed values of `processors[].codec`: engine/patterns' jsonCodec, stringCodec, bytesCodec. */
+export const PROCESSOR_CODEC_VALUES = ['json', 'string', 'bytes'] as const;
+/** How a processor's record values are decoded and encoded. */
+export type ProcessorCodec = (typeof PROCESSOR_CODEC_VALUES)[number];
+/** Allowed values of `processors[].fencing` (durable; see engine/patterns startDurable). */
+export const PROCESSOR_FENCING_VALUES = ['member', 'partition'] as const;
+
+/**
+ * A processor: one message pattern (engine/patterns) with the application's handler module, run
+ * in its own worker thread on the topology's bus. Its topics are queues of the `queues` section
+ * (their partition counts); on the journal bus they live in the bus directory
+ * `<dataDir>/bus/` (engine/bus/journal's layout), not in `<dataDir>/queues/`, so a queue a
+ * processor reads or writes cannot also be a service's or a capture source's queue there.
+ *
+ * Which fields apply to which pattern (anything else is refused at load):
+ *
+ * | field            | durable | state-and-event | pubsub | compacted | rpc (responder) |
+ * |------------------|---------|-----------------|--------|-----------|-----------------|
+ * | inputs           | >= 1    | 1 (events)      | 1      | 1         | 1 (requests)    |
+ * | outputs          | any     | any             | none   | none      | 1 (responses)   |
+ * | group            | yes     | yes             |        |           |                 |
+ * | stateTopic       |         | required        |        |           |                 |
+ * | deadLetterTopic  | yes     |                 |        |           |                 |
+ * | batchSizeMax, retriesMax, retryBackoffMs, sessionTimeoutMs | yes | yes | | |          |
+ * | commitRecordsMax, fencing | yes |             |        |           |                 |
+ */
+export interface TopologyProcessor {
+  /** Unique among processors; matches SERVICE_NAME_PATTERN. Its actor is `processor:<name>`. */
+  name: string;
+  pattern: ProcessorPattern;
+  /**
+   * Absolute path of the compiled handler module. Its default export is the processor the
+   * pattern takes (e.g. `{ onNext(records) }` for durable), or a function
+   * `(context: ProcessorContext) => processor` (sync or async) given the settings and topics.
+   */
+  module: string;
+  /** Input topics (queue names). */
+  inputs: string[];
+  /** Output topics (queue names) the handler may write; [] for pubsub and compacted. */
+  outputs: string[];
+  /** Consumer group (durable, state-and-event); default the processor's name. */
+  group: string;
+  /** Value codec of inputs, outputs and states. */
+  codec: ProcessorCodec;
+  /** state-and-event: the state topic (as many partitions as the event topic, or more). */
+  stateTopic?: string;
+  /** durable: undecodable inputs go here, once, in the batch's transaction. */
+  deadLetterTopic?: string;
+  /** durable, state-and-event: most records per poll. Default: the bus's (500). */
+  batchSizeMax?: number;
+  /** durable: most input records per transaction (group commit). Default 5000. */
+  commitRecordsMax?: number;
+  /** durable, state-and-event: retries of a failed batch in a row. Default 10. */
+  retriesMax?: number;
+  /** durable, state-and-event: wait before a retry, ms. Default 50. */
+  retryBackoffMs?: number;
+  /** durable, state-and-event: consumer group session timeout, ms. Default the bus's (10000). */
+  sessionTimeoutMs?: number;
+  /** durable: who fences a zombie; default 'partition' on kafka, 'member' on the journal. */
+  fencing?: (typeof PROCESSOR_FENCING_VALUES)[number];
+  /** Free-form, given to a handler factory. */
+  settings: Record<string, unknown>;
+}
+
 /** A validated topology with every default applied and every path absolute. */
 export interface Topology {
   /** Matches TOPOLOGY_NAME_PATTERN. */
@@ -159,6 +227,8 @@ export interface Topology {
   services: TopologyService[];
   /** Capture sources, in engine/cdc's shape; sqlite files are absolute. */
   capture: CaptureSource[];
+  /** Message-pattern processors on the topology's bus (default []). */
+  processors: TopologyProcessor[];
 }
 
 /**
@@ -198,6 +268,11 @@ export interface Topology {
  * | capture[].tables[].suppressNoopUpdates | true (CDC_DEFAULTS)            |       |
  * | capture[].tables[].columns             | absent = every column          |       |
  * | capture[].tables[].key                 | absent = the primary key       |       |
+ * | processors[].outputs                   | []                             |       |
+ * | processors[].group                     | the processor's name           |       |
+ * | processors[].codec                     | json                           |       |
+ * | processors[].settings                  | {}                             |       |
+ * | processors[] pattern options           | absent = engine/patterns' PATTERN_DEFAULTS |  |
  */
 export const TOPOLOGY_DEFAULTS = deepFreeze({
   dataDirPrefix: './data',
@@ -213,6 +288,7 @@ export const TOPOLOGY_DEFAULTS = deepFreeze({
   serviceErrors: { retriesMax: 2, retryBackoffMs: 10, onFailure: 'dead-letter' as OnFailure },
   capture: { pumps: 1, batchSizeMax: 500, pollIntervalMs: 10, stagingTable: 'sluice_staging' },
   captureTable: { suppressNoopUpdates: CDC_DEFAULTS.suppressNoopUpdates as boolean },
+  processor: { codec: 'json' as ProcessorCodec },
 });
 
 /** Inclusive [min, max] bounds of every numeric topology field. */
@@ -239,6 +315,13 @@ export const TOPOLOGY_LIMITS = deepFreeze({
   pollIntervalMs: [0, 3_600_000],
   busyTimeoutMs: [0, 3_600_000],
   recordBytesMax: [1, CDC_DEFAULTS.recordBytesMax],
+  /** Processor poll size; the bus caps a poll at its pollRecordsMax anyway. */
+  processorBatchSizeMax: [1, 1 << 16],
+  processorCommitRecordsMax: [1, 1 << 20],
+  processorRetriesMax: [0, 1000],
+  processorRetryBackoffMs: [0, 3_600_000],
+  /** Kafka brokers accept group.min/max.session.timeout.ms of 6 s / 30 min by default. */
+  sessionTimeoutMs: [1, 3_600_000],
 } as const);
 
 /**
@@ -268,6 +351,7 @@ export const TOPOLOGY_LIMITS = deepFreeze({
  * | servicesMax              | 256     | each runs in its own worker thread                       |
  * | inputsMax                | 64      | queues one service reads                                 |
  * | captureSourcesMax        | 64      |                                                          |
+ * | processorsMax            | 256     | each runs in its own worker thread                       |
  * | tablesMax                | 1024    | captured tables of one source                            |
  * | columnsMax               | 1600    | PostgreSQL's column limit per table                      |
  */
@@ -292,6 +376,7 @@ export const TOPOLOGY_SIZE_LIMITS = deepFreeze({
   servicesMax: 256,
   inputsMax: 64,
   captureSourcesMax: 64,
+  processorsMax: 256,
   tablesMax: 1024,
   columnsMax: 1600,
 } as const);

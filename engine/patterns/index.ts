@@ -17,3 +17,4 @@ export { startPubSub, type PubSubOptions, type PubSubProcessor } from './pubsub.
 export { startCompacted, type CompactedOptions, type CompactedProcessor } from './compacted.js'
 export { startStateAndEvent, type StateAndEventListener, type StateAndEventOptions, type StateAndEventProcessor, type StateAndEventResult } from './state-and-event.js'
 export { RPC_TIMEOUT_MS_DEFAULT, RpcConnectionError, RpcRemoteError, RpcTimeoutError, startRpcResponder, startRpcSender, type RpcProcessor, type RpcResponderOptions, type RpcSender, type RpcSenderOptions } from './rpc.js'
+export type { ProcessorContext } from './processor.js'

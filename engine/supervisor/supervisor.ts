@@ -12,7 +12,7 @@
  * within period = restartWindowMs) with the backoff of Akka's BackoffSupervisor.
  */
 import { EventEmitter } from 'node:events';
-import { Worker } from 'node:worker_threads';
+import { Worker, type MessagePort } from 'node:worker_threads';
 import {
   Command,
   Control,
@@ -37,6 +37,11 @@ export interface ActorSpec<D = unknown> {
   shared?: Record<string, SharedArrayBuffer>;
   /** Drain order inside the group: lower drains (and must finish) first. Default 0. */
   drainOrder?: number;
+  /**
+   * MessagePorts handed to the actor (transferred: they belong to this launch only; a restart
+   * makes new ones in the group's start), e.g. a processor's connection to the topology's bus.
+   */
+  ports?: Record<string, MessagePort>;
 }
 
 /** Handle to a launched actor, for the group's start protocol. */
@@ -413,9 +418,10 @@ export class Supervisor extends EventEmitter {
       counters,
       control: controlSab,
       shared: spec.shared ?? {},
+      ports: spec.ports ?? {},
       restarts: g.restarts,
     };
-    const worker = new Worker(spec.module, { workerData: wd, stdout: false, stderr: false });
+    const worker = new Worker(spec.module, { workerData: wd, stdout: false, stderr: false, transferList: Object.values(spec.ports ?? {}) });
     let exitResolve!: (code: number) => void;
     const control = new Control(controlSab);
     control.setLogLevel(this.logLevel(spec.name));

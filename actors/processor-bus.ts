@@ -12,7 +12,7 @@
  * handed to the embedding application (RunningTopology.bus).
  */
 import { MessageChannel, type MessagePort } from 'node:worker_threads';
-import { createJournalBus, createKafkaBus, serveBus, type BusBackend, type BusServing, type TopicSpec } from '../engine/bus/index.js';
+import { createJournalBus, createKafkaBus, kafkaBusOptionsOf, serveBus, type BusBackend, type BusServing, type TopicSpec } from '../engine/bus/index.js';
 import type { Topology } from '../engine/config/index.js';
 import { busDir } from './plan.js';
 
@@ -59,7 +59,7 @@ export interface TopologyBusHost {
 export async function openTopologyBus(topology: Topology): Promise<TopologyBusHost> {
   const topics = processorTopics(topology);
   if (topology.bus.kind === 'kafka') {
-    const bus = createKafkaBus({ brokers: topology.bus.brokers, clientId: topology.bus.clientId });
+    const bus = createKafkaBus(kafkaBusOptionsOf(topology.bus));
     try {
       await bus.createTopics(topics);
     } catch (e) {

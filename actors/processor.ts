@@ -14,7 +14,7 @@
  */
 import { pathToFileURL } from 'node:url'
 import { runActor, Counter } from '../engine/actor/index.js'
-import { connectBus, createKafkaBus, type BusBackend, type ProducerRecord } from '../engine/bus/index.js'
+import { connectBus, createKafkaBus, kafkaBusOptionsOf, type BusBackend, type ProducerRecord } from '../engine/bus/index.js'
 import {
   bytesCodec, jsonCodec, startCompacted, startDurable, startPubSub, startRpcResponder, startStateAndEvent, stringCodec,
   type Codec, type ProcessorContext, type Subscription,
@@ -177,7 +177,7 @@ runActor<ProcessorData>(async (ctx) => {
   const d = ctx.data
   const p = d.processor
   const bus: BusBackend = d.bus.kind === 'kafka'
-    ? createKafkaBus({ brokers: d.bus.brokers, clientId: `${d.bus.clientId}-${p.name}` })
+    ? createKafkaBus(kafkaBusOptionsOf(d.bus, p.name))
     : connectBus(ctx.port(PROCESSOR_PORTS.bus), 'journal')
   const c = ctx.counters
   let running: Running | null = null

@@ -297,9 +297,6 @@ export function checkReferences(doc: unknown, baseDir: string, report: Report, l
   });
 
   const busKind = isRecord(root.bus) && root.bus.kind === 'kafka' ? 'kafka' : 'journal';
-  if (busKind === 'kafka' && list(root.processors).length > 0 && isRecord(root.bus) && (root.bus.tls !== undefined || root.bus.sasl !== undefined)) {
-    report(['bus', root.bus.tls !== undefined ? 'tls' : 'sasl'], 'processors cannot use a kafka bus with tls or sasl yet (engine/bus/kafka connects in plaintext without authentication); remove it or the processors');
-  }
   checkProcessors(root, baseDir, busKind, queues, journalQueueUsers, report, lineOf);
 }
 

@@ -10,7 +10,7 @@
 import { Supervisor, type StopResult, type RestartEvent } from './engine/supervisor/index.js';
 import { ConfigError, problemAt, type Topology } from './engine/config/index.js';
 import { planTopology, checkServiceModules, serviceWarnings, type TopologyPlan } from './actors/index.js';
-import { CaptureTableError, openStaging, type ParkedChange, type ParkedSelection, type StagingClient } from './engine/cdc/index.js';
+import { CaptureTableError, installLoads, openStaging, type ParkedChange, type ParkedSelection, type StagingClient } from './engine/cdc/index.js';
 import { acquireAppenderLock, JournalLockedError, type AppenderLock } from './engine/journal/index.js';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -188,6 +188,8 @@ export async function installCapture(topology: Topology): Promise<void> {
     const staging = await openSource(topology, i);
     try {
       await staging.install();
+      // Tables with initialLoad: true get their load requested (once; sluice snapshot redoes one).
+      await installLoads(staging);
     } catch (err) {
       const k = err instanceof CaptureTableError ? source.tables.findIndex((t) => t.table === err.table) : -1;
       if (!(err instanceof CaptureTableError) || k < 0) throw err;

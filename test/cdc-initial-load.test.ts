@@ -1,0 +1,217 @@
+/**
+ * Initial load (issue 10 item 6; engine/cdc/initial-load.ts): a table's existing rows are
+ * delivered as read events in key chunks while writers update, insert and delete the same rows;
+ * a consumer that keeps a table from the events (read/insert/update: the after image; delete:
+ * gone) ends equal to the database. Two pumps, each with its own in-memory sink, per dialect.
+ * PostgreSQL's writers are the real pgbench running a custom script on the loaded rows.
+ *
+ * Rows: SLUICE_LOAD_ROWS (default 100,000 on PostgreSQL, 20,000 on SQLite and MariaDB; the
+ * 1,000,000-row run is `npm run test:initial-load-1e6`).
+ */
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { spawn, type ChildProcess } from 'node:child_process';
+import {
+  openStaging, PumpCore, installLoads, readLoadProgress, requestLoad, CaptureTableError, type StagedChange, type StagingClient,
+} from '../engine/cdc/index.js';
+import { createAppDb, memorySink, sourceFor, sleepMs, PG_URL, type AppDb, type Dialect, type MemorySink } from './cdc-helpers.js';
+
+const ROWS_ENV = Number(process.env.SLUICE_LOAD_ROWS ?? 0);
+const rowsFor = (d: Dialect) => (ROWS_ENV > 0 ? ROWS_ENV : d === 'postgres' ? 100_000 : 20_000);
+const PREFIX = 'initload_';
+
+export const ITEMS_DDL: Record<Dialect, string> = {
+  sqlite: 'CREATE TABLE items (id INTEGER PRIMARY KEY, n INTEGER NOT NULL, note TEXT)',
+  postgres: 'CREATE TABLE items (id bigint PRIMARY KEY, n bigint NOT NULL, note text)',
+  mariadb: 'CREATE TABLE items (id bigint PRIMARY KEY, n bigint NOT NULL, note varchar(40)) ENGINE=InnoDB',
+};
+
+/** Fills items with ids 1..rows, n = id, note 'v0'. */
+export async function fillItems(app: AppDb, rows: number): Promise<void> {
+  if (app.dialect === 'postgres') {
+    await app.exec(`INSERT INTO items SELECT g, g, 'v0' FROM generate_series(1, ${rows}) g`);
+  } else if (app.dialect === 'mariadb') {
+    for (let from = 1; from <= rows; from += 50_000) {
+      const to = Math.min(rows, from + 49_999);
+      await app.exec(`INSERT INTO items SELECT seq, seq, 'v0' FROM seq_${from}_to_${to}`);
+    }
+  } else {
+    await app.exec(`WITH RECURSIVE g(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM g WHERE x < ${rows}) INSERT INTO items SELECT x, x, 'v0' FROM g`);
+  }
+}
+
+/** The database's items as the images render them: key text -> {id, n, note}. */
+export async function itemsInDb(app: AppDb): Promise<Map<string, Record<string, string | null>>> {
+  const rows = await app.query<{ id: unknown; n: unknown; note: unknown }>('SELECT id, n, note FROM items ORDER BY id');
+  return new Map(rows.map((r) => [JSON.stringify([String(r.id)]), { id: String(r.id), n: String(r.n), note: r.note === null ? null : String(r.note) }]));
+}
+
+/** A consumer keeping a table: applies one pump's events in order. Returns read events per key. */
+export function applyEvents(table: Map<string, unknown>, events: Iterable<{ op: string; key: string; after: string | null }>, reads: Map<string, number>): void {
+  for (const e of events) {
+    if (e.op === 'delete') table.delete(e.key);
+    else table.set(e.key, JSON.parse(e.after!));
+    if (e.op === 'read') reads.set(e.key, (reads.get(e.key) ?? 0) + 1);
+  }
+}
+
+/** A writer loop over one connection: updates (most), inserts of new ids and deletes. */
+function writerLoop(app: AppDb, rows: number, seed: number, stop: { now: boolean }): Promise<number> {
+  let x = seed * 7919 + 1;
+  const rnd = (n: number) => { x = (x * 1103515245 + 12345) % 2147483648; return 1 + (x % n); };
+  return (async () => {
+    let n = 0;
+    while (!stop.now) {
+      const k = rnd(100);
+      const id = rnd(rows);
+      if (k <= 90) await app.exec(`UPDATE items SET n = n + ${rnd(9)}, note = 'w${seed}-${n}' WHERE id = ${id}`);
+      else if (k <= 95) await app.exec(`DELETE FROM items WHERE id = ${id}`);
+      else await app.exec(`INSERT INTO items (id, n, note) VALUES (${rows + seed * 1_000_000 + n}, 1, 'new')`);
+      n++;
+      if (app.dialect === 'sqlite') await sleepMs(0);
+    }
+    return n;
+  })();
+}
+
+/** pgbench -c 4 with a TPC-B-like update of the loaded rows (runs until killed). */
+function pgbench(app: AppDb, rows: number, dir: string): ChildProcess {
+  const script = path.join(dir, 'update.sql');
+  fs.writeFileSync(script, `\\set aid random(1, ${rows})\n\\set delta random(-5000, 5000)\nUPDATE items SET n = n + :delta WHERE id = :aid;\n`);
+  const ref = app.ref as { schema: string };
+  const u = new URL(PG_URL);
+  return spawn('pgbench', ['-n', '-c', '4', '-j', '2', '-T', '600', '-f', script, '-h', u.hostname, '-p', u.port || '5432', '-U', u.username || 'postgres', u.pathname.slice(1)], {
+    env: { ...process.env, PGOPTIONS: `-c search_path=${ref.schema}` }, stdio: 'ignore',
+  });
+}
+
+async function loadsDone(staging: StagingClient): Promise<boolean> {
+  const p = await readLoadProgress(staging);
+  return p.length > 0 && p.every((r) => r.done);
+}
+
+for (const dialect of ['sqlite', 'postgres', 'mariadb'] as const) {
+  test(`${dialect}: initial load of ${rowsFor(dialect)} rows under concurrent writes: the consumer's table equals the database's`, async () => {
+    const rows = rowsFor(dialect);
+    const app = await createAppDb(dialect, PREFIX);
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), `${PREFIX}`));
+    const clients: StagingClient[] = [];
+    const writers: AppDb[] = [];
+    let bench: ChildProcess | null = null;
+    try {
+      await app.exec(ITEMS_DDL[dialect]);
+      await fillItems(app, rows);
+      const source = sourceFor(app, [{ table: 'items', initialLoad: true, target: 'items' }], { pumps: 2, batchSizeMax: 500 });
+      const admin = await openStaging(source);
+      clients.push(admin);
+      await admin.install();
+      assert.equal(await installLoads(admin), ['items']);
+      // A second install does not request it again.
+      assert.equal(await installLoads(admin), []);
+
+      const stop = { now: false };
+      const writing: Promise<number>[] = [];
+      if (dialect === 'postgres') bench = pgbench(app, rows, dir);
+      else {
+        for (let w = 0; w < (dialect === 'sqlite' ? 1 : 3); w++) {
+          const c = await app.connect();
+          writers.push(c);
+          writing.push(writerLoop(c, rows, w + 1, stop));
+        }
+      }
+      const sinks: MemorySink[] = [];
+      const cores: PumpCore[] = [];
+      for (let pump = 0; pump < 2; pump++) {
+        const s = await openStaging(source);
+        clients.push(s);
+        const sink = memorySink();
+        sinks.push(sink);
+        const core = new PumpCore({ staging: s, sink, pump, pumps: 2, batchSizeMax: 500 });
+        await core.start();
+        cores.push(core);
+      }
+      const pumping = { now: true };
+      const loops = cores.map(async (core) => {
+        while (pumping.now) if ((await core.runCycle()) === 0) await sleepMs(5);
+      });
+      const t0 = Date.now();
+      while (!(await loadsDone(admin))) await sleepMs(100);
+      const loadMs = Date.now() - t0;
+      // Writes go on a little after the load, then stop; the pumps drain.
+      await sleepMs(300);
+      stop.now = true;
+      if (bench) bench.kill('SIGTERM');
+      const written = (await Promise.all(writing)).reduce((a, b) => a + b, 0);
+      if (bench) await new Promise((r) => bench!.once('exit', r));
+      while ((await admin.stagedCount()) > 0) await sleepMs(20);
+      pumping.now = false;
+      await Promise.all(loops);
+
+      const table = new Map<string, unknown>();
+      const reads = new Map<string, number>();
+      for (const sink of sinks) applyEvents(table, sink.changes, reads);
+      const db = await itemsInDb(app);
+      assert.is(table.size, db.size, 'rows in the consumer vs the database');
+      for (const [k, v] of db) assert.equal(table.get(k), v, `row ${k}`);
+      const loaded = cores.reduce((a, c) => a + c.stats.loaded, 0);
+      const changes = sinks.reduce((a, s) => a + s.changes.filter((c: StagedChange) => c.op !== 'read').length, 0);
+      for (const [k, n] of reads) assert.is(n, 1, `key ${k} read ${n} times`);
+      // Rows inserted during the load past the cursor are read too; rows changed before their chunk is read still are.
+      assert.ok(loaded > rows * 0.5 && loaded <= rows + written, `read events ${loaded} of ${rows} rows`);
+      assert.ok(changes > 0, 'live changes were shipped during the load');
+      const progress = await readLoadProgress(admin);
+      assert.is(progress.reduce((a, p) => a + p.emitted, 0), loaded);
+      for (const p of progress) assert.ok(p.done && p.scanned >= rows * 0.9, `pump ${p.pump} scanned ${p.scanned} rows`);
+      console.log(`  ${dialect}: ${rows} rows loaded in ${loadMs} ms (${Math.round(rows / (loadMs / 1000))} rows/s), ${loaded} read events, ${changes} live changes${written ? ` (${written} writes)` : ''}`);
+    } finally {
+      if (bench && bench.exitCode === null) bench.kill('SIGKILL');
+      for (const w of writers) await w.close().catch(() => undefined);
+      for (const c of clients) await c.close().catch(() => undefined);
+      fs.rmSync(dir, { recursive: true, force: true });
+      await app.destroy();
+    }
+  });
+}
+
+test('sqlite: initialLoad of a table without a primary key is refused at field initialLoad; a unique NOT NULL key is used', async () => {
+  const app = await createAppDb('sqlite', PREFIX);
+  try {
+    await app.exec('CREATE TABLE bare (code TEXT, n INTEGER)');
+    await app.exec('CREATE TABLE coded (code TEXT NOT NULL UNIQUE, n INTEGER)');
+    await app.exec(`INSERT INTO coded VALUES ('b', 2), ('a', 1), ('c', 3)`);
+    const bare = await openStaging(sourceFor(app, [{ table: 'bare', key: ['code'], initialLoad: true, target: 'x' }]));
+    try {
+      await bare.install();
+      const err = await installLoads(bare).catch((e: unknown) => e);
+      assert.instance(err, CaptureTableError);
+      assert.is((err as CaptureTableError).field, 'initialLoad');
+      assert.match((err as Error).message, 'initialLoad: the table has no primary key');
+    } finally {
+      await bare.close();
+    }
+    const source = sourceFor(app, [{ table: 'coded', key: ['code'], initialLoad: true, target: 'x' }]);
+    const coded = await openStaging(source);
+    try {
+      await coded.install();
+      assert.equal(await installLoads(coded), ['coded']);
+      const sink = memorySink();
+      const core = new PumpCore({ staging: coded, sink, pump: 0, pumps: 1, batchSizeMax: 10, loadChunkRows: 2 });
+      await core.start();
+      while (!(await loadsDone(coded))) await core.runCycle();
+      assert.equal(sink.changes.map((c) => [c.op, c.key]), [['read', '["a"]'], ['read', '["b"]'], ['read', '["c"]']]);
+      // sluice snapshot: a new request starts over.
+      assert.is(await requestLoad(coded, 'coded'), 3);
+      while (!(await loadsDone(coded))) await core.runCycle();
+      assert.is(sink.changes.length, 6);
+    } finally {
+      await coded.close();
+    }
+  } finally {
+    await app.destroy();
+  }
+});
+
+test.run();

@@ -10,7 +10,7 @@
 import { Supervisor, type StopResult, type RestartEvent } from './engine/supervisor/index.js';
 import { ConfigError, problemAt, type Topology } from './engine/config/index.js';
 import { planTopology, checkServiceModules, serviceWarnings, type TopologyPlan } from './actors/index.js';
-import { CaptureTableError, installLoads, openStaging, type ParkedChange, type ParkedSelection, type StagingClient } from './engine/cdc/index.js';
+import { CaptureTableError, checkLoads, installLoads, openStaging, type ParkedChange, type ParkedSelection, type StagingClient } from './engine/cdc/index.js';
 import { acquireAppenderLock, JournalLockedError, type AppenderLock } from './engine/journal/index.js';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -187,6 +187,7 @@ export async function installCapture(topology: Topology): Promise<void> {
   for (const [i, source] of topology.capture.entries()) {
     const staging = await openSource(topology, i);
     try {
+      await checkLoads(staging);
       await staging.install();
       // Tables with initialLoad: true get their load requested (once; sluice snapshot redoes one).
       await installLoads(staging);

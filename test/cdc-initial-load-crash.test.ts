@@ -20,7 +20,7 @@ import { createAppDb, sleepMs, type AppDb, type Dialect } from './cdc-helpers.js
 import { ITEMS_DDL, fillItems, itemsInDb, applyEvents } from './initial-load-helpers.js';
 
 const child = new URL('./initial-load.child.js', import.meta.url).pathname;
-const KILLS = 6;
+const KILLS = 5;
 const PUMPS = 2;
 const rowsFor = (d: Dialect) => Number(process.env.SLUICE_LOAD_CRASH_ROWS ?? (d === 'mariadb' ? 10_000 : 20_000));
 

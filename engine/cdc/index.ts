@@ -90,7 +90,7 @@ export {
 export { parseMariaDbUrl, MARIADB_TRUNCATE_REFUSAL } from './mariadb-url.js';
 export { PumpCore, PUMP_FAULT_ENV, RecordRefusedError } from './pump.js';
 export {
-  PumpLoader, installLoads, requestLoad, readLoadProgress, loadTableDdl, chunkKeyOf,
+  PumpLoader, checkLoads, installLoads, requestLoad, readLoadProgress, loadTableDdl, chunkKeyOf,
 } from './initial-load.js';
 export type { LoadHooks, LoadProgress, LoadQuery, LoadRead, LoadTable, LoadTask } from './initial-load.js';
 export type { PumpFault, PumpOptions, PumpSink, PumpStats } from './pump.js';

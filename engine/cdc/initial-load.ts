@@ -314,6 +314,15 @@ export async function installLoads(staging: LoadCapable, nowMs = Date.now()): Pr
   return requested;
 }
 
+/**
+ * Checks that every table with `initialLoad: true` can be read in chunks, before install
+ * creates anything. @throws CaptureTableError (field `initialLoad` or `table`) otherwise.
+ */
+export async function checkLoads(staging: LoadCapable): Promise<void> {
+  if (staging.load === undefined) return;
+  for (const t of staging.source.tables) if (t.initialLoad === true) await staging.load.resolveLoad(t);
+}
+
 /** A query failed because the load table does not exist (all three dialects). */
 export function isMissingTable(err: unknown): boolean {
   const e = err as { code?: unknown; errno?: unknown; message?: unknown };

@@ -335,7 +335,7 @@ function applyDefaults(f: TopologyFile, file: string, baseDir: string): Topology
         target: t.target,
         suppressNoopUpdates: t.suppressNoopUpdates ?? D.captureTable.suppressNoopUpdates,
         keyUpdate: t.keyUpdate ?? CDC_DEFAULTS.keyUpdate,
-        initialLoad: t.initialLoad ?? false,
+        ...(t.initialLoad !== undefined ? { initialLoad: t.initialLoad } : {}),
       })),
       pumps: c.pumps ?? D.capture.pumps,
       batchSizeMax: c.batchSizeMax ?? D.capture.batchSizeMax,

@@ -198,7 +198,7 @@ export interface Topology {
  * | capture[].tables[].suppressNoopUpdates | true (CDC_DEFAULTS)            |       |
  * | capture[].tables[].columns             | absent = every column          |       |
  * | capture[].tables[].key                 | absent = the primary key       |       |
- * | capture[].tables[].initialLoad         | false                          |       |
+ * | capture[].tables[].initialLoad         | absent = false (no load)       |       |
  */
 export const TOPOLOGY_DEFAULTS = deepFreeze({
   dataDirPrefix: './data',

@@ -19,6 +19,7 @@ import {
   openStaging, PumpCore, installLoads, readLoadProgress, requestLoad, CaptureTableError, type StagedChange, type StagingClient,
 } from '../engine/cdc/index.js';
 import { createAppDb, memorySink, sourceFor, sleepMs, PG_URL, type AppDb, type Dialect, type MemorySink } from './cdc-helpers.js';
+import { parseTopology, ConfigError } from '../engine/config/index.js';
 import { ITEMS_DDL, fillItems, itemsInDb, applyEvents } from './initial-load-helpers.js';
 
 const ROWS_ENV = Number(process.env.SLUICE_LOAD_ROWS ?? 0);
@@ -188,6 +189,19 @@ test('sqlite: initialLoad of a table without a primary key is refused at field i
   } finally {
     await app.destroy();
   }
+});
+
+test('initialLoad with key transactionId is refused at load, at the initialLoad field; a non-boolean too', () => {
+  const yaml = (extra: string) => [
+    'name: t', 'queues:', '  - { name: q }', 'capture:', '  - name: app',
+    '    database: { dialect: postgres, url: "postgres://x@127.0.0.1/db" }', '    tables:',
+    `      - { table: items, operations: [insert], target: q, ${extra} }`, '',
+  ].join('\n');
+  const err = (() => { try { parseTopology(yaml('key: transactionId, initialLoad: true'), 't.yaml'); } catch (e) { return e; } return null; })();
+  assert.instance(err, ConfigError);
+  assert.match((err as Error).message, /^t\.yaml:8:\d+: capture\[0\]\.tables\[0\]\.initialLoad: needs a key that names the row/m);
+  assert.throws(() => parseTopology(yaml('initialLoad: "yes"'), 't.yaml'), /initialLoad/);
+  assert.is(parseTopology(yaml('initialLoad: true'), 't.yaml').capture[0]!.tables[0]!.initialLoad, true);
 });
 
 test.run();

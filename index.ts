@@ -11,7 +11,7 @@ import { Supervisor, type StopResult, type RestartEvent } from './engine/supervi
 import { ConfigError, problemAt, type Topology } from './engine/config/index.js';
 import { planTopology, checkServiceModules, checkProcessorModules, serviceWarnings, openTopologyBus, type TopologyPlan, type TopologyBusHost } from './actors/index.js';
 import type { BusBackend } from './engine/bus/index.js';
-import { CaptureTableError, openStaging, type ParkedChange, type ParkedSelection, type StagingClient } from './engine/cdc/index.js';
+import { CaptureTableError, checkLoads, installLoads, openStaging, type ParkedChange, type ParkedSelection, type StagingClient } from './engine/cdc/index.js';
 import { acquireAppenderLock, JournalLockedError, type AppenderLock } from './engine/journal/index.js';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -204,7 +204,10 @@ export async function installCapture(topology: Topology): Promise<void> {
   for (const [i, source] of topology.capture.entries()) {
     const staging = await openSource(topology, i);
     try {
+      await checkLoads(staging);
       await staging.install();
+      // Tables with initialLoad: true get their load requested (once; sluice snapshot redoes one).
+      await installLoads(staging);
     } catch (err) {
       const k = err instanceof CaptureTableError ? source.tables.findIndex((t) => t.table === err.table) : -1;
       if (!(err instanceof CaptureTableError) || k < 0) throw err;

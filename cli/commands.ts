@@ -9,6 +9,7 @@
  *   sluice tail <topology.yaml> <queue>          print a queue's records as JSON lines
  *   sluice dlq list|replay|purge <topology.yaml> <queue>   read, re-inject, remove dead letters
  *   sluice errors list|requeue|purge <topology.yaml> [ids...]   the capture error table
+ *   sluice snapshot <topology.yaml> <source> <table>   initial load of a captured table (snapshot-command.ts)
  *   sluice status --http URL                     a running topology's actors (ops-commands.ts)
  *   sluice log-level --http URL [level]          show or change its log levels
  * Errors print one line (`sluice: ...`, commander's `error: ...` for usage, or the config
@@ -52,6 +53,7 @@ import { ReplayProgress } from './replay-progress.js';
 import { onStopSignal } from './signals.js';
 import { addOpsCommands, parseHttpAddress } from './ops-commands.js';
 import { addBenchCommand } from './bench-command.js';
+import { addSnapshotCommand } from './snapshot-command.js';
 import { LOG_FORMATS, packageVersion, type LogFormat } from '../ops/index.js';
 
 const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
@@ -408,6 +410,7 @@ errors
     console.log(`purged ${plural(n, 'change')}`);
   });
 
+addSnapshotCommand(program);
 addOpsCommands(program, intOption);
 addBenchCommand(program, intOption);
 

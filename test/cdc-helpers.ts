@@ -39,9 +39,10 @@ export interface AppDb {
   destroy(): Promise<void>;
 }
 
-export async function createAppDb(dialect: Dialect): Promise<AppDb> {
-  if (dialect === 'mariadb') return createMariaAppDb();
-  return dialect === 'sqlite' ? createSqliteAppDb() : createPgAppDb();
+/** A fresh database of `dialect`; `prefix` starts its schema / database name (random suffix). */
+export async function createAppDb(dialect: Dialect, prefix = 'sluice_cdc_'): Promise<AppDb> {
+  if (dialect === 'mariadb') return createMariaAppDb(prefix);
+  return dialect === 'sqlite' ? createSqliteAppDb() : createPgAppDb(prefix);
 }
 
 function sqliteAppDb(file: string, cleanup: () => void): AppDb {
@@ -82,8 +83,8 @@ async function pgAppDb(schema: string, cleanup: (() => Promise<void>) | null): P
   return self;
 }
 
-async function createPgAppDb(): Promise<AppDb> {
-  const schema = `sluice_cdc_${randomBytes(6).toString('hex')}`;
+async function createPgAppDb(prefix: string): Promise<AppDb> {
+  const schema = `${prefix}${randomBytes(6).toString('hex')}`;
   const admin = new pg.Client({ connectionString: PG_URL });
   await admin.connect();
   await admin.query(`CREATE SCHEMA "${schema}"`);

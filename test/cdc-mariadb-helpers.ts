@@ -39,8 +39,8 @@ async function mariaAppDb(database: string, cleanup: (() => Promise<void>) | nul
 }
 
 /** A fresh database `sluice_cdc_<hex>` and a writer connection to it. */
-export async function createMariaAppDb(): Promise<AppDb> {
-  const database = `sluice_cdc_${randomBytes(6).toString('hex')}`;
+export async function createMariaAppDb(prefix = 'sluice_cdc_'): Promise<AppDb> {
+  const database = `${prefix}${randomBytes(6).toString('hex')}`;
   const admin = await mysql.createConnection(mariaDbOptions());
   await admin.query(`CREATE DATABASE \`${database}\` CHARACTER SET utf8mb4`);
   await admin.end();

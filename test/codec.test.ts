@@ -224,7 +224,7 @@ test('a Change inside an envelope inside a SharedArrayBuffer decodes in place at
 
 test('encodeChange and decodeChange reject bad input with a precise message', () => {
   assert.throws(() => encodeChange({ ...sampleChange, op: 'upsert' as 'insert' }),
-    /change op must be insert\|update\|delete\|truncate, op=upsert/);
+    /change op must be insert\|update\|delete\|truncate\|read, op=upsert/);
   assert.throws(() => encodeChange({ ...sampleChange, txid: 42 as unknown as string }),
     /change txid must be a string, txid=42/);
   assert.throws(() => decodeChange(new Uint8Array(4)), /Change must be at least 8 bytes, length=4/);

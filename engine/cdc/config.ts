@@ -39,6 +39,10 @@ export const CAPTURE_OPERATIONS: readonly CaptureOperation[] = ['insert', 'updat
  *   key and a later insert of the old key comes after that delete. 'update': one update event
  *   under the new key whose before image holds the old key's values (old behaviour; it travels
  *   on the new key's pump only, unordered against the old key's changes).
+ * - `initialLoad`: default false. true: `install` requests the table's initial load (once per
+ *   install of its staging): the pumps deliver every existing row as a `read` event, in
+ *   primary-key chunks, interleaved with the live changes in order (engine/cdc/initial-load.ts).
+ *   Needs a primary key (or a unique NOT NULL `key: [columns]`); refused with key transactionId.
  */
 export interface CaptureTable {
   table: string;
@@ -49,6 +53,7 @@ export interface CaptureTable {
   target: string;
   suppressNoopUpdates?: boolean;
   keyUpdate?: KeyUpdateMode;
+  initialLoad?: boolean;
 }
 
 /**
@@ -224,11 +229,13 @@ export interface CaptureSource {
  *   identity; with one writer at a time one transaction's rows are contiguous in staging-id order).
  * - `timeMs`: capture time, ms since the Unix epoch (clock of the database server at trigger time).
  * - `attempts`: delayed retry rounds that failed so far (0 for a change never refused).
+ * - `op` `read`: a row of an initial load (never staged): stagingId is `r<cursor id>` (not a
+ *   staging id; never acked), before null, after the row's image.
  */
 export interface StagedChange {
   stagingId: string;
   table: string;
-  op: CaptureOperation;
+  op: CaptureOperation | 'read';
   key: string;
   keyHash: number;
   before: string | null;
@@ -278,6 +285,10 @@ export const CDC_DEFAULTS = {
   parkedRefreshMs: 1000,
   /** How often pump 0 deletes parked changes older than errors.retentionMs, ms. */
   retentionCheckMs: 60_000,
+  /** Initial load: rows of the table read per chunk (each pump keeps the ones of its keys). */
+  loadChunkRows: 2000,
+  /** Initial load: how often a pump re-reads the load table for new requests (sluice snapshot), ms. */
+  loadRefreshMs: 1000,
 } as const;
 
 /** Limits of the error policy fields, inclusive. */
@@ -381,6 +392,10 @@ export function validateCaptureSource(source: CaptureSource): CaptureSource {
         bad([`${p}.condition`, ...c.sub].join('.'), c.message);
       }
       if (typeof t?.target !== 'string' || t.target.length === 0) bad(`${p}.target`, 'must be a non-empty queue name');
+      if (t?.initialLoad !== undefined && typeof t.initialLoad !== 'boolean') bad(`${p}.initialLoad`, 'must be a boolean');
+      if (t?.initialLoad === true && t.key === 'transactionId') {
+        bad(`${p}.initialLoad`, 'needs a key that names the row (primaryKey, columns, fixed, expression or none); key transactionId orders by transaction and a read event has none');
+      }
       if (t?.keyUpdate !== undefined && !KEY_UPDATE_MODES.includes(t.keyUpdate)) {
         bad(`${p}.keyUpdate`, `must be one of ${KEY_UPDATE_MODES.join(', ')}, keyUpdate=${JSON.stringify(t.keyUpdate)}`);
       }

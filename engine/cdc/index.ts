@@ -89,6 +89,10 @@ export {
 } from './mariadb.js';
 export { parseMariaDbUrl, MARIADB_TRUNCATE_REFUSAL } from './mariadb-url.js';
 export { PumpCore, PUMP_FAULT_ENV, RecordRefusedError } from './pump.js';
+export {
+  PumpLoader, checkLoads, installLoads, requestLoad, readLoadProgress, loadTableDdl, chunkKeyOf,
+} from './initial-load.js';
+export type { LoadHooks, LoadProgress, LoadQuery, LoadRead, LoadTable, LoadTask } from './initial-load.js';
 export type { PumpFault, PumpOptions, PumpSink, PumpStats } from './pump.js';
 
 import type { CaptureSource } from './config.js';

@@ -46,6 +46,8 @@ import type { ColumnInfo, ResolvedTable } from './sql.js';
 import type {
   HeldKeys, ParkedChange, ParkedSelection, StagingClient, UninstallOptions,
 } from './staging.js';
+import { chunkKeyOf } from './initial-load.js';
+import type { LoadHooks, LoadQuery, LoadTable } from './initial-load.js';
 
 type RowOp = Exclude<CaptureOperation, 'truncate'>;
 const ROW_OPS: readonly RowOp[] = ['insert', 'update', 'delete'];
@@ -508,6 +510,8 @@ export class MariaDbStaging implements StagingClient {
   private readonly pumpsHeld = new Set<number>();
   private connectionError: Error | null = null;
   private closed = false;
+  /** Initial loads (initial-load.ts): chunks read in one consistent snapshot with the claim. */
+  readonly load: LoadHooks = this.loadHooks();
 
   constructor(source: CaptureSource) {
     validateCaptureSource(source);
@@ -609,6 +613,7 @@ export class MariaDbStaging implements StagingClient {
       if (options.dropStaging) {
         await conn.query(`DROP TABLE IF EXISTS ${this.stagingRef()}`);
         await conn.query(`DROP TABLE IF EXISTS ${this.errorsRef()}`);
+        await conn.query(`DROP TABLE IF EXISTS ${this.load.loadTable}`);
         await conn.query(`DROP FUNCTION IF EXISTS ${mariaDbHashFunctionRef(this.database, this.source.stagingTable)}`);
         await this.dropCaptureDatabaseIfOurs(conn);
       }
@@ -786,6 +791,81 @@ export class MariaDbStaging implements StagingClient {
     const [where, params] = selectionWhere(selection);
     const [res] = await conn.query<mysql.ResultSetHeader>(`DELETE FROM ${this.errorsRef()} ${where}`, params);
     return res.affectedRows;
+  }
+
+  /**
+   * The initial-load hooks: the snapshot is a REPEATABLE READ transaction started WITH
+   * CONSISTENT SNAPSHOT (the session stays READ COMMITTED otherwise). Cursor values travel as
+   * text (hex for binary keys) and are cast back to the column's type, so a BIGINT key is never
+   * compared as a double.
+   */
+  private loadHooks(): LoadHooks {
+    // eslint-disable-next-line @typescript-eslint/no-this-alias -- the getter below has its own `this`
+    const self = this;
+    const query: LoadQuery = async (sql, params = []) => {
+      const conn = await this.open();
+      const [rows] = await conn.query(sql, params);
+      return Array.isArray(rows) ? (rows as Record<string, unknown>[]) : [];
+    };
+    const family = (c: ColumnInfo) => /^[a-z]+/.exec(c.type)?.[0] ?? '';
+    const cursorOf = (c: ColumnInfo, ref: string) => (BINARY_TYPES.has(family(c)) ? `HEX(${ref})` : utf8(ref));
+    const paramOf = (c: ColumnInfo) => {
+      const f = family(c);
+      if (BINARY_TYPES.has(f)) return 'UNHEX(?)';
+      if (/int$/.test(f)) return c.type.includes('unsigned') ? 'CAST(? AS UNSIGNED)' : 'CAST(? AS SIGNED)';
+      if (f === 'decimal' || f === 'numeric') return 'CAST(? AS DECIMAL(65,30))';
+      if (f === 'float' || f === 'double' || f === 'real') return 'CAST(? AS DOUBLE)';
+      return '?';
+    };
+    return {
+      dialect: 'mariadb',
+      get loadTable(): string { return `${mariaDbIdent(self.database)}.${mariaDbIdent(`${self.source.stagingTable}_loads`)}`; },
+      param: () => '?',
+      query,
+      snapshot: async (work) => {
+        const conn = await this.open();
+        await conn.query('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ');
+        await conn.query('START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY');
+        try {
+          const out = await work(query);
+          await conn.query('COMMIT');
+          return out;
+        } catch (err) {
+          await conn.query('ROLLBACK').catch(() => undefined);
+          throw err;
+        }
+      },
+      resolveLoad: async (cfg) => {
+        const conn = await this.open();
+        const cols = (await introspectMariaDbTable(conn, this.home, cfg.table)).columns;
+        // A captured MariaDB table always has a primary key (the TRUNCATE guard references it).
+        const resolved = resolveTable(cfg, cols);
+        return { resolved, chunkKey: chunkKeyOf(resolved, cols, () => false) };
+      },
+      tableSql: (t: LoadTable) => mariaDbQualifiedTable(this.home, t.resolved.config.table),
+      chunk: (t: LoadTable, cursor: string[] | null, limit: number) => {
+        const r = t.resolved;
+        const refs = t.chunkKey.map((c) => `NEW.${mariaDbIdent(c.name)}`);
+        const params: unknown[] = [];
+        let where = '';
+        if (cursor !== null) {
+          // Expanded (a > x OR a = x AND b > y ...): MariaDB's range optimizer does not take row comparisons.
+          const ors = t.chunkKey.map((c, i) => {
+            const ands = t.chunkKey.slice(0, i).map((p, j) => {
+              params.push(cursor[j]);
+              return `${refs[j]} = ${paramOf(p)}`;
+            });
+            params.push(cursor[i]);
+            return `(${[...ands, `${refs[i]} > ${paramOf(c)}`].join(' AND ')})`;
+          });
+          where = `WHERE ${ors.join(' OR ')} `;
+        }
+        const sql = `SELECT ${mariaDbKeyText(r, 'NEW')} AS k, ${jsonObject(r.columns, (c) => mariaDbJson('NEW', c))} AS a, ` +
+          `${t.chunkKey.map((c, i) => `${cursorOf(c, refs[i]!)} AS c${i}`).join(', ')} FROM ${mariaDbQualifiedTable(this.home, r.config.table)} AS NEW ${where}` +
+          `ORDER BY ${refs.join(', ')} LIMIT ${Math.trunc(limit)}`;
+        return { sql, params };
+      },
+    };
   }
 
   private async inTransaction<T>(conn: mysql.Connection, work: () => Promise<T>): Promise<T> {

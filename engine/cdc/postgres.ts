@@ -18,6 +18,8 @@ import { keyHash } from './key-hash.js';
 import { imageColumnsOf, jsonObjectExpr, keyTextExpr, quoteIdent, quoteLiteral, resolveTable } from './sql.js';
 import type { ColumnInfo, KeyDialect, ResolvedTable } from './sql.js';
 import type { HeldKeys, ParkedChange, ParkedSelection, StagingClient, UninstallOptions } from './staging.js';
+import { chunkKeyOf } from './initial-load.js';
+import type { LoadHooks, LoadQuery, LoadTable } from './initial-load.js';
 
 /** PostgreSQL identifiers are cut at 63 bytes (NAMEDATALEN - 1). */
 const PG_NAME_BYTES_MAX = 63;
@@ -387,6 +389,8 @@ export class PgStaging implements StagingClient {
   private readonly pumpsHeld = new Set<number>();
   private connectionError: Error | null = null;
   private closed = false;
+  /** Initial loads (initial-load.ts): chunks read in one REPEATABLE READ snapshot with the claim. */
+  readonly load: LoadHooks = this.loadHooks();
 
   constructor(source: CaptureSource) {
     validateCaptureSource(source);
@@ -457,6 +461,7 @@ export class PgStaging implements StagingClient {
       if (options.dropStaging) {
         await this.client.query(`DROP TABLE IF EXISTS ${this.stagingRef(schema)}`);
         await this.client.query(`DROP TABLE IF EXISTS ${quoteIdent(schema)}.${quoteIdent(`${this.source.stagingTable}_errors`)}`);
+        await this.client.query(`DROP TABLE IF EXISTS ${this.load.loadTable}`);
         await this.client.query(`DROP FUNCTION IF EXISTS ${pgHashFunctionRef(schema, this.source.stagingTable)}(text)`);
         await this.client.query(`DROP FUNCTION IF EXISTS ${pgDynamicFunctionRef(schema, this.source.stagingTable)}(oid, text, text[], text[], anyelement, anyelement)`);
         const mark = await this.client.query<{ c: string | null }>(
@@ -659,6 +664,63 @@ export class PgStaging implements StagingClient {
       // connect failed: nothing to end
     }
     await this.client.end().catch(() => undefined);
+  }
+
+  /**
+   * The initial-load hooks: the snapshot is a REPEATABLE READ transaction with the settings the
+   * capture functions pin (SET LOCAL), so chunk images render exactly as the triggers' do.
+   */
+  private loadHooks(): LoadHooks {
+    // eslint-disable-next-line @typescript-eslint/no-this-alias -- the getter below has its own `this`
+    const self = this;
+    const query: LoadQuery = async (sql, params = []) => {
+      await this.open();
+      return (await this.client.query(sql, params)).rows as Record<string, unknown>[];
+    };
+    return {
+      dialect: 'postgres',
+      get loadTable(): string { return `${quoteIdent(pgCaptureSchema(self.source))}.${quoteIdent(`${self.source.stagingTable}_loads`)}`; },
+      param: (n) => `$${n}`,
+      query,
+      snapshot: async (work) => {
+        await this.open();
+        await this.client.query(`BEGIN ISOLATION LEVEL REPEATABLE READ; SET LOCAL TimeZone = 'UTC'; SET LOCAL DateStyle = 'ISO, YMD';
+          SET LOCAL IntervalStyle = 'iso_8601'; SET LOCAL extra_float_digits = 1; SET LOCAL bytea_output = 'hex'`);
+        try {
+          const out = await work(query);
+          await this.client.query('COMMIT');
+          return out;
+        } catch (err) {
+          await this.client.query('ROLLBACK').catch(() => undefined);
+          throw err;
+        }
+      },
+      resolveLoad: async (cfg) => {
+        await this.open();
+        const cols = await introspectPgTable(this.client, cfg.table);
+        const resolved = resolveTable(cfg, cols);
+        const names = resolved.keyStrategy.kind === 'columns' ? resolved.keyStrategy.columns.map((c) => c.name) : [];
+        const res = names.length === 0 ? { rows: [] } : await this.client.query<{ ok: boolean }>(
+          `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_index i WHERE i.indrelid = to_regclass($1) AND i.indisunique
+             AND i.indpred IS NULL AND i.indexprs IS NULL
+             AND (SELECT array_agg(a.attname::text ORDER BY a.attname) FROM pg_catalog.pg_attribute a
+                  WHERE a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)) = (SELECT array_agg(x ORDER BY x) FROM unnest($2::text[]) x))
+           AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a WHERE a.attrelid = to_regclass($1)
+             AND a.attname = ANY ($2::text[]) AND NOT a.attnotnull) AS ok`,
+          [pgQualifiedTable(cfg.table), names]);
+        return { resolved, chunkKey: chunkKeyOf(resolved, cols, () => res.rows[0]?.ok === true) };
+      },
+      tableSql: (t: LoadTable) => pgQualifiedTable(t.resolved.config.table),
+      chunk: (t: LoadTable, cursor: string[] | null, limit: number) => {
+        const r = t.resolved;
+        const keyCols = t.chunkKey.map((c) => `NEW.${quoteIdent(c.name)}`);
+        const where = cursor === null ? '' : `WHERE (${keyCols.join(', ')}) > (${cursor.map((_, i) => `$${i + 1}`).join(', ')}) `;
+        const sql = `SELECT ${keyTextExpr(r, 'NEW', PG_KEY_DIALECT)} AS k, ${jsonObjectExpr(r.columns, (c) => pgJson('NEW', c))} AS a, ` +
+          `${keyCols.map((k, i) => `${k}::text AS c${i}`).join(', ')} FROM ${pgQualifiedTable(r.config.table)} AS NEW ${where}` +
+          `ORDER BY ${keyCols.join(', ')} LIMIT ${Math.trunc(limit)}`;
+        return { sql, params: cursor ?? [] };
+      },
+    };
   }
 
   private async inTransaction(work: () => Promise<void>): Promise<void> {

@@ -30,10 +30,17 @@
  *     requeued (back into staging under its own id, so still ahead of its key's later changes)
  *     or purged; the pump re-reads the parked keys every CDC_DEFAULTS.parkedRefreshMs.
  *  6. pump 0 deletes parked changes older than errors.retentionMs (holding period).
+ *
+ * Initial loads (engine/cdc/initial-load.ts): while a table's load is requested, a cycle claims
+ * in the same read snapshot as it selects the table's next chunk, ships the claimed changes,
+ * then the chunk's rows of this pump's keys as read events (not those of held keys), acks, and
+ * stores the chunk's cursor.
  */
 import { CDC_DEFAULTS, resolveErrorPolicy } from './config.js';
 import type { CaptureErrorPolicy, StagedChange } from './config.js';
 import type { StagingClient } from './staging.js';
+import { PumpLoader } from './initial-load.js';
+import type { LoadTask } from './initial-load.js';
 
 /**
  * Thrown by a PumpSink whose target refuses the batch for its content (a record over the size
@@ -69,6 +76,7 @@ export const PUMP_FAULT_ENV = 'SLUICE_FAULT';
  * - fault: injected crash point; default process.env.SLUICE_FAULT, none when unset.
  * - errors: refusal policy; default staging.source's, resolved (CDC_DEFAULTS.errors).
  * - clock: ms since the epoch; default Date.now (tests move time).
+ * - loadChunkRows: table rows per initial-load chunk; default CDC_DEFAULTS.loadChunkRows.
  */
 export interface PumpOptions {
   staging: StagingClient;
@@ -80,6 +88,7 @@ export interface PumpOptions {
   fault?: PumpFault | null;
   errors?: CaptureErrorPolicy;
   clock?: () => number;
+  loadChunkRows?: number;
 }
 
 /** Counters of one pump, cumulative since construction. */
@@ -98,6 +107,10 @@ export interface PumpStats {
   parked: number;
   /** Parked changes deleted after errors.retentionMs. */
   expired: number;
+  /** Read events of initial loads appended. */
+  loaded: number;
+  /** Rows of initial loads the target refused (skipped, not parked: the row has no staging id). */
+  readsRefused: number;
 }
 
 /**
@@ -106,8 +119,9 @@ export interface PumpStats {
  * propagate; the pump can be retried with runCycle() (a pending ack is retried first).
  */
 export class PumpCore {
-  readonly stats: PumpStats = { shipped: 0, reconciled: 0, cycles: 0, refusals: 0, retriesDelayed: 0, parked: 0, expired: 0 };
-  private readonly opts: Required<Omit<PumpOptions, 'fault'>> & { fault: PumpFault | null };
+  readonly stats: PumpStats = { shipped: 0, reconciled: 0, cycles: 0, refusals: 0, retriesDelayed: 0, parked: 0, expired: 0, loaded: 0, readsRefused: 0 };
+  private readonly opts: Required<Omit<PumpOptions, 'fault' | 'loadChunkRows'>> & { fault: PumpFault | null };
+  private readonly loader: PumpLoader | null;
   private pendingAck: string[] | null = null;
   private started = false;
   /** Key -> next_attempt_ms of its refused head change. */
@@ -129,6 +143,8 @@ export class PumpCore {
     const fault = options.fault !== undefined ? options.fault : parseFault(process.env[PUMP_FAULT_ENV]);
     const errors = options.errors ?? resolveErrorPolicy(options.staging.source);
     this.opts = { ...options, recentIdsMax, fault, errors, clock: options.clock ?? Date.now };
+    this.loader = options.staging.load === undefined ? null
+      : new PumpLoader(options.staging, pump, pumps, options.loadChunkRows ?? CDC_DEFAULTS.loadChunkRows, this.opts.clock);
   }
 
   /** Keys this pump holds back now: refused changes waiting for a retry, and parked keys. */
@@ -141,8 +157,9 @@ export class PumpCore {
    * recentIdsMax records. Returns how many staged rows that removed. Call once before cycles.
    */
   async start(): Promise<number> {
-    const recent = this.opts.sink.recentStagingIds(this.opts.recentIdsMax);
-    const n = recent.size > 0 ? await this.opts.staging.ack([...recent]) : 0;
+    // Read events of initial loads carry no staging id ("").
+    const recent = [...this.opts.sink.recentStagingIds(this.opts.recentIdsMax)].filter((id) => /^[0-9]+$/.test(id));
+    const n = recent.length > 0 ? await this.opts.staging.ack(recent) : 0;
     this.stats.reconciled += n;
     const held = await this.opts.staging.heldKeys(this.opts.pump, this.opts.pumps);
     this.retrying = held.retrying;
@@ -167,6 +184,10 @@ export class PumpCore {
       this.pendingAck = null;
     }
     await this.housekeeping();
+    if (this.loader !== null) {
+      const task = await this.loader.current();
+      if (task !== null) return this.loadCycle(this.loader, task);
+    }
     const now = this.opts.clock();
     // Unkeyed changes (key strategy none) waiting for a retry are claimed but not shipped yet.
     const rows = (await staging.claim(pump, pumps, batchSizeMax, this.excluded()))
@@ -185,6 +206,59 @@ export class PumpCore {
     this.pendingAck = null;
     this.stats.shipped += shipped.length;
     return shipped.length;
+  }
+
+  /**
+   * A cycle with an initial load (steps in initial-load.ts): claim and chunk in one snapshot,
+   * ship the changes, then the chunk's read events, ack, store the cursor. Returns the number of
+   * changes and read events shipped.
+   */
+  private async loadCycle(loader: PumpLoader, task: LoadTask): Promise<number> {
+    const { staging, pump, pumps, batchSizeMax, fault } = this.opts;
+    const excluded = this.excluded();
+    const read = await loader.read(task, () => staging.claim(pump, pumps, batchSizeMax, excluded), batchSizeMax);
+    const now = this.opts.clock();
+    const rows = read.claimed.filter((r) => r.key !== NO_KEY || !((this.retrying.get(orderKey(r)) ?? 0) > now));
+    const blocked = new Set<string>();
+    const shipped: string[] = [];
+    if (rows.length > 0) {
+      if (fault === 'before-append') process.kill(process.pid, 'SIGKILL');
+      try {
+        await this.ship(rows, blocked, shipped);
+      } finally {
+        this.pendingAck = shipped;
+      }
+    }
+    let emitted = 0;
+    if (read.reads !== null) {
+      // A held key's refused change is still ahead of its read: it brings the row's image itself.
+      emitted = await this.shipReads(read.reads.filter((r) => !excluded.has(r.key) && !blocked.has(r.key)));
+    }
+    if (fault === 'after-append' && shipped.length + emitted > 0) process.kill(process.pid, 'SIGKILL');
+    await staging.ack(shipped);
+    this.pendingAck = null;
+    this.stats.shipped += shipped.length;
+    if (read.reads !== null) await loader.save(read, emitted);
+    this.stats.loaded += emitted;
+    return shipped.length + emitted;
+  }
+
+  /** Appends read events, halving on refusal; a single refused row is skipped and counted. */
+  private async shipReads(reads: StagedChange[]): Promise<number> {
+    if (reads.length === 0) return 0;
+    try {
+      await this.opts.sink.appendBatch(reads);
+      return reads.length;
+    } catch (err) {
+      if (!(err instanceof RecordRefusedError)) throw err;
+      this.stats.refusals++;
+      if (reads.length === 1) {
+        this.stats.readsRefused++;
+        return 0;
+      }
+      const mid = reads.length >>> 1;
+      return (await this.shipReads(reads.slice(0, mid))) + (await this.shipReads(reads.slice(mid)));
+    }
   }
 
   /** Keys not to claim now: retries not yet due, and parked keys. */

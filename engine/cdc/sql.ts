@@ -89,7 +89,7 @@ export function quoteLiteral(text: string): string {
 export class CaptureTableError extends Error {
   override readonly name = 'CaptureTableError';
   /** @param table the configured table name; @param field, index the field at fault. */
-  constructor(message: string, readonly table: string, readonly field: 'table' | 'columns' | 'key' | 'key.columns', readonly index?: number) {
+  constructor(message: string, readonly table: string, readonly field: 'table' | 'columns' | 'key' | 'key.columns' | 'initialLoad', readonly index?: number) {
     super(message);
   }
 }

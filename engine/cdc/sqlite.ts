@@ -18,6 +18,8 @@ import { keyHash } from './key-hash.js';
 import { imageColumnsOf, jsonObjectExpr, keyTextExpr, quoteIdent, quoteLiteral, resolveTable } from './sql.js';
 import type { ColumnInfo, KeyDialect, ResolvedTable } from './sql.js';
 import type { HeldKeys, ParkedChange, ParkedSelection, StagingClient, UninstallOptions } from './staging.js';
+import { chunkKeyOf } from './initial-load.js';
+import type { LoadHooks, LoadTable } from './initial-load.js';
 
 type RowOp = Exclude<CaptureOperation, 'truncate'>;
 const ROW_OPS: readonly RowOp[] = ['insert', 'update', 'delete'];
@@ -164,6 +166,8 @@ export class SqliteStaging implements StagingClient {
   private readonly db: Database.Database;
   private closed = false;
   private prepared: { scan: Database.Statement; rows: Database.Statement; del: Database.Statement; count: Database.Statement } | null = null;
+  /** Initial loads (initial-load.ts): chunks read in one read transaction with the claim. */
+  readonly load: LoadHooks = sqliteLoadHooks(this, () => this.db);
 
   constructor(source: CaptureSource) {
     validateCaptureSource(source);
@@ -245,6 +249,7 @@ export class SqliteStaging implements StagingClient {
         this.prepared = null;
         this.db.exec(`DROP TABLE IF EXISTS ${quoteIdent(this.source.stagingTable)}`);
         this.db.exec(`DROP TABLE IF EXISTS ${quoteIdent(`${this.source.stagingTable}_errors`)}`);
+        this.db.exec(`DROP TABLE IF EXISTS ${this.load.loadTable}`);
         // AUTOINCREMENT's counter row; sqlite_sequence itself cannot be dropped (SQLite owns it).
         const seq = this.db.prepare(`SELECT 1 FROM sqlite_master WHERE name = 'sqlite_sequence'`).get();
         if (seq !== undefined) this.db.prepare('DELETE FROM sqlite_sequence WHERE name = ?').run(this.source.stagingTable);
@@ -435,4 +440,66 @@ export class SqliteStaging implements StagingClient {
   private checkOpen(): void {
     if (this.closed) throw new Error(`staging client for source "${this.source.name}" is closed`);
   }
+}
+
+/**
+ * SQLite's initial-load hooks: a deferred read transaction is the snapshot (WAL: writers go on);
+ * the cursor is kept as SQL literals from quote(), inlined into the next chunk's WHERE.
+ */
+/** What quote() returns: a number, a string literal, a blob literal or NULL (checked before inlining). */
+const SQLITE_QUOTED = /^(?:-?[0-9][0-9.eE+-]*|'(?:[^']|'')*'|X'[0-9A-Fa-f]*'|NULL)$/;
+
+function sqliteLoadHooks(staging: SqliteStaging, db: () => Database.Database): LoadHooks {
+  const query = async (sql: string, params: unknown[] = []) => {
+    const stmt = db().prepare(sql);
+    if (!stmt.reader) {
+      stmt.run(...params);
+      return [];
+    }
+    return stmt.all(...params) as Record<string, unknown>[];
+  };
+  return {
+    dialect: 'sqlite',
+    get loadTable() { return quoteIdent(`${staging.source.stagingTable}_loads`); },
+    param: () => '?',
+    query,
+    async snapshot(work) {
+      db().exec('BEGIN DEFERRED');
+      try {
+        const out = await work(query);
+        db().exec('COMMIT');
+        return out;
+      } catch (err) {
+        if (db().inTransaction) db().exec('ROLLBACK');
+        throw err;
+      }
+    },
+    async resolveLoad(cfg) {
+      const cols = introspectSqliteTable(db(), cfg.table);
+      const resolved = resolveTable(cfg, cols);
+      const unique = (names: string[]) => {
+        const notNull = new Set((db().prepare('SELECT name FROM pragma_table_info(?) WHERE "notnull" = 1').pluck().all(cfg.table) as string[]));
+        if (!names.every((n) => notNull.has(n))) return false;
+        const indexes = db().prepare('SELECT name FROM pragma_index_list(?) WHERE "unique" = 1').pluck().all(cfg.table) as string[];
+        return indexes.some((ix) => {
+          const ixCols = db().prepare('SELECT name FROM pragma_index_info(?)').pluck().all(ix) as string[];
+          return ixCols.length === names.length && ixCols.every((c) => names.includes(c));
+        });
+      };
+      return { resolved, chunkKey: chunkKeyOf(resolved, cols, unique) };
+    },
+    tableSql: (t: LoadTable) => quoteIdent(t.resolved.config.table),
+    chunk(t: LoadTable, cursor: string[] | null, limit: number) {
+      const r = t.resolved;
+      const keyCols = t.chunkKey.map((c) => `NEW.${quoteIdent(c.name)}`);
+      for (const v of cursor ?? []) {
+        if (!SQLITE_QUOTED.test(v)) throw new Error(`capture table "${r.config.table}": initial-load cursor value ${JSON.stringify(v)} is not an SQL literal of quote()`);
+      }
+      const where = cursor === null ? '' : `WHERE (${keyCols.join(', ')}) > (${cursor.join(', ')}) `;
+      const sql = `SELECT ${keyTextExpr(r, 'NEW', SQLITE_KEY_DIALECT)} AS k, ${jsonObjectExpr(r.columns, (c) => sqliteJson('NEW', c))} AS a, ` +
+        `${keyCols.map((k, i) => `quote(${k}) AS c${i}`).join(', ')} FROM ${quoteIdent(r.config.table)} AS NEW ${where}` +
+        `ORDER BY ${keyCols.join(', ')} LIMIT ${Math.trunc(limit)}`;
+      return { sql, params: [] };
+    },
+  };
 }

@@ -27,6 +27,7 @@
  * attempt (cases C4, C10) and back into staging, under their original id, by requeue.
  */
 import type { CaptureSource, StagedChange } from './config.js';
+import type { LoadHooks } from './initial-load.js';
 
 /** A change parked in the error table. */
 export interface ParkedChange extends StagedChange {
@@ -68,6 +69,8 @@ export interface UninstallOptions {
  */
 export interface StagingClient {
   readonly source: CaptureSource;
+  /** The dialect's initial-load hooks (engine/cdc/initial-load.ts); absent: no initial loads. */
+  readonly load?: LoadHooks;
   /**
    * Creates the staging and error tables and (re)creates every capture trigger from the current
    * config and table columns, in one transaction. Idempotent. Throws on unknown tables/columns,

@@ -4,8 +4,8 @@ import { ByteBufferCache, copyBytes } from './byte-buffers.js';
 import { checkRange } from './json.js';
 import { decodeUtf8, utf8Encoder, Utf8Cache } from './utf8.js';
 
-/** Kind of captured row change. */
-export type ChangeOp = 'insert' | 'update' | 'delete' | 'truncate';
+/** Kind of captured row change; `read` is a row of a table's initial load (engine/cdc/initial-load.ts). */
+export type ChangeOp = 'insert' | 'update' | 'delete' | 'truncate' | 'read';
 
 /**
  * A captured row change, the payload of an EVENT_TYPE_CHANGE envelope (schemas/sluice.fbs
@@ -34,8 +34,9 @@ const OP_CODES: Readonly<Record<ChangeOp, Op>> = {
   update: Op.Update,
   delete: Op.Delete,
   truncate: Op.Truncate,
+  read: Op.Read,
 };
-const OP_NAMES: readonly (ChangeOp | undefined)[] = [undefined, 'insert', 'update', 'delete', 'truncate'];
+const OP_NAMES: readonly (ChangeOp | undefined)[] = [undefined, 'insert', 'update', 'delete', 'truncate', 'read'];
 
 // One builder per thread; encodeChange is synchronous, so it is never shared mid-build.
 const builder = new Builder(1024);
@@ -45,13 +46,13 @@ const tableNames = new Utf8Cache(256, 128);
 /**
  * Encodes `change` as a FlatBuffers `Change`; returns a copy the caller owns (small copies share
  * a slab ArrayBuffer, like Node's Buffer pool: never transfer or detach `.buffer`).
- * @throws Error when `op` is not insert|update|delete|truncate or a required string is not a
+ * @throws Error when `op` is not insert|update|delete|truncate|read or a required string is not a
  *   string.
  */
 export function encodeChange(change: Change): Uint8Array {
   const op = OP_CODES[change.op];
   if (op === undefined) {
-    throw new Error(`change op must be insert|update|delete|truncate, op=${String(change.op)}`);
+    throw new Error(`change op must be insert|update|delete|truncate|read, op=${String(change.op)}`);
   }
   for (const field of ['stagingId', 'table', 'key', 'txid'] as const) {
     if (typeof change[field] !== 'string') {

@@ -268,6 +268,9 @@ export function checkReferences(doc: unknown, baseDir: string, report: Report, l
       for (const problem of keyStrategyProblems(t.key, typeof dialect === 'string' ? dialect : undefined)) {
         report(['capture', i, 'tables', k, 'key', ...problem.sub], problem.message);
       }
+      if (t.initialLoad === true && t.key === 'transactionId') {
+        report(['capture', i, 'tables', k, 'initialLoad'], 'needs a key that names the row (primaryKey, columns, fixed, expression or none); key transactionId orders by transaction and a read event has none');
+      }
       for (const problem of conditionProblems(t.condition, list(t.operations))) {
         report(['capture', i, 'tables', k, 'condition', ...problem.sub], problem.message);
       }

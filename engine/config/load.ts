@@ -237,6 +237,7 @@ interface TopologyFile {
     tables: Array<{
       table: string; operations: CaptureOperation[]; columns?: string[]; key?: KeyStrategy;
       condition?: string | ConditionsByOp; target: string; suppressNoopUpdates?: boolean; keyUpdate?: KeyUpdateMode;
+      initialLoad?: boolean;
     }>;
   }>;
 }
@@ -335,6 +336,7 @@ function applyDefaults(f: TopologyFile, file: string, baseDir: string): Topology
         target: t.target,
         suppressNoopUpdates: t.suppressNoopUpdates ?? D.captureTable.suppressNoopUpdates,
         keyUpdate: t.keyUpdate ?? CDC_DEFAULTS.keyUpdate,
+        ...(t.initialLoad !== undefined ? { initialLoad: t.initialLoad } : {}),
       })),
       pumps: c.pumps ?? D.capture.pumps,
       batchSizeMax: c.batchSizeMax ?? D.capture.batchSizeMax,

@@ -180,6 +180,7 @@ const captureTable = {
     target: queueName,
     suppressNoopUpdates: { type: 'boolean' },
     keyUpdate: { enum: KEY_UPDATE_MODES },
+    initialLoad: { type: 'boolean' },
   },
 };
 

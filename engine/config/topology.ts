@@ -273,6 +273,7 @@ export interface Topology {
  * | processors[].codec                     | json                           |       |
  * | processors[].settings                  | {}                             |       |
  * | processors[] pattern options           | absent = engine/patterns' PATTERN_DEFAULTS |  |
+ * | capture[].tables[].initialLoad         | absent = false (no load)       |       |
  */
 export const TOPOLOGY_DEFAULTS = deepFreeze({
   dataDirPrefix: './data',

@@ -3,11 +3,13 @@
 /**
  * Kind of row change captured from a database.
  * `None` is never written; it is what a reader sees when the field is absent.
+ * `Read`: a row of a table's initial load (snapshot), its current image as `after`.
  */
 export enum Op {
   None = 0,
   Insert = 1,
   Update = 2,
   Delete = 3,
-  Truncate = 4
+  Truncate = 4,
+  Read = 5
 }

@@ -233,30 +233,71 @@ END
 $sluice$`;
 }
 
+/** Key bytes hashed inline by pgFnvInlineSql; longer keys call the hash function. */
+const PG_FNV_INLINE_BYTES = 24;
+
+/** `'\x00..00'::bytea`: zero bytes appended to a key so get_byte never reads past its end. */
+const PG_FNV_PAD = `'\\x${'00'.repeat(PG_FNV_INLINE_BYTES)}'::bytea`;
+
+/**
+ * FNV-1a 32 of a key as one SQL expression, identical to `<staging>_fnv1a32(key)` and keyHash():
+ * `kb` is the key's UTF-8 bytes followed by PG_FNV_PAD, `n` their count before the padding (both
+ * plain references: each is read 24 times), `key` the key text. Keys of up to
+ * PG_FNV_INLINE_BYTES bytes are hashed unrolled: a step past the key's end XORs a zero pad byte
+ * and multiplies by 1, leaving h unchanged. Why: a PL/pgSQL loop over the bytes cost about
+ * 6 µs a key (measured, 500,000 keys), more than the whole row insert it serves.
+ */
+export function pgFnvInlineSql(kb: string, n: string, key: string, hashFn: string): string {
+  let h = '2166136261::bigint';
+  for (let i = 0; i < PG_FNV_INLINE_BYTES; i++) {
+    h = `((${h} # pg_catalog.get_byte(${kb}, ${i})) * (CASE WHEN ${i} < ${n} THEN 16777619 ELSE 1 END) & 4294967295)`;
+  }
+  return `(CASE WHEN ${n} <= ${PG_FNV_INLINE_BYTES} THEN ${h} ELSE ${hashFn}(${key}) END)`;
+}
+
+/** Label of a capture function's outer block: its variables are read as `sluice_fn.<name>`. */
+const PG_FN_LABEL = 'sluice_fn';
+
 /**
  * CREATE FUNCTION + DROP/CREATE TRIGGER statements for one resolved table. `relnatts` is the
  * table's pg_class.relnatts at install (attribute slots, dropped ones included); when given and
- * the table captures all columns, a changed count sends the function to the dynamic path, so a
- * column added later is captured too.
+ * the table captures all columns, a changed column count sends the function to the dynamic path,
+ * so a column added later is captured too. `rowType` is the table's schema-qualified quoted name
+ * (the statement path's row variable is of its type; the function's search_path is pinned).
+ *
+ * Trigger levels (CaptureTable.triggers, default CDC_DEFAULTS.triggers): with 'statement',
+ * insert and delete are captured by AFTER ... FOR EACH STATEMENT triggers with a transition table
+ * (`sluice_new` / `sluice_old`): one INSERT ... SELECT into staging per statement, staging ids in
+ * the transition table's order (the statement's row order), the condition as its WHERE over the
+ * rows aliased `new` / `old` (`#variable_conflict use_column`, so `NEW.col` names the row's
+ * column). Updates always use the row trigger. With 'row' every operation has an AFTER ... FOR
+ * EACH ROW trigger and the condition is its WHEN.
  *
  * Schema changes (issue item 9): the static image code runs in a block that catches
  * undefined_column (a dropped or renamed column) and then renders from the current columns
- * (pgDynamicFunctionDdl). No-op updates are suppressed inside the function, not in the trigger's
- * WHEN, because PostgreSQL records a WHEN's columns as dependencies and would refuse (or, with
- * CASCADE, drop the trigger on) ALTER TABLE ... DROP COLUMN.
+ * (pgDynamicFunctionDdl); a statement trigger does so row by row over its transition table. A
+ * column added to a table that captures all columns is detected per statement by relnatts, and
+ * per row by comparing the row with a row of the installed columns (`*=` refuses records of
+ * different column counts, without a catalog query). No-op updates are suppressed inside the
+ * function, not in the trigger's WHEN, because PostgreSQL records a WHEN's columns as
+ * dependencies and would refuse (or, with CASCADE, drop the trigger on) ALTER TABLE ... DROP COLUMN.
  */
-export function pgTriggerDdl(schema: string, stagingTable: string, t: ResolvedTable, relnatts?: number): string[] {
+export function pgTriggerDdl(schema: string, stagingTable: string, t: ResolvedTable, relnatts?: number, rowType?: string): string[] {
   const cfg = t.config;
   const staging = `${quoteIdent(schema)}.${quoteIdent(stagingTable)}`;
   const hash = pgHashFunctionRef(schema, stagingTable);
   const fn = `${quoteIdent(schema)}.${quoteIdent(pgFunctionName(stagingTable, cfg.table))}`;
   const table = pgQualifiedTable(cfg.table);
   const tableLit = quoteLiteral(cfg.table);
+  const level = cfg.triggers ?? CDC_DEFAULTS.triggers;
+  const isStatement = (op: CaptureOperation) => level === 'statement' && (op === 'insert' || op === 'delete');
   // Key strategy none: no order to keep, so the pump is picked by the capture time instead.
-  const keyHashSql = (key: string) => (t.keyStrategy.kind === 'none' ? `${hash}(pg_catalog.clock_timestamp()::text)` : `${hash}(${key})`);
-  const stage = (op: CaptureOperation, key: string, before: string, after: string) =>
-    `    INSERT INTO ${staging} (table_name, op, key, key_hash, before, after, txid, time_ms)
-    VALUES (${tableLit}, '${op}', ${key}, ${keyHashSql(key)}, ${before}, ${after},
+  const none = t.keyStrategy.kind === 'none';
+  const keyHashSql = (key: string) => (none ? `${hash}(pg_catalog.clock_timestamp()::text)` : `${hash}(${key})`);
+  const columns = `(table_name, op, key, key_hash, before, after, txid, time_ms)`;
+  const stage = (op: CaptureOperation, key: string, before: string, after: string, keyHashValue = keyHashSql(key)) =>
+    `    INSERT INTO ${staging} ${columns}
+    VALUES (${tableLit}, '${op}', ${key}, ${keyHashValue}, ${before}, ${after},
       pg_catalog.txid_current()::text, ${PG_NOW_MS});`;
   const byColumns = t.keyStrategy.kind === 'columns';
   const keyNew = keyTextExpr(t, 'NEW', PG_KEY_DIALECT);
@@ -268,9 +309,15 @@ export function pgTriggerDdl(schema: string, stagingTable: string, t: ResolvedTa
   const colsArg = allColumns ? 'NULL::text[]' : textArray(t.columns.map((c) => c.name));
   const keyColsArg = byColumns ? textArray(t.key.map((c) => c.name)) : 'NULL::text[]';
   const dyn = pgDynamicFunctionRef(schema, stagingTable);
-  const nattsCheck = allColumns && relnatts !== undefined
-    ? `    IF (SELECT c.relnatts FROM pg_catalog.pg_class c WHERE c.oid = TG_RELID) <> ${relnatts} THEN
-      RAISE SQLSTATE '42703';
+  const arityChecked = allColumns && relnatts !== undefined;
+  // A row of the installed columns; `*=` with the live row raises datatype_mismatch when the
+  // table has gained a column (dropped ones raise undefined_column when named).
+  const arity = (row: 'NEW' | 'OLD') =>
+    `(${row} OPERATOR(pg_catalog.*=) ROW(${t.columns.map((c) => `${row}.${quoteIdent(c.name)}`).join(', ')}))`;
+  const arityCheck = arityChecked
+    ? `    IF TG_OP = 'DELETE' THEN
+      IF ${arity('OLD')} THEN NULL; END IF;
+    ELSIF ${arity('NEW')} THEN NULL;
     END IF;\n`
     : '';
   // Keys that name no column (fixed, none, transactionId, expression) are computed outside.
@@ -283,38 +330,128 @@ export function pgTriggerDdl(schema: string, stagingTable: string, t: ResolvedTa
   const suppress = cfg.suppressNoopUpdates ?? CDC_DEFAULTS.suppressNoopUpdates;
   const suppressSql = suppress ? `  IF TG_OP = 'UPDATE' AND a = b AND k IS NOT DISTINCT FROM ko THEN RETURN NULL; END IF;\n` : '';
   const keyUpdate = cfg.keyUpdate ?? CDC_DEFAULTS.keyUpdate;
+  // Row path: the key's hash inline (pgFnvInlineSql) over the variables kb and n.
+  const hashOf = (key: 'k' | 'ko') => (none
+    ? keyHashSql(key)
+    : `${PG_FN_LABEL}.h_${key}`);
+  const hashVars = (key: 'k' | 'ko') => (none
+    ? ''
+    : `    kb := pg_catalog.convert_to(${key}, 'UTF8'); n := pg_catalog.length(kb); kb := kb || ${PG_FNV_PAD};
+    h_${key} := ${pgFnvInlineSql('kb', 'n', key, hash)};\n`);
   // Case C8: a key change retires the old key (delete on its pump) and creates the new one.
   const update = keyUpdate === 'update'
-    ? stage('update', 'k', 'b', 'a')
+    ? `${hashVars('k')}${stage('update', 'k', 'b', 'a', hashOf('k'))}`
     : `    IF ko IS DISTINCT FROM k THEN
-${stage('delete', 'ko', 'b', 'NULL')}
-${stage('insert', 'k', 'NULL', 'a')}
+${hashVars('ko')}${stage('delete', 'ko', 'b', 'NULL', hashOf('ko'))}
+${hashVars('k')}${stage('insert', 'k', 'NULL', 'a', hashOf('k'))}
     ELSE
-${stage('update', 'k', 'b', 'a')}
+${hashVars('k')}${stage('update', 'k', 'b', 'a', hashOf('k'))}
     END IF;`;
-  const body = `DECLARE
+
+  /** The statement path of `op`: one INSERT ... SELECT over its transition table. */
+  const statementSql = (op: 'insert' | 'delete'): string => {
+    const row = op === 'insert' ? 'NEW' : 'OLD';
+    const alias = op === 'insert' ? 'new' : 'old';
+    const transition = op === 'insert' ? 'sluice_new' : 'sluice_old';
+    const condition = conditionFor(cfg, op);
+    const where = condition !== undefined ? `\n      WHERE (${condition})` : '';
+    const key = op === 'insert' ? keyNew : keyOld;
+    const img = op === 'insert' ? imgNew : imgOld;
+    const hashed = none ? 'pg_catalog.clock_timestamp()::text' : 'NULL::text';
+    const hk = none ? 's0.hk' : 's0.k';
+    // OFFSET 0 keeps each level a subquery, so the key text is rendered once and the 24 reads of
+    // kb and n in the inline hash read a column, not a copy of the rendering.
+    return `    INSERT INTO ${staging} ${columns}
+    SELECT ${tableLit}, '${op}', s.k, ${pgFnvInlineSql('s.kb', 's.n', 's.hk', hash)}, ${op === 'insert' ? 'NULL, s.i' : 's.i, NULL'},
+      ${PG_FN_LABEL}.txid_v, ${PG_FN_LABEL}.now_v
+    FROM (SELECT s0.k, s0.i, ${hk} AS hk, pg_catalog.convert_to(${hk}, 'UTF8') || ${PG_FNV_PAD} AS kb,
+            pg_catalog.length(pg_catalog.convert_to(${hk}, 'UTF8')) AS n
+      FROM (SELECT ${key} AS k, ${img} AS i, ${hashed} AS hk
+        FROM ${transition} AS ${alias}${where} OFFSET 0) s0 OFFSET 0) s;`;
+  };
+  /**
+   * The statement path's fallback when the table's columns changed since install: row by row,
+   * images from the current columns; the condition and an expression key through EXECUTE over
+   * the row aliased new / old (a condition naming a dropped column captures the row).
+   */
+  const statementFallback = (op: 'insert' | 'delete'): string => {
+    const alias = op === 'insert' ? 'new' : 'old';
+    const transition = op === 'insert' ? 'sluice_new' : 'sluice_old';
+    const condition = conditionFor(cfg, op);
+    const keyVar = op === 'insert' ? 'k' : 'ko';
+    const overRow = (sql: string) => quoteLiteral(`SELECT ${sql} FROM (SELECT ($1).*) AS ${alias}`);
+    const cond = condition === undefined
+      ? ''
+      : `        BEGIN
+          EXECUTE ${overRow(`(${condition})`)} INTO ok USING r;
+        EXCEPTION WHEN undefined_column THEN ok := true;
+        END;
+        CONTINUE WHEN ok IS NOT TRUE;\n`;
+    const keyOutside = byColumns ? '' : `        EXECUTE ${overRow(op === 'insert' ? keyNew : keyOld)} INTO ${keyVar} USING r;\n`;
+    return `      FOR r IN SELECT * FROM ${transition} LOOP
+${cond}        SELECT d.ko, d.k, d.b, d.a INTO ko, k, b, a FROM ${dyn}(TG_RELID, TG_OP, ${colsArg}, ${keyColsArg}, r, r) d;
+${keyOutside}${op === 'insert' ? stage('insert', 'k', 'NULL', 'a') : stage('delete', 'ko', 'b', 'NULL')}
+      END LOOP;`;
+  };
+  const anyStatement = isStatement('insert') && cfg.operations.includes('insert') || isStatement('delete') && cfg.operations.includes('delete');
+  const nattsStatement = allColumns && relnatts !== undefined
+    ? `      IF (SELECT c.relnatts FROM pg_catalog.pg_class c WHERE c.oid = TG_RELID) <> ${relnatts} THEN
+        RAISE SQLSTATE '42703';
+      END IF;\n`
+    : '';
+  const statementPath = !anyStatement
+    ? ''
+    : `  IF TG_LEVEL = 'STATEMENT' THEN
+    txid_v := pg_catalog.txid_current()::text;
+    now_v := ${PG_NOW_MS};
+    BEGIN
+${nattsStatement}      IF TG_OP = 'INSERT' THEN
+${isStatement('insert') && cfg.operations.includes('insert') ? statementSql('insert') : '      NULL;'}
+      ELSE
+${isStatement('delete') && cfg.operations.includes('delete') ? statementSql('delete') : '      NULL;'}
+      END IF;
+    EXCEPTION WHEN undefined_column THEN
+      -- The table's columns changed since install: render each row from the columns it has now.
+      IF TG_OP = 'INSERT' THEN
+${isStatement('insert') && cfg.operations.includes('insert') ? statementFallback('insert') : '      NULL;'}
+      ELSE
+${isStatement('delete') && cfg.operations.includes('delete') ? statementFallback('delete') : '      NULL;'}
+      END IF;
+    END;
+    RETURN NULL;
+  END IF;\n`;
+  const body = `${anyStatement ? '#variable_conflict use_column\n' : ''}<<${PG_FN_LABEL}>>
+DECLARE
   k text;
   ko text;
   b text;
   a text;
+  kb bytea;
+  n integer;
+  h_k bigint;
+  h_ko bigint;
+  txid_v text;
+  now_v bigint;
+  ok boolean;
+  r ${rowType !== undefined ? `${rowType}%ROWTYPE` : 'record'};
 BEGIN
   IF TG_OP = 'TRUNCATE' THEN
 ${stage('truncate', `'*'`, 'NULL', 'NULL')}
     RETURN NULL;
   END IF;
-  BEGIN
-${nattsCheck}    IF TG_OP <> 'DELETE' THEN ${keyN}a := ${imgNew}; END IF;
+${statementPath}  BEGIN
+${arityCheck}    IF TG_OP <> 'DELETE' THEN ${keyN}a := ${imgNew}; END IF;
     IF TG_OP <> 'INSERT' THEN ${keyO}b := ${imgOld}; END IF;
-  EXCEPTION WHEN undefined_column THEN
+  EXCEPTION WHEN undefined_column OR datatype_mismatch THEN
     -- The table's columns changed since install: render from the columns it has now.
     SELECT d.ko, d.k, d.b, d.a INTO ko, k, b, a FROM ${dyn}(TG_RELID, TG_OP, ${colsArg}, ${keyColsArg}, OLD, NEW) d;
   END;
 ${keysOutside}${suppressSql}  IF TG_OP = 'INSERT' THEN
-${stage('insert', 'k', 'NULL', 'a')}
+${hashVars('k')}${stage('insert', 'k', 'NULL', 'a', hashOf('k'))}
   ELSIF TG_OP = 'UPDATE' THEN
 ${update}
   ELSE
-${stage('delete', 'ko', 'b', 'NULL')}
+${hashVars('ko')}${stage('delete', 'ko', 'b', 'NULL', hashOf('ko'))}
   END IF;
   RETURN NULL;
 END`;
@@ -331,6 +468,11 @@ $sluice$`,
     if (!cfg.operations.includes(op)) continue;
     if (op === 'truncate') {
       out.push(`CREATE TRIGGER ${name} AFTER TRUNCATE ON ${table} FOR EACH STATEMENT EXECUTE FUNCTION ${fn}()`);
+      continue;
+    }
+    if (isStatement(op)) {
+      const transition = op === 'insert' ? 'NEW TABLE AS sluice_new' : 'OLD TABLE AS sluice_old';
+      out.push(`CREATE TRIGGER ${name} AFTER ${op.toUpperCase()} ON ${table} REFERENCING ${transition} FOR EACH STATEMENT\nEXECUTE FUNCTION ${fn}()`);
       continue;
     }
     const condition = conditionFor(cfg, op);
@@ -442,9 +584,12 @@ export class PgStaging implements StagingClient {
       await this.client.query(pgDynamicFunctionDdl(schema, this.source.stagingTable));
       for (const cfg of this.source.tables) {
         const resolved = resolveTable(cfg, await introspectPgTable(this.client, cfg.table));
-        const natts = await this.client.query<{ n: number }>(
-          'SELECT relnatts::int AS n FROM pg_catalog.pg_class WHERE oid = to_regclass($1)', [pgQualifiedTable(cfg.table)]);
-        for (const stmt of pgTriggerDdl(schema, this.source.stagingTable, resolved, natts.rows[0]?.n)) await this.client.query(stmt);
+        const rel = await this.client.query<{ n: number; name: string }>(
+          `SELECT c.relnatts::int AS n, pg_catalog.format('%I.%I', s.nspname, c.relname) AS name
+           FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace s ON s.oid = c.relnamespace
+           WHERE c.oid = to_regclass($1)`, [pgQualifiedTable(cfg.table)]);
+        const r = rel.rows[0];
+        for (const stmt of pgTriggerDdl(schema, this.source.stagingTable, resolved, r?.n, r?.name)) await this.client.query(stmt);
       }
     });
   }

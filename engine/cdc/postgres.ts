@@ -236,23 +236,23 @@ $sluice$`;
 /** Key bytes hashed inline by pgFnvInlineSql; longer keys call the hash function. */
 const PG_FNV_INLINE_BYTES = 24;
 
-/** `'\x00..00'::bytea`: zero bytes appended to a key so get_byte never reads past its end. */
-const PG_FNV_PAD = `'\\x${'00'.repeat(PG_FNV_INLINE_BYTES)}'::bytea`;
-
 /**
  * FNV-1a 32 of a key as one SQL expression, identical to `<staging>_fnv1a32(key)` and keyHash():
- * `kb` is the key's UTF-8 bytes followed by PG_FNV_PAD, `n` their count before the padding (both
- * plain references: each is read 24 times), `key` the key text. Keys of up to
- * PG_FNV_INLINE_BYTES bytes are hashed unrolled: a step past the key's end XORs a zero pad byte
- * and multiplies by 1, leaving h unchanged. Why: a PL/pgSQL loop over the bytes cost about
- * 6 µs a key (measured, 500,000 keys), more than the whole row insert it serves.
+ * `kb` is the key's UTF-8 bytes and `n` their count (both plain references: they are read many
+ * times), `key` the key text. Keys of up to PG_FNV_INLINE_BYTES bytes are hashed by one
+ * unrolled branch per length (`CASE n WHEN 9 THEN <9 steps> ...`), so a key costs its own
+ * length in steps of get_byte, XOR, multiply and mask; longer keys call the hash function. Why:
+ * the PL/pgSQL loop over the bytes cost about 6 µs a key (measured, 500,000 keys), more than the
+ * whole row insert it serves.
  */
 export function pgFnvInlineSql(kb: string, n: string, key: string, hashFn: string): string {
+  const branches: string[] = [];
   let h = '2166136261::bigint';
-  for (let i = 0; i < PG_FNV_INLINE_BYTES; i++) {
-    h = `((${h} # pg_catalog.get_byte(${kb}, ${i})) * (CASE WHEN ${i} < ${n} THEN 16777619 ELSE 1 END) & 4294967295)`;
+  for (let len = 1; len <= PG_FNV_INLINE_BYTES; len++) {
+    h = `((${h} # pg_catalog.get_byte(${kb}, ${len - 1})) * 16777619 & 4294967295)`;
+    branches.push(`WHEN ${len} THEN ${h}`);
   }
-  return `(CASE WHEN ${n} <= ${PG_FNV_INLINE_BYTES} THEN ${h} ELSE ${hashFn}(${key}) END)`;
+  return `(CASE ${n} WHEN 0 THEN 2166136261::bigint ${branches.join(' ')} ELSE ${hashFn}(${key}) END)`;
 }
 
 /** Label of a capture function's outer block: its variables are read as `sluice_fn.<name>`. */
@@ -336,7 +336,7 @@ export function pgTriggerDdl(schema: string, stagingTable: string, t: ResolvedTa
     : `${PG_FN_LABEL}.h_${key}`);
   const hashVars = (key: 'k' | 'ko') => (none
     ? ''
-    : `    kb := pg_catalog.convert_to(${key}, 'UTF8'); n := pg_catalog.length(kb); kb := kb || ${PG_FNV_PAD};
+    : `    kb := pg_catalog.convert_to(${key}, 'UTF8'); n := pg_catalog.length(kb);
     h_${key} := ${pgFnvInlineSql('kb', 'n', key, hash)};\n`);
   // Case C8: a key change retires the old key (delete on its pump) and creates the new one.
   const update = keyUpdate === 'update'
@@ -359,12 +359,12 @@ ${hashVars('k')}${stage('update', 'k', 'b', 'a', hashOf('k'))}
     const img = op === 'insert' ? imgNew : imgOld;
     const hashed = none ? 'pg_catalog.clock_timestamp()::text' : 'NULL::text';
     const hk = none ? 's0.hk' : 's0.k';
-    // OFFSET 0 keeps each level a subquery, so the key text is rendered once and the 24 reads of
-    // kb and n in the inline hash read a column, not a copy of the rendering.
+    // OFFSET 0 keeps each level a subquery, so the key text is rendered once and the reads of kb
+    // and n in the inline hash read a column, not a copy of the rendering.
     return `    INSERT INTO ${staging} ${columns}
     SELECT ${tableLit}, '${op}', s.k, ${pgFnvInlineSql('s.kb', 's.n', 's.hk', hash)}, ${op === 'insert' ? 'NULL, s.i' : 's.i, NULL'},
       ${PG_FN_LABEL}.txid_v, ${PG_FN_LABEL}.now_v
-    FROM (SELECT s0.k, s0.i, ${hk} AS hk, pg_catalog.convert_to(${hk}, 'UTF8') || ${PG_FNV_PAD} AS kb,
+    FROM (SELECT s0.k, s0.i, ${hk} AS hk, pg_catalog.convert_to(${hk}, 'UTF8') AS kb,
             pg_catalog.length(pg_catalog.convert_to(${hk}, 'UTF8')) AS n
       FROM (SELECT ${key} AS k, ${img} AS i, ${hashed} AS hk
         FROM ${transition} AS ${alias}${where} OFFSET 0) s0 OFFSET 0) s;`;
@@ -404,12 +404,17 @@ ${keyOutside}${op === 'insert' ? stage('insert', 'k', 'NULL', 'a') : stage('dele
     : `  IF TG_LEVEL = 'STATEMENT' THEN
     txid_v := pg_catalog.txid_current()::text;
     now_v := ${PG_NOW_MS};
+    -- JIT would compile the INSERT ... SELECT of a bulk statement (its cost passes
+    -- jit_above_cost) on every run: seconds for the inline key hash (measured 20x CPU).
+    jit_v := pg_catalog.current_setting('jit');
     BEGIN
+      jit_v2 := pg_catalog.set_config('jit', 'off', true);
 ${nattsStatement}      IF TG_OP = 'INSERT' THEN
 ${isStatement('insert') && cfg.operations.includes('insert') ? statementSql('insert') : '      NULL;'}
       ELSE
 ${isStatement('delete') && cfg.operations.includes('delete') ? statementSql('delete') : '      NULL;'}
       END IF;
+      jit_v2 := pg_catalog.set_config('jit', jit_v, true);
     EXCEPTION WHEN undefined_column THEN
       -- The table's columns changed since install: render each row from the columns it has now.
       IF TG_OP = 'INSERT' THEN
@@ -432,6 +437,8 @@ DECLARE
   h_ko bigint;
   txid_v text;
   now_v bigint;
+  jit_v text;
+  jit_v2 text;
   ok boolean;
   r ${rowType !== undefined ? `${rowType}%ROWTYPE` : 'record'};
 BEGIN

@@ -27,6 +27,7 @@ import pg from 'pg';
 import { openStaging } from '../engine/cdc/index.js';
 import type { CaptureSource, CaptureTable, TriggerLevel } from '../engine/cdc/index.js';
 import { isMainModule, machineLine, markdownTable, median } from './lib/report.js';
+import { processCpuMs } from './lib/proc-cpu.js';
 
 const run = promisify(execFile);
 
@@ -95,26 +96,35 @@ async function setCapture(url: string, tables: CaptureTable[], variant: Variant)
 const ACCOUNTS_DDL = 'CREATE TABLE bench_accounts (aid int PRIMARY KEY, bid int, abalance int, filler char(84))';
 const ACCOUNTS: CaptureTable = { table: 'bench_accounts', operations: ['insert', 'update', 'delete'], target: 'accounts' };
 
-interface BulkRow { variant: Variant; ms: number[]; baselineMs: number[]; tableBytes?: number; stagingBytes?: number }
+/** One variant's bulk INSERT times (wall, and the PostgreSQL backend's CPU where measured), ms. */
+interface BulkRow {
+  variant: Variant; ms: number[]; baselineMs: number[]; cpuMs?: number[]; baselineCpuMs?: number[];
+  tableBytes?: number; stagingBytes?: number;
+}
 
 async function pgBulk(url: string, rows: number, rounds: number): Promise<BulkRow[]> {
-  const out = new Map<Variant, BulkRow>(VARIANTS.map((v) => [v, { variant: v, ms: [], baselineMs: [] }]));
+  const out = new Map<Variant, BulkRow>(VARIANTS.map((v) => [v, { variant: v, ms: [], baselineMs: [], cpuMs: [], baselineCpuMs: [] }]));
   await pgAdmin(url, (c) => c.query(ACCOUNTS_DDL));
   for (let round = 0; round < rounds; round++) {
     let baseline = 0;
+    let baselineCpu = 0;
     for (const v of VARIANTS) {
       await pgAdmin(url, (c) => c.query('TRUNCATE bench_accounts'));
       await setCapture(url, [ACCOUNTS], v);
       await pgAdmin(url, (c) => c.query('CHECKPOINT'));
-      const ms = await pgAdmin(url, async (c) => {
+      const [ms, cpuMs] = await pgAdmin(url, async (c) => {
+        const pid = (await c.query<{ p: number }>('SELECT pg_backend_pid() AS p')).rows[0]!.p;
+        const cpu0 = processCpuMs(pid);
         const t0 = performance.now();
         await c.query(`INSERT INTO bench_accounts SELECT g, (g - 1) / 100000 + 1, 0, '' FROM generate_series(1, ${rows}) g`);
-        return performance.now() - t0;
+        return [performance.now() - t0, processCpuMs(pid) - cpu0];
       });
-      if (v === 'none') baseline = ms;
+      if (v === 'none') [baseline, baselineCpu] = [ms, cpuMs];
       const r = out.get(v)!;
       r.ms.push(ms);
       r.baselineMs.push(baseline);
+      r.cpuMs!.push(cpuMs);
+      r.baselineCpuMs!.push(baselineCpu);
       if (v !== 'none') {
         const sizes = await pgAdmin(url, (c) => c.query<{ t: string; s: string }>(
           `SELECT pg_total_relation_size('bench_accounts')::text AS t, pg_total_relation_size('sluice_bench.${STAGING}')::text AS s`));
@@ -258,9 +268,13 @@ function bulkTable(title: string, rows: BulkRow[], n: number): string {
     r.variant === 'none' ? '1.00x' : fmtRatio(ratios(r.ms, r.baselineMs)),
     r.variant === 'none' ? '' : `${median(ratios(r.ms, r.baselineMs)).toFixed(2)}x`,
     r.stagingBytes === undefined ? '' : `${(r.stagingBytes / 2 ** 20).toFixed(0)} MB / ${(r.tableBytes! / 2 ** 20).toFixed(0)} MB`,
+    ...(r.cpuMs === undefined ? [] : [
+      `${fmtMs(r.cpuMs)}${r.variant === 'none' ? '' : ` (${median(ratios(r.cpuMs, r.baselineCpuMs!)).toFixed(2)}x)`}`,
+    ]),
   ]);
+  const cpu = rows[0]?.cpuMs !== undefined ? ['backend CPU per round, s (median ratio)'] : [];
   return `### ${title}: INSERT of ${n.toLocaleString('en-US')} rows\n\n` +
-    markdownTable(['variant', 'time per round, s', 'vs same-round no capture', 'median ratio', 'staging / table bytes'], body);
+    markdownTable(['variant', 'time per round, s', 'vs same-round no capture', 'median ratio', 'staging / table bytes', ...cpu], body);
 }
 
 /** Runs every part and returns the markdown for bench/RESULTS.md. */

@@ -92,6 +92,25 @@ export function pgCaptureSchema(source: CaptureSource): string {
   return (db.dialect === 'postgres' ? db.captureSchema : undefined) ?? CDC_DEFAULTS.captureSchema;
 }
 
+/** Key bytes hashed inline by pgFnvInlineSql; longer keys call the hash function. */
+const PG_FNV_INLINE_BYTES = 24;
+
+/**
+ * FNV-1a 32 of a key of at most PG_FNV_INLINE_BYTES bytes as one SQL expression (NULL for a
+ * longer key): `kb` is the key's UTF-8 bytes and `n` their count (plain references: they are read
+ * many times). One unrolled branch per length (`CASE n WHEN 9 THEN <9 steps> ...`), so a key
+ * costs its own length in steps of get_byte, XOR, multiply and mask.
+ */
+export function pgFnvInlineSql(kb: string, n: string): string {
+  const branches: string[] = [];
+  let h = '2166136261::bigint';
+  for (let len = 1; len <= PG_FNV_INLINE_BYTES; len++) {
+    h = `((${h} # pg_catalog.get_byte(${kb}, ${len - 1})) * 16777619 & 4294967295)`;
+    branches.push(`WHEN ${len} THEN ${h}`);
+  }
+  return `(CASE ${n} WHEN 0 THEN 2166136261::bigint ${branches.join(' ')} END)`;
+}
+
 /** Quoted name of the key hash function of `stagingTable` (one per source, so uninstall can drop it). */
 export function pgHashFunctionRef(schema: string, stagingTable: string): string {
   return `${quoteIdent(schema)}.${quoteIdent(pgName(`${stagingTable}_fnv1a32`))}`;
@@ -100,15 +119,24 @@ export function pgHashFunctionRef(schema: string, stagingTable: string): string 
 /**
  * `<staging>_fnv1a32(text) -> bigint` in `schema`: FNV-1a 32 over the UTF-8 bytes, identical to
  * the JS keyHash(). h < 2^32 and prime < 2^25, so h * prime fits in a bigint before the mask.
+ * Keys of up to PG_FNV_INLINE_BYTES bytes take one unrolled branch per length
+ * (pgFnvInlineSql); longer ones the byte loop. Why: the loop alone cost about 6 µs a key
+ * (measured over 500,000 keys), more than the row insert it serves; the same unrolled expression
+ * written into each trigger's INSERT was cheaper per row but made every statement plan it again
+ * (1.9 ms per single-row INSERT with statement triggers, measured).
  */
 export function pgHashFunctionDdl(schema: string, stagingTable: string): string {
   return `CREATE OR REPLACE FUNCTION ${pgHashFunctionRef(schema, stagingTable)}(k text) RETURNS bigint
 LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $sluice$
 DECLARE
   b bytea := pg_catalog.convert_to(k, 'UTF8');
+  n integer := pg_catalog.length(b);
   h bigint := 2166136261;
 BEGIN
-  FOR i IN 0 .. pg_catalog.length(b) - 1 LOOP
+  IF n <= ${PG_FNV_INLINE_BYTES} THEN
+    RETURN ${pgFnvInlineSql('b', 'n')};
+  END IF;
+  FOR i IN 0 .. n - 1 LOOP
     h := ((h # pg_catalog.get_byte(b, i)) * 16777619) & 4294967295;
   END LOOP;
   RETURN h;
@@ -233,28 +261,6 @@ END
 $sluice$`;
 }
 
-/** Key bytes hashed inline by pgFnvInlineSql; longer keys call the hash function. */
-const PG_FNV_INLINE_BYTES = 24;
-
-/**
- * FNV-1a 32 of a key as one SQL expression, identical to `<staging>_fnv1a32(key)` and keyHash():
- * `kb` is the key's UTF-8 bytes and `n` their count (both plain references: they are read many
- * times), `key` the key text. Keys of up to PG_FNV_INLINE_BYTES bytes are hashed by one
- * unrolled branch per length (`CASE n WHEN 9 THEN <9 steps> ...`), so a key costs its own
- * length in steps of get_byte, XOR, multiply and mask; longer keys call the hash function. Why:
- * the PL/pgSQL loop over the bytes cost about 6 µs a key (measured, 500,000 keys), more than the
- * whole row insert it serves.
- */
-export function pgFnvInlineSql(kb: string, n: string, key: string, hashFn: string): string {
-  const branches: string[] = [];
-  let h = '2166136261::bigint';
-  for (let len = 1; len <= PG_FNV_INLINE_BYTES; len++) {
-    h = `((${h} # pg_catalog.get_byte(${kb}, ${len - 1})) * 16777619 & 4294967295)`;
-    branches.push(`WHEN ${len} THEN ${h}`);
-  }
-  return `(CASE ${n} WHEN 0 THEN 2166136261::bigint ${branches.join(' ')} ELSE ${hashFn}(${key}) END)`;
-}
-
 /** Label of a capture function's outer block: its variables are read as `sluice_fn.<name>`. */
 const PG_FN_LABEL = 'sluice_fn';
 
@@ -295,9 +301,9 @@ export function pgTriggerDdl(schema: string, stagingTable: string, t: ResolvedTa
   const none = t.keyStrategy.kind === 'none';
   const keyHashSql = (key: string) => (none ? `${hash}(pg_catalog.clock_timestamp()::text)` : `${hash}(${key})`);
   const columns = `(table_name, op, key, key_hash, before, after, txid, time_ms)`;
-  const stage = (op: CaptureOperation, key: string, before: string, after: string, keyHashValue = keyHashSql(key)) =>
+  const stage = (op: CaptureOperation, key: string, before: string, after: string) =>
     `    INSERT INTO ${staging} ${columns}
-    VALUES (${tableLit}, '${op}', ${key}, ${keyHashValue}, ${before}, ${after},
+    VALUES (${tableLit}, '${op}', ${key}, ${keyHashSql(key)}, ${before}, ${after},
       pg_catalog.txid_current()::text, ${PG_NOW_MS});`;
   const byColumns = t.keyStrategy.kind === 'columns';
   const keyNew = keyTextExpr(t, 'NEW', PG_KEY_DIALECT);
@@ -330,44 +336,29 @@ export function pgTriggerDdl(schema: string, stagingTable: string, t: ResolvedTa
   const suppress = cfg.suppressNoopUpdates ?? CDC_DEFAULTS.suppressNoopUpdates;
   const suppressSql = suppress ? `  IF TG_OP = 'UPDATE' AND a = b AND k IS NOT DISTINCT FROM ko THEN RETURN NULL; END IF;\n` : '';
   const keyUpdate = cfg.keyUpdate ?? CDC_DEFAULTS.keyUpdate;
-  // Row path: the key's hash inline (pgFnvInlineSql) over the variables kb and n.
-  const hashOf = (key: 'k' | 'ko') => (none
-    ? keyHashSql(key)
-    : `${PG_FN_LABEL}.h_${key}`);
-  const hashVars = (key: 'k' | 'ko') => (none
-    ? ''
-    : `    kb := pg_catalog.convert_to(${key}, 'UTF8'); n := pg_catalog.length(kb);
-    h_${key} := ${pgFnvInlineSql('kb', 'n', key, hash)};\n`);
   // Case C8: a key change retires the old key (delete on its pump) and creates the new one.
   const update = keyUpdate === 'update'
-    ? `${hashVars('k')}${stage('update', 'k', 'b', 'a', hashOf('k'))}`
+    ? stage('update', 'k', 'b', 'a')
     : `    IF ko IS DISTINCT FROM k THEN
-${hashVars('ko')}${stage('delete', 'ko', 'b', 'NULL', hashOf('ko'))}
-${hashVars('k')}${stage('insert', 'k', 'NULL', 'a', hashOf('k'))}
+${stage('delete', 'ko', 'b', 'NULL')}
+${stage('insert', 'k', 'NULL', 'a')}
     ELSE
-${hashVars('k')}${stage('update', 'k', 'b', 'a', hashOf('k'))}
+${stage('update', 'k', 'b', 'a')}
     END IF;`;
 
   /** The statement path of `op`: one INSERT ... SELECT over its transition table. */
   const statementSql = (op: 'insert' | 'delete'): string => {
-    const row = op === 'insert' ? 'NEW' : 'OLD';
     const alias = op === 'insert' ? 'new' : 'old';
     const transition = op === 'insert' ? 'sluice_new' : 'sluice_old';
     const condition = conditionFor(cfg, op);
     const where = condition !== undefined ? `\n      WHERE (${condition})` : '';
     const key = op === 'insert' ? keyNew : keyOld;
     const img = op === 'insert' ? imgNew : imgOld;
-    const hashed = none ? 'pg_catalog.clock_timestamp()::text' : 'NULL::text';
-    const hk = none ? 's0.hk' : 's0.k';
-    // OFFSET 0 keeps each level a subquery, so the key text is rendered once and the reads of kb
-    // and n in the inline hash read a column, not a copy of the rendering.
+    // OFFSET 0 keeps s a subquery, so the key text is rendered once for the key and its hash.
     return `    INSERT INTO ${staging} ${columns}
-    SELECT ${tableLit}, '${op}', s.k, ${pgFnvInlineSql('s.kb', 's.n', 's.hk', hash)}, ${op === 'insert' ? 'NULL, s.i' : 's.i, NULL'},
+    SELECT ${tableLit}, '${op}', s.k, ${keyHashSql('s.k')}, ${op === 'insert' ? 'NULL, s.i' : 's.i, NULL'},
       ${PG_FN_LABEL}.txid_v, ${PG_FN_LABEL}.now_v
-    FROM (SELECT s0.k, s0.i, ${hk} AS hk, pg_catalog.convert_to(${hk}, 'UTF8') AS kb,
-            pg_catalog.length(pg_catalog.convert_to(${hk}, 'UTF8')) AS n
-      FROM (SELECT ${key} AS k, ${img} AS i, ${hashed} AS hk
-        FROM ${transition} AS ${alias}${where} OFFSET 0) s0 OFFSET 0) s;`;
+    FROM (SELECT ${key} AS k, ${img} AS i FROM ${transition} AS ${alias}${where} OFFSET 0) s;`;
   };
   /**
    * The statement path's fallback when the table's columns changed since install: row by row,
@@ -404,8 +395,8 @@ ${keyOutside}${op === 'insert' ? stage('insert', 'k', 'NULL', 'a') : stage('dele
     : `  IF TG_LEVEL = 'STATEMENT' THEN
     txid_v := pg_catalog.txid_current()::text;
     now_v := ${PG_NOW_MS};
-    -- JIT would compile the INSERT ... SELECT of a bulk statement (its cost passes
-    -- jit_above_cost) on every run: seconds for the inline key hash (measured 20x CPU).
+    -- JIT would compile the INSERT ... SELECT of every bulk statement again (its cost passes
+    -- jit_above_cost): seconds for a large expression (measured 20x CPU), never paid back.
     jit_v := pg_catalog.current_setting('jit');
     BEGIN
       jit_v2 := pg_catalog.set_config('jit', 'off', true);
@@ -431,10 +422,6 @@ DECLARE
   ko text;
   b text;
   a text;
-  kb bytea;
-  n integer;
-  h_k bigint;
-  h_ko bigint;
   txid_v text;
   now_v bigint;
   jit_v text;
@@ -454,11 +441,11 @@ ${arityCheck}    IF TG_OP <> 'DELETE' THEN ${keyN}a := ${imgNew}; END IF;
     SELECT d.ko, d.k, d.b, d.a INTO ko, k, b, a FROM ${dyn}(TG_RELID, TG_OP, ${colsArg}, ${keyColsArg}, OLD, NEW) d;
   END;
 ${keysOutside}${suppressSql}  IF TG_OP = 'INSERT' THEN
-${hashVars('k')}${stage('insert', 'k', 'NULL', 'a', hashOf('k'))}
+${stage('insert', 'k', 'NULL', 'a')}
   ELSIF TG_OP = 'UPDATE' THEN
 ${update}
   ELSE
-${hashVars('ko')}${stage('delete', 'ko', 'b', 'NULL', hashOf('ko'))}
+${stage('delete', 'ko', 'b', 'NULL')}
   END IF;
   RETURN NULL;
 END`;

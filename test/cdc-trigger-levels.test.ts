@@ -110,7 +110,7 @@ test('postgres: key strategies none, fixed, expression and transactionId at the 
   assert.is(first!.key, '["H1"]');
 });
 
-test('postgres: statement triggers keep capturing through ADD, DROP and RENAME COLUMN; the application\'s bulk statements never fail', async () => {
+test('postgres: statement triggers keep capturing through ADD, DROP and RENAME COLUMN and a renamed table; the application\'s bulk statements never fail', async () => {
   await withLedger({ triggers: 'statement', condition: { insert: `NEW.memo IS DISTINCT FROM 'skip'` } }, async (app, staging) => {
     await app.exec(`INSERT INTO ledger (id, holder) SELECT g, 'a' FROM generate_series(1, 3) g`);
     await app.exec(`ALTER TABLE ledger ADD COLUMN extra text`);
@@ -123,10 +123,19 @@ test('postgres: statement triggers keep capturing through ADD, DROP and RENAME C
     await app.exec(`ALTER TABLE ledger DROP COLUMN memo`);
     await app.exec(`INSERT INTO ledger (id) VALUES (9)`);
     await app.exec(`DELETE FROM ledger WHERE id IN (1, 9)`);
+    // A renamed table: a new session compiles the capture function afresh and still writes.
+    await app.exec(`ALTER TABLE ledger RENAME TO ledger_renamed`);
+    const other = await app.connect();
+    try {
+      await other.exec(`INSERT INTO ledger_renamed (id) SELECT g FROM generate_series(10, 11) g`);
+    } finally {
+      await other.close();
+    }
     const got = (await drain(staging)).map(view);
     assert.equal(got.map((c) => [c.op, c.key]), [
       ['insert', ['1']], ['insert', ['2']], ['insert', ['3']], ['insert', ['4']], ['insert', ['5']],
       ['insert', ['7']], ['insert', ['8']], ['insert', ['9']], ['delete', ['1']], ['delete', ['9']],
+      ['insert', ['10']], ['insert', ['11']],
     ]);
     assert.equal(got[3]!.after, { id: '4', holder: 'b', memo: null, amount: null, booked: null, booked_tz: null, extra: 'x4' });
     assert.equal(got[5]!.after, { id: '7', owner: 'c', memo: null, amount: null, booked_tz: null, extra: null });

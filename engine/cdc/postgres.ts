@@ -268,8 +268,7 @@ const PG_FN_LABEL = 'sluice_fn';
  * CREATE FUNCTION + DROP/CREATE TRIGGER statements for one resolved table. `relnatts` is the
  * table's pg_class.relnatts at install (attribute slots, dropped ones included); when given and
  * the table captures all columns, a changed column count sends the function to the dynamic path,
- * so a column added later is captured too. `rowType` is the table's schema-qualified quoted name
- * (the statement path's row variable is of its type; the function's search_path is pinned).
+ * so a column added later is captured too.
  *
  * Trigger levels (CaptureTable.triggers, default CDC_DEFAULTS.triggers): with 'statement',
  * insert and delete are captured by AFTER ... FOR EACH STATEMENT triggers with a transition table
@@ -288,7 +287,7 @@ const PG_FN_LABEL = 'sluice_fn';
  * function, not in the trigger's WHEN, because PostgreSQL records a WHEN's columns as
  * dependencies and would refuse (or, with CASCADE, drop the trigger on) ALTER TABLE ... DROP COLUMN.
  */
-export function pgTriggerDdl(schema: string, stagingTable: string, t: ResolvedTable, relnatts?: number, rowType?: string): string[] {
+export function pgTriggerDdl(schema: string, stagingTable: string, t: ResolvedTable, relnatts?: number): string[] {
   const cfg = t.config;
   const staging = `${quoteIdent(schema)}.${quoteIdent(stagingTable)}`;
   const hash = pgHashFunctionRef(schema, stagingTable);
@@ -374,13 +373,15 @@ ${stage('update', 'k', 'b', 'a')}
     const cond = condition === undefined
       ? ''
       : `        BEGIN
-          EXECUTE ${overRow(`(${condition})`)} INTO ok USING r;
+          EXECUTE ${overRow(`(${condition})`)} INTO ok USING r.row;
         EXCEPTION WHEN undefined_column THEN ok := true;
         END;
         CONTINUE WHEN ok IS NOT TRUE;\n`;
-    const keyOutside = byColumns ? '' : `        EXECUTE ${overRow(op === 'insert' ? keyNew : keyOld)} INTO ${keyVar} USING r;\n`;
-    return `      FOR r IN SELECT * FROM ${transition} LOOP
-${cond}        SELECT d.ko, d.k, d.b, d.a INTO ko, k, b, a FROM ${dyn}(TG_RELID, TG_OP, ${colsArg}, ${keyColsArg}, r, r) d;
+    const keyOutside = byColumns ? '' : `        EXECUTE ${overRow(op === 'insert' ? keyNew : keyOld)} INTO ${keyVar} USING r.row;\n`;
+    // The row is cast to the table's type under its current name (TG_RELID), so a renamed
+    // table changes nothing here.
+    return `      FOR r IN EXECUTE 'SELECT t::' || TG_RELID::pg_catalog.regclass::text || ' AS "row" FROM ${transition} AS t' LOOP
+${cond}        SELECT d.ko, d.k, d.b, d.a INTO ko, k, b, a FROM ${dyn}(TG_RELID, TG_OP, ${colsArg}, ${keyColsArg}, r.row, r.row) d;
 ${keyOutside}${op === 'insert' ? stage('insert', 'k', 'NULL', 'a') : stage('delete', 'ko', 'b', 'NULL')}
       END LOOP;`;
   };
@@ -427,7 +428,7 @@ DECLARE
   jit_v text;
   jit_v2 text;
   ok boolean;
-  r ${rowType !== undefined ? `${rowType}%ROWTYPE` : 'record'};
+  r record;
 BEGIN
   IF TG_OP = 'TRUNCATE' THEN
 ${stage('truncate', `'*'`, 'NULL', 'NULL')}
@@ -578,12 +579,9 @@ export class PgStaging implements StagingClient {
       await this.client.query(pgDynamicFunctionDdl(schema, this.source.stagingTable));
       for (const cfg of this.source.tables) {
         const resolved = resolveTable(cfg, await introspectPgTable(this.client, cfg.table));
-        const rel = await this.client.query<{ n: number; name: string }>(
-          `SELECT c.relnatts::int AS n, pg_catalog.format('%I.%I', s.nspname, c.relname) AS name
-           FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace s ON s.oid = c.relnamespace
-           WHERE c.oid = to_regclass($1)`, [pgQualifiedTable(cfg.table)]);
-        const r = rel.rows[0];
-        for (const stmt of pgTriggerDdl(schema, this.source.stagingTable, resolved, r?.n, r?.name)) await this.client.query(stmt);
+        const natts = await this.client.query<{ n: number }>(
+          'SELECT relnatts::int AS n FROM pg_catalog.pg_class WHERE oid = to_regclass($1)', [pgQualifiedTable(cfg.table)]);
+        for (const stmt of pgTriggerDdl(schema, this.source.stagingTable, resolved, natts.rows[0]?.n)) await this.client.query(stmt);
       }
     });
   }

@@ -3,8 +3,11 @@
  *
  * One PL/pgSQL trigger function per captured table (SECURITY DEFINER, search_path pinned to
  * pg_catalog, every name schema-qualified, so writers need no grants on staging and their own
- * search_path does not matter), called by one AFTER ... FOR EACH ROW trigger per captured row
- * operation and an AFTER TRUNCATE ... FOR EACH STATEMENT trigger when truncate is captured.
+ * search_path does not matter), called by one trigger per captured operation: AFTER ... FOR EACH
+ * STATEMENT with a transition table for insert and delete (CaptureTable.triggers 'statement',
+ * the default: one INSERT ... SELECT into staging per statement) or AFTER ... FOR EACH ROW
+ * ('row', and always for update), and AFTER TRUNCATE ... FOR EACH STATEMENT when truncate is
+ * captured. See pgTriggerDdl.
  *
  * Value text (exact, never through a float): numeric `trim_scale(v)::text` (numeric(18,6) -0.5
  * prints `-0.5`, not `-0.500000`); timestamptz as ISO 8601 in UTC with `Z` (independent of the

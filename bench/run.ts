@@ -1,7 +1,7 @@
 /**
  * `npm run bench`: every benchmark in one run, printed as markdown with the machine described,
  * ready to paste into bench/RESULTS.md.
- *   node dist/bench/run.js [ring] [ring-single] [journal] [codec] [bus] [bank] [restart] [patterns] [ops]  (default: all)
+ *   node dist/bench/run.js [ring] [ring-single] [journal] [codec] [bus] [bank] [restart] [patterns] [ops] [triggers]  (default: all)
  * Ratios that matter (ring vs postMessage, Kafka backend vs raw kafkajs) are measured inside
  * one benchmark's run, so a noisy shared machine moves both sides together.
  */
@@ -15,6 +15,7 @@ import { runBusBench } from './bus.js';
 import { runRestartBench } from './restart.js';
 import { main as runPatternsBench } from './patterns.js';
 import { runOpsOverheadBench } from './ops-overhead.js';
+import { runCaptureTriggersBench } from './capture-triggers.js';
 
 /** The bank job's own summary lines (SQLite, default settings but a fixed 20 s workload). */
 async function runBankBench(): Promise<string> {
@@ -40,6 +41,8 @@ const suites: Record<string, () => Promise<string>> = {
   restart: () => runRestartBench(),
   patterns: () => runPatternsBench(),
   ops: () => runOpsOverheadBench(),
+  // PostgreSQL on 127.0.0.1 (SLUICE_BENCH_PG_URL) and pgbench; MariaDB only with SLUICE_BENCH_MARIADB_URL.
+  triggers: () => runCaptureTriggersBench(),
 };
 
 const chosen = process.argv.slice(2).length ? process.argv.slice(2) : Object.keys(suites);

@@ -33,6 +33,8 @@ export const CAPTURE_OPERATIONS: readonly CaptureOperation[] = ['insert', 'updat
  * - `target`: name of the queue the pump appends to (opaque to engine/cdc).
  * - `suppressNoopUpdates`: default true: an UPDATE that leaves every captured and key column's
  *   text unchanged writes no staging row (case C6).
+ * - `triggers`: PostgreSQL trigger level of insert and delete capture ({@link TriggerLevel});
+ *   default CDC_DEFAULTS.triggers ('statement').
  * - `keyUpdate`: an UPDATE that changes the key (case C8). 'delete-create' (default): a delete
  *   event under the old key (before image, on the old key's pump) then an insert event under the
  *   new key (after image, on the new key's pump), so a consumer keyed on the key retires the old
@@ -54,7 +56,25 @@ export interface CaptureTable {
   suppressNoopUpdates?: boolean;
   keyUpdate?: KeyUpdateMode;
   initialLoad?: boolean;
+  triggers?: TriggerLevel;
 }
+
+/**
+ * Level of PostgreSQL's insert and delete capture triggers (CaptureTable.triggers).
+ * - 'statement' (default): one AFTER ... FOR EACH STATEMENT trigger with a transition table
+ *   (`REFERENCING NEW TABLE` / `OLD TABLE`) runs one INSERT ... SELECT into staging per
+ *   statement, rows in the statement's order; the condition is that INSERT's WHERE.
+ * - 'row': one trigger call, and one INSERT into staging, per row; the condition is the trigger's
+ *   WHEN.
+ * Updates are captured by a row trigger either way: a statement's old and new transition tables
+ * carry no row-to-row pairing, and case C8 needs each row's old and new key together. SQLite and
+ * MariaDB have row triggers only and refuse 'statement'. Measured in bench/RESULTS.md
+ * ("Capture triggers").
+ */
+export type TriggerLevel = 'row' | 'statement';
+
+/** Allowed values of CaptureTable.triggers. */
+export const TRIGGER_LEVELS: readonly TriggerLevel[] = ['row', 'statement'];
 
 /**
  * Key strategy of a captured table (after MOVEX CDC's key strategies). The staging key is always a
@@ -253,6 +273,8 @@ export const CDC_DEFAULTS = {
   suppressNoopUpdates: true,
   /** CaptureTable.keyUpdate */
   keyUpdate: 'delete-create' as KeyUpdateMode,
+  /** CaptureTable.triggers (PostgreSQL; see bench/RESULTS.md "Capture triggers" for why). */
+  triggers: 'statement' as TriggerLevel,
   /** SQLite busy_timeout of staging connections, ms. */
   busyTimeoutMs: 5000,
   /** Largest accepted batchSizeMax / claim limit. */
@@ -398,6 +420,11 @@ export function validateCaptureSource(source: CaptureSource): CaptureSource {
       }
       if (t?.keyUpdate !== undefined && !KEY_UPDATE_MODES.includes(t.keyUpdate)) {
         bad(`${p}.keyUpdate`, `must be one of ${KEY_UPDATE_MODES.join(', ')}, keyUpdate=${JSON.stringify(t.keyUpdate)}`);
+      }
+      if (t?.triggers !== undefined && !TRIGGER_LEVELS.includes(t.triggers)) {
+        bad(`${p}.triggers`, `must be one of ${TRIGGER_LEVELS.join(', ')}, triggers=${JSON.stringify(t.triggers)}`);
+      } else if (t?.triggers === 'statement' && db !== undefined && db.dialect !== 'postgres') {
+        bad(`${p}.triggers`, `statement is PostgreSQL only (${db.dialect} has row triggers only); leave it out or give row`);
       }
     });
   }

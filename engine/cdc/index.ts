@@ -41,6 +41,7 @@ export {
   ERROR_POLICY_LIMITS,
   KEY_UPDATE_MODES,
   KEY_STRATEGY_WORDS,
+  TRIGGER_LEVELS,
   keyStrategyProblems,
   conditionFor,
   conditionProblems,
@@ -50,7 +51,7 @@ export {
   validateCaptureSource,
 } from './config.js';
 export type {
-  CaptureErrorPolicy, ConditionsByOp, KeyStrategy, KeyStrategyProblem, KeyUpdateMode, CaptureOperation, CaptureSource, CaptureTable, DatabaseRef, StagedChange,
+  CaptureErrorPolicy, ConditionsByOp, KeyStrategy, KeyStrategyProblem, KeyUpdateMode, CaptureOperation, CaptureSource, CaptureTable, DatabaseRef, StagedChange, TriggerLevel,
 } from './config.js';
 export { keyHash, pumpOfKey } from './key-hash.js';
 export type {

@@ -3,8 +3,11 @@
  *
  * One PL/pgSQL trigger function per captured table (SECURITY DEFINER, search_path pinned to
  * pg_catalog, every name schema-qualified, so writers need no grants on staging and their own
- * search_path does not matter), called by one AFTER ... FOR EACH ROW trigger per captured row
- * operation and an AFTER TRUNCATE ... FOR EACH STATEMENT trigger when truncate is captured.
+ * search_path does not matter), called by one trigger per captured operation: AFTER ... FOR EACH
+ * STATEMENT with a transition table for insert and delete (CaptureTable.triggers 'statement',
+ * the default: one INSERT ... SELECT into staging per statement) or AFTER ... FOR EACH ROW
+ * ('row', and always for update), and AFTER TRUNCATE ... FOR EACH STATEMENT when truncate is
+ * captured. See pgTriggerDdl.
  *
  * Value text (exact, never through a float): numeric `trim_scale(v)::text` (numeric(18,6) -0.5
  * prints `-0.5`, not `-0.500000`); timestamptz as ISO 8601 in UTC with `Z` (independent of the
@@ -94,6 +97,25 @@ export function pgCaptureSchema(source: CaptureSource): string {
   return (db.dialect === 'postgres' ? db.captureSchema : undefined) ?? CDC_DEFAULTS.captureSchema;
 }
 
+/** Key bytes hashed inline by pgFnvInlineSql; longer keys call the hash function. */
+const PG_FNV_INLINE_BYTES = 24;
+
+/**
+ * FNV-1a 32 of a key of at most PG_FNV_INLINE_BYTES bytes as one SQL expression (NULL for a
+ * longer key): `kb` is the key's UTF-8 bytes and `n` their count (plain references: they are read
+ * many times). One unrolled branch per length (`CASE n WHEN 9 THEN <9 steps> ...`), so a key
+ * costs its own length in steps of get_byte, XOR, multiply and mask.
+ */
+export function pgFnvInlineSql(kb: string, n: string): string {
+  const branches: string[] = [];
+  let h = '2166136261::bigint';
+  for (let len = 1; len <= PG_FNV_INLINE_BYTES; len++) {
+    h = `((${h} # pg_catalog.get_byte(${kb}, ${len - 1})) * 16777619 & 4294967295)`;
+    branches.push(`WHEN ${len} THEN ${h}`);
+  }
+  return `(CASE ${n} WHEN 0 THEN 2166136261::bigint ${branches.join(' ')} END)`;
+}
+
 /** Quoted name of the key hash function of `stagingTable` (one per source, so uninstall can drop it). */
 export function pgHashFunctionRef(schema: string, stagingTable: string): string {
   return `${quoteIdent(schema)}.${quoteIdent(pgName(`${stagingTable}_fnv1a32`))}`;
@@ -102,15 +124,24 @@ export function pgHashFunctionRef(schema: string, stagingTable: string): string 
 /**
  * `<staging>_fnv1a32(text) -> bigint` in `schema`: FNV-1a 32 over the UTF-8 bytes, identical to
  * the JS keyHash(). h < 2^32 and prime < 2^25, so h * prime fits in a bigint before the mask.
+ * Keys of up to PG_FNV_INLINE_BYTES bytes take one unrolled branch per length
+ * (pgFnvInlineSql); longer ones the byte loop. Why: the loop alone cost about 6 µs a key
+ * (measured over 500,000 keys), more than the row insert it serves; the same unrolled expression
+ * written into each trigger's INSERT was cheaper per row but made every statement plan it again
+ * (1.9 ms per single-row INSERT with statement triggers, measured).
  */
 export function pgHashFunctionDdl(schema: string, stagingTable: string): string {
   return `CREATE OR REPLACE FUNCTION ${pgHashFunctionRef(schema, stagingTable)}(k text) RETURNS bigint
 LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $sluice$
 DECLARE
   b bytea := pg_catalog.convert_to(k, 'UTF8');
+  n integer := pg_catalog.length(b);
   h bigint := 2166136261;
 BEGIN
-  FOR i IN 0 .. pg_catalog.length(b) - 1 LOOP
+  IF n <= ${PG_FNV_INLINE_BYTES} THEN
+    RETURN ${pgFnvInlineSql('b', 'n')};
+  END IF;
+  FOR i IN 0 .. n - 1 LOOP
     h := ((h # pg_catalog.get_byte(b, i)) * 16777619) & 4294967295;
   END LOOP;
   RETURN h;
@@ -235,17 +266,31 @@ END
 $sluice$`;
 }
 
+/** Label of a capture function's outer block: its variables are read as `sluice_fn.<name>`. */
+const PG_FN_LABEL = 'sluice_fn';
+
 /**
  * CREATE FUNCTION + DROP/CREATE TRIGGER statements for one resolved table. `relnatts` is the
  * table's pg_class.relnatts at install (attribute slots, dropped ones included); when given and
- * the table captures all columns, a changed count sends the function to the dynamic path, so a
- * column added later is captured too.
+ * the table captures all columns, a changed column count sends the function to the dynamic path,
+ * so a column added later is captured too.
+ *
+ * Trigger levels (CaptureTable.triggers, default CDC_DEFAULTS.triggers): with 'statement',
+ * insert and delete are captured by AFTER ... FOR EACH STATEMENT triggers with a transition table
+ * (`sluice_new` / `sluice_old`): one INSERT ... SELECT into staging per statement, staging ids in
+ * the transition table's order (the statement's row order), the condition as its WHERE over the
+ * rows aliased `new` / `old` (`#variable_conflict use_column`, so `NEW.col` names the row's
+ * column). Updates always use the row trigger. With 'row' every operation has an AFTER ... FOR
+ * EACH ROW trigger and the condition is its WHEN.
  *
  * Schema changes (issue item 9): the static image code runs in a block that catches
  * undefined_column (a dropped or renamed column) and then renders from the current columns
- * (pgDynamicFunctionDdl). No-op updates are suppressed inside the function, not in the trigger's
- * WHEN, because PostgreSQL records a WHEN's columns as dependencies and would refuse (or, with
- * CASCADE, drop the trigger on) ALTER TABLE ... DROP COLUMN.
+ * (pgDynamicFunctionDdl); a statement trigger does so row by row over its transition table. A
+ * column added to a table that captures all columns is detected per statement by relnatts, and
+ * per row by comparing the row with a row of the installed columns (`*=` refuses records of
+ * different column counts, without a catalog query). No-op updates are suppressed inside the
+ * function, not in the trigger's WHEN, because PostgreSQL records a WHEN's columns as
+ * dependencies and would refuse (or, with CASCADE, drop the trigger on) ALTER TABLE ... DROP COLUMN.
  */
 export function pgTriggerDdl(schema: string, stagingTable: string, t: ResolvedTable, relnatts?: number): string[] {
   const cfg = t.config;
@@ -254,10 +299,14 @@ export function pgTriggerDdl(schema: string, stagingTable: string, t: ResolvedTa
   const fn = `${quoteIdent(schema)}.${quoteIdent(pgFunctionName(stagingTable, cfg.table))}`;
   const table = pgQualifiedTable(cfg.table);
   const tableLit = quoteLiteral(cfg.table);
+  const level = cfg.triggers ?? CDC_DEFAULTS.triggers;
+  const isStatement = (op: CaptureOperation) => level === 'statement' && (op === 'insert' || op === 'delete');
   // Key strategy none: no order to keep, so the pump is picked by the capture time instead.
-  const keyHashSql = (key: string) => (t.keyStrategy.kind === 'none' ? `${hash}(pg_catalog.clock_timestamp()::text)` : `${hash}(${key})`);
+  const none = t.keyStrategy.kind === 'none';
+  const keyHashSql = (key: string) => (none ? `${hash}(pg_catalog.clock_timestamp()::text)` : `${hash}(${key})`);
+  const columns = `(table_name, op, key, key_hash, before, after, txid, time_ms)`;
   const stage = (op: CaptureOperation, key: string, before: string, after: string) =>
-    `    INSERT INTO ${staging} (table_name, op, key, key_hash, before, after, txid, time_ms)
+    `    INSERT INTO ${staging} ${columns}
     VALUES (${tableLit}, '${op}', ${key}, ${keyHashSql(key)}, ${before}, ${after},
       pg_catalog.txid_current()::text, ${PG_NOW_MS});`;
   const byColumns = t.keyStrategy.kind === 'columns';
@@ -270,9 +319,15 @@ export function pgTriggerDdl(schema: string, stagingTable: string, t: ResolvedTa
   const colsArg = allColumns ? 'NULL::text[]' : textArray(t.columns.map((c) => c.name));
   const keyColsArg = byColumns ? textArray(t.key.map((c) => c.name)) : 'NULL::text[]';
   const dyn = pgDynamicFunctionRef(schema, stagingTable);
-  const nattsCheck = allColumns && relnatts !== undefined
-    ? `    IF (SELECT c.relnatts FROM pg_catalog.pg_class c WHERE c.oid = TG_RELID) <> ${relnatts} THEN
-      RAISE SQLSTATE '42703';
+  const arityChecked = allColumns && relnatts !== undefined;
+  // A row of the installed columns; `*=` with the live row raises datatype_mismatch when the
+  // table has gained a column (dropped ones raise undefined_column when named).
+  const arity = (row: 'NEW' | 'OLD') =>
+    `(${row} OPERATOR(pg_catalog.*=) ROW(${t.columns.map((c) => `${row}.${quoteIdent(c.name)}`).join(', ')}))`;
+  const arityCheck = arityChecked
+    ? `    IF TG_OP = 'DELETE' THEN
+      IF ${arity('OLD')} THEN NULL; END IF;
+    ELSIF ${arity('NEW')} THEN NULL;
     END IF;\n`
     : '';
   // Keys that name no column (fixed, none, transactionId, expression) are computed outside.
@@ -294,20 +349,100 @@ ${stage('insert', 'k', 'NULL', 'a')}
     ELSE
 ${stage('update', 'k', 'b', 'a')}
     END IF;`;
-  const body = `DECLARE
+
+  /** The statement path of `op`: one INSERT ... SELECT over its transition table. */
+  const statementSql = (op: 'insert' | 'delete'): string => {
+    const alias = op === 'insert' ? 'new' : 'old';
+    const transition = op === 'insert' ? 'sluice_new' : 'sluice_old';
+    const condition = conditionFor(cfg, op);
+    const where = condition !== undefined ? `\n      WHERE (${condition})` : '';
+    const key = op === 'insert' ? keyNew : keyOld;
+    const img = op === 'insert' ? imgNew : imgOld;
+    // OFFSET 0 keeps s a subquery, so the key text is rendered once for the key and its hash.
+    return `    INSERT INTO ${staging} ${columns}
+    SELECT ${tableLit}, '${op}', s.k, ${keyHashSql('s.k')}, ${op === 'insert' ? 'NULL, s.i' : 's.i, NULL'},
+      ${PG_FN_LABEL}.txid_v, ${PG_FN_LABEL}.now_v
+    FROM (SELECT ${key} AS k, ${img} AS i FROM ${transition} AS ${alias}${where} OFFSET 0) s;`;
+  };
+  /**
+   * The statement path's fallback when the table's columns changed since install: row by row,
+   * images from the current columns; the condition and an expression key through EXECUTE over
+   * the row aliased new / old (a condition naming a dropped column captures the row).
+   */
+  const statementFallback = (op: 'insert' | 'delete'): string => {
+    const alias = op === 'insert' ? 'new' : 'old';
+    const transition = op === 'insert' ? 'sluice_new' : 'sluice_old';
+    const condition = conditionFor(cfg, op);
+    const keyVar = op === 'insert' ? 'k' : 'ko';
+    const overRow = (sql: string) => quoteLiteral(`SELECT ${sql} FROM (SELECT ($1).*) AS ${alias}`);
+    const cond = condition === undefined
+      ? ''
+      : `        BEGIN
+          EXECUTE ${overRow(`(${condition})`)} INTO ok USING r.row;
+        EXCEPTION WHEN undefined_column THEN ok := true;
+        END;
+        CONTINUE WHEN ok IS NOT TRUE;\n`;
+    const keyOutside = byColumns ? '' : `        EXECUTE ${overRow(op === 'insert' ? keyNew : keyOld)} INTO ${keyVar} USING r.row;\n`;
+    // The row is cast to the table's type under its current name (TG_RELID), so a renamed
+    // table changes nothing here.
+    return `      FOR r IN EXECUTE 'SELECT t::' || TG_RELID::pg_catalog.regclass::text || ' AS "row" FROM ${transition} AS t' LOOP
+${cond}        SELECT d.ko, d.k, d.b, d.a INTO ko, k, b, a FROM ${dyn}(TG_RELID, TG_OP, ${colsArg}, ${keyColsArg}, r.row, r.row) d;
+${keyOutside}${op === 'insert' ? stage('insert', 'k', 'NULL', 'a') : stage('delete', 'ko', 'b', 'NULL')}
+      END LOOP;`;
+  };
+  const anyStatement = isStatement('insert') && cfg.operations.includes('insert') || isStatement('delete') && cfg.operations.includes('delete');
+  const nattsStatement = allColumns && relnatts !== undefined
+    ? `      IF (SELECT c.relnatts FROM pg_catalog.pg_class c WHERE c.oid = TG_RELID) <> ${relnatts} THEN
+        RAISE SQLSTATE '42703';
+      END IF;\n`
+    : '';
+  const statementPath = !anyStatement
+    ? ''
+    : `  IF TG_LEVEL = 'STATEMENT' THEN
+    txid_v := pg_catalog.txid_current()::text;
+    now_v := ${PG_NOW_MS};
+    -- JIT would compile the INSERT ... SELECT of every bulk statement again (its cost passes
+    -- jit_above_cost): seconds for a large expression (measured 20x CPU), never paid back.
+    jit_v := pg_catalog.current_setting('jit');
+    BEGIN
+      jit_v2 := pg_catalog.set_config('jit', 'off', true);
+${nattsStatement}      IF TG_OP = 'INSERT' THEN
+${isStatement('insert') && cfg.operations.includes('insert') ? statementSql('insert') : '      NULL;'}
+      ELSE
+${isStatement('delete') && cfg.operations.includes('delete') ? statementSql('delete') : '      NULL;'}
+      END IF;
+      jit_v2 := pg_catalog.set_config('jit', jit_v, true);
+    EXCEPTION WHEN undefined_column THEN
+      -- The table's columns changed since install: render each row from the columns it has now.
+      IF TG_OP = 'INSERT' THEN
+${isStatement('insert') && cfg.operations.includes('insert') ? statementFallback('insert') : '      NULL;'}
+      ELSE
+${isStatement('delete') && cfg.operations.includes('delete') ? statementFallback('delete') : '      NULL;'}
+      END IF;
+    END;
+    RETURN NULL;
+  END IF;\n`;
+  const body = `${anyStatement ? '#variable_conflict use_column\n' : ''}<<${PG_FN_LABEL}>>
+DECLARE
   k text;
   ko text;
   b text;
   a text;
+  txid_v text;
+  now_v bigint;
+  jit_v text;
+  jit_v2 text;
+  ok boolean;
+  r record;
 BEGIN
   IF TG_OP = 'TRUNCATE' THEN
 ${stage('truncate', `'*'`, 'NULL', 'NULL')}
     RETURN NULL;
   END IF;
-  BEGIN
-${nattsCheck}    IF TG_OP <> 'DELETE' THEN ${keyN}a := ${imgNew}; END IF;
+${statementPath}  BEGIN
+${arityCheck}    IF TG_OP <> 'DELETE' THEN ${keyN}a := ${imgNew}; END IF;
     IF TG_OP <> 'INSERT' THEN ${keyO}b := ${imgOld}; END IF;
-  EXCEPTION WHEN undefined_column THEN
+  EXCEPTION WHEN undefined_column OR datatype_mismatch THEN
     -- The table's columns changed since install: render from the columns it has now.
     SELECT d.ko, d.k, d.b, d.a INTO ko, k, b, a FROM ${dyn}(TG_RELID, TG_OP, ${colsArg}, ${keyColsArg}, OLD, NEW) d;
   END;
@@ -333,6 +468,11 @@ $sluice$`,
     if (!cfg.operations.includes(op)) continue;
     if (op === 'truncate') {
       out.push(`CREATE TRIGGER ${name} AFTER TRUNCATE ON ${table} FOR EACH STATEMENT EXECUTE FUNCTION ${fn}()`);
+      continue;
+    }
+    if (isStatement(op)) {
+      const transition = op === 'insert' ? 'NEW TABLE AS sluice_new' : 'OLD TABLE AS sluice_old';
+      out.push(`CREATE TRIGGER ${name} AFTER ${op.toUpperCase()} ON ${table} REFERENCING ${transition} FOR EACH STATEMENT\nEXECUTE FUNCTION ${fn}()`);
       continue;
     }
     const condition = conditionFor(cfg, op);

@@ -1,7 +1,7 @@
 import { readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { LineCounter, parseDocument } from 'yaml';
-import type { CaptureErrorPolicy, ConditionsByOp, KeyStrategy, KeyUpdateMode, CaptureOperation, CaptureSource, CaptureTable, DatabaseRef } from '../cdc/index.js';
+import type { CaptureErrorPolicy, ConditionsByOp, KeyStrategy, KeyUpdateMode, TriggerLevel, CaptureOperation, CaptureSource, CaptureTable, DatabaseRef } from '../cdc/index.js';
 import { CDC_DEFAULTS } from '../cdc/index.js';
 import { firstInvalidUtf8 } from '../codec/index.js';
 import { checkReferences, resolveModule } from './checks.js';
@@ -238,6 +238,7 @@ interface TopologyFile {
       table: string; operations: CaptureOperation[]; columns?: string[]; key?: KeyStrategy;
       condition?: string | ConditionsByOp; target: string; suppressNoopUpdates?: boolean; keyUpdate?: KeyUpdateMode;
       initialLoad?: boolean;
+      triggers?: TriggerLevel;
     }>;
   }>;
 }
@@ -337,6 +338,7 @@ function applyDefaults(f: TopologyFile, file: string, baseDir: string): Topology
         suppressNoopUpdates: t.suppressNoopUpdates ?? D.captureTable.suppressNoopUpdates,
         keyUpdate: t.keyUpdate ?? CDC_DEFAULTS.keyUpdate,
         ...(t.initialLoad !== undefined ? { initialLoad: t.initialLoad } : {}),
+        ...(t.triggers !== undefined ? { triggers: t.triggers } : {}),
       })),
       pumps: c.pumps ?? D.capture.pumps,
       batchSizeMax: c.batchSizeMax ?? D.capture.batchSizeMax,

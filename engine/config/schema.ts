@@ -5,7 +5,7 @@
  * checks resolved path lengths, nesting depth and the size of settings; cross-references (queue names, partitions vs pumps, files) are checked in
  * checks.ts, which can point at the exact YAML node.
  */
-import { CAPTURE_OPERATIONS, ERROR_POLICY_LIMITS, KEY_UPDATE_MODES } from '../cdc/index.js';
+import { CAPTURE_OPERATIONS, ERROR_POLICY_LIMITS, KEY_UPDATE_MODES, TRIGGER_LEVELS } from '../cdc/index.js';
 import {
   BROKER_PATTERN, BUS_KIND_VALUES, SASL_MECHANISM_VALUES,
   DIALECT_VALUES, INPUTS_REPLAY_VALUES, PROCESSOR_CODEC_VALUES, PROCESSOR_FENCING_VALUES, PROCESSOR_PATTERN_VALUES, ON_FAILURE_VALUES, PATH_PATTERN, QUEUE_FSYNC_VALUES,
@@ -181,6 +181,7 @@ const captureTable = {
     suppressNoopUpdates: { type: 'boolean' },
     keyUpdate: { enum: KEY_UPDATE_MODES },
     initialLoad: { type: 'boolean' },
+    triggers: { enum: TRIGGER_LEVELS },
   },
 };
 

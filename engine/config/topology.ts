@@ -266,6 +266,7 @@ export interface Topology {
  * | capture[].recordBytesMax               | 268435456 (CDC_DEFAULTS)       | bytes |
  * | capture[].errors.*                     | CDC_DEFAULTS.errors            |       |
  * | capture[].tables[].suppressNoopUpdates | true (CDC_DEFAULTS)            |       |
+ * | capture[].tables[].triggers            | statement (CDC_DEFAULTS)       |       |
  * | capture[].tables[].columns             | absent = every column          |       |
  * | capture[].tables[].key                 | absent = the primary key       |       |
  * | processors[].outputs                   | []                             |       |

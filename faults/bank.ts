@@ -91,6 +91,7 @@ function topologyYaml(dialect: 'sqlite' | 'postgres', dataDir: string, dbFile: s
   // may be a small tmpfs); every other setting is the example's, the supervisor's the defaults.
   return `name: faults-bank
 dataDir: ${JSON.stringify(dataDir)}
+supervisor: { backoffMaxMs: 1000 }   # restarts forever (the default); capped at 1 s, not 5 s, so more faults fit
 rings:
   capacityBytes: 1048576
 queues:
@@ -128,18 +129,25 @@ capture:
 `;
 }
 
-/** The workload running in the background; stop() ends it and resolves when it has. */
+/**
+ * The workload running in the background: `burst()` before each fault (so the fault lands while
+ * transactions commit; between faults the topology catches up, which bounds the volume),
+ * stop() ends it and resolves when it has.
+ */
 interface Workload {
+  burst(ms: number): void;
   stop(): Promise<void>;
 }
 
 function sqliteWorkload(file: string, seed: number): Workload {
-  const abort = new AbortController();
-  const done = runTpcb({ file, clients: 2, durationMs: 24 * 3600_000, scale: 1, seed, signal: abort.signal });
+  let running: Promise<unknown> = Promise.resolve();
+  let n = 0;
   return {
+    burst(ms: number) {
+      running = running.then(() => runTpcb({ file, clients: 2, durationMs: ms, scale: 1, seed: seed + 2 * n++ }));
+    },
     async stop() {
-      abort.abort();
-      await done;
+      await running;
     },
   };
 }
@@ -150,7 +158,7 @@ function pgbenchWorkload(logFile: string): Workload {
   const log = fs.createWriteStream(logFile, { flags: 'a' });
   // pgbench as the server's superuser (not the pumps' role, whose logins the suite refuses).
   const run = () => {
-    child = spawn('pgbench', ['-n', '-c', '2', '-j', '1', '-T', '86400', pgUrl('postgres', FAULTS_PG.database)], { stdio: ['ignore', 'pipe', 'pipe'] });
+    child = spawn('pgbench', ['-n', '-c', '2', '-j', '1', '-R', '300', '-T', '86400', pgUrl('postgres', FAULTS_PG.database)], { stdio: ['ignore', 'pipe', 'pipe'] });
     child.stdout!.pipe(log, { end: false });
     child.stderr!.pipe(log, { end: false });
     child.on('exit', () => {
@@ -160,6 +168,9 @@ function pgbenchWorkload(logFile: string): Workload {
   };
   run();
   return {
+    burst() {
+      // pgbench runs throughout, rate-limited (-R 300 transactions/s)
+    },
     async stop() {
       stopped = true;
       const c = child as ChildProcess | null;
@@ -223,6 +234,9 @@ export function bankShape(dialect: 'sqlite' | 'postgres'): Shape {
         const kinds: string[] = [...commonFaults(t)];
         if (dialect === 'postgres') kinds.push('pg-terminate', 'pg-terminate', 'pg-login-refused', 'pg-row-lock');
         const n = await faultLoop(ctx, kinds, async (kind) => {
+          const burstMs = between(ctx.random, 200, 1500);
+          workload!.burst(burstMs);
+          await sleep(between(ctx.random, 0, burstMs));
           if (kind.startsWith('pg-')) return injectPg(t, kind as PgFault, t0);
           return injectCommon(t, kind as Parameters<typeof injectCommon>[1], t0);
         });

@@ -55,6 +55,7 @@ export function serviceShape(s: Strategy): Shape {
       fs.writeFileSync(file, [
         `name: faults-${s.name}`,
         `dataDir: ${JSON.stringify(dataDir)}`,
+        'supervisor: { backoffMaxMs: 1000 }',
         'queues:',
         ...s.queues.map((q) => `  - { name: ${q.name}, partitions: ${q.partitions}, segmentBytes: 1048576 }`),
         '  - { name: out, segmentBytes: 1048576 }',

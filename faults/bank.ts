@@ -232,7 +232,7 @@ export function bankShape(dialect: 'sqlite' | 'postgres'): Shape {
         workload = dialect === 'sqlite' ? sqliteWorkload(dbFile, Math.floor(ctx.random() * 1e9)) : pgbenchWorkload(path.join(ctx.dir, 'pgbench.log'));
         const t0 = Date.now();
         const kinds: string[] = [...commonFaults(t)];
-        if (dialect === 'postgres') kinds.push('pg-terminate', 'pg-terminate', 'pg-login-refused', 'pg-row-lock');
+        if (dialect === 'postgres') kinds.push('pg-terminate', 'pg-terminate', 'pg-login-refused', 'pg-login-refused', 'pg-row-lock', 'pg-row-lock');
         const n = await faultLoop(ctx, kinds, async (kind) => {
           const burstMs = between(ctx.random, 200, 1500);
           workload!.burst(burstMs);

@@ -67,12 +67,20 @@ export async function checkAll(t: FaultTarget): Promise<void> {
 
 /** Waits until the topology is healthy again; a violation when it is not within the bound. */
 export async function recover(t: FaultTarget, what: string): Promise<number | null> {
+  const t0 = Date.now();
   const ms = await t.proc.waitHealthy(FAULT_BOUNDS.recoveryMs);
   if (ms === null) {
     const h = await t.proc.health();
     t.ctx.ledger.violation(t.shape, `${what}: not healthy within ${FAULT_BOUNDS.recoveryMs} ms (health: ${JSON.stringify(h)})`);
+    return null;
   }
-  return ms;
+  // A pump rides out an outage without failing its group (health stays ok): it must say it is
+  // up again too.
+  if (!(await t.proc.waitSourcesUp(FAULT_BOUNDS.recoveryMs))) {
+    t.ctx.ledger.violation(t.shape, `${what}: a capture source not up again within ${FAULT_BOUNDS.recoveryMs} ms`);
+    return null;
+  }
+  return Date.now() - t0;
 }
 
 /**

@@ -364,8 +364,16 @@ async function injectPg(t: FaultTarget, fault: PgFault, t0: number): Promise<boo
     } else {
       const holdMs = between(r, 1000, 12_000);
       const logBefore = t.proc.currentLog().length;
-      await c.query('BEGIN');
-      const locked = await c.query(`SELECT id FROM sluice.sluice_staging ORDER BY id LIMIT 200 FOR UPDATE`);
+      // Staging may be empty at this instant (the pumps keep up): wait for rows to lock.
+      let locked = { rowCount: 0 as number | null };
+      for (let i = 0; i < 50 && !locked.rowCount; i++) {
+        if (i > 0) {
+          await c.query('ROLLBACK');
+          await sleep(50);
+        }
+        await c.query('BEGIN');
+        locked = await c.query(`SELECT id FROM sluice.sluice_staging ORDER BY id LIMIT 200 FOR UPDATE`);
+      }
       const pid = Number((await c.query('SELECT pg_backend_pid() AS p')).rows[0].p);
       await sleep(holdMs);
       const during = t.proc.currentLog().slice(logBefore);

@@ -22,10 +22,26 @@ import {
 runActor<PumpData>(async (ctx) => {
   const d = ctx.data;
   const c = ctx.counters;
+  // Opened on first use and closed after any failure: an appender whose write or fsync failed
+  // (ENOSPC, EIO) still buffers the failed frames and may have left a partial frame in its
+  // segment; only a reopen (recovery cuts the torn tail) makes the next append land right.
   const appenders = new Map<string, Appender>();
-  for (const [queue, t] of Object.entries(d.targets)) {
-    appenders.set(queue, Appender.open({ dir: t.dir, segmentBytes: t.segmentBytes, fsync: t.fsync, notifier: ctx.shared(PUMP_SHARED.notifier(queue)) }));
-  }
+  const openAppenders = () => {
+    for (const [queue, t] of Object.entries(d.targets)) {
+      if (appenders.has(queue)) continue;
+      appenders.set(queue, Appender.open({ dir: t.dir, segmentBytes: t.segmentBytes, fsync: t.fsync, notifier: ctx.shared(PUMP_SHARED.notifier(queue)) }));
+    }
+  };
+  const closeAppenders = () => {
+    for (const a of appenders.values()) {
+      try {
+        a.close();
+      } catch {
+        // a failed appender may fail to close too; its lock and descriptors die with it
+      }
+    }
+    appenders.clear();
+  };
   const writer = new EnvelopeWriter();
   const recordBytesMax = d.source.recordBytesMax ?? CDC_DEFAULTS.recordBytesMax;
   const sink: PumpSink = {
@@ -104,6 +120,7 @@ runActor<PumpData>(async (ctx) => {
   };
   const down = async (err: unknown) => {
     await closeStaging();
+    closeAppenders();
     if (outage.sinceMs === 0) {
       outage.sinceMs = Date.now();
       c[Counter.downSinceMs] = outage.sinceMs;
@@ -120,6 +137,7 @@ runActor<PumpData>(async (ctx) => {
   const up = async (): Promise<PumpCore> => {
     for (;;) {
       try {
+        openAppenders();
         staging = await openStaging(d.source);
         const fresh = new PumpCore({ staging, pump: d.pump, pumps: d.source.pumps, batchSizeMax: d.source.batchSizeMax, sink });
         recovered += await fresh.start();
@@ -168,6 +186,6 @@ runActor<PumpData>(async (ctx) => {
     return { pump: d.pump, shipped: c[Counter.eventsIn], recovered };
   } finally {
     await closeStaging();
-    for (const a of appenders.values()) a.close();
+    closeAppenders();
   }
 });

@@ -3,7 +3,9 @@
  * and lifecycle reporting, and turns an uncaught failure into a `failed` message plus a
  * non-zero exit so the supervisor can restart the actor's group.
  */
-import { parentPort, workerData, isMainThread, type MessagePort } from 'node:worker_threads';
+import fs from 'node:fs';
+import path from 'node:path';
+import { parentPort, workerData, isMainThread, threadId, type MessagePort } from 'node:worker_threads';
 import { Command, Control, LOG_LEVELS, type LogLevelName } from './control.js';
 import { Counter, osThreadId, setState, type ActorState } from './counters.js';
 import type { ActorMessage, ActorWorkerData } from './protocol.js';
@@ -38,6 +40,44 @@ export interface ActorContext<D> {
 }
 
 /**
+ * Test-only fault hook (the fault suite, faults/): when this environment variable names a
+ * directory, every actor looks there at most every {@link WORKER_FAULT_POLL_MS} ms, from its
+ * heartbeat (once per loop iteration, so mid-stream), for a file named
+ * `encodeURIComponent(<actor name>)`. The first actor to rename it away takes the fault: content
+ * `exit` ends the worker thread at once with `process.exit(70)` (a thread dying without a word),
+ * `throw` throws from the heartbeat (an actor crashing). Unset (the default), it costs nothing.
+ */
+export const WORKER_FAULT_DIR_ENV = 'SLUICE_FAULT_WORKER_DIR';
+
+/** How often an actor looks for an injected fault, ms. */
+export const WORKER_FAULT_POLL_MS = 20;
+
+/** Exit code of a worker ended by an injected `exit` fault. */
+export const WORKER_FAULT_EXIT_CODE = 70;
+
+/** Returns the heartbeat-time fault check for actor `name`, or null when the hook is off. */
+function workerFaultCheck(name: string): (() => void) | null {
+  const dir = process.env[WORKER_FAULT_DIR_ENV];
+  if (!dir) return null;
+  const file = path.join(dir, encodeURIComponent(name));
+  let checkedMs = 0;
+  return () => {
+    const now = Date.now();
+    if (now - checkedMs < WORKER_FAULT_POLL_MS) return;
+    checkedMs = now;
+    const taken = `${file}.taken-${process.pid}-${threadId}-${now}`;
+    try {
+      fs.renameSync(file, taken);
+    } catch {
+      return; // no fault for this actor
+    }
+    const mode = fs.readFileSync(taken, 'utf8').trim();
+    if (mode === 'throw') throw new Error(`actor ${name}: injected fault (${WORKER_FAULT_DIR_ENV})`);
+    process.exit(WORKER_FAULT_EXIT_CODE);
+  };
+}
+
+/**
  * Runs an actor body inside a worker thread.
  * The body returns a summary (sent with `stopped`) when it has drained. A thrown error or
  * rejected promise is reported as `failed` and the worker exits with code 1.
@@ -49,6 +89,7 @@ export function runActor<D>(body: (ctx: ActorContext<D>) => Promise<unknown> | u
   const wd = workerData as ActorWorkerData<D>;
   const control = new Control(wd.control);
   const counters = new Float64Array(wd.counters);
+  const faultCheck = workerFaultCheck(wd.name);
   const ctx: ActorContext<D> = {
     name: wd.name,
     data: wd.data,
@@ -70,6 +111,7 @@ export function runActor<D>(body: (ctx: ActorContext<D>) => Promise<unknown> | u
     send: (message) => port.postMessage(message),
     heartbeat: () => {
       counters[Counter.heartbeatMs] = Date.now();
+      if (faultCheck) faultCheck();
     },
     log: (level, msg, fields) => {
       const n = LOG_LEVELS[level];

@@ -30,6 +30,14 @@ const PG_NAME_BYTES_MAX = 63;
 /** Serializes concurrent installs (CREATE OR REPLACE FUNCTION races fail with "tuple concurrently updated"). */
 const INSTALL_LOCK_KEY = keyHash('sluice.cdc.install') | 0;
 
+/**
+ * lock_timeout of a pump's session, ms: a staged row locked by another session (`SELECT ... FOR
+ * UPDATE`, an open transaction that updated it) makes the pump's delete fail after this long
+ * with an error naming the blocking session, instead of waiting forever without a word; the pump
+ * then retries as after any outage. Install and uninstall wait without a bound, as before.
+ */
+export const PG_LOCK_TIMEOUT_MS = 2000;
+
 /** A generated name that fits in 63 bytes: long names keep a prefix plus an FNV-1a suffix. */
 export function pgName(base: string): string {
   const clean = base.replace(/[^A-Za-z0-9_]/g, '_');
@@ -547,6 +555,7 @@ export class PgStaging implements StagingClient {
 
   private async connect(schema: string | undefined): Promise<string> {
     await this.client.connect();
+    await this.client.query(`SET lock_timeout = ${PG_LOCK_TIMEOUT_MS}`);
     if (schema !== undefined) await this.client.query(`SET search_path TO ${quoteIdent(schema)}`);
     const res = await this.client.query<{ s: string | null }>('SELECT current_schema() AS s');
     const current = res.rows[0]?.s ?? null;
@@ -672,8 +681,32 @@ export class PgStaging implements StagingClient {
   async ack(stagingIds: string[]): Promise<number> {
     const schema = await this.open();
     if (stagingIds.length === 0) return 0;
-    const res = await this.client.query(`DELETE FROM ${this.stagingRef(schema)} WHERE id = ANY($1::bigint[])`, [stagingIds]);
-    return res.rowCount ?? 0;
+    try {
+      const res = await this.client.query(`DELETE FROM ${this.stagingRef(schema)} WHERE id = ANY($1::bigint[])`, [stagingIds]);
+      return res.rowCount ?? 0;
+    } catch (err) {
+      if ((err as { code?: string }).code !== '55P03') throw err;
+      const who = await this.rowLockHolders(schema, stagingIds).catch((e: Error) => `(could not be read: ${e.message})`);
+      throw new Error(`capture source "${this.source.name}": deleting ${stagingIds.length} shipped rows from ` +
+        `${schema}.${this.source.stagingTable} waited lock_timeout ${PG_LOCK_TIMEOUT_MS} ms for row locks held by ${who}`);
+    }
+  }
+
+  /**
+   * The sessions whose open transactions lock some of these staged rows (the rows' xmax is the
+   * locking transaction), one description each; a lock shared by several transactions (a
+   * multixact) or one released meanwhile is named as such.
+   */
+  private async rowLockHolders(schema: string, stagingIds: string[]): Promise<string> {
+    const res = await this.client.query<{ pid: number; usename: string | null; application_name: string | null; state: string | null; xact_start: Date | null; query: string | null }>(
+      `SELECT a.pid, a.usename, a.application_name, a.state, a.xact_start, left(a.query, 120) AS query
+       FROM pg_catalog.pg_locks l JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid
+       WHERE l.locktype = 'transactionid' AND l.granted AND l.pid <> pg_catalog.pg_backend_pid()
+         AND l.transactionid::text IN (SELECT DISTINCT xmax::text FROM ${this.stagingRef(schema)} WHERE id = ANY($1::bigint[]))`,
+      [stagingIds]);
+    if (res.rows.length === 0) return 'another session (a shared lock, or one released meanwhile)';
+    return res.rows.map((r) => `pid ${r.pid} (user ${r.usename ?? '?'}, application ${JSON.stringify(r.application_name ?? '')}, ` +
+      `${r.state ?? '?'}, transaction since ${r.xact_start ? r.xact_start.toISOString() : '?'}, last query ${JSON.stringify(r.query ?? '')})`).join(', ');
   }
 
   private errorsRef(schema: string): string {
@@ -866,6 +899,8 @@ export class PgStaging implements StagingClient {
   private async inTransaction(work: () => Promise<void>): Promise<void> {
     await this.client.query('BEGIN');
     try {
+      // DDL (install, uninstall) waits for its locks as long as it takes.
+      await this.client.query('SET LOCAL lock_timeout = 0');
       await work();
       await this.client.query('COMMIT');
     } catch (err) {

@@ -105,6 +105,12 @@ export class Appender {
   /** Descriptors whose close waits for the syncs in flight (one of them may name it). */
   private closeWhenSynced: number[] = [];
   private closed = false;
+  /**
+   * The I/O error (ENOSPC, EIO, ...) a write, fsync or roll failed with, or null. A failed
+   * appender refuses every later call but close(): its buffer still holds frames that may be
+   * half on disk, so only a fresh appender (whose recovery cuts a torn tail) may go on.
+   */
+  private failure: Error | null = null;
 
   private constructor(opts: ResolvedOptions, lock: AppenderLock, faults: FaultInjector, seg: ActiveSegment, recovery: RecoveryReport) {
     this.opts = opts;
@@ -297,7 +303,10 @@ export class Appender {
         if (--this.syncsInFlight === 0 && this.closeWhenSynced.length > 0) {
           for (const f of this.closeWhenSynced.splice(0)) fs.closeSync(f);
         }
-        if (err) return reject(err);
+        if (err) {
+          this.failure ??= err;
+          return reject(err);
+        }
         if (notifier) publish(notifier);
         resolve();
       });
@@ -324,9 +333,11 @@ export class Appender {
         }
       }
     }
-    fs.fdatasyncSync(this.seg.fd);
-    fs.fsyncSync(this.seg.idxFd);
-    fsyncDir(path.resolve(this.opts.dir));
+    this.io(() => {
+      fs.fdatasyncSync(this.seg.fd);
+      fs.fsyncSync(this.seg.idxFd);
+      fsyncDir(path.resolve(this.opts.dir));
+    });
     if (this.opts.notifier) publish(this.opts.notifier);
   }
 
@@ -372,6 +383,14 @@ export class Appender {
    */
   close(): void {
     if (this.closed) return;
+    if (this.failure) {
+      // Nothing more is written: the buffered frames are the failed ones.
+      this.closed = true;
+      if (this.seg.fd >= 0) this.closeFd(this.seg.fd);
+      if (this.seg.idxFd >= 0) fs.closeSync(this.seg.idxFd);
+      this.lock.release();
+      return;
+    }
     try {
       if (this.pendingBytes > 0) {
         this.writePending(false);
@@ -389,6 +408,19 @@ export class Appender {
 
   private checkOpen(): void {
     if (this.closed) throw new Error(`Appender for ${this.opts.dir} is closed`);
+    if (this.failure) {
+      throw new Error(`Appender for ${this.opts.dir} failed earlier (${this.failure.message}); close it and open a new one`);
+    }
+  }
+
+  /** Runs an I/O step; on an error the appender is failed (see `failure`) and it is rethrown. */
+  private io<T>(step: () => T): T {
+    try {
+      return step();
+    } catch (e) {
+      this.failure = e instanceof Error ? e : new Error(String(e));
+      throw e;
+    }
   }
 
   private addFrame(payload: Uint8Array, flags: number): void {
@@ -430,6 +462,10 @@ export class Appender {
    * publish. A tailer moves to the new segment only after reading END_OF_SEGMENT (case Q2).
    */
   private roll(): void {
+    this.io(() => this.rollNow());
+  }
+
+  private rollNow(): void {
     const sync = this.opts.fsync !== 'none';
     if (this.pendingBytes > 0) this.writePending(false);
     const seg = this.seg;
@@ -443,11 +479,19 @@ export class Appender {
     }
     this.closeFd(seg.fd);
     fs.closeSync(seg.idxFd);
+    // Closed: never used again, even if the next segment cannot be created (the numbers may be
+    // reused by other files at once).
+    seg.fd = -1;
+    seg.idxFd = -1;
     this.seg = createSegment(this.opts, this.faults, this.next);
     if (this.opts.notifier) publish(this.opts.notifier);
   }
 
   private writePending(sync: boolean): void {
+    this.io(() => this.writePendingNow(sync));
+  }
+
+  private writePendingNow(sync: boolean): void {
     const seg = this.seg;
     const bytes = this.pendingBytes;
     if (this.faults.hit('torn-write')) {

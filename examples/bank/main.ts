@@ -20,15 +20,14 @@ import { fileURLToPath } from 'node:url';
 import { Command, InvalidArgumentError } from 'commander';
 import Database from 'better-sqlite3';
 import pg from 'pg';
-import { loadTopology, startTopology, partitionDir, type Topology, type ServiceSummary } from 'sluice';
+import { loadTopology, startTopology, type ServiceSummary } from 'sluice';
+import { verifyBank } from './verify.js';
 import { openStaging } from '../../engine/cdc/index.js';
 import { createPgbenchSchema, runTpcb, PGBENCH_SCALE_MAX, TPCB_DEFAULTS } from 'sluice/testing';
 import {
-  createPgbenchSchemaMariaDb, ensureMariaDbDatabase, keptScaleMariaDb, readBalancesMariaDb, runTpcbMariaDb,
+  createPgbenchSchemaMariaDb, ensureMariaDbDatabase, keptScaleMariaDb, runTpcbMariaDb,
 } from '../../engine/workload/index.js';
-import { Tailer } from '../../engine/journal/index.js';
 import { parseHttpAddress } from '../../cli/ops-commands.js';
-import { EnvelopeView, decodeJson } from '../../engine/codec/index.js';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 
@@ -55,22 +54,6 @@ interface Options {
   verbose: boolean;
   /** Serve the operations API and dashboard while the job runs. */
   http?: { host: string; port: number };
-}
-
-/** Newest JSON value per key in a service's output queue. */
-function latestByKey<T>(topology: Topology, queue: string): Map<string, T> {
-  const out = new Map<string, T>();
-  const tailer = Tailer.open({ dir: partitionDir(topology, queue, 0) });
-  const view = new EnvelopeView();
-  try {
-    for (let rec = tailer.next(); rec; rec = tailer.next()) {
-      view.wrap(rec.bytes, 0, rec.bytes.length);
-      out.set(view.key ?? '', decodeJson(view.payload) as T);
-    }
-  } finally {
-    tailer.close();
-  }
-  return out;
 }
 
 /**
@@ -224,41 +207,9 @@ async function main(o: Options): Promise<number> {
     }
   }
 
-  // 5. verification against the database
-  const branchTotals = latestByKey<{ bid: number; total: number }>(topology, 'branch-balances-out');
-  const accountBalances = latestByKey<{ aid: number; abalance: number }>(topology, 'accounts-out');
-  let branches: { bid: number; bbalance: number }[];
-  let changedAccounts: Map<number, number>;
-  if (db.dialect === 'sqlite') {
-    const sqlite = new Database(db.file, { readonly: true });
-    branches = sqlite.prepare('SELECT bid, bbalance FROM pgbench_branches ORDER BY bid').all() as typeof branches;
-    const rows = sqlite.prepare('SELECT aid, abalance FROM pgbench_accounts WHERE abalance <> 0').all() as { aid: number; abalance: number }[];
-    changedAccounts = new Map(rows.map((r) => [r.aid, r.abalance]));
-    sqlite.close();
-  } else if (db.dialect === 'mariadb' || db.dialect === 'mysql') {
-    const read = await readBalancesMariaDb(db.url);
-    branches = read.branches;
-    changedAccounts = new Map(read.accounts.map((r) => [r.aid, r.abalance]));
-  } else {
-    const client = new pg.Client({ connectionString: db.url });
-    await client.connect();
-    branches = (await client.query('SELECT bid, bbalance FROM pgbench_branches ORDER BY bid')).rows;
-    const rows = (await client.query('SELECT aid, abalance FROM pgbench_accounts WHERE abalance <> 0')).rows as { aid: number; abalance: number }[];
-    changedAccounts = new Map(rows.map((r) => [r.aid, r.abalance]));
-    await client.end();
-  }
-  const mismatches: string[] = [];
-  for (const b of branches) {
-    const seen = branchTotals.get(String(b.bid))?.total ?? 0;
-    if (seen !== b.bbalance) mismatches.push(`branch ${b.bid}: service total ${seen} != pgbench_branches.bbalance ${b.bbalance}`);
-  }
-  for (const [aid, v] of accountBalances) {
-    const dbValue = changedAccounts.get(v.aid) ?? 0;
-    if (v.abalance !== dbValue) mismatches.push(`account ${aid}: service abalance ${v.abalance} != pgbench_accounts.abalance ${dbValue}`);
-  }
-  for (const [aid, abalance] of changedAccounts) {
-    if (!accountBalances.has(String(aid))) mismatches.push(`account ${aid}: changed in the database (abalance ${abalance}) but never seen by the service`);
-  }
+  // 5. verification against the database (examples/bank/verify.ts)
+  const verdict = await verifyBank(topology);
+  const { mismatches } = verdict;
 
   // 6. summary
   const lagP50 = Math.max(...services.map((s) => s.lagMs.p50));
@@ -272,7 +223,7 @@ async function main(o: Options): Promise<number> {
   console.log(`  capture-to-service lag    p50 ${lagP50} ms, p99 ${lagP99} ms`);
   console.log(`  actor restarts            ${restarts.length}${restarts.length ? ': ' + restarts.join('; ') : ''}`);
   if (mismatches.length === 0) {
-    console.log(`  verification              OK: ${branches.length} branch totals and ${changedAccounts.size} changed accounts match the database`);
+    console.log(`  verification              OK: ${verdict.branches} branch totals and ${verdict.changedAccounts} changed accounts match the database`);
     return 0;
   }
   console.log(`  verification              FAILED: ${mismatches.length} mismatches`);

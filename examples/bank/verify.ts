@@ -1,0 +1,97 @@
+/**
+ * The bank job's check: the services' newest outputs against the database. Used by main.ts at
+ * the end of a run and by the fault suite (faults/) after every run it interrupts.
+ *
+ * - every branch: the newest `branch-balances-out` total of its bid equals
+ *   pgbench_branches.bbalance (a branch never seen counts as 0);
+ * - every account in `accounts-out`: its newest abalance equals pgbench_accounts.abalance;
+ * - every account with abalance <> 0 in the database is in `accounts-out`.
+ */
+import Database from 'better-sqlite3';
+import pg from 'pg';
+import { partitionDir, type Topology } from '../../index.js';
+import { readBalancesMariaDb } from '../../engine/workload/index.js';
+import { Tailer } from '../../engine/journal/index.js';
+import { EnvelopeView, decodeJson, EVENT_TYPE_JSON } from '../../engine/codec/index.js';
+
+/** Newest JSON value per key in partition 0 of a service's output queue. */
+export function latestByKey<T>(topology: Topology, queue: string): Map<string, T> {
+  const out = new Map<string, T>();
+  const tailer = Tailer.open({ dir: partitionDir(topology, queue, 0) });
+  const view = new EnvelopeView();
+  try {
+    for (let rec = tailer.next(); rec; rec = tailer.next()) {
+      view.wrap(rec.bytes, 0, rec.bytes.length);
+      if (view.type !== EVENT_TYPE_JSON) continue;
+      out.set(view.key ?? '', decodeJson(view.payload) as T);
+    }
+  } finally {
+    tailer.close();
+  }
+  return out;
+}
+
+/** Branch balances and the accounts whose balance is not 0, as the database has them. */
+export interface BankBalances {
+  branches: { bid: number; bbalance: number }[];
+  changedAccounts: Map<number, number>;
+}
+
+/** Reads pgbench_branches and the changed pgbench_accounts of the topology's capture database. */
+export async function readBankBalances(topology: Topology): Promise<BankBalances> {
+  const db = topology.capture[0]?.database;
+  if (!db) throw new Error(`topology ${topology.name}: the bank check needs a capture source`);
+  if (db.dialect === 'sqlite') {
+    const sqlite = new Database(db.file, { readonly: true });
+    try {
+      const branches = sqlite.prepare('SELECT bid, bbalance FROM pgbench_branches ORDER BY bid').all() as BankBalances['branches'];
+      const rows = sqlite.prepare('SELECT aid, abalance FROM pgbench_accounts WHERE abalance <> 0').all() as { aid: number; abalance: number }[];
+      return { branches, changedAccounts: new Map(rows.map((r) => [r.aid, r.abalance])) };
+    } finally {
+      sqlite.close();
+    }
+  }
+  if (db.dialect === 'mariadb' || db.dialect === 'mysql') {
+    const read = await readBalancesMariaDb(db.url);
+    return { branches: read.branches, changedAccounts: new Map(read.accounts.map((r) => [r.aid, r.abalance])) };
+  }
+  const client = new pg.Client({ connectionString: db.url });
+  await client.connect();
+  try {
+    const branches = (await client.query('SELECT bid, bbalance FROM pgbench_branches ORDER BY bid')).rows as BankBalances['branches'];
+    const rows = (await client.query('SELECT aid, abalance FROM pgbench_accounts WHERE abalance <> 0')).rows as { aid: number; abalance: number }[];
+    return { branches, changedAccounts: new Map(rows.map((r) => [r.aid, r.abalance])) };
+  } finally {
+    await client.end();
+  }
+}
+
+/** What {@link verifyBank} found: mismatches (one line each; empty when all match) and counts. */
+export interface BankVerdict {
+  mismatches: string[];
+  branches: number;
+  changedAccounts: number;
+}
+
+/**
+ * Compares the services' newest outputs with the database (see the file comment). Run it once
+ * the topology has drained (every staged change shipped and processed).
+ */
+export async function verifyBank(topology: Topology): Promise<BankVerdict> {
+  const branchTotals = latestByKey<{ bid: number; total: number }>(topology, 'branch-balances-out');
+  const accountBalances = latestByKey<{ aid: number; abalance: number }>(topology, 'accounts-out');
+  const { branches, changedAccounts } = await readBankBalances(topology);
+  const mismatches: string[] = [];
+  for (const b of branches) {
+    const seen = branchTotals.get(String(b.bid))?.total ?? 0;
+    if (seen !== b.bbalance) mismatches.push(`branch ${b.bid}: service total ${seen} != pgbench_branches.bbalance ${b.bbalance}`);
+  }
+  for (const [aid, v] of accountBalances) {
+    const dbValue = changedAccounts.get(v.aid) ?? 0;
+    if (v.abalance !== dbValue) mismatches.push(`account ${aid}: service abalance ${v.abalance} != pgbench_accounts.abalance ${dbValue}`);
+  }
+  for (const [aid, abalance] of changedAccounts) {
+    if (!accountBalances.has(String(aid))) mismatches.push(`account ${aid}: changed in the database (abalance ${abalance}) but never seen by the service`);
+  }
+  return { mismatches, branches: branches.length, changedAccounts: changedAccounts.size };
+}

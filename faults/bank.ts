@@ -1,0 +1,398 @@
+/**
+ * The bank job under faults (examples/bank): pgbench's TPC-B workload writes the database while
+ * capture triggers stage the changes, two pumps ship them, and two services keep branch totals
+ * and account balances; `sluice run` of that topology is faulted throughout.
+ *
+ * SQLite: the workload is runTpcb (sluice/testing) in this process. PostgreSQL: the real
+ * `pgbench` against a database of the suite's own (`faults_bank`), the pumps connecting as a role
+ * of its own (`faults_pump`), so its sessions can be terminated and its logins refused without
+ * touching anyone else's.
+ *
+ * Checks after every fault: each change once in the targets and per key in staging-id order
+ * (CaptureChecker); each service input with exactly one output, in order (CauseChecker); no
+ * exit of `sluice run` by itself. At the end, after a drain: every pgbench_history row shipped
+ * once, staging empty, every input with its output, and the bank job's own check
+ * (examples/bank/verify.ts: branch totals and account balances equal the database's).
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import { setTimeout as sleep } from 'node:timers/promises';
+import Database from 'better-sqlite3';
+import pg from 'pg';
+import { loadTopology, partitionDir, type Topology } from '../index.js';
+import { createPgbenchSchema, runTpcb } from '../testing/index.js';
+import { verifyBank } from '../examples/bank/verify.js';
+import { TopologyProcess, Tmpfs, CLI, REPO_ROOT, FAULT_BOUNDS, between } from './harness.js';
+import { CaptureChecker, CauseChecker } from './checks.js';
+import { commonFaults, injectCommon, faultLoop, checkAll, recover, type Shape, type ShapeContext, type FaultTarget } from './shape.js';
+
+/** The suite's PostgreSQL objects (its own prefix: other sessions share the server). */
+export const FAULTS_PG = {
+  adminUrl: process.env.SLUICE_FAULTS_PG_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres',
+  database: 'faults_bank',
+  role: 'faults_pump',
+} as const;
+
+function pgUrl(user: string, database: string): string {
+  const u = new URL(FAULTS_PG.adminUrl);
+  u.username = user;
+  u.pathname = `/${database}`;
+  return u.toString();
+}
+
+async function admin<T>(database: string, work: (c: pg.Client) => Promise<T>): Promise<T> {
+  const u = new URL(FAULTS_PG.adminUrl);
+  u.pathname = `/${database}`;
+  const c = new pg.Client({ connectionString: u.toString() });
+  await c.connect();
+  try {
+    return await work(c);
+  } finally {
+    await c.end();
+  }
+}
+
+/** True when the suite's PostgreSQL (SLUICE_FAULTS_PG_ADMIN_URL) answers. */
+export async function pgAvailable(): Promise<boolean> {
+  try {
+    await admin('postgres', (c) => c.query('SELECT 1'));
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Drops and creates the database (owned by the role), and the role with LOGIN. */
+async function resetPg(): Promise<void> {
+  await admin('postgres', async (c) => {
+    await c.query(`DROP DATABASE IF EXISTS ${FAULTS_PG.database} WITH (FORCE)`);
+    const r = await c.query('SELECT 1 FROM pg_roles WHERE rolname = $1', [FAULTS_PG.role]);
+    if (r.rowCount === 0) await c.query(`CREATE ROLE ${FAULTS_PG.role} LOGIN`);
+    else await c.query(`ALTER ROLE ${FAULTS_PG.role} LOGIN`);
+    await c.query(`CREATE DATABASE ${FAULTS_PG.database} OWNER ${FAULTS_PG.role}`);
+  });
+}
+
+/** Drops the suite's database and role. */
+export async function dropPg(): Promise<void> {
+  await admin('postgres', async (c) => {
+    await c.query(`DROP DATABASE IF EXISTS ${FAULTS_PG.database} WITH (FORCE)`);
+    await c.query(`DROP ROLE IF EXISTS ${FAULTS_PG.role}`);
+  });
+}
+
+function topologyYaml(dialect: 'sqlite' | 'postgres', dataDir: string, dbFile: string): string {
+  const services = path.join(REPO_ROOT, 'examples/bank/services');
+  const database = dialect === 'sqlite'
+    ? `{ dialect: sqlite, file: ${JSON.stringify(dbFile)} }`
+    : `{ dialect: postgres, url: ${JSON.stringify(pgUrl(FAULTS_PG.role, FAULTS_PG.database))} }`;
+  // examples/bank/topology*.yaml with the suite's paths and 1 MiB segments (the data directory
+  // may be a small tmpfs); every other setting is the example's, the supervisor's the defaults.
+  return `name: faults-bank
+dataDir: ${JSON.stringify(dataDir)}
+supervisor: { backoffMaxMs: 1000 }   # restarts forever (the default); capped at 1 s, not 5 s, so more faults fit
+rings:
+  capacityBytes: 1048576
+queues:
+  - { name: history-changes, partitions: 2, segmentBytes: 1048576 }
+  - { name: account-changes, partitions: 2, segmentBytes: 1048576 }
+  - { name: branch-balances-out, segmentBytes: 1048576 }
+  - { name: accounts-out, segmentBytes: 1048576 }
+services:
+  - name: branch-balances
+    module: ${JSON.stringify(path.join(services, 'branch-balances.ts'))}
+    inputs: [history-changes]
+    output: branch-balances-out
+    inputsReplay: INPUTS
+  - name: accounts
+    module: ${JSON.stringify(path.join(services, 'accounts.ts'))}
+    inputs: [account-changes]
+    output: accounts-out
+    inputsReplay: INPUTS
+capture:
+  - name: bank-db
+    database: ${database}
+    pumps: 2
+    batchSizeMax: 2000
+    pollIntervalMs: 5
+    tables:
+      - table: pgbench_history
+        operations: [insert]
+        columns: [tid, bid, aid, delta, mtime]
+        key: [aid]
+        target: history-changes
+      - table: pgbench_accounts
+        operations: [update]
+        columns: [aid, bid, abalance]
+        target: account-changes
+`;
+}
+
+/**
+ * The workload running in the background: `burst()` before each fault (so the fault lands while
+ * transactions commit; between faults the topology catches up, which bounds the volume),
+ * stop() ends it and resolves when it has.
+ */
+interface Workload {
+  burst(ms: number): void;
+  stop(): Promise<void>;
+}
+
+function sqliteWorkload(file: string, seed: number): Workload {
+  let running: Promise<unknown> = Promise.resolve();
+  let n = 0;
+  return {
+    burst(ms: number) {
+      running = running.then(() => runTpcb({ file, clients: 2, durationMs: ms, scale: 1, seed: seed + 2 * n++ }));
+    },
+    async stop() {
+      await running;
+    },
+  };
+}
+
+function pgbenchWorkload(logFile: string): Workload {
+  let child: ChildProcess | null = null;
+  let stopped = false;
+  const log = fs.createWriteStream(logFile, { flags: 'a' });
+  // pgbench as the server's superuser (not the pumps' role, whose logins the suite refuses).
+  const run = () => {
+    child = spawn('pgbench', ['-n', '-c', '2', '-j', '1', '-R', '300', '-T', '86400', pgUrl('postgres', FAULTS_PG.database)], { stdio: ['ignore', 'pipe', 'pipe'] });
+    child.stdout!.pipe(log, { end: false });
+    child.stderr!.pipe(log, { end: false });
+    child.on('exit', () => {
+      child = null;
+      if (!stopped) setTimeout(run, 200); // a client error ends pgbench: start it again
+    });
+  };
+  run();
+  return {
+    burst() {
+      // pgbench runs throughout, rate-limited (-R 300 transactions/s)
+    },
+    async stop() {
+      stopped = true;
+      const c = child as ChildProcess | null;
+      if (c) {
+        const exited = new Promise((r) => c.once('exit', r));
+        c.kill('SIGINT');
+        await exited;
+      }
+      log.end();
+    },
+  };
+}
+
+/** PostgreSQL faults on the pumps' sessions. */
+type PgFault = 'pg-terminate' | 'pg-login-refused' | 'pg-row-lock';
+
+/** One bank shape: `dialect` sqlite (embedded) or postgres. */
+export function bankShape(dialect: 'sqlite' | 'postgres'): Shape {
+  const name = `bank-${dialect}`;
+  return {
+    name,
+    async run(ctx: ShapeContext) {
+      const { ledger } = ctx;
+      const dataDir = path.join(ctx.dir, 'data');
+      const dbFile = path.join(ctx.dir, 'bank.db');
+      const file = path.join(ctx.dir, 'topology.yaml');
+      fs.writeFileSync(file, topologyYaml(dialect, dataDir, dbFile));
+      let disk: Tmpfs | null = null;
+      if (ctx.tmpfs) {
+        disk = new Tmpfs(dataDir, 256 * 1048576);
+        disk.mount();
+      }
+      let workload: Workload | null = null;
+      const proc = new TopologyProcess({ file, httpPort: ctx.httpPort, logFile: path.join(ctx.dir, 'sluice.log'), faultDir: path.join(ctx.dir, 'worker-faults') });
+      try {
+        if (dialect === 'sqlite') {
+          const db = new Database(dbFile);
+          db.pragma('journal_mode = WAL');
+          createPgbenchSchema(db, 1);
+          db.close();
+        } else {
+          await resetPg();
+          execFileSync('pgbench', ['-i', '-q', '-s', '1', pgUrl(FAULTS_PG.role, FAULTS_PG.database)], { stdio: 'ignore' });
+        }
+        execFileSync(process.execPath, [CLI, 'install', file], { stdio: 'ignore' });
+        const topology = loadTopology(file);
+        const capture = new CaptureChecker(['history-changes', 'account-changes'].flatMap((queue) =>
+          [0, 1].map((partition) => ({ queue, partition, dir: partitionDir(topology, queue, partition) }))));
+        const outputs = [
+          new CauseChecker('branch-balances', partitionDir(topology, 'branch-balances-out', 0), ['history-changes']),
+          new CauseChecker('accounts', partitionDir(topology, 'accounts-out', 0), ['account-changes']),
+        ];
+        const t: FaultTarget = {
+          shape: name, ctx, proc, disk,
+          check: () => [...capture.check(), ...outputs.flatMap((o) => o.check())],
+        };
+        proc.start();
+        if ((await recover(t, 'first start')) === null) return;
+        workload = dialect === 'sqlite' ? sqliteWorkload(dbFile, Math.floor(ctx.random() * 1e9)) : pgbenchWorkload(path.join(ctx.dir, 'pgbench.log'));
+        const t0 = Date.now();
+        const kinds: string[] = [...commonFaults(t)];
+        if (dialect === 'postgres') kinds.push('pg-terminate', 'pg-terminate', 'pg-login-refused', 'pg-login-refused', 'pg-row-lock', 'pg-row-lock');
+        const n = await faultLoop(ctx, kinds, async (kind) => {
+          const burstMs = between(ctx.random, 200, 1500);
+          workload!.burst(burstMs);
+          await sleep(between(ctx.random, 0, burstMs));
+          if (kind.startsWith('pg-')) return injectPg(t, kind as PgFault, t0);
+          return injectCommon(t, kind as Parameters<typeof injectCommon>[1], t0);
+        });
+        await workload.stop();
+        workload = null;
+        ledger.info(`${name}: ${n} faults injected; workload stopped, draining`);
+        await finalChecks(t, topology, capture, outputs, dialect);
+        capture.close();
+        for (const o of outputs) o.close();
+      } finally {
+        if (workload) await workload.stop().catch(() => undefined);
+        if (proc.running) await proc.kill9();
+        proc.close();
+        disk?.unmount();
+        if (dialect === 'postgres') await dropPg().catch((e) => ledger.info(`could not drop ${FAULTS_PG.database}: ${(e as Error).message}`));
+      }
+    },
+  };
+}
+
+/** Drains, then the end-of-run checks (see the file comment). */
+async function finalChecks(t: FaultTarget, topology: Topology, capture: CaptureChecker, outputs: CauseChecker[], dialect: 'sqlite' | 'postgres'): Promise<void> {
+  const { ledger } = t.ctx;
+  if (!t.proc.running) t.proc.start();
+  await recover(t, 'start before the final drain');
+  if (!(await t.proc.waitSourcesUp(FAULT_BOUNDS.recoveryMs))) ledger.violation(t.shape, 'a capture source still down before the final drain');
+  // A drain ships what is staged when it starts: wait until staging is empty first.
+  const t0 = Date.now();
+  let staged = await stagedRows(topology, dialect);
+  while (staged > 0 && Date.now() - t0 < FAULT_BOUNDS.drainMs) {
+    await sleep(200);
+    staged = await stagedRows(topology, dialect);
+  }
+  if (staged > 0) ledger.violation(t.shape, `${staged} changes still staged ${FAULT_BOUNDS.drainMs} ms after the workload stopped`);
+  const code = await t.proc.stop(FAULT_BOUNDS.drainMs);
+  if (code !== 0) ledger.violation(t.shape, `the final drain exited with code ${code}`);
+  await checkAll(t);
+  const lengths = capture.lengths();
+  for (const o of outputs) {
+    for (const [k, n] of lengths) {
+      if (!k.startsWith(o.label === 'accounts' ? 'account-changes' : 'history-changes')) continue;
+      const got = o.next.get(k) ?? 0;
+      if (got !== n) ledger.violation(t.shape, `${o.label}: ${k} holds ${n} inputs but outputs cover ${got} (inputs without an effect)`);
+    }
+  }
+  const historyRows = await countHistory(topology, dialect);
+  const shipped = capture.counts.get('pgbench_history/insert') ?? 0;
+  if (historyRows !== shipped) ledger.violation(t.shape, `pgbench_history has ${historyRows} rows, history-changes ${shipped} inserts`);
+  const verdict = await verifyBank(topology);
+  for (const m of verdict.mismatches.slice(0, 20)) ledger.violation(t.shape, `bank check: ${m}`);
+  ledger.info(`${t.shape}: final: ${historyRows} transactions, ${verdict.branches} branches and ${verdict.changedAccounts} changed accounts checked, ${verdict.mismatches.length} mismatches, ${t.proc.starts} runs of sluice run`);
+}
+
+async function stagedRows(topology: Topology, dialect: 'sqlite' | 'postgres'): Promise<number> {
+  const src = topology.capture[0]!;
+  if (dialect === 'sqlite') {
+    if (src.database.dialect !== 'sqlite') throw new Error('not sqlite');
+    const db = new Database(src.database.file, { readonly: true });
+    try {
+      return db.prepare(`SELECT count(*) FROM ${src.stagingTable}`).pluck().get() as number;
+    } finally {
+      db.close();
+    }
+  }
+  return admin(FAULTS_PG.database, async (c) => Number((await c.query(`SELECT count(*) AS n FROM sluice.${src.stagingTable}`)).rows[0].n));
+}
+
+async function countHistory(topology: Topology, dialect: 'sqlite' | 'postgres'): Promise<number> {
+  const src = topology.capture[0]!;
+  if (dialect === 'sqlite') {
+    if (src.database.dialect !== 'sqlite') throw new Error('not sqlite');
+    const db = new Database(src.database.file, { readonly: true });
+    try {
+      return db.prepare('SELECT count(*) FROM pgbench_history').pluck().get() as number;
+    } finally {
+      db.close();
+    }
+  }
+  return admin(FAULTS_PG.database, async (c) => Number((await c.query('SELECT count(*) AS n FROM pgbench_history')).rows[0].n));
+}
+
+/** Terminates every session of the pumps' role; returns how many. */
+async function terminatePumpSessions(c: pg.Client): Promise<number> {
+  const r = await c.query(
+    'SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) AS n FROM pg_stat_activity WHERE usename = $1 AND datname = $2',
+    [FAULTS_PG.role, FAULTS_PG.database]);
+  return Number(r.rows[0].n);
+}
+
+/**
+ * PostgreSQL faults:
+ * - pg-terminate: a burst of 2..8 `pg_terminate_backend` of the pumps' sessions, 50..400 ms apart;
+ * - pg-login-refused: `ALTER ROLE faults_pump NOLOGIN`, its sessions terminated, 1..8 s, LOGIN again;
+ * - pg-row-lock: another session locks the oldest 200 staged rows FOR UPDATE for 1..10 s. The
+ *   pump's delete of them must not wait silently: when the lock is held longer than its bound, the
+ *   log must name the blocking session (its pid) while it is held.
+ * After each: the pumps are up again (log), the topology healthy, the invariants hold.
+ */
+async function injectPg(t: FaultTarget, fault: PgFault, t0: number): Promise<boolean> {
+  const r = t.ctx.random;
+  const at = Date.now() - t0;
+  let detail = '';
+  const c = new pg.Client({ connectionString: (() => { const u = new URL(FAULTS_PG.adminUrl); u.pathname = `/${FAULTS_PG.database}`; return u.toString(); })() });
+  await c.connect();
+  try {
+    if (fault === 'pg-terminate') {
+      const burst = between(r, 2, 8);
+      let killed = 0;
+      for (let i = 0; i < burst; i++) {
+        killed += await terminatePumpSessions(c);
+        await sleep(between(r, 50, 400));
+      }
+      detail = `${burst} rounds of pg_terminate_backend, ${killed} sessions terminated`;
+    } else if (fault === 'pg-login-refused') {
+      const holdMs = between(r, 1000, 8000);
+      await c.query(`ALTER ROLE ${FAULTS_PG.role} NOLOGIN`);
+      let killed = 0;
+      try {
+        killed = await terminatePumpSessions(c);
+        await sleep(holdMs);
+      } finally {
+        await c.query(`ALTER ROLE ${FAULTS_PG.role} LOGIN`);
+      }
+      detail = `login refused for ${holdMs} ms (${killed} sessions terminated)`;
+    } else {
+      const holdMs = between(r, 1000, 12_000);
+      const logBefore = t.proc.currentLog().length;
+      // Staging may be empty at this instant (the pumps keep up): wait for rows to lock.
+      let locked = { rowCount: 0 as number | null };
+      for (let i = 0; i < 50 && !locked.rowCount; i++) {
+        if (i > 0) {
+          await c.query('ROLLBACK');
+          await sleep(50);
+        }
+        await c.query('BEGIN');
+        locked = await c.query(`SELECT id FROM sluice.sluice_staging ORDER BY id LIMIT 200 FOR UPDATE`);
+      }
+      const pid = Number((await c.query('SELECT pg_backend_pid() AS p')).rows[0].p);
+      await sleep(holdMs);
+      const during = t.proc.currentLog().slice(logBefore);
+      await c.query('ROLLBACK');
+      detail = `${locked.rowCount} staged rows locked FOR UPDATE by pid ${pid} for ${holdMs} ms`;
+      // The pump's bound on a lock wait (engine/cdc/postgres.ts PG_LOCK_TIMEOUT_MS) plus slack.
+      if (locked.rowCount && holdMs > PG_LOCK_WAIT_REPORT_MS && !during.includes(`pid ${pid}`)) {
+        t.ctx.ledger.violation(t.shape, `${detail}: no log line named the blocking session (pid ${pid}) while it held the lock`);
+      }
+    }
+  } finally {
+    await c.end().catch(() => undefined);
+  }
+  if (!(await t.proc.waitSourcesUp(FAULT_BOUNDS.recoveryMs))) t.ctx.ledger.violation(t.shape, `${fault}: a capture source not up again within ${FAULT_BOUNDS.recoveryMs} ms`);
+  const ms = await recover(t, fault);
+  t.ctx.ledger.fault({ shape: t.shape, fault, atMs: at, detail, recoveredMs: ms });
+  await checkAll(t);
+  return true;
+}
+
+/** A row lock held longer than this must be reported by name in the log, ms. */
+const PG_LOCK_WAIT_REPORT_MS = 5000;

@@ -1,0 +1,91 @@
+/**
+ * The fault suite (issue 13 §1): runs shapes one after the other, each with its share of the
+ * faults, and collects the ledger. `npm run faults` (faults/run.ts) runs it from the command
+ * line; test/faults-ci.test.ts runs a subset in CI.
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Ledger, Tmpfs, rng } from './harness.js';
+import { bankShape, pgAvailable } from './bank.js';
+import { serviceShape, STRATEGIES } from './services.js';
+import type { Shape } from './shape.js';
+
+/** Every shape by name. */
+export function allShapes(): Shape[] {
+  return [bankShape('sqlite'), bankShape('postgres'), ...STRATEGIES.map(serviceShape)];
+}
+
+/** Options of {@link runSuite}. */
+export interface SuiteOptions {
+  seed: number;
+  /** Faults in all, shared out evenly over the shapes. */
+  faults: number;
+  /** Shape names to run (default: all; bank-postgres only when PostgreSQL answers). */
+  shapes?: string[];
+  /** Stop injecting after this long in all, ms (each shape gets its share). */
+  budgetMs: number;
+  /** Use tmpfs faults when available (default true). */
+  tmpfs?: boolean;
+  /** First port for the topologies' operations API (one per shape). */
+  portBase?: number;
+  /** Where the shapes' directories go (default a fresh one under the OS temp directory). */
+  dir?: string;
+  /** Keep the directories (logs) after a clean run. */
+  keep?: boolean;
+  out?: (line: string) => void;
+}
+
+/** What a run of the suite did. */
+export interface SuiteResult {
+  seed: number;
+  faults: number;
+  byFault: Record<string, number>;
+  byShape: Record<string, number>;
+  violations: string[];
+  durationMs: number;
+  dir: string;
+}
+
+/** Runs the suite; never throws for a violation (they are in the result). */
+export async function runSuite(o: SuiteOptions): Promise<SuiteResult> {
+  const t0 = Date.now();
+  const ledger = new Ledger(o.seed, o.out);
+  const dir = o.dir ?? fs.mkdtempSync(path.join(os.tmpdir(), `faults_${o.seed}_`));
+  fs.mkdirSync(dir, { recursive: true });
+  const pg = await pgAvailable();
+  let shapes = allShapes().filter((s) => (o.shapes ? o.shapes.includes(s.name) : true));
+  if (!pg) {
+    if (shapes.some((s) => s.name === 'bank-postgres')) ledger.info('PostgreSQL does not answer: bank-postgres skipped');
+    shapes = shapes.filter((s) => s.name !== 'bank-postgres');
+  }
+  const tmpfs = (o.tmpfs ?? true) && Tmpfs.available(path.join(dir, 'tmpfs-probe'));
+  ledger.info(`seed ${o.seed}, ${o.faults} faults over ${shapes.map((s) => s.name).join(', ')}; tmpfs faults ${tmpfs ? 'on' : 'off (mount -t tmpfs refused)'}; directory ${dir}`);
+  const random = rng(o.seed);
+  for (let i = 0; i < shapes.length; i++) {
+    const shape = shapes[i]!;
+    const share = Math.floor(o.faults / shapes.length) + (i < o.faults % shapes.length ? 1 : 0);
+    const shapeDir = path.join(dir, shape.name);
+    fs.mkdirSync(shapeDir, { recursive: true });
+    const before = ledger.faults.length;
+    const remainingMs = o.budgetMs - (Date.now() - t0);
+    const budget = remainingMs / (shapes.length - i);
+    try {
+      await shape.run({
+        ledger, random: rng(Math.floor(random() * 2 ** 31)), faults: share, deadlineMs: Date.now() + budget,
+        dir: shapeDir, httpPort: (o.portBase ?? 19161) + i, tmpfs,
+      });
+    } catch (e) {
+      ledger.violation(shape.name, `the shape failed: ${(e as Error).stack ?? e}`);
+    }
+    ledger.info(`${shape.name}: ${ledger.faults.length - before} faults, ${ledger.violations.length} violations so far`);
+  }
+  const byFault: Record<string, number> = {};
+  const byShape: Record<string, number> = {};
+  for (const f of ledger.faults) {
+    byFault[f.fault] = (byFault[f.fault] ?? 0) + 1;
+    byShape[f.shape] = (byShape[f.shape] ?? 0) + 1;
+  }
+  if (ledger.violations.length === 0 && !o.keep) fs.rmSync(dir, { recursive: true, force: true });
+  return { seed: o.seed, faults: ledger.faults.length, byFault, byShape, violations: ledger.violations, durationMs: Date.now() - t0, dir };
+}

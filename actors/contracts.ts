@@ -4,6 +4,7 @@
  * these; the planner imports only this file, never a worker entry (importing one would run it).
  */
 import type { CaptureSource } from '../engine/cdc/index.js';
+import type { ActorBus } from '../engine/service/index.js';
 
 /** Start data of a queue reader. */
 export interface QueueReaderData {
@@ -15,6 +16,8 @@ export interface QueueReaderData {
   from: number;
   /** Records written to the ring between two doorbell rings. */
   batchSizeMax: number;
+  /** Where the partition lives: the embedded journal (`dir`) or a Kafka topic named `queue`. */
+  bus: ActorBus;
 }
 
 /** Shared buffer names a queue reader expects. */
@@ -32,6 +35,13 @@ export interface ServiceHostData {
   service: string;
   /** Compiled JavaScript module file of the service. */
   moduleFile: string;
+  /** Where its queues live; on Kafka every queue is the topic of the same name. */
+  bus: ActorBus;
+  /**
+   * Kafka: transactional.id of the output's producer (`sluice.<topology>.<service>`; the
+   * dead-letter producer appends `.dlq`). A restarted service fences its predecessor with it.
+   */
+  transactionalId: string;
   settings: Record<string, unknown>;
   inputs: HostInput[];
   output: { queue: string; dir: string; segmentBytes: number; fsync: 'none' | 'batch' | 'record' };
@@ -121,6 +131,9 @@ export interface TimerData {
   segmentBytes: number;
   fsync: 'none' | 'batch' | 'record';
   intervalMs: number;
+  bus: ActorBus;
+  /** Kafka: transactional.id of the timer's producer (`sluice.<topology>.<service>.timer`). */
+  transactionalId: string;
 }
 
 /** Shared buffer names a timer actor expects. */

@@ -1,6 +1,8 @@
 /** Ready-made actors built on engine/: queue reader, service host, capture pump, and the planner. */
 export {
   planTopology,
+  actorBusOf,
+  transactionalIdOf,
   partitionDir,
   checkServiceModules,
   serviceModuleEntries,
@@ -10,4 +12,5 @@ export {
   type ServiceModuleEntry,
   type TopologyPlan,
 } from './plan.js';
+export { createKafkaTopics } from './kafka-topics.js';
 export type { ServiceHostData, ServiceReadyInfo, ServiceSummary, HostInput, QueueReaderData, PumpData } from './contracts.js';

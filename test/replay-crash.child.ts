@@ -6,8 +6,8 @@
  * argv: <topology.yaml> <records per partition> [queues to wait for, comma-separated; default all]
  */
 import { loadTopology, startTopology, partitionDir } from 'sluice';
-import { computeLastWritten } from '../engine/service/index.js';
-import { Tailer } from '../engine/journal/index.js';
+import { computeLastWritten, openQueueLogs } from '../engine/service/index.js';
+import { actorBusOf } from '../actors/index.js';
 import { scanOutput } from '../engine/replay/index.js';
 
 const [file, perPartition] = [process.argv[2], Number(process.argv[3])];
@@ -21,8 +21,10 @@ const inputs = svc.inputs.flatMap((q) => {
 const running = await startTopology(topology, { log: (l) => process.stderr.write(`child: ${l}\n`) });
 // the parent times most kills from here, so they land mid-stream whatever the machine's load
 process.stdout.write('live\n');
+// On either bus: the journal's output directory, or the output topic (read_committed).
+const logs = openQueueLogs(actorBusOf(topology));
 for (;;) {
-  const t = Tailer.open({ dir: partitionDir(topology, svc.output, 0) });
+  const t = logs.tailer({ queue: svc.output, partition: 0, dir: partitionDir(topology, svc.output, 0) });
   t.moveToEnd();
   let positions = scanOutput(t, inputs, undefined, svc.output).positions;
   t.moveToEnd();
@@ -31,6 +33,7 @@ for (;;) {
   if (positions.every((p, n) => p === perPartition - 1 || (waitFor !== null && !waitFor.includes(inputs[n].queue)))) break;
   await new Promise((r) => setTimeout(r, 20));
 }
+logs.close();
 const result = await running.stop();
 process.stdout.write(JSON.stringify({ done: true, terminated: result.terminated }) + '\n');
 process.exit(0);

@@ -5,6 +5,11 @@
  * none processed twice, no output duplicated. The service (test/fixtures/services/
  * lww-product.ts) keeps a non-commutative state over several input queues, so a replay in the
  * wrong order shows. The seed is printed on failure; SLUICE_TEST_SEED replays one.
+ *
+ * Every scenario runs on both buses (test/lib/backends.ts): the embedded journal and the real
+ * Kafka broker, where the output is written in transactions (exactly once: a read_committed
+ * reader of the output sees each input's effect once) and LAST_WRITTEN, the processed records
+ * and the snapshots are read back from the output topic. SLUICE_TEST_BUS=journal|kafka runs one.
  */
 import { runChild as runChildProcess, type KillAt, type ChildRun } from './lib/kill-child.js';
 import { test } from 'uvu';
@@ -12,10 +17,10 @@ import * as assert from 'uvu/assert';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { Tailer } from '../engine/journal/index.js';
 import { EnvelopeView } from '../engine/codec/index.js';
 import { EVENT_TYPE_SNAPSHOT_END } from '../engine/replay/index.js';
-import { rng, appendLwwInputs, verifyLwwOutput, readLiveFile, type InputValues } from './replay-helpers.js';
+import { journalBackend, kafkaBackend, type TestBackend } from './lib/backends.js';
+import { rng, appendLwwInputsTo, verifyLwwOutput, readLiveFile, type InputValues } from './replay-helpers.js';
 
 const CHUNK = 1500;
 const RUNS_MAX = 80;
@@ -37,6 +42,8 @@ interface Scenario {
   settings: Record<string, unknown>;
   order: 'processed' | 'outputs';
   kills: number;
+  /** Kills on the Kafka bus (each run there starts slower: producer fencing, reader consumers). */
+  kafkaKills: number;
   seedOffset: number;
 }
 
@@ -49,6 +56,7 @@ const SCENARIOS: Scenario[] = [
     settings: {},
     order: 'processed',
     kills: 18,
+    kafkaKills: 10,
     seedOffset: 0,
   },
   {
@@ -59,6 +67,7 @@ const SCENARIOS: Scenario[] = [
     settings: { emitAll: true },
     order: 'outputs',
     kills: 16,
+    kafkaKills: 10,
     seedOffset: 1,
   },
   {
@@ -69,6 +78,7 @@ const SCENARIOS: Scenario[] = [
     settings: { snapshotEveryInputs: 400 },
     order: 'processed',
     kills: 16,
+    kafkaKills: 10,
     seedOffset: 2,
   },
   {
@@ -82,32 +92,38 @@ const SCENARIOS: Scenario[] = [
     settings: { emitAll: true },
     order: 'outputs',
     kills: 12,
+    kafkaKills: 10,
     seedOffset: 3,
   },
 ];
 
-for (const sc of SCENARIOS) {
-  test(`kill -9 at random moments, ${sc.name}: every restart rebuilds the reference state; the output equals the reference`, async () => {
+const BUSES = (process.env.SLUICE_TEST_BUS ?? 'journal,kafka').split(',');
+for (const [bus, sc] of BUSES.flatMap((b) => SCENARIOS.map((x) => [b, x] as const))) {
+  test(`${bus} bus: kill -9 at random moments, ${sc.name}: every restart rebuilds the reference state; the output equals the reference`, async () => {
     const seed = Number(process.env.SLUICE_TEST_SEED ?? Date.now() % 100000) + sc.seedOffset;
     const random = rng(seed);
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-replay-crash-'));
+    const backend: TestBackend = bus === 'kafka' ? await kafkaBackend('replay-crash') : journalBackend();
+    const kills = bus === 'kafka' ? sc.kafkaKills : sc.kills;
+    const q = (name: string) => backend.queue(name);
     try {
       const liveFile = path.join(dir, 'live.jsonl');
       const topologyFile = path.join(dir, 'topology.yaml');
       fs.writeFileSync(
         topologyFile,
         [
-          'name: replay-crash',
+          `name: replay-crash-${bus}-${sc.seedOffset}-${process.pid}`,
           'dataDir: ./data',
+          ...backend.busLines,
           'supervisor: { backoffInitialMs: 10, restartsMax: 50 }',
           'queues:',
-          ...sc.queues.map((q) => `  - { name: ${q.name}, partitions: ${q.partitions} }`),
-          '  - { name: out }',
+          ...sc.queues.map((x) => `  - { name: ${q(x.name)}, partitions: ${x.partitions} }`),
+          `  - { name: ${q('out')} }`,
           'services:',
           '  - name: lww',
           `    module: ${sc.module}`,
-          `    inputs: [${sc.queues.map((q) => q.name).join(', ')}]`,
-          '    output: out',
+          `    inputs: [${sc.queues.map((x) => q(x.name)).join(', ')}]`,
+          `    output: ${q('out')}`,
           `    inputsReplay: ${sc.inputsReplay}`,
           `    startFrom: ${sc.startFrom ?? 'LAST_WRITTEN'}`,
           '    batchSizeMax: 32',
@@ -115,22 +131,23 @@ for (const sc of SCENARIOS) {
           '',
         ].join('\n'),
       );
-      const inputs = sc.queues.flatMap((q) => Array.from({ length: q.partitions }, (_, p) => ({ queue: q.name, partition: p })));
+      const inputs = sc.queues.flatMap((x) => Array.from({ length: x.partitions }, (_, p) => ({ queue: q(x.name), partition: p })));
+      await backend.createQueues([...sc.queues.map((x) => ({ name: q(x.name), partitions: x.partitions })), { name: q('out'), partitions: 1 }]);
       const dataDir = path.join(dir, 'data');
       const values: InputValues = new Map();
       let perPartition = 0;
-      const more = () => {
-        appendLwwInputs(dataDir, inputs, CHUNK, random, values);
+      const more = async () => {
+        await appendLwwInputsTo(backend, dataDir, inputs, CHUNK, random, values);
         perPartition += CHUNK;
       };
-      more();
+      await more();
       let killed = 0;
       let runs = 0;
       // One kill in four at a random moment of the start (restore, replay); the others at a
       // random moment of the live run after it, spread over a clean run's live time as measured.
       let liveMs = 800;
-      while (killed < sc.kills) {
-        assert.ok(++runs <= RUNS_MAX, `(seed ${seed}) ${RUNS_MAX} runs without ${sc.kills} kills`);
+      while (killed < kills) {
+        assert.ok(++runs <= RUNS_MAX, `(seed ${seed}) ${RUNS_MAX} runs without ${kills} kills`);
         const kill = random() < 0.25 ? { from: 'spawn' as const, afterMs: 100 + Math.floor(random() * 500) } : { from: 'live' as const, afterMs: Math.floor(random() * liveMs) };
         const r = await runChild(topologyFile, perPartition, kill);
         if (r.signal === 'SIGKILL') {
@@ -139,13 +156,12 @@ for (const sc of SCENARIOS) {
         }
         assert.is(r.code, 0, `run ${runs} exited ${r.code} (seed ${seed}):\n${r.out}`);
         if (r.liveToExitMs !== null) liveMs = (liveMs + r.liveToExitMs) / 2;
-        more();
+        await more();
       }
       const final = await runChild(topologyFile, perPartition, null);
       assert.is(final.code, 0, `final run failed (seed ${seed}):\n${final.out}`);
 
-      const outDir = path.join(dataDir, 'queues', 'out', '0');
-      const verdict = verifyLwwOutput(outDir, inputs, values, sc.order, sc.settings.emitAll === true, `seed ${seed}`);
+      const verdict = verifyLwwOutput(backend.tailer(dataDir, q('out'), 0), inputs, values, sc.order, sc.settings.emitAll === true, `seed ${seed}`);
       for (const [k, p] of Object.entries(verdict.positions)) assert.is(p, perPartition - 1, `(seed ${seed}) ${k} processed through ${p} of ${perPartition}`);
       // every start (the first, each restart after a kill, each clean rerun) rebuilt the reference state
       const live = readLiveFile(liveFile);
@@ -154,17 +170,18 @@ for (const sc of SCENARIOS) {
         assert.is(l.digest, verdict.digests[l.count], `(seed ${seed}) a start rebuilt the state after ${l.count} inputs wrongly`);
         if (l.count > 0) rebuilt++;
       }
-      assert.ok(rebuilt >= sc.kills / 3, `(seed ${seed}) only ${rebuilt} starts had state to rebuild`);
+      assert.ok(rebuilt >= kills / 3, `(seed ${seed}) only ${rebuilt} starts had state to rebuild`);
       let markers = 0;
       if (sc.settings.snapshotEveryInputs) {
-        const t = Tailer.open({ dir: outDir });
+        const t = backend.tailer(dataDir, q('out'), 0);
         const view = new EnvelopeView();
         for (let rec = t.next(); rec; rec = t.next()) if (view.wrap(rec.bytes, 0, rec.bytes.length).type === EVENT_TYPE_SNAPSHOT_END) markers++;
         t.close();
         assert.ok(markers >= 5, `(seed ${seed}) ${markers} snapshots written`);
       }
-      process.stdout.write(`\n  ${sc.name}: seed ${seed}, ${killed} kills in ${runs + 1} runs, ${rebuilt} starts rebuilt state, ${verdict.outputs} outputs for ${perPartition * inputs.length} inputs${markers ? `, ${markers} snapshots` : ''}\n`);
+      process.stdout.write(`\n  ${bus} bus, ${sc.name}: seed ${seed}, ${killed} kills in ${runs + 1} runs, ${rebuilt} starts rebuilt state, ${verdict.outputs} outputs for ${perPartition * inputs.length} inputs${markers ? `, ${markers} snapshots` : ''}\n`);
     } finally {
+      await backend.close();
       fs.rmSync(dir, { recursive: true, force: true });
     }
   });

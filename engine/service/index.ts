@@ -26,3 +26,16 @@ export {
   type DeadLetterEntry,
   type QueueTarget,
 } from './dead-letter.js';
+export {
+  openQueueLogs,
+  KafkaTailer,
+  KafkaAppender,
+  type ActorBus,
+  type QueueLogs,
+  type QueuePartition,
+  type PartitionRecord,
+  type PartitionTailer,
+  type PartitionAppender,
+  type AppenderSpec,
+} from './queue-logs.js';
+export { SyncKafka, SyncKafkaError, SYNC_KAFKA_DEFAULTS, kafkaBusOptionsOf, type KafkaConnection, type KafkaLogRecord } from './kafka-sync.js';

@@ -517,7 +517,8 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
       }
       if (pending.length > 0) {
         appender.appendBatch(pending);
-        appender.flush();
+        // Kafka: the batch may wait in the open transaction up to its commit interval.
+        appender.flush(true);
         eventsOut += pending.length;
         c[Counter.eventsOut] = eventsOut;
         pending.length = 0;
@@ -528,6 +529,8 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
         c[Counter.batches]++;
         continue;
       }
+      // Nothing to read: commit a deferred batch before waiting (Kafka).
+      if (appender.deferred) appender.flush();
       if (rings.every((r) => r.consumer.isClosed())) break;
       if (ctx.stopping()) break;
       c[Counter.waits]++;

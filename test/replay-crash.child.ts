@@ -19,11 +19,17 @@ const inputs = svc.inputs.flatMap((q) => {
   return Array.from({ length: queue.partitions }, (_, p) => ({ queue: q, partition: p }));
 });
 const running = await startTopology(topology, { log: (l) => process.stderr.write(`child: ${l}\n`) });
-// the parent times most kills from here, so they land mid-stream whatever the machine's load
-process.stdout.write('live\n');
+// The parent times most kills from the first input the service handles live, so they land
+// mid-stream whatever the machine's load (on Kafka its readers start a second or more after the
+// topology is up).
+let live = false;
 // On either bus: the journal's output directory, or the output topic (read_committed).
 const logs = openQueueLogs(actorBusOf(topology));
 for (;;) {
+  if (!live && (running.supervisor.counters()[`service:${svc.name}`]?.eventsIn ?? 0) > 0) {
+    live = true;
+    process.stdout.write('live\n');
+  }
   const t = logs.tailer({ queue: svc.output, partition: 0, dir: partitionDir(topology, svc.output, 0) });
   t.moveToEnd();
   let positions = scanOutput(t, inputs, undefined, svc.output).positions;

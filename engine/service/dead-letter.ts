@@ -94,11 +94,16 @@ export interface DeadLetterEntry extends DeadLetter {
 }
 
 /**
- * Reads every record of the dead-letter queue partition in `dir`, oldest first.
+ * Reads every record of the dead-letter queue partition in `dir`, oldest first. `open` gives
+ * the reader at the partition's start (default a journal Tailer over `dir`; on Kafka the queue
+ * logs' tailer of the dead-letter topic, `dir` then only names it in errors).
  * @throws Error naming the directory and index of a record that is not a dead letter.
  */
-export function readDeadLetters(dir: string): DeadLetterEntry[] {
-  const t = Tailer.open({ dir });
+export function readDeadLetters(
+  dir: string,
+  open: () => { next(): { index: number; bytes: Uint8Array } | null; close(): void } = () => Tailer.open({ dir }),
+): DeadLetterEntry[] {
+  const t = open();
   const view = new EnvelopeView();
   const out: DeadLetterEntry[] = [];
   try {

@@ -30,6 +30,7 @@ export {
   openQueueLogs,
   KafkaTailer,
   KafkaAppender,
+  KAFKA_APPENDER_DEFAULTS,
   type ActorBus,
   type QueueLogs,
   type QueuePartition,

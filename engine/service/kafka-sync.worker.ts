@@ -22,6 +22,9 @@ const done = new Int32Array(flag)
 /** Longest wait for records the broker already has (below the last stable offset), ms. */
 const CATCH_UP_WAIT_MS_MAX = 30_000
 
+/** Largest sum of record bytes in one send of a transaction (see the commit op). */
+const SEND_BYTES_MAX = 512 * 1024
+
 let bus: BusBackend | null = null
 const consumers = new Map<string, Promise<BusConsumer>>()
 const producers = new Map<string, BusProducer>()
@@ -125,12 +128,23 @@ async function handle(req: SyncKafkaRequest): Promise<(SyncKafkaReply & { ok: tr
       const ends = new Float64Array(req.ends)
       const txn = await p.begin()
       try {
+        // Sends of at most SEND_BYTES_MAX: kafkajs puts one send's records for a partition in one
+        // record batch, and the broker refuses batches over message.max.bytes (1 MiB default).
         let start = 0
-        await txn.send(Array.from(ends, (end) => {
+        let sent = 0
+        let chunk: { topic: string; partition: number; key: null; value: Uint8Array }[] = []
+        for (const end of ends) {
           const value = all.subarray(start, end)
           start = end
-          return { topic: req.topic, partition: req.partition, key: null, value }
-        }))
+          if (chunk.length > 0 && sent + value.length > SEND_BYTES_MAX) {
+            await txn.send(chunk)
+            chunk = []
+            sent = 0
+          }
+          chunk.push({ topic: req.topic, partition: req.partition, key: null, value })
+          sent += value.length
+        }
+        if (chunk.length > 0) await txn.send(chunk)
         await txn.commit()
       } catch (e) {
         await txn.abort().catch(() => undefined)

@@ -55,8 +55,14 @@ export interface PartitionAppender {
   append(bytes: Uint8Array): void
   /** Queues `batch` for the next flush; the arrays must stay unchanged until then. */
   appendBatch(batch: readonly Uint8Array[]): void
-  /** Makes everything appended since the last flush durable, atomically on Kafka. */
-  flush(): void
+  /**
+   * Makes everything appended since the last flush durable, atomically on Kafka. `mayDefer`
+   * (Kafka): the batch may stay in the open transaction until it is commitIntervalMs old (see
+   * {@link KAFKA_APPENDER_DEFAULTS}); call flush() again before idling so it is not held back.
+   */
+  flush(mayDefer?: boolean): void
+  /** Kafka: records whose flush was deferred (still in the open transaction). */
+  readonly deferred?: boolean
   close(): void
 }
 
@@ -101,6 +107,20 @@ export function openQueueLogs(bus: ActorBus, onWait?: () => void): QueueLogs {
     close: () => client?.close(),
   }
 }
+
+/** Defaults of {@link KafkaAppender}. */
+export const KAFKA_APPENDER_DEFAULTS = {
+  /**
+   * Longest a deferred flush keeps batches in one open transaction, ms (Kafka Streams'
+   * commit.interval.ms under exactly-once). One transaction costs several broker round trips
+   * (AddPartitionsToTxn, Produce, EndTxn, and a retry while the previous one's markers are
+   * written), so a transaction per input batch would bound a service to a few dozen batches a
+   * second.
+   */
+  commitIntervalMs: 100,
+  /** Bytes a deferred flush holds at most before it commits. */
+  deferredBytesMax: 8 * 1024 * 1024,
+} as const
 
 /** Records fetched per forward read. */
 const READ_RECORDS_MAX = 2000
@@ -208,6 +228,9 @@ export class KafkaTailer implements PartitionTailer {
  */
 export class KafkaAppender implements PartitionAppender {
   private pending: Uint8Array[] = []
+  private pendingBytes = 0
+  /** Date.now() of the first flush(true) that was deferred; 0: none. */
+  private deferredSinceMs = 0
 
   constructor(
     private readonly kafka: SyncKafka,
@@ -222,22 +245,40 @@ export class KafkaAppender implements PartitionAppender {
     return this.kafka.offsets(this.topic, this.partition).end
   }
 
+  get deferred(): boolean {
+    return this.deferredSinceMs !== 0
+  }
+
   append(bytes: Uint8Array): void {
     this.pending.push(bytes.slice())
+    this.pendingBytes += bytes.length
   }
 
   appendBatch(batch: readonly Uint8Array[]): void {
-    for (const b of batch) this.pending.push(b)
+    for (const b of batch) {
+      this.pending.push(b)
+      this.pendingBytes += b.length
+    }
   }
 
-  flush(): void {
+  flush(mayDefer = false): void {
     if (this.pending.length === 0) return
+    if (mayDefer && this.pendingBytes < KAFKA_APPENDER_DEFAULTS.deferredBytesMax) {
+      const now = Date.now()
+      if (this.deferredSinceMs === 0) this.deferredSinceMs = now
+      if (now - this.deferredSinceMs < KAFKA_APPENDER_DEFAULTS.commitIntervalMs) return
+    }
     const batch = this.pending
     this.pending = []
+    this.pendingBytes = 0
+    this.deferredSinceMs = 0
     this.kafka.commit(this.transactionalId, this.topic, this.partition, batch)
   }
 
+  /** Drops what was not flushed: it was never committed, as after a crash. */
   close(): void {
     this.pending = []
+    this.pendingBytes = 0
+    this.deferredSinceMs = 0
   }
 }

@@ -132,8 +132,6 @@ export interface TimerData {
   fsync: 'none' | 'batch' | 'record';
   intervalMs: number;
   bus: ActorBus;
-  /** Kafka: transactional.id of the timer's producer (`sluice.<topology>.<service>.timer`). */
-  transactionalId: string;
 }
 
 /** Shared buffer names a timer actor expects. */

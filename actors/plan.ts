@@ -147,8 +147,7 @@ export function planTopology(topology: Topology): TopologyPlan {
       if (q.partitions !== 1) throw new Error(`service ${s.name}: timer queue "${q.name}" has ${q.partitions} partitions; a timer queue must have 1`);
       const intervalMs = Number(s.settings.timerIntervalMs);
       if (!(Number.isInteger(intervalMs) && intervalMs >= 1)) throw new Error(`service ${s.name}: settings.timerIntervalMs must be an integer >= 1 (ms), timerIntervalMs=${String(s.settings.timerIntervalMs)}`);
-      const data: TimerData = { service: s.name, queue: q.name, dir: partitionDir(topology, q.name, 0), segmentBytes: q.segmentBytes, fsync: q.fsync, intervalMs,
-        bus, transactionalId: `${transactionalIdOf(topology, s.name)}.timer` };
+      const data: TimerData = { service: s.name, queue: q.name, dir: partitionDir(topology, q.name, 0), segmentBytes: q.segmentBytes, fsync: q.fsync, intervalMs, bus };
       const shared = { [TIMER_SHARED.notifier]: notifiers.get(inputKey(q.name, 0))! };
       groups.push({
         name: `timer:${s.name}`,

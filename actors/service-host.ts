@@ -73,6 +73,7 @@ import {
   type ServiceEvent,
   type ServiceHandler,
   openQueueLogs,
+  startFromStrategy,
   type QueuePartition,
   type PartitionTailer,
 } from '../engine/service/index.js';
@@ -420,17 +421,18 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
     // was the pass from START through LAST_WRITTEN, and live reading continues after it
     // (Chronicle Services' startFrom START with inputsReplay INPUTS).
     const rebuilt = d.inputsReplay !== 'NONE' || found !== null || kv !== null;
+    const startFrom = startFromStrategy(d.startFrom);
     const from: Record<string, number> = {};
     for (const input of d.inputs) {
       const key = inputKey(input.queue, input.partition);
-      if (d.startFrom === 'START') from[key] = rebuilt ? positions[key] + 1 : 0;
-      else if (d.startFrom === 'LAST_WRITTEN') from[key] = positions[key] + 1;
-      else {
+      const end = () => {
         const t = logs.tailer(input);
         t.moveToEnd();
-        from[key] = t.index;
+        const index = t.index;
         t.close();
-      }
+        return index;
+      };
+      from[key] = startFrom.from({ lastWritten: positions[key], rebuilt, end });
     }
     const restartMs = Date.now() - startedMs;
     ctx.send({

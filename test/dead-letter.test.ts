@@ -196,7 +196,7 @@ for (const bus of BUSES) {
       backend = bus === 'kafka' ? await kafkaBackend('dlq') : journalBackend();
       IN = backend.queue('in');
       OUT = backend.queue('out');
-      SVC = backend.kind === 'kafka' ? backend.queue('pass') : 'pass';
+      SVC = backend.service('pass');
       DLQ = `${SVC}.dlq`;
       try {
         await body();

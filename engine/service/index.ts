@@ -40,3 +40,9 @@ export {
   type AppenderSpec,
 } from './queue-logs.js';
 export { SyncKafka, SyncKafkaError, SYNC_KAFKA_DEFAULTS, kafkaBusOptionsOf, type KafkaConnection, type KafkaLogRecord } from './kafka-sync.js';
+export {
+  startFromStrategy,
+  START_FROM_STRATEGIES,
+  type StartFromStrategy,
+  type StartFromInput,
+} from './start-from.js';

@@ -85,6 +85,7 @@ export type SyncKafkaRequest =
   | { op: 'range'; topic: string; partition: number; lo: number; hi: number }
   | { op: 'producer'; transactionalId: string }
   | { op: 'commit'; transactionalId: string; topic: string; partition: number; bytes: ArrayBuffer; ends: ArrayBuffer }
+  | { op: 'send'; topic: string; partition: number; bytes: ArrayBuffer; ends: ArrayBuffer }
   | { op: 'close' }
 
 /** The helper's answer. */
@@ -188,16 +189,18 @@ export class SyncKafka {
    * @throws SyncKafkaError code 'fenced' when a newer producer with that id exists.
    */
   commit(transactionalId: string, topic: string, partition: number, values: readonly Uint8Array[]): void {
-    let total = 0
-    for (const v of values) total += v.length
-    const bytes = new Uint8Array(total)
-    const ends = new Float64Array(values.length)
-    let o = 0
-    values.forEach((v, i) => {
-      bytes.set(v, o)
-      ends[i] = o += v.length
-    })
-    this.call({ op: 'commit', transactionalId, topic, partition, bytes: bytes.buffer, ends: ends.buffer }, [bytes.buffer, ends.buffer])
+    const { bytes, ends } = packValues(values)
+    this.call({ op: 'commit', transactionalId, topic, partition, bytes, ends }, [bytes, ends])
+  }
+
+  /**
+   * Sends `values` to topic/partition with the client's plain idempotent producer (no
+   * transaction: the broker drops resent duplicates, offsets stay contiguous) and waits for
+   * the acknowledgement of every one.
+   */
+  send(topic: string, partition: number, values: readonly Uint8Array[]): void {
+    const { bytes, ends } = packValues(values)
+    this.call({ op: 'send', topic, partition, bytes, ends }, [bytes, ends])
   }
 
   /** Closes producers and consumers, then ends the helper. Idempotent. */
@@ -213,6 +216,19 @@ export class SyncKafka {
       this.port.close()
     }
   }
+}
+
+function packValues(values: readonly Uint8Array[]): { bytes: ArrayBuffer; ends: ArrayBuffer } {
+  let total = 0
+  for (const v of values) total += v.length
+  const bytes = new Uint8Array(total)
+  const ends = new Float64Array(values.length)
+  let o = 0
+  values.forEach((v, i) => {
+    bytes.set(v, o)
+    ends[i] = o += v.length
+  })
+  return { bytes: bytes.buffer, ends: ends.buffer }
 }
 
 function unpack(p: PackedRecords): { records: KafkaLogRecord[]; position: number } {

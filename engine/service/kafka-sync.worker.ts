@@ -28,6 +28,7 @@ const SEND_BYTES_MAX = 512 * 1024
 let bus: BusBackend | null = null
 const consumers = new Map<string, Promise<BusConsumer>>()
 const producers = new Map<string, BusProducer>()
+let plain: BusProducer | null = null
 
 function busOf(): BusBackend {
   return (bus ??= createKafkaBus(kafkaBusOptionsOf(connection)))
@@ -62,6 +63,32 @@ function pack(values: (Uint8Array | null)[], offsets: number[], position: number
     ends[i] = o
   })
   return { bytes: bytes.buffer, ends: ends.buffer, offsets: Float64Array.from(offsets).buffer, position }
+}
+
+/**
+ * The packed values of a commit or send as records, in sends of at most SEND_BYTES_MAX bytes:
+ * kafkajs puts one send's records for a partition in one record batch, and the broker refuses
+ * batches over message.max.bytes (1 MiB by default).
+ */
+function sendChunks(req: { topic: string; partition: number; bytes: ArrayBuffer; ends: ArrayBuffer }) {
+  const all = new Uint8Array(req.bytes)
+  const chunks: { topic: string; partition: number; key: null; value: Uint8Array }[][] = []
+  let chunk: { topic: string; partition: number; key: null; value: Uint8Array }[] = []
+  let start = 0
+  let sent = 0
+  for (const end of new Float64Array(req.ends)) {
+    const value = all.subarray(start, end)
+    start = end
+    if (chunk.length > 0 && sent + value.length > SEND_BYTES_MAX) {
+      chunks.push(chunk)
+      chunk = []
+      sent = 0
+    }
+    chunk.push({ topic: req.topic, partition: req.partition, key: null, value })
+    sent += value.length
+  }
+  if (chunk.length > 0) chunks.push(chunk)
+  return chunks
 }
 
 async function endOf(topic: string, partition: number): Promise<number> {
@@ -124,27 +151,9 @@ async function handle(req: SyncKafkaRequest): Promise<(SyncKafkaReply & { ok: tr
     case 'commit': {
       const p = producers.get(req.transactionalId)
       if (!p) throw new Error(`kafka: no producer ${req.transactionalId} (open it first)`)
-      const all = new Uint8Array(req.bytes)
-      const ends = new Float64Array(req.ends)
       const txn = await p.begin()
       try {
-        // Sends of at most SEND_BYTES_MAX: kafkajs puts one send's records for a partition in one
-        // record batch, and the broker refuses batches over message.max.bytes (1 MiB default).
-        let start = 0
-        let sent = 0
-        let chunk: { topic: string; partition: number; key: null; value: Uint8Array }[] = []
-        for (const end of ends) {
-          const value = all.subarray(start, end)
-          start = end
-          if (chunk.length > 0 && sent + value.length > SEND_BYTES_MAX) {
-            await txn.send(chunk)
-            chunk = []
-            sent = 0
-          }
-          chunk.push({ topic: req.topic, partition: req.partition, key: null, value })
-          sent += value.length
-        }
-        if (chunk.length > 0) await txn.send(chunk)
+        for (const chunk of sendChunks(req)) await txn.send(chunk)
         await txn.commit()
       } catch (e) {
         await txn.abort().catch(() => undefined)
@@ -152,11 +161,17 @@ async function handle(req: SyncKafkaRequest): Promise<(SyncKafkaReply & { ok: tr
       }
       return null
     }
+    case 'send': {
+      plain ??= await busOf().producer({ clientId: connection.clientId })
+      for (const chunk of sendChunks(req)) await plain.send(chunk)
+      return null
+    }
     case 'close': {
       const b = bus
       bus = null
       consumers.clear()
       producers.clear()
+      plain = null
       await b?.close()
       return null
     }

@@ -70,7 +70,11 @@ export interface PartitionAppender {
 export interface AppenderSpec extends QueuePartition {
   segmentBytes: number
   fsync: 'none' | 'batch' | 'record'
-  /** Kafka: the transactional.id of the partition's producer (one per writer, stable across restarts). */
+  /**
+   * Kafka: the transactional.id of the partition's producer (one per writer, stable across
+   * restarts); '' for a plain idempotent producer (no transactions, no fencing; offsets stay
+   * contiguous), for writers whose batches need no atomicity, such as the timer's ticks.
+   */
   transactionalId: string
 }
 
@@ -238,7 +242,7 @@ export class KafkaAppender implements PartitionAppender {
     readonly partition: number,
     readonly transactionalId: string,
   ) {
-    kafka.openProducer(transactionalId)
+    if (transactionalId !== '') kafka.openProducer(transactionalId)
   }
 
   get nextIndex(): number {
@@ -272,7 +276,8 @@ export class KafkaAppender implements PartitionAppender {
     this.pending = []
     this.pendingBytes = 0
     this.deferredSinceMs = 0
-    this.kafka.commit(this.transactionalId, this.topic, this.partition, batch)
+    if (this.transactionalId === '') this.kafka.send(this.topic, this.partition, batch)
+    else this.kafka.commit(this.transactionalId, this.topic, this.partition, batch)
   }
 
   /** Drops what was not flushed: it was never committed, as after a crash. */

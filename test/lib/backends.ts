@@ -21,6 +21,11 @@ export interface TestBackend {
   readonly busLines: string[];
   /** The queue name to declare for `name` (Kafka: prefixed, unique to this run). */
   queue(name: string): string;
+  /**
+   * The service name to declare for `name` (Kafka: prefixed, so its default dead-letter queue
+   * `<service>.dlq` is a topic of this run, deleted by close()).
+   */
+  service(name: string): string;
   /** Creates the queues' topics (Kafka; a no-op on the journal, whose appenders create them). */
   createQueues(queues: readonly { name: string; partitions: number }[]): Promise<void>;
   /** Appends records to a partition, durably, in order. */
@@ -37,6 +42,7 @@ export function journalBackend(): TestBackend {
     kind: 'journal',
     busLines: [],
     queue: (name) => name,
+    service: (name) => name,
     createQueues: async () => undefined,
     async append(dataDir, queue, partition, batch) {
       const a = Appender.open({ dir: path.join(dataDir, 'queues', queue, String(partition)) });
@@ -66,6 +72,10 @@ export async function kafkaBackend(tag: string): Promise<TestBackend> {
     busLines: [`bus: { kind: kafka, brokers: [${broker.brokers.join(', ')}] }`],
     queue: (name) => {
       made.add(prefix + name);
+      return prefix + name;
+    },
+    service: (name) => {
+      made.add(`${prefix}${name}.dlq`);
       return prefix + name;
     },
     async createQueues(queues) {

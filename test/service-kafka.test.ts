@@ -7,14 +7,14 @@
  *   queue's `partitions` field;
  * - a restarted service's producer fences the old one (zombie): the old one's commit fails and
  *   a read_committed reader sees nothing it sent after the fence;
- * - a kafka bus with services loads; capture on it is still refused.
+ * - a kafka bus with services loads; capture on it is still refused, and so is openQueueAppender.
  */
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { loadTopology, parseTopology, startTopology, ConfigError, type Topology } from '../index.js';
+import { loadTopology, parseTopology, startTopology, openQueueAppender, ConfigError, type Topology } from '../index.js';
 import { EnvelopeView, EnvelopeWriter, EVENT_TYPE_JSON, decodeJson, encodeJson } from '../engine/codec/index.js';
 import { createKafkaBus } from '../engine/bus/index.js';
 import { openQueueLogs, SyncKafkaError } from '../engine/service/index.js';
@@ -137,7 +137,7 @@ if (BUSES.includes('kafka')) {
       write(2);
       const err = await startTopology(loadTopology(file), { log: quiet }).then(() => null, (e: Error) => e);
       assert.ok(err instanceof ConfigError, String(err));
-      assert.match(err!.message, `${file}:4:`);
+      assert.match(err!.message, `${file}:5:`);
       assert.match(err!.message, `queues[0].partitions: queue "${q('in')}": Kafka topic ${q('in')}`);
       assert.match(err!.message, 'topic exists with 3 partitions');
     } finally {
@@ -194,10 +194,12 @@ test('a kafka bus with services loads; capture on it is still refused', () => {
   const t = parseTopology([
     'name: x', 'bus: { kind: kafka, brokers: [127.0.0.1:9092] }',
     'queues: [{ name: a }, { name: b }]',
-    'services: [{ name: s, module: ./s.js, inputs: [a], output: b }]', '',
+    `services: [{ name: s, module: ${runningSum}, inputs: [a], output: b }]`, '',
   ].join('\n'), path.join(os.tmpdir(), 'svckafka-x.yaml'));
   assert.is(t.bus.kind, 'kafka');
   assert.is(t.services.length, 1);
+  // The producer API still writes only the journal: refused instead of writing files no actor reads.
+  assert.throws(() => openQueueAppender(t, 'a'), /queue "a" is a Kafka topic .*not supported yet/);
   const err = (() => {
     try {
       parseTopology([

@@ -17,6 +17,7 @@ import { loadTopology, startTopology, partitionDir, type Topology } from '../ind
 import { EnvelopeView, EnvelopeWriter, EVENT_TYPE_JSON, decodeJson, encodeJson } from '../engine/codec/index.js';
 import { computeLastWritten, encodeDeadLetter, readDeadLetters } from '../engine/service/index.js';
 import { journalBackend, kafkaBackend, type TestBackend } from './lib/backends.js';
+import { testKafka } from '../testing/index.js';
 
 const thrower = new URL('./fixtures/services/thrower.js', import.meta.url).pathname;
 
@@ -193,7 +194,7 @@ for (const bus of BUSES) {
   for (const [name, body] of cases) {
     test(`${bus} bus: ${name}`, async () => {
       dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-dlq-'));
-      backend = bus === 'kafka' ? await kafkaBackend('dlq') : journalBackend();
+      backend = bus === 'kafka' ? await kafkaBackend('dlq', await testKafka()) : journalBackend();
       IN = backend.queue('in');
       OUT = backend.queue('out');
       SVC = backend.service('pass');

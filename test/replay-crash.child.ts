@@ -10,6 +10,8 @@ import { computeLastWritten, openQueueLogs } from '../engine/service/index.js';
 import { actorBusOf } from '../actors/index.js';
 import { scanOutput } from '../engine/replay/index.js';
 
+/** Output records looked at for the newest processed record (more than one batch's outputs). */
+const PROCESSED_LOOK_MAX = 4096;
 const [file, perPartition] = [process.argv[2], Number(process.argv[3])];
 const waitFor = process.argv[4] ? process.argv[4].split(',') : null;
 const topology = loadTopology(file);
@@ -32,7 +34,12 @@ for (;;) {
   }
   const t = logs.tailer({ queue: svc.output, partition: 0, dir: partitionDir(topology, svc.output, 0) });
   t.moveToEnd();
-  let positions = scanOutput(t, inputs, undefined, svc.output).positions;
+  // Every batch of a service that writes processed records ends with one, so the newest is among
+  // the last records: a bounded look (a service without them would be scanned to its start on
+  // every poll, which on Kafka means fetching the whole output topic each time).
+  let looked = 0;
+  const recent = { previous: () => (looked++ < PROCESSED_LOOK_MAX ? t.previous() : null) };
+  let positions = scanOutput(recent, inputs, undefined, svc.output).positions;
   t.moveToEnd();
   if (!positions) positions = Object.values(computeLastWritten(t, inputs).positions);
   t.close();

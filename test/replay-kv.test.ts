@@ -23,6 +23,7 @@ import { EnvelopeView, EnvelopeWriter, EVENT_TYPE_JSON, decodeJson, encodeJson }
 import { KvStore, restoreKvStore, EVENT_TYPE_KV_PUT, EVENT_TYPE_KV_REMOVE, EVENT_TYPE_KV_CYCLE_START, EVENT_TYPE_KV_CYCLE_END, EVENT_TYPE_TIMER } from '../engine/replay/index.js';
 import { rng } from './replay-helpers.js';
 import { journalBackend, kafkaBackend, type TestBackend } from './lib/backends.js';
+import { testKafka } from '../testing/index.js';
 import type { PartitionTailer } from '../engine/service/index.js';
 
 const sorted = (o: Record<string, unknown>) => JSON.stringify(Object.fromEntries(Object.entries(o).sort(([a], [b]) => (a < b ? -1 : 1))));
@@ -142,7 +143,7 @@ function runChild(topology: string, perPartition: number, kill: KillAt | null, o
 const BUSES = (process.env.SLUICE_TEST_BUS ?? 'journal,kafka').split(',')
   .filter((b) => b !== 'kafka' || process.env.SLUICE_KAFKA_CRASH === 'all');
 for (const bus of BUSES) test(`${bus} bus: kill -9 at random moments, key-value store with timer events: every restart rebuilds the reference map; each input is in the output once`, async () => {
-  const backend: TestBackend = bus === 'kafka' ? await kafkaBackend('kv') : journalBackend();
+  const backend: TestBackend = bus === 'kafka' ? await kafkaBackend('kv', await testKafka()) : journalBackend();
   const q = (name: string) => backend.queue(name);
   const KILLS = bus === 'kafka' ? 10 : 12;
   const CHUNK = 2000;

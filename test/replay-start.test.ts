@@ -19,6 +19,7 @@ import { EnvelopeView, EVENT_TYPE_JSON, decodeJson, decodeEnvelope } from '../en
 import { EVENT_TYPE_SNAPSHOT_END, decodeSnapshotMarker, scanOutput } from '../engine/replay/index.js';
 import { rng, appendLwwInputsTo, verifyLwwOutput, readLiveFile, type InputValues } from './replay-helpers.js';
 import { journalBackend, kafkaBackend, type TestBackend } from './lib/backends.js';
+import { testKafka } from '../testing/index.js';
 import { step, digest } from './fixtures/services/lww-product.js';
 
 const fixture = (name: string) => new URL(`./fixtures/services/${name}.js`, import.meta.url).pathname;
@@ -233,7 +234,7 @@ const BUSES = (process.env.SLUICE_TEST_BUS ?? 'journal,kafka').split(',');
 for (const bus of BUSES) {
   for (const [name, body] of cases) {
     test(`${bus} bus: ${name}`, async () => {
-      backend = bus === 'kafka' ? await kafkaBackend('replay-start') : journalBackend();
+      backend = bus === 'kafka' ? await kafkaBackend('replay-start', await testKafka()) : journalBackend();
       try {
         await body();
       } finally {

@@ -58,7 +58,7 @@ const inputsOf = (from: number, count: number) =>
 const BUSES = (process.env.SLUICE_TEST_BUS ?? 'journal,kafka').split(',');
 for (const bus of BUSES) {
   test(`${bus} bus: startFrom START without replay reprocesses every input, LAST_WRITTEN resumes after the last one with an output, END skips what was there`, async () => {
-    const backend = bus === 'kafka' ? await kafkaBackend('svc-start') : journalBackend();
+    const backend = bus === 'kafka' ? await kafkaBackend('svc-start', await testKafka()) : journalBackend();
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-svc-kafka-'));
     try {
       const q = (n: string) => backend.queue(n);
@@ -111,7 +111,7 @@ for (const bus of BUSES) {
 
 if (BUSES.includes('kafka')) {
   test('kafka bus: the queues become topics at start; a topic with another partition count is refused at its partitions field', async () => {
-    const backend = await kafkaBackend('svc-topics');
+    const backend = await kafkaBackend('svc-topics', await testKafka());
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-svc-kafka-'));
     try {
       const q = (n: string) => backend.queue(n);
@@ -147,7 +147,7 @@ if (BUSES.includes('kafka')) {
   });
 
   test('kafka bus: a restarted writer fences the old one: its commit fails with fenced and a read_committed reader never sees it', async () => {
-    const backend = await kafkaBackend('svc-fence');
+    const backend = await kafkaBackend('svc-fence', await testKafka());
     const kafka = await testKafka();
     try {
       const topic = backend.queue('out');

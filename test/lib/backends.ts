@@ -11,7 +11,7 @@ import path from 'node:path';
 import { Appender } from '../../engine/journal/index.js';
 import { createKafkaBus, type BusBackend, type BusProducer } from '../../engine/bus/index.js';
 import { openQueueLogs, type PartitionTailer, type QueueLogs } from '../../engine/service/index.js';
-import { testKafka } from '../../testing/index.js';
+import type { TestKafka } from '../../testing/index.js';
 import kafkajs from 'kafkajs';
 
 /** One bus for a test. */
@@ -59,9 +59,12 @@ export function journalBackend(): TestBackend {
 
 let runs = 0;
 
-/** The real broker (testKafka); `tag` goes into the queue prefix (lowercase, digits, dashes). */
-export async function kafkaBackend(tag: string): Promise<TestBackend> {
-  const broker = await testKafka();
+/**
+ * The real broker: `broker` is the test file's testKafka() (called in the test file itself, so
+ * scripts/run-tests.mjs sees that the file needs Kafka and starts one shared broker for the run);
+ * close() releases it. `tag` goes into the queue prefix (lowercase, digits, dashes).
+ */
+export async function kafkaBackend(tag: string, broker: TestKafka): Promise<TestBackend> {
   const prefix = `svckafka.${tag}.${process.pid}.${Date.now() % 1e8}.${runs++}.`;
   const bus: BusBackend = createKafkaBus({ brokers: broker.brokers, clientId: 'svckafka-test' });
   let producer: BusProducer | null = null;

@@ -5,6 +5,7 @@
  */
 import type { CaptureSource } from '../engine/cdc/index.js';
 import type { TopologyProcessor } from '../engine/config/index.js';
+import type { ActorBus } from '../engine/service/index.js';
 
 /** Start data of a queue reader. */
 export interface QueueReaderData {
@@ -16,6 +17,8 @@ export interface QueueReaderData {
   from: number;
   /** Records written to the ring between two doorbell rings. */
   batchSizeMax: number;
+  /** Where the partition lives: the embedded journal (`dir`) or a Kafka topic named `queue`. */
+  bus: ActorBus;
 }
 
 /** Shared buffer names a queue reader expects. */
@@ -33,6 +36,13 @@ export interface ServiceHostData {
   service: string;
   /** Compiled JavaScript module file of the service. */
   moduleFile: string;
+  /** Where its queues live; on Kafka every queue is the topic of the same name. */
+  bus: ActorBus;
+  /**
+   * Kafka: transactional.id of the output's producer (`sluice.<topology>.<service>`; the
+   * dead-letter producer appends `.dlq`). A restarted service fences its predecessor with it.
+   */
+  transactionalId: string;
   settings: Record<string, unknown>;
   inputs: HostInput[];
   output: { queue: string; dir: string; segmentBytes: number; fsync: 'none' | 'batch' | 'record' };
@@ -122,6 +132,7 @@ export interface TimerData {
   segmentBytes: number;
   fsync: 'none' | 'batch' | 'record';
   intervalMs: number;
+  bus: ActorBus;
 }
 
 /** Shared buffer names a timer actor expects. */

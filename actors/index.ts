@@ -1,6 +1,8 @@
 /** Ready-made actors built on engine/: queue reader, service host, capture pump, and the planner. */
 export {
   planTopology,
+  actorBusOf,
+  transactionalIdOf,
   partitionDir,
   busDir,
   processorModuleProblems,
@@ -14,5 +16,6 @@ export {
   type ServiceModuleEntry,
   type TopologyPlan,
 } from './plan.js';
+export { createKafkaTopics } from './kafka-topics.js';
 export type { ServiceHostData, ServiceReadyInfo, ServiceSummary, HostInput, QueueReaderData, PumpData, ProcessorData, ProcessorSummary } from './contracts.js';
 export { processorTopics, openTopologyBus, type TopologyBusHost } from './processor-bus.js';

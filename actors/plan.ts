@@ -11,7 +11,7 @@ import { createRing } from '../engine/ring/index.js';
 import { createDoorbell } from '../engine/actor/index.js';
 import { createQueueNotifier } from '../engine/journal/index.js';
 import { pathToFileURL } from 'node:url';
-import { inputKey, assertServiceDefinition, replayProblems } from '../engine/service/index.js';
+import { inputKey, assertServiceDefinition, replayProblems, type ActorBus } from '../engine/service/index.js';
 import type { GroupSpec } from '../engine/supervisor/index.js';
 import {
   ConfigError,
@@ -53,6 +53,27 @@ export function partitionDir(topology: Topology, queue: string, partition: numbe
   return path.join(topology.dataDir, 'queues', queue, String(partition));
 }
 
+/** The topology's bus as its actors receive it in their start data. */
+export function actorBusOf(topology: Topology): ActorBus {
+  const b = topology.bus;
+  if (b.kind === 'journal') return { kind: 'journal' };
+  return {
+    kind: 'kafka',
+    connection: {
+      brokers: b.brokers, clientId: b.clientId,
+      ...(b.tls ? { tls: b.tls } : {}), ...(b.sasl ? { sasl: b.sasl } : {}),
+    },
+  };
+}
+
+/**
+ * Kafka transactional.id of service `service`'s output producer: stable across restarts and
+ * processes (that is what fences a zombie), unique per topology and service.
+ */
+export function transactionalIdOf(topology: Topology, service: string): string {
+  return `sluice.${topology.name}.${service}`;
+}
+
 /** Where service `s` appends its dead letters (partition 0 of its dead-letter queue), if any. */
 export function deadLetterOf(
   topology: Topology, s: Topology['services'][number],
@@ -83,6 +104,7 @@ export function planTopology(topology: Topology, options: PlanOptions = {}): Top
     for (let p = 0; p < q.partitions; p++) notifiers.set(inputKey(q.name, p), createQueueNotifier());
   }
   const groups: GroupSpec[] = [];
+  const bus = actorBusOf(topology);
 
   for (const source of topology.capture) {
     const tableTargets: Record<string, string> = {};
@@ -143,7 +165,7 @@ export function planTopology(topology: Topology, options: PlanOptions = {}): Top
       if (q.partitions !== 1) throw new Error(`service ${s.name}: timer queue "${q.name}" has ${q.partitions} partitions; a timer queue must have 1`);
       const intervalMs = Number(s.settings.timerIntervalMs);
       if (!(Number.isInteger(intervalMs) && intervalMs >= 1)) throw new Error(`service ${s.name}: settings.timerIntervalMs must be an integer >= 1 (ms), timerIntervalMs=${String(s.settings.timerIntervalMs)}`);
-      const data: TimerData = { service: s.name, queue: q.name, dir: partitionDir(topology, q.name, 0), segmentBytes: q.segmentBytes, fsync: q.fsync, intervalMs };
+      const data: TimerData = { service: s.name, queue: q.name, dir: partitionDir(topology, q.name, 0), segmentBytes: q.segmentBytes, fsync: q.fsync, intervalMs, bus };
       const shared = { [TIMER_SHARED.notifier]: notifiers.get(inputKey(q.name, 0))! };
       groups.push({
         name: `timer:${s.name}`,
@@ -156,6 +178,8 @@ export function planTopology(topology: Topology, options: PlanOptions = {}): Top
     const hostData: ServiceHostData = {
       service: s.name,
       moduleFile: s.module,
+      bus,
+      transactionalId: transactionalIdOf(topology, s.name),
       settings: s.settings,
       inputs,
       output: { queue: s.output, dir: partitionDir(topology, s.output, 0), segmentBytes: out.segmentBytes, fsync: out.fsync },
@@ -197,7 +221,7 @@ export function planTopology(topology: Topology, options: PlanOptions = {}): Top
         const ready = (await host.ready()) as ServiceReadyInfo;
         for (const input of inputs) {
           const key = inputKey(input.queue, input.partition);
-          const data: QueueReaderData = { queue: input.queue, partition: input.partition, dir: input.dir, from: ready.from[key], batchSizeMax: s.batchSizeMax };
+          const data: QueueReaderData = { queue: input.queue, partition: input.partition, dir: input.dir, from: ready.from[key], batchSizeMax: s.batchSizeMax, bus };
           launcher.launch({
             name: `reader:${key}>${s.name}`,
             module: ACTOR_MODULES.reader,

@@ -13,7 +13,7 @@ import {
   FRAME_HEADER_BYTES, FRAME_TYPE_EVENT, FRAME_TYPE_EVENT_REF,
 } from '../engine/actor/index.js';
 import { RingProducer } from '../engine/ring/index.js';
-import { Tailer } from '../engine/journal/index.js';
+import { openQueueLogs } from '../engine/service/index.js';
 
 
 const PARK_TIMEOUT_MS = 50;
@@ -23,7 +23,8 @@ runActor<QueueReaderData>((ctx) => {
   const ring = new RingProducer(ctx.shared(READER_SHARED.ring));
   const frames = new FrameCodec(ring.bytes);
   const bell = new Doorbell(ctx.shared(READER_SHARED.doorbell));
-  const tailer = Tailer.open({ dir: d.dir, notifier: ctx.shared(READER_SHARED.notifier) });
+  const logs = openQueueLogs(d.bus, () => ctx.heartbeat());
+  const tailer = logs.tailer(d, ctx.shared(READER_SHARED.notifier));
   try {
     if (!tailer.moveToIndex(d.from)) {
       throw new Error(`reader ${ctx.name}: start index ${d.from} is beyond the end of ${d.queue}/${d.partition} (next index ${tailer.index})`);
@@ -72,5 +73,6 @@ runActor<QueueReaderData>((ctx) => {
     return { queue: d.queue, partition: d.partition, nextIndex: tailer.index };
   } finally {
     tailer.close();
+    logs.close();
   }
 });

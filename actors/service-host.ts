@@ -34,7 +34,6 @@ import {
   FRAME_HEADER_BYTES, FRAME_TYPE_EVENT_REF, type ActorContext,
 } from '../engine/actor/index.js';
 import { RingConsumer } from '../engine/ring/index.js';
-import { Appender, Tailer } from '../engine/journal/index.js';
 import {
   EnvelopeView,
   EnvelopeWriter,
@@ -73,6 +72,10 @@ import {
   type ServiceDefinition,
   type ServiceEvent,
   type ServiceHandler,
+  openQueueLogs,
+  startFromStrategy,
+  type QueuePartition,
+  type PartitionTailer,
 } from '../engine/service/index.js';
 
 
@@ -104,19 +107,25 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
   const c = ctx.counters;
 
   const outKey = inputKey(d.output.queue, 0);
-  const appender = Appender.open({
-    dir: d.output.dir,
-    segmentBytes: d.output.segmentBytes,
-    fsync: d.output.fsync,
-    notifier: ctx.shared(HOST_SHARED.notifier(outKey)),
-  });
+  // The queues' bus (journal or Kafka): every tailer and appender below comes from here.
+  const logs = openQueueLogs(d.bus, () => ctx.heartbeat());
+  const outPart: QueuePartition = { queue: d.output.queue, partition: 0, dir: d.output.dir };
+  // Kafka: opening the output's transactional producer fences a zombie of this service and
+  // aborts its open transaction, so the scans below see committed outputs only.
+  const appender = logs.appender(
+    { ...outPart, ...d.output, transactionalId: d.transactionalId },
+    ctx.shared(HOST_SHARED.notifier(outKey)),
+  );
   const dl = d.deadLetter;
+  const dlPart: QueuePartition | null = dl ? { queue: dl.queue, partition: 0, dir: dl.dir } : null;
   const dlqAppender = dl
-    ? Appender.open({
-      dir: dl.dir, segmentBytes: dl.segmentBytes, fsync: dl.fsync,
-      notifier: ctx.shared(HOST_SHARED.notifier(inputKey(dl.queue, 0))),
-    })
+    ? logs.appender(
+      { ...dlPart!, segmentBytes: dl.segmentBytes, fsync: dl.fsync, transactionalId: `${d.transactionalId}.dlq` },
+      ctx.shared(HOST_SHARED.notifier(inputKey(dl.queue, 0))),
+    )
     : null;
+  /** Tailers of the replays: the output's (no ordinal) or input ordinal n's. */
+  const replaySource = (n?: number) => logs.tailer(n === undefined ? outPart : d.inputs[n]);
   try {
     const startedMs = Date.now();
     const where = `service ${d.service}: output ${d.output.queue}/0`;
@@ -138,7 +147,7 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
     {
       let fromProcessed: number[] | null = null;
       if (recordProcessed) {
-        const back = Tailer.open({ dir: d.output.dir });
+        const back = logs.tailer(outPart);
         back.moveToEnd();
         const scan = scanOutput(back, d.inputs, snap?.type, where);
         back.close();
@@ -146,7 +155,7 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
         fromProcessed = scan.positions;
         found = scan.snapshot;
       }
-      const back = Tailer.open({ dir: d.output.dir });
+      const back = logs.tailer(outPart);
       back.moveToEnd();
       const lw = fromProcessed ? null : computeLastWritten(back, d.inputs);
       back.close();
@@ -206,7 +215,7 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
     const ev = new HostEvent();
     // Per input, the newest source index already in the dead-letter queue: a restart after a
     // crash between the dead-letter append and the output append does not append it twice.
-    const dlqNewest = dl ? deadLetteredPositions(dl.dir, d.inputs) : {};
+    const dlqNewest = dl ? deadLetteredPositions(dl.dir, d.inputs, () => logs.tailer(dlPart!)) : {};
     let deadLettered = 0;
     /** The envelope bytes `view` wraps, for the dead-letter record. */
     const raw: { bytes: Uint8Array<ArrayBufferLike>; offset: number; length: number } =
@@ -341,7 +350,7 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
     if (kv) {
       // The key-value store comes from the output alone (inputsReplay is NONE, checked above).
       ctx.setState('replay');
-      const t = Tailer.open({ dir: d.output.dir });
+      const t = logs.tailer(outPart);
       try {
         const r = restoreKvStore(kv, t, where);
         scanned += r.scanned;
@@ -354,7 +363,9 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
       ctx.setState('replay');
       replaying = true;
       c[Counter.replayTotal] = last.reduce((a, p, n) => a + p - replayBase[n], 0);
-      const r = replayProcessed(d.output.dir, found ? found.markerIndex + 1 : 0, d.inputs, replayBase, applyInput, where, progress);
+      const r = replayProcessed(
+        d.output.dir, found ? found.markerIndex + 1 : 0, d.inputs, replayBase, applyInput, where, progress,
+        replaySource);
       replayed = r.replayed;
       for (let n = 0; n < keys.length; n++) {
         if (r.positions[n] !== last[n]) throw new Error(`${where}: OUTPUT replay of ${keys[n]} ended at ${r.positions[n]}, the newest processed record says ${last[n]}`);
@@ -369,7 +380,8 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
       c[Counter.replayTotal] = last.reduce((a, p, n) => a + p - replayBase[n], 0);
       for (let n = 0; n < d.inputs.length; n++) {
         const base = replayed;
-        replayed += replayRange(d.inputs, n, replayBase[n] + 1, last[n], applyInput, where, (k) => progress(base + k));
+        replayed += replayRange(
+          d.inputs, n, replayBase[n] + 1, last[n], applyInput, where, (k) => progress(base + k), replaySource);
       }
       c[Counter.replayed] = replayed;
       flushReplayed();
@@ -377,7 +389,7 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
     } else if (d.inputsReplay === 'OUTPUT_REVERSE') {
       ctx.setState('replay');
       replaying = true;
-      const back = Tailer.open({ dir: d.output.dir });
+      const back = logs.tailer(outPart);
       try {
         back.moveToEnd();
         const replayOutput = def.replayOutput!;
@@ -409,17 +421,18 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
     // was the pass from START through LAST_WRITTEN, and live reading continues after it
     // (Chronicle Services' startFrom START with inputsReplay INPUTS).
     const rebuilt = d.inputsReplay !== 'NONE' || found !== null || kv !== null;
+    const startFrom = startFromStrategy(d.startFrom);
     const from: Record<string, number> = {};
     for (const input of d.inputs) {
       const key = inputKey(input.queue, input.partition);
-      if (d.startFrom === 'START') from[key] = rebuilt ? positions[key] + 1 : 0;
-      else if (d.startFrom === 'LAST_WRITTEN') from[key] = positions[key] + 1;
-      else {
-        const t = Tailer.open({ dir: input.dir });
+      const end = () => {
+        const t = logs.tailer(input);
         t.moveToEnd();
-        from[key] = t.index;
+        const index = t.index;
         t.close();
-      }
+        return index;
+      };
+      from[key] = startFrom.from({ lastWritten: positions[key], rebuilt, end });
     }
     const restartMs = Date.now() - startedMs;
     ctx.send({
@@ -428,7 +441,7 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
     });
 
     // Replay metadata written with the outputs: runs of processed inputs, periodic snapshots.
-    const recorder = recordProcessed ? new ProcessedRecorder(d.inputs, keys.map((k) => from[k] - 1)) : null;
+    const recorder = recordProcessed ? new ProcessedRecorder(d.inputs, keys.map((k) => from[k] - 1), logs.kind === 'kafka') : null;
     // Snapshot triggers: every N inputs and/or every M periodic update events; inputs only
     // (default interval) when neither is declared.
     const snapshotEveryTimers = snap
@@ -457,14 +470,14 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
     let nowMs = Date.now();
     let current = rings[0];
     // Records too large for a ring come by reference: read from the input's journal here.
-    const refTailers: (Tailer | null)[] = d.inputs.map(() => null);
+    const refTailers: (PartitionTailer | null)[] = d.inputs.map(() => null);
     const onRecord = (typeId: number, bytes: Uint8Array, offset: number, length: number) => {
       const index = current.frames.readIndex(offset);
       raw.bytes = bytes;
       raw.offset = offset + FRAME_HEADER_BYTES;
       raw.length = length - FRAME_HEADER_BYTES;
       if (typeId === FRAME_TYPE_EVENT_REF) {
-        const t = (refTailers[current.ordinal] ??= Tailer.open({ dir: current.input.dir }));
+        const t = (refTailers[current.ordinal] ??= logs.tailer(current.input));
         const rec = t.moveToIndex(index) ? t.next() : null;
         if (!rec || rec.index !== index) {
           const at = `${current.input.queue}/${current.input.partition}`;
@@ -506,7 +519,8 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
       }
       if (pending.length > 0) {
         appender.appendBatch(pending);
-        appender.flush();
+        // Kafka: the batch may wait in the open transaction up to its commit interval.
+        appender.flush(true);
         eventsOut += pending.length;
         c[Counter.eventsOut] = eventsOut;
         pending.length = 0;
@@ -517,6 +531,8 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
         c[Counter.batches]++;
         continue;
       }
+      // Nothing to read: commit a deferred batch before waiting (Kafka).
+      if (appender.deferred) appender.flush();
       if (rings.every((r) => r.consumer.isClosed())) break;
       if (ctx.stopping()) break;
       c[Counter.waits]++;
@@ -542,6 +558,7 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
   } finally {
     appender.close();
     dlqAppender?.close();
+    logs.close();
   }
 });
 

@@ -6,7 +6,7 @@
  * missed deadlines (a stalled process) yield one event, not a burst.
  */
 import { runActor, Counter } from '../engine/actor/index.js';
-import { Appender } from '../engine/journal/index.js';
+import { openQueueLogs } from '../engine/service/index.js';
 import { EnvelopeWriter } from '../engine/codec/index.js';
 import { encodeTimer } from '../engine/replay/index.js';
 import { TIMER_SHARED, type TimerData } from './contracts.js';
@@ -16,7 +16,10 @@ const SLEEP_MS_MAX = 50;
 
 runActor<TimerData>((ctx) => {
   const d = ctx.data;
-  const appender = Appender.open({ dir: d.dir, segmentBytes: d.segmentBytes, fsync: d.fsync, notifier: ctx.shared(TIMER_SHARED.notifier) });
+  const logs = openQueueLogs(d.bus, () => ctx.heartbeat());
+  // Kafka: a plain idempotent producer (transactionalId ''): one tick is one record, so no
+  // transaction is needed, and the timer queue's offsets stay contiguous as on the journal.
+  const appender = logs.appender({ ...d, partition: 0, transactionalId: '' }, ctx.shared(TIMER_SHARED.notifier));
   const writer = new EnvelopeWriter();
   const sleeper = new Int32Array(new SharedArrayBuffer(4));
   try {
@@ -43,5 +46,6 @@ runActor<TimerData>((ctx) => {
     return { queue: d.queue, ticks };
   } finally {
     appender.close();
+    logs.close();
   }
 });

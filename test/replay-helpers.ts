@@ -8,6 +8,8 @@ import { Appender, Tailer } from '../engine/journal/index.js';
 import { EnvelopeView, EnvelopeWriter, EVENT_TYPE_JSON, decodeJson, encodeJson, queueId } from '../engine/codec/index.js';
 import { EVENT_TYPE_PROCESSED, decodeProcessed, type ReplayInput } from '../engine/replay/index.js';
 import { step, digest } from './fixtures/services/lww-product.js';
+import type { PartitionTailer } from '../engine/service/index.js';
+import type { TestBackend } from './lib/backends.js';
 
 /** Deterministic pseudo-random numbers in [0, 1) (mulberry32), so a failure can be replayed. */
 export function rng(seed: number): () => number {
@@ -29,22 +31,33 @@ export interface LwwInput {
 /** Input values by `${queue}/${partition}`, index = position in the array. */
 export type InputValues = Map<string, LwwInput[]>;
 
+/** `count` random inputs for one partition, recorded in `values` under `k`, as envelopes. */
+function lwwBatch(k: string, count: number, random: () => number, values: InputValues): Uint8Array[] {
+  const writer = new EnvelopeWriter();
+  const list = values.get(k) ?? [];
+  const batch: Uint8Array[] = [];
+  for (let n = 0; n < count; n++) {
+    const input = { key: `k${Math.floor(random() * 7)}`, v: 1 + Math.floor(random() * 999_999) };
+    list.push(input);
+    batch.push(writer.encode({ type: EVENT_TYPE_JSON, key: input.key, eventTimeMs: Date.now(), payload: encodeJson({ v: input.v }) }));
+  }
+  values.set(k, list);
+  return batch;
+}
+
 /** Appends `count` random inputs to each partition; returns them appended to `values`. */
 export function appendLwwInputs(dataDir: string, inputs: readonly ReplayInput[], count: number, random: () => number, values: InputValues): void {
-  const writer = new EnvelopeWriter();
   for (const i of inputs) {
-    const k = `${i.queue}/${i.partition}`;
-    const list = values.get(k) ?? [];
     const a = Appender.open({ dir: path.join(dataDir, 'queues', i.queue, String(i.partition)) });
-    const batch: Uint8Array[] = [];
-    for (let n = 0; n < count; n++) {
-      const input = { key: `k${Math.floor(random() * 7)}`, v: 1 + Math.floor(random() * 999_999) };
-      list.push(input);
-      batch.push(writer.encode({ type: EVENT_TYPE_JSON, key: input.key, eventTimeMs: Date.now(), payload: encodeJson({ v: input.v }) }));
-    }
-    a.appendBatch(batch);
+    a.appendBatch(lwwBatch(`${i.queue}/${i.partition}`, count, random, values));
     a.close();
-    values.set(k, list);
+  }
+}
+
+/** {@link appendLwwInputs} on either bus (test/lib/backends.ts). */
+export async function appendLwwInputsTo(backend: TestBackend, dataDir: string, inputs: readonly ReplayInput[], count: number, random: () => number, values: InputValues): Promise<void> {
+  for (const i of inputs) {
+    await backend.append(dataDir, i.queue, i.partition, lwwBatch(`${i.queue}/${i.partition}`, count, random, values));
   }
 }
 
@@ -64,10 +77,11 @@ export interface LwwVerdict {
  *   belongs to an input of its batch that emits, after the previous output (none duplicated);
  * - `order: 'outputs'` (emitAll services): the interleaving is the outputs' causes in order,
  *   each partition's causes 0, 1, 2, ... (none lost or duplicated).
- * Every output's digest must equal the reference state after its input.
+ * Every output's digest must equal the reference state after its input. `output` is the output
+ * queue's journal directory, or a tailer at its start (either bus; closed here).
  * @throws Error (assertion message with `label`) on the first difference.
  */
-export function verifyLwwOutput(outputDir: string, inputs: readonly ReplayInput[], values: InputValues, order: 'processed' | 'outputs', emitAll: boolean, label: string): LwwVerdict {
+export function verifyLwwOutput(output: string | PartitionTailer, inputs: readonly ReplayInput[], values: InputValues, order: 'processed' | 'outputs', emitAll: boolean, label: string): LwwVerdict {
   const state = { count: 0, acc: 1, last: new Map<string, number>() };
   const digests = [digest(state)];
   const next = new Map(inputs.map((i) => [`${i.queue}/${i.partition}`, 0]));
@@ -102,7 +116,7 @@ export function verifyLwwOutput(outputDir: string, inputs: readonly ReplayInput[
     lastOutputSeq = seq!;
     outputs++;
   };
-  const t = Tailer.open({ dir: outputDir });
+  const t = typeof output === 'string' ? Tailer.open({ dir: output }) : output;
   const view = new EnvelopeView();
   try {
     for (let rec = t.next(); rec; rec = t.next()) {

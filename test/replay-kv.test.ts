@@ -6,7 +6,11 @@
  * stops inside a cycle after a complete one and stops before any cycle completes.
  * End to end: kill -9 at random moments of a topology whose timer actor appends the periodic
  * update events; every restart rebuilds the reference map; each input's effect is in the output
- * exactly once.
+ * exactly once. The end-to-end case runs on both buses (test/lib/backends.ts): the embedded
+ * journal and the real Kafka broker (the service's outputs are written in transactions; the
+ * restore reads the output topic backwards by offset). SLUICE_TEST_BUS=journal|kafka runs one;
+ * the Kafka case is long (10 kills of a slower start) and runs with SLUICE_KAFKA_CRASH=all
+ * (`npm run test:kafka-services`).
  */
 import { runChild as runChildProcess, type KillAt, type ChildRun } from './lib/kill-child.js';
 import { test } from 'uvu';
@@ -18,6 +22,9 @@ import { Appender, Tailer } from '../engine/journal/index.js';
 import { EnvelopeView, EnvelopeWriter, EVENT_TYPE_JSON, decodeJson, encodeJson } from '../engine/codec/index.js';
 import { KvStore, restoreKvStore, EVENT_TYPE_KV_PUT, EVENT_TYPE_KV_REMOVE, EVENT_TYPE_KV_CYCLE_START, EVENT_TYPE_KV_CYCLE_END, EVENT_TYPE_TIMER } from '../engine/replay/index.js';
 import { rng } from './replay-helpers.js';
+import { journalBackend, kafkaBackend, type TestBackend } from './lib/backends.js';
+import { testKafka } from '../testing/index.js';
+import type { PartitionTailer } from '../engine/service/index.js';
 
 const sorted = (o: Record<string, unknown>) => JSON.stringify(Object.fromEntries(Object.entries(o).sort(([a], [b]) => (a < b ? -1 : 1))));
 
@@ -57,11 +64,11 @@ function simulate(dir: string, seed: number, opts: { keys: number; batchSize: nu
   return { map: store.toObject(), starts, ends, cycling: store.cycling };
 }
 
-function restore(dir: string) {
+function restore(dir: string | PartitionTailer) {
   const store = new KvStore(new EnvelopeWriter(), () => {
     throw new Error('a restore must not write');
   }, () => ({ queue: 0, partition: 0, index: 0 }));
-  const t = Tailer.open({ dir });
+  const t = typeof dir === 'string' ? Tailer.open({ dir }) : dir;
   try {
     const r = restoreKvStore(store, t, 'out');
     return { map: store.toObject(), ...r };
@@ -129,12 +136,16 @@ test('a put of the value already stored writes nothing; a remove of an absent ke
 // End to end: kill -9 loop with the timer actor.
 const child = new URL('./replay-crash.child.js', import.meta.url).pathname;
 /** Runs the child with the topology and record count in ops mode; see test/lib/kill-child.ts. */
-function runChild(topology: string, perPartition: number, kill: KillAt | null): Promise<ChildRun> {
-  return runChildProcess(child, [topology, String(perPartition), 'ops'], kill);
+function runChild(topology: string, perPartition: number, kill: KillAt | null, opsQueue: string): Promise<ChildRun> {
+  return runChildProcess(child, [topology, String(perPartition), opsQueue], kill);
 }
 
-test('kill -9 at random moments, key-value store with timer events: every restart rebuilds the reference map; each input is in the output once', async () => {
-  const KILLS = 12;
+const BUSES = (process.env.SLUICE_TEST_BUS ?? 'journal,kafka').split(',')
+  .filter((b) => b !== 'kafka' || process.env.SLUICE_KAFKA_CRASH === 'all');
+for (const bus of BUSES) test(`${bus} bus: kill -9 at random moments, key-value store with timer events: every restart rebuilds the reference map; each input is in the output once`, async () => {
+  const backend: TestBackend = bus === 'kafka' ? await kafkaBackend('kv', await testKafka()) : journalBackend();
+  const q = (name: string) => backend.queue(name);
+  const KILLS = bus === 'kafka' ? 10 : 12;
   const CHUNK = 2000;
   const seed = Number(process.env.SLUICE_TEST_SEED ?? Date.now() % 100000);
   const random = rng(seed);
@@ -145,20 +156,21 @@ test('kill -9 at random moments, key-value store with timer events: every restar
     fs.writeFileSync(
       topologyFile,
       [
-        'name: kv-crash',
+        `name: kv-crash-${bus}-${process.pid}`,
         'dataDir: ./data',
+        ...backend.busLines,
         'supervisor: { backoffInitialMs: 10, restartsMax: 50 }',
         'queues:',
-        '  - { name: ops }',
-        '  - { name: ticks }',
-        '  - { name: out }',
+        `  - { name: ${q('ops')} }`,
+        `  - { name: ${q('ticks')} }`,
+        `  - { name: ${q('out')} }`,
         'services:',
-        '  - name: kv',
+        `  - name: ${backend.service('kv')}`,
         `    module: ${new URL('./fixtures/services/kv-counter.js', import.meta.url).pathname}`,
-        '    inputs: [ops, ticks]',
-        '    output: out',
+        `    inputs: [${q('ops')}, ${q('ticks')}]`,
+        `    output: ${q('out')}`,
         '    batchSizeMax: 32',
-        `    settings: ${JSON.stringify({ spinUs: 60, liveFile, timerQueue: 'ticks', timerIntervalMs: 5 })}`,
+        `    settings: ${JSON.stringify({ spinUs: 60, liveFile, timerQueue: q('ticks'), timerIntervalMs: 5 })}`,
         '',
       ].join('\n'),
     );
@@ -166,8 +178,9 @@ test('kill -9 at random moments, key-value store with timer events: every restar
     const refs: string[] = [sorted({})];
     const ref: Record<string, unknown> = {};
     const writer = new EnvelopeWriter();
-    const more = () => {
-      const a = Appender.open({ dir: path.join(dir, 'data', 'queues', 'ops', '0') });
+    await backend.createQueues([q('ops'), q('ticks'), q('out')].map((name) => ({ name, partitions: 1 })));
+    const more = async () => {
+      const batch: Uint8Array[] = [];
       for (let n = 0; n < CHUNK; n++) {
         const o = { op: random() < 0.2 ? ('remove' as const) : ('put' as const), key: `k${Math.floor(random() * 40)}`, v: Math.floor(random() * 4) };
         ops.push(o);
@@ -175,29 +188,29 @@ test('kill -9 at random moments, key-value store with timer events: every restar
         else delete ref[o.key];
         ref.__n = ops.length;
         refs.push(sorted(ref));
-        a.append(writer.encode({ type: EVENT_TYPE_JSON, key: o.key, payload: encodeJson(o) }));
+        batch.push(writer.encode({ type: EVENT_TYPE_JSON, key: o.key, payload: encodeJson(o) }));
       }
-      a.close();
+      await backend.append(path.join(dir, 'data'), q('ops'), 0, batch);
     };
-    more();
+    await more();
     let killed = 0;
     let runs = 0;
     // One kill in four at a random moment of the start (restore, replay); the others at a
     // random moment of the live run after it, spread over a clean run's live time as measured.
-    let liveMs = 800;
+    let liveMs = bus === 'kafka' ? 4000 : 800;
     while (killed < KILLS) {
       assert.ok(++runs <= 60, `(seed ${seed}) 60 runs without ${KILLS} kills`);
       const kill = random() < 0.25 ? { from: 'spawn' as const, afterMs: 100 + Math.floor(random() * 500) } : { from: 'live' as const, afterMs: Math.floor(random() * liveMs) };
-      const r = await runChild(topologyFile, ops.length, kill);
+      const r = await runChild(topologyFile, ops.length, kill, q('ops'));
       if (r.signal === 'SIGKILL') {
         killed++;
         continue;
       }
       assert.is(r.code, 0, `run ${runs} exited ${r.code} (seed ${seed}):\n${r.out}`);
       if (r.liveToExitMs !== null) liveMs = (liveMs + r.liveToExitMs) / 2;
-      more();
+      await more();
     }
-    const final = await runChild(topologyFile, ops.length, null);
+    const final = await runChild(topologyFile, ops.length, null, q('ops'));
     assert.is(final.code, 0, `final run failed (seed ${seed}):\n${final.out}`);
 
     // every start rebuilt the map the reference has after the same number of inputs
@@ -210,8 +223,8 @@ test('kill -9 at random moments, key-value store with timer events: every restar
     assert.ok(rebuilt >= KILLS / 3, `(seed ${seed}) only ${rebuilt} starts had a map to rebuild`);
     // the output: __n puts caused by inputs count 1, 2, 3, ... (each input once, none lost);
     // cycles completed; a restore now gives the final reference map
-    const outDir = path.join(dir, 'data', 'queues', 'out', '0');
-    const t = Tailer.open({ dir: outDir });
+    const dataDir = path.join(dir, 'data');
+    const t = backend.tailer(dataDir, q('out'), 0);
     const view = new EnvelopeView();
     let n = 0;
     let cycles = 0;
@@ -230,11 +243,12 @@ test('kill -9 at random moments, key-value store with timer events: every restar
     assert.is(n, ops.length);
     assert.is(timerEvents, 0, 'timer events are inputs, never outputs');
     assert.ok(cycles >= 3, `(seed ${seed}) ${cycles} snapshot cycles completed`);
-    const r = restore(outDir);
+    const r = restore(backend.tailer(dataDir, q('out'), 0));
     assert.is(sorted(r.map), refs[ops.length]);
     assert.ok(r.fromIndex > 0, 'a restart replays from a cycle start, not the queue start');
-    process.stdout.write(`\n  key-value store: seed ${seed}, ${killed} kills in ${runs + 1} runs, ${rebuilt} starts rebuilt the map, ${cycles} cycles, restore reads from output #${r.fromIndex}\n`);
+    process.stdout.write(`\n  ${bus} bus, key-value store: seed ${seed}, ${killed} kills in ${runs + 1} runs, ${rebuilt} starts rebuilt the map, ${cycles} cycles, restore reads from output #${r.fromIndex}\n`);
   } finally {
+    await backend.close();
     fs.rmSync(dir, { recursive: true, force: true });
   }
 });

@@ -28,7 +28,7 @@ const posInt = (v: unknown): number | undefined => (Number.isInteger(v) && (v as
  * Topology sections whose actors cannot read or write a kafka bus yet; a topology with
  * `bus.kind: kafka` and one of them is refused at load (an empty list once every actor can).
  */
-export const KAFKA_BUS_UNSUPPORTED: readonly string[] = ['services', 'capture'];
+export const KAFKA_BUS_UNSUPPORTED: readonly string[] = ['capture'];
 
 /** The compiled JavaScript file of a service module, or why there is none. */
 export type ModuleResolution = { ok: true; file: string } | { ok: false; message: string };

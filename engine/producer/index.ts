@@ -60,11 +60,16 @@ export interface QueueAppender {
 /**
  * Opens an appender over every partition of `queue` in `topology`.
  * @throws Error if the queue is unknown, is written by a service or capture source of the
- *   topology, or a partition is locked by another appender (JournalLockedError).
+ *   topology, or is on a kafka bus (not supported yet), or a partition is locked by another
+ *   appender (JournalLockedError).
  */
 export function openQueueAppender(topology: Topology, queue: string): QueueAppender {
   const q = topology.queues.find((x) => x.name === queue);
   if (!q) throw new Error(`unknown queue "${queue}" (known: ${topology.queues.map((x) => x.name).join(', ')})`);
+  if (topology.bus.kind === 'kafka') {
+    // It would append to journal files no actor of this topology reads.
+    throw new Error(`queue "${queue}" is a Kafka topic (${topology.file}: bus kind kafka); appending to a kafka bus is not supported yet: produce its envelopes with a Kafka producer`);
+  }
   const writer = topology.services.find((s) => s.output === queue)?.name ?? topology.capture.find((c) => c.tables.some((t) => t.target === queue))?.name;
   if (writer) throw new Error(`queue "${queue}" is written by "${writer}" in ${topology.file}; a queue has one writer`);
   const appenders: (Appender | null)[] = Array.from({ length: q.partitions }, () => null);

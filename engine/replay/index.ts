@@ -6,7 +6,7 @@
 export { EVENT_TYPE_PROCESSED, ProcessedRecorder, decodeProcessed, type ReplayInput, type ProcessedRecord } from './processed.js';
 export { EVENT_TYPE_SNAPSHOT_END, SNAPSHOT_DEFAULTS, encodeSnapshot, decodeSnapshotMarker, type SnapshotMarker } from './snapshot.js';
 export { scanOutput, type OutputScan, type OutputBackwardReader } from './scan.js';
-export { replayProcessed, replayRange, type ReplayInputDir, type ReplayApply } from './replay.js';
+export { replayProcessed, replayRange, journalReplaySource, type ReplayInputDir, type ReplayApply, type ReplaySource, type ReplayTailer } from './replay.js';
 export {
   KvStore,
   restoreKvStore,

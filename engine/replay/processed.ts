@@ -61,9 +61,11 @@ export class ProcessedRecorder {
   /**
    * @param inputs the service's input partitions, in host order (ordinals).
    * @param positions last processed index per input (-1: none); copied.
+   * @param gaps true when an input's indexes may skip (Kafka offsets: transaction markers and
+   *   aborted records take offsets no reader sees): a forward jump then starts a new run.
    * @throws Error if the lengths differ.
    */
-  constructor(inputs: readonly ReplayInput[], positions: readonly number[]) {
+  constructor(inputs: readonly ReplayInput[], positions: readonly number[], private readonly gaps = false) {
     if (inputs.length !== positions.length) throw new Error(`positions.length must equal inputs.length, ${positions.length} != ${inputs.length}`);
     this.ids = inputs.map((i) => queueId(i.queue));
     this.partitions = inputs.map((i) => i.partition);
@@ -77,15 +79,17 @@ export class ProcessedRecorder {
 
   /**
    * Notes that input `input` (ordinal) record `index` was processed.
-   * @throws Error if `index` is not the next index of that input (a gap or a repeat).
+   * @throws Error if `index` is not the next index of that input (a gap or a repeat; with
+   *   `gaps`, only a repeat).
    */
   note(input: number, index: number): void {
-    if (index !== this.positions[input] + 1) {
-      throw new Error(`processed input ${input} index ${index}, expected ${this.positions[input] + 1} (a gap or a repeat)`);
+    const expected = this.positions[input] + 1;
+    if (index !== expected && !(this.gaps && index > expected)) {
+      throw new Error(`processed input ${input} index ${index}, expected ${expected} (a gap or a repeat)`);
     }
     this.positions[input] = index;
     const n = this.runInput.length;
-    if (n > 0 && this.last === input) {
+    if (n > 0 && this.last === input && index === expected) {
       this.runCount[n - 1]++;
       return;
     }

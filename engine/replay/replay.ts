@@ -12,6 +12,25 @@ export interface ReplayInputDir extends ReplayInput {
   dir: string;
 }
 
+/** A forward reader of one partition (a journal Tailer, or a Kafka one: engine/service QueueTailer). */
+export interface ReplayTailer {
+  readonly index: number;
+  moveToIndex(index: number): boolean;
+  next(): { index: number; bytes: Uint8Array } | null;
+  close(): void;
+}
+
+/**
+ * Opens the tailers a replay reads: the output queue's (`input` undefined) or input ordinal
+ * `input`'s. Default {@link journalReplaySource}.
+ */
+export type ReplaySource = (input?: number) => ReplayTailer;
+
+/** Tailers over the journal directories of the output and of `inputs`. */
+export function journalReplaySource(outputDir: string, inputs: readonly ReplayInputDir[]): ReplaySource {
+  return (input) => Tailer.open({ dir: input === undefined ? outputDir : inputs[input].dir });
+}
+
 /** Receives one replayed input record; `bytes` is valid only during the call. */
 export type ReplayApply = (input: number, index: number, bytes: Uint8Array) => void;
 
@@ -32,10 +51,11 @@ export function replayProcessed(
   apply: ReplayApply,
   where: string,
   progress?: (replayed: number) => void,
+  open: ReplaySource = journalReplaySource(outputDir, inputs),
 ): { positions: number[]; replayed: number } {
   const positions = start.slice();
-  const tailers: (Tailer | null)[] = inputs.map(() => null);
-  const out = Tailer.open({ dir: outputDir });
+  const tailers: (ReplayTailer | null)[] = inputs.map(() => null);
+  const out = open();
   const view = new EnvelopeView();
   let replayed = 0;
   try {
@@ -52,7 +72,7 @@ export function replayProcessed(
           throw new Error(`${at}: run ${input.queue}/${input.partition} ${run.first}..${run.first + run.count - 1} repeats inputs already replayed (through ${positions[run.input]})`);
         }
         let t = tailers[run.input];
-        if (!t) t = tailers[run.input] = Tailer.open({ dir: input.dir });
+        if (!t) t = tailers[run.input] = open(run.input);
         if (t.index !== run.first && !t.moveToIndex(run.first)) {
           throw new Error(`${at}: input ${input.queue}/${input.partition} ends at ${t.index}, the run starts at ${run.first}`);
         }
@@ -86,10 +106,11 @@ export function replayRange(
   apply: ReplayApply,
   where: string,
   progress?: (n: number) => void,
+  open: ReplaySource = (n) => Tailer.open({ dir: inputs[n!].dir }),
 ): number {
   if (last < first) return 0;
   const i = inputs[input];
-  const t = Tailer.open({ dir: i.dir });
+  const t = open(input);
   let n = 0;
   try {
     if (!t.moveToIndex(first)) throw new Error(`${where}: input ${i.queue}/${i.partition} ends at ${t.index} but replay starts at ${first}`);

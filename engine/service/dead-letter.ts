@@ -68,11 +68,15 @@ export function encodeDeadLetter(writer: EnvelopeWriter, d: DeadLetter): Uint8Ar
 /**
  * Per input partition (inputKey), the newest source index the dead-letter queue in `dir` holds
  * (-1: none), read backwards from its end. The queue must exist (open its appender first).
+ * `open` gives the backwards reader (default: a journal Tailer over `dir`; on Kafka the queue
+ * logs' tailer of the dead-letter topic).
  */
 export function deadLetteredPositions(
   dir: string, inputs: InputPartition[],
+  open: () => { moveToEnd(): void; previous(): { index: number; bytes: Uint8Array } | null; close(): void } =
+    () => Tailer.open({ dir }),
 ): Record<string, number> {
-  const back = Tailer.open({ dir });
+  const back = open();
   try {
     back.moveToEnd();
     return computeLastWritten(back, inputs).positions;
@@ -90,11 +94,16 @@ export interface DeadLetterEntry extends DeadLetter {
 }
 
 /**
- * Reads every record of the dead-letter queue partition in `dir`, oldest first.
+ * Reads every record of the dead-letter queue partition in `dir`, oldest first. `open` gives
+ * the reader at the partition's start (default a journal Tailer over `dir`; on Kafka the queue
+ * logs' tailer of the dead-letter topic, `dir` then only names it in errors).
  * @throws Error naming the directory and index of a record that is not a dead letter.
  */
-export function readDeadLetters(dir: string): DeadLetterEntry[] {
-  const t = Tailer.open({ dir });
+export function readDeadLetters(
+  dir: string,
+  open: () => { next(): { index: number; bytes: Uint8Array } | null; close(): void } = () => Tailer.open({ dir }),
+): DeadLetterEntry[] {
+  const t = open();
   const view = new EnvelopeView();
   const out: DeadLetterEntry[] = [];
   try {

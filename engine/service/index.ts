@@ -26,3 +26,23 @@ export {
   type DeadLetterEntry,
   type QueueTarget,
 } from './dead-letter.js';
+export {
+  openQueueLogs,
+  KafkaTailer,
+  KafkaAppender,
+  KAFKA_APPENDER_DEFAULTS,
+  type ActorBus,
+  type QueueLogs,
+  type QueuePartition,
+  type PartitionRecord,
+  type PartitionTailer,
+  type PartitionAppender,
+  type AppenderSpec,
+} from './queue-logs.js';
+export { SyncKafka, SyncKafkaError, SYNC_KAFKA_DEFAULTS, kafkaBusOptionsOf, type KafkaConnection, type KafkaLogRecord } from './kafka-sync.js';
+export {
+  startFromStrategy,
+  START_FROM_STRATEGIES,
+  type StartFromStrategy,
+  type StartFromInput,
+} from './start-from.js';

@@ -322,10 +322,20 @@ export class KafkaConsumer implements BusConsumer {
     this.wakeSoon()
   }
 
-  /** kafkajs resolved a batch holding only markers/aborted records without calling eachBatch. */
+  /**
+   * kafkajs resolved a batch holding only markers/aborted records without calling eachBatch.
+   * After a seek, such a batch is accepted when its first record is at the seek's offset: only a
+   * fetch from that offset starts there (kafkajs drops records below the fetched offset), so it
+   * is not a batch fetched before the seek. Without this, a seek to an offset followed only by
+   * an aborted transaction (a producer killed mid-transaction, then fenced) never advanced.
+   */
   private onFilteredBatch(topic: string, partition: number, firstOffset: number, lastOffset: number): void {
     const st = this.owned.get(tpKey(topic, partition))
-    if (!st || st.seekPending || this.rebalancing || firstOffset < st.fetchOffset) return
+    if (!st || this.rebalancing || firstOffset < st.fetchOffset) return
+    if (st.seekPending) {
+      if (firstOffset !== st.fetchOffset) return
+      st.seekPending = false
+    }
     st.fetchOffset = Math.max(st.fetchOffset, lastOffset + 1)
     if (st.head === st.buffer.length) st.position = Math.max(st.position, st.fetchOffset)
   }

@@ -15,7 +15,7 @@
  * cluster, kept for request-error injection in tests, does not implement CreateTopics).
  */
 import kafkajs from 'kafkajs'
-import type { Admin, Kafka as KafkaClient, PartitionAssigner, Producer, Transaction } from 'kafkajs'
+import type { Admin, Kafka as KafkaClient, KafkaConfig, PartitionAssigner, Producer, Transaction } from 'kafkajs'
 import { PartitionResolver } from '../partitioner.js'
 import {
   BusError,

@@ -1,0 +1,217 @@
+/**
+ * A blocking Kafka client for actor threads whose loops are synchronous (the service host runs
+ * handlers, replays and its live loop without awaiting; the queue reader and the timer park in
+ * Atomics.wait). kafkajs is asynchronous, so it runs in a helper worker started here
+ * (./kafka-sync.worker.ts); each call posts a request to it and blocks in Atomics.wait until the
+ * answer is there (the shape of synckit). The caller's event loop is never needed: kafkajs'
+ * sockets, timers and retries live in the helper's own loop.
+ *
+ * Bounds: a call waits at most `callTimeoutMs` (default {@link SYNC_KAFKA_DEFAULTS}); while it
+ * waits, `onWait` runs every `waitSliceMs` (the host's heartbeat, so a slow broker is waited out
+ * instead of being taken for a hung actor).
+ */
+import { MessageChannel, Worker, receiveMessageOnPort, type MessagePort } from 'node:worker_threads'
+import { kafkaBusOptionsOf as busOptionsOf, type KafkaBusOptions } from '../bus/index.js'
+
+/** How an actor reaches the topology's Kafka cluster (topology `bus` with kind kafka). */
+export interface KafkaConnection {
+  /** Bootstrap servers, `host:port`. */
+  brokers: string[]
+  clientId: string
+  /** TLS; files are PEM, read by the helper when it connects. Absent: plaintext. */
+  tls?: { caFile?: string; certFile?: string; keyFile?: string; rejectUnauthorized: boolean }
+  /** SASL; exactly one of password and passwordFile. Absent: no authentication. */
+  sasl?: { mechanism: 'plain' | 'scram-sha-256' | 'scram-sha-512'; username: string; password?: string; passwordFile?: string }
+}
+
+/**
+ * engine/bus createKafkaBus options for `c` (engine/bus kafkaBusOptionsOf): reads the TLS files
+ * and the SASL password file now.
+ * @throws BusError 'bad-input' naming the setting and file when one cannot be read.
+ */
+export function kafkaBusOptionsOf(c: KafkaConnection): KafkaBusOptions {
+  return busOptionsOf({ kind: 'kafka', ...c })
+}
+
+/** Defaults of {@link SyncKafka}. */
+export const SYNC_KAFKA_DEFAULTS = {
+  /** Longest one call may block, ms: longer than kafkajs' producer retries (about 25 s). */
+  callTimeoutMs: 120_000,
+  /** How often a blocked call runs `onWait`, ms. */
+  waitSliceMs: 500,
+} as const
+
+/** Records as the helper sends them: values back to back, `ends[i]` the end of value i. */
+export interface PackedRecords {
+  bytes: ArrayBuffer
+  ends: ArrayBuffer
+  offsets: ArrayBuffer
+  /** The consumer's position after these records (past markers and aborted records). */
+  position: number
+}
+
+/** A request to the helper (one per call). */
+export type SyncKafkaRequest =
+  | { op: 'offsets'; topic: string; partition: number }
+  | { op: 'read'; topic: string; partition: number; from: number; recordsMax: number; waitMs: number }
+  | { op: 'range'; topic: string; partition: number; lo: number; hi: number }
+  | { op: 'producer'; transactionalId: string }
+  | { op: 'commit'; transactionalId: string; topic: string; partition: number; bytes: ArrayBuffer; ends: ArrayBuffer }
+  | { op: 'send'; topic: string; partition: number; bytes: ArrayBuffer; ends: ArrayBuffer }
+  | { op: 'close' }
+
+/** The helper's answer. */
+export type SyncKafkaReply =
+  | { ok: true; value: PackedRecords | { start: number; end: number } | null }
+  | { ok: false; error: string; code?: string }
+
+/** A record read by {@link SyncKafka.read} / {@link SyncKafka.range}; `bytes` is its own copy. */
+export interface KafkaLogRecord {
+  /** The record's offset (the queue index of the journal). */
+  index: number
+  bytes: Uint8Array
+}
+
+/** A failed call; `code` is the bus's BusError code when the bus gave one (e.g. 'fenced'). */
+export class SyncKafkaError extends Error {
+  override readonly name = 'SyncKafkaError'
+  constructor(message: string, readonly code: string | undefined) {
+    super(message)
+  }
+}
+
+const helperFile = new URL('./kafka-sync.worker.js', import.meta.url)
+
+/** See the module comment. One helper worker per instance; close() ends it. */
+export class SyncKafka {
+  private readonly worker: Worker
+  private readonly port: MessagePort
+  private readonly flag = new Int32Array(new SharedArrayBuffer(4))
+  private closed = false
+
+  /**
+   * Starts the helper (it connects lazily, at the first call).
+   * @param onWait runs while a call is blocked, every waitSliceMs (e.g. an actor heartbeat).
+   */
+  constructor(
+    readonly connection: KafkaConnection,
+    private readonly onWait: () => void = () => undefined,
+    private readonly callTimeoutMs: number = SYNC_KAFKA_DEFAULTS.callTimeoutMs,
+  ) {
+    const { port1, port2 } = new MessageChannel()
+    this.port = port1
+    this.worker = new Worker(helperFile, {
+      workerData: { connection, port: port2, flag: this.flag.buffer },
+      transferList: [port2],
+    })
+    this.worker.unref()
+  }
+
+  private call(req: SyncKafkaRequest, transfer: ArrayBuffer[] = []): SyncKafkaReply & { ok: true } {
+    if (this.closed) throw new SyncKafkaError('kafka client is closed', 'closed')
+    Atomics.store(this.flag, 0, 0)
+    this.port.postMessage(req, transfer)
+    const deadline = Date.now() + this.callTimeoutMs
+    for (;;) {
+      Atomics.wait(this.flag, 0, 0, SYNC_KAFKA_DEFAULTS.waitSliceMs)
+      if (Atomics.load(this.flag, 0) === 1) {
+        const m = receiveMessageOnPort(this.port)
+        if (m) {
+          const reply = m.message as SyncKafkaReply
+          if (!reply.ok) throw new SyncKafkaError(reply.error, reply.code)
+          return reply
+        }
+      }
+      if (Date.now() > deadline) {
+        throw new SyncKafkaError(`kafka ${req.op} did not answer within ${this.callTimeoutMs} ms (brokers ${this.connection.brokers.join(',')})`, 'backend')
+      }
+      this.onWait()
+    }
+  }
+
+  /** First offset still stored and last stable offset of a partition. */
+  offsets(topic: string, partition: number): { start: number; end: number } {
+    return this.call({ op: 'offsets', topic, partition }).value as { start: number; end: number }
+  }
+
+  /**
+   * Up to recordsMax committed records from offset `from` on, waiting up to waitMs for the first
+   * (longer when the broker has records there), and the position after them.
+   */
+  read(topic: string, partition: number, from: number, recordsMax: number, waitMs: number): { records: KafkaLogRecord[]; position: number } {
+    return unpack(this.call({ op: 'read', topic, partition, from, recordsMax, waitMs }).value as PackedRecords)
+  }
+
+  /** Every committed record with lo <= offset < hi (hi at most the last stable offset), oldest first. */
+  range(topic: string, partition: number, lo: number, hi: number): KafkaLogRecord[] {
+    return unpack(this.call({ op: 'range', topic, partition, lo, hi }).value as PackedRecords).records
+  }
+
+  /**
+   * Opens the transactional producer `transactionalId` (InitProducerId): every older producer
+   * with that id, in any process, is fenced and its open transaction aborted before this returns.
+   */
+  openProducer(transactionalId: string): void {
+    this.call({ op: 'producer', transactionalId })
+  }
+
+  /**
+   * Sends `values` to topic/partition in one transaction of producer `transactionalId` and
+   * commits it: read_committed consumers see all of them or, after a crash, none.
+   * @throws SyncKafkaError code 'fenced' when a newer producer with that id exists.
+   */
+  commit(transactionalId: string, topic: string, partition: number, values: readonly Uint8Array[]): void {
+    const { bytes, ends } = packValues(values)
+    this.call({ op: 'commit', transactionalId, topic, partition, bytes, ends }, [bytes, ends])
+  }
+
+  /**
+   * Sends `values` to topic/partition with the client's plain idempotent producer (no
+   * transaction: the broker drops resent duplicates, offsets stay contiguous) and waits for
+   * the acknowledgement of every one.
+   */
+  send(topic: string, partition: number, values: readonly Uint8Array[]): void {
+    const { bytes, ends } = packValues(values)
+    this.call({ op: 'send', topic, partition, bytes, ends }, [bytes, ends])
+  }
+
+  /** Closes producers and consumers, then ends the helper. Idempotent. */
+  close(): void {
+    if (this.closed) return
+    try {
+      this.call({ op: 'close' })
+    } catch {
+      // the helper is ended below either way
+    } finally {
+      this.closed = true
+      void this.worker.terminate()
+      this.port.close()
+    }
+  }
+}
+
+function packValues(values: readonly Uint8Array[]): { bytes: ArrayBuffer; ends: ArrayBuffer } {
+  let total = 0
+  for (const v of values) total += v.length
+  const bytes = new Uint8Array(total)
+  const ends = new Float64Array(values.length)
+  let o = 0
+  values.forEach((v, i) => {
+    bytes.set(v, o)
+    ends[i] = o += v.length
+  })
+  return { bytes: bytes.buffer, ends: ends.buffer }
+}
+
+function unpack(p: PackedRecords): { records: KafkaLogRecord[]; position: number } {
+  const bytes = new Uint8Array(p.bytes)
+  const ends = new Float64Array(p.ends)
+  const offsets = new Float64Array(p.offsets)
+  const records: KafkaLogRecord[] = new Array(ends.length)
+  let start = 0
+  for (let i = 0; i < ends.length; i++) {
+    records[i] = { index: offsets[i], bytes: bytes.subarray(start, ends[i]) }
+    start = ends[i]
+  }
+  return { records, position: p.position }
+}

@@ -10,6 +10,7 @@
 import { Supervisor, type StopResult, type RestartEvent } from './engine/supervisor/index.js';
 import { ConfigError, problemAt, type Topology } from './engine/config/index.js';
 import { planTopology, checkServiceModules, serviceWarnings, type TopologyPlan } from './actors/index.js';
+import { prepareKafkaTopics } from './actors/kafka-capture.js';
 import { CaptureTableError, openStaging, type ParkedChange, type ParkedSelection, type StagingClient } from './engine/cdc/index.js';
 import { acquireAppenderLock, JournalLockedError, type AppenderLock } from './engine/journal/index.js';
 import fs from 'node:fs';
@@ -118,6 +119,7 @@ export async function startTopology(topology: Topology, options: StartOptions = 
   let ops: Ops | null = null;
   try {
     await checkCaptureInstalled(topology, log);
+    await prepareKafkaTopics(topology, log);
     const supervisor = new Supervisor(topology.supervisor);
     attachSupervisorLogs(supervisor, logger);
     supervisor.on('restart', (e: RestartEvent) => logger.warn(`restarting ${e.group} in ${e.delayMs} ms (attempt ${e.attempt}) after ${e.actor} failed: ${e.error}`));

@@ -110,6 +110,7 @@ test('a valid file loads with defaults applied and paths resolved against its di
         holdKeyWhenParked: true, retentionMs: 7 * 24 * 3_600_000,
       },
     }],
+    sinks: [],
   };
   assert.equal(t, expected);
 });

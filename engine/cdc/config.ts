@@ -49,6 +49,11 @@ export interface CaptureTable {
   target: string;
   suppressNoopUpdates?: boolean;
   keyUpdate?: KeyUpdateMode;
+  /**
+   * Value format on a kafka bus (engine/cdc/json-format.ts): absent or 'envelope', the
+   * FlatBuffers envelope Sluice's own actors read; 'json', a self-describing JSON value.
+   */
+  format?: 'envelope' | 'json';
 }
 
 /**

@@ -27,6 +27,7 @@ export {
   DIALECT_VALUES,
   BUS_KIND_VALUES,
   SASL_MECHANISM_VALUES,
+  SINK_FORMAT_VALUES,
 } from './topology.js';
 export type {
   Topology,
@@ -41,4 +42,5 @@ export type {
   TopologyBus,
   TopologyBusTls,
   TopologyBusSasl,
+  TopologySink,
 } from './topology.js';

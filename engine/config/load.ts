@@ -236,7 +236,13 @@ interface TopologyFile {
     tables: Array<{
       table: string; operations: CaptureOperation[]; columns?: string[]; key?: KeyStrategy;
       condition?: string | ConditionsByOp; target: string; suppressNoopUpdates?: boolean; keyUpdate?: KeyUpdateMode;
+      format?: 'envelope' | 'json';
     }>;
+  }>;
+  sinks?: Array<{
+    name: string; from: string;
+    to: { brokers: string[]; topic?: string; partitions?: number; clientId?: string };
+    format?: 'envelope' | 'json'; batchSizeMax?: number; pollIntervalMs?: number;
   }>;
 }
 
@@ -334,6 +340,7 @@ function applyDefaults(f: TopologyFile, file: string, baseDir: string): Topology
         target: t.target,
         suppressNoopUpdates: t.suppressNoopUpdates ?? D.captureTable.suppressNoopUpdates,
         keyUpdate: t.keyUpdate ?? CDC_DEFAULTS.keyUpdate,
+        ...(t.format === 'json' ? { format: 'json' as const } : {}),
       })),
       pumps: c.pumps ?? D.capture.pumps,
       batchSizeMax: c.batchSizeMax ?? D.capture.batchSizeMax,
@@ -342,7 +349,21 @@ function applyDefaults(f: TopologyFile, file: string, baseDir: string): Topology
       recordBytesMax: c.recordBytesMax ?? CDC_DEFAULTS.recordBytesMax,
       errors: { ...CDC_DEFAULTS.errors, ...c.errors },
     })),
+    sinks: [],
   };
+  t.sinks = (f.sinks ?? []).map((k) => ({
+    name: k.name,
+    from: k.from,
+    to: {
+      brokers: [...k.to.brokers],
+      topic: k.to.topic ?? k.from,
+      partitions: k.to.partitions ?? t.queues.find((q) => q.name === k.from)?.partitions ?? D.queue.partitions,
+      clientId: k.to.clientId ?? `sluice-${f.name}`,
+    },
+    format: k.format ?? D.sink.format,
+    batchSizeMax: k.batchSizeMax ?? D.sink.batchSizeMax,
+    pollIntervalMs: k.pollIntervalMs ?? D.sink.pollIntervalMs,
+  }));
   // A dead-letter queue not declared in `queues` is declared here: 1 partition, queue defaults.
   for (const s of t.services) {
     if (s.errors.onFailure !== 'dead-letter') continue;

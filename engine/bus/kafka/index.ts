@@ -15,7 +15,7 @@
  * cluster, kept for request-error injection in tests, does not implement CreateTopics).
  */
 import kafkajs from 'kafkajs'
-import type { Admin, Kafka as KafkaClient, PartitionAssigner, Producer, Transaction } from 'kafkajs'
+import type { Admin, Kafka as KafkaClient, KafkaConfig, PartitionAssigner, Producer, Transaction } from 'kafkajs'
 import { PartitionResolver } from '../partitioner.js'
 import {
   BusError,
@@ -66,6 +66,10 @@ export interface KafkaBusOptions {
    * `partitionAssigners`). Default: kafkajs' round robin.
    */
   partitionAssigners?: PartitionAssigner[]
+  /** TLS to the brokers (kafkajs `ssl`: true, or Node's tls.connect options). Absent: plaintext. */
+  ssl?: KafkaConfig['ssl']
+  /** SASL authentication (kafkajs `sasl`: plain, scram-sha-256, scram-sha-512). Absent: none. */
+  sasl?: KafkaConfig['sasl']
 }
 
 /**
@@ -145,6 +149,8 @@ class KafkaBus implements BusBackend, KafkaBusInternals {
       brokers: options.brokers,
       logLevel: logLevel[options.logLevel ?? 'NOTHING'],
       retry: { retries: 5, initialRetryTime: 100 },
+      ...(options.ssl !== undefined ? { ssl: options.ssl } : {}),
+      ...(options.sasl !== undefined ? { sasl: options.sasl } : {}),
     })
   }
 

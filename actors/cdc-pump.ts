@@ -153,7 +153,9 @@ runActor<PumpData>(async (ctx) => {
       try {
         staging = await openStaging(d.source);
         const fresh = new PumpCore({ staging, pump: d.pump, pumps: d.source.pumps, batchSizeMax: d.source.batchSizeMax, sink });
-        recovered += await fresh.start();
+        const reconciled = await fresh.start();
+        recovered += reconciled;
+        if (reconciled > 0) ctx.log('info', `deleted ${reconciled} staged change${reconciled === 1 ? '' : 's'} the target already held (shipped before a crash, not yet deleted)`);
         core = fresh;
         if (outage.sinceMs !== 0) {
           ctx.log('info', `capture source "${d.source.name}" is up again after ${((Date.now() - outage.sinceMs) / 1000).toFixed(1)} s down`);

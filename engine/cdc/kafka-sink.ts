@@ -23,22 +23,29 @@
  * | header                 | value                                                        |
  * |------------------------|--------------------------------------------------------------|
  * | `sluice.pump`          | `<source>/<pump>`                                            |
- * | `sluice.txn`           | this pump's transaction sequence number, decimal, from 1     |
+ * | `sluice.txn`           | this pump's transaction number: rising, max(last + 1, now ms) |
  * | `sluice.txn.records`   | records of this transaction in this partition                |
+ * | `sluice.txn.total`     | records of this transaction in all                           |
  * | `sluice.stagingId`     | the change's staging id                                      |
  *
  * and the transaction also commits, for the consumer group named like the transactional.id, the
  * offset of its first record in each partition it wrote (sendOffsets: offsets and records
- * commit together). On start the sink reads the group's committed offsets, reads each such
- * partition from that offset until it has the `sluice.txn.records` records of that transaction
- * (other pumps' records between them are skipped), and returns the staging ids of the newest
- * transaction; the pump core deletes those rows without shipping them again. Since a
- * transaction is atomic, "newest committed transaction" is exactly "the batch that may be
- * unacked". The group's offsets are Kafka's to keep (offsets.retention.minutes, 7 days by
- * default, for a group without members): a pump idle longer starts its numbering afresh, which
- * is harmless, as nothing older can be unacked. Limit: each pump reconciles its own group only,
- * so change `pumps` after a drain (`sluice run` stops cleanly: nothing is left unacked); after a
- * kill the old pumps must run once with the old count.
+ * commit together). On start, after the fencing InitProducerId, the sink reads the group's
+ * committed offsets and reads each such partition from there to its end (the last stable
+ * offset), keeping this pump's records (other pumps' records between them are skipped). The
+ * newest transaction number found is the pump's last committed transaction; if its records
+ * are not all found (the counts in the headers), partitions without a committed offset are read
+ * from their start too. Its staging ids are returned and the pump core deletes those rows
+ * without shipping them again. Since a transaction is atomic, "newest committed transaction" is
+ * exactly "the batch that may be unacked". Reading to the end rather than stopping at the
+ * committed transaction's records keeps this right even when the offsets are read before the
+ * broker applied the last commit's offsets (kafkajs cannot ask OffsetFetch for stable offsets);
+ * its cost is what other pumps wrote to a partition since this pump last wrote there.
+ * The group's offsets are Kafka's to keep (offsets.retention.minutes, 7 days by default, for a
+ * group without members): a pump idle longer has nothing unacked, and its numbers keep rising
+ * (they start from the clock). Limit: each pump reconciles its own group only, so change
+ * `pumps` after a drain (`sluice run` stops cleanly: nothing is left unacked); after a kill the
+ * old count must run once.
  */
 import {
   BusError, partitionForKey, type BusBackend, type BusProducer, type ConsumedRecord, type ProducerRecord, type TopicPartition,
@@ -51,6 +58,7 @@ export const KAFKA_CAPTURE_HEADERS = {
   pump: 'sluice.pump',
   txn: 'sluice.txn',
   txnRecords: 'sluice.txn.records',
+  txnTotal: 'sluice.txn.total',
   stagingId: 'sluice.stagingId',
 } as const;
 
@@ -145,6 +153,7 @@ export class KafkaPumpSink implements PumpSink {
     for (const r of records) {
       r.headers![KAFKA_CAPTURE_HEADERS.txn] = txnText;
       r.headers![KAFKA_CAPTURE_HEADERS.txnRecords] = String(counts.get(`${r.topic}\u0000${r.partition}`));
+      r.headers![KAFKA_CAPTURE_HEADERS.txnTotal] = String(records.length);
     }
     const t = await this.producer.begin();
     try {
@@ -207,59 +216,88 @@ export class KafkaPumpSink implements PumpSink {
       for (let p = 0; p < n; p++) tps.push({ topic, partition: p });
     }
     const committed = await bus.committed(transactionalId, tps);
-    const starts = tps.map((tp, i) => ({ ...tp, offset: committed[i] })).filter((x): x is TopicPartition & { offset: number } => x.offset !== null);
-    const last = await this.readLastTransactions(starts);
-    let newest = 0;
-    for (const t of last.values()) newest = Math.max(newest, t.txn);
+    const ends = await bus.offsets(tps);
+    // Scan from each committed offset to the partition's end (not just the committed
+    // transaction's records there): a later transaction of this pump is then found even if the
+    // group's offsets were read before the broker applied that transaction's commit.
+    const scan = tps.map((tp, i) => ({ ...tp, from: committed[i]!, start: ends[i]!.start, end: ends[i]!.end }));
+    const mine = await this.scanOwnRecords(scan.filter((x) => x.from !== null && x.from < x.end).map((x) => ({ ...x, from: x.from! })));
+    let newest = this.newest(mine);
+    if (newest !== null && !this.complete(mine, newest)) {
+      // The newest transaction also wrote partitions never committed for before (a first write
+      // whose offsets are not applied yet): read those from their start.
+      const rest = scan.filter((x) => x.from === null).map((x) => ({ ...x, from: x.start }));
+      for (const [k, v] of await this.scanOwnRecords(rest.filter((x) => x.from < x.end))) mine.set(k, v);
+      newest = this.newest(mine);
+      if (newest !== null && !this.complete(mine, newest)) {
+        throw new Error(`kafka pump sink ${this.pumpTag}: transaction ${newest} is incomplete in the topics (records missing); retrying`);
+      }
+    }
     const ids = new Set<string>();
-    for (const t of last.values()) if (t.txn === newest) for (const id of t.ids) ids.add(id);
-    this.txn = newest + 1;
+    for (const list of mine.values()) for (const r of list) if (r.txn === newest) ids.add(r.id);
+    // Sequence numbers rise across restarts even if the offsets were ever lost (retention).
+    this.txn = Math.max((newest ?? 0) + 1, Date.now());
     return ids;
   }
 
+  /** The highest transaction number among `mine`, or null. */
+  private newest(mine: Map<string, OwnRecord[]>): number | null {
+    let n: number | null = null;
+    for (const list of mine.values()) for (const r of list) if (n === null || r.txn > n) n = r.txn;
+    return n;
+  }
+
+  /** Whether every record of transaction `txn` is in `mine` (its per-partition and total counts). */
+  private complete(mine: Map<string, OwnRecord[]>, txn: number): boolean {
+    let found = 0;
+    let total = 0;
+    for (const list of mine.values()) {
+      const of = list.filter((r) => r.txn === txn);
+      if (of.length === 0) continue;
+      if (of.length !== of[0]!.inPartition) return false;
+      found += of.length;
+      total = of[0]!.total;
+    }
+    return found === total;
+  }
+
   /**
-   * Per partition: from its committed offset, this pump's transaction there (sequence number and
-   * staging ids), read until its `sluice.txn.records` records are in hand.
+   * This pump's records in each partition from `from` to `end` (end: the last stable offset
+   * when the scan began), by `topic\0partition`.
+   * @throws Error when the partitions are not read to their ends within reconcileTimeoutMs.
    */
-  private async readLastTransactions(starts: (TopicPartition & { offset: number })[]): Promise<Map<string, { txn: number; ids: string[] }>> {
-    const out = new Map<string, { txn: number; ids: string[]; want: number }>();
-    if (starts.length === 0) return out;
+  private async scanOwnRecords(parts: (TopicPartition & { from: number; end: number })[]): Promise<Map<string, OwnRecord[]>> {
+    const out = new Map<string, OwnRecord[]>();
+    if (parts.length === 0) return out;
     const consumer = await this.opts.bus.consumer({ clientId: `${this.opts.transactionalId}.reconcile` });
     try {
-      await consumer.assign(starts.map(({ topic, partition }) => ({ topic, partition })));
-      for (const s of starts) consumer.seek(s, s.offset);
-      const open = new Set(starts.map((s) => `${s.topic}\u0000${s.partition}`));
+      await consumer.assign(parts.map(({ topic, partition }) => ({ topic, partition })));
+      for (const s of parts) consumer.seek(s, s.from);
+      const open = new Map(parts.map((s) => [`${s.topic}\u0000${s.partition}`, s]));
       const deadline = Date.now() + KAFKA_SINK_DEFAULTS.reconcileTimeoutMs;
       while (open.size > 0) {
         if (Date.now() > deadline) {
-          throw new Error(`kafka pump sink ${this.pumpTag}: the records of its last transaction in ${[...open].map((k) => k.replace('\u0000', '/')).join(', ')} were not readable within ${KAFKA_SINK_DEFAULTS.reconcileTimeoutMs} ms`);
+          throw new Error(`kafka pump sink ${this.pumpTag}: could not read ${[...open.keys()].map((k) => k.replace('\u0000', '/')).join(', ')} to its end within ${KAFKA_SINK_DEFAULTS.reconcileTimeoutMs} ms`);
         }
-        for (const r of await consumer.poll({ timeoutMs: 500 })) this.collect(r, out, open, consumer);
+        for (const r of await consumer.poll({ timeoutMs: 200 })) {
+          const k = `${r.topic}\u0000${r.partition}`;
+          if (r.offset >= open.get(k)!.end || r.headers[KAFKA_CAPTURE_HEADERS.pump] !== this.pumpTag) continue;
+          const own = ownRecord(r);
+          let list = out.get(k);
+          if (!list) out.set(k, (list = []));
+          list.push(own);
+        }
+        for (const [k, s] of open) {
+          if (consumer.position(s) >= s.end) {
+            open.delete(k);
+            consumer.pause([s]);
+          }
+        }
       }
     } finally {
       await consumer.close().catch(() => undefined);
     }
     return out;
-  }
-
-  private collect(r: ConsumedRecord, out: Map<string, { txn: number; ids: string[]; want: number }>, open: Set<string>, consumer: { pause(tps: TopicPartition[]): void }): void {
-    const k = `${r.topic}\u0000${r.partition}`;
-    if (!open.has(k) || r.headers[KAFKA_CAPTURE_HEADERS.pump] !== this.pumpTag) return;
-    const txn = Number(r.headers[KAFKA_CAPTURE_HEADERS.txn]);
-    const want = Number(r.headers[KAFKA_CAPTURE_HEADERS.txnRecords]);
-    const id = r.headers[KAFKA_CAPTURE_HEADERS.stagingId];
-    if (!(txn >= 1) || !(want >= 1) || id === undefined) {
-      throw new Error(`kafka pump sink ${this.pumpTag}: record ${r.topic}/${r.partition} offset ${r.offset} lacks its capture headers`);
-    }
-    let t = out.get(k);
-    // The committed offset is the transaction's first record here: the first of ours sets it.
-    if (t === undefined) out.set(k, (t = { txn, ids: [], want }));
-    if (txn !== t.txn) return;
-    t.ids.push(id);
-    if (t.ids.length >= t.want) {
-      open.delete(k);
-      consumer.pause([{ topic: r.topic, partition: r.partition }]);
-    }
   }
 
   /** Closes the producer (an open transaction is aborted). Idempotent. */
@@ -268,6 +306,26 @@ export class KafkaPumpSink implements PumpSink {
     this.producer = null;
     if (p) await p.close().catch(() => undefined);
   }
+}
+
+/** What the reconciliation keeps of one of the pump's own records. */
+interface OwnRecord {
+  txn: number;
+  id: string;
+  /** Records of its transaction in its partition, and in all. */
+  inPartition: number;
+  total: number;
+}
+
+function ownRecord(r: ConsumedRecord): OwnRecord {
+  const txn = Number(r.headers[KAFKA_CAPTURE_HEADERS.txn]);
+  const inPartition = Number(r.headers[KAFKA_CAPTURE_HEADERS.txnRecords]);
+  const total = Number(r.headers[KAFKA_CAPTURE_HEADERS.txnTotal]);
+  const id = r.headers[KAFKA_CAPTURE_HEADERS.stagingId];
+  if (!(txn >= 1) || !(inPartition >= 1) || !(total >= inPartition) || id === undefined) {
+    throw new Error(`record ${r.topic}/${r.partition} offset ${r.offset} of capture pump ${r.headers[KAFKA_CAPTURE_HEADERS.pump]} lacks its capture headers`);
+  }
+  return { txn, id, inPartition, total };
 }
 
 /**

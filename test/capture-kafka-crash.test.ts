@@ -12,7 +12,6 @@ import * as assert from 'uvu/assert';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import Database from 'better-sqlite3';
 import { testKafka } from '../testing/kafka-broker.js';
@@ -20,50 +19,12 @@ import { loadTopology, installCapture } from '../index.js';
 import { EnvelopeView, decodeChange } from '../engine/codec/index.js';
 import { LEDGER_DDL } from './cdc-helpers.js';
 import { readCommitted, deleteTopics } from './lib/kafka-read.js';
+import { runSluice } from './lib/sluice-child.js';
 
-const cli = new URL('../cli/sluice.js', import.meta.url).pathname;
 const KILLS_RANDOM = 10;
 const KILLS_AFTER_COMMIT = 2;
 /** Changes the writer makes in all (it stops earlier if the kills are over). */
 const CHANGES_MAX = 1200;
-
-interface Run { code: number | null; signal: string | null; out: string }
-
-/** `sluice run file` in a child; killed `killAfterMs` after it is up (null: SIGTERM once `until` holds). */
-function runSluice(file: string, opts: { killAfterMs: number | null; fault?: boolean; until?: () => boolean }): Promise<Run> {
-  return new Promise((resolve) => {
-    const env = { ...process.env };
-    if (opts.fault) env.SLUICE_FAULT = 'after-append';
-    else delete env.SLUICE_FAULT;
-    const p = spawn(process.execPath, [cli, 'run', file], { stdio: ['ignore', 'pipe', 'pipe'], env });
-    let out = '';
-    let up = false;
-    const timers: NodeJS.Timeout[] = [];
-    const onData = (b: Buffer) => {
-      out += b;
-      if (up || !out.includes(' is up (')) return;
-      up = true;
-      if (opts.killAfterMs !== null) timers.push(setTimeout(() => p.kill('SIGKILL'), opts.killAfterMs));
-      else {
-        const poll = setInterval(() => {
-          if (opts.until!()) {
-            clearInterval(poll);
-            p.kill('SIGTERM');
-          }
-        }, 50);
-        timers.push(poll);
-      }
-    };
-    p.stdout.on('data', onData);
-    p.stderr.on('data', onData);
-    // Bound every run: a child that never comes up is killed and reported.
-    timers.push(setTimeout(() => p.kill('SIGKILL'), 90_000));
-    p.on('exit', (code, signal) => {
-      for (const t of timers) clearTimeout(t);
-      resolve({ code, signal, out });
-    });
-  });
-}
 
 test(`kill -9 of sluice run ${KILLS_RANDOM} times at random moments and ${KILLS_AFTER_COMMIT} times between a Kafka commit and the staging delete: every change exactly once, in order per key`, async () => {
   const kafka = await testKafka();

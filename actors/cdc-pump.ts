@@ -21,7 +21,7 @@ import {
   openStaging, PumpCore, RecordRefusedError, CDC_DEFAULTS, KafkaPumpSink, encodeCaptureJson, jsonSourceInfo,
   type StagedChange, type PumpSink, type StagingClient,
 } from '../engine/cdc/index.js';
-import { createKafkaBus, type BusBackend } from '../engine/bus/index.js';
+import type { BusBackend } from '../engine/bus/index.js';
 import { kafkaOptionsOf } from './kafka-capture.js';
 
 
@@ -58,6 +58,8 @@ runActor<PumpData>(async (ctx) => {
   if (d.kafka) {
     const k = d.kafka;
     const info = jsonSourceInfo(d.source);
+    // Loaded only here: a pump on the journal does not load kafkajs.
+    const { createKafkaBus } = await import('../engine/bus/index.js');
     kafkaBus = createKafkaBus(kafkaOptionsOf(k.connection));
     kafkaSink = new KafkaPumpSink({
       bus: kafkaBus,

@@ -6,7 +6,10 @@
  * No side effects on import (worker entries import it).
  */
 import { readFileSync } from 'node:fs';
-import { BusError, createKafkaBus, type BusBackend, type KafkaBusOptions } from '../engine/bus/index.js';
+// engine/bus's face loads every backend (kafkajs); createKafkaBus is imported when needed, so a
+// journal topology's start does not pay for it.
+import { BusError, type BusBackend } from '../engine/bus/types.js';
+import type { KafkaBusOptions } from '../engine/bus/index.js';
 import { ConfigError, problemAt, type Topology, type TopologyBus } from '../engine/config/index.js';
 
 /** How an actor reaches a Kafka cluster: a topology's kafka bus, or a sink's `to`. */
@@ -95,6 +98,8 @@ export async function prepareKafkaTopics(topology: Topology, log: (line: string)
   topology.sinks.forEach((k, i) => {
     jobs.push({ connection: { brokers: k.to.brokers, clientId: k.to.clientId }, topic: k.to.topic, partitions: k.to.partitions, at: ['sinks', i, 'to'], what: `sink "${k.name}"` });
   });
+  if (jobs.length === 0) return;
+  const { createKafkaBus } = await import('../engine/bus/index.js');
   const buses = new Map<string, BusBackend>();
   try {
     for (const job of jobs) {

@@ -47,9 +47,10 @@
  * `pumps` after a drain (`sluice run` stops cleanly: nothing is left unacked); after a kill the
  * old count must run once.
  */
-import {
-  BusError, partitionForKey, type BusBackend, type BusProducer, type ConsumedRecord, type ProducerRecord, type TopicPartition,
-} from '../bus/index.js';
+// Not from ../bus/index.js, which loads every backend (kafkajs): engine/config imports engine/cdc,
+// and loading a topology must stay light.
+import { BusError, type BusBackend, type BusProducer, type ConsumedRecord, type ProducerRecord, type TopicPartition } from '../bus/types.js';
+import { partitionForKey } from '../bus/partitioner.js';
 import type { StagedChange } from './config.js';
 import { RecordRefusedError, type PumpSink } from './pump.js';
 

@@ -76,8 +76,12 @@ export const KAFKA_SINK_DEFAULTS = {
    * send into one record batch, which the broker refuses above message.max.bytes.
    */
   sendBytesMax: 512 * 1024,
-  /** Longest wait for the records of the last transaction at start, ms; then start() fails (and is retried). */
-  reconcileTimeoutMs: 30_000,
+  /**
+   * Longest wait for the records of the last transaction at start, ms; then start() fails (and
+   * is retried). Above kafkajs' transaction timeout (60 s), after which the broker aborts a
+   * transaction left open by a dead producer whose pump does not come back.
+   */
+  reconcileTimeoutMs: 90_000,
 } as const;
 
 /** One encoded record of a change: its topic and value (key, headers, timestamp are the sink's). */
@@ -217,7 +221,19 @@ export class KafkaPumpSink implements PumpSink {
       for (let p = 0; p < n; p++) tps.push({ topic, partition: p });
     }
     const committed = await bus.committed(transactionalId, tps);
-    const ends = await bus.offsets(tps);
+    // The committed offset's record is committed, but readable only once the last stable offset
+    // passes it: another pump's transaction left open by the same crash holds it back until that
+    // pump's restart fences it (or the broker's transaction timeout aborts it).
+    let ends = await bus.offsets(tps);
+    const deadline = Date.now() + KAFKA_SINK_DEFAULTS.reconcileTimeoutMs;
+    while (tps.some((_, i) => committed[i] !== null && ends[i]!.end <= committed[i]!)) {
+      if (Date.now() > deadline) {
+        const held = tps.filter((_, i) => committed[i] !== null && ends[i]!.end <= committed[i]!).map((tp) => `${tp.topic}/${tp.partition}`);
+        throw new Error(`kafka pump sink ${this.pumpTag}: ${held.join(', ')} held below this pump's last transaction by an open transaction for ${KAFKA_SINK_DEFAULTS.reconcileTimeoutMs} ms; retrying`);
+      }
+      await new Promise((r) => setTimeout(r, 100));
+      ends = await bus.offsets(tps);
+    }
     // Scan from each committed offset to the partition's end (not just the committed
     // transaction's records there): a later transaction of this pump is then found even if the
     // group's offsets were read before the broker applied that transaction's commit.

@@ -10,6 +10,7 @@
 import { Supervisor, type StopResult, type RestartEvent } from './engine/supervisor/index.js';
 import { ConfigError, problemAt, type Topology } from './engine/config/index.js';
 import { planTopology, checkServiceModules, checkProcessorModules, serviceWarnings, openTopologyBus, createKafkaTopics, type TopologyPlan, type TopologyBusHost } from './actors/index.js';
+import { prepareKafkaTopics } from './actors/kafka-capture.js';
 import type { BusBackend } from './engine/bus/index.js';
 import { CaptureTableError, checkLoads, installLoads, openStaging, type ParkedChange, type ParkedSelection, type StagingClient } from './engine/cdc/index.js';
 import { acquireAppenderLock, JournalLockedError, type AppenderLock } from './engine/journal/index.js';
@@ -129,6 +130,7 @@ export async function startTopology(topology: Topology, options: StartOptions = 
   try {
     await checkCaptureInstalled(topology, log);
     await createKafkaTopics(topology, log);
+    await prepareKafkaTopics(topology, log);
     if (topology.processors.length > 0) busHost = await openTopologyBus(topology);
     const supervisor = new Supervisor(topology.supervisor);
     attachSupervisorLogs(supervisor, logger);

@@ -7,6 +7,10 @@
  * Crash between append and delete: on start the sink reports the staging ids of the last
  * batchSizeMax records of each target partition; staged rows with those ids are deleted without
  * being appended again, so the queue holds each change once.
+ *
+ * On a kafka bus (PumpData.kafka) the targets are Kafka topics: each cycle's batch is one Kafka
+ * transaction of the pump's fixed transactional.id, and the start reconciles against the
+ * pump's last committed transaction (engine/cdc/kafka-sink.ts).
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { PUMP_SHARED, type PumpData } from './contracts.js';
@@ -14,9 +18,11 @@ import { runActor, Counter } from '../engine/actor/index.js';
 import { Appender, Tailer } from '../engine/journal/index.js';
 import { EnvelopeView, EnvelopeWriter, decodeChange, encodeChange, EVENT_TYPE_CHANGE } from '../engine/codec/index.js';
 import {
-  openStaging, PumpCore, RecordRefusedError, CDC_DEFAULTS, type StagedChange, type PumpSink,
-  type StagingClient,
+  openStaging, PumpCore, RecordRefusedError, CDC_DEFAULTS, KafkaPumpSink, encodeCaptureJson, jsonSourceInfo,
+  type StagedChange, type PumpSink, type StagingClient,
 } from '../engine/cdc/index.js';
+import type { BusBackend } from '../engine/bus/index.js';
+import { kafkaOptionsOf } from './kafka-capture.js';
 
 
 runActor<PumpData>(async (ctx) => {
@@ -44,7 +50,51 @@ runActor<PumpData>(async (ctx) => {
   };
   const writer = new EnvelopeWriter();
   const recordBytesMax = d.source.recordBytesMax ?? CDC_DEFAULTS.recordBytesMax;
-  const sink: PumpSink = {
+  const envelopeOf = (ch: StagedChange): Uint8Array => writer.encode({
+    type: EVENT_TYPE_CHANGE,
+    key: ch.key,
+    eventTimeMs: ch.timeMs,
+    causeQueue: 0,
+    causePartition: 0,
+    causeIndex: -1,
+    payload: encodeChange({
+      stagingId: ch.stagingId,
+      table: ch.table,
+      op: ch.op,
+      key: ch.key,
+      before: ch.before,
+      after: ch.after,
+      txid: ch.txid,
+      commitTimeMs: ch.timeMs,
+    }),
+  });
+  // On a kafka bus each batch is one Kafka transaction (engine/cdc/kafka-sink.ts).
+  let kafkaBus: BusBackend | null = null;
+  let kafkaSink: KafkaPumpSink | null = null;
+  if (d.kafka) {
+    const k = d.kafka;
+    const info = jsonSourceInfo(d.source);
+    // Loaded only here: a pump on the journal does not load kafkajs.
+    const { createKafkaBus } = await import('../engine/bus/index.js');
+    kafkaBus = createKafkaBus(kafkaOptionsOf(k.connection));
+    kafkaSink = new KafkaPumpSink({
+      bus: kafkaBus,
+      source: d.source.name,
+      pump: d.pump,
+      transactionalId: k.transactionalId,
+      topics: [...new Set(Object.values(d.tableTargets))],
+      recordBytesMax,
+      encode(ch) {
+        const topic = d.tableTargets[ch.table];
+        if (!topic) throw new Error(`pump ${ctx.name}: staged change ${ch.stagingId} is for table "${ch.table}", which has no target in the topology`);
+        return { topic, value: k.formats[ch.table] === 'json' ? encodeCaptureJson(ch, info) : envelopeOf(ch) };
+      },
+      onCommitted(records) {
+        c[Counter.eventsOut] += records;
+      },
+    });
+  }
+  const sink: PumpSink = kafkaSink ?? {
     appendBatch(changes: StagedChange[]) {
       // Every record is encoded and checked before any is appended: a refusal appends nothing.
       const byQueue = new Map<string, Uint8Array[]>();
@@ -53,24 +103,7 @@ runActor<PumpData>(async (ctx) => {
         if (!queue) throw new Error(`pump ${ctx.name}: staged change ${ch.stagingId} is for table "${ch.table}", which has no target in the topology`);
         let list = byQueue.get(queue);
         if (!list) byQueue.set(queue, (list = []));
-        const record = writer.encode({
-          type: EVENT_TYPE_CHANGE,
-          key: ch.key,
-          eventTimeMs: ch.timeMs,
-          causeQueue: 0,
-          causePartition: 0,
-          causeIndex: -1,
-          payload: encodeChange({
-            stagingId: ch.stagingId,
-            table: ch.table,
-            op: ch.op,
-            key: ch.key,
-            before: ch.before,
-            after: ch.after,
-            txid: ch.txid,
-            commitTimeMs: ch.timeMs,
-          }),
-          });
+        const record = envelopeOf(ch);
         if (record.length > recordBytesMax) {
           const many = changes.length > 1 ? ` (in a batch of ${changes.length})` : '';
           throw new RecordRefusedError(`record of ${record.length} bytes exceeds recordBytesMax ${recordBytesMax} of capture source "${d.source.name}" (target queue "${queue}")${many}`);
@@ -140,7 +173,9 @@ runActor<PumpData>(async (ctx) => {
         openAppenders();
         staging = await openStaging(d.source);
         const fresh = new PumpCore({ staging, pump: d.pump, pumps: d.source.pumps, batchSizeMax: d.source.batchSizeMax, sink });
-        recovered += await fresh.start();
+        const reconciled = await fresh.start();
+        recovered += reconciled;
+        if (reconciled > 0) ctx.log('info', `deleted ${reconciled} staged change${reconciled === 1 ? '' : 's'} the target already held (shipped before a crash, not yet deleted)`);
         core = fresh;
         if (outage.sinceMs !== 0) {
           ctx.log('info', `capture source "${d.source.name}" is up again after ${((Date.now() - outage.sinceMs) / 1000).toFixed(1)} s down`);
@@ -187,5 +222,7 @@ runActor<PumpData>(async (ctx) => {
   } finally {
     await closeStaging();
     closeAppenders();
+    await kafkaSink?.close();
+    await kafkaBus?.close().catch(() => undefined);
   }
 });

@@ -6,6 +6,7 @@
 import type { CaptureSource } from '../engine/cdc/index.js';
 import type { TopologyProcessor } from '../engine/config/index.js';
 import type { ActorBus } from '../engine/service/index.js';
+import type { KafkaConnectionData } from './kafka-capture.js';
 
 /** Start data of a queue reader. */
 export interface QueueReaderData {
@@ -117,6 +118,35 @@ export interface PumpData {
   targets: Record<string, { dir: string; segmentBytes: number; fsync: 'none' | 'batch' | 'record' }>;
   /** Table name -> target queue name. */
   tableTargets: Record<string, string>;
+  /** On a kafka bus: where the target topics are (then `targets` is empty). */
+  kafka?: PumpKafkaData;
+}
+
+/** A pump on a kafka bus (engine/cdc/kafka-sink.ts). */
+export interface PumpKafkaData {
+  connection: KafkaConnectionData;
+  /** Fixed per topology, source and pump; also the consumer group of its reconciliation offsets. */
+  transactionalId: string;
+  /** Table name -> value format of its records. */
+  formats: Record<string, 'envelope' | 'json'>;
+}
+
+/** Start data of a sink actor (actors/sink.ts): one partition of a journal queue to a Kafka topic. */
+export interface SinkData {
+  sink: string;
+  queue: string;
+  partition: number;
+  /** Journal directory of the partition. */
+  dir: string;
+  connection: KafkaConnectionData;
+  topic: string;
+  /** transactional.id and the consumer group whose offset for partition 0 of `topic` is the next index to forward. */
+  transactionalId: string;
+  format: 'envelope' | 'json';
+  batchSizeMax: number;
+  pollIntervalMs: number;
+  /** The capture source writing `queue`, for the source block of JSON change values; null if none. */
+  captureSource: CaptureSource | null;
 }
 
 /** Shared buffer names: `notifier:<queue>` for each target queue's partition `pump`. */

@@ -20,6 +20,7 @@ import {
   type ConfigProblem,
   type Topology,
 } from '../engine/config/index.js';
+import { pumpKafkaData, sinkGroups } from './plan-kafka.js';
 import { createPositions, HOST_SHARED, READER_SHARED, PUMP_SHARED, TIMER_SHARED, type ServiceHostData, type ServiceReadyInfo, type QueueReaderData, type PumpData, type TimerData, type ProcessorData, PROCESSOR_PORTS } from './contracts.js';
 
 const here = path.dirname(new URL(import.meta.url).pathname);
@@ -112,12 +113,13 @@ export function planTopology(topology: Topology, options: PlanOptions = {}): Top
     for (let i = 0; i < source.pumps; i++) {
       const targets: PumpData['targets'] = {};
       const shared: Record<string, SharedArrayBuffer> = {};
-      for (const queue of new Set(Object.values(tableTargets))) {
+      for (const queue of topology.bus.kind === 'journal' ? new Set(Object.values(tableTargets)) : []) {
         const q = queues.get(queue)!;
         targets[queue] = { dir: partitionDir(topology, queue, i), segmentBytes: q.segmentBytes, fsync: q.fsync };
         shared[PUMP_SHARED.notifier(queue)] = notifiers.get(inputKey(queue, i))!;
       }
-      const data: PumpData = { source, pump: i, targets, tableTargets };
+      const kafka = pumpKafkaData(topology, source, i);
+      const data: PumpData = kafka ? { source, pump: i, targets: {}, tableTargets, kafka } : { source, pump: i, targets, tableTargets };
       groups.push({
         name: `pump:${source.name}/${i}`,
         stage: 0,
@@ -234,6 +236,9 @@ export function planTopology(topology: Topology, options: PlanOptions = {}): Top
     });
   }
   groups.push(...processorGroups(topology, options));
+  // Sinks drain after every writer of their queues.
+  const sinkStage = 1 + Math.max(0, ...groups.map((g) => g.stage));
+  groups.push(...sinkGroups(topology, sinkStage, (queue, partition) => partitionDir(topology, queue, partition)));
   return { groups, notifiers };
 }
 

@@ -111,6 +111,7 @@ test('a valid file loads with defaults applied and paths resolved against its di
       },
     }],
     processors: [],
+    sinks: [],
   };
   assert.equal(t, expected);
 });
@@ -175,7 +176,7 @@ test('unknown fields are reported at the key, with "did you mean" when a field i
   assertProblems(yaml(...lines, 'colour: blue'), [
     '6:5: services[0].inputs: missing required field',
     '8:5: services[0].inptus: unknown field "inptus" (did you mean "inputs"?)',
-    '10:1: colour: unknown field "colour" (known: name, dataDir, bus, rings, supervisor, queues, services, capture, processors)',
+    '10:1: colour: unknown field "colour" (known: name, dataDir, bus, rings, supervisor, queues, services, capture, processors, sinks)',
   ]);
   const text = yaml('name: t', 'Queues: []', 'supervisor: { restartMax: 1 }');
   assertProblems(text, [
@@ -290,7 +291,7 @@ test('partition counts: capture target partitions must equal pumps; a service ou
   );
   assertProblems(text, [
     `${at(text, 3, 'out }')}: services[0].output: queue "out" has 2 partitions; a service output queue must have 1`,
-    `${at(text, 8, 'in ')}: capture[0].tables[0].target: queue "in" has 2 partitions but capture source "db" has 3 pumps; a capture target needs one partition per pump`,
+    `${at(text, 8, 'in ')}: capture[0].tables[0].target: queue "in" has 2 partitions but capture source "db" has 3 pumps; on the journal bus a capture target needs one partition per pump (one appender per partition; on a kafka bus the counts are independent)`,
   ]);
 });
 
@@ -472,7 +473,7 @@ test('several problems in one file are all reported at once, in file order', () 
     `${file}:20:13: services[1].output: queue "out" is already written by service "balances" (line 15); a queue has one writer`,
     `${file}:21:19: services[1].batchSizeMax: must be in [1, 65536], got 0`,
     `${file}:24:26: capture[0].database.dialect: must be one of sqlite, postgres, mariadb, mysql, got "mssql" (did you mean "mysql"?)`,
-    `${file}:29:17: capture[0].tables[0].target: queue "history-changes" has 2 partitions but capture source "bank-db" has 3 pumps; a capture target needs one partition per pump`,
+    `${file}:29:17: capture[0].tables[0].target: queue "history-changes" has 2 partitions but capture source "bank-db" has 3 pumps; on the journal bus a capture target needs one partition per pump (one appender per partition; on a kafka bus the counts are independent)`,
   ]);
   assert.equal(e.problems[8], {
     file, line: 19, col: 14, path: 'services[1].inputs[0]',

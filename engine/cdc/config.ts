@@ -57,6 +57,11 @@ export interface CaptureTable {
   keyUpdate?: KeyUpdateMode;
   initialLoad?: boolean;
   triggers?: TriggerLevel;
+  /**
+   * Value format on a kafka bus (engine/cdc/json-format.ts): absent or 'envelope', the
+   * FlatBuffers envelope Sluice's own actors read; 'json', a self-describing JSON value.
+   */
+  format?: 'envelope' | 'json';
 }
 
 /**

@@ -132,3 +132,7 @@ export async function openStaging(source: CaptureSource): Promise<StagingClient>
   }
   return client;
 }
+export { KafkaPumpSink, KAFKA_CAPTURE_HEADERS, KAFKA_SINK_DEFAULTS, kafkaKeyOf } from './kafka-sink.js';
+export type { KafkaCaptureRecord, KafkaPumpSinkOptions } from './kafka-sink.js';
+export { CAPTURE_FORMATS, captureJsonValue, encodeCaptureJson, jsonSourceInfo } from './json-format.js';
+export type { CaptureFormat, CaptureJsonSource, CaptureJsonValue, JsonSourceInfo } from './json-format.js';

@@ -55,11 +55,12 @@ export class RecordRefusedError extends Error {
  * Durable append target of a pump.
  * - appendBatch: appends `changes` in order; durable when it returns (or its promise resolves);
  *   throws on failure, in which case nothing is acked and the same rows are claimed again.
- * - recentStagingIds: staging ids of the last `limit` records the sink holds (any order).
+ * - recentStagingIds: staging ids of the last `limit` records the sink holds (any order); a sink
+ *   that knows its last batch exactly (Kafka: engine/cdc/kafka-sink.ts) returns that batch's.
  */
 export interface PumpSink {
   appendBatch(changes: StagedChange[]): void | Promise<void>;
-  recentStagingIds(limit: number): Set<string>;
+  recentStagingIds(limit: number): Set<string> | Promise<Set<string>>;
 }
 
 /** Fault points a pump honours (tests of crash recovery). `after-append`: SIGKILL itself after append, before ack. */
@@ -158,7 +159,7 @@ export class PumpCore {
    */
   async start(): Promise<number> {
     // Read events of initial loads carry no staging id ("").
-    const recent = [...this.opts.sink.recentStagingIds(this.opts.recentIdsMax)].filter((id) => /^[0-9]+$/.test(id));
+    const recent = [...(await this.opts.sink.recentStagingIds(this.opts.recentIdsMax))].filter((id) => /^[0-9]+$/.test(id));
     const n = recent.length > 0 ? await this.opts.staging.ack(recent) : 0;
     this.stats.reconciled += n;
     const held = await this.opts.staging.heldKeys(this.opts.pump, this.opts.pumps);

@@ -28,7 +28,7 @@ const posInt = (v: unknown): number | undefined => (Number.isInteger(v) && (v as
  * Topology sections whose actors cannot read or write a kafka bus yet; a topology with
  * `bus.kind: kafka` and one of them is refused at load (an empty list once every actor can).
  */
-export const KAFKA_BUS_UNSUPPORTED: readonly string[] = ['capture'];
+export const KAFKA_BUS_UNSUPPORTED: readonly string[] = [];
 
 /** The compiled JavaScript file of a service module, or why there is none. */
 export type ModuleResolution = { ok: true; file: string } | { ok: false; message: string };
@@ -103,6 +103,8 @@ export function checkReferences(doc: unknown, baseDir: string, report: Report, l
       }
     }
   }
+
+  const onKafka = isRecord(root.bus) && root.bus.kind === 'kafka';
 
   // Queues: unique names, unique queueIds (the id stored in every envelope's cause).
   const queues = new Map<string, { index: number; partitions: number }>();
@@ -292,11 +294,35 @@ export function checkReferences(doc: unknown, baseDir: string, report: Report, l
       const q = checkQueue(p, target);
       if (q === undefined) return;
       claimWriter(p, target, `capture[${i}]`, `capture source "${name ?? `#${i}`}"`);
-      if (q.partitions !== pumps) {
+      // The journal has one appender per partition, so pump i appends partition i. On Kafka a
+      // record's partition is murmur2(key) mod partitions and its pump keyHash(key) mod pumps:
+      // many producers share a partition (transactions), so the two counts are independent.
+      if (!onKafka && q.partitions !== pumps) {
         report(p, `queue "${target}" has ${q.partitions} partition${q.partitions === 1 ? '' : 's'} but capture source ` +
-          `"${name ?? `#${i}`}" has ${pumps} pump${pumps === 1 ? '' : 's'}; a capture target needs one partition per pump`);
+          `"${name ?? `#${i}`}" has ${pumps} pump${pumps === 1 ? '' : 's'}; on the journal bus a capture target needs one partition per pump ` +
+          '(one appender per partition; on a kafka bus the counts are independent)');
       }
     });
+    list(c.tables).forEach((t, k) => {
+      if (isRecord(t) && t.format === 'json' && !onKafka) {
+        report(['capture', i, 'tables', k, 'format'], 'format json needs a kafka bus (bus: { kind: kafka, brokers: [...] }); the journal\'s readers take the envelope (a sink with format json ships a journal queue to Kafka as JSON)');
+      }
+    });
+  });
+
+  // Sinks: unique names, a journal queue to forward, on the journal bus only.
+  const sinkNames = new Map<string, number>();
+  list(root.sinks).forEach((k, i) => {
+    if (!isRecord(k)) return;
+    const name = str(k.name);
+    if (name !== undefined) {
+      const first = sinkNames.get(name);
+      if (first !== undefined) report(['sinks', i, 'name'], `duplicate sink name "${name}" (first defined at line ${lineOf(['sinks', first, 'name'])})`);
+      else sinkNames.set(name, i);
+    }
+    const from = str(k.from);
+    if (from !== undefined) checkQueue(['sinks', i, 'from'], from);
+    if (onKafka) report(['sinks', i], 'a sink forwards a queue of the embedded journal to Kafka; on a kafka bus the queues are Kafka topics already (remove the sink, or use bus kind journal)');
   });
 
   const busKind = isRecord(root.bus) && root.bus.kind === 'kafka' ? 'kafka' : 'journal';

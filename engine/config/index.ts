@@ -29,6 +29,7 @@ export {
   SASL_MECHANISM_VALUES,
   PROCESSOR_PATTERN_VALUES,
   PROCESSOR_CODEC_VALUES,
+  SINK_FORMAT_VALUES,
 } from './topology.js';
 export type {
   Topology,
@@ -46,4 +47,5 @@ export type {
   TopologyBus,
   TopologyBusTls,
   TopologyBusSasl,
+  TopologySink,
 } from './topology.js';

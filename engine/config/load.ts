@@ -239,7 +239,13 @@ interface TopologyFile {
       condition?: string | ConditionsByOp; target: string; suppressNoopUpdates?: boolean; keyUpdate?: KeyUpdateMode;
       initialLoad?: boolean;
       triggers?: TriggerLevel;
+      format?: 'envelope' | 'json';
     }>;
+  }>;
+  sinks?: Array<{
+    name: string; from: string;
+    to: { brokers: string[]; topic?: string; partitions?: number; clientId?: string };
+    format?: 'envelope' | 'json'; batchSizeMax?: number; pollIntervalMs?: number;
   }>;
 }
 
@@ -339,6 +345,7 @@ function applyDefaults(f: TopologyFile, file: string, baseDir: string): Topology
         keyUpdate: t.keyUpdate ?? CDC_DEFAULTS.keyUpdate,
         ...(t.initialLoad !== undefined ? { initialLoad: t.initialLoad } : {}),
         ...(t.triggers !== undefined ? { triggers: t.triggers } : {}),
+        ...(t.format === 'json' ? { format: 'json' as const } : {}),
       })),
       pumps: c.pumps ?? D.capture.pumps,
       batchSizeMax: c.batchSizeMax ?? D.capture.batchSizeMax,
@@ -360,7 +367,21 @@ function applyDefaults(f: TopologyFile, file: string, baseDir: string): Topology
         settings: pr.settings ?? {},
       };
     }),
+    sinks: [],
   };
+  t.sinks = (f.sinks ?? []).map((k) => ({
+    name: k.name,
+    from: k.from,
+    to: {
+      brokers: [...k.to.brokers],
+      topic: k.to.topic ?? k.from,
+      partitions: k.to.partitions ?? t.queues.find((q) => q.name === k.from)?.partitions ?? D.queue.partitions,
+      clientId: k.to.clientId ?? `sluice-${f.name}`,
+    },
+    format: k.format ?? D.sink.format,
+    batchSizeMax: k.batchSizeMax ?? D.sink.batchSizeMax,
+    pollIntervalMs: k.pollIntervalMs ?? D.sink.pollIntervalMs,
+  }));
   // A dead-letter queue not declared in `queues` is declared here: 1 partition, queue defaults.
   for (const s of t.services) {
     if (s.errors.onFailure !== 'dead-letter') continue;

@@ -7,7 +7,7 @@
  */
 import { CAPTURE_OPERATIONS, ERROR_POLICY_LIMITS, KEY_UPDATE_MODES, TRIGGER_LEVELS } from '../cdc/index.js';
 import {
-  BROKER_PATTERN, BUS_KIND_VALUES, SASL_MECHANISM_VALUES,
+  BROKER_PATTERN, BUS_KIND_VALUES, SASL_MECHANISM_VALUES, SINK_FORMAT_VALUES,
   DIALECT_VALUES, INPUTS_REPLAY_VALUES, PROCESSOR_CODEC_VALUES, PROCESSOR_FENCING_VALUES, PROCESSOR_PATTERN_VALUES, ON_FAILURE_VALUES, PATH_PATTERN, QUEUE_FSYNC_VALUES,
   QUEUE_NAME_PATTERN, SERVICE_NAME_PATTERN, STAGING_TABLE_PATTERN, START_FROM_VALUES,
   TOPOLOGY_LIMITS, TOPOLOGY_NAME_PATTERN, TOPOLOGY_SIZE_LIMITS,
@@ -182,6 +182,37 @@ const captureTable = {
     keyUpdate: { enum: KEY_UPDATE_MODES },
     initialLoad: { type: 'boolean' },
     triggers: { enum: TRIGGER_LEVELS },
+    format: { enum: SINK_FORMAT_VALUES },
+  },
+};
+
+const brokerList = {
+  type: 'array', minItems: 1, maxItems: S.brokersMax, uniqueItems: true,
+  items: { type: 'string', maxLength: S.brokerLengthMax, pattern: BROKER_PATTERN },
+};
+
+const sink = {
+  type: 'object',
+  required: ['name', 'from', 'to'],
+  additionalProperties: false,
+  properties: {
+    name: named(SERVICE_NAME_PATTERN, S.serviceNameLengthMax),
+    from: queueName,
+    to: {
+      type: 'object',
+      required: ['brokers'],
+      additionalProperties: false,
+      properties: {
+        brokers: brokerList,
+        // Kafka's legal topic characters and length.
+        topic: named('^[A-Za-z0-9._-]+$', 249),
+        partitions: int(L.partitions),
+        clientId: named('^[A-Za-z0-9._-]+$', S.serviceNameLengthMax),
+      },
+    },
+    format: { enum: SINK_FORMAT_VALUES },
+    batchSizeMax: int(L.captureBatchSizeMax),
+    pollIntervalMs: int(L.pollIntervalMs),
   },
 };
 
@@ -244,5 +275,6 @@ export const TOPOLOGY_SCHEMA = {
     services: { type: 'array', maxItems: S.servicesMax, items: service },
     capture: { type: 'array', maxItems: S.captureSourcesMax, items: captureSource },
     processors: { type: 'array', maxItems: S.processorsMax, items: processor },
+    sinks: { type: 'array', maxItems: S.sinksMax, items: sink },
   },
 } as const;

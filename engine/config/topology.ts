@@ -229,6 +229,45 @@ export interface Topology {
   capture: CaptureSource[];
   /** Message-pattern processors on the topology's bus (default []). */
   processors: TopologyProcessor[];
+  /** Sink actors forwarding journal queues to Kafka topics (journal bus only). */
+  sinks: TopologySink[];
+}
+
+/** Allowed values of `sinks[].format` (and of `capture[].tables[].format`). */
+export const SINK_FORMAT_VALUES = ['envelope', 'json'] as const;
+
+/**
+ * A sink: one actor per partition of the journal queue `from` forwards its records, in index
+ * order, to the Kafka topic `to.topic`, exactly once: each batch is one Kafka transaction that
+ * also commits the partition's next index as the offset of partition 0 of `to.topic` for the
+ * consumer group `sluice.sink.<topology>.<sink>.<partition>` (also the transactional.id), and a
+ * restarted sink resumes from that offset.
+ */
+export interface TopologySink {
+  /** Unique among sinks; matches SERVICE_NAME_PATTERN. */
+  name: string;
+  /** Journal queue to forward (every partition). */
+  from: string;
+  to: {
+    /** Bootstrap servers, `host:port`. */
+    brokers: string[];
+    /** Kafka topic; default the queue's name. */
+    topic: string;
+    /** Partitions of the topic when the sink creates it; default the queue's partition count. */
+    partitions: number;
+    /** Kafka client id; default `sluice-<topology name>`. */
+    clientId: string;
+  };
+  /**
+   * `envelope` (default): each record's envelope bytes as they are in the journal. `json`:
+   * change events as the capture JSON value (engine/cdc/json-format.ts), JSON events as their
+   * JSON text; other event types are not forwarded.
+   */
+  format: (typeof SINK_FORMAT_VALUES)[number];
+  /** Records per Kafka transaction. */
+  batchSizeMax: number;
+  /** Pause after a cycle that found nothing to forward, ms. */
+  pollIntervalMs: number;
 }
 
 /**
@@ -275,6 +314,13 @@ export interface Topology {
  * | processors[].settings                  | {}                             |       |
  * | processors[] pattern options           | absent = engine/patterns' PATTERN_DEFAULTS |  |
  * | capture[].tables[].initialLoad         | absent = false (no load)       |       |
+ * | capture[].tables[].format              | envelope                       |       |
+ * | sinks[].to.topic                       | the `from` queue's name        |       |
+ * | sinks[].to.partitions                  | the `from` queue's partitions  |       |
+ * | sinks[].to.clientId                    | `sluice-<name>`                |       |
+ * | sinks[].format                         | envelope                       |       |
+ * | sinks[].batchSizeMax                   | 500                            | records|
+ * | sinks[].pollIntervalMs                 | 10                             | ms    |
  */
 export const TOPOLOGY_DEFAULTS = deepFreeze({
   dataDirPrefix: './data',
@@ -289,8 +335,9 @@ export const TOPOLOGY_DEFAULTS = deepFreeze({
   },
   serviceErrors: { retriesMax: 2, retryBackoffMs: 10, onFailure: 'dead-letter' as OnFailure },
   capture: { pumps: 1, batchSizeMax: 500, pollIntervalMs: 10, stagingTable: 'sluice_staging' },
-  captureTable: { suppressNoopUpdates: CDC_DEFAULTS.suppressNoopUpdates as boolean },
   processor: { codec: 'json' as ProcessorCodec },
+  captureTable: { suppressNoopUpdates: CDC_DEFAULTS.suppressNoopUpdates as boolean, format: 'envelope' as const },
+  sink: { format: 'envelope' as const, batchSizeMax: 500, pollIntervalMs: 10 },
 });
 
 /** Inclusive [min, max] bounds of every numeric topology field. */
@@ -379,6 +426,7 @@ export const TOPOLOGY_SIZE_LIMITS = deepFreeze({
   inputsMax: 64,
   captureSourcesMax: 64,
   processorsMax: 256,
+  sinksMax: 256,
   tablesMax: 1024,
   columnsMax: 1600,
 } as const);

@@ -1,0 +1,156 @@
+/**
+ * Sink actor (worker entry): forwards one partition of a journal queue to a Kafka topic, exactly
+ * once. For users who capture into the embedded journal and ship to Kafka later.
+ *
+ * Protocol (after Kafka Streams' EOS v1 sink: positions and outputs in one transaction):
+ *  1. start: create the transactional producer of the fixed transactional.id
+ *     `sluice.sink.<topology>.<sink>.<partition>`; its InitProducerId fences an older producer
+ *     with the id (a replaced thread, a killed process) and waits until that one's last
+ *     transaction is complete. Then read the committed offset of the consumer group of the same
+ *     name for partition 0 of the topic: it is the next journal index to forward (none: 0).
+ *  2. each cycle: read up to batchSizeMax records from that index; in one transaction send them
+ *     (key: the event's key; value: the envelope bytes, or the JSON value with format json;
+ *     headers `sluice.queue`, `sluice.partition`, `sluice.index`; timestamp: the event time)
+ *     and sendOffsets(group, partition 0 of the topic = index after the batch); commit.
+ *  3. a failed cycle (broker down, fenced) aborts; the actor waits (100 ms doubling to 5 s) and
+ *     goes back to step 1, so it resumes from what the last committed transaction recorded.
+ * A read_committed consumer of the topic sees each journal record once, in index order per
+ * journal partition (records of one key keep their order when the key maps to one partition).
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import { mkdirSync } from 'node:fs';
+import type { SinkData } from './contracts.js';
+import { runActor, Counter } from '../engine/actor/index.js';
+import { Tailer } from '../engine/journal/index.js';
+import { EnvelopeView, decodeChange, EVENT_TYPE_CHANGE, EVENT_TYPE_JSON } from '../engine/codec/index.js';
+import { createKafkaBus, type BusProducer, type ProducerRecord } from '../engine/bus/index.js';
+import { CDC_DEFAULTS, encodeCaptureJson, jsonSourceInfo, type JsonSourceInfo } from '../engine/cdc/index.js';
+import { kafkaOptionsOf } from './kafka-capture.js';
+
+/** Header names of a forwarded record. */
+export const SINK_HEADERS = { queue: 'sluice.queue', partition: 'sluice.partition', index: 'sluice.index' } as const;
+
+runActor<SinkData>(async (ctx) => {
+  const d = ctx.data;
+  const c = ctx.counters;
+  const bus = createKafkaBus(kafkaOptionsOf(d.connection));
+  // The queue may not have been written yet: its directory is the journal's to create.
+  mkdirSync(d.dir, { recursive: true });
+  const tailer = Tailer.open({ dir: d.dir });
+  const view = new EnvelopeView();
+  const info: JsonSourceInfo | null = d.captureSource ? jsonSourceInfo(d.captureSource) : null;
+  const at = { [SINK_HEADERS.queue]: d.queue, [SINK_HEADERS.partition]: String(d.partition) };
+  let producer: BusProducer | null = null;
+  let next = 0;
+  const outage = { sinceMs: 0, attempts: 0 };
+
+  /** Step 1. */
+  const up = async (): Promise<void> => {
+    if (producer) await producer.close().catch(() => undefined);
+    producer = null;
+    producer = await bus.producer({ transactionalId: d.transactionalId });
+    const [committed] = await bus.committed(d.transactionalId, [{ topic: d.topic, partition: 0 }]);
+    next = committed ?? 0;
+    if (!tailer.moveToIndex(next)) {
+      throw new Error(`sink ${d.sink}: Kafka group ${d.transactionalId} says index ${next} of ${d.queue}/${d.partition} is next, but the journal ends at ${tailer.index}`);
+    }
+  };
+
+  /** The Kafka value of one journal record, or null when format json does not forward it. */
+  const valueOf = (bytes: Uint8Array): Uint8Array | null => {
+    if (d.format === 'envelope') return bytes;
+    view.wrap(bytes, 0, bytes.length);
+    if (view.type === EVENT_TYPE_JSON) return view.payload.slice();
+    if (view.type !== EVENT_TYPE_CHANGE) return null;
+    const ch = decodeChange(view.payload);
+    return encodeCaptureJson({
+      stagingId: ch.stagingId, table: ch.table, op: ch.op as never, key: ch.key, keyHash: 0,
+      before: ch.before, after: ch.after, txid: ch.txid, timeMs: ch.commitTimeMs, attempts: 0,
+    }, info ?? { name: '', dialect: 'sqlite', database: '', tables: new Map() });
+  };
+
+  /** Step 2; returns the records read from the journal (0: caught up). */
+  const cycle = async (): Promise<number> => {
+    const records: ProducerRecord[] = [];
+    let read = 0;
+    while (read < d.batchSizeMax) {
+      const rec = tailer.next();
+      if (!rec) break;
+      read++;
+      const value = valueOf(rec.bytes);
+      if (value === null) continue;
+      view.wrap(rec.bytes, 0, rec.bytes.length);
+      const key = view.key;
+      records.push({
+        topic: d.topic, key: key === '[]' ? null : key, value: value === rec.bytes ? value.slice() : value,
+        timestampMs: view.eventTimeMs, headers: { ...at, [SINK_HEADERS.index]: String(rec.index) },
+      });
+    }
+    if (read === 0) return 0;
+    const t = await producer!.begin();
+    try {
+      if (records.length > 0) await t.send(records);
+      await t.sendOffsets(d.transactionalId, [{ topic: d.topic, partition: 0, offset: tailer.index }]);
+      await t.commit();
+    } catch (err) {
+      await t.abort().catch(() => undefined);
+      throw err;
+    }
+    next = tailer.index;
+    c[Counter.eventsIn] += read;
+    c[Counter.eventsOut] += records.length;
+    c[Counter.batches]++;
+    return read;
+  };
+
+  const down = async (err: unknown): Promise<void> => {
+    if (outage.sinceMs === 0) {
+      outage.sinceMs = Date.now();
+      c[Counter.downSinceMs] = outage.sinceMs;
+      ctx.log('warn', `sink "${d.sink}" to ${d.connection.brokers.join(',')} topic ${d.topic} is down since ${new Date(outage.sinceMs).toISOString()}: ${(err as Error).message ?? err}; retrying`);
+    }
+    c[Counter.errors]++;
+    const delayMs = Math.min(CDC_DEFAULTS.outageBackoffInitialMs * 2 ** outage.attempts, CDC_DEFAULTS.outageBackoffMaxMs);
+    outage.attempts++;
+    for (let waitedMs = 0; waitedMs < delayMs && !ctx.draining(); waitedMs += 50) {
+      ctx.heartbeat();
+      await sleep(Math.min(50, delayMs - waitedMs));
+    }
+  };
+
+  ctx.send({ type: 'ready', info: {} });
+  ctx.setState('live');
+  ctx.send({ type: 'live' });
+  let connected = false;
+  try {
+    for (;;) {
+      ctx.heartbeat();
+      try {
+        if (!connected) {
+          await up();
+          connected = true;
+          if (outage.sinceMs !== 0) ctx.log('info', `sink "${d.sink}" is up again after ${((Date.now() - outage.sinceMs) / 1000).toFixed(1)} s down`);
+          outage.sinceMs = 0;
+          outage.attempts = 0;
+          c[Counter.downSinceMs] = 0;
+        }
+        if ((await cycle()) > 0) continue;
+      } catch (err) {
+        connected = false;
+        await down(err);
+        if (ctx.draining()) throw new Error(`sink "${d.sink}" is down while draining: ${(err as Error).message}`);
+        continue;
+      }
+      // Drain: stop once everything published before the drain is forwarded.
+      if (ctx.draining()) break;
+      c[Counter.waits]++;
+      await sleep(d.pollIntervalMs);
+    }
+    ctx.setState('drain');
+    return { sink: d.sink, partition: d.partition, nextIndex: next };
+  } finally {
+    tailer.close();
+    if (producer) await (producer as BusProducer).close().catch(() => undefined);
+    await bus.close().catch(() => undefined);
+  }
+});

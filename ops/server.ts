@@ -25,9 +25,9 @@ import { redactTopology } from './redact.js';
 import { parseLogLevel } from './logging.js';
 import * as S from './schemas.js';
 import type { Authenticator, Right } from './auth.js';
+import { setRequestUser, userOf } from './request-user.js';
+import { registerErrorRoutes } from './errors-routes.js';
 
-/** Authenticated user names of requests (set by the auth hook). */
-const requestUsers = new WeakMap<FastifyRequest, string>();
 
 /** The right a request needs: runtime changes operate, the audit log admin, the rest read. */
 function rightNeeded(req: FastifyRequest): Right | null {
@@ -78,18 +78,6 @@ const DASHBOARD_TYPES: Record<string, string> = {
 };
 
 /**
- * Who made a request, for the audit log: the authenticated user; without authentication the
- * `x-sluice-user` header (self-declared), else `anonymous`.
- */
-function userOf(req: FastifyRequest): string {
-  const authenticated = requestUsers.get(req);
-  if (authenticated !== undefined) return authenticated;
-  const h = req.headers['x-sluice-user'];
-  const name = Array.isArray(h) ? h[0] : h;
-  return name && /^[\w.@-]{1,64}$/.test(name) ? name : 'anonymous';
-}
-
-/**
  * Builds the fastify app (not listening yet). @throws Error when a plugin fails to load.
  */
 export async function buildOpsApp(ctx: OpsContext): Promise<FastifyInstance> {
@@ -119,7 +107,7 @@ export async function buildOpsApp(ctx: OpsContext): Promise<FastifyInstance> {
       if (needed === null) return;
       const outcome = auth.check(req.headers.authorization, req.ip, needed);
       if (!outcome.ok) return reply.code(outcome.status).send({ error: outcome.error });
-      requestUsers.set(req, outcome.user);
+      setRequestUser(req, outcome.user);
     });
   }
 
@@ -327,6 +315,8 @@ export async function buildOpsApp(ctx: OpsContext): Promise<FastifyInstance> {
     },
     async (req) => ({ entries: ctx.audit.list(req.query.limit ?? 100) }),
   );
+
+  registerErrorRoutes(app, ctx);
 
   app.get('/', { schema: { hide: true } }, async (_req, reply) =>
     sendDashboardFile(reply, 'index.html'),

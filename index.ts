@@ -15,7 +15,7 @@ import { acquireAppenderLock, JournalLockedError, type AppenderLock } from './en
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
-import { attachSupervisorLogs, createLogger, startOps, type HttpOptions, type LogFormat, type Ops } from './ops/index.js';
+import { attachSupervisorLogs, createLogger, startOps, type HttpOptions, type LogFormat, type Ops, type StatsOptions } from './ops/index.js';
 
 // The documented surface only (README "Embedding"); service authors import 'sluice/service',
 // the bus and its patterns are 'sluice/bus' and 'sluice/patterns'.
@@ -95,6 +95,12 @@ export interface StartOptions {
    * actors, bound to `host` (default 127.0.0.1) and `port` (0: a free one, see ops.server.url).
    */
   http?: HttpOptions;
+  /**
+   * Per-minute statistics in the journal and the capture databases (README Operations:
+   * Statistics): options (e.g. a short `intervalMs` in tests), or false for none. Default:
+   * recorded when `http` is given.
+   */
+  stats?: Partial<StatsOptions> | false;
   /** Called with the supervisor before any actor starts, e.g. to watch replay progress in its counters. */
   onSupervisor?: (supervisor: Supervisor) => void;
 }
@@ -127,7 +133,7 @@ export async function startTopology(topology: Topology, options: StartOptions = 
     const release = (): void => lock.release();
     supervisor.done.then(release, release);
     options.onSupervisor?.(supervisor);
-    ops = await startOps({ topology, supervisor, logger, http: options.http });
+    ops = await startOps({ topology, supervisor, logger, http: options.http, stats: options.stats });
     if (ops.server) logger.info(`http: operations API and dashboard at ${ops.server.url}/`);
     await supervisor.start(plan.groups);
     const opsNow = ops;

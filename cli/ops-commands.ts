@@ -3,12 +3,13 @@
  *   sluice status --http URL [--interval-ms N] [--once]   the figures of GET /actors, refreshing
  *   sluice log-level --http URL [--actor NAME] [LEVEL]     show or set log levels (audited)
  *   sluice user add --file users.json --name N --right R   add a user of the API, print its token
+ *   sluice stats --http URL [--step minute|hour] [--from T] [--to T]   the statistics (GET /stats)
  * and the parser of `sluice run --http [host:]port`.
  */
 import os from 'node:os';
 import { InvalidArgumentError, type Command } from 'commander';
 import type { ActorStatus, CaptureSourceStats, Health } from '../ops/index.js';
-import type { AuditEntry } from '../ops/index.js';
+import type { AuditEntry, StatsSeries } from '../ops/index.js';
 import { addUser, RIGHTS, type Right } from '../ops/auth.js';
 
 /** Authorization header from --token or SLUICE_TOKEN (never printed). */
@@ -128,7 +129,32 @@ export function statusTable(
   return lines.join('\n');
 }
 
-/** Adds `status`, `log-level` and `user add` to the program. */
+/** The statistics as a table: one line per series and interval, oldest first. */
+export function statsTable(series: StatsSeries[]): string {
+  const head = ['start', 'kind', 'name', 'in', 'out', 'errors', 'lag p50 ms', 'lag p99 ms'];
+  const rows: string[][] = [];
+  for (const s of series) {
+    for (const p of s.points) {
+      rows.push([
+        new Date(p.startMs).toISOString(),
+        s.kind,
+        s.name,
+        String(p.eventsIn),
+        String(p.eventsOut),
+        String(p.errors),
+        p.lagP50Ms === null ? '-' : String(p.lagP50Ms),
+        p.lagP99Ms === null ? '-' : String(p.lagP99Ms),
+      ]);
+    }
+  }
+  rows.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
+  const line = (r: string[]) =>
+    r.map((c, i) => (i < 3 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ');
+  return [line(head), ...rows.map(line)].join('\n');
+}
+
+/** Adds `status`, `log-level`, `user add` and `stats` to the program. */
 export function addOpsCommands(
   program: Command,
   intOption: (name: string, min: number) => (v: string) => number,
@@ -240,6 +266,42 @@ export function addOpsCommands(
         console.log(
           `${r.body.target}: ${String(r.body.before)} -> ${String(r.body.after)} (by ${r.body.user} at ${r.body.time})`,
         );
+      },
+    );
+
+  program
+    .command('stats')
+    .requiredOption('--http <url>', 'HTTP address of the running topology (sluice run --http)')
+    .option('--step <step>', 'minute or hour', 'minute')
+    .option('--from <time>', 'first interval: ms since the epoch or ISO time (default: an hour ago, a day for hours)')
+    .option('--to <time>', 'end (exclusive): ms since the epoch or ISO time (default: now)')
+    .option('--name <name>', 'only this actor or capture table (<source>/<table>)')
+    .option('--json', 'print GET /stats as JSON', false)
+    .option('--token <token>', "a user's token when the server has users (default: $SLUICE_TOKEN)")
+    .description('per-minute or hourly statistics per actor and capture table: events in/out, errors, lag p50/p99')
+    .action(
+      async (opts: {
+        http: string;
+        step: string;
+        from?: string;
+        to?: string;
+        name?: string;
+        json: boolean;
+        token?: string;
+      }) => {
+        if (opts.step !== 'minute' && opts.step !== 'hour')
+          throw new InvalidArgumentError(`--step must be minute or hour, got "${opts.step}"`);
+        const q = new URLSearchParams({ step: opts.step });
+        if (opts.from !== undefined) q.set('from', opts.from);
+        if (opts.to !== undefined) q.set('to', opts.to);
+        if (opts.name !== undefined) q.set('name', opts.name);
+        const r = await getJson<{ series: StatsSeries[]; error?: string }>(
+          baseUrl(opts.http),
+          `/stats?${q.toString()}`,
+          { headers: authHeaders(opts.token) },
+        );
+        if (r.status !== 200) throw new Error(`stats: HTTP ${r.status}: ${r.body.error ?? ''}`);
+        console.log(opts.json ? JSON.stringify(r.body, null, 2) : statsTable(r.body.series));
       },
     );
 }

@@ -240,3 +240,42 @@ export const dlqReplayed = obj({
   audit: auditEntry,
 });
 export const dlqPurged = obj({ queue: str, purged: int, audit: auditEntry });
+
+// ---- statistics ----------------------------------------------------------------------------
+export const statsQuery = {
+  type: 'object',
+  properties: {
+    from: { type: 'string', minLength: 1 },
+    to: { type: 'string', minLength: 1 },
+    step: { type: 'string', enum: ['minute', 'hour'] },
+    name: { type: 'string', minLength: 1 },
+  },
+  additionalProperties: false,
+} as const;
+const nullableNum = { type: 'number', nullable: true } as const;
+export const stats = obj({
+  topology: str,
+  step: str,
+  fromMs: num,
+  toMs: num,
+  intervalMs: num,
+  series: {
+    type: 'array',
+    items: obj({
+      kind: { type: 'string', enum: ['actor', 'capture'] },
+      name: str,
+      points: {
+        type: 'array',
+        items: obj({
+          startMs: num,
+          intervalMs: num,
+          eventsIn: num,
+          eventsOut: num,
+          errors: num,
+          lagP50Ms: nullableNum,
+          lagP99Ms: nullableNum,
+        }),
+      },
+    }),
+  },
+});

@@ -27,6 +27,7 @@ import * as S from './schemas.js';
 import type { Authenticator, Right } from './auth.js';
 import { setRequestUser, userOf } from './request-user.js';
 import { registerErrorRoutes } from './errors-routes.js';
+import { readStats, STATS_DEFAULTS, type StatsRecorder, type StatsStep } from './stats.js';
 
 
 /** The right a request needs: runtime changes operate, the audit log admin, the rest read. */
@@ -63,6 +64,8 @@ export interface OpsContext {
   version: string;
   /** Null: no authentication (the server then should stay on 127.0.0.1). */
   auth: Authenticator | null;
+  /** The statistics recorder; null or absent: statistics are off (GET /stats reads the journal). */
+  stats?: StatsRecorder | null;
 }
 
 /** Directory of the dashboard's files (copied next to this module at build). */
@@ -318,6 +321,45 @@ export async function buildOpsApp(ctx: OpsContext): Promise<FastifyInstance> {
 
   registerErrorRoutes(app, ctx);
 
+  app.get<{ Querystring: { from?: string; to?: string; step?: StatsStep; name?: string } }>(
+    '/stats',
+    {
+      schema: {
+        summary:
+          'Per-minute (step=minute) or hourly (step=hour) statistics per actor and capture table from the journal: events in/out, errors, lag p50/p99 ms. from/to: ms since the epoch or ISO time; default the last hour (minute) or day (hour).',
+        tags: ['status'],
+        querystring: S.statsQuery,
+        response: { 200: S.stats, 400: S.error },
+      },
+    },
+    async (req, reply) => {
+      const step = req.query.step ?? 'minute';
+      const opts = ctx.stats?.options ?? STATS_DEFAULTS;
+      const toMs = req.query.to === undefined ? Date.now() + 1 : timeOf(req.query.to);
+      const fromMs =
+        req.query.from === undefined
+          ? toMs - (step === 'minute' ? 3_600_000 : 86_400_000)
+          : timeOf(req.query.from);
+      if (Number.isNaN(fromMs) || Number.isNaN(toMs))
+        return reply.code(400).send({
+          error: `querystring/from and /to must be ms since the epoch or an ISO time, got from=${req.query.from} to=${req.query.to}`,
+        });
+      const hourMs = opts.intervalMs * opts.hourIntervals;
+      return {
+        topology: ctx.topology.name,
+        step,
+        fromMs,
+        toMs,
+        intervalMs: step === 'minute' ? opts.intervalMs : hourMs,
+        series: readStats(
+          ctx.topology.dataDir,
+          { fromMs, toMs, step, ...(req.query.name !== undefined ? { name: req.query.name } : {}) },
+          hourMs,
+        ),
+      };
+    },
+  );
+
   app.get('/', { schema: { hide: true } }, async (_req, reply) =>
     sendDashboardFile(reply, 'index.html'),
   );
@@ -328,6 +370,11 @@ export async function buildOpsApp(ctx: OpsContext): Promise<FastifyInstance> {
   );
 
   return app;
+}
+
+/** ms since the epoch from `12345` or an ISO time; NaN when neither. */
+function timeOf(v: string): number {
+  return /^\d+$/.test(v) ? Number(v) : Date.parse(v);
 }
 
 function logLevels(ctx: OpsContext) {

@@ -4,6 +4,7 @@
  *   sluice log-level --http URL [--actor NAME] [LEVEL]     show or set log levels (audited)
  *   sluice user add --file users.json --name N --right R   add a user of the API, print its token
  *   sluice stats --http URL [--step minute|hour] [--from T] [--to T]   the statistics (GET /stats)
+ *   sluice config export|import|history|restore <topology.yaml> ...   the capture section as JSON
  * and the parser of `sluice run --http [host:]port`.
  */
 import os from 'node:os';
@@ -11,6 +12,15 @@ import { InvalidArgumentError, type Command } from 'commander';
 import type { ActorStatus, CaptureSourceStats, Health } from '../ops/index.js';
 import type { AuditEntry, StatsSeries } from '../ops/index.js';
 import { addUser, RIGHTS, type Right } from '../ops/auth.js';
+import { AuditLog } from '../ops/audit.js';
+import {
+  configHistory,
+  exportCapture,
+  importCapture,
+  restoreCapture,
+  type ConfigVersion,
+} from '../ops/capture-config.js';
+import { loadTopology } from '../engine/config/index.js';
 
 /** Authorization header from --token or SLUICE_TOKEN (never printed). */
 function authHeaders(token: string | undefined): Record<string, string> {
@@ -304,4 +314,76 @@ export function addOpsCommands(
         console.log(opts.json ? JSON.stringify(r.body, null, 2) : statsTable(r.body.series));
       },
     );
+
+  const config = program
+    .command('config')
+    .description('the capture configuration as JSON: export, import (validated, applied), history, restore');
+  config
+    .command('export')
+    .argument('<topology>', 'topology YAML file')
+    .option('--schema <schema>', 'only the sources of this captured schema')
+    .description("print the topology file's capture section as JSON")
+    .action((file: string, opts: { schema?: string }) => {
+      loadTopology(file);
+      console.log(JSON.stringify(exportCapture(file, opts.schema), null, 2));
+    });
+  config
+    .command('import')
+    .argument('<topology>', 'topology YAML file')
+    .argument('<file.json>', 'capture section as sluice config export writes it')
+    .description(
+      'validate a capture section (as the YAML is), install its triggers, rewrite the topology file, record the version',
+    )
+    .action(async (file: string, json: string) => {
+      const user = os.userInfo().username;
+      const before = exportCapture(file);
+      const v = await importCapture(file, json, user);
+      auditConfig(file, user, 'config-import', before.capture, v);
+      console.log(versionLine(v));
+    });
+  config
+    .command('history')
+    .argument('<topology>', 'topology YAML file')
+    .option('--json', 'one JSON object per version, the capture section included', false)
+    .description('every applied version of the capture section: version, time, user, diff')
+    .action((file: string, opts: { json: boolean }) => {
+      for (const v of configHistory(loadTopology(file).dataDir)) {
+        if (opts.json) {
+          console.log(JSON.stringify(v));
+          continue;
+        }
+        console.log(versionLine(v));
+        for (const d of v.diff) console.log(`  ${d.path}: ${JSON.stringify(d.before)} -> ${JSON.stringify(d.after)}`);
+      }
+    });
+  config
+    .command('restore')
+    .argument('<topology>', 'topology YAML file')
+    .argument('<version>', 'version to restore (sluice config history lists them)', intOption('<version>', 0))
+    .description('apply an earlier version of the capture section again, as a new version')
+    .action(async (file: string, version: number) => {
+      const user = os.userInfo().username;
+      const before = exportCapture(file);
+      const v = await restoreCapture(loadTopology(file), version, user);
+      auditConfig(file, user, 'config-restore', before.capture, v);
+      console.log(versionLine(v));
+    });
+}
+
+/** `version 3 (import by olga at ...): 2 changes`. */
+export function versionLine(v: ConfigVersion): string {
+  const what = v.action === 'restore' ? `restore of version ${v.restoredFrom}` : v.action;
+  return `version ${v.version} (${what} by ${v.user} at ${v.time}): ${v.diff.length} change${v.diff.length === 1 ? '' : 's'}`;
+}
+
+function auditConfig(file: string, user: string, action: string, before: unknown, v: ConfigVersion): void {
+  const t = loadTopology(file);
+  new AuditLog(t.dataDir).record({
+    user,
+    remote: 'cli',
+    action,
+    target: 'capture',
+    before,
+    after: { version: v.version, capture: v.capture },
+  });
 }

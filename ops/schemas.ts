@@ -279,3 +279,56 @@ export const stats = obj({
     }),
   },
 });
+
+// ---- capture configuration -----------------------------------------------------------------
+export const configQuery = {
+  type: 'object',
+  properties: { schema: { type: 'string', minLength: 1 } },
+  additionalProperties: false,
+} as const;
+const captureSection = { type: 'array', items: anyObject } as const;
+export const captureExport = obj({ schema: str, capture: captureSection }, ['capture']);
+/** Only the shape; the fields are validated as the topology file's (with their line:col). */
+export const captureImport = {
+  type: 'object',
+  properties: { schema: str, capture: { type: 'array' } },
+  required: ['capture'],
+  additionalProperties: true,
+} as const;
+const diffEntry = obj({ path: str, before: anyValue, after: anyValue });
+const versionFields = {
+  version: int,
+  time: { type: 'string', format: 'date-time' },
+  user: str,
+  action: { type: 'string', enum: ['initial', 'import', 'restore'] },
+  restoredFrom: int,
+  diff: { type: 'array', items: diffEntry },
+};
+export const configVersion = obj(
+  { ...versionFields, capture: captureSection },
+  ['version', 'time', 'user', 'action', 'diff', 'capture'],
+);
+export const configHistory = obj({
+  versions: {
+    type: 'array',
+    items: obj(versionFields, ['version', 'time', 'user', 'action', 'diff']),
+  },
+});
+export const configChange = obj({ version: configVersion, audit: auditEntry });
+export const configProblems = obj(
+  {
+    error: str,
+    problems: {
+      type: 'array',
+      items: obj({ file: str, line: int, col: int, path: str, message: str }),
+    },
+  },
+  ['error'],
+);
+export const versionParams = obj({ version: { type: 'integer', minimum: 0 } });
+export const restoreBody = {
+  type: 'object',
+  properties: { version: { type: 'integer', minimum: 0 } },
+  required: ['version'],
+  additionalProperties: false,
+} as const;

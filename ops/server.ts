@@ -27,14 +27,19 @@ import * as S from './schemas.js';
 import type { Authenticator, Right } from './auth.js';
 import { setRequestUser, userOf } from './request-user.js';
 import { registerErrorRoutes } from './errors-routes.js';
+import { registerConfigRoutes } from './config-routes.js';
 import { readStats, STATS_DEFAULTS, type StatsRecorder, type StatsStep } from './stats.js';
 
 
-/** The right a request needs: runtime changes operate, the audit log admin, the rest read. */
+/**
+ * The right a request needs: runtime changes operate, capture configuration changes and the audit
+ * log admin, the rest read.
+ */
 function rightNeeded(req: FastifyRequest): Right | null {
   const url = req.url.split('?')[0];
   if (url === '/health/live' || url === '/' || url.startsWith('/assets/')) return null;
-  if (req.method !== 'GET' && req.method !== 'HEAD') return 'operate';
+  // Changing the capture configuration rewrites triggers and the topology file: admin.
+  if (req.method !== 'GET' && req.method !== 'HEAD') return url.startsWith('/config/') ? 'admin' : 'operate';
   return url === '/audit' ? 'admin' : 'read';
 }
 
@@ -320,6 +325,7 @@ export async function buildOpsApp(ctx: OpsContext): Promise<FastifyInstance> {
   );
 
   registerErrorRoutes(app, ctx);
+  registerConfigRoutes(app, ctx);
 
   app.get<{ Querystring: { from?: string; to?: string; step?: StatsStep; name?: string } }>(
     '/stats',

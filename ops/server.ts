@@ -85,6 +85,16 @@ const DASHBOARD_TYPES: Record<string, string> = {
   '.svg': 'image/svg+xml',
 };
 
+const documentedRoutes = new WeakMap<FastifyInstance, Array<{ method: string; url: string }>>();
+
+/**
+ * The routes of an app built by {@link buildOpsApp} that /openapi.json must describe (method,
+ * fastify URL with `:param`s), in registration order.
+ */
+export function opsRoutes(app: FastifyInstance): Array<{ method: string; url: string }> {
+  return [...(documentedRoutes.get(app) ?? [])];
+}
+
 /**
  * Builds the fastify app (not listening yet). @throws Error when a plugin fails to load.
  */
@@ -118,6 +128,14 @@ export async function buildOpsApp(ctx: OpsContext): Promise<FastifyInstance> {
       setRequestUser(req, outcome.user);
     });
   }
+
+  // Every documented route, so a test can check /openapi.json describes them all.
+  const documented: Array<{ method: string; url: string }> = [];
+  documentedRoutes.set(app, documented);
+  app.addHook('onRoute', (r) => {
+    if ((r.schema as { hide?: boolean } | undefined)?.hide) return;
+    for (const method of [r.method].flat()) if (method !== 'HEAD') documented.push({ method, url: r.url });
+  });
 
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 

@@ -305,6 +305,35 @@ test('a parked change shows in the capture errors with a requeue button; once th
   assert.equal(JSON.parse(firstAudit[4] ?? ''), { parked: 1 });
   assert.equal(JSON.parse(firstAudit[5] ?? '').requeued, 1);
   await again.screenshot({ path: path.join(artifacts, 'dashboard-requeued.png'), fullPage: true });
+
+  // A capture configuration change (deletes no longer captured) shows in the history, its diff
+  // on a click.
+  const exported = (await (await fetch(`${url}/config/capture`)).json()) as {
+    capture: Array<{ tables: Array<{ operations: string[] }> }>;
+  };
+  exported.capture[0].tables[0].operations = ['insert', 'update'];
+  const imported = await fetch(`${url}/config/capture`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-sluice-user': 'ops-test' },
+    body: JSON.stringify(exported),
+  });
+  assert.is(imported.status, 200, await imported.clone().text());
+  await again.reload();
+  await again.waitForSelector('#config-history tr[data-version="1"]');
+  const versions = await again.$$eval('#config-history tbody tr', (trs) =>
+    trs.map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent)),
+  );
+  assert.equal(
+    versions.map((v) => [v[0], v[2], v[3], v[4]]),
+    [
+      ['1', 'ops-test', 'import', '1'],
+      ['0', 'ops-test', 'initial', '0'],
+    ],
+  );
+  await again.click('#config-history tr[data-version="1"]');
+  const diff = (await again.textContent('#config-diff')) ?? '';
+  assert.match(diff, /^version 1 \(import by ops-test at \S+\)\n- capture\[0\]\.tables\[0\]\.operations\[2\]: "delete"$/);
+  await again.screenshot({ path: path.join(artifacts, 'dashboard-config-history.png'), fullPage: true });
   assert.equal(pageErrors, [], 'no script error');
   await again.close();
 });

@@ -290,6 +290,45 @@ async function requeue(source, stagingId) {
   await drawAudit();
 }
 
+// ---- capture configuration history with a diff view --------------------------------------
+const CONFIG_REFRESH_MS = 10000;
+let lastConfig = 0;
+
+function diffText(v) {
+  if (v.diff.length === 0) return `version ${v.version}: no change`;
+  const lines = [`version ${v.version} (${v.action}${v.restoredFrom !== undefined ? ` of version ${v.restoredFrom}` : ''} by ${v.user} at ${v.time})`];
+  for (const d of v.diff) {
+    if (d.before !== null) lines.push(`- ${d.path}: ${JSON.stringify(d.before)}`);
+    if (d.after !== null) lines.push(`+ ${d.path}: ${JSON.stringify(d.after)}`);
+  }
+  return lines.join('\n');
+}
+
+async function drawConfigHistory() {
+  const { status, body } = await getJson('config/history');
+  if (status !== 200) return;
+  const rows = body.versions
+    .slice()
+    .reverse()
+    .map((v) => {
+      const tr = el('tr', { 'data-version': v.version, class: 'clickable' });
+      tr.append(
+        cell('version', v.version),
+        cell('time', v.time),
+        cell('user', v.user),
+        cell('action', v.restoredFrom !== undefined ? `restore of ${v.restoredFrom}` : v.action),
+        cell('changes', v.diff.length),
+      );
+      tr.addEventListener('click', () => {
+        $('#config-diff').textContent = diffText(v);
+        $('#config-diff').dataset.version = String(v.version);
+      });
+      return tr;
+    });
+  $('#config-history tbody').replaceChildren(...rows);
+  $('#config-empty').hidden = rows.length > 0;
+}
+
 // ---- charts ---------------------------------------------------------------------------------
 const charts = new Map();
 
@@ -383,6 +422,10 @@ async function refresh() {
     updateGraph(actors.body.actors, capture.body.sources);
     $('#updated').textContent = `updated ${new Date(actors.body.time).toLocaleTimeString()}`;
     document.body.dataset.updated = actors.body.time;
+    if (Date.now() - lastConfig > CONFIG_REFRESH_MS) {
+      lastConfig = Date.now();
+      await drawConfigHistory();
+    }
     if (Date.now() - lastCharts > CHART_REFRESH_MS) {
       lastCharts = Date.now();
       await drawCharts(actors.body.actors);

@@ -15,7 +15,7 @@ import { acquireAppenderLock, JournalLockedError, type AppenderLock } from './en
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
-import { attachSupervisorLogs, createLogger, startOps, type HttpOptions, type LogFormat, type Ops, type StatsOptions } from './ops/index.js';
+import { attachSupervisorLogs, createLogger, startOps, type HttpOptions, type LogFormat, type Ops, type StatsOptions, removeStatsTable } from './ops/index.js';
 
 // The documented surface only (README "Embedding"); service authors import 'sluice/service',
 // the bus and its patterns are 'sluice/bus' and 'sluice/patterns'.
@@ -259,7 +259,8 @@ export interface UninstallCaptureOptions {
 /**
  * Removes what installCapture created, for every capture source: the triggers on the captured
  * tables, their functions, and (unless keepStaging) the staging and error tables, the key hash
- * function and the capture schema if install created it and it is empty; nothing else.
+ * function, this topology's statistics rows (and the stats table once empty), and the capture
+ * schema if install created it and it is empty; nothing else.
  * @throws Error naming the source when staging or error tables hold changes and neither
  * keepStaging nor force is given (nothing is dropped then, for any source).
  */
@@ -279,6 +280,9 @@ export async function uninstallCapture(topology: Topology, options: UninstallCap
     }
   }
   for (const source of topology.capture) {
+    // The operations layer's statistics rows of this topology (ops/stats.ts) go with the
+    // staging tables, so the capture schema install created can be dropped.
+    if (!options.keepStaging) await removeStatsTable(source, topology.name);
     const staging = await openStaging(source);
     try {
       await staging.uninstall({ dropStaging: !options.keepStaging });

@@ -60,6 +60,7 @@ export {
   percentile,
   condense,
   statsDir,
+  removeStatsTable,
   type StatsOptions,
   type StatsPoint,
   type StatsQuery,

@@ -219,6 +219,8 @@ interface StatsTable {
   write(topology: string, step: StatsStep, points: StatsPoint[]): Promise<void>;
   /** Replaces minute rows before `cutoffMs` by hourly rows of `hourMs`, in one transaction. */
   condense(topology: string, cutoffMs: number, hourMs: number): Promise<void>;
+  /** Deletes `topology`'s rows; drops the table when no other topology's are left. */
+  remove(topology: string): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -257,9 +259,25 @@ const condenseSelect = (table: string, hourMs: number, ph: [string, string]) => 
   );
 };
 
-function sqliteStatsTable(source: CaptureSource & { database: { dialect: 'sqlite' } }): StatsTable {
+function sqliteStatsTable(source: CaptureSource & { database: { dialect: 'sqlite' } }, create: boolean): StatsTable {
   const db = new Database(source.database.file, { fileMustExist: true, timeout: CDC_DEFAULTS.busyTimeoutMs });
   const table = 'sluice_stats';
+  if (!create) {
+    const exists = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(table);
+    return {
+      write: async () => undefined,
+      condense: async () => undefined,
+      async remove(topology) {
+        if (!exists) return;
+        db.prepare(`DELETE FROM ${table} WHERE topology = ?`).run(topology);
+        const left = db.prepare(`SELECT count(*) AS n FROM ${table}`).get() as { n: number };
+        if (left.n === 0) db.exec(`DROP TABLE ${table}`);
+      },
+      async close() {
+        db.close();
+      },
+    };
+  }
   db.exec(
     `CREATE TABLE IF NOT EXISTS ${table} (topology TEXT NOT NULL, source TEXT NOT NULL, table_name TEXT NOT NULL, ` +
       'step TEXT NOT NULL, start_ms INTEGER NOT NULL, interval_ms INTEGER NOT NULL, events_in INTEGER NOT NULL, ' +
@@ -290,19 +308,37 @@ function sqliteStatsTable(source: CaptureSource & { database: { dialect: 'sqlite
         db.prepare(`DELETE FROM ${table} WHERE topology = ? AND step = 'minute' AND start_ms < ?`).run(topology, cutoffMs);
       })();
     },
+    remove: async () => undefined,
     async close() {
       db.close();
     },
   };
 }
 
-async function pgStatsTable(source: CaptureSource & { database: { dialect: 'postgres' } }): Promise<StatsTable> {
+async function pgStatsTable(source: CaptureSource & { database: { dialect: 'postgres' } }, create: boolean): Promise<StatsTable> {
   const client = new pg.Client({ connectionString: source.database.url, application_name: 'sluice-stats' });
   client.on('error', () => undefined);
   await client.connect();
   const schema = `"${(source.database.captureSchema ?? CDC_DEFAULTS.captureSchema).replace(/"/g, '""')}"`;
   const table = `${schema}.stats`;
   try {
+    if (!create) {
+      const r = await client.query<{ t: string | null }>('SELECT to_regclass($1)::text AS t', [table]);
+      const exists = r.rows[0]?.t != null;
+      return {
+        write: async () => undefined,
+        condense: async () => undefined,
+        async remove(topology) {
+          if (!exists) return;
+          await client.query(`DELETE FROM ${table} WHERE topology = $1`, [topology]);
+          const left = await client.query<{ n: string }>(`SELECT count(*) AS n FROM ${table}`);
+          if (Number(left.rows[0]!.n) === 0) await client.query(`DROP TABLE ${table}`);
+        },
+        async close() {
+          await client.end().catch(() => undefined);
+        },
+      };
+    }
     await client.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
     await client.query(
       `CREATE TABLE IF NOT EXISTS ${table} (topology text NOT NULL, source text NOT NULL, table_name text NOT NULL, ` +
@@ -343,13 +379,14 @@ async function pgStatsTable(source: CaptureSource & { database: { dialect: 'post
         throw err;
       }
     },
+    remove: async () => undefined,
     async close() {
       await client.end().catch(() => undefined);
     },
   };
 }
 
-async function mariadbStatsTable(source: CaptureSource): Promise<StatsTable> {
+async function mariadbStatsTable(source: CaptureSource, create: boolean): Promise<StatsTable> {
   const db = source.database as { url: string; captureSchema?: string };
   const url = parseMariaDbUrl(db.url);
   if (typeof url === 'string') throw new Error(`database.url: ${url}`);
@@ -357,8 +394,29 @@ async function mariadbStatsTable(source: CaptureSource): Promise<StatsTable> {
     host: url.host, port: url.port, user: url.user, password: url.password, database: url.database,
   });
   conn.on('error', () => undefined);
-  const table = `\`${(db.captureSchema ?? CDC_DEFAULTS.captureSchema).replace(/`/g, '``')}\`.stats`;
+  const home = db.captureSchema ?? CDC_DEFAULTS.captureSchema;
+  const table = `\`${home.replace(/`/g, '``')}\`.stats`;
   try {
+    if (!create) {
+      const [found] = await conn.query<mysql.RowDataPacket[]>(
+        "SELECT 1 FROM information_schema.tables WHERE table_schema = ? AND table_name = 'stats'",
+        [home],
+      );
+      const exists = found.length > 0;
+      return {
+        write: async () => undefined,
+        condense: async () => undefined,
+        async remove(topology) {
+          if (!exists) return;
+          await conn.query(`DELETE FROM ${table} WHERE topology = ?`, [topology]);
+          const [rows] = await conn.query<mysql.RowDataPacket[]>(`SELECT count(*) AS n FROM ${table}`);
+          if (Number(rows[0]!.n) === 0) await conn.query(`DROP TABLE ${table}`);
+        },
+        async close() {
+          await conn.end().catch(() => undefined);
+        },
+      };
+    }
     await conn.query(
       `CREATE TABLE IF NOT EXISTS ${table} (topology varchar(191) NOT NULL, source varchar(191) NOT NULL, ` +
         'table_name varchar(191) NOT NULL, step varchar(8) NOT NULL, start_ms bigint NOT NULL, interval_ms bigint NOT NULL, ' +
@@ -396,17 +454,33 @@ async function mariadbStatsTable(source: CaptureSource): Promise<StatsTable> {
         throw err;
       }
     },
+    remove: async () => undefined,
     async close() {
       await conn.end().catch(() => undefined);
     },
   };
 }
 
-function openStatsTable(source: CaptureSource): Promise<StatsTable> | StatsTable {
+/**
+ * Removes `topology`'s statistics rows from the capture database of `source`, and the stats
+ * table when it is left empty (uninstall calls it, so the capture schema it created can go).
+ * Nothing is created: a database without the table is left as it is.
+ */
+export async function removeStatsTable(source: CaptureSource, topology: string): Promise<void> {
+  const table = await openStatsTable(source, false);
+  try {
+    await table.remove(topology);
+  } finally {
+    await table.close();
+  }
+}
+
+/** `create`: the table (and PostgreSQL schema) is created; without, only remove() acts. */
+function openStatsTable(source: CaptureSource, create = true): Promise<StatsTable> | StatsTable {
   const d = source.database.dialect;
-  if (d === 'sqlite') return sqliteStatsTable(source as CaptureSource & { database: { dialect: 'sqlite' } });
-  if (d === 'postgres') return pgStatsTable(source as CaptureSource & { database: { dialect: 'postgres' } });
-  return mariadbStatsTable(source);
+  if (d === 'sqlite') return sqliteStatsTable(source as CaptureSource & { database: { dialect: 'sqlite' } }, create);
+  if (d === 'postgres') return pgStatsTable(source as CaptureSource & { database: { dialect: 'postgres' } }, create);
+  return mariadbStatsTable(source, create);
 }
 
 // ---- the recorder ----------------------------------------------------------------------------

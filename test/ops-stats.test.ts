@@ -11,7 +11,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { spawn } from 'node:child_process';
-import { loadTopology, startTopology, installCapture, type RunningTopology } from '../index.js';
+import { loadTopology, startTopology, installCapture, uninstallCapture, type RunningTopology } from '../index.js';
 import type { StatsSeries } from '../ops/index.js';
 import { createAppDb, LEDGER_DDL, PG_URL, type AppDb, type Dialect } from './cdc-helpers.js';
 
@@ -167,6 +167,13 @@ services:
       assert.is(sum(again, 'app/ledger', 'eventsOut'), ROWS);
       const bad = await fetch(`${running.ops.server!.url}/stats?from=yesterday`);
       assert.is(bad.status, 400);
+
+      // Uninstall takes this topology's rows and the emptied stats table with the staging tables.
+      await running.stop();
+      running = null;
+      await uninstallCapture(loadTopology(file));
+      const gone = await app.query(`SELECT count(*) AS n FROM ${table}`).then(() => false, () => true);
+      assert.ok(gone, 'the stats table is dropped');
     } finally {
       await running?.stop();
       await app.destroy();

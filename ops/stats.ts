@@ -5,8 +5,10 @@
  * Per actor: counter deltas from the sampler's readings (a restarted actor counts from 0 again)
  * and the largest input lag at each sample. Per capture table: `eventsOut` = records appended to
  * its target topic (all partitions; tables sharing a target each show the topic's total),
- * `errors` = changes newly parked, `eventsIn` = eventsOut + growth of staging depth + errors
- * (rows the triggers staged), lag = age of the oldest staged row, sampled every `captureSampleMs`.
+ * `errors` = changes newly parked, `eventsIn` = eventsOut + growth of staging depth + growth of
+ * the error table (rows the triggers staged; the target's end is read before the staging depth,
+ * so a sample can only undercount and the next makes it up), lag = age of the oldest staged row,
+ * sampled every `captureSampleMs` on the recorder's own uncached connection.
  *
  * Where they go:
  *  1. the engine's own journal: `<dataDir>/ops/stats/minute` and `.../hour`, one journal
@@ -40,7 +42,7 @@ import {
 import { CDC_DEFAULTS, parseMariaDbUrl, type CaptureSource } from '../engine/cdc/index.js';
 import type { Topology } from '../engine/config/index.js';
 import type { ActorStatus } from './sampler.js';
-import type { CaptureSourceStats, CaptureStats } from './capture-stats.js';
+import { CaptureStats, type CaptureSourceStats } from './capture-stats.js';
 
 /** Bounds of the statistics, with defaults in {@link STATS_DEFAULTS}. */
 export interface StatsOptions {
@@ -505,6 +507,8 @@ interface TableAcc {
   depth: number | null;
   parked: number | null;
   targetEnd: number | null;
+  /** Negative remainder of the last sample's staged count (see observeCapture). */
+  carry: number;
   dIn: number;
   dOut: number;
   dErrors: number;
@@ -522,6 +526,8 @@ export class StatsRecorder {
   private readonly dbTables = new Map<string, StatsTable>();
   private readonly targetTailers = new Map<string, Tailer>();
   private readonly writer = new EnvelopeWriter();
+  /** Its own uncached reads of the capture tables (the server's are cached for a second). */
+  private readonly captureNow: CaptureStats;
   private minute: Appender | null = null;
   private hour: Appender | null = null;
   private windowStartMs = 0;
@@ -542,11 +548,12 @@ export class StatsRecorder {
     for (const [k, v] of Object.entries(this.options)) {
       if (!Number.isInteger(v) || v < 1) throw new Error(`stats option ${k} must be an integer >= 1, ${k}=${v}`);
     }
+    this.captureNow = new CaptureStats(topology.capture, 0);
     for (const c of topology.capture) {
       for (const t of c.tables) {
         this.tables.set(`${c.name}/${t.table}`, {
           source: c.name, table: t.table, target: t.target, depth: null, parked: null,
-          targetEnd: null, dIn: 0, dOut: 0, dErrors: 0, lags: [],
+          targetEnd: null, carry: 0, dIn: 0, dOut: 0, dErrors: 0, lags: [],
         });
       }
     }
@@ -601,27 +608,35 @@ export class StatsRecorder {
     }
     if (this.tables.size > 0 && nowMs - this.lastCaptureMs >= this.options.captureSampleMs && !this.capturing) {
       this.lastCaptureMs = nowMs;
-      this.capturing = this.capture
+      // Target ends first, then the staging depths (uncached): a change shipped between the two
+      // reads is in neither, so a sample can only undercount, and the next one makes it up
+      // (see `carry`), which keeps the totals exact.
+      const ends = new Map([...this.tables.values()].map((t) => [t.target, this.targetEnd(t.target)]));
+      this.capturing = this.captureNow
         .read()
-        .then((sources) => this.observeCapture(sources))
+        .then((sources) => this.observeCapture(sources, ends))
         .catch((err: Error) => this.logger.warn(`stats: capture figures: ${err.message}`))
         .finally(() => (this.capturing = null));
     }
   }
 
-  private observeCapture(sources: CaptureSourceStats[]): void {
+  private observeCapture(sources: CaptureSourceStats[], ends: Map<string, number>): void {
     for (const s of sources) {
       for (const t of s.tables ?? []) {
         const acc = this.tables.get(`${s.source}/${t.table}`);
         if (!acc) continue;
-        const end = this.targetEnd(acc.target);
+        const end = ends.get(acc.target) ?? 0;
         const parked = t.parkedErrors ?? 0;
         if (acc.depth !== null && acc.parked !== null && acc.targetEnd !== null) {
           const out = Math.max(0, end - acc.targetEnd);
           const newlyParked = Math.max(0, parked - acc.parked);
           acc.dOut += out;
           acc.dErrors += newlyParked;
-          acc.dIn += Math.max(0, out + (t.stagingDepth - acc.depth) + newlyParked);
+          // Staged in the sample = shipped + staging growth + parked; a negative one (changes
+          // in flight at the reads) is carried into the next instead of being counted as 0.
+          const staged = out + (t.stagingDepth - acc.depth) + (parked - acc.parked) + acc.carry;
+          acc.dIn += Math.max(0, staged);
+          acc.carry = Math.min(0, staged);
         } else {
           // The first reading: what is staged now came in before it is shipped, count it in.
           acc.dIn += t.stagingDepth;
@@ -741,5 +756,6 @@ export class StatsRecorder {
     for (const t of this.targetTailers.values()) t.close();
     for (const t of this.dbTables.values()) await t.close();
     this.dbTables.clear();
+    await this.captureNow.close();
   }
 }

@@ -6,11 +6,13 @@
  *   sluice uninstall <topology.yaml>             remove exactly what install created
  *   sluice run <topology.yaml>                   run it until SIGINT/SIGTERM, then drain, exit 0
  *   sluice append <topology.yaml> <queue>        append JSON lines from stdin as events
- *   sluice tail <topology.yaml> <queue>          print a queue's records as JSON lines
+ *   sluice tail <topology.yaml> <queue>          print a queue's records as JSON lines (-a: all partitions)
  *   sluice dlq list|replay|purge <topology.yaml> <queue>   read, re-inject, remove dead letters
  *   sluice errors list|requeue|purge <topology.yaml> [ids...]   the capture error table
  *   sluice status --http URL                     a running topology's actors (ops-commands.ts)
  *   sluice log-level --http URL [level]          show or change its log levels
+ *   sluice stats --http URL                      its per-minute / hourly statistics
+ *   sluice config export|import|history|restore  the capture section as JSON (ops-commands.ts)
  * Errors print one line (`sluice: ...`, commander's `error: ...` for usage, or the config
  * problems) and exit 2; SLUICE_DEBUG=1 adds the stack.
  */

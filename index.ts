@@ -17,7 +17,7 @@ import { acquireAppenderLock, JournalLockedError, type AppenderLock } from './en
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
-import { attachSupervisorLogs, createLogger, startOps, type HttpOptions, type LogFormat, type Ops } from './ops/index.js';
+import { attachSupervisorLogs, createLogger, startOps, type HttpOptions, type LogFormat, type Ops, type StatsOptions, removeStatsTable } from './ops/index.js';
 
 // The documented surface only (README "Embedding"); service authors import 'sluice/service',
 // the bus and its patterns are 'sluice/bus' and 'sluice/patterns'.
@@ -104,6 +104,12 @@ export interface StartOptions {
    * actors, bound to `host` (default 127.0.0.1) and `port` (0: a free one, see ops.server.url).
    */
   http?: HttpOptions;
+  /**
+   * Per-minute statistics in the journal and the capture databases (README Operations:
+   * Statistics): options (e.g. a short `intervalMs` in tests), or false for none. Default:
+   * recorded when `http` is given.
+   */
+  stats?: Partial<StatsOptions> | false;
   /** Called with the supervisor before any actor starts, e.g. to watch replay progress in its counters. */
   onSupervisor?: (supervisor: Supervisor) => void;
 }
@@ -145,7 +151,7 @@ export async function startTopology(topology: Topology, options: StartOptions = 
     };
     supervisor.done.then(release, release);
     options.onSupervisor?.(supervisor);
-    ops = await startOps({ topology, supervisor, logger, http: options.http });
+    ops = await startOps({ topology, supervisor, logger, http: options.http, stats: options.stats });
     if (ops.server) logger.info(`http: operations API and dashboard at ${ops.server.url}/`);
     await supervisor.start(plan.groups);
     const opsNow = ops;
@@ -276,7 +282,8 @@ export interface UninstallCaptureOptions {
 /**
  * Removes what installCapture created, for every capture source: the triggers on the captured
  * tables, their functions, and (unless keepStaging) the staging and error tables, the key hash
- * function and the capture schema if install created it and it is empty; nothing else.
+ * function, this topology's statistics rows (and the stats table once empty), and the capture
+ * schema if install created it and it is empty; nothing else.
  * @throws Error naming the source when staging or error tables hold changes and neither
  * keepStaging nor force is given (nothing is dropped then, for any source).
  */
@@ -296,6 +303,9 @@ export async function uninstallCapture(topology: Topology, options: UninstallCap
     }
   }
   for (const source of topology.capture) {
+    // The operations layer's statistics rows of this topology (ops/stats.ts) go with the
+    // staging tables, so the capture schema install created can be dropped.
+    if (!options.keepStaging) await removeStatsTable(source, topology.name);
     const staging = await openStaging(source);
     try {
       await staging.uninstall({ dropStaging: !options.keepStaging });

@@ -6,12 +6,14 @@
  *   sluice uninstall <topology.yaml>             remove exactly what install created
  *   sluice run <topology.yaml>                   run it until SIGINT/SIGTERM, then drain, exit 0
  *   sluice append <topology.yaml> <queue>        append JSON lines from stdin as events
- *   sluice tail <topology.yaml> <queue>          print a queue's records as JSON lines
+ *   sluice tail <topology.yaml> <queue>          print a queue's records as JSON lines (-a: all partitions)
  *   sluice dlq list|replay|purge <topology.yaml> <queue>   read, re-inject, remove dead letters
  *   sluice errors list|requeue|purge <topology.yaml> [ids...]   the capture error table
  *   sluice snapshot <topology.yaml> <source> <table>   initial load of a captured table (snapshot-command.ts)
  *   sluice status --http URL                     a running topology's actors (ops-commands.ts)
  *   sluice log-level --http URL [level]          show or change its log levels
+ *   sluice stats --http URL                      its per-minute / hourly statistics
+ *   sluice config export|import|history|restore  the capture section as JSON (ops-commands.ts)
  * Errors print one line (`sluice: ...`, commander's `error: ...` for usage, or the config
  * problems) and exit 2; SLUICE_DEBUG=1 adds the stack.
  */
@@ -264,10 +266,16 @@ program
   .option('-n, --lines <n>', 'records to print', intOption('--lines', 0), 10)
   .option('--from-start', 'print the first records instead of the last', false)
   .option('-f, --follow', 'keep printing records as they are appended (Ctrl-C stops)', false)
+  .option('-a, --all-partitions', 'every partition, merged by event time, each line with its partition', false)
   .description('print records of a queue partition as JSON lines (the last 10 by default)')
-  .action(async (file: string, queue: string, opts: { partition: number; lines: number; fromStart: boolean; follow: boolean }, cmd: Command) => {
+  .action(async (file: string, queue: string, opts: { partition: number; lines: number; fromStart: boolean; follow: boolean; allPartitions: boolean }, cmd: Command) => {
     const t = loadTopology(file);
     const q = queueOf(t, queue);
+    if (opts.allPartitions) {
+      if (cmd.getOptionValueSource('partition') === 'cli') throw new InvalidArgumentError('--partition and --all-partitions exclude each other');
+      await tailAllPartitions(t, queue, q.partitions, opts);
+      return;
+    }
     if (opts.partition >= q.partitions) throw new Error(`queue "${queue}" has partitions 0..${q.partitions - 1}, --partition ${opts.partition}`);
     // Only one partition is shown: say so when the user did not pick it.
     if (q.partitions > 1 && cmd.getOptionValueSource('partition') !== 'cli') {
@@ -307,6 +315,65 @@ program
       await new Promise((r) => setTimeout(r, 100));
     }
   });
+
+/** One record of a partition, decoded for printing. */
+interface TailLine {
+  partition: number;
+  index: number;
+  eventTimeMs: number;
+  text: string;
+}
+
+/** Decodes a record as `sluice tail` prints it (the partition first when `partition` is given). */
+function tailLine(view: EnvelopeView, rec: { index: number; bytes: Uint8Array }, partition: number): TailLine {
+  view.wrap(rec.bytes, 0, rec.bytes.length);
+  const value =
+    view.type === EVENT_TYPE_CHANGE ? decodeChange(view.payload) : view.type === EVENT_TYPE_JSON ? decodeJson(view.payload) : `<${view.payload.length} bytes>`;
+  const cause = view.hasCause ? { queue: view.causeQueue, partition: view.causePartition, index: view.causeIndex } : undefined;
+  const text = JSON.stringify({ partition, index: rec.index, type: view.type, key: view.key, eventTimeMs: view.eventTimeMs, cause, value });
+  return { partition, index: rec.index, eventTimeMs: view.eventTimeMs, text };
+}
+
+/** Event time, then partition, then index: the order of a merged tail. */
+const byTime = (a: TailLine, b: TailLine) => a.eventTimeMs - b.eventTimeMs || a.partition - b.partition || a.index - b.index;
+
+/**
+ * `sluice tail --all-partitions`: the last (or, --from-start, first) `lines` records over every
+ * partition, merged by event time; with --follow, each poll's new records in event-time order.
+ * Event times of different partitions are the writers' clocks: the merge orders by them, it does
+ * not claim they are the append order.
+ */
+async function tailAllPartitions(t: Topology, queue: string, partitions: number, opts: { lines: number; fromStart: boolean; follow: boolean }): Promise<void> {
+  const view = new EnvelopeView();
+  const tailers = Array.from({ length: partitions }, (_, p) => Tailer.open({ dir: partitionDir(t, queue, p) }));
+  const picked: TailLine[] = [];
+  for (const [p, tailer] of tailers.entries()) {
+    if (!opts.fromStart) {
+      tailer.moveToEnd();
+      tailer.moveToIndex(Math.max(0, tailer.index - opts.lines));
+    }
+    for (let n = 0; n < opts.lines; n++) {
+      const rec = tailer.next();
+      if (!rec) break;
+      picked.push(tailLine(view, rec, p));
+    }
+    if (!opts.fromStart || opts.follow) tailer.moveToEnd();
+  }
+  picked.sort(byTime);
+  const shown = opts.fromStart ? picked.slice(0, opts.lines) : picked.slice(Math.max(0, picked.length - opts.lines));
+  for (const l of shown) console.log(l.text);
+  if (!opts.follow) {
+    for (const tailer of tailers) tailer.close();
+    return;
+  }
+  onStopSignal(() => process.exit(0));
+  for (;;) {
+    const batch: TailLine[] = [];
+    for (const [p, tailer] of tailers.entries()) for (let rec = tailer.next(); rec; rec = tailer.next()) batch.push(tailLine(view, rec, p));
+    for (const l of batch.sort(byTime)) console.log(l.text);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
 
 const dlq = program.command('dlq')
   .description('dead letters: events a service handler kept failing on');

@@ -3,13 +3,24 @@
  *   sluice status --http URL [--interval-ms N] [--once]   the figures of GET /actors, refreshing
  *   sluice log-level --http URL [--actor NAME] [LEVEL]     show or set log levels (audited)
  *   sluice user add --file users.json --name N --right R   add a user of the API, print its token
+ *   sluice stats --http URL [--step minute|hour] [--from T] [--to T]   the statistics (GET /stats)
+ *   sluice config export|import|history|restore <topology.yaml> ...   the capture section as JSON
  * and the parser of `sluice run --http [host:]port`.
  */
 import os from 'node:os';
 import { InvalidArgumentError, type Command } from 'commander';
 import type { ActorStatus, CaptureSourceStats, Health } from '../ops/index.js';
-import type { AuditEntry } from '../ops/index.js';
+import type { AuditEntry, StatsSeries } from '../ops/index.js';
 import { addUser, RIGHTS, type Right } from '../ops/auth.js';
+import { AuditLog } from '../ops/audit.js';
+import {
+  configHistory,
+  exportCapture,
+  importCapture,
+  restoreCapture,
+  type ConfigVersion,
+} from '../ops/capture-config.js';
+import { loadTopology } from '../engine/config/index.js';
 
 /** Authorization header from --token or SLUICE_TOKEN (never printed). */
 function authHeaders(token: string | undefined): Record<string, string> {
@@ -128,7 +139,32 @@ export function statusTable(
   return lines.join('\n');
 }
 
-/** Adds `status`, `log-level` and `user add` to the program. */
+/** The statistics as a table: one line per series and interval, oldest first. */
+export function statsTable(series: StatsSeries[]): string {
+  const head = ['start', 'kind', 'name', 'in', 'out', 'errors', 'lag p50 ms', 'lag p99 ms'];
+  const rows: string[][] = [];
+  for (const s of series) {
+    for (const p of s.points) {
+      rows.push([
+        new Date(p.startMs).toISOString(),
+        s.kind,
+        s.name,
+        String(p.eventsIn),
+        String(p.eventsOut),
+        String(p.errors),
+        p.lagP50Ms === null ? '-' : String(p.lagP50Ms),
+        p.lagP99Ms === null ? '-' : String(p.lagP99Ms),
+      ]);
+    }
+  }
+  rows.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
+  const line = (r: string[]) =>
+    r.map((c, i) => (i < 3 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ');
+  return [line(head), ...rows.map(line)].join('\n');
+}
+
+/** Adds `status`, `log-level`, `user add` and `stats` to the program. */
 export function addOpsCommands(
   program: Command,
   intOption: (name: string, min: number) => (v: string) => number,
@@ -242,4 +278,112 @@ export function addOpsCommands(
         );
       },
     );
+
+  program
+    .command('stats')
+    .requiredOption('--http <url>', 'HTTP address of the running topology (sluice run --http)')
+    .option('--step <step>', 'minute or hour', 'minute')
+    .option('--from <time>', 'first interval: ms since the epoch or ISO time (default: an hour ago, a day for hours)')
+    .option('--to <time>', 'end (exclusive): ms since the epoch or ISO time (default: now)')
+    .option('--name <name>', 'only this actor or capture table (<source>/<table>)')
+    .option('--json', 'print GET /stats as JSON', false)
+    .option('--token <token>', "a user's token when the server has users (default: $SLUICE_TOKEN)")
+    .description('per-minute or hourly statistics per actor and capture table: events in/out, errors, lag p50/p99')
+    .action(
+      async (opts: {
+        http: string;
+        step: string;
+        from?: string;
+        to?: string;
+        name?: string;
+        json: boolean;
+        token?: string;
+      }) => {
+        if (opts.step !== 'minute' && opts.step !== 'hour')
+          throw new InvalidArgumentError(`--step must be minute or hour, got "${opts.step}"`);
+        const q = new URLSearchParams({ step: opts.step });
+        if (opts.from !== undefined) q.set('from', opts.from);
+        if (opts.to !== undefined) q.set('to', opts.to);
+        if (opts.name !== undefined) q.set('name', opts.name);
+        const r = await getJson<{ series: StatsSeries[]; error?: string }>(
+          baseUrl(opts.http),
+          `/stats?${q.toString()}`,
+          { headers: authHeaders(opts.token) },
+        );
+        if (r.status !== 200) throw new Error(`stats: HTTP ${r.status}: ${r.body.error ?? ''}`);
+        console.log(opts.json ? JSON.stringify(r.body, null, 2) : statsTable(r.body.series));
+      },
+    );
+
+  const config = program
+    .command('config')
+    .description('the capture configuration as JSON: export, import (validated, applied), history, restore');
+  config
+    .command('export')
+    .argument('<topology>', 'topology YAML file')
+    .option('--schema <schema>', 'only the sources of this captured schema')
+    .description("print the topology file's capture section as JSON")
+    .action((file: string, opts: { schema?: string }) => {
+      loadTopology(file);
+      console.log(JSON.stringify(exportCapture(file, opts.schema), null, 2));
+    });
+  config
+    .command('import')
+    .argument('<topology>', 'topology YAML file')
+    .argument('<file.json>', 'capture section as sluice config export writes it')
+    .description(
+      'validate a capture section (as the YAML is), install its triggers, rewrite the topology file, record the version',
+    )
+    .action(async (file: string, json: string) => {
+      const user = os.userInfo().username;
+      const before = exportCapture(file);
+      const v = await importCapture(file, json, user);
+      auditConfig(file, user, 'config-import', before.capture, v);
+      console.log(versionLine(v));
+    });
+  config
+    .command('history')
+    .argument('<topology>', 'topology YAML file')
+    .option('--json', 'one JSON object per version, the capture section included', false)
+    .description('every applied version of the capture section: version, time, user, diff')
+    .action((file: string, opts: { json: boolean }) => {
+      for (const v of configHistory(loadTopology(file).dataDir)) {
+        if (opts.json) {
+          console.log(JSON.stringify(v));
+          continue;
+        }
+        console.log(versionLine(v));
+        for (const d of v.diff) console.log(`  ${d.path}: ${JSON.stringify(d.before)} -> ${JSON.stringify(d.after)}`);
+      }
+    });
+  config
+    .command('restore')
+    .argument('<topology>', 'topology YAML file')
+    .argument('<version>', 'version to restore (sluice config history lists them)', intOption('<version>', 0))
+    .description('apply an earlier version of the capture section again, as a new version')
+    .action(async (file: string, version: number) => {
+      const user = os.userInfo().username;
+      const before = exportCapture(file);
+      const v = await restoreCapture(loadTopology(file), version, user);
+      auditConfig(file, user, 'config-restore', before.capture, v);
+      console.log(versionLine(v));
+    });
+}
+
+/** `version 3 (import by olga at ...): 2 changes`. */
+export function versionLine(v: ConfigVersion): string {
+  const what = v.action === 'restore' ? `restore of version ${v.restoredFrom}` : v.action;
+  return `version ${v.version} (${what} by ${v.user} at ${v.time}): ${v.diff.length} change${v.diff.length === 1 ? '' : 's'}`;
+}
+
+function auditConfig(file: string, user: string, action: string, before: unknown, v: ConfigVersion): void {
+  const t = loadTopology(file);
+  new AuditLog(t.dataDir).record({
+    user,
+    remote: 'cli',
+    action,
+    target: 'capture',
+    before,
+    after: { version: v.version, capture: v.capture },
+  });
 }

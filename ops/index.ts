@@ -14,6 +14,7 @@ import { Authenticator, loadUsers } from './auth.js';
 import { healthOf } from './health.js';
 import type { HttpOptions, OpsServer } from './server.js';
 import { packageVersion } from './version.js';
+import { StatsRecorder, type StatsOptions } from './stats.js';
 
 export {
   Sampler,
@@ -52,10 +53,26 @@ export { LOG_FORMATS, type LogFormat } from './formats.js';
 export { redactTopology, redactUrl } from './redact.js';
 export type { HttpOptions, OpsServer, OpsContext } from './server.js';
 export { packageVersion } from './version.js';
+export {
+  StatsRecorder,
+  STATS_DEFAULTS,
+  readStats,
+  percentile,
+  condense,
+  statsDir,
+  removeStatsTable,
+  type StatsOptions,
+  type StatsPoint,
+  type StatsQuery,
+  type StatsSeries,
+  type StatsStep,
+} from './stats.js';
 
 /** The operations layer of one running topology. */
 export interface Ops {
   readonly sampler: Sampler;
+  /** The statistics recorder (ops/stats.ts); null when statistics are off. */
+  readonly stats: StatsRecorder | null;
   /** Null when no HTTP server was asked for. */
   readonly server: OpsServer | null;
   /** Stops sampling, closes the server and the capture connections. Idempotent. */
@@ -69,6 +86,11 @@ export interface OpsOptions {
   logger: Logger;
   http?: HttpOptions;
   sampler?: Partial<SamplerOptions>;
+  /**
+   * Per-minute statistics (ops/stats.ts): options, or false for none. Default: recorded when
+   * `http` is given (with STATS_DEFAULTS), not otherwise.
+   */
+  stats?: Partial<StatsOptions> | false;
 }
 
 /**
@@ -81,13 +103,27 @@ export async function startOps(options: OpsOptions): Promise<Ops> {
   const capture = new CaptureStats(topology.capture);
   sampler.start();
   let server: OpsServer | null = null;
+  let stats: StatsRecorder | null = null;
   try {
+    const statsOptions = options.stats ?? (options.http ? {} : false);
+    if (statsOptions !== false) {
+      stats = new StatsRecorder(topology, capture, logger, statsOptions);
+      stats.open();
+    }
     if (options.http) {
       const [{ createMetrics }, { listenOps }] = await Promise.all([
         import('./metrics.js'),
         import('./server.js'),
       ]);
       const metrics = createMetrics({ sampler, capture, ready: () => healthOf(supervisor).ready });
+      const metricsOnSample = sampler.onSample;
+      if (stats) {
+        const recorder = stats;
+        sampler.onSample = (all) => {
+          metricsOnSample?.(all);
+          recorder.observe(all);
+        };
+      }
       const audit = new AuditLog(topology.dataDir);
       const auth = options.http.usersFile
         ? new Authenticator(loadUsers(options.http.usersFile), topology.name)
@@ -102,24 +138,32 @@ export async function startOps(options: OpsOptions): Promise<Ops> {
           logger,
           audit,
           auth,
+          stats,
           version: packageVersion(),
         },
         options.http,
       );
     }
+    if (stats && !options.http) {
+      const recorder = stats;
+      sampler.onSample = (all) => recorder.observe(all);
+    }
   } catch (err) {
     sampler.stop();
+    await stats?.close();
     await capture.close();
     throw err;
   }
   let closed: Promise<void> | null = null;
   return {
     sampler,
+    stats,
     server,
     close: () =>
       (closed ??= (async () => {
         sampler.stop();
         await server?.close();
+        await stats?.close();
         await capture.close();
       })()),
   };

@@ -149,3 +149,186 @@ export const auditQuery = {
   additionalProperties: false,
 } as const;
 export const audit = obj({ entries: { type: 'array', items: auditEntry } });
+
+// ---- the capture error table and the dead-letter queues --------------------------------------
+export const sourceParams = obj({ source: str });
+export const errorsQuery = {
+  type: 'object',
+  properties: {
+    limit: { type: 'integer', minimum: 1, maximum: 10000 },
+    images: { type: 'boolean' },
+  },
+  additionalProperties: false,
+} as const;
+const parkedChange = obj({
+  stagingId: str,
+  table: str,
+  op: str,
+  key: str,
+  txid: str,
+  timeMs: num,
+  attempts: int,
+  error: str,
+  parkedTimeMs: num,
+  beforeChars: { type: 'integer', nullable: true },
+  afterChars: { type: 'integer', nullable: true },
+  before: { type: 'string', nullable: true },
+  after: { type: 'string', nullable: true },
+});
+export const errorsList = obj({
+  source: str,
+  total: int,
+  parked: { type: 'array', items: parkedChange },
+});
+const stagingIds = { type: 'array', items: { type: 'string', pattern: '^[0-9]+$' }, minItems: 1 };
+export const requeueBody = {
+  type: 'object',
+  properties: { ids: stagingIds, all: { type: 'boolean' } },
+  additionalProperties: false,
+} as const;
+export const purgeBody = {
+  type: 'object',
+  properties: {
+    ids: stagingIds,
+    all: { type: 'boolean' },
+    olderThanMs: { type: 'integer', minimum: 0 },
+  },
+  additionalProperties: false,
+} as const;
+export const errorsChange = obj({ source: str, changed: int, parked: int, audit: auditEntry });
+
+export const queueParams = obj({ queue: str });
+export const dlqQueues = obj({
+  queues: { type: 'array', items: obj({ queue: str, service: str, deadLetters: int }) },
+});
+const deadLetter = obj({
+  dlqIndex: int,
+  service: str,
+  queue: str,
+  partition: int,
+  index: int,
+  key: str,
+  attempts: int,
+  error: str,
+  failedAtMs: num,
+  value: anyValue,
+});
+export const dlqList = obj({
+  queue: str,
+  total: int,
+  deadLetters: { type: 'array', items: deadLetter },
+});
+export const dlqQuery = {
+  type: 'object',
+  properties: { limit: { type: 'integer', minimum: 1, maximum: 10000 } },
+  additionalProperties: false,
+} as const;
+export const dlqReplayBody = {
+  type: 'object',
+  properties: {
+    to: { type: 'string', minLength: 1 },
+    indexes: { type: 'array', items: { type: 'integer', minimum: 0 }, minItems: 1 },
+  },
+  additionalProperties: false,
+} as const;
+export const dlqReplayed = obj({
+  queue: str,
+  replayed: {
+    type: 'array',
+    items: obj({ dlqIndex: int, queue: str, partition: int, index: int }),
+  },
+  audit: auditEntry,
+});
+export const dlqPurged = obj({ queue: str, purged: int, audit: auditEntry });
+
+// ---- statistics ----------------------------------------------------------------------------
+export const statsQuery = {
+  type: 'object',
+  properties: {
+    from: { type: 'string', minLength: 1 },
+    to: { type: 'string', minLength: 1 },
+    step: { type: 'string', enum: ['minute', 'hour'] },
+    name: { type: 'string', minLength: 1 },
+  },
+  additionalProperties: false,
+} as const;
+const nullableNum = { type: 'number', nullable: true } as const;
+export const stats = obj({
+  topology: str,
+  step: str,
+  fromMs: num,
+  toMs: num,
+  intervalMs: num,
+  series: {
+    type: 'array',
+    items: obj({
+      kind: { type: 'string', enum: ['actor', 'capture'] },
+      name: str,
+      points: {
+        type: 'array',
+        items: obj({
+          startMs: num,
+          intervalMs: num,
+          eventsIn: num,
+          eventsOut: num,
+          errors: num,
+          lagP50Ms: nullableNum,
+          lagP99Ms: nullableNum,
+        }),
+      },
+    }),
+  },
+});
+
+// ---- capture configuration -----------------------------------------------------------------
+export const configQuery = {
+  type: 'object',
+  properties: { schema: { type: 'string', minLength: 1 } },
+  additionalProperties: false,
+} as const;
+const captureSection = { type: 'array', items: anyObject } as const;
+export const captureExport = obj({ schema: str, capture: captureSection }, ['capture']);
+/** Only the shape; the fields are validated as the topology file's (with their line:col). */
+export const captureImport = {
+  type: 'object',
+  properties: { schema: str, capture: { type: 'array' } },
+  required: ['capture'],
+  additionalProperties: true,
+} as const;
+const diffEntry = obj({ path: str, before: anyValue, after: anyValue });
+const versionFields = {
+  version: int,
+  time: { type: 'string', format: 'date-time' },
+  user: str,
+  action: { type: 'string', enum: ['initial', 'import', 'restore'] },
+  restoredFrom: int,
+  diff: { type: 'array', items: diffEntry },
+};
+export const configVersion = obj(
+  { ...versionFields, capture: captureSection },
+  ['version', 'time', 'user', 'action', 'diff', 'capture'],
+);
+export const configHistory = obj({
+  versions: {
+    type: 'array',
+    items: obj(versionFields, ['version', 'time', 'user', 'action', 'diff']),
+  },
+});
+export const configChange = obj({ version: configVersion, audit: auditEntry });
+export const configProblems = obj(
+  {
+    error: str,
+    problems: {
+      type: 'array',
+      items: obj({ file: str, line: int, col: int, path: str, message: str }),
+    },
+  },
+  ['error'],
+);
+export const versionParams = obj({ version: { type: 'integer', minimum: 0 } });
+export const restoreBody = {
+  type: 'object',
+  properties: { version: { type: 'integer', minimum: 0 } },
+  required: ['version'],
+  additionalProperties: false,
+} as const;

@@ -25,15 +25,21 @@ import { redactTopology } from './redact.js';
 import { parseLogLevel } from './logging.js';
 import * as S from './schemas.js';
 import type { Authenticator, Right } from './auth.js';
+import { setRequestUser, userOf } from './request-user.js';
+import { registerErrorRoutes } from './errors-routes.js';
+import { registerConfigRoutes } from './config-routes.js';
+import { readStats, STATS_DEFAULTS, type StatsRecorder, type StatsStep } from './stats.js';
 
-/** Authenticated user names of requests (set by the auth hook). */
-const requestUsers = new WeakMap<FastifyRequest, string>();
 
-/** The right a request needs: runtime changes operate, the audit log admin, the rest read. */
+/**
+ * The right a request needs: runtime changes operate, capture configuration changes and the audit
+ * log admin, the rest read.
+ */
 function rightNeeded(req: FastifyRequest): Right | null {
   const url = req.url.split('?')[0];
   if (url === '/health/live' || url === '/' || url.startsWith('/assets/')) return null;
-  if (req.method !== 'GET' && req.method !== 'HEAD') return 'operate';
+  // Changing the capture configuration rewrites triggers and the topology file: admin.
+  if (req.method !== 'GET' && req.method !== 'HEAD') return url.startsWith('/config/') ? 'admin' : 'operate';
   return url === '/audit' ? 'admin' : 'read';
 }
 
@@ -63,6 +69,8 @@ export interface OpsContext {
   version: string;
   /** Null: no authentication (the server then should stay on 127.0.0.1). */
   auth: Authenticator | null;
+  /** The statistics recorder; null or absent: statistics are off (GET /stats reads the journal). */
+  stats?: StatsRecorder | null;
 }
 
 /** Directory of the dashboard's files (copied next to this module at build). */
@@ -77,16 +85,14 @@ const DASHBOARD_TYPES: Record<string, string> = {
   '.svg': 'image/svg+xml',
 };
 
+const documentedRoutes = new WeakMap<FastifyInstance, Array<{ method: string; url: string }>>();
+
 /**
- * Who made a request, for the audit log: the authenticated user; without authentication the
- * `x-sluice-user` header (self-declared), else `anonymous`.
+ * The routes of an app built by {@link buildOpsApp} that /openapi.json must describe (method,
+ * fastify URL with `:param`s), in registration order.
  */
-function userOf(req: FastifyRequest): string {
-  const authenticated = requestUsers.get(req);
-  if (authenticated !== undefined) return authenticated;
-  const h = req.headers['x-sluice-user'];
-  const name = Array.isArray(h) ? h[0] : h;
-  return name && /^[\w.@-]{1,64}$/.test(name) ? name : 'anonymous';
+export function opsRoutes(app: FastifyInstance): Array<{ method: string; url: string }> {
+  return [...(documentedRoutes.get(app) ?? [])];
 }
 
 /**
@@ -119,9 +125,17 @@ export async function buildOpsApp(ctx: OpsContext): Promise<FastifyInstance> {
       if (needed === null) return;
       const outcome = auth.check(req.headers.authorization, req.ip, needed);
       if (!outcome.ok) return reply.code(outcome.status).send({ error: outcome.error });
-      requestUsers.set(req, outcome.user);
+      setRequestUser(req, outcome.user);
     });
   }
+
+  // Every documented route, so a test can check /openapi.json describes them all.
+  const documented: Array<{ method: string; url: string }> = [];
+  documentedRoutes.set(app, documented);
+  app.addHook('onRoute', (r) => {
+    if ((r.schema as { hide?: boolean } | undefined)?.hide) return;
+    for (const method of [r.method].flat()) if (method !== 'HEAD') documented.push({ method, url: r.url });
+  });
 
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 
@@ -328,6 +342,48 @@ export async function buildOpsApp(ctx: OpsContext): Promise<FastifyInstance> {
     async (req) => ({ entries: ctx.audit.list(req.query.limit ?? 100) }),
   );
 
+  registerErrorRoutes(app, ctx);
+  registerConfigRoutes(app, ctx);
+
+  app.get<{ Querystring: { from?: string; to?: string; step?: StatsStep; name?: string } }>(
+    '/stats',
+    {
+      schema: {
+        summary:
+          'Per-minute (step=minute) or hourly (step=hour) statistics per actor and capture table from the journal: events in/out, errors, lag p50/p99 ms. from/to: ms since the epoch or ISO time; default the last hour (minute) or day (hour).',
+        tags: ['status'],
+        querystring: S.statsQuery,
+        response: { 200: S.stats, 400: S.error },
+      },
+    },
+    async (req, reply) => {
+      const step = req.query.step ?? 'minute';
+      const opts = ctx.stats?.options ?? STATS_DEFAULTS;
+      const toMs = req.query.to === undefined ? Date.now() + 1 : timeOf(req.query.to);
+      const fromMs =
+        req.query.from === undefined
+          ? toMs - (step === 'minute' ? 3_600_000 : 86_400_000)
+          : timeOf(req.query.from);
+      if (Number.isNaN(fromMs) || Number.isNaN(toMs))
+        return reply.code(400).send({
+          error: `querystring/from and /to must be ms since the epoch or an ISO time, got from=${req.query.from} to=${req.query.to}`,
+        });
+      const hourMs = opts.intervalMs * opts.hourIntervals;
+      return {
+        topology: ctx.topology.name,
+        step,
+        fromMs,
+        toMs,
+        intervalMs: step === 'minute' ? opts.intervalMs : hourMs,
+        series: readStats(
+          ctx.topology.dataDir,
+          { fromMs, toMs, step, ...(req.query.name !== undefined ? { name: req.query.name } : {}) },
+          hourMs,
+        ),
+      };
+    },
+  );
+
   app.get('/', { schema: { hide: true } }, async (_req, reply) =>
     sendDashboardFile(reply, 'index.html'),
   );
@@ -338,6 +394,11 @@ export async function buildOpsApp(ctx: OpsContext): Promise<FastifyInstance> {
   );
 
   return app;
+}
+
+/** ms since the epoch from `12345` or an ISO time; NaN when neither. */
+function timeOf(v: string): number {
+  return /^\d+$/.test(v) ? Number(v) : Date.parse(v);
 }
 
 function logLevels(ctx: OpsContext) {

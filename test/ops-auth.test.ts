@@ -106,6 +106,10 @@ test('without a token only /health/live and the dashboard page answer; the API i
     '/openapi.json',
     '/capture',
     '/audit',
+    '/stats',
+    '/dlq',
+    '/config/capture',
+    '/config/history',
   ]) {
     const r = await call(route);
     assert.is(r.status, 401, route);
@@ -123,6 +127,11 @@ test('read: every GET but the audit log; refused runtime changes (403)', async (
     '/capture',
     '/log-level',
     '/openapi.json',
+    '/stats?step=hour',
+    '/dlq',
+    '/dlq/pass.dlq',
+    '/config/capture',
+    '/config/history',
   ])
     assert.is((await call(route, 'rita')).status, 200, route);
   const put = await putLevel('rita', 'debug');
@@ -149,6 +158,8 @@ test('admin: reads the audit log; a right for another topology only is no right 
   );
   const otto = await call('/actors', 'otto');
   assert.is(otto.status, 403);
+  for (const route of ['/stats', '/dlq', '/config/history'])
+    assert.is((await call(route, 'otto')).status, 403, route);
   assert.is(otto.body.error, 'user "otto" has no right on topology "ops"; this needs read');
   assert.is((await call('/actors', 'mixed')).status, 200);
   assert.is((await call('/audit', 'mixed')).status, 403, 'ops: read overrides *: admin');

@@ -21,6 +21,8 @@ const artifacts = path.resolve(new URL('../../.tmp/artifacts', import.meta.url).
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 let dir = '';
+let topologyFile = '';
+let dbFile = '';
 let running: RunningTopology | null = null;
 let browser: Browser | null = null;
 let db: Database.Database | null = null;
@@ -31,30 +33,11 @@ test.before(async () => {
   fs.mkdirSync(artifacts, { recursive: true });
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-dash-'));
   const file = path.join(dir, 'shop.db');
+  dbFile = file;
   db = new Database(file);
   db.exec('CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT)');
-  const topologyFile = path.join(dir, 'topology.yaml');
-  fs.writeFileSync(
-    topologyFile,
-    `name: dash
-dataDir: ./data
-queues:
-  - { name: item-changes, partitions: 2 }
-  - { name: item-log }
-capture:
-  - name: shop
-    database: { dialect: sqlite, file: ${file} }
-    pumps: 2
-    pollIntervalMs: 20
-    tables:
-      - { table: items, operations: [insert, update, delete], target: item-changes }
-services:
-  - name: item-log
-    module: ${service}
-    inputs: [item-changes]
-    output: item-log
-`,
-  );
+  topologyFile = path.join(dir, 'topology.yaml');
+  fs.writeFileSync(topologyFile, topologyText(file, 4000));
   const t = loadTopology(topologyFile);
   await installCapture(t);
   running = await startTopology(t, { http: { port: 0 }, log: () => {} });
@@ -70,6 +53,33 @@ services:
     ],
   });
 });
+
+/**
+ * The topology of the test: a capture target taking records up to `recordBytesMax` bytes, a
+ * refused change parked at once (one round of one try).
+ */
+function topologyText(file: string, recordBytesMax: number): string {
+  return `name: dash
+dataDir: ./data
+queues:
+  - { name: item-changes, partitions: 2 }
+  - { name: item-log }
+capture:
+  - name: shop
+    database: { dialect: sqlite, file: ${file} }
+    pumps: 2
+    pollIntervalMs: 20
+    recordBytesMax: ${recordBytesMax}
+    errors: { retriesImmediate: 0, attemptsMax: 1 }
+    tables:
+      - { table: items, operations: [insert, update, delete], target: item-changes }
+services:
+  - name: item-log
+    module: ${service}
+    inputs: [item-changes]
+    output: item-log
+`;
+}
 
 test.after(async () => {
   await browser?.close();
@@ -224,6 +234,108 @@ test('the dashboard shows the topology, actors and capture figures of the API, c
   assert.equal(outside, [], 'no request leaves the server (no CDN)');
   assert.equal(pageErrors, [], 'no script error');
   await page.close();
+});
+
+test('a parked change shows in the capture errors with a requeue button; once the limit is raised, requeue takes it out of the table and it is delivered', async () => {
+  const name = 'x'.repeat(10_000);
+  db!.prepare('INSERT INTO items (id, name) VALUES (?, ?)').run(1000, name);
+  const parked = await until('the big change parked', async () => {
+    const r = await fetch(`${running!.ops.server!.url}/capture/shop/errors`);
+    const body = (await r.json()) as {
+      total: number;
+      parked: { stagingId: string; error: string; key: string; afterChars: number }[];
+    };
+    return body.total === 1 ? body.parked[0] : null;
+  });
+  assert.match(parked.error, /exceeds recordBytesMax 4000 of capture source "shop"/);
+  assert.is(parked.key, '["1000"]');
+
+  const page = await browser!.newPage({ viewport: { width: 1400, height: 1000 } });
+  const pageErrors: string[] = [];
+  page.on('pageerror', (e) => pageErrors.push(e.message));
+  await page.goto(`${running!.ops.server!.url}/`);
+  const row = `#errors tr[data-staging-id="${parked.stagingId}"]`;
+  await page.waitForSelector(row);
+  const shown = await page.$$eval(`${row} td`, (tds) =>
+    Object.fromEntries(tds.map((td) => [td.getAttribute('data-field'), td.textContent])),
+  );
+  assert.is(shown.source, 'shop');
+  assert.is(shown.table, 'items');
+  assert.is(shown.op, 'insert');
+  assert.is(shown.key, '["1000"]');
+  assert.is(shown.error, parked.error);
+  await page.waitForSelector('#capture tr[data-table="items"] td[data-field="parkedErrors"]:text-is("1")');
+  await page.screenshot({ path: path.join(artifacts, 'dashboard-parked.png'), fullPage: true });
+  await page.close();
+
+  // The operator's fix: raise the limit (a restart), then requeue from the dashboard.
+  await running!.stop();
+  fs.writeFileSync(topologyFile, topologyText(dbFile, 1_000_000));
+  running = await startTopology(loadTopology(topologyFile), { http: { port: 0 }, log: () => {} });
+  const url = running.ops.server!.url;
+  const again = await browser!.newPage({ viewport: { width: 1400, height: 1000 } });
+  again.on('pageerror', (e) => pageErrors.push(e.message));
+  await again.goto(`${url}/`);
+  await again.waitForSelector(row);
+  await again.click(`${row} button.requeue`);
+  await again.waitForSelector(row, { state: 'detached' });
+  assert.is(
+    await again.textContent('#errors-result'),
+    `requeued 1 of shop (staging id ${parked.stagingId}); 0 parked`,
+  );
+  // Delivered: the pumps of this run shipped exactly that change, nothing is staged or parked.
+  await until('the requeued change shipped', async () => {
+    const pumps = (await actorsNow(url)).filter((a) => a.kind === 'pump');
+    return pumps.reduce((n, p) => n + p.counters.eventsIn, 0) === 1;
+  });
+  const capture = (await (await fetch(`${url}/capture`)).json()) as {
+    sources: { tables: { stagingDepth: number; parkedErrors: number }[] }[];
+  };
+  await until('the capture table shows nothing staged or parked', async () => {
+    const t = (
+      (await (await fetch(`${url}/capture`)).json()) as typeof capture
+    ).sources[0].tables[0];
+    return t.stagingDepth === 0 && t.parkedErrors === 0;
+  });
+  assert.is(await again.isVisible('#errors-empty'), true);
+  const firstAudit = await again.$$eval('#audit tbody tr:first-child td', (tds) =>
+    tds.map((td) => td.textContent),
+  );
+  assert.equal(firstAudit.slice(1, 4), ['dashboard', 'errors-requeue', 'capture:shop']);
+  assert.equal(JSON.parse(firstAudit[4] ?? ''), { parked: 1 });
+  assert.equal(JSON.parse(firstAudit[5] ?? '').requeued, 1);
+  await again.screenshot({ path: path.join(artifacts, 'dashboard-requeued.png'), fullPage: true });
+
+  // A capture configuration change (deletes no longer captured) shows in the history, its diff
+  // on a click.
+  const exported = (await (await fetch(`${url}/config/capture`)).json()) as {
+    capture: Array<{ tables: Array<{ operations: string[] }> }>;
+  };
+  exported.capture[0].tables[0].operations = ['insert', 'update'];
+  const imported = await fetch(`${url}/config/capture`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-sluice-user': 'ops-test' },
+    body: JSON.stringify(exported),
+  });
+  assert.is(imported.status, 200, await imported.clone().text());
+  await again.reload();
+  await again.waitForSelector('#config-history tr[data-version="1"]');
+  const versions = await again.$$eval('#config-history tbody tr', (trs) =>
+    trs.map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent)),
+  );
+  assert.equal(
+    versions.map((v) => [v[0], v[2], v[3], v[4]]),
+    [
+      ['1', 'ops-test', 'import', '1'],
+      ['0', 'ops-test', 'initial', '0'],
+    ],
+  );
+  await again.click('#config-history tr[data-version="1"]');
+  const diff = (await again.textContent('#config-diff')) ?? '';
+  assert.match(diff, /^version 1 \(import by ops-test at \S+\)\n- capture\[0\]\.tables\[0\]\.operations\[2\]: "delete"$/);
+  await again.screenshot({ path: path.join(artifacts, 'dashboard-config-history.png'), fullPage: true });
+  assert.equal(pageErrors, [], 'no script error');
+  await again.close();
 });
 
 test.run();

@@ -230,6 +230,105 @@ function drawCapture(sources) {
   $('#capture tbody').replaceChildren(...rows);
 }
 
+// ---- parked errors (the capture error table) ------------------------------------------------
+// Fetched only for sources that have parked changes (or showed some last time): each read opens
+// a connection to the captured database.
+const PARKED_SHOWN_MAX = 50;
+const parkedShown = new Map();
+
+async function drawErrors(sources) {
+  for (const s of sources) {
+    const parked = s.tables ? s.tables.reduce((n, t) => n + (t.parkedErrors || 0), 0) : 0;
+    if (parked === 0 && !(parkedShown.get(s.source) || []).length) continue;
+    const r = await getJson(
+      `capture/${encodeURIComponent(s.source)}/errors?limit=${PARKED_SHOWN_MAX}`,
+    );
+    if (r.status === 200) parkedShown.set(s.source, r.body.parked);
+  }
+  const rows = [];
+  for (const [source, parked] of parkedShown) {
+    for (const p of parked) {
+      const tr = el('tr', { 'data-source': source, 'data-staging-id': p.stagingId });
+      const button = el('button', { class: 'requeue', type: 'button' }, 'requeue');
+      button.addEventListener('click', () => requeue(source, p.stagingId));
+      const action = el('td', { 'data-field': 'action' });
+      action.append(button);
+      tr.append(
+        cell('source', source),
+        cell('stagingId', p.stagingId),
+        cell('table', p.table),
+        cell('op', p.op),
+        cell('key', p.key),
+        cell('attempts', p.attempts),
+        cell('parkedTime', p.parkedTimeMs, new Date(p.parkedTimeMs).toISOString()),
+        cell('error', p.error),
+        action,
+      );
+      rows.push(tr);
+    }
+  }
+  $('#errors tbody').replaceChildren(...rows);
+  $('#errors-empty').hidden = rows.length > 0;
+}
+
+async function requeue(source, stagingId) {
+  const r = await getJson(`capture/${encodeURIComponent(source)}/errors/requeue`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-sluice-user': 'dashboard' },
+    body: JSON.stringify({ ids: [stagingId] }),
+  });
+  $('#errors-result').textContent =
+    r.status === 200
+      ? `requeued ${r.body.changed} of ${source} (staging id ${stagingId}); ${r.body.parked} parked`
+      : `refused: ${r.body.error}`;
+  if (r.status === 200) {
+    const left = (parkedShown.get(source) || []).filter((p) => p.stagingId !== stagingId);
+    parkedShown.set(source, left);
+    const capture = await getJson('capture');
+    await drawErrors(capture.body.sources);
+  }
+  await drawAudit();
+}
+
+// ---- capture configuration history with a diff view --------------------------------------
+const CONFIG_REFRESH_MS = 10000;
+let lastConfig = 0;
+
+function diffText(v) {
+  if (v.diff.length === 0) return `version ${v.version}: no change`;
+  const lines = [`version ${v.version} (${v.action}${v.restoredFrom !== undefined ? ` of version ${v.restoredFrom}` : ''} by ${v.user} at ${v.time})`];
+  for (const d of v.diff) {
+    if (d.before !== null) lines.push(`- ${d.path}: ${JSON.stringify(d.before)}`);
+    if (d.after !== null) lines.push(`+ ${d.path}: ${JSON.stringify(d.after)}`);
+  }
+  return lines.join('\n');
+}
+
+async function drawConfigHistory() {
+  const { status, body } = await getJson('config/history');
+  if (status !== 200) return;
+  const rows = body.versions
+    .slice()
+    .reverse()
+    .map((v) => {
+      const tr = el('tr', { 'data-version': v.version, class: 'clickable' });
+      tr.append(
+        cell('version', v.version),
+        cell('time', v.time),
+        cell('user', v.user),
+        cell('action', v.restoredFrom !== undefined ? `restore of ${v.restoredFrom}` : v.action),
+        cell('changes', v.diff.length),
+      );
+      tr.addEventListener('click', () => {
+        $('#config-diff').textContent = diffText(v);
+        $('#config-diff').dataset.version = String(v.version);
+      });
+      return tr;
+    });
+  $('#config-history tbody').replaceChildren(...rows);
+  $('#config-empty').hidden = rows.length > 0;
+}
+
 // ---- charts ---------------------------------------------------------------------------------
 const charts = new Map();
 
@@ -280,7 +379,7 @@ async function drawAudit() {
     ...body.entries.map((e) => {
       const tr = el('tr');
       for (const v of [e.time, e.user, e.action, e.target, e.before, e.after])
-        tr.append(el('td', {}, v));
+        tr.append(el('td', {}, typeof v === 'object' && v !== null ? JSON.stringify(v) : v));
       return tr;
     }),
   );
@@ -319,9 +418,14 @@ async function refresh() {
     $('#health-reasons').textContent = h.reasons.join('; ');
     drawActors(actors.body.actors);
     drawCapture(capture.body.sources);
+    await drawErrors(capture.body.sources);
     updateGraph(actors.body.actors, capture.body.sources);
     $('#updated').textContent = `updated ${new Date(actors.body.time).toLocaleTimeString()}`;
     document.body.dataset.updated = actors.body.time;
+    if (Date.now() - lastConfig > CONFIG_REFRESH_MS) {
+      lastConfig = Date.now();
+      await drawConfigHistory();
+    }
     if (Date.now() - lastCharts > CHART_REFRESH_MS) {
       lastCharts = Date.now();
       await drawCharts(actors.body.actors);

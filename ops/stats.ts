@@ -1,0 +1,761 @@
+/**
+ * Statistics of a running topology, stored durably (after MOVEX CDC's per-minute statistics):
+ * per interval ("minute", `intervalMs`, default 60 s) and per actor and per capture table,
+ *  - events in and out, errors, and consumer lag p50/p99 (ms) over the interval.
+ * Per actor: counter deltas from the sampler's readings (a restarted actor counts from 0 again)
+ * and the largest input lag at each sample. Per capture table: `eventsOut` = records appended to
+ * its target topic (all partitions; tables sharing a target each show the topic's total),
+ * `errors` = changes newly parked, `eventsIn` = eventsOut + growth of staging depth + growth of
+ * the error table (rows the triggers staged; the target's end is read before the staging depth,
+ * so a sample can only undercount and the next makes it up), lag = age of the oldest staged row,
+ * sampled every `captureSampleMs` on the recorder's own uncached connection.
+ *
+ * Where they go:
+ *  1. the engine's own journal: `<dataDir>/ops/stats/minute` and `.../hour`, one journal
+ *     partition each (segment files, checksummed, recovered like every queue), one JSON event
+ *     (type 2, key = step) per interval holding every point; this is what GET /stats reads;
+ *  2. for each capture source, its database: table `<captureSchema>.stats` (PostgreSQL, MariaDB)
+ *     or `sluice_stats` (SQLite, in the capture file), one row per (topology, source,
+ *     table_name, step, start_ms). A database that is down loses that interval's rows there (the
+ *     journal has them); it is retried on the next interval.
+ *
+ * Condensing: once an hour (`hourIntervals` intervals, 60 by default) is older than
+ * `condenseAfterMs`, its minute points become one hourly point each: sums of the counts, the mean
+ * of the minute p50s and the largest minute p99 (an upper bound of the hour's p99). The hour
+ * journal gets the hourly record, the minute journal drops its segments before it (it rolls one
+ * segment per hour), and the database rows are replaced the same way in one transaction.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import Database from 'better-sqlite3';
+import pg from 'pg';
+import mysql from 'mysql2/promise';
+import type { Logger } from 'pino';
+import { Appender, Tailer } from '../engine/journal/index.js';
+import {
+  EnvelopeView,
+  EnvelopeWriter,
+  decodeJson,
+  encodeJson,
+  EVENT_TYPE_JSON,
+} from '../engine/codec/index.js';
+import { CDC_DEFAULTS, parseMariaDbUrl, type CaptureSource } from '../engine/cdc/index.js';
+import type { Topology } from '../engine/config/index.js';
+import type { ActorStatus } from './sampler.js';
+import { CaptureStats, type CaptureSourceStats } from './capture-stats.js';
+
+/** Bounds of the statistics, with defaults in {@link STATS_DEFAULTS}. */
+export interface StatsOptions {
+  /** Length of one statistics interval ("minute"), ms. Tests use a short one. */
+  intervalMs: number;
+  /** Intervals in one condensed "hour". */
+  hourIntervals: number;
+  /** Minute points older than this are condensed to hourly ones, ms. */
+  condenseAfterMs: number;
+  /** Time between two reads of the capture tables' lag and depth, ms. */
+  captureSampleMs: number;
+}
+
+/** Defaults of {@link StatsOptions}: minutes, hours, condensed after a day, capture every 5 s. */
+export const STATS_DEFAULTS: StatsOptions = {
+  intervalMs: 60_000,
+  hourIntervals: 60,
+  condenseAfterMs: 86_400_000,
+  captureSampleMs: 5_000,
+};
+
+/** Steps of statistics. */
+export type StatsStep = 'minute' | 'hour';
+
+/** Figures of one actor or capture table over one interval. */
+export interface StatsPoint {
+  /** `actor` (name: the actor's) or `capture` (name: `<source>/<table>`). */
+  kind: 'actor' | 'capture';
+  name: string;
+  /** Interval start, ms since the epoch (a multiple of the interval). */
+  startMs: number;
+  intervalMs: number;
+  eventsIn: number;
+  eventsOut: number;
+  errors: number;
+  /** Lag percentiles over the samples, ms (nearest rank); null without inputs or samples. */
+  lagP50Ms: number | null;
+  lagP99Ms: number | null;
+}
+
+/** One journal record: every point of one interval. */
+interface StatsRecord {
+  step: StatsStep;
+  startMs: number;
+  intervalMs: number;
+  points: StatsPoint[];
+}
+
+/** Nearest-rank percentile of `sorted` (ascending), `p` in (0, 1]; null when empty. */
+export function percentile(sorted: number[], p: number): number | null {
+  if (sorted.length === 0) return null;
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(p * sorted.length) - 1))]!;
+}
+
+/**
+ * Condenses points into one per (kind, name) per hour of `hourMs`: sums, mean of p50s, max of
+ * p99s (see the module comment).
+ */
+export function condense(points: StatsPoint[], hourMs: number): StatsPoint[] {
+  const out = new Map<string, StatsPoint & { p50s: number[] }>();
+  for (const p of points) {
+    const startMs = Math.floor(p.startMs / hourMs) * hourMs;
+    const k = `${p.kind}\u0000${p.name}\u0000${startMs}`;
+    let h = out.get(k);
+    if (!h) {
+      h = { ...p, startMs, intervalMs: hourMs, eventsIn: 0, eventsOut: 0, errors: 0, lagP50Ms: null, lagP99Ms: null, p50s: [] };
+      out.set(k, h);
+    }
+    h.eventsIn += p.eventsIn;
+    h.eventsOut += p.eventsOut;
+    h.errors += p.errors;
+    if (p.lagP50Ms !== null) h.p50s.push(p.lagP50Ms);
+    if (p.lagP99Ms !== null) h.lagP99Ms = Math.max(h.lagP99Ms ?? 0, p.lagP99Ms);
+  }
+  return [...out.values()].map(({ p50s, ...h }) => ({
+    ...h,
+    lagP50Ms: p50s.length ? Math.round(p50s.reduce((a, b) => a + b, 0) / p50s.length) : null,
+  }));
+}
+
+/** Same (kind, name, startMs) twice (a restart within an interval): counts add, lags max. */
+function mergeSame(points: StatsPoint[]): StatsPoint[] {
+  const out = new Map<string, StatsPoint>();
+  for (const p of points) {
+    const k = `${p.kind}\u0000${p.name}\u0000${p.startMs}`;
+    const o = out.get(k);
+    if (!o) {
+      out.set(k, { ...p });
+      continue;
+    }
+    o.eventsIn += p.eventsIn;
+    o.eventsOut += p.eventsOut;
+    o.errors += p.errors;
+    const max = (a: number | null, b: number | null) => (a === null ? b : b === null ? a : Math.max(a, b));
+    o.lagP50Ms = max(o.lagP50Ms, p.lagP50Ms);
+    o.lagP99Ms = max(o.lagP99Ms, p.lagP99Ms);
+  }
+  return [...out.values()];
+}
+
+/** Directory of a statistics journal of `dataDir`. */
+export function statsDir(dataDir: string, step: StatsStep): string {
+  return path.join(dataDir, 'ops', 'stats', step);
+}
+
+/** Reads every record of a statistics journal (none when it does not exist yet). */
+function readRecords(dir: string): Array<{ index: number; record: StatsRecord }> {
+  if (!fs.existsSync(dir)) return [];
+  const t = Tailer.open({ dir });
+  const view = new EnvelopeView();
+  const out: Array<{ index: number; record: StatsRecord }> = [];
+  try {
+    for (let rec = t.next(); rec; rec = t.next()) {
+      view.wrap(rec.bytes, 0, rec.bytes.length);
+      if (view.type !== EVENT_TYPE_JSON) continue;
+      out.push({ index: rec.index, record: decodeJson(view.payload) as StatsRecord });
+    }
+  } finally {
+    t.close();
+  }
+  return out;
+}
+
+/** A query of {@link readStats}. */
+export interface StatsQuery {
+  fromMs: number;
+  toMs: number;
+  step: StatsStep;
+  /** Only points of this actor or capture table name. */
+  name?: string;
+}
+
+/** One series of {@link readStats}'s answer. */
+export interface StatsSeries {
+  kind: StatsPoint['kind'];
+  name: string;
+  points: Array<Omit<StatsPoint, 'kind' | 'name'>>;
+}
+
+/**
+ * Statistics of the topology with data directory `dataDir`, from its journal: points whose
+ * interval starts in [fromMs, toMs), oldest first, one series per actor and capture table.
+ * `minute`: the minute points still kept (not condensed yet); `hour`: the hourly points plus the
+ * minute points not condensed yet, condensed on the fly. `hourMs` is the condensed hour's length.
+ */
+export function readStats(dataDir: string, query: StatsQuery, hourMs: number): StatsSeries[] {
+  const hours = readRecords(statsDir(dataDir, 'hour'));
+  const condensedUntil = hours.reduce((m, h) => Math.max(m, h.record.startMs + h.record.intervalMs), 0);
+  const minutes = readRecords(statsDir(dataDir, 'minute'))
+    .map((r) => r.record)
+    .filter((r) => r.startMs >= condensedUntil);
+  const minutePoints = mergeSame(minutes.flatMap((r) => r.points));
+  const points =
+    query.step === 'minute'
+      ? minutePoints
+      : mergeSame([...hours.flatMap((h) => h.record.points), ...condense(minutePoints, hourMs)]);
+  const series = new Map<string, StatsSeries>();
+  for (const p of points) {
+    if (p.startMs < query.fromMs || p.startMs >= query.toMs) continue;
+    if (query.name !== undefined && p.name !== query.name) continue;
+    const k = `${p.kind}\u0000${p.name}`;
+    let s = series.get(k);
+    if (!s) series.set(k, (s = { kind: p.kind, name: p.name, points: [] }));
+    const { kind: _k, name: _n, ...rest } = p;
+    s.points.push(rest);
+  }
+  for (const s of series.values()) s.points.sort((a, b) => a.startMs - b.startMs);
+  return [...series.values()];
+}
+
+// ---- the capture databases' copy -------------------------------------------------------------
+
+/** The statistics table of one capture source's database. */
+interface StatsTable {
+  /** Upserts points of this source's tables (counts add up, lags take the larger). */
+  write(topology: string, step: StatsStep, points: StatsPoint[]): Promise<void>;
+  /** Replaces minute rows before `cutoffMs` by hourly rows of `hourMs`, in one transaction. */
+  condense(topology: string, cutoffMs: number, hourMs: number): Promise<void>;
+  /** Deletes `topology`'s rows; drops the table when no other topology's are left. */
+  remove(topology: string): Promise<void>;
+  close(): Promise<void>;
+}
+
+const COLUMNS =
+  'topology, source, table_name, step, start_ms, interval_ms, events_in, events_out, errors, lag_p50_ms, lag_p99_ms';
+
+interface Row {
+  source: string;
+  table: string;
+  p: StatsPoint;
+}
+
+function rowsOf(source: string, points: StatsPoint[]): Row[] {
+  return points
+    .filter((p) => p.kind === 'capture' && p.name.startsWith(`${source}/`))
+    .map((p) => ({ source, table: p.name.slice(source.length + 1), p }));
+}
+
+const rowValues = (topology: string, step: StatsStep, r: Row) => [
+  topology, r.source, r.table, step, r.p.startMs, r.p.intervalMs, r.p.eventsIn, r.p.eventsOut,
+  r.p.errors, r.p.lagP50Ms, r.p.lagP99Ms,
+];
+
+/**
+ * The hourly rows' SELECT over minute rows before the cutoff (portable SQL; `hourMs` is a
+ * validated integer, written as a literal so the GROUP BY expression equals the selected one).
+ * Parameters: topology, cutoff.
+ */
+const condenseSelect = (table: string, hourMs: number, ph: [string, string]) => {
+  const hour = `(start_ms - (start_ms % ${Math.trunc(hourMs)}))`;
+  return (
+    `SELECT topology, source, table_name, 'hour', ${hour}, ${Math.trunc(hourMs)}, ` +
+    'sum(events_in), sum(events_out), sum(errors), avg(lag_p50_ms), max(lag_p99_ms) ' +
+    `FROM ${table} WHERE topology = ${ph[0]} AND step = 'minute' AND start_ms < ${ph[1]} ` +
+    `GROUP BY topology, source, table_name, ${hour}`
+  );
+};
+
+function sqliteStatsTable(source: CaptureSource & { database: { dialect: 'sqlite' } }, create: boolean): StatsTable {
+  const db = new Database(source.database.file, { fileMustExist: true, timeout: CDC_DEFAULTS.busyTimeoutMs });
+  const table = 'sluice_stats';
+  if (!create) {
+    const exists = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(table);
+    return {
+      write: async () => undefined,
+      condense: async () => undefined,
+      async remove(topology) {
+        if (!exists) return;
+        db.prepare(`DELETE FROM ${table} WHERE topology = ?`).run(topology);
+        const left = db.prepare(`SELECT count(*) AS n FROM ${table}`).get() as { n: number };
+        if (left.n === 0) db.exec(`DROP TABLE ${table}`);
+      },
+      async close() {
+        db.close();
+      },
+    };
+  }
+  db.exec(
+    `CREATE TABLE IF NOT EXISTS ${table} (topology TEXT NOT NULL, source TEXT NOT NULL, table_name TEXT NOT NULL, ` +
+      'step TEXT NOT NULL, start_ms INTEGER NOT NULL, interval_ms INTEGER NOT NULL, events_in INTEGER NOT NULL, ' +
+      'events_out INTEGER NOT NULL, errors INTEGER NOT NULL, lag_p50_ms REAL, lag_p99_ms REAL, ' +
+      'PRIMARY KEY (topology, source, table_name, step, start_ms))',
+  );
+  const upsert = db.prepare(
+    `INSERT INTO ${table} (${COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ` +
+      'ON CONFLICT (topology, source, table_name, step, start_ms) DO UPDATE SET ' +
+      'events_in = events_in + excluded.events_in, events_out = events_out + excluded.events_out, ' +
+      'errors = errors + excluded.errors, lag_p50_ms = max(coalesce(lag_p50_ms, excluded.lag_p50_ms), coalesce(excluded.lag_p50_ms, lag_p50_ms)), ' +
+      'lag_p99_ms = max(coalesce(lag_p99_ms, excluded.lag_p99_ms), coalesce(excluded.lag_p99_ms, lag_p99_ms))',
+  );
+  const writeAll = db.transaction((rows: unknown[][]) => {
+    for (const r of rows) upsert.run(...r);
+  });
+  return {
+    async write(topology, step, points) {
+      writeAll(rowsOf(source.name, points).map((r) => rowValues(topology, step, r)));
+    },
+    async condense(topology, cutoffMs, hourMs) {
+      db.transaction(() => {
+        db.prepare(
+          `INSERT INTO ${table} (${COLUMNS}) ${condenseSelect(table, hourMs, ['?', '?'])} ` +
+            'ON CONFLICT (topology, source, table_name, step, start_ms) DO UPDATE SET ' +
+            'events_in = events_in + excluded.events_in, events_out = events_out + excluded.events_out, errors = errors + excluded.errors',
+        ).run(topology, cutoffMs);
+        db.prepare(`DELETE FROM ${table} WHERE topology = ? AND step = 'minute' AND start_ms < ?`).run(topology, cutoffMs);
+      })();
+    },
+    remove: async () => undefined,
+    async close() {
+      db.close();
+    },
+  };
+}
+
+async function pgStatsTable(source: CaptureSource & { database: { dialect: 'postgres' } }, create: boolean): Promise<StatsTable> {
+  const client = new pg.Client({ connectionString: source.database.url, application_name: 'sluice-stats' });
+  client.on('error', () => undefined);
+  await client.connect();
+  const schema = `"${(source.database.captureSchema ?? CDC_DEFAULTS.captureSchema).replace(/"/g, '""')}"`;
+  const table = `${schema}.stats`;
+  try {
+    if (!create) {
+      const r = await client.query<{ t: string | null }>('SELECT to_regclass($1)::text AS t', [table]);
+      const exists = r.rows[0]?.t != null;
+      return {
+        write: async () => undefined,
+        condense: async () => undefined,
+        async remove(topology) {
+          if (!exists) return;
+          await client.query(`DELETE FROM ${table} WHERE topology = $1`, [topology]);
+          const left = await client.query<{ n: string }>(`SELECT count(*) AS n FROM ${table}`);
+          if (Number(left.rows[0]!.n) === 0) await client.query(`DROP TABLE ${table}`);
+        },
+        async close() {
+          await client.end().catch(() => undefined);
+        },
+      };
+    }
+    await client.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
+    await client.query(
+      `CREATE TABLE IF NOT EXISTS ${table} (topology text NOT NULL, source text NOT NULL, table_name text NOT NULL, ` +
+        'step text NOT NULL, start_ms bigint NOT NULL, interval_ms bigint NOT NULL, events_in bigint NOT NULL, ' +
+        'events_out bigint NOT NULL, errors bigint NOT NULL, lag_p50_ms double precision, lag_p99_ms double precision, ' +
+        'PRIMARY KEY (topology, source, table_name, step, start_ms))',
+    );
+  } catch (err) {
+    await client.end().catch(() => undefined);
+    throw err;
+  }
+  const conflict =
+    'ON CONFLICT (topology, source, table_name, step, start_ms) DO UPDATE SET ' +
+    `events_in = ${table}.events_in + EXCLUDED.events_in, events_out = ${table}.events_out + EXCLUDED.events_out, ` +
+    `errors = ${table}.errors + EXCLUDED.errors`;
+  return {
+    async write(topology, step, points) {
+      const rows = rowsOf(source.name, points);
+      if (rows.length === 0) return;
+      const values = rows.map((_, i) => `(${Array.from({ length: 11 }, (_, c) => `$${i * 11 + c + 1}`).join(', ')})`);
+      await client.query(
+        `INSERT INTO ${table} (${COLUMNS}) VALUES ${values.join(', ')} ${conflict}, ` +
+          `lag_p50_ms = GREATEST(${table}.lag_p50_ms, EXCLUDED.lag_p50_ms), lag_p99_ms = GREATEST(${table}.lag_p99_ms, EXCLUDED.lag_p99_ms)`,
+        rows.flatMap((r) => rowValues(topology, step, r)),
+      );
+    },
+    async condense(topology, cutoffMs, hourMs) {
+      await client.query('BEGIN');
+      try {
+        await client.query(
+          `INSERT INTO ${table} (${COLUMNS}) ${condenseSelect(table, hourMs, ['$1', '$2'])} ${conflict}`,
+          [topology, cutoffMs],
+        );
+        await client.query(`DELETE FROM ${table} WHERE topology = $1 AND step = 'minute' AND start_ms < $2`, [topology, cutoffMs]);
+        await client.query('COMMIT');
+      } catch (err) {
+        await client.query('ROLLBACK').catch(() => undefined);
+        throw err;
+      }
+    },
+    remove: async () => undefined,
+    async close() {
+      await client.end().catch(() => undefined);
+    },
+  };
+}
+
+async function mariadbStatsTable(source: CaptureSource, create: boolean): Promise<StatsTable> {
+  const db = source.database as { url: string; captureSchema?: string };
+  const url = parseMariaDbUrl(db.url);
+  if (typeof url === 'string') throw new Error(`database.url: ${url}`);
+  const conn = await mysql.createConnection({
+    host: url.host, port: url.port, user: url.user, password: url.password, database: url.database,
+  });
+  conn.on('error', () => undefined);
+  const home = db.captureSchema ?? CDC_DEFAULTS.captureSchema;
+  const table = `\`${home.replace(/`/g, '``')}\`.stats`;
+  try {
+    if (!create) {
+      const [found] = await conn.query<mysql.RowDataPacket[]>(
+        "SELECT 1 FROM information_schema.tables WHERE table_schema = ? AND table_name = 'stats'",
+        [home],
+      );
+      const exists = found.length > 0;
+      return {
+        write: async () => undefined,
+        condense: async () => undefined,
+        async remove(topology) {
+          if (!exists) return;
+          await conn.query(`DELETE FROM ${table} WHERE topology = ?`, [topology]);
+          const [rows] = await conn.query<mysql.RowDataPacket[]>(`SELECT count(*) AS n FROM ${table}`);
+          if (Number(rows[0]!.n) === 0) await conn.query(`DROP TABLE ${table}`);
+        },
+        async close() {
+          await conn.end().catch(() => undefined);
+        },
+      };
+    }
+    await conn.query(
+      `CREATE TABLE IF NOT EXISTS ${table} (topology varchar(191) NOT NULL, source varchar(191) NOT NULL, ` +
+        'table_name varchar(191) NOT NULL, step varchar(8) NOT NULL, start_ms bigint NOT NULL, interval_ms bigint NOT NULL, ' +
+        'events_in bigint NOT NULL, events_out bigint NOT NULL, errors bigint NOT NULL, lag_p50_ms double, lag_p99_ms double, ' +
+        'PRIMARY KEY (topology, source, table_name, step, start_ms))',
+    );
+  } catch (err) {
+    await conn.end().catch(() => undefined);
+    throw err;
+  }
+  const dup =
+    'ON DUPLICATE KEY UPDATE events_in = events_in + VALUES(events_in), events_out = events_out + VALUES(events_out), ' +
+    'errors = errors + VALUES(errors)';
+  return {
+    async write(topology, step, points) {
+      const rows = rowsOf(source.name, points);
+      if (rows.length === 0) return;
+      await conn.query(
+        `INSERT INTO ${table} (${COLUMNS}) VALUES ${rows.map(() => '(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)').join(', ')} ${dup}, ` +
+          'lag_p50_ms = GREATEST(COALESCE(lag_p50_ms, VALUES(lag_p50_ms)), COALESCE(VALUES(lag_p50_ms), lag_p50_ms)), ' +
+          'lag_p99_ms = GREATEST(COALESCE(lag_p99_ms, VALUES(lag_p99_ms)), COALESCE(VALUES(lag_p99_ms), lag_p99_ms))',
+        rows.flatMap((r) => rowValues(topology, step, r)),
+      );
+    },
+    async condense(topology, cutoffMs, hourMs) {
+      await conn.beginTransaction();
+      try {
+        await conn.query(`INSERT INTO ${table} (${COLUMNS}) ${condenseSelect(table, hourMs, ['?', '?'])} ${dup}`, [
+          topology, cutoffMs,
+        ]);
+        await conn.query(`DELETE FROM ${table} WHERE topology = ? AND step = 'minute' AND start_ms < ?`, [topology, cutoffMs]);
+        await conn.commit();
+      } catch (err) {
+        await conn.rollback().catch(() => undefined);
+        throw err;
+      }
+    },
+    remove: async () => undefined,
+    async close() {
+      await conn.end().catch(() => undefined);
+    },
+  };
+}
+
+/**
+ * Removes `topology`'s statistics rows from the capture database of `source`, and the stats
+ * table when it is left empty (uninstall calls it, so the capture schema it created can go).
+ * Nothing is created: a database without the table is left as it is.
+ */
+export async function removeStatsTable(source: CaptureSource, topology: string): Promise<void> {
+  const table = await openStatsTable(source, false);
+  try {
+    await table.remove(topology);
+  } finally {
+    await table.close();
+  }
+}
+
+/** `create`: the table (and PostgreSQL schema) is created; without, only remove() acts. */
+function openStatsTable(source: CaptureSource, create = true): Promise<StatsTable> | StatsTable {
+  const d = source.database.dialect;
+  if (d === 'sqlite') return sqliteStatsTable(source as CaptureSource & { database: { dialect: 'sqlite' } }, create);
+  if (d === 'postgres') return pgStatsTable(source as CaptureSource & { database: { dialect: 'postgres' } }, create);
+  return mariadbStatsTable(source, create);
+}
+
+// ---- the recorder ----------------------------------------------------------------------------
+
+interface ActorAcc {
+  startedAt: string;
+  eventsIn: number;
+  eventsOut: number;
+  errors: number;
+  dIn: number;
+  dOut: number;
+  dErrors: number;
+  lags: number[];
+  hasInputs: boolean;
+}
+
+interface TableAcc {
+  source: string;
+  table: string;
+  target: string;
+  /** Figures at the previous reading (null before the first). */
+  depth: number | null;
+  parked: number | null;
+  targetEnd: number | null;
+  /** Negative remainder of the last sample's staged count (see observeCapture). */
+  carry: number;
+  dIn: number;
+  dOut: number;
+  dErrors: number;
+  lags: number[];
+}
+
+/**
+ * Records the statistics of one running topology (see the module comment). Feed it every
+ * sampler sample with {@link StatsRecorder.observe}; close it to write the interval in progress.
+ */
+export class StatsRecorder {
+  readonly options: StatsOptions;
+  private readonly actors = new Map<string, ActorAcc>();
+  private readonly tables = new Map<string, TableAcc>();
+  private readonly dbTables = new Map<string, StatsTable>();
+  private readonly targetTailers = new Map<string, Tailer>();
+  private readonly writer = new EnvelopeWriter();
+  /** Its own uncached reads of the capture tables (the server's are cached for a second). */
+  private readonly captureNow: CaptureStats;
+  private minute: Appender | null = null;
+  private hour: Appender | null = null;
+  private windowStartMs = 0;
+  private lastCaptureMs = 0;
+  private capturing: Promise<void> | null = null;
+  private writing: Promise<void> = Promise.resolve();
+  private condensedUntilMs = 0;
+  private closed = false;
+
+  /** @throws Error when an option is not a positive integer. */
+  constructor(
+    private readonly topology: Topology,
+    private readonly capture: CaptureStats,
+    private readonly logger: Logger,
+    options: Partial<StatsOptions> = {},
+  ) {
+    this.options = { ...STATS_DEFAULTS, ...options };
+    for (const [k, v] of Object.entries(this.options)) {
+      if (!Number.isInteger(v) || v < 1) throw new Error(`stats option ${k} must be an integer >= 1, ${k}=${v}`);
+    }
+    this.captureNow = new CaptureStats(topology.capture, 0);
+    for (const c of topology.capture) {
+      for (const t of c.tables) {
+        this.tables.set(`${c.name}/${t.table}`, {
+          source: c.name, table: t.table, target: t.target, depth: null, parked: null,
+          targetEnd: null, carry: 0, dIn: 0, dOut: 0, dErrors: 0, lags: [],
+        });
+      }
+    }
+  }
+
+  /** Length of a condensed hour, ms. */
+  get hourMs(): number {
+    return this.options.intervalMs * this.options.hourIntervals;
+  }
+
+  /** Opens the journals (creating them). @throws Error when the data directory is not writable. */
+  open(): void {
+    const minuteDir = statsDir(this.topology.dataDir, 'minute');
+    const hourDir = statsDir(this.topology.dataDir, 'hour');
+    fs.mkdirSync(minuteDir, { recursive: true });
+    fs.mkdirSync(hourDir, { recursive: true });
+    // One minute segment per condensed hour, so condensing drops whole segments.
+    this.minute = Appender.open({ dir: minuteDir, segmentBytes: 1 << 20, rollIntervalMs: this.hourMs, fsync: 'batch' });
+    this.hour = Appender.open({ dir: hourDir, segmentBytes: 1 << 20, fsync: 'batch' });
+    const hours = readRecords(hourDir);
+    this.condensedUntilMs = hours.reduce((m, h) => Math.max(m, h.record.startMs + h.record.intervalMs), 0);
+    this.windowStartMs = this.windowOf(Date.now());
+  }
+
+  private windowOf(ms: number): number {
+    return Math.floor(ms / this.options.intervalMs) * this.options.intervalMs;
+  }
+
+  /** Takes one sampler sample: counter deltas and lag samples; ends an interval when it is over. */
+  observe(statuses: ActorStatus[], nowMs = Date.now()): void {
+    if (this.closed || !this.minute) return;
+    if (this.windowOf(nowMs) > this.windowStartMs) this.endWindow(this.windowOf(nowMs));
+    for (const s of statuses) {
+      let a = this.actors.get(s.name);
+      const restarted = a !== undefined && a.startedAt !== s.startedAt;
+      if (!a) {
+        a = { startedAt: s.startedAt, eventsIn: 0, eventsOut: 0, errors: 0, dIn: 0, dOut: 0, dErrors: 0, lags: [], hasInputs: false };
+        this.actors.set(s.name, a);
+      }
+      const base = restarted ? { eventsIn: 0, eventsOut: 0, errors: 0 } : a;
+      a.dIn += Math.max(0, s.counters.eventsIn - base.eventsIn);
+      a.dOut += Math.max(0, s.counters.eventsOut - base.eventsOut);
+      a.dErrors += Math.max(0, s.counters.errors - base.errors);
+      a.startedAt = s.startedAt;
+      a.eventsIn = s.counters.eventsIn;
+      a.eventsOut = s.counters.eventsOut;
+      a.errors = s.counters.errors;
+      if (s.inputs.length > 0) {
+        a.hasInputs = true;
+        a.lags.push(s.inputs.reduce((m, l) => Math.max(m, l.lagMs), 0));
+      }
+    }
+    if (this.tables.size > 0 && nowMs - this.lastCaptureMs >= this.options.captureSampleMs && !this.capturing) {
+      this.lastCaptureMs = nowMs;
+      // Target ends first, then the staging depths (uncached): a change shipped between the two
+      // reads is in neither, so a sample can only undercount, and the next one makes it up
+      // (see `carry`), which keeps the totals exact.
+      const ends = new Map([...this.tables.values()].map((t) => [t.target, this.targetEnd(t.target)]));
+      this.capturing = this.captureNow
+        .read()
+        .then((sources) => this.observeCapture(sources, ends))
+        .catch((err: Error) => this.logger.warn(`stats: capture figures: ${err.message}`))
+        .finally(() => (this.capturing = null));
+    }
+  }
+
+  private observeCapture(sources: CaptureSourceStats[], ends: Map<string, number>): void {
+    for (const s of sources) {
+      for (const t of s.tables ?? []) {
+        const acc = this.tables.get(`${s.source}/${t.table}`);
+        if (!acc) continue;
+        const end = ends.get(acc.target) ?? 0;
+        const parked = t.parkedErrors ?? 0;
+        if (acc.depth !== null && acc.parked !== null && acc.targetEnd !== null) {
+          const out = Math.max(0, end - acc.targetEnd);
+          const newlyParked = Math.max(0, parked - acc.parked);
+          acc.dOut += out;
+          acc.dErrors += newlyParked;
+          // Staged in the sample = shipped + staging growth + parked; a negative one (changes
+          // in flight at the reads) is carried into the next instead of being counted as 0.
+          const staged = out + (t.stagingDepth - acc.depth) + (parked - acc.parked) + acc.carry;
+          acc.dIn += Math.max(0, staged);
+          acc.carry = Math.min(0, staged);
+        } else {
+          // The first reading: what is staged now came in before it is shipped, count it in.
+          acc.dIn += t.stagingDepth;
+        }
+        acc.depth = t.stagingDepth;
+        acc.parked = parked;
+        acc.targetEnd = end;
+        acc.lags.push(t.oldestStagedAgeMs);
+      }
+    }
+  }
+
+  /** Records in a target topic, over its partitions. */
+  private targetEnd(queue: string): number {
+    const q = this.topology.queues.find((x) => x.name === queue);
+    let n = 0;
+    for (let p = 0; p < (q?.partitions ?? 1); p++) {
+      const dir = path.join(this.topology.dataDir, 'queues', queue, String(p));
+      try {
+        let t = this.targetTailers.get(dir);
+        if (!t) this.targetTailers.set(dir, (t = Tailer.open({ dir, from: 'end' })));
+        t.moveToEnd();
+        n += t.index;
+      } catch {
+        this.targetTailers.get(dir)?.close();
+        this.targetTailers.delete(dir);
+      }
+    }
+    return n;
+  }
+
+  /** Writes the interval that started at windowStartMs and starts the one at `nextStartMs`. */
+  private endWindow(nextStartMs: number): void {
+    const startMs = this.windowStartMs;
+    const intervalMs = this.options.intervalMs;
+    this.windowStartMs = nextStartMs;
+    const points: StatsPoint[] = [];
+    const lagOf = (lags: number[], has: boolean) => {
+      const sorted = [...lags].sort((x, y) => x - y);
+      return has ? { lagP50Ms: percentile(sorted, 0.5), lagP99Ms: percentile(sorted, 0.99) } : { lagP50Ms: null, lagP99Ms: null };
+    };
+    for (const [name, a] of this.actors) {
+      points.push({ kind: 'actor', name, startMs, intervalMs, eventsIn: a.dIn, eventsOut: a.dOut, errors: a.dErrors, ...lagOf(a.lags, a.hasInputs) });
+      a.dIn = a.dOut = a.dErrors = 0;
+      a.lags = [];
+    }
+    for (const [name, t] of this.tables) {
+      if (t.depth === null) continue;
+      points.push({ kind: 'capture', name, startMs, intervalMs, eventsIn: t.dIn, eventsOut: t.dOut, errors: t.dErrors, ...lagOf(t.lags, true) });
+      t.dIn = t.dOut = t.dErrors = 0;
+      t.lags = [];
+    }
+    if (points.length === 0) return;
+    this.append(this.minute!, { step: 'minute', startMs, intervalMs, points });
+    const cutoffMs = Math.floor((Date.now() - this.options.condenseAfterMs) / this.hourMs) * this.hourMs;
+    const condensing = cutoffMs > this.condensedUntilMs ? this.condenseJournal(cutoffMs) : false;
+    this.writing = this.writing.then(() => this.writeDatabases(points, condensing ? cutoffMs : null));
+  }
+
+  private append(appender: Appender, record: StatsRecord): void {
+    appender.append(
+      this.writer.encode({ type: EVENT_TYPE_JSON, key: record.step, eventTimeMs: record.startMs, payload: encodeJson(record) }),
+    );
+    appender.flush();
+  }
+
+  /** Condenses minute records before `cutoffMs` into hour records; drops minute segments. */
+  private condenseJournal(cutoffMs: number): boolean {
+    const minutes = readRecords(statsDir(this.topology.dataDir, 'minute'));
+    const due = minutes.filter((m) => m.record.startMs >= this.condensedUntilMs && m.record.startMs < cutoffMs);
+    const hours = condense(mergeSame(due.flatMap((m) => m.record.points)), this.hourMs);
+    const byHour = new Map<number, StatsPoint[]>();
+    for (const h of hours) byHour.set(h.startMs, [...(byHour.get(h.startMs) ?? []), h]);
+    for (const startMs of [...byHour.keys()].sort((a, b) => a - b)) {
+      this.append(this.hour!, { step: 'hour', startMs, intervalMs: this.hourMs, points: byHour.get(startMs)! });
+    }
+    // Marks the condensed span even when it held no minute record (no gap is read twice).
+    if (byHour.size === 0 || Math.max(...byHour.keys()) + this.hourMs < cutoffMs) {
+      this.append(this.hour!, { step: 'hour', startMs: cutoffMs - this.hourMs, intervalMs: this.hourMs, points: [] });
+    }
+    this.condensedUntilMs = cutoffMs;
+    const firstKept = minutes.find((m) => m.record.startMs >= cutoffMs);
+    this.minute!.dropSegmentsBefore(firstKept ? firstKept.index : this.minute!.nextIndex);
+    return true;
+  }
+
+  private async writeDatabases(points: StatsPoint[], condenseCutoffMs: number | null): Promise<void> {
+    for (const source of this.topology.capture) {
+      try {
+        let table = this.dbTables.get(source.name);
+        if (!table) {
+          table = await openStatsTable(source);
+          this.dbTables.set(source.name, table);
+        }
+        await table.write(this.topology.name, 'minute', points);
+        if (condenseCutoffMs !== null) await table.condense(this.topology.name, condenseCutoffMs, this.hourMs);
+      } catch (err) {
+        const table = this.dbTables.get(source.name);
+        this.dbTables.delete(source.name);
+        await table?.close().catch(() => undefined);
+        this.logger.warn(`stats: capture source "${source.name}": cannot write its stats table: ${(err as Error).message}`);
+      }
+    }
+  }
+
+  /** Writes the interval in progress (counts so far), waits for the databases, closes. Idempotent. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    if (this.minute) {
+      await this.capturing;
+      this.endWindow(this.windowOf(Date.now()) + this.options.intervalMs);
+    }
+    this.closed = true;
+    await this.writing;
+    this.minute?.close();
+    this.hour?.close();
+    for (const t of this.targetTailers.values()) t.close();
+    for (const t of this.dbTables.values()) await t.close();
+    this.dbTables.clear();
+    await this.captureNow.close();
+  }
+}

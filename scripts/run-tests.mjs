@@ -1,10 +1,11 @@
 #!/usr/bin/env node
 /**
- * Runs every compiled uvu test file (dist/test/**\/*.test.js) in its own Node process, one after
- * another, so a leaked handle or global state in one file cannot stall or skew the others, and
+ * Runs every compiled uvu test file (dist/test/**\/*.test.js) in its own Node process (two at a
+ * time by default, the slowest first), so a leaked handle or global state in one file cannot stall or skew the others, and
  * a hung file is killed after its timeout instead of hanging CI.
  *   node scripts/run-tests.mjs [substring ...]     only files whose path under dist/test contains a substring
- * Env: SLUICE_TEST_TIMEOUT_S (default 300) per file. SLUICE_KAFKA_BROKERS: a running Kafka broker
+ * Env: SLUICE_TEST_JOBS (default 2) files at a time (1: one after another, output streamed);
+ * SLUICE_TEST_TIMEOUT_S (default 300) per file. SLUICE_KAFKA_BROKERS: a running Kafka broker
  * for the Kafka tests; unset, a single-node broker is started here (tools/kafka/kafka.sh) when a
  * selected file calls testKafka() (testing/kafka-broker.ts), shared by every file, stopped at the end.
  * Prints each file's output, then "N passed, N failed, N skipped"; exits 1 if anything failed.
@@ -56,7 +57,16 @@ const stopKafka = () => {
 let passed = 0, failed = 0, skipped = 0;
 const failures = [];
 const t0 = Date.now();
-for (const file of files) {
+// Files known to run for minutes start first, so the run is not left waiting on one of them at
+// the end (the rest fill the other job slots meanwhile).
+const SLOW_FIRST = ['faults-ci', 'cdc-initial-load-crash', 'capture-kafka-crash', 'replay-crash-kafka', 'processors-scaleout', 'replay-crash.test', 'package.test', 'faults-disk-full', 'cdc-initial-load.test'];
+const rank = (f) => { const i = SLOW_FIRST.findIndex((s) => path.relative(dir, f).includes(s)); return i < 0 ? SLOW_FIRST.length : i; };
+const queue = [...files].sort((a, b) => rank(a) - rank(b));
+const jobs = Math.max(1, Number(process.env.SLUICE_TEST_JOBS ?? 2));
+const single = jobs === 1;
+
+/** Runs one file; with one job its output streams, with more it is printed whole when the file ends. */
+async function runFile(file) {
   const rel = path.relative(dir, file);
   const started = Date.now();
   const { code, signal, out } = await new Promise((resolve) => {
@@ -67,16 +77,17 @@ for (const file of files) {
     let exitTimer = null;
     child.stdout.on('data', (b) => {
       out += b;
-      process.stdout.write(b);
+      if (single) process.stdout.write(b);
       // The tail only: the summary is at the end, and a chunk may split its word.
       if (!exitTimer && /Duration:/.test(strip(out.slice(-256)))) {
         exitTimer = setTimeout(() => { out += `\n${rel}: did not exit 30 s after its tests ended (a leaked handle)\n`; child.kill('SIGKILL'); }, 30_000);
       }
     });
-    child.stderr.on('data', (b) => { out += b; process.stderr.write(b); });
+    child.stderr.on('data', (b) => { out += b; if (single) process.stderr.write(b); });
     const timer = setTimeout(() => { out += `\n${rel}: timed out after ${timeoutS} s\n`; child.kill('SIGKILL'); }, timeoutS * 1000);
     child.on('exit', (code, signal) => { clearTimeout(timer); clearTimeout(exitTimer); resolve({ code, signal, out: strip(out) }); });
   });
+  if (!single) process.stdout.write(`== ${rel}\n${out}\n`);
   const total = Number(/Total:\s+(\d+)/.exec(out)?.[1] ?? 0);
   const ok = Number(/Passed:\s+(\d+)/.exec(out)?.[1] ?? 0);
   // Tests that cannot show their behaviour on a backend (the Kafka mock's limits) pass in uvu's
@@ -89,6 +100,11 @@ for (const file of files) {
   if (bad > 0) failures.push(`${rel} (${code !== null ? `exit ${code}` : signal})`);
   console.log(`-- ${rel}: ${ok - noted} passed, ${bad} failed, ${skip} skipped in ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
 }
+// SLUICE_TEST_JOBS files at a time (default 2: the suite mostly waits on child processes,
+// brokers and databases, so two files keep two cores busy without starving either).
+await Promise.all(Array.from({ length: Math.min(jobs, queue.length) }, async () => {
+  for (let f = queue.shift(); f !== undefined; f = queue.shift()) await runFile(f);
+}));
 stopKafka();
 if (failures.length) console.log(`failed files: ${failures.join(', ')}`);
 console.log(`tests: ${files.length} files in ${((Date.now() - t0) / 1000).toFixed(1)} s`);

@@ -12,6 +12,7 @@ import { ConfigError, problemAt, type Topology } from './engine/config/index.js'
 import { planTopology, checkServiceModules, serviceWarnings, type TopologyPlan } from './actors/index.js';
 import { CaptureTableError, openStaging, type ParkedChange, type ParkedSelection, type StagingClient } from './engine/cdc/index.js';
 import { acquireAppenderLock, JournalLockedError, type AppenderLock } from './engine/journal/index.js';
+import { linkProducerNotifiers } from './engine/producer/index.js';
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
@@ -116,7 +117,10 @@ export async function startTopology(topology: Topology, options: StartOptions = 
   for (const w of await serviceWarnings(topology)) log(w);
   const lock = lockTopology(topology);
   let ops: Ops | null = null;
+  let unlinkProducers = (): void => {};
   try {
+    // Producers (this thread's openQueueAppender, other processes' appends) wake the readers.
+    unlinkProducers = linkProducerNotifiers(topology, plan.notifiers);
     await checkCaptureInstalled(topology, log);
     const supervisor = new Supervisor(topology.supervisor);
     attachSupervisorLogs(supervisor, logger);
@@ -124,7 +128,10 @@ export async function startTopology(topology: Topology, options: StartOptions = 
     supervisor.on('fatal', (e: Error) => logger.error(`stopped: ${e.message}`));
     // The topology is no longer running once the supervisor has stopped (stop(), by whoever
     // calls it) or failed (its workers terminated).
-    const release = (): void => lock.release();
+    const release = (): void => {
+      unlinkProducers();
+      lock.release();
+    };
     supervisor.done.then(release, release);
     options.onSupervisor?.(supervisor);
     ops = await startOps({ topology, supervisor, logger, http: options.http });
@@ -139,6 +146,7 @@ export async function startTopology(topology: Topology, options: StartOptions = 
     return { topology, supervisor, plan, ops: opsNow, logger, stop };
   } catch (err) {
     await ops?.close();
+    unlinkProducers();
     lock.release();
     throw err;
   }

@@ -2,8 +2,10 @@
  * Worker side of the pipeline and latency benchmarks (bench/pipeline.ts, bench/latency.ts):
  * tails one queue partition from its start until `count` records have been read, then posts
  * when the first and the last arrived. With `latency`, each record is an envelope whose payload
- * starts with the float64 time (performance.timeOrigin-based ms) its event was appended, and the
- * worker records now - that time, in microseconds, in an HdrHistogram.
+ * starts with the time its event was appended (see hrtimeUs), and the
+ * worker records now - that time, in microseconds, in an HdrHistogram. The time is
+ * process.hrtime (CLOCK_MONOTONIC, shared by every process of the machine) in µs as a float64,
+ * so a producer in another process stamps on the same clock.
  * workerData: { dir, notifier?, count, latency? }. Posts 'ready' once the tailer is open.
  */
 import { parentPort, workerData } from 'node:worker_threads';
@@ -11,6 +13,7 @@ import { performance } from 'node:perf_hooks';
 import * as hdr from 'hdr-histogram-js';
 import { Tailer } from '../engine/journal/index.js';
 import { EnvelopeView } from '../engine/codec/index.js';
+import { hrtimeUs } from './lib/clock.js';
 
 /** Message the worker posts when done. Times are performance.timeOrigin-based ms. */
 export interface PipelineTailResult {
@@ -39,7 +42,7 @@ while (records < count) {
       view.wrap(r.bytes, 0, r.bytes.length);
       const p = view.payload;
       const sent = new DataView(p.buffer, p.byteOffset, 8).getFloat64(0, true);
-      const us = Math.round((origin + performance.now() - sent) * 1000);
+      const us = Math.round(hrtimeUs() - sent);
       hist.recordValue(us > 0 ? us : 0);
     }
     if (++records >= count) break;

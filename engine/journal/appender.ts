@@ -38,7 +38,7 @@ import {
 import { handsOverTo } from './scan.js';
 import { recoverSegment } from './recovery.js';
 import { acquireAppenderLock, type AppenderLock } from './lock.js';
-import { publish } from './notifier.js';
+import { publish, registeredQueueNotifier } from './notifier.js';
 import { FaultInjector, crashNow, readFaultPlan } from './fault.js';
 import { JournalCorruptionError } from './errors.js';
 import { resolveOptions, type JournalOptions, type ResolvedOptions } from './options.js';
@@ -122,13 +122,17 @@ export class Appender {
    * then recovers: a last segment whose header was never completed is replaced; the last
    * segment's torn tail (a frame cut off by a crash, a batch without its END frame) is cut off;
    * its offset index is made to match; a segment sealed by END_OF_SEGMENT gets its successor.
-   * Nothing complete is dropped. See `recovery` for what was done.
+   * Nothing complete is dropped. See `recovery` for what was done. Without `notifier`, uses
+   * the one registered for `dir` in this thread (registerQueueNotifier), if any.
    *
    * Throws: Error for invalid options; JournalLockedError if a live process holds the lock;
    * JournalCorruptionError (file + offset) for damage that is not a torn tail.
    */
   static open(options: JournalOptions): Appender {
-    const opts = resolveOptions(options);
+    // Without a notifier of its own, the one a running topology registered for the directory.
+    const registeredNotifier = options.notifier === undefined && typeof options.dir === 'string'
+      ? registeredQueueNotifier(options.dir) : undefined;
+    const opts = resolveOptions(registeredNotifier ? { ...options, notifier: registeredNotifier } : options);
     const faults = new FaultInjector(readFaultPlan());
     fs.mkdirSync(opts.dir, { recursive: true });
     const lock = acquireAppenderLock(opts.dir);

@@ -90,7 +90,21 @@ const GROUP_COMMIT_MS_MAX = 2;
 /** Mutable event object reused for every input (handlers must not keep it). */
 class HostEvent implements ServiceEvent {
   type = 0;
-  key = '';
+  /** The key, or null until first read from `keySource` (a handler that never reads it costs no UTF-8 decoding). */
+  private keyText: string | null = '';
+  private keySource: EnvelopeView | null = null;
+  get key(): string {
+    if (this.keyText === null) this.keyText = this.keySource!.key ?? '';
+    return this.keyText;
+  }
+  set key(key: string) {
+    this.keyText = key;
+  }
+  /** The key is `view`'s, decoded on first use (while `view` still wraps this event). */
+  keyFrom(view: EnvelopeView): void {
+    this.keyText = null;
+    this.keySource = view;
+  }
   eventTimeMs = 0;
   queue = '';
   partition = 0;
@@ -226,7 +240,7 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
     /** Runs the handler for the envelope currently wrapped by `view`. */
     const dispatch = (input: HostInput, qid: number, index: number) => {
       ev.type = view.type;
-      ev.key = view.key ?? '';
+      ev.keyFrom(view);
       ev.eventTimeMs = view.eventTimeMs;
       ev.queue = input.queue;
       ev.partition = input.partition;

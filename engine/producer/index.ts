@@ -90,15 +90,19 @@ export function openQueueAppender(topology: Topology, queue: string): QueueAppen
   const append = (type: number, key: string, payload: Uint8Array, options: { partition?: number; eventTimeMs?: number }): [number, number] => {
     checkKey(key);
     const p = pick(key, options.partition);
-    const record = envelopes.encode({ type, key, eventTimeMs: options.eventTimeMs ?? Date.now(), payload });
-    if (record.length > recordBytesMax) {
+    // Encode once: the envelope is built in the writer's builder and copied straight into the
+    // appender's write buffer (claim/commit), not into a record of its own first.
+    const length = envelopes.build({ type, key, eventTimeMs: options.eventTimeMs ?? Date.now(), payload });
+    if (length > recordBytesMax) {
       const why = readByService
         ? `rings.recordBytesMax: a service reads "${queue}"`
         : 'the journal record limit';
-      throw new RecordInputError(`record of ${record.length} bytes exceeds the ${recordBytesMax}-byte limit of queue "${queue}" (${why})`);
+      throw new RecordInputError(`record of ${length} bytes exceeds the ${recordBytesMax}-byte limit of queue "${queue}" (${why})`);
     }
-    const index = open(p).append(record);
-    return [p, index];
+    const a = open(p);
+    const off = a.claim(length);
+    envelopes.copyTo(a.claimBuffer, off);
+    return [p, a.commit()];
   };
   return {
     queue,

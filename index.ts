@@ -14,6 +14,7 @@ import { prepareKafkaTopics } from './actors/kafka-capture.js';
 import type { BusBackend } from './engine/bus/index.js';
 import { CaptureTableError, checkLoads, installLoads, openStaging, type ParkedChange, type ParkedSelection, type StagingClient } from './engine/cdc/index.js';
 import { acquireAppenderLock, JournalLockedError, type AppenderLock } from './engine/journal/index.js';
+import { linkProducerNotifiers } from './engine/producer/index.js';
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
@@ -133,7 +134,10 @@ export async function startTopology(topology: Topology, options: StartOptions = 
   for (const w of await serviceWarnings(topology)) log(w);
   const lock = lockTopology(topology);
   let ops: Ops | null = null;
+  let unlinkProducers = (): void => {};
   try {
+    // Producers (this thread's openQueueAppender, other processes' appends) wake the readers.
+    unlinkProducers = linkProducerNotifiers(topology, plan.notifiers);
     await checkCaptureInstalled(topology, log);
     await createKafkaTopics(topology, log);
     await prepareKafkaTopics(topology, log);
@@ -146,6 +150,7 @@ export async function startTopology(topology: Topology, options: StartOptions = 
     // calls it) or failed (its workers terminated).
     const host = busHost;
     const release = (): void => {
+      unlinkProducers();
       // The bus is closed once every processor is gone (stopped, or terminated on a failure).
       void (host?.close() ?? Promise.resolve()).catch(() => undefined).finally(() => lock.release());
     };
@@ -164,6 +169,7 @@ export async function startTopology(topology: Topology, options: StartOptions = 
     return { topology, supervisor, plan, ops: opsNow, logger, bus: host?.bus ?? null, stop };
   } catch (err) {
     await ops?.close();
+    unlinkProducers();
     await busHost?.close().catch(() => undefined);
     lock.release();
     throw err;

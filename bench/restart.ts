@@ -6,7 +6,10 @@
  * key-value store (10^4 accounts, a timer event every 10^3 inputs writing 10^3 entries of a
  * snapshot cycle, so a cycle spans 10^4 inputs).
  *
- *   node dist/bench/restart.js [maxHistory]        (default 10000000)
+ *   node dist/bench/restart.js [maxHistory] [strategies]   (default 10000000, all)
+ *
+ * `strategies`: a ';'-separated subset of the names below (e.g. `INPUTS;OUTPUT`); only the
+ * histories they need are written.
  *
  * The history is written straight to the journals, as the service host would have written it:
  * binary trades (type 100, 8 bytes) alternating in runs of 256 per queue, one output per trade
@@ -17,7 +20,7 @@
  * handler, ~100-300 ns); OUTPUT also reads every output once.
  */
 import fs from 'node:fs';
-import os from 'node:os';
+import os, { loadavg } from 'node:os';
 import path from 'node:path';
 import { loadTopology, startTopology } from '../index.js';
 import { Appender } from '../engine/journal/index.js';
@@ -200,8 +203,13 @@ async function restartOnce(dir: string, dataDir: string, s: (typeof STRATEGIES)[
  * Runs the benchmark for histories 10^5 .. `maxHistory` (powers of ten) and returns a markdown
  * section: one row per strategy, restart ms per history length, replayed events, replay rate.
  */
-export async function runRestartBench(maxHistory = 10_000_000): Promise<string> {
+export async function runRestartBench(maxHistory = 10_000_000, only?: readonly string[]): Promise<string> {
   const histories = [100_000, 1_000_000, 10_000_000].filter((h) => h <= maxHistory);
+  const unknown = (only ?? []).filter((n) => !STRATEGIES.some((s) => s.name === n));
+  if (unknown.length > 0) throw new Error(`unknown strategies ${unknown.join(', ')} (known: ${STRATEGIES.map((s) => s.name).join(', ')})`);
+  const chosen = STRATEGIES.filter((s) => !only || only.includes(s.name));
+  const needKv = chosen.some((s) => s.module.endsWith('kv'));
+  const needPlain = chosen.some((s) => !s.module.endsWith('kv'));
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-restart-bench-'));
   const results = new Map<string, { ms: number; replayed: number }[]>();
   const writeMs: number[] = [];
@@ -209,10 +217,10 @@ export async function runRestartBench(maxHistory = 10_000_000): Promise<string> 
     for (const n of histories) {
       const dataDir = path.join(dir, `h${n}`);
       const t0 = performance.now();
-      writeHistory(dataDir, n);
-      writeKvHistory(`${dataDir}-kv`, n);
+      if (needPlain) writeHistory(dataDir, n);
+      if (needKv) writeKvHistory(`${dataDir}-kv`, n);
       writeMs.push(performance.now() - t0);
-      for (const s of STRATEGIES) {
+      for (const s of chosen) {
         // median of RESTARTS_PER_CELL restarts: a shared machine's noise moves single runs
         const runs: { ms: number; replayed: number }[] = [];
         for (let k = 0; k < RESTARTS_PER_CELL; k++) runs.push(await restartOnce(dir, s.module.endsWith('kv') ? `${dataDir}-kv` : dataDir, s));
@@ -228,17 +236,23 @@ export async function runRestartBench(maxHistory = 10_000_000): Promise<string> 
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }
-  const header = ['strategy', ...histories.map((h) => `${si(h)} events: ms (replayed)`), `${si(histories[histories.length - 1])} / ${si(histories[0])}`, 'replayed / restart time at the largest'];
-  const rows = STRATEGIES.map((s) => {
+  const header = ['strategy', ...histories.map((h) => `${si(h)} events: ms (replayed)`), `${si(histories[histories.length - 1])} / ${si(histories[0])}`, 'replayed / restart time at the largest', 'replayed / (restart - no-replay restart)'];
+  const none = results.get(STRATEGIES[0].name);
+  const rows = chosen.map((s) => {
     const list = results.get(s.name)!;
     const last = list[list.length - 1];
     const rate = last.replayed > 0 ? `${si((last.replayed / last.ms) * 1000)} events/s` : '-';
-    return [s.name, ...list.map((r) => `${r.ms.toFixed(0)} (${si(r.replayed)})`), `${(last.ms / list[0].ms).toFixed(2)}x`, rate];
+    // The replay's own rate: the restart without replay (same history, same run) is the
+    // fixed cost of spawning workers and finding positions.
+    const base = none?.[none.length - 1]?.ms;
+    const net = last.replayed > 0 && base !== undefined && last.ms > base && s !== STRATEGIES[0]
+      ? `${si((last.replayed / (last.ms - base)) * 1000)} events/s` : '-';
+    return [s.name, ...list.map((r) => `${r.ms.toFixed(0)} (${si(r.replayed)})`), `${(last.ms / list[0].ms).toFixed(2)}x`, rate, net];
   });
   return [
     `### Restart time (startTopology() to live), positions service over 2 input queues`,
     '',
-    machineLine(),
+    `${machineLine()}; 1-minute load average ${loadavg()[0].toFixed(1)} at the end.`,
     '',
     markdownTable(header, rows),
     '',
@@ -250,6 +264,7 @@ export async function runRestartBench(maxHistory = 10_000_000): Promise<string> 
 }
 
 if (isMainModule(import.meta.url)) {
-  console.log(await runRestartBench(Number(process.argv[2] ?? 10_000_000)));
+  const only = process.argv[3]?.split(';').map((x) => x.trim()).filter((x) => x.length > 0);
+  console.log(await runRestartBench(Number(process.argv[2] ?? 10_000_000), only));
   process.exit(0);
 }

@@ -1,7 +1,7 @@
 /**
  * `npm run bench`: every benchmark in one run, printed as markdown with the machine described,
  * ready to paste into bench/RESULTS.md.
- *   node dist/bench/run.js [ring] [ring-single] [journal] [codec] [bus] [bank] [restart] [patterns] [ops] [triggers]  (default: all)
+ *   node dist/bench/run.js [ring] [ring-single] [journal] [codec] [pipeline] [latency] [bus] [bank] [restart] [patterns] [ops] [triggers]  (default: all)
  * Ratios that matter (ring vs postMessage, Kafka backend vs raw kafkajs) are measured inside
  * one benchmark's run, so a noisy shared machine moves both sides together.
  */
@@ -11,6 +11,8 @@ import { runRingBench } from './ring.js';
 import { runRingSingleThreadBench } from './ring-single.js';
 import { runJournalBench } from './journal.js';
 import { runCodecBench } from './codec.js';
+import { runPipelineBench } from './pipeline.js';
+import { runLatencyBench } from './latency.js';
 import { runBusBench } from './bus.js';
 import { runRestartBench } from './restart.js';
 import { main as runPatternsBench } from './patterns.js';
@@ -36,6 +38,8 @@ const suites: Record<string, () => Promise<string>> = {
   'ring-single': () => runRingSingleThreadBench(),
   journal: () => runJournalBench(),
   codec: () => runCodecBench(),
+  pipeline: () => runPipelineBench(),
+  latency: () => runLatencyBench(),
   bus: () => runBusBench(),
   bank: () => runBankBench(),
   restart: () => runRestartBench(),

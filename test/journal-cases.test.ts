@@ -84,6 +84,26 @@ test('Q1 (batch form): a batch cut off by SIGKILL mid-write is dropped whole, co
   assert.equal(readAll(dir), [[0, 'hello'], [1, 'world']]);
 }));
 
+test('a claimed batch torn by a crash is cut off like appendBatch\'s: tailers and recovery keep only what precedes it', withDir((dir) => {
+  crashChild('torn-claim-batch', dir, 'torn-write@2');
+  assert.equal(readAll(dir), [[0, 'hello']], 'tailers never return part of the unfinished claimed batch');
+  const a = Appender.open({ dir });
+  assert.is(a.recovery.droppedRecords, 1, 'the first claimed record was complete but its batch was not');
+  assert.is(a.append(Buffer.from('world')), 1);
+  a.close();
+  assert.equal(readAll(dir), [[0, 'hello'], [1, 'world']]);
+}));
+
+test('a claim written but not committed when the process is killed leaves nothing on disk', withDir((dir) => {
+  const r = spawnSync(process.execPath, [child, 'uncommitted-claim', dir], { encoding: 'utf8' });
+  assert.is(r.signal, 'SIGKILL', `child killed itself (stderr: ${r.stderr})`);
+  const a = Appender.open({ dir });
+  assert.is(a.nextIndex, 1);
+  assert.is(a.recovery.truncatedBytes, 0, 'nothing of the claim reached the file');
+  a.close();
+  assert.equal(readAll(dir), [[0, 'hello']]);
+}));
+
 test('Q2: a tailer at the end of a segment reads m1 from it before m2 from a newer segment that appeared early', withDir((dir) => {
   let now = 0;
   const a = Appender.open({ dir, rollIntervalMs: 1000, clock: () => now });

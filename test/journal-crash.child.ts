@@ -10,6 +10,11 @@
  *   torn-segment-header  segmentBytes 320: append m0 (100 B), flush, append 200 B (forces a roll)
  *                        (run with SLUICE_JOURNAL_FAULT=torn-segment-header@2: dies while
  *                        creating the second segment, case Q3)
+ *   torn-claim-batch     claim+commit "hello", flush, a claimed batch (beginBatch, three
+ *                        1000-byte claims, endBatch), flush (run with torn-write@2: dies
+ *                        mid-batch)
+ *   uncommitted-claim    claim+commit "hello", flush, claim 100 bytes and write them, then
+ *                        kill itself (SIGKILL) before commit
  *   writer               appends batches forever; after each flush writes "flushed <nextIndex>\n"
  *                        to stdout (synchronously), so the parent knows what must survive
  */
@@ -24,6 +29,13 @@ function encodeWriterRecord(runId: number, batch: number, i: number, n: number, 
   b.writeUInt32LE(i, 8);
   b.writeUInt32LE(n, 12);
   return b;
+}
+
+/** One record through claim + commit (the encode-once path). */
+function claimRecord(a: Appender, payload: Uint8Array): number {
+  const off = a.claim(payload.length);
+  a.claimBuffer.set(payload, off);
+  return a.commit();
 }
 
 const [mode, dir, runIdArg] = process.argv.slice(2);
@@ -49,6 +61,26 @@ switch (mode) {
     a.appendBatch([Buffer.alloc(1000, 0x61), Buffer.alloc(1000, 0x62), Buffer.alloc(1000, 0x63)]);
     a.flush();
     say('survived');
+    break;
+  }
+  case 'torn-claim-batch': {
+    const a = Appender.open({ dir });
+    claimRecord(a, Buffer.from('hello'));
+    a.flush();
+    a.beginBatch();
+    for (const c of [0x61, 0x62, 0x63]) claimRecord(a, Buffer.alloc(1000, c));
+    a.endBatch();
+    a.flush();
+    say('survived');
+    break;
+  }
+  case 'uncommitted-claim': {
+    const a = Appender.open({ dir });
+    claimRecord(a, Buffer.from('hello'));
+    a.flush();
+    const off = a.claim(100);
+    a.claimBuffer.fill(0x7a, off, off + 100);
+    process.kill(process.pid, 'SIGKILL');
     break;
   }
   case 'torn-segment-header': {

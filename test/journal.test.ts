@@ -37,6 +37,110 @@ function segFiles(dir: string): string[] {
   return fs.readdirSync(dir).filter((f) => f.endsWith('.seg'));
 }
 
+/** Appends `text` through claim + commit (the encode-once path); returns its index. */
+function claimText(a: Appender, s: string): number {
+  const b = Buffer.from(s);
+  const off = a.claim(b.length);
+  a.claimBuffer.set(b, off);
+  return a.commit();
+}
+
+test('records appended through claim + commit are read by a tailer like append()\'s, interleaved with them', withDir((dir) => {
+  const a = Appender.open({ dir });
+  assert.is(claimText(a, 'c0'), 0);
+  assert.is(a.append(rec('a1')), 1);
+  assert.is(claimText(a, ''), 2);
+  assert.is(claimText(a, 'c3'.repeat(500)), 3);
+  const t = Tailer.open({ dir });
+  assert.is(t.next(), null, 'nothing visible before flush');
+  a.flush();
+  assert.equal(readAll(t), ['c0', 'a1', '', 'c3'.repeat(500)]);
+  t.close();
+  a.close();
+  const again = Appender.open({ dir });
+  assert.is(again.nextIndex, 4, 'reopened: all four records recovered');
+  again.close();
+}));
+
+test('a claim not committed never reaches the file: the next claim, append or flush discards it', withDir((dir) => {
+  const a = Appender.open({ dir });
+  let off = a.claim(5);
+  a.claimBuffer.set(rec('lost1'), off);
+  assert.is(a.append(rec('kept')), 0);
+  off = a.claim(5);
+  a.claimBuffer.set(rec('lost2'), off);
+  a.flush();
+  assert.throws(() => a.commit(), /commit without a claim/);
+  a.close();
+  const t = Tailer.open({ dir });
+  assert.equal(readAll(t), ['kept']);
+  t.close();
+}));
+
+test('a claimed batch is one unit: its records appear together after endBatch and flush; truncateBatch drops its tail; an empty batch appends nothing', withDir((dir) => {
+  const a = Appender.open({ dir });
+  a.beginBatch();
+  assert.is(claimText(a, 'b0'), 0);
+  assert.is(claimText(a, 'b1'), 1);
+  assert.is(claimText(a, 'x2'), 2);
+  assert.is(a.batchLength, 3);
+  a.truncateBatch(2);
+  assert.is(a.nextIndex, 2);
+  assert.is(claimText(a, 'b2'), 2);
+  assert.throws(() => a.flush(), /while a batch is open/);
+  assert.throws(() => a.append(rec('no')), /while a batch is open/);
+  assert.throws(() => a.beginBatch(), /while a batch is open/);
+  assert.is(a.endBatch(), 0, 'first index of the batch');
+  a.beginBatch();
+  assert.is(a.endBatch(), 3, 'empty batch: nextIndex');
+  a.beginBatch();
+  claimText(a, 'gone');
+  a.truncateBatch(0);
+  a.endBatch();
+  a.flush();
+  const t = Tailer.open({ dir });
+  assert.equal(readAll(t), ['b0', 'b1', 'b2']);
+  t.close();
+  a.close();
+  const b = Appender.open({ dir });
+  assert.is(b.nextIndex, 3);
+  assert.is(b.recovery.droppedRecords, 0, 'the batch ended with its END frame');
+  b.close();
+}));
+
+test('a claimed batch that outgrows its segment moves whole to the next segment, and every record reads back in order', withDir((dir) => {
+  const a = Appender.open({ dir, segmentBytes: 512 });
+  const want: string[] = [];
+  for (let b = 0; b < 6; b++) {
+    a.beginBatch();
+    for (let i = 0; i < 3; i++) {
+      const s = `batch${b}-rec${i}`.padEnd(40, '.');
+      want.push(s);
+      claimText(a, s);
+    }
+    a.endBatch();
+    if (b % 2 === 1) a.flush();
+  }
+  a.flush();
+  assert.ok(segFiles(dir).length >= 2, `rolled (${segFiles(dir).length} segments)`);
+  const t = Tailer.open({ dir });
+  const got: string[] = [];
+  for (let r = t.next(); r; r = t.next()) {
+    assert.is(r.index, got.length);
+    got.push(Buffer.from(r.bytes).toString());
+  }
+  assert.equal(got, want);
+  t.close();
+  a.close();
+  const again = Appender.open({ dir, segmentBytes: 512 });
+  assert.is(again.nextIndex, 18);
+  assert.is(again.recovery.truncatedBytes, 0);
+  again.close();
+  // Every segment starts with the first record of a batch: no batch spans segments.
+  const firsts = fs.readdirSync(dir).filter((f) => f.endsWith('.seg')).map((f) => Number(f.slice(0, -4))).sort((x, y) => x - y);
+  for (const first of firsts) assert.is(first % 3, 0, `segment ${first} starts a batch`);
+}));
+
 test('records appended and flushed are read back in order with consecutive indexes from 0', withDir((dir) => {
   const a = Appender.open({ dir });
   assert.is(a.nextIndex, 0);

@@ -16,13 +16,16 @@ import {
   FLAG_BEGIN,
   FLAG_END,
   FLAG_END_OF_SEGMENT,
+  FRAME_FLAGS_OFFSET,
   FRAME_HEADER_BYTES,
+  FRAME_LENGTH_OFFSET,
   RECORD_BYTES_MAX,
   frameBytes,
+  getU32,
   putU32,
   sealFrame,
 } from './frame.js';
-import { INDEX_ENTRY_BYTES, encodeIndexEntry } from './offset-index.js';
+import { INDEX_ENTRY_BYTES, encodeIndexEntry, indexEntryOffset } from './offset-index.js';
 import {
   SEGMENT_COMPLETE_MARKER_OFFSET,
   SEGMENT_HEADER_BYTES,
@@ -38,7 +41,7 @@ import {
 import { handsOverTo } from './scan.js';
 import { recoverSegment } from './recovery.js';
 import { acquireAppenderLock, type AppenderLock } from './lock.js';
-import { publish } from './notifier.js';
+import { publish, registeredQueueNotifier } from './notifier.js';
 import { FaultInjector, crashNow, readFaultPlan } from './fault.js';
 import { JournalCorruptionError } from './errors.js';
 import { resolveOptions, type JournalOptions, type ResolvedOptions } from './options.js';
@@ -100,6 +103,14 @@ export class Appender {
   private pendingBytes = 0;
   private pendingRecords = 0;
   private pendingIndex: Buffer = Buffer.alloc(INDEX_BUFFER_ENTRIES_INITIAL * INDEX_ENTRY_BYTES);
+  /** Claim in progress (claim() called, commit() not yet): its frame's offset in `pending`, else -1. */
+  private claimOff = -1;
+  private claimLength = 0;
+  /** A batch opened by beginBatch(): where its frames start in `pending`, and how many. -1: none. */
+  private batchOff = -1;
+  private batchRecords = 0;
+  /** Offset in `pending` of the batch's last committed frame, and its flags. */
+  private batchLastOff = -1;
   /** fdatasyncs started by flushAsync() and not yet finished. */
   private syncsInFlight = 0;
   /** Descriptors whose close waits for the syncs in flight (one of them may name it). */
@@ -128,13 +139,17 @@ export class Appender {
    * then recovers: a last segment whose header was never completed is replaced; the last
    * segment's torn tail (a frame cut off by a crash, a batch without its END frame) is cut off;
    * its offset index is made to match; a segment sealed by END_OF_SEGMENT gets its successor.
-   * Nothing complete is dropped. See `recovery` for what was done.
+   * Nothing complete is dropped. See `recovery` for what was done. Without `notifier`, uses
+   * the one registered for `dir` in this thread (registerQueueNotifier), if any.
    *
    * Throws: Error for invalid options; JournalLockedError if a live process holds the lock;
    * JournalCorruptionError (file + offset) for damage that is not a torn tail.
    */
   static open(options: JournalOptions): Appender {
-    const opts = resolveOptions(options);
+    // Without a notifier of its own, the one a running topology registered for the directory.
+    const registeredNotifier = options.notifier === undefined && typeof options.dir === 'string'
+      ? registeredQueueNotifier(options.dir) : undefined;
+    const opts = resolveOptions(registeredNotifier ? { ...options, notifier: registeredNotifier } : options);
     const faults = new FaultInjector(readFaultPlan());
     fs.mkdirSync(opts.dir, { recursive: true });
     const lock = acquireAppenderLock(opts.dir);
@@ -225,7 +240,7 @@ export class Appender {
    * Throws Error if closed, or if `payload` is not a Uint8Array or exceeds RECORD_BYTES_MAX.
    */
   append(payload: Uint8Array): number {
-    this.checkOpen();
+    this.checkNoBatch('append');
     checkPayload(payload, 0);
     const bytes = frameBytes(payload.length);
     this.rollIfDue(bytes);
@@ -244,7 +259,7 @@ export class Appender {
    * Throws Error if closed, if `payloads` is empty, or for a payload as in append().
    */
   appendBatch(payloads: readonly Uint8Array[]): number {
-    this.checkOpen();
+    this.checkNoBatch('appendBatch');
     if (!Array.isArray(payloads) || payloads.length === 0) {
       throw new Error(`appendBatch needs at least one payload, payloads.length=${Array.isArray(payloads) ? payloads.length : 'not an array'}`);
     }
@@ -264,13 +279,137 @@ export class Appender {
   }
 
   /**
+   * Encode-once appends: reserves room for a record of `length` payload bytes in the write
+   * buffer and returns the offset in `claimBuffer` where the caller writes the payload (e.g.
+   * `EnvelopeWriter.copyTo(appender.claimBuffer, offset)`), then calls `commit()`. Saves the
+   * copy `append()` makes of a payload built elsewhere. Outside a batch, claim + commit is one
+   * record, as `append()`; inside beginBatch() .. endBatch(), one record of the batch. A claim not
+   * committed is discarded by the next claim, flush or close (it never reaches the file), so a
+   * caller that fails while writing the payload leaves nothing behind. May roll first, as append.
+   *
+   * Throws Error if closed, or if `length` is not an integer in 0 .. RECORD_BYTES_MAX.
+   */
+  claim(length: number): number {
+    this.checkOpen();
+    if (!(Number.isInteger(length) && length >= 0 && length <= RECORD_BYTES_MAX)) {
+      throw new Error(`claim length must be an integer in 0 .. ${RECORD_BYTES_MAX}, length=${length}`);
+    }
+    this.claimOff = -1;
+    const bytes = frameBytes(length);
+    if (this.batchOff < 0) this.rollIfDue(bytes);
+    else this.rollBatchIfDue(bytes);
+    this.reserve(bytes);
+    this.claimOff = this.pendingBytes;
+    this.claimLength = length;
+    return this.claimOff + FRAME_HEADER_BYTES;
+  }
+
+  /**
+   * The write buffer a claim's payload goes into, at the offset claim() returned. Valid only
+   * until the next call on the appender (it may be replaced when it grows).
+   */
+  get claimBuffer(): Buffer {
+    return this.pending;
+  }
+
+  /**
+   * Seals the claimed record (its payload now in claimBuffer) and returns its queue index.
+   * Outside a batch it is buffered like append() (flushed per the fsync policy); in a batch it
+   * becomes visible with the batch's END at endBatch().
+   * Throws Error if closed or nothing is claimed.
+   */
+  commit(): number {
+    this.checkOpen();
+    const off = this.claimOff;
+    if (off < 0) throw new Error(`commit without a claim on ${this.opts.dir}`);
+    this.claimOff = -1;
+    const index = this.next;
+    if (this.batchOff < 0) {
+      this.sealPending(off, this.claimLength, FLAG_BEGIN | FLAG_END);
+      this.afterAppend();
+    } else {
+      const flags = this.batchRecords === 0 ? FLAG_BEGIN : 0;
+      this.sealPending(off, this.claimLength, flags);
+      this.batchLastOff = off;
+      this.batchRecords++;
+    }
+    return index;
+  }
+
+  /**
+   * Opens a batch: the records claimed and committed until endBatch() are one atomic unit, as
+   * appendBatch() (nothing of it visible to tailers or kept by recovery before its END frame).
+   * A batch never spans segments: when the segment fills up during one, the batch's frames move
+   * to the next segment. Throws Error if closed or a batch is open already.
+   */
+  beginBatch(): void {
+    this.checkOpen();
+    if (this.batchOff >= 0) throw new Error(`beginBatch while a batch is open on ${this.opts.dir}`);
+    this.claimOff = -1;
+    this.batchOff = this.pendingBytes;
+    this.batchRecords = 0;
+    this.batchLastOff = -1;
+  }
+
+  /** Records committed in the open batch (0 when none is open). */
+  get batchLength(): number {
+    return this.batchOff < 0 ? 0 : this.batchRecords;
+  }
+
+  /**
+   * Drops the open batch's records after the first `records` (for a caller undoing the outputs
+   * of a failed attempt). Throws Error if no batch is open or `records` is not in
+   * 0 .. batchLength.
+   */
+  truncateBatch(records: number): void {
+    this.checkOpen();
+    if (this.batchOff < 0) throw new Error(`truncateBatch without an open batch on ${this.opts.dir}`);
+    if (!(Number.isInteger(records) && records >= 0 && records <= this.batchRecords)) {
+      throw new Error(`truncateBatch records must be an integer in 0 .. ${this.batchRecords}, records=${records}`);
+    }
+    this.claimOff = -1;
+    const drop = this.batchRecords - records;
+    if (drop === 0) return;
+    const firstDropped = this.pendingRecords - drop;
+    this.pendingBytes = this.pendingOffsetOf(firstDropped);
+    this.batchLastOff = records === 0 ? -1 : this.pendingOffsetOf(firstDropped - 1);
+    this.pendingRecords -= drop;
+    this.batchRecords = records;
+    this.next -= drop;
+  }
+
+  /**
+   * Closes the open batch: marks its last record END (resealing that frame), after which it is
+   * one unit like appendBatch(); flushes per the policy as append does. An empty batch appends
+   * nothing. Returns the index of the batch's first record (nextIndex if empty).
+   * Throws Error if closed or no batch is open.
+   */
+  endBatch(): number {
+    this.checkOpen();
+    if (this.batchOff < 0) throw new Error(`endBatch without an open batch on ${this.opts.dir}`);
+    this.claimOff = -1;
+    const records = this.batchRecords;
+    const last = this.batchLastOff;
+    this.batchOff = -1;
+    this.batchRecords = 0;
+    this.batchLastOff = -1;
+    if (records === 0) return this.next;
+    const seq = this.seg.recordCount + this.pendingRecords - 1;
+    const length = getU32(this.pending, last + FRAME_LENGTH_OFFSET);
+    const flags = getU32(this.pending, last + FRAME_FLAGS_OFFSET) | FLAG_END;
+    sealFrame(this.pending, last, length, flags, seq);
+    this.afterAppend();
+    return this.next - records;
+  }
+
+  /**
    * Writes buffered records (one write for frames, one for index entries), fdatasyncs unless
    * fsync is 'none', then wakes same-process tailers. No-op when nothing is buffered.
    * Throws Error if closed; rethrows I/O errors (e.g. ENOSPC), after which the appender should
    * be closed and reopened (recovery makes the files consistent again).
    */
   flush(): void {
-    this.checkOpen();
+    this.checkNoBatch('flush');
     if (this.pendingBytes === 0) return;
     this.writePending(this.opts.fsync !== 'none');
     if (this.opts.notifier) publish(this.opts.notifier);
@@ -289,7 +428,7 @@ export class Appender {
    * (then close and reopen, as after a failed flush()).
    */
   flushAsync(): Promise<void> {
-    this.checkOpen();
+    this.checkNoBatch('flushAsync');
     if (this.pendingBytes > 0) this.writePending(false);
     if (this.opts.fsync === 'none') {
       if (this.opts.notifier) publish(this.opts.notifier);
@@ -322,7 +461,7 @@ export class Appender {
    * rethrows I/O errors.
    */
   sync(fromIndex = this.seg.first): void {
-    this.checkOpen();
+    this.checkNoBatch('sync');
     if (this.pendingBytes > 0) this.writePending(false);
     if (fromIndex < this.seg.first) {
       const segments = listSegments(this.opts.dir);
@@ -392,6 +531,10 @@ export class Appender {
       return;
     }
     try {
+      // An open batch is not complete: like a crash before its END frame, it is not kept.
+      if (this.batchOff >= 0) this.truncateBatch(0);
+      this.batchOff = -1;
+      this.claimOff = -1;
       if (this.pendingBytes > 0) {
         this.writePending(false);
         if (this.opts.notifier) publish(this.opts.notifier);
@@ -423,22 +566,76 @@ export class Appender {
     }
   }
 
+  /** checkOpen, and that no batch of beginBatch() is open; discards an uncommitted claim. */
+  private checkNoBatch(what: string): void {
+    this.checkOpen();
+    if (this.batchOff >= 0) throw new Error(`${what} while a batch is open on ${this.opts.dir} (call endBatch first)`);
+    this.claimOff = -1;
+  }
+
   private addFrame(payload: Uint8Array, flags: number): void {
-    const bytes = frameBytes(payload.length);
+    this.reserve(frameBytes(payload.length));
+    const off = this.pendingBytes;
+    this.pending.set(payload, off + FRAME_HEADER_BYTES);
+    this.sealPending(off, payload.length, flags);
+  }
+
+  /** Makes room for one more frame of `bytes` and its index entry in the write buffers. */
+  private reserve(bytes: number): void {
     if (this.pendingBytes + bytes > this.pending.length) {
       this.pending = grow(this.pending, this.pendingBytes, this.pendingBytes + bytes);
     }
     if ((this.pendingRecords + 1) * INDEX_ENTRY_BYTES > this.pendingIndex.length) {
       this.pendingIndex = grow(this.pendingIndex, this.pendingRecords * INDEX_ENTRY_BYTES, (this.pendingRecords + 1) * INDEX_ENTRY_BYTES);
     }
-    const off = this.pendingBytes;
-    this.pending.set(payload, off + FRAME_HEADER_BYTES);
-    sealFrame(this.pending, off, payload.length, flags, this.seg.recordCount + this.pendingRecords);
+  }
+
+  /** Seals the frame whose payload is at `off` + header in `pending` as the next record. */
+  private sealPending(off: number, length: number, flags: number): void {
+    sealFrame(this.pending, off, length, flags, this.seg.recordCount + this.pendingRecords);
     const fileOffset = this.seg.fileBytes + off;
     putU32(this.pendingIndex, this.pendingRecords * INDEX_ENTRY_BYTES, encodeIndexEntry(fileOffset, (flags & FLAG_BEGIN) !== 0));
-    this.pendingBytes += bytes;
+    this.pendingBytes = off + frameBytes(length);
     this.pendingRecords++;
     this.next++;
+  }
+
+  /** Offset in `pending` of the frame of buffered record `k` (0 = the first buffered one). */
+  private pendingOffsetOf(k: number): number {
+    return indexEntryOffset(getU32(this.pendingIndex, k * INDEX_ENTRY_BYTES)) - this.seg.fileBytes;
+  }
+
+  /**
+   * rollIfDue for a claim inside an open batch: a batch never spans segments, so when the
+   * segment cannot take the batch so far plus `bytes`, the batch's frames are taken out, the
+   * segment is rolled (writing what preceded the batch), and they are resealed at the start of
+   * the next segment with their new seqs and offsets.
+   */
+  private rollBatchIfDue(bytes: number): void {
+    const seg = this.seg;
+    const batchBytes = this.pendingBytes - this.batchOff;
+    const full = seg.fileBytes + this.pendingBytes + bytes + END_OF_SEGMENT_FRAME_BYTES > this.opts.segmentBytes;
+    const interval = this.opts.rollIntervalMs;
+    const late = interval !== null && Math.floor(this.opts.clock() / interval) !== Math.floor(seg.createdMs / interval);
+    if (!(full || late) || seg.recordCount + this.pendingRecords - this.batchRecords === 0) return;
+    const frames = Buffer.from(this.pending.subarray(this.batchOff, this.pendingBytes));
+    const records = this.batchRecords;
+    this.pendingBytes = this.batchOff;
+    this.pendingRecords -= records;
+    this.next -= records;
+    this.roll();
+    this.batchOff = 0;
+    this.batchLastOff = -1;
+    this.reserve(batchBytes);
+    frames.copy(this.pending, 0);
+    for (let o = 0, k = 0; k < records; k++) {
+      const length = getU32(this.pending, o + FRAME_LENGTH_OFFSET);
+      const flags = getU32(this.pending, o + FRAME_FLAGS_OFFSET);
+      this.reserve(0);
+      this.sealPending(o, length, flags);
+      this.batchLastOff = o;
+      o += frameBytes(length);
+    }
   }
 
   private afterAppend(): void {

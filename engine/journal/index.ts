@@ -10,7 +10,7 @@
  */
 export { Appender, type RecoveryReport } from './appender.js';
 export { Tailer, type JournalRecord, type TailerStats } from './tailer.js';
-export { createQueueNotifier } from './notifier.js';
+export { createQueueNotifier, registerQueueNotifier, registeredQueueNotifier, watchQueueAppends } from './notifier.js';
 export { JournalCorruptionError, JournalLockedError } from './errors.js';
 export { acquireAppenderLock, type AppenderLock } from './lock.js';
 export { JOURNAL_DEFAULTS, type FsyncPolicy, type JournalOptions, type TailerOptions } from './options.js';

@@ -585,6 +585,10 @@ export class Tailer {
     // still being written.
     const after = findCompleteFrameAfter(this.fd, fileBytes, pos + FRAME_ALIGNMENT, seq + 1);
     if (after >= 0) {
+      // A read(2) racing the appender's write(2) copies page by page: it can catch this frame's
+      // page before the write reached it and a later page after, so the bytes failed here may
+      // be a write that finished since. Damage only if the frame still fails on a fresh read.
+      if (this.frameNowComplete(pos, seq)) return Unit.none;
       throw new JournalCorruptionError(this.segPath, pos, `${problem} (record ${this.segFirst + seq}), but a complete frame follows at offset ${after}: damage, not a torn tail`);
     }
     const successor = this.successorWithFrames(true);
@@ -598,6 +602,20 @@ export class Tailer {
     this.tornPos = pos;
     this.tornFileBytes = fileBytes;
     return Unit.none;
+  }
+
+  /**
+   * Whether the frame at `pos` (seq `seq`) passes its checks on bytes read now. Leaves the
+   * buffer starting at `pos`, so the next verifyUnit of a unit starting there reads from it.
+   */
+  private frameNowComplete(pos: number, seq: number): boolean {
+    this.refill(pos, FRAME_HEADER_BYTES);
+    const avail = this.bufLen;
+    if (avail < FRAME_HEADER_BYTES) return false;
+    const length = frameLength(this.buf, 0);
+    if (length > RECORD_BYTES_MAX) return false;
+    if (FRAME_HEADER_BYTES + length > avail) this.refill(pos, FRAME_HEADER_BYTES + length);
+    return checkFrame(this.buf, 0, this.bufLen, seq) === FrameCheck.ok;
   }
 
   /**

@@ -2,7 +2,10 @@
  * Producer: appends events to a topology's queue from an application (or `sluice append`).
  * Each partition of a queue has exactly one appender (the journal takes an exclusive lock), so a
  * queue that a producer feeds must not also be a service output or a capture target that is
- * running; tailers in other processes see the appends by polling.
+ * running. Wake-ups: in the thread that runs the topology (startTopology), a producer's
+ * appenders signal the topology's notifiers at every flush (linkProducerNotifiers registers
+ * them); a producer in another process is seen through an inotify watch on the partition
+ * directory, whose events the topology's main thread turns into the same signal.
  *
  * Partitioning: without an explicit partition, an event goes to keyHash(key) mod partitions
  * (FNV-1a 32 over the key's UTF-8, engine/cdc's keyHash), the same rule capture pumps follow, so
@@ -17,7 +20,7 @@
  * RECORD_BYTES_MAX.
  */
 import path from 'node:path';
-import { Appender, RECORD_BYTES_MAX } from '../journal/index.js';
+import { Appender, RECORD_BYTES_MAX, registerQueueNotifier, watchQueueAppends } from '../journal/index.js';
 import { EnvelopeWriter, encodeJson, EVENT_TYPE_JSON, USER_EVENT_TYPE_MIN } from '../codec/index.js';
 import { keyHash } from '../cdc/index.js';
 import type { Topology } from '../config/index.js';
@@ -92,15 +95,19 @@ export function openQueueAppender(topology: Topology, queue: string): QueueAppen
   const append = (type: number, key: string, payload: Uint8Array, options: { partition?: number; eventTimeMs?: number }): [number, number] => {
     checkKey(key);
     const p = pick(key, options.partition);
-    const record = envelopes.encode({ type, key, eventTimeMs: options.eventTimeMs ?? Date.now(), payload });
-    if (record.length > recordBytesMax) {
+    // Encode once: the envelope is built in the writer's builder and copied straight into the
+    // appender's write buffer (claim/commit), not into a record of its own first.
+    const length = envelopes.build({ type, key, eventTimeMs: options.eventTimeMs ?? Date.now(), payload });
+    if (length > recordBytesMax) {
       const why = readByService
         ? `rings.recordBytesMax: a service reads "${queue}"`
         : 'the journal record limit';
-      throw new RecordInputError(`record of ${record.length} bytes exceeds the ${recordBytesMax}-byte limit of queue "${queue}" (${why})`);
+      throw new RecordInputError(`record of ${length} bytes exceeds the ${recordBytesMax}-byte limit of queue "${queue}" (${why})`);
     }
-    const index = open(p).append(record);
-    return [p, index];
+    const a = open(p);
+    const off = a.claim(length);
+    envelopes.copyTo(a.claimBuffer, off);
+    return [p, a.commit()];
   };
   return {
     queue,
@@ -162,4 +169,38 @@ function jsonPayload(value: unknown): Uint8Array {
   } catch (e) {
     throw new RecordInputError(`value has no JSON form: ${(e as Error).message}`);
   }
+}
+
+/**
+ * Wires producers to a running topology's readers (startTopology calls it with the plan's
+ * notifiers, `inputKey(queue, partition)` -> notifier): registers every partition's notifier
+ * for its directory in this thread, so appenders of openQueueAppender opened here signal it; and
+ * for each queue a service reads that no service or capture source of the topology writes (so
+ * only producers do, maybe in other processes), watches the partition directories
+ * (watchQueueAppends). Returns a function that undoes both.
+ */
+export function linkProducerNotifiers(topology: Topology, notifiers: ReadonlyMap<string, SharedArrayBuffer>): () => void {
+  const undo: (() => void)[] = [];
+  const written = new Set<string>([
+    ...topology.services.map((s) => s.output),
+    ...topology.capture.flatMap((c) => c.tables.map((t) => t.target)),
+  ]);
+  const read = new Set(topology.services.flatMap((s) => s.inputs));
+  try {
+    for (const q of topology.queues) {
+      for (let p = 0; p < q.partitions; p++) {
+        const notifier = notifiers.get(`${q.name}/${p}`);
+        if (!notifier) continue;
+        const dir = path.join(topology.dataDir, 'queues', q.name, String(p));
+        undo.push(registerQueueNotifier(dir, notifier));
+        if (read.has(q.name) && !written.has(q.name)) undo.push(watchQueueAppends(dir, notifier));
+      }
+    }
+  } catch (e) {
+    for (const u of undo) u();
+    throw e;
+  }
+  return () => {
+    for (const u of undo.splice(0)) u();
+  };
 }

@@ -9,16 +9,46 @@
  */
 import { Supervisor, type StopResult, type RestartEvent } from './engine/supervisor/index.js';
 import { ConfigError, problemAt, type Topology } from './engine/config/index.js';
-import { planTopology, checkServiceModules, checkProcessorModules, serviceWarnings, openTopologyBus, createKafkaTopics, type TopologyPlan, type TopologyBusHost } from './actors/index.js';
+import {
+  planTopology,
+  checkServiceModules,
+  checkProcessorModules,
+  serviceWarnings,
+  openTopologyBus,
+  createKafkaTopics,
+  type TopologyPlan,
+  type TopologyBusHost,
+} from './actors/index.js';
 import { prepareKafkaTopics } from './actors/kafka-capture.js';
 import type { BusBackend } from './engine/bus/index.js';
-import { CaptureTableError, checkLoads, installLoads, openStaging, type ParkedChange, type ParkedSelection, type StagingClient } from './engine/cdc/index.js';
-import { acquireAppenderLock, JournalLockedError, type AppenderLock } from './engine/journal/index.js';
+import {
+  CaptureTableError,
+  checkLoads,
+  installLoads,
+  openStaging,
+  type ParkedChange,
+  type ParkedSelection,
+  type StagingClient,
+} from './engine/cdc/index.js';
+import {
+  acquireAppenderLock,
+  JournalLockedError,
+  type AppenderLock,
+} from './engine/journal/index.js';
 import { linkProducerNotifiers } from './engine/producer/index.js';
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
-import { attachSupervisorLogs, createLogger, startOps, type HttpOptions, type LogFormat, type Ops, type StatsOptions, removeStatsTable } from './ops/index.js';
+import {
+  attachSupervisorLogs,
+  createLogger,
+  startOps,
+  type HttpOptions,
+  type LogFormat,
+  type Ops,
+  type StatsOptions,
+  removeStatsTable,
+} from './ops/index.js';
 
 // The documented surface only (README "Embedding"); service authors import 'sluice/service',
 // the bus and its patterns are 'sluice/bus' and 'sluice/patterns'.
@@ -49,14 +79,26 @@ export {
   type ReplayedDeadLetter,
 } from './engine/service/index.js';
 export type {
-  Supervisor, StopResult, RestartEvent, GroupStatus,
+  Supervisor,
+  StopResult,
+  RestartEvent,
+  GroupStatus,
 } from './engine/supervisor/index.js';
 export { checkServiceModules, partitionDir } from './actors/index.js';
 export type { TopologyPlan, ServiceReadyInfo, ServiceSummary } from './actors/index.js';
 export type {
-  CaptureSource, CaptureTable, CaptureErrorPolicy, ParkedChange, ParkedSelection,
+  CaptureSource,
+  CaptureTable,
+  CaptureErrorPolicy,
+  ParkedChange,
+  ParkedSelection,
 } from './engine/cdc/index.js';
-export { openQueueAppender, RecordInputError, JSON_DEPTH_MAX, type QueueAppender } from './engine/producer/index.js';
+export {
+  openQueueAppender,
+  RecordInputError,
+  JSON_DEPTH_MAX,
+  type QueueAppender,
+} from './engine/producer/index.js';
 export {
   queueId,
   EVENT_TYPE_CHANGE,
@@ -124,8 +166,17 @@ export interface StartOptions {
  *   another live process; Error if the plan is invalid or a group keeps failing while starting
  *   (restartsMax).
  */
-export async function startTopology(topology: Topology, options: StartOptions = {}): Promise<RunningTopology> {
-  const logger = options.logger ?? await createLogger({ format: options.logFormat ?? 'text', topology: topology.name, lineSink: options.log });
+export async function startTopology(
+  topology: Topology,
+  options: StartOptions = {},
+): Promise<RunningTopology> {
+  const logger =
+    options.logger ??
+    (await createLogger({
+      format: options.logFormat ?? 'text',
+      topology: topology.name,
+      lineSink: options.log,
+    }));
   const log = (line: string) => logger.info(line);
   let busHost: TopologyBusHost | null = null;
   const plan = planTopology(topology, { connectBus: () => busHost!.connect!() });
@@ -144,7 +195,11 @@ export async function startTopology(topology: Topology, options: StartOptions = 
     if (topology.processors.length > 0) busHost = await openTopologyBus(topology);
     const supervisor = new Supervisor(topology.supervisor);
     attachSupervisorLogs(supervisor, logger);
-    supervisor.on('restart', (e: RestartEvent) => logger.warn(`restarting ${e.group} in ${e.delayMs} ms (attempt ${e.attempt}) after ${e.actor} failed: ${e.error}`));
+    supervisor.on('restart', (e: RestartEvent) =>
+      logger.warn(
+        `restarting ${e.group} in ${e.delayMs} ms (attempt ${e.attempt}) after ${e.actor} failed: ${e.error}`,
+      ),
+    );
     supervisor.on('fatal', (e: Error) => logger.error(`stopped: ${e.message}`));
     // The topology is no longer running once the supervisor has stopped (stop(), by whoever
     // calls it) or failed (its workers terminated).
@@ -152,11 +207,19 @@ export async function startTopology(topology: Topology, options: StartOptions = 
     const release = (): void => {
       unlinkProducers();
       // The bus is closed once every processor is gone (stopped, or terminated on a failure).
-      void (host?.close() ?? Promise.resolve()).catch(() => undefined).finally(() => lock.release());
+      void (host?.close() ?? Promise.resolve())
+        .catch(() => undefined)
+        .finally(() => lock.release());
     };
     supervisor.done.then(release, release);
     options.onSupervisor?.(supervisor);
-    ops = await startOps({ topology, supervisor, logger, http: options.http, stats: options.stats });
+    ops = await startOps({
+      topology,
+      supervisor,
+      logger,
+      http: options.http,
+      stats: options.stats,
+    });
     if (ops.server) logger.info(`http: operations API and dashboard at ${ops.server.url}/`);
     await supervisor.start(plan.groups);
     const opsNow = ops;
@@ -183,8 +246,14 @@ const TOPOLOGY_LOCK_FILE_NAME = 'topology.lock';
 export class TopologyRunningError extends Error {
   override readonly name = 'TopologyRunningError';
   /** @param ownerPid the pid recorded in the lock file (0: being created). */
-  constructor(topology: Topology, readonly lockFile: string, readonly ownerPid: number) {
-    super(`topology "${topology.name}" (${topology.file}) is already running (pid ${ownerPid}): its data directory ${topology.dataDir} is locked by ${lockFile}`);
+  constructor(
+    topology: Topology,
+    readonly lockFile: string,
+    readonly ownerPid: number,
+  ) {
+    super(
+      `topology "${topology.name}" (${topology.file}) is already running (pid ${ownerPid}): its data directory ${topology.dataDir} is locked by ${lockFile}`,
+    );
   }
 }
 
@@ -199,9 +268,13 @@ function lockTopology(topology: Topology): AppenderLock {
   try {
     return acquireAppenderLock(topology.dataDir, TOPOLOGY_LOCK_FILE_NAME);
   } catch (err) {
-    if (err instanceof JournalLockedError) throw new TopologyRunningError(topology, file, err.ownerPid);
+    if (err instanceof JournalLockedError)
+      throw new TopologyRunningError(topology, file, err.ownerPid);
     // acquireAppenderLock's "already open in this process": started twice in this process.
-    if (fs.existsSync(file) && (err as Error).message.startsWith(`${file}: an Appender is already open`)) {
+    if (
+      fs.existsSync(file) &&
+      (err as Error).message.startsWith(`${file}: an Appender is already open`)
+    ) {
       throw new TopologyRunningError(topology, file, process.pid);
     }
     throw err;
@@ -224,10 +297,19 @@ export async function installCapture(topology: Topology): Promise<void> {
       // Tables with initialLoad: true get their load requested (once; sluice snapshot redoes one).
       await installLoads(staging);
     } catch (err) {
-      const k = err instanceof CaptureTableError ? source.tables.findIndex((t) => t.table === err.table) : -1;
+      const k =
+        err instanceof CaptureTableError
+          ? source.tables.findIndex((t) => t.table === err.table)
+          : -1;
       if (!(err instanceof CaptureTableError) || k < 0) throw err;
       const field = [...err.field.split('.'), ...(err.index === undefined ? [] : [err.index])];
-      throw new ConfigError([problemAt(topology.file, ['capture', i, 'tables', k, ...field], `capture source "${source.name}": ${err.message}`)]);
+      throw new ConfigError([
+        problemAt(
+          topology.file,
+          ['capture', i, 'tables', k, ...field],
+          `capture source "${source.name}": ${err.message}`,
+        ),
+      ]);
     } finally {
       await staging.close();
     }
@@ -259,14 +341,19 @@ export async function checkCaptureLive(topology: Topology): Promise<string[]> {
           continue;
         }
         for (const c of installed) {
-          if (!live.includes(c)) out.push(`${where}: column "${c}" is captured by the installed triggers but the table no longer has it (dropped or renamed; run sluice install)`);
+          if (!live.includes(c))
+            out.push(
+              `${where}: column "${c}" is captured by the installed triggers but the table no longer has it (dropped or renamed; run sluice install)`,
+            );
         }
         const wanted = t.columns ?? live;
         for (const c of wanted) {
           if (!installed.includes(c)) {
-            out.push(live.includes(c)
-              ? `${where}: column "${c}" is not captured by the installed triggers yet (added or renamed; run sluice install)`
-              : `${where}: columns: column "${c}" is not in the table`);
+            out.push(
+              live.includes(c)
+                ? `${where}: column "${c}" is not captured by the installed triggers yet (added or renamed; run sluice install)`
+                : `${where}: columns: column "${c}" is not in the table`,
+            );
           }
         }
       }
@@ -293,15 +380,23 @@ export interface UninstallCaptureOptions {
  * @throws Error naming the source when staging or error tables hold changes and neither
  * keepStaging nor force is given (nothing is dropped then, for any source).
  */
-export async function uninstallCapture(topology: Topology, options: UninstallCaptureOptions = {}): Promise<void> {
+export async function uninstallCapture(
+  topology: Topology,
+  options: UninstallCaptureOptions = {},
+): Promise<void> {
   if (!options.keepStaging && !options.force) {
     for (const source of topology.capture) {
       const staging = await openStaging(source);
       try {
-        const [staged, parked] = await Promise.all([staging.stagedCount(), staging.parkedCount()]).catch(() => [0, 0]);
+        const [staged, parked] = await Promise.all([
+          staging.stagedCount(),
+          staging.parkedCount(),
+        ]).catch(() => [0, 0]);
         if (staged + parked > 0) {
-          throw new Error(`capture source "${source.name}": ${staged} staged and ${parked} parked change${staged + parked === 1 ? '' : 's'} ` +
-            'would be lost; ship them first (sluice run), or pass --force (or --keep-staging to drop only the triggers)');
+          throw new Error(
+            `capture source "${source.name}": ${staged} staged and ${parked} parked change${staged + parked === 1 ? '' : 's'} ` +
+              'would be lost; ship them first (sluice run), or pass --force (or --keep-staging to drop only the triggers)',
+          );
         }
       } finally {
         await staging.close();
@@ -327,7 +422,10 @@ export async function uninstallCapture(topology: Topology, options: UninstallCap
  * restarts. @throws ConfigError at the source's database field when its database cannot be
  *   opened; Error naming the source and the fix when it is not installed.
  */
-async function checkCaptureInstalled(topology: Topology, log: (line: string) => void): Promise<void> {
+async function checkCaptureInstalled(
+  topology: Topology,
+  log: (line: string) => void,
+): Promise<void> {
   for (const [i, source] of topology.capture.entries()) {
     let staging: StagingClient;
     try {
@@ -362,9 +460,20 @@ function isUnreachable(err: unknown): boolean {
   const code = String((err as { code?: unknown })?.code ?? '');
   // MariaDB (mysql2): the SQLSTATE is in sqlState; code is a name like ER_ACCESS_DENIED_ERROR.
   const sqlState = String((err as { sqlState?: unknown })?.sqlState ?? '');
-  return ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENOTFOUND', 'EAI_AGAIN',
-    'PROTOCOL_CONNECTION_LOST', 'ER_CON_COUNT_ERROR'].includes(code) ||
-    /^(08|28|57P0)/.test(code) || /^(08|28)/.test(sqlState);
+  return (
+    [
+      'ECONNREFUSED',
+      'ECONNRESET',
+      'ETIMEDOUT',
+      'EHOSTUNREACH',
+      'ENOTFOUND',
+      'EAI_AGAIN',
+      'PROTOCOL_CONNECTION_LOST',
+      'ER_CON_COUNT_ERROR',
+    ].includes(code) ||
+    /^(08|28|57P0)/.test(code) ||
+    /^(08|28)/.test(sqlState)
+  );
 }
 
 /** Options of the capture error-table functions: which source (default all) and which changes. */
@@ -374,10 +483,16 @@ export interface CaptureErrorsOptions extends ParkedSelection {
 }
 
 /** Runs `work` on a staging client of each selected source. @throws Error for an unknown source. */
-async function eachSource<T>(topology: Topology, source: string | undefined, work: (s: StagingClient) => Promise<T>): Promise<Array<{ source: string; result: T }>> {
+async function eachSource<T>(
+  topology: Topology,
+  source: string | undefined,
+  work: (s: StagingClient) => Promise<T>,
+): Promise<Array<{ source: string; result: T }>> {
   const sources = topology.capture.filter((c) => source === undefined || c.name === source);
   if (source !== undefined && sources.length === 0) {
-    throw new Error(`unknown capture source "${source}" in ${topology.file} (known: ${topology.capture.map((c) => c.name).join(', ') || 'none'})`);
+    throw new Error(
+      `unknown capture source "${source}" in ${topology.file} (known: ${topology.capture.map((c) => c.name).join(', ') || 'none'})`,
+    );
   }
   const out: Array<{ source: string; result: T }> = [];
   for (const c of sources) {
@@ -395,8 +510,15 @@ async function eachSource<T>(topology: Topology, source: string | undefined, wor
  * Parked changes (the error table, cases C4 and C10) of each selected source, lowest staging id
  * first, at most `limit` per source (default 1000).
  */
-export async function listCaptureErrors(topology: Topology, options: CaptureErrorsOptions = {}, limit = 1000): Promise<Array<{ source: string; parked: ParkedChange[]; total: number }>> {
-  const res = await eachSource(topology, options.source, async (s) => ({ parked: await s.listParked(options, limit), total: await s.parkedCount() }));
+export async function listCaptureErrors(
+  topology: Topology,
+  options: CaptureErrorsOptions = {},
+  limit = 1000,
+): Promise<Array<{ source: string; parked: ParkedChange[]; total: number }>> {
+  const res = await eachSource(topology, options.source, async (s) => ({
+    parked: await s.listParked(options, limit),
+    total: await s.parkedCount(),
+  }));
   return res.map((r) => ({ source: r.source, ...r.result }));
 }
 
@@ -404,13 +526,25 @@ export async function listCaptureErrors(topology: Topology, options: CaptureErro
  * Moves parked changes back into staging under their own staging ids (so they are delivered
  * before any later change of their key); returns how many. Raise the limit that refused them first.
  */
-export async function requeueCaptureErrors(topology: Topology, options: CaptureErrorsOptions = {}): Promise<number> {
-  return (await eachSource(topology, options.source, (s) => s.requeue(options))).reduce((n, r) => n + r.result, 0);
+export async function requeueCaptureErrors(
+  topology: Topology,
+  options: CaptureErrorsOptions = {},
+): Promise<number> {
+  return (await eachSource(topology, options.source, (s) => s.requeue(options))).reduce(
+    (n, r) => n + r.result,
+    0,
+  );
 }
 
 /** Deletes parked changes for good (their keys are released); returns how many. */
-export async function purgeCaptureErrors(topology: Topology, options: CaptureErrorsOptions = {}): Promise<number> {
-  return (await eachSource(topology, options.source, (s) => s.purge(options))).reduce((n, r) => n + r.result, 0);
+export async function purgeCaptureErrors(
+  topology: Topology,
+  options: CaptureErrorsOptions = {},
+): Promise<number> {
+  return (await eachSource(topology, options.source, (s) => s.purge(options))).reduce(
+    (n, r) => n + r.result,
+    0,
+  );
 }
 
 /**

@@ -16,14 +16,27 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { PUMP_SHARED, type PumpData } from './contracts.js';
 import { runActor, Counter } from '../engine/actor/index.js';
 import { Appender, Tailer } from '../engine/journal/index.js';
-import { EnvelopeView, EnvelopeWriter, decodeChange, encodeChange, EVENT_TYPE_CHANGE } from '../engine/codec/index.js';
 import {
-  openStaging, PumpCore, RecordRefusedError, CDC_DEFAULTS, KafkaPumpSink, encodeCaptureJson, jsonSourceInfo,
-  type StagedChange, type PumpSink, type StagingClient,
+  EnvelopeView,
+  EnvelopeWriter,
+  decodeChange,
+  encodeChange,
+  EVENT_TYPE_CHANGE,
+} from '../engine/codec/index.js';
+import {
+  openStaging,
+  PumpCore,
+  RecordRefusedError,
+  CDC_DEFAULTS,
+  KafkaPumpSink,
+  encodeCaptureJson,
+  jsonSourceInfo,
+  type StagedChange,
+  type PumpSink,
+  type StagingClient,
 } from '../engine/cdc/index.js';
 import type { BusBackend } from '../engine/bus/index.js';
 import { kafkaOptionsOf } from './kafka-capture.js';
-
 
 runActor<PumpData>(async (ctx) => {
   const d = ctx.data;
@@ -35,7 +48,15 @@ runActor<PumpData>(async (ctx) => {
   const openAppenders = () => {
     for (const [queue, t] of Object.entries(d.targets)) {
       if (appenders.has(queue)) continue;
-      appenders.set(queue, Appender.open({ dir: t.dir, segmentBytes: t.segmentBytes, fsync: t.fsync, notifier: ctx.shared(PUMP_SHARED.notifier(queue)) }));
+      appenders.set(
+        queue,
+        Appender.open({
+          dir: t.dir,
+          segmentBytes: t.segmentBytes,
+          fsync: t.fsync,
+          notifier: ctx.shared(PUMP_SHARED.notifier(queue)),
+        }),
+      );
     }
   };
   const closeAppenders = () => {
@@ -50,24 +71,25 @@ runActor<PumpData>(async (ctx) => {
   };
   const writer = new EnvelopeWriter();
   const recordBytesMax = d.source.recordBytesMax ?? CDC_DEFAULTS.recordBytesMax;
-  const envelopeOf = (ch: StagedChange): Uint8Array => writer.encode({
-    type: EVENT_TYPE_CHANGE,
-    key: ch.key,
-    eventTimeMs: ch.timeMs,
-    causeQueue: 0,
-    causePartition: 0,
-    causeIndex: -1,
-    payload: encodeChange({
-      stagingId: ch.stagingId,
-      table: ch.table,
-      op: ch.op,
+  const envelopeOf = (ch: StagedChange): Uint8Array =>
+    writer.encode({
+      type: EVENT_TYPE_CHANGE,
       key: ch.key,
-      before: ch.before,
-      after: ch.after,
-      txid: ch.txid,
-      commitTimeMs: ch.timeMs,
-    }),
-  });
+      eventTimeMs: ch.timeMs,
+      causeQueue: 0,
+      causePartition: 0,
+      causeIndex: -1,
+      payload: encodeChange({
+        stagingId: ch.stagingId,
+        table: ch.table,
+        op: ch.op,
+        key: ch.key,
+        before: ch.before,
+        after: ch.after,
+        txid: ch.txid,
+        commitTimeMs: ch.timeMs,
+      }),
+    });
   // On a kafka bus each batch is one Kafka transaction (engine/cdc/kafka-sink.ts).
   let kafkaBus: BusBackend | null = null;
   let kafkaSink: KafkaPumpSink | null = null;
@@ -86,8 +108,14 @@ runActor<PumpData>(async (ctx) => {
       recordBytesMax,
       encode(ch) {
         const topic = d.tableTargets[ch.table];
-        if (!topic) throw new Error(`pump ${ctx.name}: staged change ${ch.stagingId} is for table "${ch.table}", which has no target in the topology`);
-        return { topic, value: k.formats[ch.table] === 'json' ? encodeCaptureJson(ch, info) : envelopeOf(ch) };
+        if (!topic)
+          throw new Error(
+            `pump ${ctx.name}: staged change ${ch.stagingId} is for table "${ch.table}", which has no target in the topology`,
+          );
+        return {
+          topic,
+          value: k.formats[ch.table] === 'json' ? encodeCaptureJson(ch, info) : envelopeOf(ch),
+        };
       },
       onCommitted(records) {
         c[Counter.eventsOut] += records;
@@ -100,13 +128,18 @@ runActor<PumpData>(async (ctx) => {
       const byQueue = new Map<string, Uint8Array[]>();
       for (const ch of changes) {
         const queue = d.tableTargets[ch.table];
-        if (!queue) throw new Error(`pump ${ctx.name}: staged change ${ch.stagingId} is for table "${ch.table}", which has no target in the topology`);
+        if (!queue)
+          throw new Error(
+            `pump ${ctx.name}: staged change ${ch.stagingId} is for table "${ch.table}", which has no target in the topology`,
+          );
         let list = byQueue.get(queue);
         if (!list) byQueue.set(queue, (list = []));
         const record = envelopeOf(ch);
         if (record.length > recordBytesMax) {
           const many = changes.length > 1 ? ` (in a batch of ${changes.length})` : '';
-          throw new RecordRefusedError(`record of ${record.length} bytes exceeds recordBytesMax ${recordBytesMax} of capture source "${d.source.name}" (target queue "${queue}")${many}`);
+          throw new RecordRefusedError(
+            `record of ${record.length} bytes exceeds recordBytesMax ${recordBytesMax} of capture source "${d.source.name}" (target queue "${queue}")${many}`,
+          );
         }
         list.push(record);
       }
@@ -157,10 +190,16 @@ runActor<PumpData>(async (ctx) => {
     if (outage.sinceMs === 0) {
       outage.sinceMs = Date.now();
       c[Counter.downSinceMs] = outage.sinceMs;
-      ctx.log('warn', `capture source "${d.source.name}" is down since ${new Date(outage.sinceMs).toISOString()}: ${(err as Error).message ?? err}; retrying`);
+      ctx.log(
+        'warn',
+        `capture source "${d.source.name}" is down since ${new Date(outage.sinceMs).toISOString()}: ${(err as Error).message ?? err}; retrying`,
+      );
     }
     c[Counter.errors]++;
-    const delayMs = Math.min(CDC_DEFAULTS.outageBackoffInitialMs * 2 ** outage.attempts, CDC_DEFAULTS.outageBackoffMaxMs);
+    const delayMs = Math.min(
+      CDC_DEFAULTS.outageBackoffInitialMs * 2 ** outage.attempts,
+      CDC_DEFAULTS.outageBackoffMaxMs,
+    );
     outage.attempts++;
     for (let waitedMs = 0; waitedMs < delayMs && !ctx.draining(); waitedMs += 50) {
       ctx.heartbeat();
@@ -172,13 +211,26 @@ runActor<PumpData>(async (ctx) => {
       try {
         openAppenders();
         staging = await openStaging(d.source);
-        const fresh = new PumpCore({ staging, pump: d.pump, pumps: d.source.pumps, batchSizeMax: d.source.batchSizeMax, sink });
+        const fresh = new PumpCore({
+          staging,
+          pump: d.pump,
+          pumps: d.source.pumps,
+          batchSizeMax: d.source.batchSizeMax,
+          sink,
+        });
         const reconciled = await fresh.start();
         recovered += reconciled;
-        if (reconciled > 0) ctx.log('info', `deleted ${reconciled} staged change${reconciled === 1 ? '' : 's'} the target already held (shipped before a crash, not yet deleted)`);
+        if (reconciled > 0)
+          ctx.log(
+            'info',
+            `deleted ${reconciled} staged change${reconciled === 1 ? '' : 's'} the target already held (shipped before a crash, not yet deleted)`,
+          );
         core = fresh;
         if (outage.sinceMs !== 0) {
-          ctx.log('info', `capture source "${d.source.name}" is up again after ${((Date.now() - outage.sinceMs) / 1000).toFixed(1)} s down`);
+          ctx.log(
+            'info',
+            `capture source "${d.source.name}" is up again after ${((Date.now() - outage.sinceMs) / 1000).toFixed(1)} s down`,
+          );
         }
         outage.sinceMs = 0;
         outage.attempts = 0;
@@ -186,7 +238,10 @@ runActor<PumpData>(async (ctx) => {
         return fresh;
       } catch (err) {
         await down(err);
-        if (ctx.draining()) throw new Error(`capture source "${d.source.name}" is down while draining: ${(err as Error).message}`);
+        if (ctx.draining())
+          throw new Error(
+            `capture source "${d.source.name}" is down while draining: ${(err as Error).message}`,
+          );
       }
     }
   };
@@ -203,7 +258,10 @@ runActor<PumpData>(async (ctx) => {
         n = await pump.runCycle();
       } catch (err) {
         await down(err);
-        if (ctx.draining()) throw new Error(`capture source "${d.source.name}" is down while draining: ${(err as Error).message}`);
+        if (ctx.draining())
+          throw new Error(
+            `capture source "${d.source.name}" is down while draining: ${(err as Error).message}`,
+          );
         continue;
       }
       c[Counter.errors] += pump.stats.refusals - before;

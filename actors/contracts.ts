@@ -59,7 +59,10 @@ export interface ServiceHostData {
   recordBytesMax: number;
   /** The dead-letter queue's partition 0; null with onFailure stop. */
   deadLetter: {
-    queue: string; dir: string; segmentBytes: number; fsync: 'none' | 'batch' | 'record';
+    queue: string;
+    dir: string;
+    segmentBytes: number;
+    fsync: 'none' | 'batch' | 'record';
   } | null;
 }
 
@@ -115,7 +118,10 @@ export interface PumpData {
   source: CaptureSource;
   pump: number;
   /** Target queue name -> journal directory of partition `pump`, and its journal settings. */
-  targets: Record<string, { dir: string; segmentBytes: number; fsync: 'none' | 'batch' | 'record' }>;
+  targets: Record<
+    string,
+    { dir: string; segmentBytes: number; fsync: 'none' | 'batch' | 'record' }
+  >;
   /** Table name -> target queue name. */
   tableTargets: Record<string, string>;
   /** On a kafka bus: where the target topics are (then `targets` is empty). */

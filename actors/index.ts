@@ -17,5 +17,14 @@ export {
   type TopologyPlan,
 } from './plan.js';
 export { createKafkaTopics } from './kafka-topics.js';
-export type { ServiceHostData, ServiceReadyInfo, ServiceSummary, HostInput, QueueReaderData, PumpData, ProcessorData, ProcessorSummary } from './contracts.js';
+export type {
+  ServiceHostData,
+  ServiceReadyInfo,
+  ServiceSummary,
+  HostInput,
+  QueueReaderData,
+  PumpData,
+  ProcessorData,
+  ProcessorSummary,
+} from './contracts.js';
 export { processorTopics, openTopologyBus, type TopologyBusHost } from './processor-bus.js';

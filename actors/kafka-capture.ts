@@ -17,14 +17,23 @@ export interface KafkaConnectionData {
   brokers: string[];
   clientId: string;
   tls?: { caFile?: string; certFile?: string; keyFile?: string; rejectUnauthorized: boolean };
-  sasl?: { mechanism: 'plain' | 'scram-sha-256' | 'scram-sha-512'; username: string; password?: string; passwordFile?: string };
+  sasl?: {
+    mechanism: 'plain' | 'scram-sha-256' | 'scram-sha-512';
+    username: string;
+    password?: string;
+    passwordFile?: string;
+  };
 }
 
 /** The connection of a kafka bus section. */
-export function kafkaConnectionOf(bus: Extract<TopologyBus, { kind: 'kafka' }>): KafkaConnectionData {
+export function kafkaConnectionOf(
+  bus: Extract<TopologyBus, { kind: 'kafka' }>,
+): KafkaConnectionData {
   return {
-    brokers: [...bus.brokers], clientId: bus.clientId,
-    ...(bus.tls ? { tls: { ...bus.tls } } : {}), ...(bus.sasl ? { sasl: { ...bus.sasl } } : {}),
+    brokers: [...bus.brokers],
+    clientId: bus.clientId,
+    ...(bus.tls ? { tls: { ...bus.tls } } : {}),
+    ...(bus.sasl ? { sasl: { ...bus.sasl } } : {}),
   };
 }
 
@@ -60,17 +69,39 @@ const RETRY_MS = 1_000;
  * @throws ConfigError at the field that sets the partition count when a topic exists with
  *   another one (`queues[i].partitions`, `sinks[i].to`).
  */
-export async function prepareKafkaTopics(topology: Topology, log: (line: string) => void): Promise<void> {
-  const jobs: { connection: KafkaConnectionData; topic: string; partitions: number; at: (string | number)[]; what: string }[] = [];
+export async function prepareKafkaTopics(
+  topology: Topology,
+  log: (line: string) => void,
+): Promise<void> {
+  const jobs: {
+    connection: KafkaConnectionData;
+    topic: string;
+    partitions: number;
+    at: (string | number)[];
+    what: string;
+  }[] = [];
   if (topology.bus.kind === 'kafka') {
     const connection = kafkaConnectionOf(topology.bus);
     const targets = new Set(topology.capture.flatMap((c) => c.tables.map((t) => t.target)));
     topology.queues.forEach((q, i) => {
-      if (targets.has(q.name)) jobs.push({ connection, topic: q.name, partitions: q.partitions, at: ['queues', i, 'partitions'], what: `queue "${q.name}"` });
+      if (targets.has(q.name))
+        jobs.push({
+          connection,
+          topic: q.name,
+          partitions: q.partitions,
+          at: ['queues', i, 'partitions'],
+          what: `queue "${q.name}"`,
+        });
     });
   }
   topology.sinks.forEach((k, i) => {
-    jobs.push({ connection: { brokers: k.to.brokers, clientId: k.to.clientId }, topic: k.to.topic, partitions: k.to.partitions, at: ['sinks', i, 'to'], what: `sink "${k.name}"` });
+    jobs.push({
+      connection: { brokers: k.to.brokers, clientId: k.to.clientId },
+      topic: k.to.topic,
+      partitions: k.to.partitions,
+      at: ['sinks', i, 'to'],
+      what: `sink "${k.name}"`,
+    });
   });
   if (jobs.length === 0) return;
   const { createKafkaBus } = await import('../engine/bus/index.js');
@@ -89,7 +120,13 @@ export async function prepareKafkaTopics(topology: Topology, log: (line: string)
 
 async function createTopicWaiting(
   bus: BusBackend,
-  job: { connection: KafkaConnectionData; topic: string; partitions: number; at: (string | number)[]; what: string },
+  job: {
+    connection: KafkaConnectionData;
+    topic: string;
+    partitions: number;
+    at: (string | number)[];
+    what: string;
+  },
   topology: Topology,
   log: (line: string) => void,
 ): Promise<void> {
@@ -101,13 +138,20 @@ async function createTopicWaiting(
       return;
     } catch (e) {
       if (e instanceof BusError && e.code === 'bad-input') {
-        throw new ConfigError([problemAt(topology.file, job.at,
-          `${job.what}: Kafka topic ${job.topic} on ${job.connection.brokers.join(',')}: ${e.message} (declare its partition count, or delete the topic)`)]);
+        throw new ConfigError([
+          problemAt(
+            topology.file,
+            job.at,
+            `${job.what}: Kafka topic ${job.topic} on ${job.connection.brokers.join(',')}: ${e.message} (declare its partition count, or delete the topic)`,
+          ),
+        ]);
       }
       const now = Date.now();
       if (now - reportedMs >= WAIT_REPORT_MS) {
         reportedMs = now;
-        log(`kafka ${job.connection.brokers.join(',')}: waiting ${Math.round((now - startedMs) / 1000)} s to create topic ${job.topic}: ${(e as Error).message}`);
+        log(
+          `kafka ${job.connection.brokers.join(',')}: waiting ${Math.round((now - startedMs) / 1000)} s to create topic ${job.topic}: ${(e as Error).message}`,
+        );
       }
       await new Promise((r) => setTimeout(r, RETRY_MS));
     }

@@ -20,7 +20,10 @@ const RETRY_MS = 1_000;
  * @throws ConfigError at `queues[i].partitions` when topic queues[i] exists with another
  *   partition count.
  */
-export async function createKafkaTopics(topology: Topology, log: (line: string) => void): Promise<void> {
+export async function createKafkaTopics(
+  topology: Topology,
+  log: (line: string) => void,
+): Promise<void> {
   const bus = actorBusOf(topology);
   if (bus.kind !== 'kafka') return;
   const kafka = createKafkaBus(kafkaBusOptionsOf(bus.connection));
@@ -34,13 +37,20 @@ export async function createKafkaTopics(topology: Topology, log: (line: string) 
           break;
         } catch (e) {
           if (e instanceof BusError && e.code === 'bad-input') {
-            throw new ConfigError([problemAt(topology.file, ['queues', i, 'partitions'],
-              `queue "${q.name}": Kafka topic ${q.name} on ${bus.connection.brokers.join(',')}: ${e.message} (declare its partition count, or delete the topic)`)]);
+            throw new ConfigError([
+              problemAt(
+                topology.file,
+                ['queues', i, 'partitions'],
+                `queue "${q.name}": Kafka topic ${q.name} on ${bus.connection.brokers.join(',')}: ${e.message} (declare its partition count, or delete the topic)`,
+              ),
+            ]);
           }
           const now = Date.now();
           if (now - reportedMs >= WAIT_REPORT_MS) {
             reportedMs = now;
-            log(`kafka bus ${bus.connection.brokers.join(',')}: waiting ${Math.round((now - startedMs) / 1000)} s to create topic ${q.name}: ${(e as Error).message}`);
+            log(
+              `kafka bus ${bus.connection.brokers.join(',')}: waiting ${Math.round((now - startedMs) / 1000)} s to create topic ${q.name}: ${(e as Error).message}`,
+            );
           }
           await new Promise((r) => setTimeout(r, RETRY_MS));
         }

@@ -11,7 +11,12 @@ import { createRing } from '../engine/ring/index.js';
 import { createDoorbell } from '../engine/actor/index.js';
 import { createQueueNotifier } from '../engine/journal/index.js';
 import { pathToFileURL } from 'node:url';
-import { inputKey, assertServiceDefinition, replayProblems, type ActorBus } from '../engine/service/index.js';
+import {
+  inputKey,
+  assertServiceDefinition,
+  replayProblems,
+  type ActorBus,
+} from '../engine/service/index.js';
 import type { GroupSpec } from '../engine/supervisor/index.js';
 import {
   ConfigError,
@@ -21,7 +26,20 @@ import {
   type Topology,
 } from '../engine/config/index.js';
 import { pumpKafkaData, sinkGroups } from './plan-kafka.js';
-import { createPositions, HOST_SHARED, READER_SHARED, PUMP_SHARED, TIMER_SHARED, type ServiceHostData, type ServiceReadyInfo, type QueueReaderData, type PumpData, type TimerData, type ProcessorData, PROCESSOR_PORTS } from './contracts.js';
+import {
+  createPositions,
+  HOST_SHARED,
+  READER_SHARED,
+  PUMP_SHARED,
+  TIMER_SHARED,
+  type ServiceHostData,
+  type ServiceReadyInfo,
+  type QueueReaderData,
+  type PumpData,
+  type TimerData,
+  type ProcessorData,
+  PROCESSOR_PORTS,
+} from './contracts.js';
 
 const here = path.dirname(new URL(import.meta.url).pathname);
 /** Worker entry files of the ready-made actors. */
@@ -61,8 +79,10 @@ export function actorBusOf(topology: Topology): ActorBus {
   return {
     kind: 'kafka',
     connection: {
-      brokers: b.brokers, clientId: b.clientId,
-      ...(b.tls ? { tls: b.tls } : {}), ...(b.sasl ? { sasl: b.sasl } : {}),
+      brokers: b.brokers,
+      clientId: b.clientId,
+      ...(b.tls ? { tls: b.tls } : {}),
+      ...(b.sasl ? { sasl: b.sasl } : {}),
     },
   };
 }
@@ -77,7 +97,8 @@ export function transactionalIdOf(topology: Topology, service: string): string {
 
 /** Where service `s` appends its dead letters (partition 0 of its dead-letter queue), if any. */
 export function deadLetterOf(
-  topology: Topology, s: Topology['services'][number],
+  topology: Topology,
+  s: Topology['services'][number],
 ): ServiceHostData['deadLetter'] {
   if (s.errors.onFailure !== 'dead-letter') return null;
   const name = s.errors.deadLetterQueue;
@@ -102,7 +123,8 @@ export function planTopology(topology: Topology, options: PlanOptions = {}): Top
   const queues = new Map(topology.queues.map((q) => [q.name, q]));
   const notifiers = new Map<string, SharedArrayBuffer>();
   for (const q of topology.queues) {
-    for (let p = 0; p < q.partitions; p++) notifiers.set(inputKey(q.name, p), createQueueNotifier());
+    for (let p = 0; p < q.partitions; p++)
+      notifiers.set(inputKey(q.name, p), createQueueNotifier());
   }
   const groups: GroupSpec[] = [];
   const bus = actorBusOf(topology);
@@ -113,18 +135,28 @@ export function planTopology(topology: Topology, options: PlanOptions = {}): Top
     for (let i = 0; i < source.pumps; i++) {
       const targets: PumpData['targets'] = {};
       const shared: Record<string, SharedArrayBuffer> = {};
-      for (const queue of topology.bus.kind === 'journal' ? new Set(Object.values(tableTargets)) : []) {
+      for (const queue of topology.bus.kind === 'journal'
+        ? new Set(Object.values(tableTargets))
+        : []) {
         const q = queues.get(queue)!;
-        targets[queue] = { dir: partitionDir(topology, queue, i), segmentBytes: q.segmentBytes, fsync: q.fsync };
+        targets[queue] = {
+          dir: partitionDir(topology, queue, i),
+          segmentBytes: q.segmentBytes,
+          fsync: q.fsync,
+        };
         shared[PUMP_SHARED.notifier(queue)] = notifiers.get(inputKey(queue, i))!;
       }
       const kafka = pumpKafkaData(topology, source, i);
-      const data: PumpData = kafka ? { source, pump: i, targets: {}, tableTargets, kafka } : { source, pump: i, targets, tableTargets };
+      const data: PumpData = kafka
+        ? { source, pump: i, targets: {}, tableTargets, kafka }
+        : { source, pump: i, targets, tableTargets };
       groups.push({
         name: `pump:${source.name}/${i}`,
         stage: 0,
         start: async (launcher) => {
-          await launcher.launch({ name: `pump:${source.name}/${i}`, module: ACTOR_MODULES.pump, data, shared }).ready();
+          await launcher
+            .launch({ name: `pump:${source.name}/${i}`, module: ACTOR_MODULES.pump, data, shared })
+            .ready();
         },
       });
     }
@@ -150,11 +182,17 @@ export function planTopology(topology: Topology, options: PlanOptions = {}): Top
   for (const s of topology.services) {
     const out = queues.get(s.output)!;
     if (out.partitions !== 1) {
-      throw new Error(`service ${s.name}: output queue "${s.output}" has ${out.partitions} partitions; a service output queue must have 1`);
+      throw new Error(
+        `service ${s.name}: output queue "${s.output}" has ${out.partitions} partitions; a service output queue must have 1`,
+      );
     }
     const inputs = s.inputs.flatMap((name) => {
       const q = queues.get(name)!;
-      return Array.from({ length: q.partitions }, (_, p) => ({ queue: name, partition: p, dir: partitionDir(topology, name, p) }));
+      return Array.from({ length: q.partitions }, (_, p) => ({
+        queue: name,
+        partition: p,
+        dir: partitionDir(topology, name, p),
+      }));
     });
     // Periodic update events: a timer actor appends them to the service's timer queue (one of
     // its inputs, written by nothing else), as a stage-0 group like a pump.
@@ -162,18 +200,36 @@ export function planTopology(topology: Topology, options: PlanOptions = {}): Top
     if (timerQueue !== undefined) {
       const q = typeof timerQueue === 'string' ? queues.get(timerQueue) : undefined;
       if (!q || !s.inputs.includes(q.name)) {
-        throw new Error(`service ${s.name}: settings.timerQueue ${JSON.stringify(timerQueue)} must name one of its input queues (${s.inputs.join(', ')})`);
+        throw new Error(
+          `service ${s.name}: settings.timerQueue ${JSON.stringify(timerQueue)} must name one of its input queues (${s.inputs.join(', ')})`,
+        );
       }
-      if (q.partitions !== 1) throw new Error(`service ${s.name}: timer queue "${q.name}" has ${q.partitions} partitions; a timer queue must have 1`);
+      if (q.partitions !== 1)
+        throw new Error(
+          `service ${s.name}: timer queue "${q.name}" has ${q.partitions} partitions; a timer queue must have 1`,
+        );
       const intervalMs = Number(s.settings.timerIntervalMs);
-      if (!(Number.isInteger(intervalMs) && intervalMs >= 1)) throw new Error(`service ${s.name}: settings.timerIntervalMs must be an integer >= 1 (ms), timerIntervalMs=${String(s.settings.timerIntervalMs)}`);
-      const data: TimerData = { service: s.name, queue: q.name, dir: partitionDir(topology, q.name, 0), segmentBytes: q.segmentBytes, fsync: q.fsync, intervalMs, bus };
+      if (!(Number.isInteger(intervalMs) && intervalMs >= 1))
+        throw new Error(
+          `service ${s.name}: settings.timerIntervalMs must be an integer >= 1 (ms), timerIntervalMs=${String(s.settings.timerIntervalMs)}`,
+        );
+      const data: TimerData = {
+        service: s.name,
+        queue: q.name,
+        dir: partitionDir(topology, q.name, 0),
+        segmentBytes: q.segmentBytes,
+        fsync: q.fsync,
+        intervalMs,
+        bus,
+      };
       const shared = { [TIMER_SHARED.notifier]: notifiers.get(inputKey(q.name, 0))! };
       groups.push({
         name: `timer:${s.name}`,
         stage: 0,
         start: async (launcher) => {
-          await launcher.launch({ name: `timer:${s.name}`, module: ACTOR_MODULES.timer, data, shared }).ready();
+          await launcher
+            .launch({ name: `timer:${s.name}`, module: ACTOR_MODULES.timer, data, shared })
+            .ready();
         },
       });
     }
@@ -184,7 +240,12 @@ export function planTopology(topology: Topology, options: PlanOptions = {}): Top
       transactionalId: transactionalIdOf(topology, s.name),
       settings: s.settings,
       inputs,
-      output: { queue: s.output, dir: partitionDir(topology, s.output, 0), segmentBytes: out.segmentBytes, fsync: out.fsync },
+      output: {
+        queue: s.output,
+        dir: partitionDir(topology, s.output, 0),
+        segmentBytes: out.segmentBytes,
+        fsync: out.fsync,
+      },
       startFrom: s.startFrom,
       inputsReplay: s.inputsReplay,
       batchSizeMax: s.batchSizeMax,
@@ -219,16 +280,33 @@ export function planTopology(topology: Topology, options: PlanOptions = {}): Top
           const dk = inputKey(hostData.deadLetter.queue, 0);
           shared[HOST_SHARED.notifier(dk)] = notifiers.get(dk)!;
         }
-        const host = launcher.launch({ name: `service:${s.name}`, module: ACTOR_MODULES.service, data: hostData, shared, drainOrder: 1 });
+        const host = launcher.launch({
+          name: `service:${s.name}`,
+          module: ACTOR_MODULES.service,
+          data: hostData,
+          shared,
+          drainOrder: 1,
+        });
         const ready = (await host.ready()) as ServiceReadyInfo;
         for (const input of inputs) {
           const key = inputKey(input.queue, input.partition);
-          const data: QueueReaderData = { queue: input.queue, partition: input.partition, dir: input.dir, from: ready.from[key], batchSizeMax: s.batchSizeMax, bus };
+          const data: QueueReaderData = {
+            queue: input.queue,
+            partition: input.partition,
+            dir: input.dir,
+            from: ready.from[key],
+            batchSizeMax: s.batchSizeMax,
+            bus,
+          };
           launcher.launch({
             name: `reader:${key}>${s.name}`,
             module: ACTOR_MODULES.reader,
             data,
-            shared: { [READER_SHARED.ring]: rings.get(key)!, [READER_SHARED.doorbell]: doorbell, [READER_SHARED.notifier]: notifiers.get(key)! },
+            shared: {
+              [READER_SHARED.ring]: rings.get(key)!,
+              [READER_SHARED.doorbell]: doorbell,
+              [READER_SHARED.notifier]: notifiers.get(key)!,
+            },
             drainOrder: 0,
           });
         }
@@ -238,7 +316,11 @@ export function planTopology(topology: Topology, options: PlanOptions = {}): Top
   groups.push(...processorGroups(topology, options));
   // Sinks drain after every writer of their queues.
   const sinkStage = 1 + Math.max(0, ...groups.map((g) => g.stage));
-  groups.push(...sinkGroups(topology, sinkStage, (queue, partition) => partitionDir(topology, queue, partition)));
+  groups.push(
+    ...sinkGroups(topology, sinkStage, (queue, partition) =>
+      partitionDir(topology, queue, partition),
+    ),
+  );
   return { groups, notifiers };
 }
 
@@ -250,7 +332,10 @@ export function planTopology(topology: Topology, options: PlanOptions = {}): Top
  */
 function processorGroups(topology: Topology, options: PlanOptions): GroupSpec[] {
   const b = topology.bus;
-  const bus: ProcessorData['bus'] = b.kind === 'kafka' ? { kind: 'kafka', brokers: [...b.brokers], clientId: b.clientId } : { kind: 'journal' };
+  const bus: ProcessorData['bus'] =
+    b.kind === 'kafka'
+      ? { kind: 'kafka', brokers: [...b.brokers], clientId: b.clientId }
+      : { kind: 'journal' };
   return topology.processors.map((p): GroupSpec => {
     const data: ProcessorData = { topology: topology.name, processor: p, bus };
     const name = `processor:${p.name}`;
@@ -260,7 +345,10 @@ function processorGroups(topology: Topology, options: PlanOptions): GroupSpec[] 
       start: async (launcher) => {
         let ports: Record<string, MessagePort> = {};
         if (bus.kind === 'journal') {
-          if (!options.connectBus) throw new Error(`${name}: no connection to the topology's journal bus (start the topology with startTopology)`);
+          if (!options.connectBus)
+            throw new Error(
+              `${name}: no connection to the topology's journal bus (start the topology with startTopology)`,
+            );
           ports = { [PROCESSOR_PORTS.bus]: options.connectBus() };
         }
         await launcher.launch({ name, module: ACTOR_MODULES.processor, data, ports }).ready();
@@ -304,9 +392,12 @@ export async function serviceModuleProblems(
     }
     const cfg = { service: s.name, inputsReplay: s.inputsReplay, settings: s.settings };
     for (const [field, message] of replayProblems(def, cfg)) {
-      const at = field === 'inputsReplay' ? ['inputsReplay']
-        : field.startsWith('settings.') ? ['settings', field.slice('settings.'.length)]
-        : ['module'];
+      const at =
+        field === 'inputsReplay'
+          ? ['inputsReplay']
+          : field.startsWith('settings.')
+            ? ['settings', field.slice('settings.'.length)]
+            : ['module'];
       problems.push(problemAt(file, ['services', s.index, ...at], `${message} (${s.module})`));
     }
   }
@@ -316,7 +407,11 @@ export async function serviceModuleProblems(
 /** The module check's view of a loaded topology's services. */
 export function serviceModuleEntries(topology: Topology): ServiceModuleEntry[] {
   return topology.services.map((s, index) => ({
-    index, name: s.name, module: s.module, inputsReplay: s.inputsReplay, settings: s.settings,
+    index,
+    name: s.name,
+    module: s.module,
+    inputsReplay: s.inputsReplay,
+    settings: s.settings,
   }));
 }
 
@@ -344,7 +439,9 @@ export async function serviceWarnings(topology: Topology): Promise<string[]> {
   for (const c of topology.capture) for (const t of c.tables) captureOf.set(t.target, c.name);
   const lines: string[] = [];
   for (const [i, s] of topology.services.entries()) {
-    const fed = s.inputs.map((q, j) => [q, j, captureOf.get(q)] as const).filter(([, , c]) => c !== undefined);
+    const fed = s.inputs
+      .map((q, j) => [q, j, captureOf.get(q)] as const)
+      .filter(([, , c]) => c !== undefined);
     if (fed.length === 0) continue;
     let def;
     try {
@@ -354,8 +451,15 @@ export async function serviceWarnings(topology: Topology): Promise<string[]> {
     }
     if (def.handlers.change) continue;
     for (const [queue, j, capture] of fed) {
-      lines.push(formatProblem(problemAt(topology.file, ['services', i, 'inputs', j],
-        `warning: service "${s.name}" has no change handler: the change events capture source "${capture}" writes to queue "${queue}" would be dropped (add handlers.change to ${s.module})`)));
+      lines.push(
+        formatProblem(
+          problemAt(
+            topology.file,
+            ['services', i, 'inputs', j],
+            `warning: service "${s.name}" has no change handler: the change events capture source "${capture}" writes to queue "${queue}" would be dropped (add handlers.change to ${s.module})`,
+          ),
+        ),
+      );
     }
   }
   return lines;
@@ -363,7 +467,11 @@ export async function serviceWarnings(topology: Topology): Promise<string[]> {
 
 /** What each pattern's handler must have (the processor object the pattern library takes). */
 const HANDLER_METHODS: Readonly<Record<string, readonly string[]>> = {
-  durable: ['onNext'], 'state-and-event': ['onNext'], pubsub: ['onNext'], compacted: ['onSnapshot', 'onNext'], rpc: ['onRequest'],
+  durable: ['onNext'],
+  'state-and-event': ['onNext'],
+  pubsub: ['onNext'],
+  compacted: ['onSnapshot', 'onNext'],
+  rpc: ['onRequest'],
 };
 
 /**
@@ -375,7 +483,10 @@ const HANDLER_METHODS: Readonly<Record<string, readonly string[]>> = {
 export async function processorModuleProblems(topology: Topology): Promise<ConfigProblem[]> {
   const problems: ConfigProblem[] = [];
   for (const [i, p] of topology.processors.entries()) {
-    const at = (message: string) => problems.push(problemAt(topology.file, ['processors', i, 'module'], `processor "${p.name}": ${message}`));
+    const at = (message: string) =>
+      problems.push(
+        problemAt(topology.file, ['processors', i, 'module'], `processor "${p.name}": ${message}`),
+      );
     let exported: unknown;
     try {
       exported = ((await import(pathToFileURL(p.module).href)) as { default?: unknown }).default;
@@ -385,11 +496,18 @@ export async function processorModuleProblems(topology: Topology): Promise<Confi
     }
     if (typeof exported === 'function') continue;
     if (typeof exported !== 'object' || exported === null) {
-      at(`${p.module} must export default a ${p.pattern} processor object or a function returning one, got ${exported === null ? 'null' : typeof exported}`);
+      at(
+        `${p.module} must export default a ${p.pattern} processor object or a function returning one, got ${exported === null ? 'null' : typeof exported}`,
+      );
       continue;
     }
-    const missing = HANDLER_METHODS[p.pattern]!.filter((m) => typeof (exported as Record<string, unknown>)[m] !== 'function');
-    if (missing.length > 0) at(`the ${p.pattern} processor exported by ${p.module} has no ${missing.join(' and ')} function`);
+    const missing = HANDLER_METHODS[p.pattern]!.filter(
+      (m) => typeof (exported as Record<string, unknown>)[m] !== 'function',
+    );
+    if (missing.length > 0)
+      at(
+        `the ${p.pattern} processor exported by ${p.module} has no ${missing.join(' and ')} function`,
+      );
   }
   return problems;
 }

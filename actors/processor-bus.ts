@@ -12,7 +12,15 @@
  * handed to the embedding application (RunningTopology.bus).
  */
 import { MessageChannel, type MessagePort } from 'node:worker_threads';
-import { createJournalBus, createKafkaBus, kafkaBusOptionsOf, serveBus, type BusBackend, type BusServing, type TopicSpec } from '../engine/bus/index.js';
+import {
+  createJournalBus,
+  createKafkaBus,
+  kafkaBusOptionsOf,
+  serveBus,
+  type BusBackend,
+  type BusServing,
+  type TopicSpec,
+} from '../engine/bus/index.js';
 import type { Topology } from '../engine/config/index.js';
 import { busDir } from './plan.js';
 

@@ -12,78 +12,118 @@
  * COUNTERS_MS; a pattern that ends by itself (retries exhausted, fenced) fails the actor;
  * 5. drain: stop the pattern after its current batch, close the bus connection.
  */
-import { pathToFileURL } from 'node:url'
-import { runActor, Counter } from '../engine/actor/index.js'
-import { connectBus, createKafkaBus, kafkaBusOptionsOf, type BusBackend, type ProducerRecord } from '../engine/bus/index.js'
+import { pathToFileURL } from 'node:url';
+import { runActor, Counter } from '../engine/actor/index.js';
 import {
-  bytesCodec, jsonCodec, startCompacted, startDurable, startPubSub, startRpcResponder, startStateAndEvent, stringCodec,
-  type Codec, type ProcessorContext, type Subscription,
-} from '../engine/patterns/index.js'
-import type { TopologyProcessor } from '../engine/config/index.js'
-import { PROCESSOR_PORTS, type ProcessorData, type ProcessorSummary } from './contracts.js'
+  connectBus,
+  createKafkaBus,
+  kafkaBusOptionsOf,
+  type BusBackend,
+  type ProducerRecord,
+} from '../engine/bus/index.js';
+import {
+  bytesCodec,
+  jsonCodec,
+  startCompacted,
+  startDurable,
+  startPubSub,
+  startRpcResponder,
+  startStateAndEvent,
+  stringCodec,
+  type Codec,
+  type ProcessorContext,
+  type Subscription,
+} from '../engine/patterns/index.js';
+import type { TopologyProcessor } from '../engine/config/index.js';
+import { PROCESSOR_PORTS, type ProcessorData, type ProcessorSummary } from './contracts.js';
 
 /** How often the pattern's counts are copied into the shared counters, ms (bounds drain latency too). */
-const COUNTERS_MS = 50
+const COUNTERS_MS = 50;
 
 const CODECS: Record<TopologyProcessor['codec'], Codec<unknown>> = {
   json: jsonCodec<unknown>(),
   string: stringCodec as Codec<unknown>,
   bytes: bytesCodec as Codec<unknown>,
-}
+};
 
-type Handler = Record<string, unknown> & { listener?: unknown; onError?: (e: unknown, r: unknown) => void }
+type Handler = Record<string, unknown> & {
+  listener?: unknown;
+  onError?: (e: unknown, r: unknown) => void;
+};
 
 /** The module's default export as a handler: the processor object, or what its factory returns. */
 async function loadHandler(file: string, ctx: ProcessorContext): Promise<Handler> {
-  const mod = (await import(pathToFileURL(file).href)) as { default?: unknown }
-  const exported = mod.default
-  const handler = typeof exported === 'function' ? await (exported as (c: ProcessorContext) => unknown)(ctx) : exported
+  const mod = (await import(pathToFileURL(file).href)) as { default?: unknown };
+  const exported = mod.default;
+  const handler =
+    typeof exported === 'function'
+      ? await (exported as (c: ProcessorContext) => unknown)(ctx)
+      : exported;
   if (typeof handler !== 'object' || handler === null) {
-    throw new Error(`processor ${ctx.name}: module ${file} must export default a processor object or a function returning one, got ${handler === null ? 'null' : typeof handler}`)
+    throw new Error(
+      `processor ${ctx.name}: module ${file} must export default a processor object or a function returning one, got ${handler === null ? 'null' : typeof handler}`,
+    );
   }
   const needs: Record<string, string[]> = {
-    durable: ['onNext'], 'state-and-event': ['onNext'], pubsub: ['onNext'], compacted: ['onSnapshot', 'onNext'], rpc: ['onRequest'],
-  }
+    durable: ['onNext'],
+    'state-and-event': ['onNext'],
+    pubsub: ['onNext'],
+    compacted: ['onSnapshot', 'onNext'],
+    rpc: ['onRequest'],
+  };
   for (const m of needs[ctx.pattern] ?? []) {
     if (typeof (handler as Record<string, unknown>)[m] !== 'function') {
-      throw new Error(`processor ${ctx.name}: the ${ctx.pattern} handler of ${file} has no ${m} function`)
+      throw new Error(
+        `processor ${ctx.name}: the ${ctx.pattern} handler of ${file} has no ${m} function`,
+      );
     }
   }
-  return handler as Handler
+  return handler as Handler;
 }
 
 /** Records to topics outside `outputs` fail the batch (the outputs are the processor's contract). */
-function checkTopics(name: string, outputs: readonly string[], records: readonly ProducerRecord[]): void {
+function checkTopics(
+  name: string,
+  outputs: readonly string[],
+  records: readonly ProducerRecord[],
+): void {
   for (const r of records) {
     if (!outputs.includes(r.topic)) {
-      throw new Error(`processor ${name}: output record to topic "${r.topic}", which is not in its outputs (${outputs.join(', ') || 'none'})`)
+      throw new Error(
+        `processor ${name}: output record to topic "${r.topic}", which is not in its outputs (${outputs.join(', ') || 'none'})`,
+      );
     }
   }
 }
 
 interface Running {
-  sub: Subscription
+  sub: Subscription;
   /** Copies the pattern's counts into the counters. */
-  count(): void
+  count(): void;
 }
 
 function start(d: ProcessorData, bus: BusBackend, h: Handler, c: Float64Array): Running {
-  const p = d.processor
-  const codec = CODECS[p.codec]
+  const p = d.processor;
+  const codec = CODECS[p.codec];
   const loop = {
     ...(p.batchSizeMax !== undefined ? { batchSizeMax: p.batchSizeMax } : {}),
     ...(p.retriesMax !== undefined ? { retriesMax: p.retriesMax } : {}),
     ...(p.retryBackoffMs !== undefined ? { retryBackoffMs: p.retryBackoffMs } : {}),
     ...(p.sessionTimeoutMs !== undefined ? { sessionTimeoutMs: p.sessionTimeoutMs } : {}),
-  }
-  const handled = (n: number) => (c[Counter.eventsIn] += n)
+  };
+  const handled = (n: number) => (c[Counter.eventsIn] += n);
   switch (p.pattern) {
     case 'durable': {
-      const fencing = p.fencing ?? (bus.kind === 'kafka' ? 'partition' : 'member')
+      const fencing = p.fencing ?? (bus.kind === 'kafka' ? 'partition' : 'member');
       // Outputs per onNext call, in call order, until onOutcome says whether they committed.
-      const outputs: number[] = []
+      const outputs: number[] = [];
       const sub = startDurable<unknown>({
-        bus, groupId: p.group, topics: p.inputs, codec, fencing, ...loop,
+        bus,
+        groupId: p.group,
+        topics: p.inputs,
+        codec,
+        fencing,
+        ...loop,
         // 'partition': the prefix every member shares; 'member': this topology's one member.
         transactionalId: fencing === 'partition' ? p.group : `${p.group}:${d.topology}:${p.name}`,
         ...(p.deadLetterTopic !== undefined ? { deadLetterTopic: p.deadLetterTopic } : {}),
@@ -91,128 +131,170 @@ function start(d: ProcessorData, bus: BusBackend, h: Handler, c: Float64Array): 
         ...(h.listener !== undefined ? { listener: h.listener as never } : {}),
         processor: {
           onNext: async (records) => {
-            const out = (await (h.onNext as (r: typeof records) => ProducerRecord[] | Promise<ProducerRecord[]>)(records))
-            if (Array.isArray(out)) checkTopics(p.name, p.outputs, out)
-            outputs.push(Array.isArray(out) ? out.length : 0)
-            return out
+            const out = await (
+              h.onNext as (r: typeof records) => ProducerRecord[] | Promise<ProducerRecord[]>
+            )(records);
+            if (Array.isArray(out)) checkTopics(p.name, p.outputs, out);
+            outputs.push(Array.isArray(out) ? out.length : 0);
+            return out;
           },
         },
         onOutcome: (o) => {
-          const n = outputs.splice(0, o.batches).reduce((a, b) => a + b, 0)
+          const n = outputs.splice(0, o.batches).reduce((a, b) => a + b, 0);
           if (o.committed) {
-            handled(o.records)
-            c[Counter.eventsOut] += n
-            c[Counter.batches]++
+            handled(o.records);
+            c[Counter.eventsOut] += n;
+            c[Counter.batches]++;
           } else {
-            c[Counter.errors]++
+            c[Counter.errors]++;
           }
         },
-      })
-      return { sub, count: () => {} }
+      });
+      return { sub, count: () => {} };
     }
     case 'state-and-event': {
       const sub = startStateAndEvent<unknown, unknown>({
-        bus, groupId: p.group, eventTopic: p.inputs[0]!, stateTopic: p.stateTopic!, eventCodec: codec, stateCodec: codec, ...loop,
+        bus,
+        groupId: p.group,
+        eventTopic: p.inputs[0]!,
+        stateTopic: p.stateTopic!,
+        eventCodec: codec,
+        stateCodec: codec,
+        ...loop,
         transactionalId: `${p.group}:${d.topology}:${p.name}`,
         ...(h.listener !== undefined ? { listener: h.listener as never } : {}),
         processor: {
           onNext: async (state, event) => {
-            const result = await (h.onNext as (s: unknown, e: unknown) => { state?: unknown; outputs?: ProducerRecord[] })(state, event)
+            const result = await (
+              h.onNext as (
+                s: unknown,
+                e: unknown,
+              ) => { state?: unknown; outputs?: ProducerRecord[] }
+            )(state, event);
             if (result?.outputs) {
-              checkTopics(p.name, p.outputs, result.outputs)
-              c[Counter.eventsOut] += result.outputs.length
+              checkTopics(p.name, p.outputs, result.outputs);
+              c[Counter.eventsOut] += result.outputs.length;
             }
-            return result
+            return result;
           },
         },
-      })
+      });
       return {
         sub,
         count: () => {
-          c[Counter.eventsIn] = sub.stats.eventsCommitted
-          c[Counter.errors] = sub.stats.batchesFailed
+          c[Counter.eventsIn] = sub.stats.eventsCommitted;
+          c[Counter.errors] = sub.stats.batchesFailed;
         },
-      }
+      };
     }
     case 'pubsub':
     case 'compacted': {
       const onError = (e: unknown, r: { topic: string; partition: number; offset: number }) => {
-        c[Counter.errors]++
-        h.onError?.(e, r)
-      }
+        c[Counter.errors]++;
+        h.onError?.(e, r);
+      };
       const processor = {
         ...h,
         onNext: async (...args: unknown[]) => {
-          handled(1)
-          await (h.onNext as (...a: unknown[]) => unknown)(...args)
+          handled(1);
+          await (h.onNext as (...a: unknown[]) => unknown)(...args);
         },
-      }
-      const sub = p.pattern === 'pubsub'
-        ? startPubSub<unknown>({ bus, topic: p.inputs[0]!, codec, processor: processor as never, onError })
-        : startCompacted<unknown>({ bus, topic: p.inputs[0]!, codec, processor: processor as never, onError })
-      return { sub, count: () => {} }
+      };
+      const sub =
+        p.pattern === 'pubsub'
+          ? startPubSub<unknown>({
+              bus,
+              topic: p.inputs[0]!,
+              codec,
+              processor: processor as never,
+              onError,
+            })
+          : startCompacted<unknown>({
+              bus,
+              topic: p.inputs[0]!,
+              codec,
+              processor: processor as never,
+              onError,
+            });
+      return { sub, count: () => {} };
     }
     case 'rpc': {
       const sub = startRpcResponder<unknown, unknown>({
-        bus, requestTopic: p.inputs[0]!, responseTopic: p.outputs[0]!, requestCodec: codec, responseCodec: codec,
+        bus,
+        requestTopic: p.inputs[0]!,
+        responseTopic: p.outputs[0]!,
+        requestCodec: codec,
+        responseCodec: codec,
         processor: {
           onRequest: async (request) => {
-            handled(1)
-            c[Counter.eventsOut]++
+            handled(1);
+            c[Counter.eventsOut]++;
             try {
-              return await (h.onRequest as (r: unknown) => unknown)(request)
+              return await (h.onRequest as (r: unknown) => unknown)(request);
             } catch (e) {
-              c[Counter.errors]++
-              throw e
+              c[Counter.errors]++;
+              throw e;
             }
           },
         },
-      })
-      return { sub, count: () => {} }
+      });
+      return { sub, count: () => {} };
     }
   }
 }
 
 runActor<ProcessorData>(async (ctx) => {
-  const d = ctx.data
-  const p = d.processor
-  const bus: BusBackend = d.bus.kind === 'kafka'
-    ? createKafkaBus(kafkaBusOptionsOf(d.bus, p.name))
-    : connectBus(ctx.port(PROCESSOR_PORTS.bus), 'journal')
-  const c = ctx.counters
-  let running: Running | null = null
+  const d = ctx.data;
+  const p = d.processor;
+  const bus: BusBackend =
+    d.bus.kind === 'kafka'
+      ? createKafkaBus(kafkaBusOptionsOf(d.bus, p.name))
+      : connectBus(ctx.port(PROCESSOR_PORTS.bus), 'journal');
+  const c = ctx.counters;
+  let running: Running | null = null;
   try {
     const handler = await loadHandler(p.module, {
-      name: p.name, pattern: p.pattern, inputs: [...p.inputs], outputs: [...p.outputs],
+      name: p.name,
+      pattern: p.pattern,
+      inputs: [...p.inputs],
+      outputs: [...p.outputs],
       ...(p.stateTopic !== undefined ? { stateTopic: p.stateTopic } : {}),
-      settings: p.settings, bus,
-    })
-    running = start(d, bus, handler, c)
-    const { sub } = running
-    let ended: { error: unknown } | null = null
-    sub.done.then(() => (ended ??= { error: null }), (e: unknown) => (ended ??= { error: e }))
-    await sub.ready
-    ctx.send({ type: 'ready', info: { processor: p.name, pattern: p.pattern } })
-    ctx.setState('live')
-    ctx.send({ type: 'live' })
+      settings: p.settings,
+      bus,
+    });
+    running = start(d, bus, handler, c);
+    const { sub } = running;
+    let ended: { error: unknown } | null = null;
+    sub.done.then(
+      () => (ended ??= { error: null }),
+      (e: unknown) => (ended ??= { error: e }),
+    );
+    await sub.ready;
+    ctx.send({ type: 'ready', info: { processor: p.name, pattern: p.pattern } });
+    ctx.setState('live');
+    ctx.send({ type: 'live' });
     while (!ctx.draining() && ended === null) {
-      ctx.heartbeat()
-      running.count()
-      await new Promise((r) => setTimeout(r, COUNTERS_MS))
+      ctx.heartbeat();
+      running.count();
+      await new Promise((r) => setTimeout(r, COUNTERS_MS));
     }
     if (ended !== null) {
-      const e = (ended as { error: unknown }).error
-      throw e ?? new Error(`processor ${p.name}: the ${p.pattern} pattern ended by itself`)
+      const e = (ended as { error: unknown }).error;
+      throw e ?? new Error(`processor ${p.name}: the ${p.pattern} pattern ended by itself`);
     }
-    ctx.setState('drain')
-    await sub.stop()
-    running.count()
+    ctx.setState('drain');
+    await sub.stop();
+    running.count();
     const summary: ProcessorSummary = {
-      processor: p.name, pattern: p.pattern, eventsIn: c[Counter.eventsIn], eventsOut: c[Counter.eventsOut], errors: c[Counter.errors],
-    }
-    return summary
+      processor: p.name,
+      pattern: p.pattern,
+      eventsIn: c[Counter.eventsIn],
+      eventsOut: c[Counter.eventsOut],
+      errors: c[Counter.errors],
+    };
+    return summary;
   } finally {
-    await running?.sub.stop({ abandon: true }).catch(() => {})
-    await bus.close().catch(() => {})
+    await running?.sub.stop({ abandon: true }).catch(() => {});
+    await bus.close().catch(() => {});
   }
-})
+});

@@ -9,12 +9,16 @@
  */
 import { READER_SHARED, type QueueReaderData } from './contracts.js';
 import {
-  runActor, Counter, Doorbell, FrameCodec,
-  FRAME_HEADER_BYTES, FRAME_TYPE_EVENT, FRAME_TYPE_EVENT_REF,
+  runActor,
+  Counter,
+  Doorbell,
+  FrameCodec,
+  FRAME_HEADER_BYTES,
+  FRAME_TYPE_EVENT,
+  FRAME_TYPE_EVENT_REF,
 } from '../engine/actor/index.js';
 import { RingProducer } from '../engine/ring/index.js';
 import { openQueueLogs } from '../engine/service/index.js';
-
 
 const PARK_TIMEOUT_MS = 50;
 
@@ -27,7 +31,9 @@ runActor<QueueReaderData>((ctx) => {
   const tailer = logs.tailer(d, ctx.shared(READER_SHARED.notifier));
   try {
     if (!tailer.moveToIndex(d.from)) {
-      throw new Error(`reader ${ctx.name}: start index ${d.from} is beyond the end of ${d.queue}/${d.partition} (next index ${tailer.index})`);
+      throw new Error(
+        `reader ${ctx.name}: start index ${d.from} is beyond the end of ${d.queue}/${d.partition} (next index ${tailer.index})`,
+      );
     }
     ctx.setState('live');
     ctx.send({ type: 'live' });

@@ -30,10 +30,21 @@
  */
 import * as hdr from 'hdr-histogram-js';
 import { pathToFileURL } from 'node:url';
-import { HOST_SHARED, type HostInput, type ServiceHostData, type ServiceReadyInfo, type ServiceSummary } from './contracts.js';
 import {
-  runActor, Counter, Doorbell, FrameCodec,
-  FRAME_HEADER_BYTES, FRAME_TYPE_EVENT_REF, type ActorContext,
+  HOST_SHARED,
+  type HostInput,
+  type ServiceHostData,
+  type ServiceReadyInfo,
+  type ServiceSummary,
+} from './contracts.js';
+import {
+  runActor,
+  Counter,
+  Doorbell,
+  FrameCodec,
+  FRAME_HEADER_BYTES,
+  FRAME_TYPE_EVENT_REF,
+  type ActorContext,
 } from '../engine/actor/index.js';
 import { RingConsumer } from '../engine/ring/index.js';
 import {
@@ -80,7 +91,6 @@ import {
   type PartitionTailer,
 } from '../engine/service/index.js';
 
-
 const PARK_TIMEOUT_MS = 50;
 /**
  * Group commit bounds of the live loop: the outputs of at most this many ring reads (batches of
@@ -114,11 +124,17 @@ class HostEvent implements ServiceEvent {
   index = 0;
   payload: Uint8Array = new Uint8Array(0);
   change(): Change {
-    if (this.type !== EVENT_TYPE_CHANGE) throw new Error(`event ${this.queue}/${this.partition}#${this.index} is type ${this.type}, not a change`);
+    if (this.type !== EVENT_TYPE_CHANGE)
+      throw new Error(
+        `event ${this.queue}/${this.partition}#${this.index} is type ${this.type}, not a change`,
+      );
     return decodeChange(this.payload);
   }
   json<T>(): T {
-    if (this.type !== EVENT_TYPE_JSON) throw new Error(`event ${this.queue}/${this.partition}#${this.index} is type ${this.type}, not json`);
+    if (this.type !== EVENT_TYPE_JSON)
+      throw new Error(
+        `event ${this.queue}/${this.partition}#${this.index} is type ${this.type}, not json`,
+      );
     return decodeJson(this.payload) as T;
   }
 }
@@ -143,23 +159,36 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
   const dlPart: QueuePartition | null = dl ? { queue: dl.queue, partition: 0, dir: dl.dir } : null;
   const dlqAppender = dl
     ? logs.appender(
-      { ...dlPart!, segmentBytes: dl.segmentBytes, fsync: dl.fsync, transactionalId: `${d.transactionalId}.dlq` },
-      ctx.shared(HOST_SHARED.notifier(inputKey(dl.queue, 0))),
-    )
+        {
+          ...dlPart!,
+          segmentBytes: dl.segmentBytes,
+          fsync: dl.fsync,
+          transactionalId: `${d.transactionalId}.dlq`,
+        },
+        ctx.shared(HOST_SHARED.notifier(inputKey(dl.queue, 0))),
+      )
     : null;
   /** Tailers of the replays: the output's (no ordinal) or input ordinal n's. */
   const replaySource = (n?: number) => logs.tailer(n === undefined ? outPart : d.inputs[n]);
   try {
     const startedMs = Date.now();
     const where = `service ${d.service}: output ${d.output.queue}/0`;
-    const problems = replayProblems(def, { service: d.service, inputsReplay: d.inputsReplay, settings: d.settings });
-    if (problems.length > 0) throw new Error(problems.map(([field, m]) => `${field}: ${m} (${d.moduleFile})`).join('\n'));
+    const problems = replayProblems(def, {
+      service: d.service,
+      inputsReplay: d.inputsReplay,
+      settings: d.settings,
+    });
+    if (problems.length > 0)
+      throw new Error(problems.map(([field, m]) => `${field}: ${m} (${d.moduleFile})`).join('\n'));
     const snap = def.snapshot;
     // Processed records are written when a restart needs exact positions or the interleaving.
     // With emitDuringReplay the output also holds outputs of replayed (old) inputs, so the
     // positions cannot come from the outputs' causes.
-    const recordProcessed = d.inputsReplay === 'OUTPUT' || snap !== undefined ||
-      def.kvStore !== undefined || d.emitDuringReplay;
+    const recordProcessed =
+      d.inputsReplay === 'OUTPUT' ||
+      snap !== undefined ||
+      def.kvStore !== undefined ||
+      d.emitDuringReplay;
     const keys = d.inputs.map((i) => inputKey(i.queue, i.partition));
 
     // 1. positions: LAST_WRITTEN from the newest processed record, else from output causes;
@@ -185,7 +214,9 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
       if (lw) scanned += lw.scanned;
       last = fromProcessed ?? keys.map((k) => lw!.positions[k]);
       if (d.inputsReplay === 'OUTPUT' && !fromProcessed && last.some((p) => p >= 0)) {
-        throw new Error(`${where}: inputsReplay OUTPUT needs processed records, but the output has outputs and none (it was written with another inputsReplay; replay it once with INPUTS, or start a new output queue)`);
+        throw new Error(
+          `${where}: inputsReplay OUTPUT needs processed records, but the output has outputs and none (it was written with another inputsReplay; replay it once with INPUTS, or start a new output queue)`,
+        );
       }
       if (found) last = last.map((p, n) => Math.max(p, found!.positions[n]));
     }
@@ -198,7 +229,16 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
     let replaying = false;
     const cause = { queue: 0, partition: 0, index: 0 };
     const kv = def.kvStore
-      ? new KvStore(writer, (e) => pending.push(e), () => cause, Number(d.settings.kvSnapshotBatchSize ?? def.kvStore.snapshotBatchSize ?? KV_DEFAULTS.snapshotBatchSize))
+      ? new KvStore(
+          writer,
+          (e) => pending.push(e),
+          () => cause,
+          Number(
+            d.settings.kvSnapshotBatchSize ??
+              def.kvStore.snapshotBatchSize ??
+              KV_DEFAULTS.snapshotBatchSize,
+          ),
+        )
       : null;
     const sctx: ServiceContext = {
       service: d.service,
@@ -206,13 +246,22 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
         return replaying;
       },
       get kv(): KvStore {
-        if (!kv) throw new Error(`service ${d.service}: ctx.kv needs kvStore in the service definition`);
+        if (!kv)
+          throw new Error(`service ${d.service}: ctx.kv needs kvStore in the service definition`);
         return kv;
       },
       emit(key, value, eventTimeMs) {
         if (replaying && !d.emitDuringReplay) return;
         pending.push(
-          writer.encode({ type: EVENT_TYPE_JSON, key, eventTimeMs: eventTimeMs ?? Date.now(), causeQueue: cause.queue, causePartition: cause.partition, causeIndex: cause.index, payload: encodeJson(value) }),
+          writer.encode({
+            type: EVENT_TYPE_JSON,
+            key,
+            eventTimeMs: eventTimeMs ?? Date.now(),
+            causeQueue: cause.queue,
+            causePartition: cause.partition,
+            causeIndex: cause.index,
+            payload: encodeJson(value),
+          }),
         );
       },
       log(level, msg, fields) {
@@ -223,14 +272,25 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
         if (type < 100) throw new Error(`emitBytes: user event types are >= 100, type=${type}`);
         if (replaying && !d.emitDuringReplay) return;
         pending.push(
-          writer.encode({ type, key, eventTimeMs: eventTimeMs ?? Date.now(), causeQueue: cause.queue, causePartition: cause.partition, causeIndex: cause.index, payload }),
+          writer.encode({
+            type,
+            key,
+            eventTimeMs: eventTimeMs ?? Date.now(),
+            causeQueue: cause.queue,
+            causePartition: cause.partition,
+            causeIndex: cause.index,
+            payload,
+          }),
         );
       },
     };
     const handlers = new Map<number, ServiceHandler<unknown>>();
     for (const [k, h] of Object.entries(def.handlers)) {
       if (!h) continue;
-      handlers.set(k === 'change' ? EVENT_TYPE_CHANGE : k === 'json' ? EVENT_TYPE_JSON : Number(k), h as ServiceHandler<unknown>);
+      handlers.set(
+        k === 'change' ? EVENT_TYPE_CHANGE : k === 'json' ? EVENT_TYPE_JSON : Number(k),
+        h as ServiceHandler<unknown>,
+      );
     }
     // Periodic update events since the last snapshot (counted in replays too: the replay after a
     // snapshot sees the same events the live run did).
@@ -241,8 +301,11 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
     const dlqNewest = dl ? deadLetteredPositions(dl.dir, d.inputs, () => logs.tailer(dlPart!)) : {};
     let deadLettered = 0;
     /** The envelope bytes `view` wraps, for the dead-letter record. */
-    const raw: { bytes: Uint8Array<ArrayBufferLike>; offset: number; length: number } =
-      { bytes: new Uint8Array(0), offset: 0, length: 0 };
+    const raw: { bytes: Uint8Array<ArrayBufferLike>; offset: number; length: number } = {
+      bytes: new Uint8Array(0),
+      offset: 0,
+      length: 0,
+    };
     const retrySleeper = new Int32Array(new SharedArrayBuffer(4));
     const view = new EnvelopeView();
     const qids = d.inputs.map((i) => queueId(i.queue));
@@ -302,30 +365,52 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
     };
     /** Parks the current event in the dead-letter queue and marks it processed in the output. */
     const deadLetter = (
-      input: HostInput, qid: number, index: number, attempts: number, error: string,
+      input: HostInput,
+      qid: number,
+      index: number,
+      attempts: number,
+      error: string,
       keepEvent = true,
     ) => {
       const key = inputKey(input.queue, input.partition);
       if (index > (dlqNewest[key] ?? -1)) {
         const { bytes, offset, length } = raw;
         const original = Buffer.from(bytes.buffer, bytes.byteOffset + offset, length);
-        dlqAppender!.append(encodeDeadLetter(writer, {
-          service: d.service, error, attempts,
-          queue: input.queue, partition: input.partition, index,
-          key: ev.key, type: ev.type, eventTimeMs: ev.eventTimeMs, failedAtMs: Date.now(),
-          event: keepEvent ? original.toString('base64') : '',
-        }));
+        dlqAppender!.append(
+          encodeDeadLetter(writer, {
+            service: d.service,
+            error,
+            attempts,
+            queue: input.queue,
+            partition: input.partition,
+            index,
+            key: ev.key,
+            type: ev.type,
+            eventTimeMs: ev.eventTimeMs,
+            failedAtMs: Date.now(),
+            event: keepEvent ? original.toString('base64') : '',
+          }),
+        );
         // Durable before the output's marker: the marker says the input needs no more work.
         dlqAppender!.flush();
         dlqNewest[key] = index;
       }
-      pending.push(writer.encode({
-        type: EVENT_TYPE_DEAD_LETTERED, key: ev.key, eventTimeMs: Date.now(),
-        causeQueue: qid, causePartition: input.partition, causeIndex: index,
-      }));
+      pending.push(
+        writer.encode({
+          type: EVENT_TYPE_DEAD_LETTERED,
+          key: ev.key,
+          eventTimeMs: Date.now(),
+          causeQueue: qid,
+          causePartition: input.partition,
+          causeIndex: index,
+        }),
+      );
       deadLettered++;
-      ctx.log('warn', `service ${d.service}: dead-lettered ${key} index ${index} ` +
-        `(key ${JSON.stringify(ev.key)}) to ${dl!.queue} after ${attempts} attempts: ${error}`);
+      ctx.log(
+        'warn',
+        `service ${d.service}: dead-lettered ${key} index ${index} ` +
+          `(key ${JSON.stringify(ev.key)}) to ${dl!.queue} after ${attempts} attempts: ${error}`,
+      );
     };
 
     let replayed = 0;
@@ -387,11 +472,21 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
       replaying = true;
       c[Counter.replayTotal] = last.reduce((a, p, n) => a + p - replayBase[n], 0);
       const r = replayProcessed(
-        d.output.dir, found ? found.markerIndex + 1 : 0, d.inputs, replayBase, applyInput, where, progress,
-        replaySource);
+        d.output.dir,
+        found ? found.markerIndex + 1 : 0,
+        d.inputs,
+        replayBase,
+        applyInput,
+        where,
+        progress,
+        replaySource,
+      );
       replayed = r.replayed;
       for (let n = 0; n < keys.length; n++) {
-        if (r.positions[n] !== last[n]) throw new Error(`${where}: OUTPUT replay of ${keys[n]} ended at ${r.positions[n]}, the newest processed record says ${last[n]}`);
+        if (r.positions[n] !== last[n])
+          throw new Error(
+            `${where}: OUTPUT replay of ${keys[n]} ended at ${r.positions[n]}, the newest processed record says ${last[n]}`,
+          );
       }
       c[Counter.replayed] = replayed;
       flushReplayed();
@@ -404,7 +499,15 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
       for (let n = 0; n < d.inputs.length; n++) {
         const base = replayed;
         replayed += replayRange(
-          d.inputs, n, replayBase[n] + 1, last[n], applyInput, where, (k) => progress(base + k), replaySource);
+          d.inputs,
+          n,
+          replayBase[n] + 1,
+          last[n],
+          applyInput,
+          where,
+          (k) => progress(base + k),
+          replaySource,
+        );
       }
       c[Counter.replayed] = replayed;
       flushReplayed();
@@ -418,7 +521,12 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
         const replayOutput = def.replayOutput!;
         for (let rec = back.previous(); rec; rec = back.previous()) {
           view.wrap(rec.bytes, 0, rec.bytes.length);
-          if (view.type < USER_EVENT_TYPE_MIN && view.type !== EVENT_TYPE_CHANGE && view.type !== EVENT_TYPE_JSON) continue;
+          if (
+            view.type < USER_EVENT_TYPE_MIN &&
+            view.type !== EVENT_TYPE_CHANGE &&
+            view.type !== EVENT_TYPE_JSON
+          )
+            continue;
           ev.type = view.type;
           ev.key = view.key ?? '';
           ev.eventTimeMs = view.eventTimeMs;
@@ -460,31 +568,61 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
     const restartMs = Date.now() - startedMs;
     ctx.send({
       type: 'ready',
-      info: { from, lastWritten: positions, replayed, scannedOutputs: scanned, snapshotIndex: found ? found.markerIndex : -1, outputsReplayed, restartMs } satisfies ServiceReadyInfo,
+      info: {
+        from,
+        lastWritten: positions,
+        replayed,
+        scannedOutputs: scanned,
+        snapshotIndex: found ? found.markerIndex : -1,
+        outputsReplayed,
+        restartMs,
+      } satisfies ServiceReadyInfo,
     });
 
     // Replay metadata written with the outputs: runs of processed inputs, periodic snapshots.
-    const recorder = recordProcessed ? new ProcessedRecorder(d.inputs, keys.map((k) => from[k] - 1), logs.kind === 'kafka') : null;
+    const recorder = recordProcessed
+      ? new ProcessedRecorder(
+          d.inputs,
+          keys.map((k) => from[k] - 1),
+          logs.kind === 'kafka',
+        )
+      : null;
     // Snapshot triggers: every N inputs and/or every M periodic update events; inputs only
     // (default interval) when neither is declared.
     const snapshotEveryTimers = snap
       ? Number(d.settings.snapshotEveryTimerEvents ?? snap.everyTimerEvents ?? 0)
       : 0;
     const everyInputs = d.settings.snapshotEveryInputs ?? snap?.everyInputs;
-    const snapshotEvery = !snap ? 0
-      : everyInputs !== undefined ? Number(everyInputs)
-      : snapshotEveryTimers > 0 ? Infinity : SNAPSHOT_DEFAULTS.everyInputs;
+    const snapshotEvery = !snap
+      ? 0
+      : everyInputs !== undefined
+        ? Number(everyInputs)
+        : snapshotEveryTimers > 0
+          ? Infinity
+          : SNAPSHOT_DEFAULTS.everyInputs;
     let sinceSnapshot = found ? replayed : 0;
 
     // 4. live
     const rings = d.inputs.map((input, ordinal) => {
-      const consumer = new RingConsumer(ctx.shared(HOST_SHARED.ring(inputKey(input.queue, input.partition))));
-      return { input, ordinal, qid: qids[ordinal], consumer, frames: new FrameCodec(consumer.bytes) };
+      const consumer = new RingConsumer(
+        ctx.shared(HOST_SHARED.ring(inputKey(input.queue, input.partition))),
+      );
+      return {
+        input,
+        ordinal,
+        qid: qids[ordinal],
+        consumer,
+        frames: new FrameCodec(consumer.bytes),
+      };
     });
     const bell = new Doorbell(ctx.shared(HOST_SHARED.doorbell));
     const handled = new Float64Array(ctx.shared(HOST_SHARED.positions));
     keys.forEach((k, i) => (handled[i] = from[k] - 1));
-    const lag = hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 3_600_000, numberOfSignificantValueDigits: 3 });
+    const lag = hdr.build({
+      lowestDiscernibleValue: 1,
+      highestTrackableValue: 3_600_000,
+      numberOfSignificantValueDigits: 3,
+    });
     let eventsIn = 0;
     let eventsOut = replayEmitted;
     ctx.setState('live');
@@ -509,7 +647,8 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
         if (!rec || rec.index !== index) {
           const at = `${current.input.queue}/${current.input.partition}`;
           throw new Error(
-            `service ${d.service}: ${at} has no record ${index} (handed over by reference)`);
+            `service ${d.service}: ${at} has no record ${index} (handed over by reference)`,
+          );
         }
         raw.bytes = rec.bytes;
         raw.offset = 0;
@@ -533,13 +672,20 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
         n += r.consumer.read(onRecord, d.batchSizeMax);
       }
       if (recorder && recorder.runs > 0) {
-        pending.push(writer.encode({ type: EVENT_TYPE_PROCESSED, eventTimeMs: nowMs, payload: recorder.take() }));
+        pending.push(
+          writer.encode({
+            type: EVENT_TYPE_PROCESSED,
+            eventTimeMs: nowMs,
+            payload: recorder.take(),
+          }),
+        );
         sinceSnapshot += n;
         const timersDue = snapshotEveryTimers > 0 && timersSinceSnapshot >= snapshotEveryTimers;
         if (snap && (sinceSnapshot >= snapshotEvery || timersDue)) {
           const at: Record<string, number> = {};
           keys.forEach((k, i) => (at[k] = recorder.positions[i]));
-          for (const e of encodeSnapshot(writer, snap.type, snap.write(state), at, nowMs)) pending.push(e);
+          for (const e of encodeSnapshot(writer, snap.type, snap.write(state), at, nowMs))
+            pending.push(e);
           sinceSnapshot = 0;
           timersSinceSnapshot = 0;
         }
@@ -554,8 +700,12 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
       }
       // Group commit: while inputs keep coming, several atomic batches share one write and
       // fdatasync; the flush comes as soon as a pass finds nothing new, or at the bounds.
-      if (unflushedInputs > 0 && (n === 0 || unflushedInputs >= groupCommitInputsMax ||
-          performance.now() - unflushedSinceMs >= GROUP_COMMIT_MS_MAX)) {
+      if (
+        unflushedInputs > 0 &&
+        (n === 0 ||
+          unflushedInputs >= groupCommitInputsMax ||
+          performance.now() - unflushedSinceMs >= GROUP_COMMIT_MS_MAX)
+      ) {
         // Kafka: the batches may wait in the open transaction up to its commit interval.
         appender.flush(true);
         unflushedInputs = 0;
@@ -582,14 +732,25 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
       eventsOut,
       replayed,
       deadLettered,
-      lagMs: { count: lag.totalCount, p50: lag.getValueAtPercentile(50), p99: lag.getValueAtPercentile(99), max: lag.maxValue },
+      lagMs: {
+        count: lag.totalCount,
+        p50: lag.getValueAtPercentile(50),
+        p99: lag.getValueAtPercentile(99),
+        max: lag.maxValue,
+      },
     };
     return summary;
   } catch (err) {
     if (!(err instanceof DrainDuringReplay)) throw err;
     ctx.setState('drain');
-    return { service: d.service, eventsIn: 0, eventsOut: 0, replayed: err.replayed, deadLettered: 0,
-      lagMs: { count: 0, p50: 0, p99: 0, max: 0 } } satisfies ServiceSummary;
+    return {
+      service: d.service,
+      eventsIn: 0,
+      eventsOut: 0,
+      replayed: err.replayed,
+      deadLettered: 0,
+      lagMs: { count: 0, p50: 0, p99: 0, max: 0 },
+    } satisfies ServiceSummary;
   } finally {
     appender.close();
     dlqAppender?.close();

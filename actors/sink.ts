@@ -22,13 +22,27 @@ import { mkdirSync } from 'node:fs';
 import type { SinkData } from './contracts.js';
 import { runActor, Counter } from '../engine/actor/index.js';
 import { Tailer } from '../engine/journal/index.js';
-import { EnvelopeView, decodeChange, EVENT_TYPE_CHANGE, EVENT_TYPE_JSON } from '../engine/codec/index.js';
+import {
+  EnvelopeView,
+  decodeChange,
+  EVENT_TYPE_CHANGE,
+  EVENT_TYPE_JSON,
+} from '../engine/codec/index.js';
 import { createKafkaBus, type BusProducer, type ProducerRecord } from '../engine/bus/index.js';
-import { CDC_DEFAULTS, encodeCaptureJson, jsonSourceInfo, type JsonSourceInfo } from '../engine/cdc/index.js';
+import {
+  CDC_DEFAULTS,
+  encodeCaptureJson,
+  jsonSourceInfo,
+  type JsonSourceInfo,
+} from '../engine/cdc/index.js';
 import { kafkaOptionsOf } from './kafka-capture.js';
 
 /** Header names of a forwarded record. */
-export const SINK_HEADERS = { queue: 'sluice.queue', partition: 'sluice.partition', index: 'sluice.index' } as const;
+export const SINK_HEADERS = {
+  queue: 'sluice.queue',
+  partition: 'sluice.partition',
+  index: 'sluice.index',
+} as const;
 
 runActor<SinkData>(async (ctx) => {
   const d = ctx.data;
@@ -52,7 +66,9 @@ runActor<SinkData>(async (ctx) => {
     const [committed] = await bus.committed(d.transactionalId, [{ topic: d.topic, partition: 0 }]);
     next = committed ?? 0;
     if (!tailer.moveToIndex(next)) {
-      throw new Error(`sink ${d.sink}: Kafka group ${d.transactionalId} says index ${next} of ${d.queue}/${d.partition} is next, but the journal ends at ${tailer.index}`);
+      throw new Error(
+        `sink ${d.sink}: Kafka group ${d.transactionalId} says index ${next} of ${d.queue}/${d.partition} is next, but the journal ends at ${tailer.index}`,
+      );
     }
   };
 
@@ -63,10 +79,21 @@ runActor<SinkData>(async (ctx) => {
     if (view.type === EVENT_TYPE_JSON) return view.payload.slice();
     if (view.type !== EVENT_TYPE_CHANGE) return null;
     const ch = decodeChange(view.payload);
-    return encodeCaptureJson({
-      stagingId: ch.stagingId, table: ch.table, op: ch.op as never, key: ch.key, keyHash: 0,
-      before: ch.before, after: ch.after, txid: ch.txid, timeMs: ch.commitTimeMs, attempts: 0,
-    }, info ?? { name: '', dialect: 'sqlite', database: '', tables: new Map() });
+    return encodeCaptureJson(
+      {
+        stagingId: ch.stagingId,
+        table: ch.table,
+        op: ch.op as never,
+        key: ch.key,
+        keyHash: 0,
+        before: ch.before,
+        after: ch.after,
+        txid: ch.txid,
+        timeMs: ch.commitTimeMs,
+        attempts: 0,
+      },
+      info ?? { name: '', dialect: 'sqlite', database: '', tables: new Map() },
+    );
   };
 
   /** Step 2; returns the records read from the journal (0: caught up). */
@@ -82,15 +109,20 @@ runActor<SinkData>(async (ctx) => {
       view.wrap(rec.bytes, 0, rec.bytes.length);
       const key = view.key;
       records.push({
-        topic: d.topic, key: key === '[]' ? null : key, value: value === rec.bytes ? value.slice() : value,
-        timestampMs: view.eventTimeMs, headers: { ...at, [SINK_HEADERS.index]: String(rec.index) },
+        topic: d.topic,
+        key: key === '[]' ? null : key,
+        value: value === rec.bytes ? value.slice() : value,
+        timestampMs: view.eventTimeMs,
+        headers: { ...at, [SINK_HEADERS.index]: String(rec.index) },
       });
     }
     if (read === 0) return 0;
     const t = await producer!.begin();
     try {
       if (records.length > 0) await t.send(records);
-      await t.sendOffsets(d.transactionalId, [{ topic: d.topic, partition: 0, offset: tailer.index }]);
+      await t.sendOffsets(d.transactionalId, [
+        { topic: d.topic, partition: 0, offset: tailer.index },
+      ]);
       await t.commit();
     } catch (err) {
       await t.abort().catch(() => undefined);
@@ -107,10 +139,16 @@ runActor<SinkData>(async (ctx) => {
     if (outage.sinceMs === 0) {
       outage.sinceMs = Date.now();
       c[Counter.downSinceMs] = outage.sinceMs;
-      ctx.log('warn', `sink "${d.sink}" to ${d.connection.brokers.join(',')} topic ${d.topic} is down since ${new Date(outage.sinceMs).toISOString()}: ${(err as Error).message ?? err}; retrying`);
+      ctx.log(
+        'warn',
+        `sink "${d.sink}" to ${d.connection.brokers.join(',')} topic ${d.topic} is down since ${new Date(outage.sinceMs).toISOString()}: ${(err as Error).message ?? err}; retrying`,
+      );
     }
     c[Counter.errors]++;
-    const delayMs = Math.min(CDC_DEFAULTS.outageBackoffInitialMs * 2 ** outage.attempts, CDC_DEFAULTS.outageBackoffMaxMs);
+    const delayMs = Math.min(
+      CDC_DEFAULTS.outageBackoffInitialMs * 2 ** outage.attempts,
+      CDC_DEFAULTS.outageBackoffMaxMs,
+    );
     outage.attempts++;
     for (let waitedMs = 0; waitedMs < delayMs && !ctx.draining(); waitedMs += 50) {
       ctx.heartbeat();
@@ -129,7 +167,11 @@ runActor<SinkData>(async (ctx) => {
         if (!connected) {
           await up();
           connected = true;
-          if (outage.sinceMs !== 0) ctx.log('info', `sink "${d.sink}" is up again after ${((Date.now() - outage.sinceMs) / 1000).toFixed(1)} s down`);
+          if (outage.sinceMs !== 0)
+            ctx.log(
+              'info',
+              `sink "${d.sink}" is up again after ${((Date.now() - outage.sinceMs) / 1000).toFixed(1)} s down`,
+            );
           outage.sinceMs = 0;
           outage.attempts = 0;
           c[Counter.downSinceMs] = 0;
@@ -138,7 +180,8 @@ runActor<SinkData>(async (ctx) => {
       } catch (err) {
         connected = false;
         await down(err);
-        if (ctx.draining()) throw new Error(`sink "${d.sink}" is down while draining: ${(err as Error).message}`);
+        if (ctx.draining())
+          throw new Error(`sink "${d.sink}" is down while draining: ${(err as Error).message}`);
         continue;
       }
       // Drain: stop once everything published before the drain is forwarded.

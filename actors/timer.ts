@@ -19,7 +19,10 @@ runActor<TimerData>((ctx) => {
   const logs = openQueueLogs(d.bus, () => ctx.heartbeat());
   // Kafka: a plain idempotent producer (transactionalId ''): one tick is one record, so no
   // transaction is needed, and the timer queue's offsets stay contiguous as on the journal.
-  const appender = logs.appender({ ...d, partition: 0, transactionalId: '' }, ctx.shared(TIMER_SHARED.notifier));
+  const appender = logs.appender(
+    { ...d, partition: 0, transactionalId: '' },
+    ctx.shared(TIMER_SHARED.notifier),
+  );
   const writer = new EnvelopeWriter();
   const sleeper = new Int32Array(new SharedArrayBuffer(4));
   try {

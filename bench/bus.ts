@@ -30,56 +30,81 @@
  * Run: `node dist/bench/bus.js` (prints the markdown table). Env BUS_BENCH_RECORDS overrides the
  * record count of the kafka runs (default 100000; memory runs use 5x).
  */
-import { pathToFileURL } from 'node:url'
+import { pathToFileURL } from 'node:url';
 import {
   createKafkaBus,
   createMemoryBus,
   startKafkaMockCluster,
   type BusBackend,
-} from '../engine/bus/index.js'
-import { batches, benchRawKafkajs, CONSUME_PASSES, PARTITIONS, timed, VALUE_BYTES, type Row } from './lib/raw-kafkajs.js'
+} from '../engine/bus/index.js';
+import {
+  batches,
+  benchRawKafkajs,
+  CONSUME_PASSES,
+  PARTITIONS,
+  timed,
+  VALUE_BYTES,
+  type Row,
+} from './lib/raw-kafkajs.js';
 
 /** Produce (plain), produce (transactional), consume, through the bus API. */
-async function benchBus(name: string, bus: BusBackend, records: number, batchRecords: number): Promise<Row> {
-  const topic = `bench-${name.replace(/[^A-Za-z0-9]+/g, "-")}-${Date.now()}`
-  const txnTopic = `${topic}-txn`
-  await bus.createTopics([{ name: topic, partitions: PARTITIONS }, { name: txnTopic, partitions: PARTITIONS }])
-  const plain = batches(topic, records, batchRecords)
-  const txnBatches = batches(txnTopic, records, batchRecords)
-  const p = await bus.producer()
+async function benchBus(
+  name: string,
+  bus: BusBackend,
+  records: number,
+  batchRecords: number,
+): Promise<Row> {
+  const topic = `bench-${name.replace(/[^A-Za-z0-9]+/g, '-')}-${Date.now()}`;
+  const txnTopic = `${topic}-txn`;
+  await bus.createTopics([
+    { name: topic, partitions: PARTITIONS },
+    { name: txnTopic, partitions: PARTITIONS },
+  ]);
+  const plain = batches(topic, records, batchRecords);
+  const txnBatches = batches(txnTopic, records, batchRecords);
+  const p = await bus.producer();
   const produceMs = await timed(async () => {
-    for (const b of plain) await p.send(b)
-  })
-  const tp = await bus.producer({ transactionalId: `${topic}-tx` })
+    for (const b of plain) await p.send(b);
+  });
+  const tp = await bus.producer({ transactionalId: `${topic}-tx` });
   const txnProduceMs = await timed(async () => {
     for (const b of txnBatches) {
-      const t = await tp.begin()
-      await t.send(b)
-      await t.commit()
+      const t = await tp.begin();
+      await t.send(b);
+      await t.commit();
     }
-  })
-  const c = await bus.consumer({ pollRecordsMax: 5000 })
-  const tps = Array.from({ length: PARTITIONS }, (_, partition) => ({ topic, partition }))
-  await c.assign(tps)
-  const ready = performance.now()
-  let firstAt = 0
-  let got = 0
-  let consumeMs = 0
-  const deadline = Date.now() + 120_000
+  });
+  const c = await bus.consumer({ pollRecordsMax: 5000 });
+  const tps = Array.from({ length: PARTITIONS }, (_, partition) => ({ topic, partition }));
+  await c.assign(tps);
+  const ready = performance.now();
+  let firstAt = 0;
+  let got = 0;
+  let consumeMs = 0;
+  const deadline = Date.now() + 120_000;
   for (let pass = 1; pass <= CONSUME_PASSES; pass++) {
-    let t0 = 0
+    let t0 = 0;
     while (got < records * pass && Date.now() < deadline) {
-      const n = (await c.poll({ timeoutMs: 100 })).length
-      if (n > 0 && t0 === 0) t0 = performance.now()
-      if (firstAt === 0) firstAt = t0
-      got += n
+      const n = (await c.poll({ timeoutMs: 100 })).length;
+      if (n > 0 && t0 === 0) t0 = performance.now();
+      if (firstAt === 0) firstAt = t0;
+      got += n;
     }
-    consumeMs += performance.now() - t0
-    if (pass < CONSUME_PASSES) for (const tp of tps) c.seek(tp, 0)
+    consumeMs += performance.now() - t0;
+    if (pass < CONSUME_PASSES) for (const tp of tps) c.seek(tp, 0);
   }
-  if (got !== records * CONSUME_PASSES) throw new Error(`bench ${name}: consumed ${got} of ${records * CONSUME_PASSES} records`)
-  await bus.close()
-  return { backend: name, records, produceMs, txnProduceMs, consumed: got, consumeMs, firstRecordMs: [firstAt - ready] }
+  if (got !== records * CONSUME_PASSES)
+    throw new Error(`bench ${name}: consumed ${got} of ${records * CONSUME_PASSES} records`);
+  await bus.close();
+  return {
+    backend: name,
+    records,
+    produceMs,
+    txnProduceMs,
+    consumed: got,
+    consumeMs,
+    firstRecordMs: [firstAt - ready],
+  };
 }
 
 function sum(rows: Row[]): Row {
@@ -91,52 +116,63 @@ function sum(rows: Row[]): Row {
     consumed: a.consumed + r.consumed,
     consumeMs: a.consumeMs + r.consumeMs,
     firstRecordMs: [...a.firstRecordMs, ...r.firstRecordMs],
-  }))
+  }));
 }
 
-const rate = (records: number, ms: number): string => Math.round((records / ms) * 1000).toLocaleString('en-US')
+const rate = (records: number, ms: number): string =>
+  Math.round((records / ms) * 1000).toLocaleString('en-US');
 
 /** Runs the bus benchmark and returns a markdown table (records/s, higher is better). */
 export async function runBusBench(): Promise<string> {
-  const kafkaRecords = Number(process.env.BUS_BENCH_RECORDS ?? 100_000)
-  const batchRecords = 1000
-  const rows: Row[] = []
-  rows.push(await benchBus('memory', createMemoryBus(), kafkaRecords * 5, batchRecords))
-  const mock = await startKafkaMockCluster({ brokers: 1 })
+  const kafkaRecords = Number(process.env.BUS_BENCH_RECORDS ?? 100_000);
+  const batchRecords = 1000;
+  const rows: Row[] = [];
+  rows.push(await benchBus('memory', createMemoryBus(), kafkaRecords * 5, batchRecords));
+  const mock = await startKafkaMockCluster({ brokers: 1 });
   try {
     // The mock's speed drifts as its in-memory logs grow and GC runs: alternate raw and bus
     // (raw, bus, bus, raw) and sum the rounds so neither side gets the fresh cluster.
-    const raw: Row[] = []
-    const bus: Row[] = []
-    const kafkaBus = (): BusBackend => createKafkaBus({ brokers: mock.brokers, createTopics: mock.createTopics, idempotent: false })
-    await benchRawKafkajs(mock, Math.ceil(kafkaRecords / 5), batchRecords)
-    await benchBus('kafka (mock)', kafkaBus(), Math.ceil(kafkaRecords / 5), batchRecords)
-    raw.push(await benchRawKafkajs(mock, kafkaRecords, batchRecords))
-    bus.push(await benchBus('kafka (mock)', kafkaBus(), kafkaRecords, batchRecords))
-    bus.push(await benchBus('kafka (mock)', kafkaBus(), kafkaRecords, batchRecords))
-    raw.push(await benchRawKafkajs(mock, kafkaRecords, batchRecords))
-    rows.push(sum(raw), sum(bus))
+    const raw: Row[] = [];
+    const bus: Row[] = [];
+    const kafkaBus = (): BusBackend =>
+      createKafkaBus({ brokers: mock.brokers, createTopics: mock.createTopics, idempotent: false });
+    await benchRawKafkajs(mock, Math.ceil(kafkaRecords / 5), batchRecords);
+    await benchBus('kafka (mock)', kafkaBus(), Math.ceil(kafkaRecords / 5), batchRecords);
+    raw.push(await benchRawKafkajs(mock, kafkaRecords, batchRecords));
+    bus.push(await benchBus('kafka (mock)', kafkaBus(), kafkaRecords, batchRecords));
+    bus.push(await benchBus('kafka (mock)', kafkaBus(), kafkaRecords, batchRecords));
+    raw.push(await benchRawKafkajs(mock, kafkaRecords, batchRecords));
+    rows.push(sum(raw), sum(bus));
   } finally {
-    await mock.stop()
+    await mock.stop();
   }
   const lines = [
     `Bus: ${VALUE_BYTES}-byte records, ${PARTITIONS} partitions, sends of ${batchRecords} records (one transaction each in the txn column), ${CONSUME_PASSES} consume passes per round (seek to 0 between), node ${process.version}, librdkafka 2.0.2 mock cluster (1 broker) on loopback; kafka rows sum two alternating rounds after one warm-up round.`,
     '',
     '| backend | records | produce rec/s | produce txn rec/s | consume rec/s | produce+consume rec/s |',
     '| --- | ---: | ---: | ---: | ---: | ---: |',
-    ...rows.map((r) => `| ${r.backend} | ${r.records.toLocaleString('en-US')} | ${rate(r.records, r.produceMs)} | ${rate(r.records, r.txnProduceMs)} | ${rate(r.consumed, r.consumeMs)} | ${rate(r.records, r.produceMs + (r.consumeMs * r.records) / r.consumed)} |`),
-  ]
-  const raw = rows.find((r) => r.backend.startsWith('raw'))
-  const bus = rows.find((r) => r.backend.startsWith('kafka'))
+    ...rows.map(
+      (r) =>
+        `| ${r.backend} | ${r.records.toLocaleString('en-US')} | ${rate(r.records, r.produceMs)} | ${rate(r.records, r.txnProduceMs)} | ${rate(r.consumed, r.consumeMs)} | ${rate(r.records, r.produceMs + (r.consumeMs * r.records) / r.consumed)} |`,
+    ),
+  ];
+  const raw = rows.find((r) => r.backend.startsWith('raw'));
+  const bus = rows.find((r) => r.backend.startsWith('kafka'));
   if (raw && bus) {
-    const ratio = (a: number, b: number): string => `${Math.round((b / a) * 100)}%`
-    const first = (r: Row): string => r.firstRecordMs.map((ms) => ms.toFixed(0)).join(', ')
-    lines.push('', `ms from consumer ready to first record, per round (not in the rates): raw kafkajs ${first(raw)}; kafka backend ${first(bus)}.`)
-    lines.push('', `kafka backend vs raw kafkajs: produce ${ratio(bus.produceMs, raw.produceMs)}, produce txn ${ratio(bus.txnProduceMs, raw.txnProduceMs)}, consume ${ratio(bus.consumeMs, raw.consumeMs)} of raw throughput.`)
+    const ratio = (a: number, b: number): string => `${Math.round((b / a) * 100)}%`;
+    const first = (r: Row): string => r.firstRecordMs.map((ms) => ms.toFixed(0)).join(', ');
+    lines.push(
+      '',
+      `ms from consumer ready to first record, per round (not in the rates): raw kafkajs ${first(raw)}; kafka backend ${first(bus)}.`,
+    );
+    lines.push(
+      '',
+      `kafka backend vs raw kafkajs: produce ${ratio(bus.produceMs, raw.produceMs)}, produce txn ${ratio(bus.txnProduceMs, raw.txnProduceMs)}, consume ${ratio(bus.consumeMs, raw.consumeMs)} of raw throughput.`,
+    );
   }
-  return lines.join('\n')
+  return lines.join('\n');
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  console.log(await runBusBench())
+  console.log(await runBusBench());
 }

@@ -22,27 +22,37 @@ function arg(name: string): string | undefined {
 }
 
 /** Events/s of one drain. */
-async function drainOnce(dir: string, template: string, bus: 'journal' | 'kafka', pumps: number, brokers: string[], changes: number): Promise<number> {
+async function drainOnce(
+  dir: string,
+  template: string,
+  bus: 'journal' | 'kafka',
+  pumps: number,
+  brokers: string[],
+  changes: number,
+): Promise<number> {
   const run = path.join(dir, `${bus}-${pumps}`);
   fs.mkdirSync(run);
   const dbFile = path.join(run, 'app.db');
   fs.copyFileSync(template, dbFile);
   const name = `capkafka-bench-${randomBytes(4).toString('hex')}`;
   const file = path.join(run, 'topology.yaml');
-  fs.writeFileSync(file, [
-    `name: ${name}`,
-    'dataDir: ./data',
-    ...(bus === 'kafka' ? [`bus: { kind: kafka, brokers: [${brokers.join(', ')}] }`] : []),
-    'queues:',
-    `  - { name: ${name}.ledger, partitions: ${bus === 'kafka' ? 4 : pumps} }`,
-    'capture:',
-    '  - name: app',
-    `    database: { dialect: sqlite, file: ${dbFile} }`,
-    `    pumps: ${pumps}`,
-    '    tables:',
-    `      - { table: ledger, operations: [insert, update, delete], target: ${name}.ledger }`,
-    '',
-  ].join('\n'));
+  fs.writeFileSync(
+    file,
+    [
+      `name: ${name}`,
+      'dataDir: ./data',
+      ...(bus === 'kafka' ? [`bus: { kind: kafka, brokers: [${brokers.join(', ')}] }`] : []),
+      'queues:',
+      `  - { name: ${name}.ledger, partitions: ${bus === 'kafka' ? 4 : pumps} }`,
+      'capture:',
+      '  - name: app',
+      `    database: { dialect: sqlite, file: ${dbFile} }`,
+      `    pumps: ${pumps}`,
+      '    tables:',
+      `      - { table: ledger, operations: [insert, update, delete], target: ${name}.ledger }`,
+      '',
+    ].join('\n'),
+  );
   const topology = loadTopology(file);
   const staging = await openStaging(topology.capture[0]!);
   if ((await staging.stagedCount()) !== changes) throw new Error('template not staged');
@@ -56,7 +66,7 @@ async function drainOnce(dir: string, template: string, bus: 'journal' | 'kafka'
     if (left === 0) break;
     await new Promise((r) => setTimeout(r, 5));
   }
-  const rate = (first!.left) / ((Date.now() - first!.ms) / 1000);
+  const rate = first!.left / ((Date.now() - first!.ms) / 1000);
   await staging.close();
   await (await running).stop();
   return rate;
@@ -72,22 +82,33 @@ async function main(): Promise<void> {
     // The template: the ledger table, capture installed, `changes` inserts staged.
     const template = path.join(dir, 'template.db');
     const db = new Database(template);
-    db.exec('CREATE TABLE ledger (id INTEGER PRIMARY KEY, holder TEXT, memo TEXT, amount TEXT, booked TEXT, booked_tz TEXT)');
+    db.exec(
+      'CREATE TABLE ledger (id INTEGER PRIMARY KEY, holder TEXT, memo TEXT, amount TEXT, booked TEXT, booked_tz TEXT)',
+    );
     db.close();
     const tfile = path.join(dir, 'template.yaml');
-    fs.writeFileSync(tfile, `name: t\nqueues: [{ name: q }]\ncapture:\n  - name: app\n    database: { dialect: sqlite, file: ${template} }\n    tables: [{ table: ledger, operations: [insert, update, delete], target: q }]\n`);
+    fs.writeFileSync(
+      tfile,
+      `name: t\nqueues: [{ name: q }]\ncapture:\n  - name: app\n    database: { dialect: sqlite, file: ${template} }\n    tables: [{ table: ledger, operations: [insert, update, delete], target: q }]\n`,
+    );
     await installCapture(loadTopology(tfile));
     const w = new Database(template);
-    w.exec(`WITH RECURSIVE g(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM g WHERE x < ${changes}) INSERT INTO ledger(id, holder, amount) SELECT x, 'holder-' || x, x || '.25' FROM g`);
+    w.exec(
+      `WITH RECURSIVE g(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM g WHERE x < ${changes}) INSERT INTO ledger(id, holder, amount) SELECT x, 'holder-' || x, x || '.25' FROM g`,
+    );
     w.pragma('wal_checkpoint(TRUNCATE)');
     w.close();
-    console.log(`### Capture drain rate: into Kafka against into the journal (${changes} staged changes, SQLite, batchSizeMax 500)\n`);
+    console.log(
+      `### Capture drain rate: into Kafka against into the journal (${changes} staged changes, SQLite, batchSizeMax 500)\n`,
+    );
     console.log('| pumps | journal events/s | kafka events/s | kafka / journal |');
     console.log('|---|---|---|---|');
     for (const pumps of [1, 2, 4]) {
       const rj = await drainOnce(dir, template, 'journal', pumps, brokers, changes);
       const rk = await drainOnce(dir, template, 'kafka', pumps, brokers, changes);
-      console.log(`| ${pumps} | ${Math.round(rj)} | ${Math.round(rk)} | ${(rk / rj).toFixed(2)}x |`);
+      console.log(
+        `| ${pumps} | ${Math.round(rj)} | ${Math.round(rk)} | ${(rk / rj).toFixed(2)}x |`,
+      );
     }
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });

@@ -36,6 +36,12 @@ while (!done && t.waitForAppend(WAIT_TIMEOUT_MS)) {
     bytes += r.bytes.length + r.bytes[0];
   }
 }
-const result: TailResult = { records, bytes, firstAtMs, lastAtMs: performance.timeOrigin + performance.now(), parks: t.stats.parks };
+const result: TailResult = {
+  records,
+  bytes,
+  firstAtMs,
+  lastAtMs: performance.timeOrigin + performance.now(),
+  parks: t.stats.parks,
+};
 t.close();
 parentPort!.postMessage(result);

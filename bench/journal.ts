@@ -14,13 +14,24 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { performance } from 'node:perf_hooks';
-import { Appender, Tailer, createQueueNotifier, type FsyncPolicy } from '../engine/journal/index.js';
+import {
+  Appender,
+  Tailer,
+  createQueueNotifier,
+  type FsyncPolicy,
+} from '../engine/journal/index.js';
 import type { TailResult } from './journal-tail.worker.js';
 
 const FLUSH_EVERY_RECORDS = 1000;
 const worker = new URL('./journal-tail.worker.js', import.meta.url);
 
-interface Row { name: string; records: number; payloadBytes: number; ms: number; note: string }
+interface Row {
+  name: string;
+  records: number;
+  payloadBytes: number;
+  ms: number;
+  note: string;
+}
 
 function tmpQueue(): string {
   return fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-journal-bench-'));
@@ -33,7 +44,12 @@ function payload(bytes: number): Buffer {
 }
 
 /** Appends `size`-byte records for ~durationMs, flushing every 1000; the appender is left open. */
-function appendFor(a: Appender, size: number, durationMs: number, batch: boolean): { records: number; ms: number; flushes: number } {
+function appendFor(
+  a: Appender,
+  size: number,
+  durationMs: number,
+  batch: boolean,
+): { records: number; ms: number; flushes: number } {
   const p = payload(size);
   const batchPayloads = Array.from({ length: FLUSH_EVERY_RECORDS }, () => p);
   const t0 = performance.now();
@@ -70,7 +86,10 @@ function appendCase(size: number, fsync: FsyncPolicy, durationMs: number, batch 
   }
 }
 
-function startTailer(dir: string, notifier?: SharedArrayBuffer): { ready: Promise<void>; done: Promise<TailResult> } {
+function startTailer(
+  dir: string,
+  notifier?: SharedArrayBuffer,
+): { ready: Promise<void>; done: Promise<TailResult> } {
   const w = new Worker(worker, { workerData: { dir, notifier } });
   let readyResolve: () => void = () => {};
   const ready = new Promise<void>((r) => (readyResolve = r));
@@ -101,13 +120,15 @@ async function tailCases(durationMs: number): Promise<Row[]> {
     a.append(new Uint8Array(0)); // end sentinel
     a.close();
     const r = await live.done;
-    const rows: Row[] = [{
-      name: `tail ${size} B live, worker thread + notifier, while appending (fsync 'none')`,
-      records: r.records,
-      payloadBytes: r.records * size,
-      ms: r.lastAtMs - t0,
-      note: `appender in that run: ${((w.records / w.ms) * 1000 / 1e6).toFixed(2)} M rec/s; tailer parked ${r.parks}x`,
-    }];
+    const rows: Row[] = [
+      {
+        name: `tail ${size} B live, worker thread + notifier, while appending (fsync 'none')`,
+        records: r.records,
+        payloadBytes: r.records * size,
+        ms: r.lastAtMs - t0,
+        note: `appender in that run: ${(((w.records / w.ms) * 1000) / 1e6).toFixed(2)} M rec/s; tailer parked ${r.parks}x`,
+      },
+    ];
     const catchUp = startTailer(dir);
     const c = await catchUp.done;
     rows.push({
@@ -130,7 +151,13 @@ async function tailCases(durationMs: number): Promise<Row[]> {
     }
     const bms = performance.now() - b0;
     back.close();
-    rows.push({ name: `read ${size} B backwards with previous(), main thread`, records: n, payloadBytes: n * size, ms: bms, note: '' });
+    rows.push({
+      name: `read ${size} B backwards with previous(), main thread`,
+      records: n,
+      payloadBytes: n * size,
+      ms: bms,
+      note: '',
+    });
     return rows;
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
@@ -141,7 +168,8 @@ async function tailCases(durationMs: number): Promise<Row[]> {
 export async function runJournalBench(durationMs = 2000): Promise<string> {
   const rows: Row[] = [];
   for (const size of [100, 1024]) {
-    for (const fsync of ['none', 'batch'] as FsyncPolicy[]) rows.push(appendCase(size, fsync, durationMs));
+    for (const fsync of ['none', 'batch'] as FsyncPolicy[])
+      rows.push(appendCase(size, fsync, durationMs));
   }
   rows.push(appendCase(100, 'batch', durationMs, true));
   rows.push(...(await tailCases(durationMs)));
@@ -154,7 +182,10 @@ export async function runJournalBench(durationMs = 2000): Promise<string> {
     '',
     '| case | records/s | MB/s (payload) | records | note |',
     '|---|---:|---:|---:|---|',
-    ...rows.map((r) => `| ${r.name} | ${fmtRate((r.records / r.ms) * 1000)} | ${((r.payloadBytes / r.ms) * 1000 / 1e6).toFixed(0)} | ${r.records} | ${r.note} |`),
+    ...rows.map(
+      (r) =>
+        `| ${r.name} | ${fmtRate((r.records / r.ms) * 1000)} | ${(((r.payloadBytes / r.ms) * 1000) / 1e6).toFixed(0)} | ${r.records} | ${r.note} |`,
+    ),
     '',
   ];
   return lines.join('\n');

@@ -18,7 +18,11 @@ const NAP_MS = 0.1;
 const PAYLOAD_BYTES = 16;
 
 /** Appends `count` stamped events at `rate`/s; returns the flushes made. */
-export function produceAtRate(topology: Topology, rate: number, count: number): { flushes: number; ms: number } {
+export function produceAtRate(
+  topology: Topology,
+  rate: number,
+  count: number,
+): { flushes: number; ms: number } {
   const producer = openQueueAppender(topology, 'in');
   const payload = new Uint8Array(PAYLOAD_BYTES);
   const stamp = new DataView(payload.buffer);

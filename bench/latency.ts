@@ -49,7 +49,9 @@ async function journalCase(dir: string, rate: number, count: number): Promise<La
     if (due > sent) {
       for (; sent < due; sent++) {
         stamp.setFloat64(0, hrtimeUs(), true);
-        a.append(writer.encode({ type: 100, key: `k${sent & 1023}`, eventTimeMs: Date.now(), payload }));
+        a.append(
+          writer.encode({ type: 100, key: `k${sent & 1023}`, eventTimeMs: Date.now(), payload }),
+        );
       }
       a.flush();
     } else {
@@ -62,18 +64,34 @@ async function journalCase(dir: string, rate: number, count: number): Promise<La
 }
 
 /** The pipeline with the producer in this thread or in a child process. */
-async function pipelineCase(dir: string, rate: number, count: number, crossProcess: boolean): Promise<Latency> {
+async function pipelineCase(
+  dir: string,
+  rate: number,
+  count: number,
+  crossProcess: boolean,
+): Promise<Latency> {
   const file = writeTopology(dir, 'latency-bench', 256);
   const topology = loadTopology(file);
-  const running = await startTopology(topology, { log: (l) => process.stderr.write(`latency bench: ${l}\n`) });
+  const running = await startTopology(topology, {
+    log: (l) => process.stderr.write(`latency bench: ${l}\n`),
+  });
   try {
-    const tail = startTail(path.join(topology.dataDir, 'queues', 'out', '0'), count, running.plan.notifiers.get('out/0'), true);
+    const tail = startTail(
+      path.join(topology.dataDir, 'queues', 'out', '0'),
+      count,
+      running.plan.notifiers.get('out/0'),
+      true,
+    );
     await tail.ready;
     if (crossProcess) {
       await new Promise<void>((resolve, reject) => {
-        const p = spawn(process.execPath, [producerScript, file, String(rate), String(count)], { stdio: ['ignore', 'ignore', 'inherit'] });
+        const p = spawn(process.execPath, [producerScript, file, String(rate), String(count)], {
+          stdio: ['ignore', 'ignore', 'inherit'],
+        });
         p.on('error', reject);
-        p.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`producer exited ${code}`))));
+        p.on('exit', (code) =>
+          code === 0 ? resolve() : reject(new Error(`producer exited ${code}`)),
+        );
       });
     } else {
       produceAtRate(topology, rate, count);
@@ -97,12 +115,27 @@ export async function runLatencyBench(rate = 50_000, seconds = 5, rounds = 1): P
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-latency-bench-'));
     try {
       const cases: [string, () => Promise<Latency>][] = [
-        ['journal alone (append -> tailer, same process)', () => journalCase(path.join(dir, 'journal'), rate, count)],
-        ['pipeline, producer in the topology\'s thread', () => pipelineCase(path.join(dir, 'same'), rate, count, false)],
-        ['pipeline, producer in another process', () => pipelineCase(path.join(dir, 'cross'), rate, count, true)],
+        [
+          'journal alone (append -> tailer, same process)',
+          () => journalCase(path.join(dir, 'journal'), rate, count),
+        ],
+        [
+          "pipeline, producer in the topology's thread",
+          () => pipelineCase(path.join(dir, 'same'), rate, count, false),
+        ],
+        [
+          'pipeline, producer in another process',
+          () => pipelineCase(path.join(dir, 'cross'), rate, count, true),
+        ],
       ];
       for (const [name, run] of cases) {
-        fs.mkdirSync(path.join(dir, name === cases[0][0] ? 'journal' : name.includes('another') ? 'cross' : 'same'), { recursive: true });
+        fs.mkdirSync(
+          path.join(
+            dir,
+            name === cases[0][0] ? 'journal' : name.includes('another') ? 'cross' : 'same',
+          ),
+          { recursive: true },
+        );
         const l = await run();
         rows.push([String(round), name, si(l.count), ms(l.p50), ms(l.p99), ms(l.p999), ms(l.max)]);
       }
@@ -116,7 +149,15 @@ export async function runLatencyBench(rate = 50_000, seconds = 5, rounds = 1): P
     '',
     `${machineLine()}; 1-minute load average ${load0.toFixed(1)} at start, ${load1.toFixed(1)} at end.`,
     '',
-    markdownTable(['round', 'case', 'events', 'p50 ms', 'p99 ms', 'p99.9 ms', 'max ms'], rows, ['r', 'l', 'r', 'r', 'r', 'r', 'r']),
+    markdownTable(['round', 'case', 'events', 'p50 ms', 'p99 ms', 'p99.9 ms', 'max ms'], rows, [
+      'r',
+      'l',
+      'r',
+      'r',
+      'r',
+      'r',
+      'r',
+    ]),
     '',
     'HdrHistogram (hdr-histogram-js), 3 significant digits, µs resolution; fsync batch on every queue; ' +
       'the events due are appended and flushed together every ~100 µs.',

@@ -27,10 +27,21 @@ export interface PipelineTailResult {
 
 const WAIT_TIMEOUT_MS = 60_000;
 
-const { dir, notifier, count, latency } = workerData as { dir: string; notifier?: SharedArrayBuffer; count: number; latency?: boolean };
+const { dir, notifier, count, latency } = workerData as {
+  dir: string;
+  notifier?: SharedArrayBuffer;
+  count: number;
+  latency?: boolean;
+};
 const t = Tailer.open({ dir, notifier });
 const view = new EnvelopeView();
-const hist = latency ? hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: 3 }) : null;
+const hist = latency
+  ? hdr.build({
+      lowestDiscernibleValue: 1,
+      highestTrackableValue: 60_000_000,
+      numberOfSignificantValueDigits: 3,
+    })
+  : null;
 parentPort!.postMessage('ready');
 let records = 0;
 let firstAtMs = 0;
@@ -55,13 +66,15 @@ const result: PipelineTailResult = {
   firstAtMs,
   lastAtMs: origin + performance.now(),
   parks: t.stats.parks,
-  latencyUs: hist ? {
-    count: hist.totalCount,
-    p50: hist.getValueAtPercentile(50),
-    p99: hist.getValueAtPercentile(99),
-    p999: hist.getValueAtPercentile(99.9),
-    max: hist.maxValue,
-  } : null,
+  latencyUs: hist
+    ? {
+        count: hist.totalCount,
+        p50: hist.getValueAtPercentile(50),
+        p99: hist.getValueAtPercentile(99),
+        p999: hist.getValueAtPercentile(99.9),
+        max: hist.maxValue,
+      }
+    : null,
 };
 t.close();
 parentPort!.postMessage(result);

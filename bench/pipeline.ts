@@ -41,8 +41,12 @@ const keys = Array.from({ length: KEYS }, (_, i) => `k${i}`);
 const payload = new Uint8Array(PAYLOAD_BYTES).map((_, i) => i * 7);
 
 /** Starts a worker tailing `dir` until `count` records; resolves `ready` once it is open. */
-export function startTail(dir: string, count: number, notifier?: SharedArrayBuffer, latency = false):
-    { ready: Promise<void>; done: Promise<PipelineTailResult> } {
+export function startTail(
+  dir: string,
+  count: number,
+  notifier?: SharedArrayBuffer,
+  latency = false,
+): { ready: Promise<void>; done: Promise<PipelineTailResult> } {
   const w = new Worker(tailWorker, { workerData: { dir, notifier, count, latency } });
   let readyResolve: () => void = () => {};
   const ready = new Promise<void>((r) => (readyResolve = r));
@@ -58,7 +62,11 @@ export function startTail(dir: string, count: number, notifier?: SharedArrayBuff
   return { ready, done };
 }
 
-interface Result { ms: number; produceMs: number; records: number }
+interface Result {
+  ms: number;
+  produceMs: number;
+  records: number;
+}
 
 /** One journal hop of the producer's bytes: append (fsync batch) + tail in a worker. */
 async function journalRound(dir: string, events: number): Promise<Result> {
@@ -84,29 +92,38 @@ async function journalRound(dir: string, events: number): Promise<Result> {
 /** Writes the benchmark topology into `dir` and returns its file. */
 export function writeTopology(dir: string, name: string, batchSizeMax: number): string {
   const file = path.join(dir, 'topology.yaml');
-  fs.writeFileSync(file, [
-    `name: ${name}`,
-    `dataDir: ${path.join(dir, 'data')}`,
-    'queues:',
-    '  - { name: in }',
-    '  - { name: out }',
-    'services:',
-    '  - name: echo',
-    `    module: ${echoModule}`,
-    '    inputs: [in]',
-    '    output: out',
-    `    batchSizeMax: ${batchSizeMax}`,
-    '',
-  ].join('\n'));
+  fs.writeFileSync(
+    file,
+    [
+      `name: ${name}`,
+      `dataDir: ${path.join(dir, 'data')}`,
+      'queues:',
+      '  - { name: in }',
+      '  - { name: out }',
+      'services:',
+      '  - name: echo',
+      `    module: ${echoModule}`,
+      '    inputs: [in]',
+      '    output: out',
+      `    batchSizeMax: ${batchSizeMax}`,
+      '',
+    ].join('\n'),
+  );
   return file;
 }
 
 /** The live pipeline: producer in this thread, reader and service actors, output tailed in a worker. */
 async function pipelineRound(dir: string, events: number, batchSizeMax: number): Promise<Result> {
   const topology = loadTopology(writeTopology(dir, 'pipeline-bench', batchSizeMax));
-  const running = await startTopology(topology, { log: (l) => process.stderr.write(`pipeline bench: ${l}\n`) });
+  const running = await startTopology(topology, {
+    log: (l) => process.stderr.write(`pipeline bench: ${l}\n`),
+  });
   try {
-    const tail = startTail(path.join(topology.dataDir, 'queues', 'out', '0'), events, running.plan.notifiers.get('out/0'));
+    const tail = startTail(
+      path.join(topology.dataDir, 'queues', 'out', '0'),
+      events,
+      running.plan.notifiers.get('out/0'),
+    );
     await tail.ready;
     const producer = openQueueAppender(topology, 'in');
     const t0 = performance.timeOrigin + performance.now();
@@ -125,7 +142,11 @@ async function pipelineRound(dir: string, events: number, batchSizeMax: number):
 }
 
 /** Runs `rounds` rounds (journal baseline, then pipeline) and returns a markdown section. */
-export async function runPipelineBench(events = 1_000_000, rounds = 2, batchSizeMax = 256): Promise<string> {
+export async function runPipelineBench(
+  events = 1_000_000,
+  rounds = 2,
+  batchSizeMax = 256,
+): Promise<string> {
   const rows: string[][] = [];
   const ratios: number[] = [];
   const rates: number[] = [];
@@ -135,13 +156,20 @@ export async function runPipelineBench(events = 1_000_000, rounds = 2, batchSize
     try {
       const j = await journalRound(path.join(dir, 'journal'), events);
       const p = await pipelineRound(dir, events, batchSizeMax);
-      if (p.records !== events || j.records !== events) throw new Error(`round ${round}: read ${j.records} / ${p.records} of ${events}`);
+      if (p.records !== events || j.records !== events)
+        throw new Error(`round ${round}: read ${j.records} / ${p.records} of ${events}`);
       const jRate = (events / j.ms) * 1000;
       const pRate = (events / p.ms) * 1000;
       ratios.push(pRate / jRate);
       rates.push(pRate);
-      rows.push([String(round), `${si(jRate)}`, `${si((events / j.produceMs) * 1000)}`, `${si(pRate)}`,
-        `${si((events / p.produceMs) * 1000)}`, `${(pRate / jRate).toFixed(2)}x`]);
+      rows.push([
+        String(round),
+        `${si(jRate)}`,
+        `${si((events / j.produceMs) * 1000)}`,
+        `${si(pRate)}`,
+        `${si((events / p.produceMs) * 1000)}`,
+        `${(pRate / jRate).toFixed(2)}x`,
+      ]);
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }
@@ -153,8 +181,16 @@ export async function runPipelineBench(events = 1_000_000, rounds = 2, batchSize
     `${machineLine()}; 1-minute load average ${load0.toFixed(1)} at start, ${load1.toFixed(1)} at end.`,
     '',
     markdownTable(
-      ['round', 'journal append+tail events/s', '(its append alone)', 'pipeline events/s', '(its producer alone)', 'pipeline / journal'],
-      rows),
+      [
+        'round',
+        'journal append+tail events/s',
+        '(its append alone)',
+        'pipeline events/s',
+        '(its producer alone)',
+        'pipeline / journal',
+      ],
+      rows,
+    ),
     '',
     `Median pipeline ${si(median(rates))} events/s, ${median(ratios).toFixed(2)}x of the journal's append+tail of the same bytes. ` +
       `Events: type ${IN_TYPE}, ${PAYLOAD_BYTES}-byte payload, ${KEYS} keys; a flush per ${FLUSH_EVERY}; fsync batch on every queue.`,

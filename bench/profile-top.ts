@@ -17,7 +17,13 @@ interface ProfileNode {
   callFrame: { functionName: string; url: string; lineNumber: number };
   children?: number[];
 }
-interface Profile { nodes: ProfileNode[]; samples: number[]; timeDeltas: number[]; startTime: number; endTime: number }
+interface Profile {
+  nodes: ProfileNode[];
+  samples: number[];
+  timeDeltas: number[];
+  startTime: number;
+  endTime: number;
+}
 
 /** One thread's profile: total ms, busy ms (not idle), top functions by self ms. */
 export interface ProfileSummary {
@@ -32,7 +38,10 @@ function label(n: ProfileNode): string {
   const f = n.callFrame;
   const name = f.functionName || '(anonymous)';
   if (!f.url) return name;
-  const file = f.url.replace(/^file:\/\//, '').replace(/^.*\/dist\//, '').replace(/^node:/, 'node:');
+  const file = f.url
+    .replace(/^file:\/\//, '')
+    .replace(/^.*\/dist\//, '')
+    .replace(/^node:/, 'node:');
   return `${name} ${path.basename(file)}:${f.lineNumber + 1}`;
 }
 
@@ -52,27 +61,45 @@ export function summarizeProfile(file: string, topN = 12): ProfileSummary {
     if (n.callFrame.functionName === '(idle)') idle += dt;
     selfUs.set(name, (selfUs.get(name) ?? 0) + dt);
     const url = n.callFrame.url;
-    if (url.includes('/dist/') && !url.includes('/engine/')) byUrl.set(url, (byUrl.get(url) ?? 0) + dt);
+    if (url.includes('/dist/') && !url.includes('/engine/'))
+      byUrl.set(url, (byUrl.get(url) ?? 0) + dt);
   }
   const busy = total - idle;
-  const thread = [...byUrl.entries()].sort((a, b) => b[1] - a[1])[0]?.[0].replace(/^.*\/dist\//, '') ?? '(engine only)';
+  const thread =
+    [...byUrl.entries()].sort((a, b) => b[1] - a[1])[0]?.[0].replace(/^.*\/dist\//, '') ??
+    '(engine only)';
   const top = [...selfUs.entries()]
     .filter(([name]) => name !== '(idle)')
     .sort((a, b) => b[1] - a[1])
     .slice(0, topN)
-    .map(([name, us]) => ({ name, selfMs: us / 1000, pctOfBusy: busy > 0 ? (100 * us) / busy : 0 }));
+    .map(([name, us]) => ({
+      name,
+      selfMs: us / 1000,
+      pctOfBusy: busy > 0 ? (100 * us) / busy : 0,
+    }));
   return { file: path.basename(file), thread, totalMs: total / 1000, busyMs: busy / 1000, top };
 }
 
 /** Markdown: one table per profile in `dir`. */
 export function profilesMarkdown(dir: string, topN = 12): string {
   const out: string[] = [];
-  for (const f of fs.readdirSync(dir).filter((x) => x.endsWith('.cpuprofile')).sort()) {
+  for (const f of fs
+    .readdirSync(dir)
+    .filter((x) => x.endsWith('.cpuprofile'))
+    .sort()) {
     const s = summarizeProfile(path.join(dir, f), topN);
     if (s.busyMs < 50) continue;
-    out.push(`#### ${s.thread} (${s.file}): ${s.busyMs.toFixed(0)} ms busy of ${s.totalMs.toFixed(0)} ms`, '',
-      '| function | self ms | % of busy |', '|---|---:|---:|',
-      ...s.top.map((t) => `| ${t.name.replace(/\|/g, '\\|')} | ${t.selfMs.toFixed(0)} | ${t.pctOfBusy.toFixed(1)} |`), '');
+    out.push(
+      `#### ${s.thread} (${s.file}): ${s.busyMs.toFixed(0)} ms busy of ${s.totalMs.toFixed(0)} ms`,
+      '',
+      '| function | self ms | % of busy |',
+      '|---|---:|---:|',
+      ...s.top.map(
+        (t) =>
+          `| ${t.name.replace(/\|/g, '\\|')} | ${t.selfMs.toFixed(0)} | ${t.pctOfBusy.toFixed(1)} |`,
+      ),
+      '',
+    );
   }
   return out.join('\n');
 }

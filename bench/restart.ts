@@ -25,7 +25,13 @@ import path from 'node:path';
 import { loadTopology, startTopology } from '../index.js';
 import { Appender } from '../engine/journal/index.js';
 import { EnvelopeWriter, queueId } from '../engine/codec/index.js';
-import { EVENT_TYPE_PROCESSED, KvStore, ProcessedRecorder, encodeSnapshot, encodeTimer } from '../engine/replay/index.js';
+import {
+  EVENT_TYPE_PROCESSED,
+  KvStore,
+  ProcessedRecorder,
+  encodeSnapshot,
+  encodeTimer,
+} from '../engine/replay/index.js';
 import { markdownTable, machineLine, si, isMainModule } from './lib/report.js';
 
 const RUN_INPUTS = 256;
@@ -34,7 +40,8 @@ const RESTARTS_PER_CELL = 3;
 const SNAPSHOT_EVERY_INPUTS = 10_000;
 const INSTRUMENTS = 64;
 const FLUSH_RECORDS = 65_536;
-const fixture = (name: string) => new URL(`../test/fixtures/services/${name}.js`, import.meta.url).pathname;
+const fixture = (name: string) =>
+  new URL(`../test/fixtures/services/${name}.js`, import.meta.url).pathname;
 
 const STRATEGIES = [
   { name: 'LAST_WRITTEN, no replay', module: 'bench-positions', inputsReplay: 'NONE' },
@@ -55,7 +62,9 @@ function writeHistory(dataDir: string, n: number): void {
   const queues = ['a', 'b'];
   const inputs = queues.map((q) => ({ queue: q, partition: 0 }));
   const writer = new EnvelopeWriter();
-  const ins = queues.map((q) => Appender.open({ dir: path.join(dataDir, 'queues', q, '0'), fsync: 'none' }));
+  const ins = queues.map((q) =>
+    Appender.open({ dir: path.join(dataDir, 'queues', q, '0'), fsync: 'none' }),
+  );
   const out = Appender.open({ dir: path.join(dataDir, 'queues', 'out', '0'), fsync: 'none' });
   const recorder = new ProcessedRecorder(inputs, [-1, -1]);
   const qids = queues.map((q) => queueId(q));
@@ -83,7 +92,17 @@ function writeHistory(dataDir: string, n: number): void {
         positions[instrument] += qty;
         ov.setUint32(0, instrument, true);
         ov.setFloat64(4, positions[instrument], true);
-        batch.push(writer.encode({ type: 101, key: '', eventTimeMs: 0, causeQueue: qids[q], causePartition: 0, causeIndex: index, payload: outPayload }));
+        batch.push(
+          writer.encode({
+            type: 101,
+            key: '',
+            eventTimeMs: 0,
+            causeQueue: qids[q],
+            causePartition: 0,
+            causeIndex: index,
+            payload: outPayload,
+          }),
+        );
         recorder.note(q, index);
         sinceSnapshot++;
       }
@@ -93,7 +112,14 @@ function writeHistory(dataDir: string, n: number): void {
       const f = new Float64Array(INSTRUMENTS + 1);
       f.set(positions);
       f[INSTRUMENTS] = done;
-      for (const e of encodeSnapshot(writer, 150, new Uint8Array(f.buffer), { 'a/0': recorder.positions[0], 'b/0': recorder.positions[1] }, 0)) batch.push(e);
+      for (const e of encodeSnapshot(
+        writer,
+        150,
+        new Uint8Array(f.buffer),
+        { 'a/0': recorder.positions[0], 'b/0': recorder.positions[1] },
+        0,
+      ))
+        batch.push(e);
       sinceSnapshot = 0;
     }
     for (let q = 0; q < 2; q++) {
@@ -120,13 +146,20 @@ function writeKvHistory(dataDir: string, n: number): void {
   const queues = ['a', 'b', 't'];
   const inputs = queues.map((q) => ({ queue: q, partition: 0 }));
   const writer = new EnvelopeWriter();
-  const ins = queues.map((q) => Appender.open({ dir: path.join(dataDir, 'queues', q, '0'), fsync: 'none' }));
+  const ins = queues.map((q) =>
+    Appender.open({ dir: path.join(dataDir, 'queues', q, '0'), fsync: 'none' }),
+  );
   const out = Appender.open({ dir: path.join(dataDir, 'queues', 'out', '0'), fsync: 'none' });
   const recorder = new ProcessedRecorder(inputs, [-1, -1, -1]);
   const qids = queues.map((q) => queueId(q));
   const batch: Uint8Array[] = [];
   let cause = { queue: 0, partition: 0, index: 0 };
-  const store = new KvStore(writer, (e) => batch.push(e), () => cause, KV_SNAPSHOT_BATCH);
+  const store = new KvStore(
+    writer,
+    (e) => batch.push(e),
+    () => cause,
+    KV_SNAPSHOT_BATCH,
+  );
   const payload = new Uint8Array(8);
   const pv = new DataView(payload.buffer);
   const next = [0, 0, 0];
@@ -168,7 +201,11 @@ function writeKvHistory(dataDir: string, n: number): void {
 }
 
 /** One restart: ms from startTopology() to live, and the events the service replayed. */
-async function restartOnce(dir: string, dataDir: string, s: (typeof STRATEGIES)[number]): Promise<{ ms: number; replayed: number }> {
+async function restartOnce(
+  dir: string,
+  dataDir: string,
+  s: (typeof STRATEGIES)[number],
+): Promise<{ ms: number; replayed: number }> {
   const file = path.join(dir, 'topology.yaml');
   fs.writeFileSync(
     file,
@@ -186,13 +223,17 @@ async function restartOnce(dir: string, dataDir: string, s: (typeof STRATEGIES)[
       `    inputs: [${s.module.endsWith('kv') ? 'a, b, t' : 'a, b'}]`,
       '    output: out',
       `    inputsReplay: ${s.inputsReplay}`,
-      ...(s.module.endsWith('snapshot') ? [`    settings: { snapshotEveryInputs: ${SNAPSHOT_EVERY_INPUTS} }`] : []),
+      ...(s.module.endsWith('snapshot')
+        ? [`    settings: { snapshotEveryInputs: ${SNAPSHOT_EVERY_INPUTS} }`]
+        : []),
       '',
     ].join('\n'),
   );
   const topology = loadTopology(file);
   const t0 = performance.now();
-  const running = await startTopology(topology, { log: (l) => process.stderr.write(`restart bench: ${l}\n`) });
+  const running = await startTopology(topology, {
+    log: (l) => process.stderr.write(`restart bench: ${l}\n`),
+  });
   const ms = performance.now() - t0;
   const replayed = running.supervisor.counters()['service:positions']?.replayed ?? -1;
   await running.stop();
@@ -203,10 +244,16 @@ async function restartOnce(dir: string, dataDir: string, s: (typeof STRATEGIES)[
  * Runs the benchmark for histories 10^5 .. `maxHistory` (powers of ten) and returns a markdown
  * section: one row per strategy, restart ms per history length, replayed events, replay rate.
  */
-export async function runRestartBench(maxHistory = 10_000_000, only?: readonly string[]): Promise<string> {
+export async function runRestartBench(
+  maxHistory = 10_000_000,
+  only?: readonly string[],
+): Promise<string> {
   const histories = [100_000, 1_000_000, 10_000_000].filter((h) => h <= maxHistory);
   const unknown = (only ?? []).filter((n) => !STRATEGIES.some((s) => s.name === n));
-  if (unknown.length > 0) throw new Error(`unknown strategies ${unknown.join(', ')} (known: ${STRATEGIES.map((s) => s.name).join(', ')})`);
+  if (unknown.length > 0)
+    throw new Error(
+      `unknown strategies ${unknown.join(', ')} (known: ${STRATEGIES.map((s) => s.name).join(', ')})`,
+    );
   const chosen = STRATEGIES.filter((s) => !only || only.includes(s.name));
   const needKv = chosen.some((s) => s.module.endsWith('kv'));
   const needPlain = chosen.some((s) => !s.module.endsWith('kv'));
@@ -223,7 +270,8 @@ export async function runRestartBench(maxHistory = 10_000_000, only?: readonly s
       for (const s of chosen) {
         // median of RESTARTS_PER_CELL restarts: a shared machine's noise moves single runs
         const runs: { ms: number; replayed: number }[] = [];
-        for (let k = 0; k < RESTARTS_PER_CELL; k++) runs.push(await restartOnce(dir, s.module.endsWith('kv') ? `${dataDir}-kv` : dataDir, s));
+        for (let k = 0; k < RESTARTS_PER_CELL; k++)
+          runs.push(await restartOnce(dir, s.module.endsWith('kv') ? `${dataDir}-kv` : dataDir, s));
         runs.sort((x, y) => x.ms - y.ms);
         const r = runs[runs.length >> 1];
         const list = results.get(s.name) ?? [];
@@ -236,7 +284,13 @@ export async function runRestartBench(maxHistory = 10_000_000, only?: readonly s
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }
-  const header = ['strategy', ...histories.map((h) => `${si(h)} events: ms (replayed)`), `${si(histories[histories.length - 1])} / ${si(histories[0])}`, 'replayed / restart time at the largest', 'replayed / (restart - no-replay restart)'];
+  const header = [
+    'strategy',
+    ...histories.map((h) => `${si(h)} events: ms (replayed)`),
+    `${si(histories[histories.length - 1])} / ${si(histories[0])}`,
+    'replayed / restart time at the largest',
+    'replayed / (restart - no-replay restart)',
+  ];
   const none = results.get(STRATEGIES[0].name);
   const rows = chosen.map((s) => {
     const list = results.get(s.name)!;
@@ -245,9 +299,17 @@ export async function runRestartBench(maxHistory = 10_000_000, only?: readonly s
     // The replay's own rate: the restart without replay (same history, same run) is the
     // fixed cost of spawning workers and finding positions.
     const base = none?.[none.length - 1]?.ms;
-    const net = last.replayed > 0 && base !== undefined && last.ms > base && s !== STRATEGIES[0]
-      ? `${si((last.replayed / (last.ms - base)) * 1000)} events/s` : '-';
-    return [s.name, ...list.map((r) => `${r.ms.toFixed(0)} (${si(r.replayed)})`), `${(last.ms / list[0].ms).toFixed(2)}x`, rate, net];
+    const net =
+      last.replayed > 0 && base !== undefined && last.ms > base && s !== STRATEGIES[0]
+        ? `${si((last.replayed / (last.ms - base)) * 1000)} events/s`
+        : '-';
+    return [
+      s.name,
+      ...list.map((r) => `${r.ms.toFixed(0)} (${si(r.replayed)})`),
+      `${(last.ms / list[0].ms).toFixed(2)}x`,
+      rate,
+      net,
+    ];
   });
   return [
     `### Restart time (startTopology() to live), positions service over 2 input queues`,
@@ -264,7 +326,10 @@ export async function runRestartBench(maxHistory = 10_000_000, only?: readonly s
 }
 
 if (isMainModule(import.meta.url)) {
-  const only = process.argv[3]?.split(';').map((x) => x.trim()).filter((x) => x.length > 0);
+  const only = process.argv[3]
+    ?.split(';')
+    .map((x) => x.trim())
+    .filter((x) => x.length > 0);
   console.log(await runRestartBench(Number(process.argv[2] ?? 10_000_000), only));
   process.exit(0);
 }

@@ -7,7 +7,10 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { RingBuffer } from 'ringbuf.js';
 import { RingProducer } from '../engine/ring/index.js';
 import {
-  BARE_PADDING_TYPE_ID, BARE_PUBLISH_EVERY_RECORDS, BARE_TRAILER_BYTES, bareHeadIndex,
+  BARE_PADDING_TYPE_ID,
+  BARE_PUBLISH_EVERY_RECORDS,
+  BARE_TRAILER_BYTES,
+  bareHeadIndex,
   bareTailIndex,
 } from './lib/bare-two-thread.js';
 

@@ -9,7 +9,10 @@ import { createRing, RingProducer, RingConsumer } from '../engine/ring/index.js'
 
 /** Returns a markdown table: ns/record for ring write+read and bare write, at 64 B and 1 KiB. */
 export async function runRingSingleThreadBench(rounds = 5): Promise<string> {
-  const rows: string[] = ['| record | ring write+read ns/record | bare write ns/record | ring / bare |', '| --- | ---: | ---: | ---: |'];
+  const rows: string[] = [
+    '| record | ring write+read ns/record | bare write ns/record | ring / bare |',
+    '| --- | ---: | ---: | ---: |',
+  ];
   for (const size of [64, 1024]) {
     const payload = new Uint8Array(size - 8);
     const n = size === 64 ? 20_000_000 : 4_000_000;
@@ -48,9 +51,12 @@ export async function runRingSingleThreadBench(rounds = 5): Promise<string> {
       if (sink < 0) throw new Error('unreachable');
     }
     const med = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-    rows.push(`| ${size} B | ${med(ring).toFixed(1)} | ${med(bare).toFixed(1)} | ${(med(ring) / med(bare)).toFixed(2)}x |`);
+    rows.push(
+      `| ${size} B | ${med(ring).toFixed(1)} | ${med(bare).toFixed(1)} | ${(med(ring) / med(bare)).toFixed(2)}x |`,
+    );
   }
   return `One thread, median of ${rounds} rounds.\n\n${rows.join('\n')}\n`;
 }
 
-if (process.argv[1] && new URL(import.meta.url).pathname === process.argv[1]) console.log(await runRingSingleThreadBench());
+if (process.argv[1] && new URL(import.meta.url).pathname === process.argv[1])
+  console.log(await runRingSingleThreadBench());

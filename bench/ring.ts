@@ -25,11 +25,16 @@ import { Worker } from 'node:worker_threads';
 import { RingBuffer } from 'ringbuf.js';
 import { RingConsumer, createRing, type RecordHandler } from '../engine/ring/index.js';
 import {
-  BARE_PADDING_TYPE_ID, BARE_TRAILER_BYTES, bareHeadIndex, bareTailIndex,
+  BARE_PADDING_TYPE_ID,
+  BARE_TRAILER_BYTES,
+  bareHeadIndex,
+  bareTailIndex,
 } from './lib/bare-two-thread.js';
 import { isMainModule, machineLine, markdownTable, median, si } from './lib/report.js';
 import type {
-  ProducerWorkerData, ProducerWorkerMessage, Transport,
+  ProducerWorkerData,
+  ProducerWorkerMessage,
+  Transport,
 } from './ring-producer.worker.js';
 
 /** Payload sizes compared, bytes. */
@@ -51,14 +56,26 @@ const RECORDS: Record<Contender, Record<PayloadSize, number>> = {
 type PayloadSize = (typeof PAYLOAD_SIZES)[number];
 type Contender = Transport | 'bare';
 /** Table order. */
-const CONTENDERS: readonly Contender[] =
-  ['ring', 'ring-batch', 'postMessage', 'ringbuf.js', 'bare', 'bare-2t'];
+const CONTENDERS: readonly Contender[] = [
+  'ring',
+  'ring-batch',
+  'postMessage',
+  'ringbuf.js',
+  'bare',
+  'bare-2t',
+];
 /**
  * Run order within a round, per payload size: the ring and the two baselines it is divided by
  * run back to back, so a ratio compares runs seconds apart (this host's speed drifts).
  */
-const RUN_ORDER: readonly Contender[] =
-  ['bare', 'ring-batch', 'bare-2t', 'ring', 'postMessage', 'ringbuf.js'];
+const RUN_ORDER: readonly Contender[] = [
+  'bare',
+  'ring-batch',
+  'bare-2t',
+  'ring',
+  'postMessage',
+  'ringbuf.js',
+];
 const LABELS: Record<Contender, string> = {
   ring: 'Sluice ring, write() (worker -> main)',
   'ring-batch': 'Sluice ring, write() in beginBatch/endBatch',
@@ -90,20 +107,31 @@ function startClock(): Clock {
 function stopClock(clock: Clock, count: number): Run {
   const elapsedMs = performance.now() - clock.startMs;
   const cpu = process.cpuUsage(clock.cpu);
-  return { recordsPerS: count / (elapsedMs / 1000), cores: (cpu.user + cpu.system) / 1000 / elapsedMs };
+  return {
+    recordsPerS: count / (elapsedMs / 1000),
+    cores: (cpu.user + cpu.system) / 1000 / elapsedMs,
+  };
 }
 
 /** Reads the sequence number the producer stamped into the first four payload bytes. */
 function seqAt(bytes: Uint8Array, offset: number): number {
-  return (bytes[offset]! | (bytes[offset + 1]! << 8) | (bytes[offset + 2]! << 16) |
-    (bytes[offset + 3]! << 24)) >>> 0;
+  return (
+    (bytes[offset]! |
+      (bytes[offset + 1]! << 8) |
+      (bytes[offset + 2]! << 16) |
+      (bytes[offset + 3]! << 24)) >>>
+    0
+  );
 }
 
 /** Starts a producer worker and resolves once it is ready and waiting for the start flag. */
-async function startProducer(data: ProducerWorkerData,
-    onMessage?: (message: Uint8Array) => void): Promise<Worker> {
-  const worker = new Worker(new URL('./ring-producer.worker.js', import.meta.url),
-    { workerData: data });
+async function startProducer(
+  data: ProducerWorkerData,
+  onMessage?: (message: Uint8Array) => void,
+): Promise<Worker> {
+  const worker = new Worker(new URL('./ring-producer.worker.js', import.meta.url), {
+    workerData: data,
+  });
   await new Promise<void>((resolve, reject) => {
     worker.once('error', reject);
     worker.on('message', (message: ProducerWorkerMessage) => {
@@ -126,8 +154,11 @@ function go(control: SharedArrayBuffer): Clock {
  * Records/s through the Sluice ring (producer worker -> this thread); the consumer checks every
  * sequence number. Also run by bench/peers/agrona.ts. Throws Error on a lost or wrong record.
  */
-export async function runRing(transport: 'ring' | 'ring-batch', payloadBytes: number,
-    count: number): Promise<Run> {
+export async function runRing(
+  transport: 'ring' | 'ring-batch',
+  payloadBytes: number,
+  count: number,
+): Promise<Run> {
   const sab = createRing(RING_CAPACITY_BYTES);
   const control = new SharedArrayBuffer(4);
   const worker = await startProducer({ transport, sab, control, count, payloadBytes });
@@ -154,14 +185,17 @@ async function runPostMessage(payloadBytes: number, count: number): Promise<Run>
   let expected = 0;
   let misordered = 0;
   let finish: (run: Run) => void = () => {};
-  const finished = new Promise<Run>((resolve) => { finish = resolve; });
+  const finished = new Promise<Run>((resolve) => {
+    finish = resolve;
+  });
   let clock: Clock | undefined;
   const worker = await startProducer(
     { transport: 'postMessage', sab: new SharedArrayBuffer(8), control, count, payloadBytes },
     (message) => {
       if (seqAt(message, 0) !== expected || message.length !== payloadBytes) misordered++;
       if (++expected === count) finish(stopClock(clock!, count));
-    });
+    },
+  );
   clock = go(control);
   const run = await finished;
   await worker.terminate();
@@ -173,8 +207,13 @@ async function runPostMessage(payloadBytes: number, count: number): Promise<Run>
 async function runRingbuf(payloadBytes: number, count: number): Promise<Run> {
   const sab = RingBuffer.getStorageForCapacity(RING_CAPACITY_BYTES, Uint8Array);
   const control = new SharedArrayBuffer(4);
-  const worker = await startProducer(
-    { transport: 'ringbuf.js', sab, control, count, payloadBytes });
+  const worker = await startProducer({
+    transport: 'ringbuf.js',
+    sab,
+    control,
+    count,
+    payloadBytes,
+  });
   const ring = new RingBuffer(sab, Uint8Array);
   const record = new Uint8Array(payloadBytes);
   let expected = 0;
@@ -265,20 +304,30 @@ function runBare(payloadBytes: number, count: number): Run {
 
 function check(name: string, received: number, count: number, misordered: number): void {
   if (received !== count || misordered !== 0) {
-    throw new Error(`${name}: received ${received} of ${count} records, ${misordered} out of ` +
-      'order or wrong length');
+    throw new Error(
+      `${name}: received ${received} of ${count} records, ${misordered} out of ` +
+        'order or wrong length',
+    );
   }
 }
 
-async function runContender(contender: Contender, payloadBytes: PayloadSize,
-    count: number): Promise<Run> {
+async function runContender(
+  contender: Contender,
+  payloadBytes: PayloadSize,
+  count: number,
+): Promise<Run> {
   switch (contender) {
     case 'ring':
-    case 'ring-batch': return runRing(contender, payloadBytes, count);
-    case 'postMessage': return runPostMessage(payloadBytes, count);
-    case 'ringbuf.js': return runRingbuf(payloadBytes, count);
-    case 'bare': return runBare(payloadBytes, count);
-    case 'bare-2t': return runBareTwoThread(payloadBytes, count);
+    case 'ring-batch':
+      return runRing(contender, payloadBytes, count);
+    case 'postMessage':
+      return runPostMessage(payloadBytes, count);
+    case 'ringbuf.js':
+      return runRingbuf(payloadBytes, count);
+    case 'bare':
+      return runBare(payloadBytes, count);
+    case 'bare-2t':
+      return runBareTwoThread(payloadBytes, count);
   }
 }
 
@@ -313,21 +362,35 @@ export async function runRingBench(): Promise<string> {
     median(rounds.map((r) => r[c][s].recordsPerS));
   const ratio = (a: Contender, b: Contender, s: PayloadSize): number =>
     median(rounds.map((r) => r[a][s].recordsPerS / r[b][s].recordsPerS));
-  const header = ['transport', ...PAYLOAD_SIZES.flatMap((s) => [`${label(s)} rec/s`, `${label(s)} MB/s`])];
-  const rows = CONTENDERS.map((c) => [LABELS[c], ...PAYLOAD_SIZES.flatMap((s) => [
-    si(rate(c, s)), (rate(c, s) * s / 1e6).toFixed(0),
-  ])]);
-  const ratioRows = (['ring', 'ring-batch'] as const).flatMap((ring) => PAYLOAD_SIZES.map((s) => [
-    `${ring === 'ring' ? 'write()' : 'batched'}, ${label(s)}`,
-    `${ratio(ring, 'postMessage', s).toFixed(1)}x`,
-    `${ratio(ring, 'ringbuf.js', s).toFixed(1)}x`,
-    `${ratio(ring, 'bare', s).toFixed(2)}x`,
-    `${ratio(ring, 'bare-2t', s).toFixed(2)}x`]));
-  const limit = PAYLOAD_SIZES.map((s) =>
-    `${ratio('bare-2t', 'bare', s).toFixed(2)}x at ${label(s)}`).join(', ');
-  const perRound = rounds.map((r, i) => `round ${i + 1}: ` + CONTENDERS.map((c) =>
-    `${c} ${PAYLOAD_SIZES.map((s) => si(r[c][s].recordsPerS)).join('/')} ` +
-    `(${PAYLOAD_SIZES.map((s) => r[c][s].cores.toFixed(2)).join('/')} cores)`).join(', '));
+  const header = [
+    'transport',
+    ...PAYLOAD_SIZES.flatMap((s) => [`${label(s)} rec/s`, `${label(s)} MB/s`]),
+  ];
+  const rows = CONTENDERS.map((c) => [
+    LABELS[c],
+    ...PAYLOAD_SIZES.flatMap((s) => [si(rate(c, s)), ((rate(c, s) * s) / 1e6).toFixed(0)]),
+  ]);
+  const ratioRows = (['ring', 'ring-batch'] as const).flatMap((ring) =>
+    PAYLOAD_SIZES.map((s) => [
+      `${ring === 'ring' ? 'write()' : 'batched'}, ${label(s)}`,
+      `${ratio(ring, 'postMessage', s).toFixed(1)}x`,
+      `${ratio(ring, 'ringbuf.js', s).toFixed(1)}x`,
+      `${ratio(ring, 'bare', s).toFixed(2)}x`,
+      `${ratio(ring, 'bare-2t', s).toFixed(2)}x`,
+    ]),
+  );
+  const limit = PAYLOAD_SIZES.map(
+    (s) => `${ratio('bare-2t', 'bare', s).toFixed(2)}x at ${label(s)}`,
+  ).join(', ');
+  const perRound = rounds.map(
+    (r, i) =>
+      `round ${i + 1}: ` +
+      CONTENDERS.map(
+        (c) =>
+          `${c} ${PAYLOAD_SIZES.map((s) => si(r[c][s].recordsPerS)).join('/')} ` +
+          `(${PAYLOAD_SIZES.map((s) => r[c][s].cores.toFixed(2)).join('/')} cores)`,
+      ).join(', '),
+  );
   const loadEnd = loadavg()[0]!;
   return [
     `Machine: ${machineLine()}. \`node dist/bench/ring.js\`; ring capacity ` +
@@ -338,8 +401,16 @@ export async function runRingBench(): Promise<string> {
     '',
     'Ratios within a round (median of rounds):',
     '',
-    markdownTable(['Sluice ring, payload', 'ring / postMessage', 'ring / ringbuf.js',
-      'ring / bare loop', 'ring / bare two-thread'], ratioRows),
+    markdownTable(
+      [
+        'Sluice ring, payload',
+        'ring / postMessage',
+        'ring / ringbuf.js',
+        'ring / bare loop',
+        'ring / bare two-thread',
+      ],
+      ratioRows,
+    ),
     '',
     `Cross-thread limit in this run, bare two-thread / bare loop (median of rounds): ${limit}.`,
     '',

@@ -23,11 +23,15 @@ import { runCaptureTriggersBench } from './capture-triggers.js';
 async function runBankBench(): Promise<string> {
   const main = new URL('../examples/bank/main.js', import.meta.url).pathname;
   const out = await new Promise<string>((resolve, reject) => {
-    const p = spawn(process.execPath, [main, '--duration-s', '20', '--clients', '4'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const p = spawn(process.execPath, [main, '--duration-s', '20', '--clients', '4'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let s = '';
     p.stdout.on('data', (b) => (s += b));
     p.stderr.on('data', (b) => (s += b));
-    p.on('exit', (code) => (code === 0 ? resolve(s) : reject(new Error(`bank job exited ${code}:\n${s}`))));
+    p.on('exit', (code) =>
+      code === 0 ? resolve(s) : reject(new Error(`bank job exited ${code}:\n${s}`)),
+    );
   });
   const summary = out.slice(out.indexOf('bank summary'));
   return `### Main job (bank, SQLite, scale 1, 4 clients, 20 s)\n\n\`\`\`\n${summary.trim()}\n\`\`\`\n`;
@@ -50,10 +54,14 @@ const suites: Record<string, () => Promise<string>> = {
 };
 
 const chosen = process.argv.slice(2).length ? process.argv.slice(2) : Object.keys(suites);
-for (const name of chosen) if (!suites[name]) throw new Error(`unknown benchmark "${name}" (known: ${Object.keys(suites).join(', ')})`);
+for (const name of chosen)
+  if (!suites[name])
+    throw new Error(`unknown benchmark "${name}" (known: ${Object.keys(suites).join(', ')})`);
 const cpu = os.cpus()[0]?.model ?? 'unknown CPU';
 console.log(`# Sluice benchmarks, ${new Date().toISOString().slice(0, 10)}\n`);
-console.log(`Machine: ${os.cpus().length} CPUs (${cpu}), ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB, ${os.platform()} ${os.release()}, Node ${process.version}.\n`);
+console.log(
+  `Machine: ${os.cpus().length} CPUs (${cpu}), ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB, ${os.platform()} ${os.release()}, Node ${process.version}.\n`,
+);
 for (const name of chosen) {
   const t0 = Date.now();
   const md = await suites[name]();

@@ -46,19 +46,26 @@ const FLUSH_EVERY_RECORDS = 1000;
  *   first bad line (the M records before it are durable); Error if the queue cannot be opened.
  */
 export async function appendLines(
-  t: Topology, queue: string, input: AsyncIterable<Buffer | string>, opts: AppendOptions,
+  t: Topology,
+  queue: string,
+  input: AsyncIterable<Buffer | string>,
+  opts: AppendOptions,
 ): Promise<number> {
   const appender = openQueueAppender(t, queue);
   let appended = 0;
   let line = 0;
   const fail = (problem: string): never => {
-    throw new AppendInputError(`stdin line ${line}: ${problem}; ${appended} event${appended === 1 ? '' : 's'} before it ${appended === 1 ? 'was' : 'were'} appended`);
+    throw new AppendInputError(
+      `stdin line ${line}: ${problem}; ${appended} event${appended === 1 ? '' : 's'} before it ${appended === 1 ? 'was' : 'were'} appended`,
+    );
   };
   try {
     for await (const item of splitLines(input, appender.recordBytesMax)) {
       line++;
       if ('tooLongBytes' in item) {
-        fail(`the line is longer than ${appender.recordBytesMax} bytes, the record limit of queue "${queue}"`);
+        fail(
+          `the line is longer than ${appender.recordBytesMax} bytes, the record limit of queue "${queue}"`,
+        );
       }
       const problem = appendLine(appender, (item as { bytes: Buffer }).bytes, opts);
       if (problem === 'skipped') continue;
@@ -73,7 +80,11 @@ export async function appendLines(
 }
 
 /** Appends one line; null when appended, 'skipped' for a blank line, else the problem. */
-function appendLine(appender: QueueAppender, bytes: Buffer, opts: AppendOptions): string | null | 'skipped' {
+function appendLine(
+  appender: QueueAppender,
+  bytes: Buffer,
+  opts: AppendOptions,
+): string | null | 'skipped' {
   const options = { partition: opts.partition };
   if (opts.rawType !== undefined) {
     if (bytes.length === 0) return 'skipped';
@@ -81,19 +92,23 @@ function appendLine(appender: QueueAppender, bytes: Buffer, opts: AppendOptions)
   }
   const bad = firstInvalidUtf8(bytes);
   if (bad >= 0) {
-    return `byte ${bad + 1} (0x${bytes[bad]!.toString(16).padStart(2, '0')}) is not UTF-8; ` +
-      'declare the lines binary with --raw-type <type> to append them as they are';
+    return (
+      `byte ${bad + 1} (0x${bytes[bad]!.toString(16).padStart(2, '0')}) is not UTF-8; ` +
+      'declare the lines binary with --raw-type <type> to append them as they are'
+    );
   }
   const text = bytes.toString('utf8');
   if (text.trim() === '') return 'skipped';
-  if (jsonTextDepth(text) > JSON_DEPTH_MAX) return `the JSON value is nested more than ${JSON_DEPTH_MAX} levels deep`;
+  if (jsonTextDepth(text) > JSON_DEPTH_MAX)
+    return `the JSON value is nested more than ${JSON_DEPTH_MAX} levels deep`;
   let value: unknown;
   try {
     value = JSON.parse(text);
   } catch (e) {
     return `not JSON (${(e as Error).message})`;
   }
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) return 'expected a JSON object';
+  if (value === null || typeof value !== 'object' || Array.isArray(value))
+    return 'expected a JSON object';
   const field = opts.keyField;
   const raw = (value as Record<string, unknown>)[field];
   if (raw === undefined) return `no "${field}" field for the key`;
@@ -103,7 +118,14 @@ function appendLine(appender: QueueAppender, bytes: Buffer, opts: AppendOptions)
   } else if (typeof raw === 'string') {
     key = raw;
   } else {
-    const what = raw === null ? 'null' : Array.isArray(raw) ? 'an array' : typeof raw === 'object' ? 'an object' : `a ${typeof raw} (${JSON.stringify(raw)})`;
+    const what =
+      raw === null
+        ? 'null'
+        : Array.isArray(raw)
+          ? 'an array'
+          : typeof raw === 'object'
+            ? 'an object'
+            : `a ${typeof raw} (${JSON.stringify(raw)})`;
     return `the key field "${field}" is ${what}; a key is a JSON string (--key-encoding json keys by the field's JSON text)`;
   }
   return caught(() => appender.appendJson(key, value, options));
@@ -126,7 +148,9 @@ function caught(append: () => unknown): string | null {
 export function canonicalJson(value: unknown): string {
   if (value === null || typeof value !== 'object') return JSON.stringify(value);
   if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-  const entries = Object.keys(value).sort().map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`);
+  const entries = Object.keys(value)
+    .sort()
+    .map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`);
   return `{${entries.join(',')}}`;
 }
 
@@ -138,7 +162,8 @@ export function jsonTextDepth(text: string): number {
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);
     if (inString) {
-      if (c === 0x5c) i++; // backslash: skip the escaped character
+      if (c === 0x5c)
+        i++; // backslash: skip the escaped character
       else if (c === 0x22) inString = false;
     } else if (c === 0x22) {
       inString = true;
@@ -157,7 +182,8 @@ export function jsonTextDepth(text: string): number {
  * soon as that many bytes have come without a newline, so it is never held whole.
  */
 export async function* splitLines(
-  input: AsyncIterable<Buffer | string>, lineBytesMax: number,
+  input: AsyncIterable<Buffer | string>,
+  lineBytesMax: number,
 ): AsyncGenerator<{ bytes: Buffer } | { tooLongBytes: number }> {
   let parts: Buffer[] = [];
   let partsBytes = 0;
@@ -165,7 +191,9 @@ export async function* splitLines(
     const whole = parts.length === 0 ? tail : Buffer.concat([...parts, tail]);
     parts = [];
     partsBytes = 0;
-    return whole.length > 0 && whole[whole.length - 1] === 0x0d ? whole.subarray(0, whole.length - 1) : whole;
+    return whole.length > 0 && whole[whole.length - 1] === 0x0d
+      ? whole.subarray(0, whole.length - 1)
+      : whole;
   };
   for await (const item of input) {
     const chunk = typeof item === 'string' ? Buffer.from(item, 'utf8') : item;

@@ -28,8 +28,13 @@ import {
   type Topology,
 } from '../engine/config/index.js';
 import {
-  startTopology, installCapture, uninstallCapture, checkCaptureLive, listCaptureErrors,
-  requeueCaptureErrors, purgeCaptureErrors,
+  startTopology,
+  installCapture,
+  uninstallCapture,
+  checkCaptureLive,
+  listCaptureErrors,
+  requeueCaptureErrors,
+  purgeCaptureErrors,
 } from '../index.js';
 import {
   planTopology,
@@ -42,11 +47,18 @@ import {
 import { openQueueAppender } from '../engine/producer/index.js';
 import { appendLines, KEY_ENCODINGS, type KeyEncoding } from './append.js';
 import {
-  listDeadLetters, purgeDeadLetters, replayDeadLetterQueue,
+  listDeadLetters,
+  purgeDeadLetters,
+  replayDeadLetterQueue,
 } from '../engine/service/index.js';
 import { Tailer } from '../engine/journal/index.js';
 import {
-  EnvelopeView, decodeChange, decodeJson, EVENT_TYPE_CHANGE, EVENT_TYPE_JSON, USER_EVENT_TYPE_MIN,
+  EnvelopeView,
+  decodeChange,
+  decodeJson,
+  EVENT_TYPE_CHANGE,
+  EVENT_TYPE_JSON,
+  USER_EVENT_TYPE_MIN,
 } from '../engine/codec/index.js';
 import type { CounterSnapshot } from '../engine/actor/index.js';
 import type { StopResult, Supervisor } from '../engine/supervisor/index.js';
@@ -63,21 +75,27 @@ const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
 function intOption(name: string, min: number) {
   return (value: string): number => {
     const n = Number(value);
-    if (!Number.isInteger(n) || n < min) throw new InvalidArgumentError(`${name} must be an integer >= ${min}, got "${value}"`);
+    if (!Number.isInteger(n) || n < min)
+      throw new InvalidArgumentError(`${name} must be an integer >= ${min}, got "${value}"`);
     return n;
   };
 }
 
 function keyEncodingOption(value: string): KeyEncoding {
   if (!(KEY_ENCODINGS as readonly string[]).includes(value)) {
-    throw new InvalidArgumentError(`--key-encoding must be one of ${KEY_ENCODINGS.join(', ')}, got "${value}"`);
+    throw new InvalidArgumentError(
+      `--key-encoding must be one of ${KEY_ENCODINGS.join(', ')}, got "${value}"`,
+    );
   }
   return value as KeyEncoding;
 }
 
 function queueOf(t: Topology, queue: string) {
   const q = t.queues.find((x) => x.name === queue);
-  if (!q) throw new Error(`unknown queue "${queue}" in ${t.file} (known: ${t.queues.map((x) => x.name).join(', ')})`);
+  if (!q)
+    throw new Error(
+      `unknown queue "${queue}" in ${t.file} (known: ${t.queues.map((x) => x.name).join(', ')})`,
+    );
   return q;
 }
 
@@ -95,7 +113,10 @@ program
 program
   .command('check')
   .argument('<topology>', 'topology YAML file')
-  .option('--live', 'also check the capture section against the live databases (tables, columns, keys)')
+  .option(
+    '--live',
+    'also check the capture section against the live databases (tables, columns, keys)',
+  )
   .description('validate a topology file and its service modules, and print the actors it starts')
   .action(async (file: string, opts: { live?: boolean }) => {
     // Every problem at once, in file order: the YAML's, the environment's (files it names) and
@@ -133,7 +154,9 @@ program
     const t = loaded!;
     const plan = planTopology(t);
     for (const w of await serviceWarnings(t)) console.error(w);
-    console.log(`${file}: ok (${plural(t.queues.length, 'queue')}, ${plural(t.services.length, 'service')}, ${plural(t.capture.length, 'capture source')}${t.processors.length > 0 ? `, ${plural(t.processors.length, 'processor')}` : ''})`);
+    console.log(
+      `${file}: ok (${plural(t.queues.length, 'queue')}, ${plural(t.services.length, 'service')}, ${plural(t.capture.length, 'capture source')}${t.processors.length > 0 ? `, ${plural(t.processors.length, 'processor')}` : ''})`,
+    );
     if (opts.live) {
       const tables = t.capture.reduce((n, c) => n + c.tables.length, 0);
       console.log(`  live: ${plural(tables, 'captured table')} found with their columns and keys`);
@@ -142,121 +165,196 @@ program
     for (const s of t.services) {
       for (const input of s.inputs) {
         const q = queueOf(t, input);
-        for (let p = 0; p < q.partitions; p++) console.log(`           reader:${input}/${p}>${s.name}`);
+        for (let p = 0; p < q.partitions; p++)
+          console.log(`           reader:${input}/${p}>${s.name}`);
       }
     }
     for (const p of t.processors) {
       const state = p.stateTopic !== undefined ? `, state ${p.stateTopic}` : '';
-      console.log(`           processor:${p.name}: ${p.pattern} ${p.inputs.join(', ')} -> ${p.outputs.join(', ') || 'nothing'}${state} on the ${t.bus.kind} bus`);
+      console.log(
+        `           processor:${p.name}: ${p.pattern} ${p.inputs.join(', ')} -> ${p.outputs.join(', ') || 'nothing'}${state} on the ${t.bus.kind} bus`,
+      );
     }
     if (opts.live) {
       const drift = await checkCaptureLive(t);
       for (const line of drift) console.error(`warning: ${line}`);
-      if (drift.length === 0 && t.capture.length > 0) console.log(`capture: every captured table matches its installed triggers`);
+      if (drift.length === 0 && t.capture.length > 0)
+        console.log(`capture: every captured table matches its installed triggers`);
     }
   });
 
 program
   .command('install')
   .argument('<topology>', 'topology YAML file')
-  .description("install every capture source's staging table, error table and triggers (idempotent)")
+  .description(
+    "install every capture source's staging table, error table and triggers (idempotent)",
+  )
   .action(async (file: string) => {
     const t = loadTopology(file);
     await installCapture(t);
-    for (const c of t.capture) console.log(`installed capture "${c.name}": ${c.tables.map((x) => `${x.table} (${x.operations.join(', ')}) -> ${x.target}`).join('; ')}`);
+    for (const c of t.capture)
+      console.log(
+        `installed capture "${c.name}": ${c.tables.map((x) => `${x.table} (${x.operations.join(', ')}) -> ${x.target}`).join('; ')}`,
+      );
     if (t.capture.length === 0) console.log(`${file} has no capture sources`);
   });
 
 program
   .command('uninstall')
   .argument('<topology>', 'topology YAML file')
-  .option('--keep-staging', 'drop only the triggers and their functions; keep staging and error tables', false)
+  .option(
+    '--keep-staging',
+    'drop only the triggers and their functions; keep staging and error tables',
+    false,
+  )
   .option('--force', 'drop staging and error tables even when they still hold changes', false)
-  .description('remove what install created (triggers, functions, staging and error tables, the capture schema it made), nothing else')
+  .description(
+    'remove what install created (triggers, functions, staging and error tables, the capture schema it made), nothing else',
+  )
   .action(async (file: string, opts: { keepStaging: boolean; force: boolean }) => {
     const t = loadTopology(file);
     await uninstallCapture(t, opts);
-    for (const c of t.capture) console.log(`uninstalled capture "${c.name}"${opts.keepStaging ? ' (staging and error tables kept)' : ''}`);
+    for (const c of t.capture)
+      console.log(
+        `uninstalled capture "${c.name}"${opts.keepStaging ? ' (staging and error tables kept)' : ''}`,
+      );
     if (t.capture.length === 0) console.log(`${file} has no capture sources`);
   });
 
 program
   .command('run')
   .argument('<topology>', 'topology YAML file')
-  .option('--status-ms <ms>', 'print counters that changed every <ms> milliseconds (0: never)', intOption('--status-ms', 0), 5000)
-  .option('--http <[host:]port>', 'serve the operations API and dashboard (host default 127.0.0.1)', parseHttpAddress)
-  .option('--users <users.json>', 'require a user token for the API (sluice user add writes the file)')
-  .option('--log-format <format>', `log lines: ${LOG_FORMATS.join(' or ')} (json: pino JSON lines on stdout)`, (v: string) => {
-    if (!(LOG_FORMATS as readonly string[]).includes(v)) throw new InvalidArgumentError(`--log-format must be ${LOG_FORMATS.join(' or ')}, got "${v}"`);
-    return v as LogFormat;
-  }, 'text')
+  .option(
+    '--status-ms <ms>',
+    'print counters that changed every <ms> milliseconds (0: never)',
+    intOption('--status-ms', 0),
+    5000,
+  )
+  .option(
+    '--http <[host:]port>',
+    'serve the operations API and dashboard (host default 127.0.0.1)',
+    parseHttpAddress,
+  )
+  .option(
+    '--users <users.json>',
+    'require a user token for the API (sluice user add writes the file)',
+  )
+  .option(
+    '--log-format <format>',
+    `log lines: ${LOG_FORMATS.join(' or ')} (json: pino JSON lines on stdout)`,
+    (v: string) => {
+      if (!(LOG_FORMATS as readonly string[]).includes(v))
+        throw new InvalidArgumentError(
+          `--log-format must be ${LOG_FORMATS.join(' or ')}, got "${v}"`,
+        );
+      return v as LogFormat;
+    },
+    'text',
+  )
   .description('run a topology until SIGINT/SIGTERM, then drain, flush, fsync and exit 0')
-  .action(async (file: string, opts: { statusMs: number; http?: { host: string; port: number }; users?: string; logFormat: LogFormat }) => {
-    if (opts.users && !opts.http) throw new InvalidArgumentError('--users needs --http');
-    const t = loadTopology(file);
-    const progress = new ReplayProgress();
-    let ticker: NodeJS.Timeout | null = null;
-    let supervisor: Supervisor | null = null;
-    let timer: NodeJS.Timeout | null = null;
-    let stopping = false;
-    let runningNow: { stop(): Promise<StopResult> } | null = null;
-    // Registered before the start, so Ctrl-C during a long replay drains too (and restores the
-    // terminal the progress bars drew on); a signal that came even earlier is delivered now.
-    const stop = async (signal: string) => {
-      if (stopping) return;
-      stopping = true;
-      if (ticker) clearInterval(ticker);
-      if (timer) clearInterval(timer);
-      progress.stop();
-      console.error(`sluice: ${signal}: draining`);
-      if (!supervisor) process.exit(0);
-      const result = runningNow ? await runningNow.stop() : await supervisor.stop();
-      printCounters(result.counters, {});
-      process.exit(result.terminated.length > 0 ? 1 : 0);
-    };
-    onStopSignal((signal) => void stop(signal));
-    if (stopping) return;
-    const running = await startTopology(t, {
-      http: opts.http ? { ...opts.http, usersFile: opts.users } : undefined,
-      logFormat: opts.logFormat,
-      onSupervisor: (sup) => {
-        supervisor = sup;
-        ticker = setInterval(() => progress.update(sup.counters()), 200);
+  .action(
+    async (
+      file: string,
+      opts: {
+        statusMs: number;
+        http?: { host: string; port: number };
+        users?: string;
+        logFormat: LogFormat;
       },
-    });
-    runningNow = running;
-    if (stopping) return; // a signal came during the start; stop() is draining
-    if (ticker) clearInterval(ticker);
-    progress.update(running.supervisor.counters());
-    progress.stop();
-    console.error(`sluice: ${t.name} is up (${plural(running.plan.groups.length, 'actor group')}); Ctrl-C drains and stops`);
-    let last: Record<string, CounterSnapshot> = {};
-    if (opts.statusMs > 0) {
-      timer = setInterval(() => {
-        const now = running.supervisor.counters();
-        printCounters(now, last);
-        last = now;
-      }, opts.statusMs);
-    }
-    // startTopology's log already printed the reason; exit with the failure code.
-    running.supervisor.done.catch(() => process.exit(2));
-  });
+    ) => {
+      if (opts.users && !opts.http) throw new InvalidArgumentError('--users needs --http');
+      const t = loadTopology(file);
+      const progress = new ReplayProgress();
+      let ticker: NodeJS.Timeout | null = null;
+      let supervisor: Supervisor | null = null;
+      let timer: NodeJS.Timeout | null = null;
+      let stopping = false;
+      let runningNow: { stop(): Promise<StopResult> } | null = null;
+      // Registered before the start, so Ctrl-C during a long replay drains too (and restores the
+      // terminal the progress bars drew on); a signal that came even earlier is delivered now.
+      const stop = async (signal: string) => {
+        if (stopping) return;
+        stopping = true;
+        if (ticker) clearInterval(ticker);
+        if (timer) clearInterval(timer);
+        progress.stop();
+        console.error(`sluice: ${signal}: draining`);
+        if (!supervisor) process.exit(0);
+        const result = runningNow ? await runningNow.stop() : await supervisor.stop();
+        printCounters(result.counters, {});
+        process.exit(result.terminated.length > 0 ? 1 : 0);
+      };
+      onStopSignal((signal) => void stop(signal));
+      if (stopping) return;
+      const running = await startTopology(t, {
+        http: opts.http ? { ...opts.http, usersFile: opts.users } : undefined,
+        logFormat: opts.logFormat,
+        onSupervisor: (sup) => {
+          supervisor = sup;
+          ticker = setInterval(() => progress.update(sup.counters()), 200);
+        },
+      });
+      runningNow = running;
+      if (stopping) return; // a signal came during the start; stop() is draining
+      if (ticker) clearInterval(ticker);
+      progress.update(running.supervisor.counters());
+      progress.stop();
+      console.error(
+        `sluice: ${t.name} is up (${plural(running.plan.groups.length, 'actor group')}); Ctrl-C drains and stops`,
+      );
+      let last: Record<string, CounterSnapshot> = {};
+      if (opts.statusMs > 0) {
+        timer = setInterval(() => {
+          const now = running.supervisor.counters();
+          printCounters(now, last);
+          last = now;
+        }, opts.statusMs);
+      }
+      // startTopology's log already printed the reason; exit with the failure code.
+      running.supervisor.done.catch(() => process.exit(2));
+    },
+  );
 
 program
   .command('append')
   .argument('<topology>', 'topology YAML file')
   .argument('<queue>', 'queue name (one no service or capture source of the topology writes)')
   .option('-k, --key-field <field>', 'field of each JSON object used as the event key', 'key')
-  .option('--key-encoding <encoding>', 'string: the key field must be a JSON string; json: the key is its canonical JSON text', keyEncodingOption, 'string')
-  .option('--raw-type <type>', 'append each line as is (bytes, not UTF-8 or JSON) as an event of this user type (>= 100)', intOption('--raw-type', USER_EVENT_TYPE_MIN))
+  .option(
+    '--key-encoding <encoding>',
+    'string: the key field must be a JSON string; json: the key is its canonical JSON text',
+    keyEncodingOption,
+    'string',
+  )
+  .option(
+    '--raw-type <type>',
+    'append each line as is (bytes, not UTF-8 or JSON) as an event of this user type (>= 100)',
+    intOption('--raw-type', USER_EVENT_TYPE_MIN),
+  )
   .option('--key <key>', 'with --raw-type: the key of every line', '')
-  .option('-p, --partition <n>', 'partition (default: hash of the key)', intOption('--partition', 0))
+  .option(
+    '-p, --partition <n>',
+    'partition (default: hash of the key)',
+    intOption('--partition', 0),
+  )
   .description('append JSON objects, one per line of stdin, as JSON events (type 2)')
-  .action(async (file: string, queue: string, opts: { keyField: string; keyEncoding: KeyEncoding; rawType?: number; key: string; partition?: number }) => {
-    const t = loadTopology(file);
-    const appended = await appendLines(t, queue, process.stdin, opts);
-    console.error(`sluice: appended ${plural(appended, 'event')} to ${queue}`);
-  });
+  .action(
+    async (
+      file: string,
+      queue: string,
+      opts: {
+        keyField: string;
+        keyEncoding: KeyEncoding;
+        rawType?: number;
+        key: string;
+        partition?: number;
+      },
+    ) => {
+      const t = loadTopology(file);
+      const appended = await appendLines(t, queue, process.stdin, opts);
+      console.error(`sluice: appended ${plural(appended, 'event')} to ${queue}`);
+    },
+  );
 
 program
   .command('tail')
@@ -266,55 +364,93 @@ program
   .option('-n, --lines <n>', 'records to print', intOption('--lines', 0), 10)
   .option('--from-start', 'print the first records instead of the last', false)
   .option('-f, --follow', 'keep printing records as they are appended (Ctrl-C stops)', false)
-  .option('-a, --all-partitions', 'every partition, merged by event time, each line with its partition', false)
+  .option(
+    '-a, --all-partitions',
+    'every partition, merged by event time, each line with its partition',
+    false,
+  )
   .description('print records of a queue partition as JSON lines (the last 10 by default)')
-  .action(async (file: string, queue: string, opts: { partition: number; lines: number; fromStart: boolean; follow: boolean; allPartitions: boolean }, cmd: Command) => {
-    const t = loadTopology(file);
-    const q = queueOf(t, queue);
-    if (opts.allPartitions) {
-      if (cmd.getOptionValueSource('partition') === 'cli') throw new InvalidArgumentError('--partition and --all-partitions exclude each other');
-      await tailAllPartitions(t, queue, q.partitions, opts);
-      return;
-    }
-    if (opts.partition >= q.partitions) throw new Error(`queue "${queue}" has partitions 0..${q.partitions - 1}, --partition ${opts.partition}`);
-    // Only one partition is shown: say so when the user did not pick it.
-    if (q.partitions > 1 && cmd.getOptionValueSource('partition') !== 'cli') {
-      console.error(`sluice: queue "${queue}" has ${q.partitions} partitions; showing partition 0 (-p <n> for another)`);
-    }
-    const tailer = Tailer.open({ dir: partitionDir(t, queue, opts.partition) });
-    const view = new EnvelopeView();
-    const print = (rec: { index: number; bytes: Uint8Array }) => {
-      view.wrap(rec.bytes, 0, rec.bytes.length);
-      const value =
-        view.type === EVENT_TYPE_CHANGE ? decodeChange(view.payload) : view.type === EVENT_TYPE_JSON ? decodeJson(view.payload) : `<${view.payload.length} bytes>`;
-      const cause = view.hasCause ? { queue: view.causeQueue, partition: view.causePartition, index: view.causeIndex } : undefined;
-      console.log(JSON.stringify({ index: rec.index, type: view.type, key: view.key, eventTimeMs: view.eventTimeMs, cause, value }));
-    };
-    if (opts.fromStart) {
-      for (let i = 0; i < opts.lines; i++) {
-        const rec = tailer.next();
-        if (!rec) break;
-        print(rec);
+  .action(
+    async (
+      file: string,
+      queue: string,
+      opts: {
+        partition: number;
+        lines: number;
+        fromStart: boolean;
+        follow: boolean;
+        allPartitions: boolean;
+      },
+      cmd: Command,
+    ) => {
+      const t = loadTopology(file);
+      const q = queueOf(t, queue);
+      if (opts.allPartitions) {
+        if (cmd.getOptionValueSource('partition') === 'cli')
+          throw new InvalidArgumentError('--partition and --all-partitions exclude each other');
+        await tailAllPartitions(t, queue, q.partitions, opts);
+        return;
       }
-      // -f follows what is appended from now on, not the records after the first N.
-      if (opts.follow) tailer.moveToEnd();
-    } else {
-      tailer.moveToEnd();
-      const end = tailer.index;
-      tailer.moveToIndex(Math.max(0, end - opts.lines));
-      for (let rec = tailer.next(); rec; rec = tailer.next()) print(rec);
-    }
-    if (!opts.follow) {
-      tailer.close();
-      return;
-    }
-    onStopSignal(() => process.exit(0));
-    for (;;) {
-      for (let rec = tailer.next(); rec; rec = tailer.next()) print(rec);
-      tailer.waitForAppend(0);
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  });
+      if (opts.partition >= q.partitions)
+        throw new Error(
+          `queue "${queue}" has partitions 0..${q.partitions - 1}, --partition ${opts.partition}`,
+        );
+      // Only one partition is shown: say so when the user did not pick it.
+      if (q.partitions > 1 && cmd.getOptionValueSource('partition') !== 'cli') {
+        console.error(
+          `sluice: queue "${queue}" has ${q.partitions} partitions; showing partition 0 (-p <n> for another)`,
+        );
+      }
+      const tailer = Tailer.open({ dir: partitionDir(t, queue, opts.partition) });
+      const view = new EnvelopeView();
+      const print = (rec: { index: number; bytes: Uint8Array }) => {
+        view.wrap(rec.bytes, 0, rec.bytes.length);
+        const value =
+          view.type === EVENT_TYPE_CHANGE
+            ? decodeChange(view.payload)
+            : view.type === EVENT_TYPE_JSON
+              ? decodeJson(view.payload)
+              : `<${view.payload.length} bytes>`;
+        const cause = view.hasCause
+          ? { queue: view.causeQueue, partition: view.causePartition, index: view.causeIndex }
+          : undefined;
+        console.log(
+          JSON.stringify({
+            index: rec.index,
+            type: view.type,
+            key: view.key,
+            eventTimeMs: view.eventTimeMs,
+            cause,
+            value,
+          }),
+        );
+      };
+      if (opts.fromStart) {
+        for (let i = 0; i < opts.lines; i++) {
+          const rec = tailer.next();
+          if (!rec) break;
+          print(rec);
+        }
+        // -f follows what is appended from now on, not the records after the first N.
+        if (opts.follow) tailer.moveToEnd();
+      } else {
+        tailer.moveToEnd();
+        const end = tailer.index;
+        tailer.moveToIndex(Math.max(0, end - opts.lines));
+        for (let rec = tailer.next(); rec; rec = tailer.next()) print(rec);
+      }
+      if (!opts.follow) {
+        tailer.close();
+        return;
+      }
+      onStopSignal(() => process.exit(0));
+      for (;;) {
+        for (let rec = tailer.next(); rec; rec = tailer.next()) print(rec);
+        tailer.waitForAppend(0);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    },
+  );
 
 /** One record of a partition, decoded for printing. */
 interface TailLine {
@@ -325,17 +461,36 @@ interface TailLine {
 }
 
 /** Decodes a record as `sluice tail` prints it (the partition first when `partition` is given). */
-function tailLine(view: EnvelopeView, rec: { index: number; bytes: Uint8Array }, partition: number): TailLine {
+function tailLine(
+  view: EnvelopeView,
+  rec: { index: number; bytes: Uint8Array },
+  partition: number,
+): TailLine {
   view.wrap(rec.bytes, 0, rec.bytes.length);
   const value =
-    view.type === EVENT_TYPE_CHANGE ? decodeChange(view.payload) : view.type === EVENT_TYPE_JSON ? decodeJson(view.payload) : `<${view.payload.length} bytes>`;
-  const cause = view.hasCause ? { queue: view.causeQueue, partition: view.causePartition, index: view.causeIndex } : undefined;
-  const text = JSON.stringify({ partition, index: rec.index, type: view.type, key: view.key, eventTimeMs: view.eventTimeMs, cause, value });
+    view.type === EVENT_TYPE_CHANGE
+      ? decodeChange(view.payload)
+      : view.type === EVENT_TYPE_JSON
+        ? decodeJson(view.payload)
+        : `<${view.payload.length} bytes>`;
+  const cause = view.hasCause
+    ? { queue: view.causeQueue, partition: view.causePartition, index: view.causeIndex }
+    : undefined;
+  const text = JSON.stringify({
+    partition,
+    index: rec.index,
+    type: view.type,
+    key: view.key,
+    eventTimeMs: view.eventTimeMs,
+    cause,
+    value,
+  });
   return { partition, index: rec.index, eventTimeMs: view.eventTimeMs, text };
 }
 
 /** Event time, then partition, then index: the order of a merged tail. */
-const byTime = (a: TailLine, b: TailLine) => a.eventTimeMs - b.eventTimeMs || a.partition - b.partition || a.index - b.index;
+const byTime = (a: TailLine, b: TailLine) =>
+  a.eventTimeMs - b.eventTimeMs || a.partition - b.partition || a.index - b.index;
 
 /**
  * `sluice tail --all-partitions`: the last (or, --from-start, first) `lines` records over every
@@ -343,9 +498,16 @@ const byTime = (a: TailLine, b: TailLine) => a.eventTimeMs - b.eventTimeMs || a.
  * Event times of different partitions are the writers' clocks: the merge orders by them, it does
  * not claim they are the append order.
  */
-async function tailAllPartitions(t: Topology, queue: string, partitions: number, opts: { lines: number; fromStart: boolean; follow: boolean }): Promise<void> {
+async function tailAllPartitions(
+  t: Topology,
+  queue: string,
+  partitions: number,
+  opts: { lines: number; fromStart: boolean; follow: boolean },
+): Promise<void> {
   const view = new EnvelopeView();
-  const tailers = Array.from({ length: partitions }, (_, p) => Tailer.open({ dir: partitionDir(t, queue, p) }));
+  const tailers = Array.from({ length: partitions }, (_, p) =>
+    Tailer.open({ dir: partitionDir(t, queue, p) }),
+  );
   const picked: TailLine[] = [];
   for (const [p, tailer] of tailers.entries()) {
     if (!opts.fromStart) {
@@ -360,7 +522,9 @@ async function tailAllPartitions(t: Topology, queue: string, partitions: number,
     if (!opts.fromStart || opts.follow) tailer.moveToEnd();
   }
   picked.sort(byTime);
-  const shown = opts.fromStart ? picked.slice(0, opts.lines) : picked.slice(Math.max(0, picked.length - opts.lines));
+  const shown = opts.fromStart
+    ? picked.slice(0, opts.lines)
+    : picked.slice(Math.max(0, picked.length - opts.lines));
   for (const l of shown) console.log(l.text);
   if (!opts.follow) {
     for (const tailer of tailers) tailer.close();
@@ -369,13 +533,15 @@ async function tailAllPartitions(t: Topology, queue: string, partitions: number,
   onStopSignal(() => process.exit(0));
   for (;;) {
     const batch: TailLine[] = [];
-    for (const [p, tailer] of tailers.entries()) for (let rec = tailer.next(); rec; rec = tailer.next()) batch.push(tailLine(view, rec, p));
+    for (const [p, tailer] of tailers.entries())
+      for (let rec = tailer.next(); rec; rec = tailer.next()) batch.push(tailLine(view, rec, p));
     for (const l of batch.sort(byTime)) console.log(l.text);
     await new Promise((r) => setTimeout(r, 100));
   }
 }
 
-const dlq = program.command('dlq')
+const dlq = program
+  .command('dlq')
   .description('dead letters: events a service handler kept failing on');
 dlq
   .command('list')
@@ -386,12 +552,24 @@ dlq
     const view = new EnvelopeView();
     for (const d of listDeadLetters(loadTopology(file), queue)) {
       view.wrap(d.bytes, 0, d.bytes.length);
-      const value = view.type === EVENT_TYPE_CHANGE ? decodeChange(view.payload)
-        : view.type === EVENT_TYPE_JSON ? decodeJson(view.payload)
-        : `<${view.payload.length} bytes>`;
+      const value =
+        view.type === EVENT_TYPE_CHANGE
+          ? decodeChange(view.payload)
+          : view.type === EVENT_TYPE_JSON
+            ? decodeJson(view.payload)
+            : `<${view.payload.length} bytes>`;
       const { dlqIndex, service, queue: q, partition, index, key, attempts, error, failedAtMs } = d;
       const line = {
-        dlqIndex, service, queue: q, partition, index, key, attempts, error, failedAtMs, value,
+        dlqIndex,
+        service,
+        queue: q,
+        partition,
+        index,
+        key,
+        attempts,
+        error,
+        failedAtMs,
+        value,
       };
       console.log(JSON.stringify(line));
     }
@@ -419,14 +597,26 @@ dlq
     console.error(`sluice: purged ${plural(n, 'dead letter')} from ${queue}`);
   });
 
-const errors = program.command('errors').description('the capture error table: changes the target refused, parked after their last retry');
+const errors = program
+  .command('errors')
+  .description(
+    'the capture error table: changes the target refused, parked after their last retry',
+  );
 
 /** Ids or --all for a command that changes the error table: never everything by accident. */
-function selection(ids: string[], opts: { all?: boolean; source?: string; olderThanMs?: number }, verb: string) {
+function selection(
+  ids: string[],
+  opts: { all?: boolean; source?: string; olderThanMs?: number },
+  verb: string,
+) {
   if (ids.length === 0 && !opts.all && opts.olderThanMs === undefined) {
-    throw new Error(`errors ${verb}: name staging ids, or --all${verb === 'purge' ? ', or --older-than-ms <ms>' : ''}`);
+    throw new Error(
+      `errors ${verb}: name staging ids, or --all${verb === 'purge' ? ', or --older-than-ms <ms>' : ''}`,
+    );
   }
-  for (const id of ids) if (!/^[0-9]+$/.test(id)) throw new Error(`errors ${verb}: staging id must be a decimal integer, got "${id}"`);
+  for (const id of ids)
+    if (!/^[0-9]+$/.test(id))
+      throw new Error(`errors ${verb}: staging id must be a decimal integer, got "${id}"`);
   return {
     ...(ids.length > 0 ? { ids } : {}),
     ...(opts.source !== undefined ? { source: opts.source } : {}),
@@ -443,11 +633,18 @@ errors
   .description('print parked changes, lowest staging id first')
   .action(async (file: string, opts: { source?: string; lines: number; json: boolean }) => {
     const t = loadTopology(file);
-    for (const { source, parked, total } of await listCaptureErrors(t, opts.source !== undefined ? { source: opts.source } : {}, opts.lines)) {
+    for (const { source, parked, total } of await listCaptureErrors(
+      t,
+      opts.source !== undefined ? { source: opts.source } : {},
+      opts.lines,
+    )) {
       if (!opts.json) console.log(`${source}: ${plural(total, 'parked change')}`);
       for (const p of parked) {
         if (opts.json) console.log(JSON.stringify({ source, ...p }));
-        else console.log(`  ${p.stagingId}  ${p.table} ${p.op} key=${p.key} attempts=${p.attempts} parked=${new Date(p.parkedTimeMs).toISOString()}  ${p.error}`);
+        else
+          console.log(
+            `  ${p.stagingId}  ${p.table} ${p.op} key=${p.key} attempts=${p.attempts} parked=${new Date(p.parkedTimeMs).toISOString()}  ${p.error}`,
+          );
       }
     }
   });
@@ -470,28 +667,55 @@ errors
   .argument('[ids...]', 'staging ids to delete')
   .option('-s, --source <name>', 'capture source (default: all)')
   .option('--all', 'every parked change', false)
-  .option('--older-than-ms <ms>', 'only changes parked longer ago than this', intOption('--older-than-ms', 0))
+  .option(
+    '--older-than-ms <ms>',
+    'only changes parked longer ago than this',
+    intOption('--older-than-ms', 0),
+  )
   .description('delete parked changes for good (their keys flow again)')
-  .action(async (file: string, ids: string[], opts: { source?: string; all: boolean; olderThanMs?: number }) => {
-    const n = await purgeCaptureErrors(loadTopology(file), selection(ids, opts, 'purge'));
-    console.log(`purged ${plural(n, 'change')}`);
-  });
+  .action(
+    async (
+      file: string,
+      ids: string[],
+      opts: { source?: string; all: boolean; olderThanMs?: number },
+    ) => {
+      const n = await purgeCaptureErrors(loadTopology(file), selection(ids, opts, 'purge'));
+      console.log(`purged ${plural(n, 'change')}`);
+    },
+  );
 
 addSnapshotCommand(program);
 addOpsCommands(program, intOption);
 addBenchCommand(program, intOption);
 
-function printCounters(counters: Record<string, CounterSnapshot>, previous: Record<string, CounterSnapshot>): void {
+function printCounters(
+  counters: Record<string, CounterSnapshot>,
+  previous: Record<string, CounterSnapshot>,
+): void {
   for (const [name, c] of Object.entries(counters)) {
     const p = previous[name];
-    if (p && p.state === c.state && p.eventsIn === c.eventsIn && p.eventsOut === c.eventsOut && p.replayed === c.replayed && p.errors === c.errors && p.downSinceMs === c.downSinceMs) continue;
+    if (
+      p &&
+      p.state === c.state &&
+      p.eventsIn === c.eventsIn &&
+      p.eventsOut === c.eventsOut &&
+      p.replayed === c.replayed &&
+      p.errors === c.errors &&
+      p.downSinceMs === c.downSinceMs
+    )
+      continue;
     const down = c.downSinceMs ? ` DOWN since ${new Date(c.downSinceMs).toISOString()}` : '';
-    console.error(`  ${name.padEnd(48)} ${c.state.padEnd(8)} in=${c.eventsIn} out=${c.eventsOut}${c.replayed ? ` replayed=${c.replayed}` : ''}${c.errors ? ` errors=${c.errors}` : ''}${down}`);
+    console.error(
+      `  ${name.padEnd(48)} ${c.state.padEnd(8)} in=${c.eventsIn} out=${c.eventsOut}${c.replayed ? ` replayed=${c.replayed}` : ''}${c.errors ? ` errors=${c.errors}` : ''}${down}`,
+    );
   }
 }
 
 program.parseAsync().catch((e: unknown) => {
   if (e instanceof ConfigError) console.error(e.message);
-  else console.error(`sluice: ${process.env.SLUICE_DEBUG ? ((e as Error).stack ?? e) : ((e as Error).message ?? e)}`);
+  else
+    console.error(
+      `sluice: ${process.env.SLUICE_DEBUG ? ((e as Error).stack ?? e) : ((e as Error).message ?? e)}`,
+    );
   process.exit(2);
 });

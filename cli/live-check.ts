@@ -42,7 +42,8 @@ async function openLive(source: CaptureSource): Promise<LiveDatabase | null> {
     try {
       // As the staging client does (SET search_path TO "<schema>"), as a bound parameter.
       const quoted = db.schema === undefined ? null : `"${db.schema.replace(/"/g, '""')}"`;
-      if (quoted !== null) await client.query("SELECT set_config('search_path', $1, false)", [quoted]);
+      if (quoted !== null)
+        await client.query("SELECT set_config('search_path', $1, false)", [quoted]);
     } catch (err) {
       await client.end();
       throw err;
@@ -66,8 +67,13 @@ export async function liveCaptureProblems(topology: Topology): Promise<ConfigPro
     try {
       live = await openLive(source);
     } catch (err) {
-      problems.push(problemAt(topology.file, ['capture', i, 'database', field],
-        `capture source "${source.name}": cannot open the database: ${(err as Error).message}`));
+      problems.push(
+        problemAt(
+          topology.file,
+          ['capture', i, 'database', field],
+          `capture source "${source.name}": cannot open the database: ${(err as Error).message}`,
+        ),
+      );
       continue;
     }
     // MariaDB/MySQL: its tables and columns are checked through its staging client
@@ -80,8 +86,13 @@ export async function liveCaptureProblems(topology: Topology): Promise<ConfigPro
         } catch (err) {
           if (!(err instanceof CaptureTableError)) throw err;
           const at = [...err.field.split('.'), ...(err.index === undefined ? [] : [err.index])];
-          problems.push(problemAt(topology.file, ['capture', i, 'tables', k, ...at],
-            `capture source "${source.name}": ${err.message}`));
+          problems.push(
+            problemAt(
+              topology.file,
+              ['capture', i, 'tables', k, ...at],
+              `capture source "${source.name}": ${err.message}`,
+            ),
+          );
         }
       }
     } finally {

@@ -283,12 +283,17 @@ export function addOpsCommands(
     .command('stats')
     .requiredOption('--http <url>', 'HTTP address of the running topology (sluice run --http)')
     .option('--step <step>', 'minute or hour', 'minute')
-    .option('--from <time>', 'first interval: ms since the epoch or ISO time (default: an hour ago, a day for hours)')
+    .option(
+      '--from <time>',
+      'first interval: ms since the epoch or ISO time (default: an hour ago, a day for hours)',
+    )
     .option('--to <time>', 'end (exclusive): ms since the epoch or ISO time (default: now)')
     .option('--name <name>', 'only this actor or capture table (<source>/<table>)')
     .option('--json', 'print GET /stats as JSON', false)
     .option('--token <token>', "a user's token when the server has users (default: $SLUICE_TOKEN)")
-    .description('per-minute or hourly statistics per actor and capture table: events in/out, errors, lag p50/p99')
+    .description(
+      'per-minute or hourly statistics per actor and capture table: events in/out, errors, lag p50/p99',
+    )
     .action(
       async (opts: {
         http: string;
@@ -317,7 +322,9 @@ export function addOpsCommands(
 
   const config = program
     .command('config')
-    .description('the capture configuration as JSON: export, import (validated, applied), history, restore');
+    .description(
+      'the capture configuration as JSON: export, import (validated, applied), history, restore',
+    );
   config
     .command('export')
     .argument('<topology>', 'topology YAML file')
@@ -353,13 +360,18 @@ export function addOpsCommands(
           continue;
         }
         console.log(versionLine(v));
-        for (const d of v.diff) console.log(`  ${d.path}: ${JSON.stringify(d.before)} -> ${JSON.stringify(d.after)}`);
+        for (const d of v.diff)
+          console.log(`  ${d.path}: ${JSON.stringify(d.before)} -> ${JSON.stringify(d.after)}`);
       }
     });
   config
     .command('restore')
     .argument('<topology>', 'topology YAML file')
-    .argument('<version>', 'version to restore (sluice config history lists them)', intOption('<version>', 0))
+    .argument(
+      '<version>',
+      'version to restore (sluice config history lists them)',
+      intOption('<version>', 0),
+    )
     .description('apply an earlier version of the capture section again, as a new version')
     .action(async (file: string, version: number) => {
       const user = os.userInfo().username;
@@ -376,7 +388,13 @@ export function versionLine(v: ConfigVersion): string {
   return `version ${v.version} (${what} by ${v.user} at ${v.time}): ${v.diff.length} change${v.diff.length === 1 ? '' : 's'}`;
 }
 
-function auditConfig(file: string, user: string, action: string, before: unknown, v: ConfigVersion): void {
+function auditConfig(
+  file: string,
+  user: string,
+  action: string,
+  before: unknown,
+  v: ConfigVersion,
+): void {
   const t = loadTopology(file);
   new AuditLog(t.dataDir).record({
     user,

@@ -46,7 +46,10 @@ export class ReplayProgress {
       if (c.replayTotal <= 0) continue;
       let b = this.bars.get(name);
       if (!b) {
-        b = { bar: this.multi.create(c.replayTotal, c.replayed, { name, rate: '?', left: '?' }), samples: [] };
+        b = {
+          bar: this.multi.create(c.replayTotal, c.replayed, { name, rate: '?', left: '?' }),
+          samples: [],
+        };
         this.bars.set(name, b);
       }
       b.samples.push({ ms: now, value: c.replayed });

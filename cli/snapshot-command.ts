@@ -8,11 +8,18 @@
 import cliProgress from 'cli-progress';
 import type { Command } from 'commander';
 import { loadTopology } from '../engine/config/index.js';
-import { openStaging, readLoadProgress, requestLoad, type LoadProgress } from '../engine/cdc/index.js';
+import {
+  openStaging,
+  readLoadProgress,
+  requestLoad,
+  type LoadProgress,
+} from '../engine/cdc/index.js';
 
 /** Rows covered by the slowest pump (each pump reads every row and ships those of its keys). */
 function covered(rows: LoadProgress[]): number {
-  return rows.length === 0 ? 0 : Math.min(...rows.map((r) => (r.done ? r.total : Math.min(r.scanned, r.total))));
+  return rows.length === 0
+    ? 0
+    : Math.min(...rows.map((r) => (r.done ? r.total : Math.min(r.scanned, r.total))));
 }
 
 /** Adds the `snapshot` command to `program`. */
@@ -23,22 +30,35 @@ export function addSnapshotCommand(program: Command): void {
     .argument('<source>', 'capture source name')
     .argument('<table>', 'captured table')
     .option('--no-wait', 'request the load and return; do not follow it')
-    .description('deliver the existing rows of a captured table as read events, in key chunks, in order with its live changes (run by the pumps of sluice run)')
+    .description(
+      'deliver the existing rows of a captured table as read events, in key chunks, in order with its live changes (run by the pumps of sluice run)',
+    )
     .action(async (file: string, sourceName: string, table: string, opts: { wait: boolean }) => {
       const t = loadTopology(file);
       const source = t.capture.find((c) => c.name === sourceName);
-      if (!source) throw new Error(`unknown capture source "${sourceName}" in ${file} (known: ${t.capture.map((c) => c.name).join(', ') || 'none'})`);
+      if (!source)
+        throw new Error(
+          `unknown capture source "${sourceName}" in ${file} (known: ${t.capture.map((c) => c.name).join(', ') || 'none'})`,
+        );
       const staging = await openStaging(source);
       try {
         const total = await requestLoad(staging, table);
-        console.log(`snapshot of "${table}" requested: ${total} rows, ${source.pumps} pump${source.pumps === 1 ? '' : 's'}`);
+        console.log(
+          `snapshot of "${table}" requested: ${total} rows, ${source.pumps} pump${source.pumps === 1 ? '' : 's'}`,
+        );
         if (!opts.wait) return;
         const started = Date.now();
         const tty = process.stderr.isTTY === true;
         const bar = tty
-          ? new cliProgress.SingleBar({ stream: process.stderr, hideCursor: true, barsize: 30,
-            format: ` snapshot ${table} |{bar}| {percentage}% {value}/{total} rows | {rate} rows/s | {events} read events` },
-          cliProgress.Presets.shades_classic)
+          ? new cliProgress.SingleBar(
+              {
+                stream: process.stderr,
+                hideCursor: true,
+                barsize: 30,
+                format: ` snapshot ${table} |{bar}| {percentage}% {value}/{total} rows | {rate} rows/s | {events} read events`,
+              },
+              cliProgress.Presets.shades_classic,
+            )
           : null;
         bar?.start(Math.max(total, 1), 0, { rate: '?', events: 0 });
         let lastPrint = 0;
@@ -53,11 +73,15 @@ export function addSnapshotCommand(program: Command): void {
           bar?.update(done ? Math.max(total, 1) : value, { rate, events });
           if (!tty && (Date.now() - lastPrint >= 1000 || done)) {
             lastPrint = Date.now();
-            console.error(`  ${table}: ${value}/${total} rows (${total > 0 ? Math.floor((100 * value) / total) : 100}%), ${rate} rows/s, ${events} read events`);
+            console.error(
+              `  ${table}: ${value}/${total} rows (${total > 0 ? Math.floor((100 * value) / total) : 100}%), ${rate} rows/s, ${events} read events`,
+            );
           }
           if (done) {
             bar?.stop();
-            console.log(`snapshot of "${table}" done: ${events} read events in ${seconds.toFixed(1)} s (${rate} rows/s)`);
+            console.log(
+              `snapshot of "${table}" done: ${events} read events in ${seconds.toFixed(1)} s (${rate} rows/s)`,
+            );
             return;
           }
           if (!hinted && value === 0 && seconds > 5) {

@@ -25,7 +25,16 @@ import { createPgbenchSchema, runTpcb } from '../testing/index.js';
 import { verifyBank } from '../examples/bank/verify.js';
 import { TopologyProcess, Tmpfs, CLI, REPO_ROOT, FAULT_BOUNDS, between } from './harness.js';
 import { CaptureChecker, CauseChecker } from './checks.js';
-import { commonFaults, injectCommon, faultLoop, checkAll, recover, type Shape, type ShapeContext, type FaultTarget } from './shape.js';
+import {
+  commonFaults,
+  injectCommon,
+  faultLoop,
+  checkAll,
+  recover,
+  type Shape,
+  type ShapeContext,
+  type FaultTarget,
+} from './shape.js';
 
 /** The suite's PostgreSQL objects (its own prefix: other sessions share the server). */
 export const FAULTS_PG = {
@@ -84,9 +93,10 @@ export async function dropPg(): Promise<void> {
 
 function topologyYaml(dialect: 'sqlite' | 'postgres', dataDir: string, dbFile: string): string {
   const services = path.join(REPO_ROOT, 'examples/bank/services');
-  const database = dialect === 'sqlite'
-    ? `{ dialect: sqlite, file: ${JSON.stringify(dbFile)} }`
-    : `{ dialect: postgres, url: ${JSON.stringify(pgUrl(FAULTS_PG.role, FAULTS_PG.database))} }`;
+  const database =
+    dialect === 'sqlite'
+      ? `{ dialect: sqlite, file: ${JSON.stringify(dbFile)} }`
+      : `{ dialect: postgres, url: ${JSON.stringify(pgUrl(FAULTS_PG.role, FAULTS_PG.database))} }`;
   // examples/bank/topology*.yaml with the suite's paths and 1 MiB segments (the data directory
   // may be a small tmpfs); every other setting is the example's, the supervisor's the defaults.
   return `name: faults-bank
@@ -144,7 +154,9 @@ function sqliteWorkload(file: string, seed: number): Workload {
   let n = 0;
   return {
     burst(ms: number) {
-      running = running.then(() => runTpcb({ file, clients: 2, durationMs: ms, scale: 1, seed: seed + 2 * n++ }));
+      running = running.then(() =>
+        runTpcb({ file, clients: 2, durationMs: ms, scale: 1, seed: seed + 2 * n++ }),
+      );
     },
     async stop() {
       await running;
@@ -158,7 +170,22 @@ function pgbenchWorkload(logFile: string): Workload {
   const log = fs.createWriteStream(logFile, { flags: 'a' });
   // pgbench as the server's superuser (not the pumps' role, whose logins the suite refuses).
   const run = () => {
-    child = spawn('pgbench', ['-n', '-c', '2', '-j', '1', '-R', '300', '-T', '86400', pgUrl('postgres', FAULTS_PG.database)], { stdio: ['ignore', 'pipe', 'pipe'] });
+    child = spawn(
+      'pgbench',
+      [
+        '-n',
+        '-c',
+        '2',
+        '-j',
+        '1',
+        '-R',
+        '300',
+        '-T',
+        '86400',
+        pgUrl('postgres', FAULTS_PG.database),
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
     child.stdout!.pipe(log, { end: false });
     child.stderr!.pipe(log, { end: false });
     child.on('exit', () => {
@@ -204,7 +231,12 @@ export function bankShape(dialect: 'sqlite' | 'postgres'): Shape {
         disk.mount();
       }
       let workload: Workload | null = null;
-      const proc = new TopologyProcess({ file, httpPort: ctx.httpPort, logFile: path.join(ctx.dir, 'sluice.log'), faultDir: path.join(ctx.dir, 'worker-faults') });
+      const proc = new TopologyProcess({
+        file,
+        httpPort: ctx.httpPort,
+        logFile: path.join(ctx.dir, 'sluice.log'),
+        faultDir: path.join(ctx.dir, 'worker-faults'),
+      });
       try {
         if (dialect === 'sqlite') {
           const db = new Database(dbFile);
@@ -213,26 +245,55 @@ export function bankShape(dialect: 'sqlite' | 'postgres'): Shape {
           db.close();
         } else {
           await resetPg();
-          execFileSync('pgbench', ['-i', '-q', '-s', '1', pgUrl(FAULTS_PG.role, FAULTS_PG.database)], { stdio: 'ignore' });
+          execFileSync(
+            'pgbench',
+            ['-i', '-q', '-s', '1', pgUrl(FAULTS_PG.role, FAULTS_PG.database)],
+            { stdio: 'ignore' },
+          );
         }
         execFileSync(process.execPath, [CLI, 'install', file], { stdio: 'ignore' });
         const topology = loadTopology(file);
-        const capture = new CaptureChecker(['history-changes', 'account-changes'].flatMap((queue) =>
-          [0, 1].map((partition) => ({ queue, partition, dir: partitionDir(topology, queue, partition) }))));
+        const capture = new CaptureChecker(
+          ['history-changes', 'account-changes'].flatMap((queue) =>
+            [0, 1].map((partition) => ({
+              queue,
+              partition,
+              dir: partitionDir(topology, queue, partition),
+            })),
+          ),
+        );
         const outputs = [
-          new CauseChecker('branch-balances', partitionDir(topology, 'branch-balances-out', 0), ['history-changes']),
-          new CauseChecker('accounts', partitionDir(topology, 'accounts-out', 0), ['account-changes']),
+          new CauseChecker('branch-balances', partitionDir(topology, 'branch-balances-out', 0), [
+            'history-changes',
+          ]),
+          new CauseChecker('accounts', partitionDir(topology, 'accounts-out', 0), [
+            'account-changes',
+          ]),
         ];
         const t: FaultTarget = {
-          shape: name, ctx, proc, disk,
+          shape: name,
+          ctx,
+          proc,
+          disk,
           check: () => [...capture.check(), ...outputs.flatMap((o) => o.check())],
         };
         proc.start();
         if ((await recover(t, 'first start')) === null) return;
-        workload = dialect === 'sqlite' ? sqliteWorkload(dbFile, Math.floor(ctx.random() * 1e9)) : pgbenchWorkload(path.join(ctx.dir, 'pgbench.log'));
+        workload =
+          dialect === 'sqlite'
+            ? sqliteWorkload(dbFile, Math.floor(ctx.random() * 1e9))
+            : pgbenchWorkload(path.join(ctx.dir, 'pgbench.log'));
         const t0 = Date.now();
         const kinds: string[] = [...commonFaults(t)];
-        if (dialect === 'postgres') kinds.push('pg-terminate', 'pg-terminate', 'pg-login-refused', 'pg-login-refused', 'pg-row-lock', 'pg-row-lock');
+        if (dialect === 'postgres')
+          kinds.push(
+            'pg-terminate',
+            'pg-terminate',
+            'pg-login-refused',
+            'pg-login-refused',
+            'pg-row-lock',
+            'pg-row-lock',
+          );
         const n = await faultLoop(ctx, kinds, async (kind) => {
           const burstMs = between(ctx.random, 200, 1500);
           workload!.burst(burstMs);
@@ -251,18 +312,28 @@ export function bankShape(dialect: 'sqlite' | 'postgres'): Shape {
         if (proc.running) await proc.kill9();
         proc.close();
         disk?.unmount();
-        if (dialect === 'postgres') await dropPg().catch((e) => ledger.info(`could not drop ${FAULTS_PG.database}: ${(e as Error).message}`));
+        if (dialect === 'postgres')
+          await dropPg().catch((e) =>
+            ledger.info(`could not drop ${FAULTS_PG.database}: ${(e as Error).message}`),
+          );
       }
     },
   };
 }
 
 /** Drains, then the end-of-run checks (see the file comment). */
-async function finalChecks(t: FaultTarget, topology: Topology, capture: CaptureChecker, outputs: CauseChecker[], dialect: 'sqlite' | 'postgres'): Promise<void> {
+async function finalChecks(
+  t: FaultTarget,
+  topology: Topology,
+  capture: CaptureChecker,
+  outputs: CauseChecker[],
+  dialect: 'sqlite' | 'postgres',
+): Promise<void> {
   const { ledger } = t.ctx;
   if (!t.proc.running) t.proc.start();
   await recover(t, 'start before the final drain');
-  if (!(await t.proc.waitSourcesUp(FAULT_BOUNDS.recoveryMs))) ledger.violation(t.shape, 'a capture source still down before the final drain');
+  if (!(await t.proc.waitSourcesUp(FAULT_BOUNDS.recoveryMs)))
+    ledger.violation(t.shape, 'a capture source still down before the final drain');
   // A drain ships what is staged when it starts: wait until staging is empty first.
   const t0 = Date.now();
   let staged = await stagedRows(topology, dialect);
@@ -270,7 +341,11 @@ async function finalChecks(t: FaultTarget, topology: Topology, capture: CaptureC
     await sleep(200);
     staged = await stagedRows(topology, dialect);
   }
-  if (staged > 0) ledger.violation(t.shape, `${staged} changes still staged ${FAULT_BOUNDS.drainMs} ms after the workload stopped`);
+  if (staged > 0)
+    ledger.violation(
+      t.shape,
+      `${staged} changes still staged ${FAULT_BOUNDS.drainMs} ms after the workload stopped`,
+    );
   const code = await t.proc.stop(FAULT_BOUNDS.drainMs);
   if (code !== 0) ledger.violation(t.shape, `the final drain exited with code ${code}`);
   await checkAll(t);
@@ -279,15 +354,25 @@ async function finalChecks(t: FaultTarget, topology: Topology, capture: CaptureC
     for (const [k, n] of lengths) {
       if (!k.startsWith(o.label === 'accounts' ? 'account-changes' : 'history-changes')) continue;
       const got = o.next.get(k) ?? 0;
-      if (got !== n) ledger.violation(t.shape, `${o.label}: ${k} holds ${n} inputs but outputs cover ${got} (inputs without an effect)`);
+      if (got !== n)
+        ledger.violation(
+          t.shape,
+          `${o.label}: ${k} holds ${n} inputs but outputs cover ${got} (inputs without an effect)`,
+        );
     }
   }
   const historyRows = await countHistory(topology, dialect);
   const shipped = capture.counts.get('pgbench_history/insert') ?? 0;
-  if (historyRows !== shipped) ledger.violation(t.shape, `pgbench_history has ${historyRows} rows, history-changes ${shipped} inserts`);
+  if (historyRows !== shipped)
+    ledger.violation(
+      t.shape,
+      `pgbench_history has ${historyRows} rows, history-changes ${shipped} inserts`,
+    );
   const verdict = await verifyBank(topology);
   for (const m of verdict.mismatches.slice(0, 20)) ledger.violation(t.shape, `bank check: ${m}`);
-  ledger.info(`${t.shape}: final: ${historyRows} transactions, ${verdict.branches} branches and ${verdict.changedAccounts} changed accounts checked, ${verdict.mismatches.length} mismatches, ${t.proc.starts} runs of sluice run`);
+  ledger.info(
+    `${t.shape}: final: ${historyRows} transactions, ${verdict.branches} branches and ${verdict.changedAccounts} changed accounts checked, ${verdict.mismatches.length} mismatches, ${t.proc.starts} runs of sluice run`,
+  );
 }
 
 async function stagedRows(topology: Topology, dialect: 'sqlite' | 'postgres'): Promise<number> {
@@ -301,7 +386,9 @@ async function stagedRows(topology: Topology, dialect: 'sqlite' | 'postgres'): P
       db.close();
     }
   }
-  return admin(FAULTS_PG.database, async (c) => Number((await c.query(`SELECT count(*) AS n FROM sluice.${src.stagingTable}`)).rows[0].n));
+  return admin(FAULTS_PG.database, async (c) =>
+    Number((await c.query(`SELECT count(*) AS n FROM sluice.${src.stagingTable}`)).rows[0].n),
+  );
 }
 
 async function countHistory(topology: Topology, dialect: 'sqlite' | 'postgres'): Promise<number> {
@@ -315,14 +402,17 @@ async function countHistory(topology: Topology, dialect: 'sqlite' | 'postgres'):
       db.close();
     }
   }
-  return admin(FAULTS_PG.database, async (c) => Number((await c.query('SELECT count(*) AS n FROM pgbench_history')).rows[0].n));
+  return admin(FAULTS_PG.database, async (c) =>
+    Number((await c.query('SELECT count(*) AS n FROM pgbench_history')).rows[0].n),
+  );
 }
 
 /** Terminates every session of the pumps' role; returns how many. */
 async function terminatePumpSessions(c: pg.Client): Promise<number> {
   const r = await c.query(
     'SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) AS n FROM pg_stat_activity WHERE usename = $1 AND datname = $2',
-    [FAULTS_PG.role, FAULTS_PG.database]);
+    [FAULTS_PG.role, FAULTS_PG.database],
+  );
   return Number(r.rows[0].n);
 }
 
@@ -339,7 +429,13 @@ async function injectPg(t: FaultTarget, fault: PgFault, t0: number): Promise<boo
   const r = t.ctx.random;
   const at = Date.now() - t0;
   let detail = '';
-  const c = new pg.Client({ connectionString: (() => { const u = new URL(FAULTS_PG.adminUrl); u.pathname = `/${FAULTS_PG.database}`; return u.toString(); })() });
+  const c = new pg.Client({
+    connectionString: (() => {
+      const u = new URL(FAULTS_PG.adminUrl);
+      u.pathname = `/${FAULTS_PG.database}`;
+      return u.toString();
+    })(),
+  });
   await c.connect();
   try {
     if (fault === 'pg-terminate') {
@@ -372,7 +468,9 @@ async function injectPg(t: FaultTarget, fault: PgFault, t0: number): Promise<boo
           await sleep(50);
         }
         await c.query('BEGIN');
-        locked = await c.query(`SELECT id FROM sluice.sluice_staging ORDER BY id LIMIT 200 FOR UPDATE`);
+        locked = await c.query(
+          `SELECT id FROM sluice.sluice_staging ORDER BY id LIMIT 200 FOR UPDATE`,
+        );
       }
       const pid = Number((await c.query('SELECT pg_backend_pid() AS p')).rows[0].p);
       await sleep(holdMs);
@@ -381,13 +479,20 @@ async function injectPg(t: FaultTarget, fault: PgFault, t0: number): Promise<boo
       detail = `${locked.rowCount} staged rows locked FOR UPDATE by pid ${pid} for ${holdMs} ms`;
       // The pump's bound on a lock wait (engine/cdc/postgres.ts PG_LOCK_TIMEOUT_MS) plus slack.
       if (locked.rowCount && holdMs > PG_LOCK_WAIT_REPORT_MS && !during.includes(`pid ${pid}`)) {
-        t.ctx.ledger.violation(t.shape, `${detail}: no log line named the blocking session (pid ${pid}) while it held the lock`);
+        t.ctx.ledger.violation(
+          t.shape,
+          `${detail}: no log line named the blocking session (pid ${pid}) while it held the lock`,
+        );
       }
     }
   } finally {
     await c.end().catch(() => undefined);
   }
-  if (!(await t.proc.waitSourcesUp(FAULT_BOUNDS.recoveryMs))) t.ctx.ledger.violation(t.shape, `${fault}: a capture source not up again within ${FAULT_BOUNDS.recoveryMs} ms`);
+  if (!(await t.proc.waitSourcesUp(FAULT_BOUNDS.recoveryMs)))
+    t.ctx.ledger.violation(
+      t.shape,
+      `${fault}: a capture source not up again within ${FAULT_BOUNDS.recoveryMs} ms`,
+    );
   const ms = await recover(t, fault);
   t.ctx.ledger.fault({ shape: t.shape, fault, atMs: at, detail, recoveredMs: ms });
   await checkAll(t);

@@ -10,7 +10,13 @@
  *   effect duplicated, a step back a broken per-partition order.
  */
 import { Tailer } from '../engine/journal/index.js';
-import { EnvelopeView, EVENT_TYPE_CHANGE, EVENT_TYPE_JSON, decodeChange, queueId } from '../engine/codec/index.js';
+import {
+  EnvelopeView,
+  EVENT_TYPE_CHANGE,
+  EVENT_TYPE_JSON,
+  decodeChange,
+  queueId,
+} from '../engine/codec/index.js';
 
 /** One partition's tailer, opened lazily (the directory may not exist yet). */
 class PartitionReader {
@@ -64,12 +70,18 @@ export class CaptureChecker {
           if (this.view.type !== EVENT_TYPE_CHANGE) return;
           const ch = decodeChange(this.view.payload);
           const at = `${ref.queue}/${ref.partition} index ${index}`;
-          if (this.seen.has(ch.stagingId)) problems.push(`${at}: staging id ${ch.stagingId} (${ch.table} ${ch.op} key ${ch.key}) is in the targets twice (a duplicated change)`);
+          if (this.seen.has(ch.stagingId))
+            problems.push(
+              `${at}: staging id ${ch.stagingId} (${ch.table} ${ch.op} key ${ch.key}) is in the targets twice (a duplicated change)`,
+            );
           this.seen.add(ch.stagingId);
           const key = `${ch.table}|${ch.key}`;
           const id = BigInt(ch.stagingId);
           const last = this.lastIdByKey.get(key);
-          if (last !== undefined && id <= last) problems.push(`${at}: ${ch.table} key ${ch.key}: staging id ${id} after ${last} (per-key order broken)`);
+          if (last !== undefined && id <= last)
+            problems.push(
+              `${at}: ${ch.table} key ${ch.key}: staging id ${id} after ${last} (per-key order broken)`,
+            );
           this.lastIdByKey.set(key, id);
           const c = `${ch.table}/${ch.op}`;
           this.counts.set(c, (this.counts.get(c) ?? 0) + 1);
@@ -83,7 +95,9 @@ export class CaptureChecker {
 
   /** Records read per partition, by `queue/partition`. */
   lengths(): Map<string, number> {
-    return new Map(this.readers.map(({ ref, reader }) => [`${ref.queue}/${ref.partition}`, reader.count]));
+    return new Map(
+      this.readers.map(({ ref, reader }) => [`${ref.queue}/${ref.partition}`, reader.count]),
+    );
   }
 
   close(): void {
@@ -100,7 +114,11 @@ export class CauseChecker {
   private readonly names = new Map<number, string>();
 
   /** `output`: the output partition's directory; `inputs`: the input queue names. */
-  constructor(readonly label: string, output: string, inputs: string[]) {
+  constructor(
+    readonly label: string,
+    output: string,
+    inputs: string[],
+  ) {
     this.reader = new PartitionReader(output);
     for (const q of inputs) this.names.set(queueId(q), q);
   }
@@ -122,7 +140,10 @@ export class CauseChecker {
         const due = this.next.get(k) ?? 0;
         const got = this.view.causeIndex;
         if (got !== due) {
-          const what = got < due ? 'a duplicated effect or a step back' : `input(s) ${due}..${got - 1} without an effect (lost)`;
+          const what =
+            got < due
+              ? 'a duplicated effect or a step back'
+              : `input(s) ${due}..${got - 1} without an effect (lost)`;
           problems.push(`${at}: output for ${k} index ${got} where ${due} was due (${what})`);
         }
         this.next.set(k, Math.max(due, got + 1));

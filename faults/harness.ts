@@ -64,7 +64,10 @@ export interface FaultRecord {
 export class Ledger {
   readonly faults: FaultRecord[] = [];
   readonly violations: string[] = [];
-  constructor(readonly seed: number, private readonly out: (line: string) => void = (l) => process.stdout.write(l + '\n')) {}
+  constructor(
+    readonly seed: number,
+    private readonly out: (line: string) => void = (l) => process.stdout.write(l + '\n'),
+  ) {}
 
   fault(r: FaultRecord): void {
     this.faults.push(r);
@@ -73,7 +76,8 @@ export class Ledger {
   }
 
   violation(shape: string, what: string): void {
-    const line = `VIOLATION (seed ${this.seed}, shape ${shape}, after fault #${this.faults.length}` +
+    const line =
+      `VIOLATION (seed ${this.seed}, shape ${shape}, after fault #${this.faults.length}` +
       `${this.faults.length ? ` ${this.faults[this.faults.length - 1]!.fault}` : ''}): ${what}`;
     this.violations.push(line);
     this.out(line);
@@ -140,7 +144,10 @@ export class TopologyProcess {
 
   /** Log lines of all runs so far that match `re`. */
   logLines(re: RegExp): string[] {
-    return fs.readFileSync(this.options.logFile, 'utf8').split('\n').filter((l) => re.test(l));
+    return fs
+      .readFileSync(this.options.logFile, 'utf8')
+      .split('\n')
+      .filter((l) => re.test(l));
   }
 
   /** The log of the current (or last) run only. */
@@ -172,10 +179,22 @@ export class TopologyProcess {
     this.starts++;
     this.expectingExit = false;
     this.log.write(`\n=== faults: start #${this.starts} at ${new Date().toISOString()}\n`);
-    const child = spawn(process.execPath, [CLI, 'run', this.options.file, '--http', `127.0.0.1:${this.options.httpPort}`, '--status-ms', '0'], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-      env: { ...process.env, [WORKER_FAULT_DIR_ENV]: this.options.faultDir, ...this.options.env },
-    });
+    const child = spawn(
+      process.execPath,
+      [
+        CLI,
+        'run',
+        this.options.file,
+        '--http',
+        `127.0.0.1:${this.options.httpPort}`,
+        '--status-ms',
+        '0',
+      ],
+      {
+        stdio: ['ignore', 'pipe', 'pipe'],
+        env: { ...process.env, [WORKER_FAULT_DIR_ENV]: this.options.faultDir, ...this.options.env },
+      },
+    );
     const onData = (b: Buffer) => {
       this.log.write(b);
       this.logTail = (this.logTail + b.toString()).slice(-4000);
@@ -187,7 +206,9 @@ export class TopologyProcess {
       child.on('exit', (code, signal) => {
         if (this.child === child) this.child = null;
         if (!this.expectingExit) {
-          this.unexpectedExits.push(`sluice run exited by itself with code ${code} (signal ${signal}) at ${new Date().toISOString()}; log tail:\n${this.logTail}`);
+          this.unexpectedExits.push(
+            `sluice run exited by itself with code ${code} (signal ${signal}) at ${new Date().toISOString()}; log tail:\n${this.logTail}`,
+          );
         }
         resolve({ code, signal });
       });
@@ -216,7 +237,9 @@ export class TopologyProcess {
 
   private async get<T>(route: string): Promise<T | null> {
     try {
-      const res = await fetch(`http://127.0.0.1:${this.options.httpPort}${route}`, { signal: AbortSignal.timeout(5000) });
+      const res = await fetch(`http://127.0.0.1:${this.options.httpPort}${route}`, {
+        signal: AbortSignal.timeout(5000),
+      });
       if (!res.ok && res.status !== 503) return null;
       return (await res.json()) as T;
     } catch {
@@ -282,7 +305,10 @@ export class TopologyProcess {
 export class Tmpfs {
   mounted = false;
   private readonly filler: string;
-  constructor(readonly dir: string, readonly sizeBytes: number) {
+  constructor(
+    readonly dir: string,
+    readonly sizeBytes: number,
+  ) {
     this.filler = path.join(dir, 'faults-filler');
   }
 
@@ -290,7 +316,9 @@ export class Tmpfs {
   static available(probeDir: string): boolean {
     fs.mkdirSync(probeDir, { recursive: true });
     try {
-      execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', probeDir], { stdio: 'ignore' });
+      execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', probeDir], {
+        stdio: 'ignore',
+      });
       execFileSync('umount', [probeDir], { stdio: 'ignore' });
       return true;
     } catch {

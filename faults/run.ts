@@ -9,7 +9,8 @@ import { runSuite } from './suite.js';
 function int(name: string) {
   return (v: string): number => {
     const n = Number(v);
-    if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError(`${name} must be an integer >= 0, got "${v}"`);
+    if (!Number.isInteger(n) || n < 0)
+      throw new InvalidArgumentError(`${name} must be an integer >= 0, got "${v}"`);
     return n;
   };
 }
@@ -19,20 +20,43 @@ const o = new Command()
   .exitOverride((err) => process.exit(err.exitCode === 0 ? 0 : 2))
   .option('--seed <n>', 'seed of every choice (default: random, printed)', int('--seed'))
   .option('--faults <n>', 'faults to inject in all', int('--faults'), 1000)
-  .option('--minutes <n>', 'time budget; the shapes stop injecting when it is spent', int('--minutes'), 90)
+  .option(
+    '--minutes <n>',
+    'time budget; the shapes stop injecting when it is spent',
+    int('--minutes'),
+    90,
+  )
   .option('--shapes <names>', 'comma-separated shape names (default: all)')
   .option('--no-tmpfs', 'no disk-full or read-only faults')
   .option('--dir <dir>', 'working directory (default: a fresh one in the temp directory)')
   .option('--keep', 'keep the working directory (logs) after a clean run', false)
   .parse()
-  .opts<{ seed?: number; faults: number; minutes: number; shapes?: string; tmpfs: boolean; dir?: string; keep: boolean }>();
+  .opts<{
+    seed?: number;
+    faults: number;
+    minutes: number;
+    shapes?: string;
+    tmpfs: boolean;
+    dir?: string;
+    keep: boolean;
+  }>();
 
 const seed = o.seed ?? Math.floor(Math.random() * 2 ** 31);
 const result = await runSuite({
-  seed, faults: o.faults, budgetMs: o.minutes * 60_000, shapes: o.shapes?.split(','), tmpfs: o.tmpfs, dir: o.dir, keep: o.keep,
+  seed,
+  faults: o.faults,
+  budgetMs: o.minutes * 60_000,
+  shapes: o.shapes?.split(','),
+  tmpfs: o.tmpfs,
+  dir: o.dir,
+  keep: o.keep,
 });
-console.log(JSON.stringify({ event: 'faults-done', ...result, violations: result.violations.length }));
-console.log(`faults: seed ${seed}: ${result.faults} faults, ${result.violations.length} violations in ${(result.durationMs / 1000).toFixed(0)} s` +
-  `${result.violations.length ? ` (logs in ${result.dir}; replay: npm run faults -- --seed ${seed} --faults ${o.faults})` : ''}`);
+console.log(
+  JSON.stringify({ event: 'faults-done', ...result, violations: result.violations.length }),
+);
+console.log(
+  `faults: seed ${seed}: ${result.faults} faults, ${result.violations.length} violations in ${(result.durationMs / 1000).toFixed(0)} s` +
+    `${result.violations.length ? ` (logs in ${result.dir}; replay: npm run faults -- --seed ${seed} --faults ${o.faults})` : ''}`,
+);
 for (const v of result.violations) console.log(v);
 process.exit(result.violations.length ? 1 : 0);

@@ -71,13 +71,19 @@ export async function recover(t: FaultTarget, what: string): Promise<number | nu
   const ms = await t.proc.waitHealthy(FAULT_BOUNDS.recoveryMs);
   if (ms === null) {
     const h = await t.proc.health();
-    t.ctx.ledger.violation(t.shape, `${what}: not healthy within ${FAULT_BOUNDS.recoveryMs} ms (health: ${JSON.stringify(h)})`);
+    t.ctx.ledger.violation(
+      t.shape,
+      `${what}: not healthy within ${FAULT_BOUNDS.recoveryMs} ms (health: ${JSON.stringify(h)})`,
+    );
     return null;
   }
   // A pump rides out an outage without failing its group (health stays ok): it must say it is
   // up again too.
   if (!(await t.proc.waitSourcesUp(FAULT_BOUNDS.recoveryMs))) {
-    t.ctx.ledger.violation(t.shape, `${what}: a capture source not up again within ${FAULT_BOUNDS.recoveryMs} ms`);
+    t.ctx.ledger.violation(
+      t.shape,
+      `${what}: a capture source not up again within ${FAULT_BOUNDS.recoveryMs} ms`,
+    );
     return null;
   }
   return Date.now() - t0;
@@ -87,7 +93,11 @@ export async function recover(t: FaultTarget, what: string): Promise<number | nu
  * Injects one common fault and waits for the recovery; records it in the ledger and runs the
  * checks. Returns false when the fault could not be injected (nothing recorded).
  */
-export async function injectCommon(t: FaultTarget, fault: CommonFault, t0: number): Promise<boolean> {
+export async function injectCommon(
+  t: FaultTarget,
+  fault: CommonFault,
+  t0: number,
+): Promise<boolean> {
   const { ctx, proc } = t;
   const r = ctx.random;
   const at = Date.now() - t0;
@@ -99,20 +109,31 @@ export async function injectCommon(t: FaultTarget, fault: CommonFault, t0: numbe
       await sleep(between(r, 0, 500));
       proc.start();
       const ms = await recover(t, 'restart after kill -9');
-      ctx.ledger.fault({ shape: t.shape, fault, atMs: at, detail: `SIGKILL of sluice run (start #${proc.starts})`, recoveredMs: ms });
+      ctx.ledger.fault({
+        shape: t.shape,
+        fault,
+        atMs: at,
+        detail: `SIGKILL of sluice run (start #${proc.starts})`,
+        recoveredMs: ms,
+      });
       break;
     }
     case 'worker-exit':
     case 'worker-throw': {
       const actors = await proc.actors();
-      const candidates = (actors ?? []).filter((a) => !t.actorPrefixes || t.actorPrefixes.some((p) => a.name.startsWith(p)));
+      const candidates = (actors ?? []).filter(
+        (a) => !t.actorPrefixes || t.actorPrefixes.some((p) => a.name.startsWith(p)),
+      );
       if (candidates.length === 0) return false;
       const actor = pick(r, candidates);
       const before = actor.restarts;
       const mode = fault === 'worker-exit' ? 'exit' : 'throw';
       const taken = await proc.workerFault(actor.name, mode);
       if (!taken) {
-        ctx.ledger.violation(t.shape, `worker fault for ${actor.name} not taken within 10 s (no heartbeat: the actor is stuck)`);
+        ctx.ledger.violation(
+          t.shape,
+          `worker fault for ${actor.name} not taken within 10 s (no heartbeat: the actor is stuck)`,
+        );
         return false;
       }
       // The group restarts: its restart count goes up, then it is healthy again.
@@ -126,9 +147,19 @@ export async function injectCommon(t: FaultTarget, fault: CommonFault, t0: numbe
         }
         await sleep(50);
       }
-      if (!restarted) ctx.ledger.violation(t.shape, `${actor.name} took a ${mode} fault but its group ${actor.group} did not restart within ${FAULT_BOUNDS.recoveryMs} ms`);
+      if (!restarted)
+        ctx.ledger.violation(
+          t.shape,
+          `${actor.name} took a ${mode} fault but its group ${actor.group} did not restart within ${FAULT_BOUNDS.recoveryMs} ms`,
+        );
       const ms = await recover(t, `restart of ${actor.group} after ${actor.name} ${mode}`);
-      ctx.ledger.fault({ shape: t.shape, fault, atMs: at, detail: `${actor.name} ${mode === 'exit' ? 'process.exit() in its thread' : 'threw'}`, recoveredMs: ms });
+      ctx.ledger.fault({
+        shape: t.shape,
+        fault,
+        atMs: at,
+        detail: `${actor.name} ${mode === 'exit' ? 'process.exit() in its thread' : 'threw'}`,
+        recoveredMs: ms,
+      });
       break;
     }
     case 'disk-full':
@@ -163,7 +194,12 @@ export async function injectCommon(t: FaultTarget, fault: CommonFault, t0: numbe
  * moment (`gapMs`), picks a fault from `kinds` and injects it with `inject` (which returns
  * false when it could not). Returns the number injected.
  */
-export async function faultLoop(ctx: ShapeContext, kinds: string[], inject: (kind: string) => Promise<boolean>, gapMs: [number, number] = [200, 2000]): Promise<number> {
+export async function faultLoop(
+  ctx: ShapeContext,
+  kinds: string[],
+  inject: (kind: string) => Promise<boolean>,
+  gapMs: [number, number] = [200, 2000],
+): Promise<number> {
   let n = 0;
   let misses = 0;
   while (n < ctx.faults && Date.now() < ctx.deadlineMs && misses < 50) {

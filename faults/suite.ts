@@ -56,11 +56,14 @@ export async function runSuite(o: SuiteOptions): Promise<SuiteResult> {
   const pg = await pgAvailable();
   let shapes = allShapes().filter((s) => (o.shapes ? o.shapes.includes(s.name) : true));
   if (!pg) {
-    if (shapes.some((s) => s.name === 'bank-postgres')) ledger.info('PostgreSQL does not answer: bank-postgres skipped');
+    if (shapes.some((s) => s.name === 'bank-postgres'))
+      ledger.info('PostgreSQL does not answer: bank-postgres skipped');
     shapes = shapes.filter((s) => s.name !== 'bank-postgres');
   }
   const tmpfs = (o.tmpfs ?? true) && Tmpfs.available(path.join(dir, 'tmpfs-probe'));
-  ledger.info(`seed ${o.seed}, ${o.faults} faults over ${shapes.map((s) => s.name).join(', ')}; tmpfs faults ${tmpfs ? 'on' : 'off (mount -t tmpfs refused)'}; directory ${dir}`);
+  ledger.info(
+    `seed ${o.seed}, ${o.faults} faults over ${shapes.map((s) => s.name).join(', ')}; tmpfs faults ${tmpfs ? 'on' : 'off (mount -t tmpfs refused)'}; directory ${dir}`,
+  );
   const random = rng(o.seed);
   for (let i = 0; i < shapes.length; i++) {
     const shape = shapes[i]!;
@@ -72,13 +75,20 @@ export async function runSuite(o: SuiteOptions): Promise<SuiteResult> {
     const budget = remainingMs / (shapes.length - i);
     try {
       await shape.run({
-        ledger, random: rng(Math.floor(random() * 2 ** 31)), faults: share, deadlineMs: Date.now() + budget,
-        dir: shapeDir, httpPort: (o.portBase ?? 19161) + i, tmpfs,
+        ledger,
+        random: rng(Math.floor(random() * 2 ** 31)),
+        faults: share,
+        deadlineMs: Date.now() + budget,
+        dir: shapeDir,
+        httpPort: (o.portBase ?? 19161) + i,
+        tmpfs,
       });
     } catch (e) {
       ledger.violation(shape.name, `the shape failed: ${(e as Error).stack ?? e}`);
     }
-    ledger.info(`${shape.name}: ${ledger.faults.length - before} faults, ${ledger.violations.length} violations so far`);
+    ledger.info(
+      `${shape.name}: ${ledger.faults.length - before} faults, ${ledger.violations.length} violations so far`,
+    );
   }
   const byFault: Record<string, number> = {};
   const byShape: Record<string, number> = {};
@@ -87,5 +97,13 @@ export async function runSuite(o: SuiteOptions): Promise<SuiteResult> {
     byShape[f.shape] = (byShape[f.shape] ?? 0) + 1;
   }
   if (ledger.violations.length === 0 && !o.keep) fs.rmSync(dir, { recursive: true, force: true });
-  return { seed: o.seed, faults: ledger.faults.length, byFault, byShape, violations: ledger.violations, durationMs: Date.now() - t0, dir };
+  return {
+    seed: o.seed,
+    faults: ledger.faults.length,
+    byFault,
+    byShape,
+    violations: ledger.violations,
+    durationMs: Date.now() - t0,
+    dir,
+  };
 }

@@ -91,10 +91,12 @@ export function exportCapture(topologyFile: string, schema?: string): CaptureExp
 
 /** Field paths whose values differ between `a` and `b` (arrays by index, objects by key). */
 export function diffValues(a: unknown, b: unknown, at = ''): ConfigDiffEntry[] {
-  const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+  const isObj = (v: unknown): v is Record<string, unknown> =>
+    typeof v === 'object' && v !== null && !Array.isArray(v);
   if (Array.isArray(a) && Array.isArray(b)) {
     const out: ConfigDiffEntry[] = [];
-    for (let i = 0; i < Math.max(a.length, b.length); i++) out.push(...diffValues(a[i], b[i], `${at}[${i}]`));
+    for (let i = 0; i < Math.max(a.length, b.length); i++)
+      out.push(...diffValues(a[i], b[i], `${at}[${i}]`));
     return out;
   }
   if (isObj(a) && isObj(b)) {
@@ -110,7 +112,9 @@ function pathSegments(p: string): Array<string | number> {
   const out: Array<string | number> = [];
   const re = /([A-Za-z_][\w-]*)|\[(\d+)\]|\[("(?:[^"\\]|\\.)*")\]/g;
   for (let m = re.exec(p); m; m = re.exec(p)) {
-    out.push(m[1] !== undefined ? m[1] : m[2] !== undefined ? Number(m[2]) : (JSON.parse(m[3]!) as string));
+    out.push(
+      m[1] !== undefined ? m[1] : m[2] !== undefined ? Number(m[2]) : (JSON.parse(m[3]!) as string),
+    );
   }
   return out;
 }
@@ -118,9 +122,16 @@ function pathSegments(p: string): Array<string | number> {
 /** line:col of a JSON.parse error's "position N" in `text`. */
 function jsonErrorAt(file: string, text: string, err: Error): ConfigProblem {
   const pos = Number(/position (\d+)/.exec(err.message)?.[1] ?? -1);
-  if (pos < 0) return { file, line: 0, col: 0, path: '(root)', message: `not JSON: ${err.message}` };
+  if (pos < 0)
+    return { file, line: 0, col: 0, path: '(root)', message: `not JSON: ${err.message}` };
   const before = text.slice(0, pos).split('\n');
-  return { file, line: before.length, col: before[before.length - 1]!.length + 1, path: '(root)', message: `not JSON: ${err.message}` };
+  return {
+    file,
+    line: before.length,
+    col: before[before.length - 1]!.length + 1,
+    path: '(root)',
+    message: `not JSON: ${err.message}`,
+  };
 }
 
 /** A validated import, ready to apply. */
@@ -144,10 +155,19 @@ export interface PlannedImport {
 export function planImport(topologyFile: string, jsonFile: string): PlannedImport {
   let text: string;
   try {
-    if (fs.statSync(jsonFile).size > CAPTURE_IMPORT_BYTES_MAX) throw new Error(`larger than ${CAPTURE_IMPORT_BYTES_MAX} bytes`);
+    if (fs.statSync(jsonFile).size > CAPTURE_IMPORT_BYTES_MAX)
+      throw new Error(`larger than ${CAPTURE_IMPORT_BYTES_MAX} bytes`);
     text = fs.readFileSync(jsonFile, 'utf8');
   } catch (err) {
-    throw new ConfigError([{ file: jsonFile, line: 0, col: 0, path: '(root)', message: `cannot read: ${(err as Error).message}` }]);
+    throw new ConfigError([
+      {
+        file: jsonFile,
+        line: 0,
+        col: 0,
+        path: '(root)',
+        message: `cannot read: ${(err as Error).message}`,
+      },
+    ]);
   }
   let value: unknown;
   try {
@@ -156,17 +176,34 @@ export function planImport(topologyFile: string, jsonFile: string): PlannedImpor
     throw new ConfigError([jsonErrorAt(jsonFile, text, err as Error)]);
   }
   const doc = value as Partial<CaptureExport> | null;
-  if (typeof doc !== 'object' || doc === null || Array.isArray(doc) || !Array.isArray(doc.capture)) {
-    throw new ConfigError([problemAt(jsonFile, [], 'must be an object {"capture": [...]} (as sluice config export writes)')]);
+  if (
+    typeof doc !== 'object' ||
+    doc === null ||
+    Array.isArray(doc) ||
+    !Array.isArray(doc.capture)
+  ) {
+    throw new ConfigError([
+      problemAt(
+        jsonFile,
+        [],
+        'must be an object {"capture": [...]} (as sluice config export writes)',
+      ),
+    ]);
   }
   const extra = Object.keys(doc).filter((k) => k !== 'capture' && k !== 'schema');
-  if (extra.length > 0) throw new ConfigError([problemAt(jsonFile, [extra[0]!], `unknown field "${extra[0]}" (allowed: capture, schema)`)]);
-  if (doc.schema !== undefined && typeof doc.schema !== 'string') throw new ConfigError([problemAt(jsonFile, ['schema'], 'must be a string')]);
+  if (extra.length > 0)
+    throw new ConfigError([
+      problemAt(jsonFile, [extra[0]!], `unknown field "${extra[0]}" (allowed: capture, schema)`),
+    ]);
+  if (doc.schema !== undefined && typeof doc.schema !== 'string')
+    throw new ConfigError([problemAt(jsonFile, ['schema'], 'must be a string')]);
   const { text: yamlText, section: before } = readSection(topologyFile);
-  const kept = doc.schema === undefined ? [] : before.filter((s) => schemaOfSource(s) !== doc.schema);
+  const kept =
+    doc.schema === undefined ? [] : before.filter((s) => schemaOfSource(s) !== doc.schema);
   const capture = [...kept, ...(doc.capture as CaptureSection)];
   const yamlDoc = parseDocument(yamlText);
-  if (!isMap(yamlDoc.contents)) throw new ConfigError([problemAt(topologyFile, [], 'the topology file is not a mapping')]);
+  if (!isMap(yamlDoc.contents))
+    throw new ConfigError([problemAt(topologyFile, [], 'the topology file is not a mapping')]);
   if (capture.length === 0) yamlDoc.delete('capture');
   else yamlDoc.set('capture', yamlDoc.createNode(capture, { flow: false }));
   const newText = String(yamlDoc);
@@ -182,7 +219,8 @@ export function planImport(topologyFile: string, jsonFile: string): PlannedImpor
 /** A problem under `capture[i]` (i >= offset) moved to the JSON file; others stay where they are. */
 function relocate(p: ConfigProblem, jsonFile: string, offset: number): ConfigProblem {
   const segments = pathSegments(p.path);
-  if (segments[0] !== 'capture' || typeof segments[1] !== 'number' || segments[1] < offset) return p;
+  if (segments[0] !== 'capture' || typeof segments[1] !== 'number' || segments[1] < offset)
+    return p;
   segments[1] -= offset;
   return problemAt(jsonFile, segments, p.message);
 }
@@ -242,9 +280,14 @@ export async function applyImport(
       const k = source.tables.findIndex((t) => t.table === err.table);
       const field = [...err.field.split('.'), ...(err.index === undefined ? [] : [err.index])];
       const at = ['capture', i, 'tables', k, ...field];
-      const problem = i >= plan.offset
-        ? problemAt(jsonFile, ['capture', i - plan.offset, 'tables', k, ...field], `capture source "${source.name}": ${err.message}`)
-        : problemAt(topologyFile, at, `capture source "${source.name}": ${err.message}`);
+      const problem =
+        i >= plan.offset
+          ? problemAt(
+              jsonFile,
+              ['capture', i - plan.offset, 'tables', k, ...field],
+              `capture source "${source.name}": ${err.message}`,
+            )
+          : problemAt(topologyFile, at, `capture source "${source.name}": ${err.message}`);
       throw new ConfigError([problem]);
     } finally {
       await staging.close();
@@ -271,7 +314,12 @@ export async function applyImport(
   const history = configHistory(dataDir);
   if (history.length === 0) {
     appendHistory(dataDir, {
-      version: 0, time: new Date().toISOString(), user: who.user, action: 'initial', diff: [], capture: plan.before,
+      version: 0,
+      time: new Date().toISOString(),
+      user: who.user,
+      action: 'initial',
+      diff: [],
+      capture: plan.before,
     });
   }
   const last = history.length === 0 ? 0 : history[history.length - 1]!.version;
@@ -289,26 +337,43 @@ export async function applyImport(
 }
 
 /** Validates and applies the JSON file `jsonFile` (see {@link planImport}, {@link applyImport}). */
-export async function importCapture(topologyFile: string, jsonFile: string, user: string): Promise<ConfigVersion> {
-  return applyImport(topologyFile, jsonFile, planImport(topologyFile, jsonFile), { user, action: 'import' });
+export async function importCapture(
+  topologyFile: string,
+  jsonFile: string,
+  user: string,
+): Promise<ConfigVersion> {
+  return applyImport(topologyFile, jsonFile, planImport(topologyFile, jsonFile), {
+    user,
+    action: 'import',
+  });
 }
 
 /**
  * Re-applies version `version` of the history as a new version.
  * @throws Error naming the versions there are when `version` is not one of them.
  */
-export async function restoreCapture(topology: Topology, version: number, user: string): Promise<ConfigVersion> {
+export async function restoreCapture(
+  topology: Topology,
+  version: number,
+  user: string,
+): Promise<ConfigVersion> {
   const history = configHistory(topology.dataDir);
   const v = history.find((h) => h.version === version);
   if (!v) {
-    throw new Error(`no capture configuration version ${version} in ${historyFile(topology.dataDir)} ` +
-      `(versions: ${history.map((h) => h.version).join(', ') || 'none yet'})`);
+    throw new Error(
+      `no capture configuration version ${version} in ${historyFile(topology.dataDir)} ` +
+        `(versions: ${history.map((h) => h.version).join(', ') || 'none yet'})`,
+    );
   }
   const file = path.join(os.tmpdir(), `sluice-restore-${process.pid}-${Date.now()}.json`);
   fs.writeFileSync(file, JSON.stringify({ capture: v.capture }, null, 2));
   try {
     const plan = planImport(topology.file, file);
-    return await applyImport(topology.file, file, plan, { user, action: 'restore', restoredFrom: version });
+    return await applyImport(topology.file, file, plan, {
+      user,
+      action: 'restore',
+      restoredFrom: version,
+    });
   } finally {
     fs.rmSync(file, { force: true });
   }

@@ -30,7 +30,8 @@ import * as S from './schemas.js';
 
 /** A refused import: the problems as the CLI prints them, and each one's fields. */
 function refused(err: unknown) {
-  if (err instanceof ConfigError) return { status: 400, body: { error: err.message, problems: [...err.problems] } };
+  if (err instanceof ConfigError)
+    return { status: 400, body: { error: err.message, problems: [...err.problems] } };
   return { status: 503, body: { error: (err as Error).message } };
 }
 
@@ -41,7 +42,8 @@ export function registerConfigRoutes(app: FastifyInstance, ctx: OpsContext): voi
     '/config/capture',
     {
       schema: {
-        summary: "The topology file's capture section as JSON (as sluice config export); schema=S: one captured schema's sources.",
+        summary:
+          "The topology file's capture section as JSON (as sluice config export); schema=S: one captured schema's sources.",
         tags: ['config'],
         querystring: S.configQuery,
         response: { 200: S.captureExport },
@@ -68,7 +70,10 @@ export function registerConfigRoutes(app: FastifyInstance, ctx: OpsContext): voi
       const before = exportCapture(file).capture;
       try {
         const plan = planImport(file, json);
-        const version = await applyImport(file, json, plan, { user: userOf(req), action: 'import' });
+        const version = await applyImport(file, json, plan, {
+          user: userOf(req),
+          action: 'import',
+        });
         const audit = auditChange(ctx, req, {
           action: 'config-import',
           target: 'capture',
@@ -87,7 +92,8 @@ export function registerConfigRoutes(app: FastifyInstance, ctx: OpsContext): voi
     '/config/history',
     {
       schema: {
-        summary: 'Every applied version of the capture section, oldest first: version, time, user, action, diff.',
+        summary:
+          'Every applied version of the capture section, oldest first: version, time, user, action, diff.',
         tags: ['config'],
         response: { 200: S.configHistory },
       },
@@ -109,7 +115,10 @@ export function registerConfigRoutes(app: FastifyInstance, ctx: OpsContext): voi
     },
     async (req, reply) => {
       const v = configHistory(ctx.topology.dataDir).find((h) => h.version === req.params.version);
-      if (!v) return reply.code(404).send({ error: `no capture configuration version ${req.params.version}` });
+      if (!v)
+        return reply
+          .code(404)
+          .send({ error: `no capture configuration version ${req.params.version}` });
       return v;
     },
   );
@@ -118,7 +127,8 @@ export function registerConfigRoutes(app: FastifyInstance, ctx: OpsContext): voi
     '/config/restore',
     {
       schema: {
-        summary: 'Applies an earlier version of the capture section again, as a new version; audited.',
+        summary:
+          'Applies an earlier version of the capture section again, as a new version; audited.',
         tags: ['config'],
         body: S.restoreBody,
         response: { 200: S.configChange, 400: S.configProblems, 404: S.error, 503: S.error },
@@ -138,7 +148,11 @@ export function registerConfigRoutes(app: FastifyInstance, ctx: OpsContext): voi
           action: 'config-restore',
           target: 'capture',
           before,
-          after: { version: version.version, restoredFrom: req.body.version, capture: version.capture },
+          after: {
+            version: version.version,
+            restoredFrom: req.body.version,
+            capture: version.capture,
+          },
         });
         return { version, audit };
       } catch (err) {

@@ -53,7 +53,13 @@ export function auditChange(
 ): AuditEntry {
   const entry = ctx.audit.record({ user: userOf(req), remote: req.ip, ...change });
   ctx.logger.info(
-    { user: entry.user, action: entry.action, target: entry.target, before: entry.before, after: entry.after },
+    {
+      user: entry.user,
+      action: entry.action,
+      target: entry.target,
+      before: entry.before,
+      after: entry.after,
+    },
     `${entry.action} by ${entry.user}`,
   );
   return entry;
@@ -194,7 +200,8 @@ export function registerErrorRoutes(app: FastifyInstance, ctx: OpsContext): void
         try {
           result = await withStaging(source, async (s) => {
             const before = await s.parkedCount();
-            const changed = verb === 'requeue' ? await s.requeue(selection) : await s.purge(selection);
+            const changed =
+              verb === 'requeue' ? await s.requeue(selection) : await s.purge(selection);
             return { before, changed, after: await s.parkedCount() };
           });
         } catch (err) {
@@ -304,7 +311,11 @@ export function registerErrorRoutes(app: FastifyInstance, ctx: OpsContext): void
         action: 'dlq-replay',
         target: `queue:${queue}`,
         before: { deadLetters: listDeadLetters(ctx.topology, queue).length },
-        after: { replayed: replayed.length, to: req.body?.to ?? 'source partitions', indexes: req.body?.indexes ?? 'all' },
+        after: {
+          replayed: replayed.length,
+          to: req.body?.to ?? 'source partitions',
+          indexes: req.body?.indexes ?? 'all',
+        },
       });
       return { queue, replayed, audit };
     },
@@ -333,7 +344,8 @@ export function registerErrorRoutes(app: FastifyInstance, ctx: OpsContext): void
       try {
         purged = purgeDeadLetters(ctx.topology, queue);
       } catch (err) {
-        if (!(err instanceof JournalLockedError) && !/already open/.test((err as Error).message)) throw err;
+        if (!(err instanceof JournalLockedError) && !/already open/.test((err as Error).message))
+          throw err;
         return reply.code(409).send({
           error: `dead-letter queue "${queue}" is held by its running service: ${(err as Error).message} (purge with the service stopped: sluice dlq purge)`,
         });

@@ -304,10 +304,14 @@ const versionFields = {
   restoredFrom: int,
   diff: { type: 'array', items: diffEntry },
 };
-export const configVersion = obj(
-  { ...versionFields, capture: captureSection },
-  ['version', 'time', 'user', 'action', 'diff', 'capture'],
-);
+export const configVersion = obj({ ...versionFields, capture: captureSection }, [
+  'version',
+  'time',
+  'user',
+  'action',
+  'diff',
+  'capture',
+]);
 export const configHistory = obj({
   versions: {
     type: 'array',

@@ -30,7 +30,6 @@ import { registerErrorRoutes } from './errors-routes.js';
 import { registerConfigRoutes } from './config-routes.js';
 import { readStats, STATS_DEFAULTS, type StatsRecorder, type StatsStep } from './stats.js';
 
-
 /**
  * The right a request needs: runtime changes operate, capture configuration changes and the audit
  * log admin, the rest read.
@@ -39,7 +38,8 @@ function rightNeeded(req: FastifyRequest): Right | null {
   const url = req.url.split('?')[0];
   if (url === '/health/live' || url === '/' || url.startsWith('/assets/')) return null;
   // Changing the capture configuration rewrites triggers and the topology file: admin.
-  if (req.method !== 'GET' && req.method !== 'HEAD') return url.startsWith('/config/') ? 'admin' : 'operate';
+  if (req.method !== 'GET' && req.method !== 'HEAD')
+    return url.startsWith('/config/') ? 'admin' : 'operate';
   return url === '/audit' ? 'admin' : 'read';
 }
 
@@ -134,7 +134,8 @@ export async function buildOpsApp(ctx: OpsContext): Promise<FastifyInstance> {
   documentedRoutes.set(app, documented);
   app.addHook('onRoute', (r) => {
     if ((r.schema as { hide?: boolean } | undefined)?.hide) return;
-    for (const method of [r.method].flat()) if (method !== 'HEAD') documented.push({ method, url: r.url });
+    for (const method of [r.method].flat())
+      if (method !== 'HEAD') documented.push({ method, url: r.url });
   });
 
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());

@@ -108,7 +108,17 @@ export function condense(points: StatsPoint[], hourMs: number): StatsPoint[] {
     const k = `${p.kind}\u0000${p.name}\u0000${startMs}`;
     let h = out.get(k);
     if (!h) {
-      h = { ...p, startMs, intervalMs: hourMs, eventsIn: 0, eventsOut: 0, errors: 0, lagP50Ms: null, lagP99Ms: null, p50s: [] };
+      h = {
+        ...p,
+        startMs,
+        intervalMs: hourMs,
+        eventsIn: 0,
+        eventsOut: 0,
+        errors: 0,
+        lagP50Ms: null,
+        lagP99Ms: null,
+        p50s: [],
+      };
       out.set(k, h);
     }
     h.eventsIn += p.eventsIn;
@@ -136,7 +146,8 @@ function mergeSame(points: StatsPoint[]): StatsPoint[] {
     o.eventsIn += p.eventsIn;
     o.eventsOut += p.eventsOut;
     o.errors += p.errors;
-    const max = (a: number | null, b: number | null) => (a === null ? b : b === null ? a : Math.max(a, b));
+    const max = (a: number | null, b: number | null) =>
+      a === null ? b : b === null ? a : Math.max(a, b);
     o.lagP50Ms = max(o.lagP50Ms, p.lagP50Ms);
     o.lagP99Ms = max(o.lagP99Ms, p.lagP99Ms);
   }
@@ -190,7 +201,10 @@ export interface StatsSeries {
  */
 export function readStats(dataDir: string, query: StatsQuery, hourMs: number): StatsSeries[] {
   const hours = readRecords(statsDir(dataDir, 'hour'));
-  const condensedUntil = hours.reduce((m, h) => Math.max(m, h.record.startMs + h.record.intervalMs), 0);
+  const condensedUntil = hours.reduce(
+    (m, h) => Math.max(m, h.record.startMs + h.record.intervalMs),
+    0,
+  );
   const minutes = readRecords(statsDir(dataDir, 'minute'))
     .map((r) => r.record)
     .filter((r) => r.startMs >= condensedUntil);
@@ -242,8 +256,17 @@ function rowsOf(source: string, points: StatsPoint[]): Row[] {
 }
 
 const rowValues = (topology: string, step: StatsStep, r: Row) => [
-  topology, r.source, r.table, step, r.p.startMs, r.p.intervalMs, r.p.eventsIn, r.p.eventsOut,
-  r.p.errors, r.p.lagP50Ms, r.p.lagP99Ms,
+  topology,
+  r.source,
+  r.table,
+  step,
+  r.p.startMs,
+  r.p.intervalMs,
+  r.p.eventsIn,
+  r.p.eventsOut,
+  r.p.errors,
+  r.p.lagP50Ms,
+  r.p.lagP99Ms,
 ];
 
 /**
@@ -261,11 +284,19 @@ const condenseSelect = (table: string, hourMs: number, ph: [string, string]) => 
   );
 };
 
-function sqliteStatsTable(source: CaptureSource & { database: { dialect: 'sqlite' } }, create: boolean): StatsTable {
-  const db = new Database(source.database.file, { fileMustExist: true, timeout: CDC_DEFAULTS.busyTimeoutMs });
+function sqliteStatsTable(
+  source: CaptureSource & { database: { dialect: 'sqlite' } },
+  create: boolean,
+): StatsTable {
+  const db = new Database(source.database.file, {
+    fileMustExist: true,
+    timeout: CDC_DEFAULTS.busyTimeoutMs,
+  });
   const table = 'sluice_stats';
   if (!create) {
-    const exists = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(table);
+    const exists = db
+      .prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?")
+      .get(table);
     return {
       write: async () => undefined,
       condense: async () => undefined,
@@ -307,7 +338,9 @@ function sqliteStatsTable(source: CaptureSource & { database: { dialect: 'sqlite
             'ON CONFLICT (topology, source, table_name, step, start_ms) DO UPDATE SET ' +
             'events_in = events_in + excluded.events_in, events_out = events_out + excluded.events_out, errors = errors + excluded.errors',
         ).run(topology, cutoffMs);
-        db.prepare(`DELETE FROM ${table} WHERE topology = ? AND step = 'minute' AND start_ms < ?`).run(topology, cutoffMs);
+        db.prepare(
+          `DELETE FROM ${table} WHERE topology = ? AND step = 'minute' AND start_ms < ?`,
+        ).run(topology, cutoffMs);
       })();
     },
     remove: async () => undefined,
@@ -317,15 +350,23 @@ function sqliteStatsTable(source: CaptureSource & { database: { dialect: 'sqlite
   };
 }
 
-async function pgStatsTable(source: CaptureSource & { database: { dialect: 'postgres' } }, create: boolean): Promise<StatsTable> {
-  const client = new pg.Client({ connectionString: source.database.url, application_name: 'sluice-stats' });
+async function pgStatsTable(
+  source: CaptureSource & { database: { dialect: 'postgres' } },
+  create: boolean,
+): Promise<StatsTable> {
+  const client = new pg.Client({
+    connectionString: source.database.url,
+    application_name: 'sluice-stats',
+  });
   client.on('error', () => undefined);
   await client.connect();
   const schema = `"${(source.database.captureSchema ?? CDC_DEFAULTS.captureSchema).replace(/"/g, '""')}"`;
   const table = `${schema}.stats`;
   try {
     if (!create) {
-      const r = await client.query<{ t: string | null }>('SELECT to_regclass($1)::text AS t', [table]);
+      const r = await client.query<{ t: string | null }>('SELECT to_regclass($1)::text AS t', [
+        table,
+      ]);
       const exists = r.rows[0]?.t != null;
       return {
         write: async () => undefined,
@@ -360,7 +401,9 @@ async function pgStatsTable(source: CaptureSource & { database: { dialect: 'post
     async write(topology, step, points) {
       const rows = rowsOf(source.name, points);
       if (rows.length === 0) return;
-      const values = rows.map((_, i) => `(${Array.from({ length: 11 }, (_, c) => `$${i * 11 + c + 1}`).join(', ')})`);
+      const values = rows.map(
+        (_, i) => `(${Array.from({ length: 11 }, (_, c) => `$${i * 11 + c + 1}`).join(', ')})`,
+      );
       await client.query(
         `INSERT INTO ${table} (${COLUMNS}) VALUES ${values.join(', ')} ${conflict}, ` +
           `lag_p50_ms = GREATEST(${table}.lag_p50_ms, EXCLUDED.lag_p50_ms), lag_p99_ms = GREATEST(${table}.lag_p99_ms, EXCLUDED.lag_p99_ms)`,
@@ -374,7 +417,10 @@ async function pgStatsTable(source: CaptureSource & { database: { dialect: 'post
           `INSERT INTO ${table} (${COLUMNS}) ${condenseSelect(table, hourMs, ['$1', '$2'])} ${conflict}`,
           [topology, cutoffMs],
         );
-        await client.query(`DELETE FROM ${table} WHERE topology = $1 AND step = 'minute' AND start_ms < $2`, [topology, cutoffMs]);
+        await client.query(
+          `DELETE FROM ${table} WHERE topology = $1 AND step = 'minute' AND start_ms < $2`,
+          [topology, cutoffMs],
+        );
         await client.query('COMMIT');
       } catch (err) {
         await client.query('ROLLBACK').catch(() => undefined);
@@ -393,7 +439,11 @@ async function mariadbStatsTable(source: CaptureSource, create: boolean): Promis
   const url = parseMariaDbUrl(db.url);
   if (typeof url === 'string') throw new Error(`database.url: ${url}`);
   const conn = await mysql.createConnection({
-    host: url.host, port: url.port, user: url.user, password: url.password, database: url.database,
+    host: url.host,
+    port: url.port,
+    user: url.user,
+    password: url.password,
+    database: url.database,
   });
   conn.on('error', () => undefined);
   const home = db.captureSchema ?? CDC_DEFAULTS.captureSchema;
@@ -411,7 +461,9 @@ async function mariadbStatsTable(source: CaptureSource, create: boolean): Promis
         async remove(topology) {
           if (!exists) return;
           await conn.query(`DELETE FROM ${table} WHERE topology = ?`, [topology]);
-          const [rows] = await conn.query<mysql.RowDataPacket[]>(`SELECT count(*) AS n FROM ${table}`);
+          const [rows] = await conn.query<mysql.RowDataPacket[]>(
+            `SELECT count(*) AS n FROM ${table}`,
+          );
           if (Number(rows[0]!.n) === 0) await conn.query(`DROP TABLE ${table}`);
         },
         async close() {
@@ -446,10 +498,14 @@ async function mariadbStatsTable(source: CaptureSource, create: boolean): Promis
     async condense(topology, cutoffMs, hourMs) {
       await conn.beginTransaction();
       try {
-        await conn.query(`INSERT INTO ${table} (${COLUMNS}) ${condenseSelect(table, hourMs, ['?', '?'])} ${dup}`, [
-          topology, cutoffMs,
-        ]);
-        await conn.query(`DELETE FROM ${table} WHERE topology = ? AND step = 'minute' AND start_ms < ?`, [topology, cutoffMs]);
+        await conn.query(
+          `INSERT INTO ${table} (${COLUMNS}) ${condenseSelect(table, hourMs, ['?', '?'])} ${dup}`,
+          [topology, cutoffMs],
+        );
+        await conn.query(
+          `DELETE FROM ${table} WHERE topology = ? AND step = 'minute' AND start_ms < ?`,
+          [topology, cutoffMs],
+        );
         await conn.commit();
       } catch (err) {
         await conn.rollback().catch(() => undefined);
@@ -480,8 +536,10 @@ export async function removeStatsTable(source: CaptureSource, topology: string):
 /** `create`: the table (and PostgreSQL schema) is created; without, only remove() acts. */
 function openStatsTable(source: CaptureSource, create = true): Promise<StatsTable> | StatsTable {
   const d = source.database.dialect;
-  if (d === 'sqlite') return sqliteStatsTable(source as CaptureSource & { database: { dialect: 'sqlite' } }, create);
-  if (d === 'postgres') return pgStatsTable(source as CaptureSource & { database: { dialect: 'postgres' } }, create);
+  if (d === 'sqlite')
+    return sqliteStatsTable(source as CaptureSource & { database: { dialect: 'sqlite' } }, create);
+  if (d === 'postgres')
+    return pgStatsTable(source as CaptureSource & { database: { dialect: 'postgres' } }, create);
   return mariadbStatsTable(source, create);
 }
 
@@ -546,14 +604,24 @@ export class StatsRecorder {
   ) {
     this.options = { ...STATS_DEFAULTS, ...options };
     for (const [k, v] of Object.entries(this.options)) {
-      if (!Number.isInteger(v) || v < 1) throw new Error(`stats option ${k} must be an integer >= 1, ${k}=${v}`);
+      if (!Number.isInteger(v) || v < 1)
+        throw new Error(`stats option ${k} must be an integer >= 1, ${k}=${v}`);
     }
     this.captureNow = new CaptureStats(topology.capture, 0);
     for (const c of topology.capture) {
       for (const t of c.tables) {
         this.tables.set(`${c.name}/${t.table}`, {
-          source: c.name, table: t.table, target: t.target, depth: null, parked: null,
-          targetEnd: null, carry: 0, dIn: 0, dOut: 0, dErrors: 0, lags: [],
+          source: c.name,
+          table: t.table,
+          target: t.target,
+          depth: null,
+          parked: null,
+          targetEnd: null,
+          carry: 0,
+          dIn: 0,
+          dOut: 0,
+          dErrors: 0,
+          lags: [],
         });
       }
     }
@@ -571,10 +639,18 @@ export class StatsRecorder {
     fs.mkdirSync(minuteDir, { recursive: true });
     fs.mkdirSync(hourDir, { recursive: true });
     // One minute segment per condensed hour, so condensing drops whole segments.
-    this.minute = Appender.open({ dir: minuteDir, segmentBytes: 1 << 20, rollIntervalMs: this.hourMs, fsync: 'batch' });
+    this.minute = Appender.open({
+      dir: minuteDir,
+      segmentBytes: 1 << 20,
+      rollIntervalMs: this.hourMs,
+      fsync: 'batch',
+    });
     this.hour = Appender.open({ dir: hourDir, segmentBytes: 1 << 20, fsync: 'batch' });
     const hours = readRecords(hourDir);
-    this.condensedUntilMs = hours.reduce((m, h) => Math.max(m, h.record.startMs + h.record.intervalMs), 0);
+    this.condensedUntilMs = hours.reduce(
+      (m, h) => Math.max(m, h.record.startMs + h.record.intervalMs),
+      0,
+    );
     this.windowStartMs = this.windowOf(Date.now());
   }
 
@@ -590,7 +666,17 @@ export class StatsRecorder {
       let a = this.actors.get(s.name);
       const restarted = a !== undefined && a.startedAt !== s.startedAt;
       if (!a) {
-        a = { startedAt: s.startedAt, eventsIn: 0, eventsOut: 0, errors: 0, dIn: 0, dOut: 0, dErrors: 0, lags: [], hasInputs: false };
+        a = {
+          startedAt: s.startedAt,
+          eventsIn: 0,
+          eventsOut: 0,
+          errors: 0,
+          dIn: 0,
+          dOut: 0,
+          dErrors: 0,
+          lags: [],
+          hasInputs: false,
+        };
         this.actors.set(s.name, a);
       }
       const base = restarted ? { eventsIn: 0, eventsOut: 0, errors: 0 } : a;
@@ -606,12 +692,18 @@ export class StatsRecorder {
         a.lags.push(s.inputs.reduce((m, l) => Math.max(m, l.lagMs), 0));
       }
     }
-    if (this.tables.size > 0 && nowMs - this.lastCaptureMs >= this.options.captureSampleMs && !this.capturing) {
+    if (
+      this.tables.size > 0 &&
+      nowMs - this.lastCaptureMs >= this.options.captureSampleMs &&
+      !this.capturing
+    ) {
       this.lastCaptureMs = nowMs;
       // Target ends first, then the staging depths (uncached): a change shipped between the two
       // reads is in neither, so a sample can only undercount, and the next one makes it up
       // (see `carry`), which keeps the totals exact.
-      const ends = new Map([...this.tables.values()].map((t) => [t.target, this.targetEnd(t.target)]));
+      const ends = new Map(
+        [...this.tables.values()].map((t) => [t.target, this.targetEnd(t.target)]),
+      );
       this.capturing = this.captureNow
         .read()
         .then((sources) => this.observeCapture(sources, ends))
@@ -676,29 +768,57 @@ export class StatsRecorder {
     const points: StatsPoint[] = [];
     const lagOf = (lags: number[], has: boolean) => {
       const sorted = [...lags].sort((x, y) => x - y);
-      return has ? { lagP50Ms: percentile(sorted, 0.5), lagP99Ms: percentile(sorted, 0.99) } : { lagP50Ms: null, lagP99Ms: null };
+      return has
+        ? { lagP50Ms: percentile(sorted, 0.5), lagP99Ms: percentile(sorted, 0.99) }
+        : { lagP50Ms: null, lagP99Ms: null };
     };
     for (const [name, a] of this.actors) {
-      points.push({ kind: 'actor', name, startMs, intervalMs, eventsIn: a.dIn, eventsOut: a.dOut, errors: a.dErrors, ...lagOf(a.lags, a.hasInputs) });
+      points.push({
+        kind: 'actor',
+        name,
+        startMs,
+        intervalMs,
+        eventsIn: a.dIn,
+        eventsOut: a.dOut,
+        errors: a.dErrors,
+        ...lagOf(a.lags, a.hasInputs),
+      });
       a.dIn = a.dOut = a.dErrors = 0;
       a.lags = [];
     }
     for (const [name, t] of this.tables) {
       if (t.depth === null) continue;
-      points.push({ kind: 'capture', name, startMs, intervalMs, eventsIn: t.dIn, eventsOut: t.dOut, errors: t.dErrors, ...lagOf(t.lags, true) });
+      points.push({
+        kind: 'capture',
+        name,
+        startMs,
+        intervalMs,
+        eventsIn: t.dIn,
+        eventsOut: t.dOut,
+        errors: t.dErrors,
+        ...lagOf(t.lags, true),
+      });
       t.dIn = t.dOut = t.dErrors = 0;
       t.lags = [];
     }
     if (points.length === 0) return;
     this.append(this.minute!, { step: 'minute', startMs, intervalMs, points });
-    const cutoffMs = Math.floor((Date.now() - this.options.condenseAfterMs) / this.hourMs) * this.hourMs;
+    const cutoffMs =
+      Math.floor((Date.now() - this.options.condenseAfterMs) / this.hourMs) * this.hourMs;
     const condensing = cutoffMs > this.condensedUntilMs ? this.condenseJournal(cutoffMs) : false;
-    this.writing = this.writing.then(() => this.writeDatabases(points, condensing ? cutoffMs : null));
+    this.writing = this.writing.then(() =>
+      this.writeDatabases(points, condensing ? cutoffMs : null),
+    );
   }
 
   private append(appender: Appender, record: StatsRecord): void {
     appender.append(
-      this.writer.encode({ type: EVENT_TYPE_JSON, key: record.step, eventTimeMs: record.startMs, payload: encodeJson(record) }),
+      this.writer.encode({
+        type: EVENT_TYPE_JSON,
+        key: record.step,
+        eventTimeMs: record.startMs,
+        payload: encodeJson(record),
+      }),
     );
     appender.flush();
   }
@@ -706,16 +826,28 @@ export class StatsRecorder {
   /** Condenses minute records before `cutoffMs` into hour records; drops minute segments. */
   private condenseJournal(cutoffMs: number): boolean {
     const minutes = readRecords(statsDir(this.topology.dataDir, 'minute'));
-    const due = minutes.filter((m) => m.record.startMs >= this.condensedUntilMs && m.record.startMs < cutoffMs);
+    const due = minutes.filter(
+      (m) => m.record.startMs >= this.condensedUntilMs && m.record.startMs < cutoffMs,
+    );
     const hours = condense(mergeSame(due.flatMap((m) => m.record.points)), this.hourMs);
     const byHour = new Map<number, StatsPoint[]>();
     for (const h of hours) byHour.set(h.startMs, [...(byHour.get(h.startMs) ?? []), h]);
     for (const startMs of [...byHour.keys()].sort((a, b) => a - b)) {
-      this.append(this.hour!, { step: 'hour', startMs, intervalMs: this.hourMs, points: byHour.get(startMs)! });
+      this.append(this.hour!, {
+        step: 'hour',
+        startMs,
+        intervalMs: this.hourMs,
+        points: byHour.get(startMs)!,
+      });
     }
     // Marks the condensed span even when it held no minute record (no gap is read twice).
     if (byHour.size === 0 || Math.max(...byHour.keys()) + this.hourMs < cutoffMs) {
-      this.append(this.hour!, { step: 'hour', startMs: cutoffMs - this.hourMs, intervalMs: this.hourMs, points: [] });
+      this.append(this.hour!, {
+        step: 'hour',
+        startMs: cutoffMs - this.hourMs,
+        intervalMs: this.hourMs,
+        points: [],
+      });
     }
     this.condensedUntilMs = cutoffMs;
     const firstKept = minutes.find((m) => m.record.startMs >= cutoffMs);
@@ -723,7 +855,10 @@ export class StatsRecorder {
     return true;
   }
 
-  private async writeDatabases(points: StatsPoint[], condenseCutoffMs: number | null): Promise<void> {
+  private async writeDatabases(
+    points: StatsPoint[],
+    condenseCutoffMs: number | null,
+  ): Promise<void> {
     for (const source of this.topology.capture) {
       try {
         let table = this.dbTables.get(source.name);
@@ -732,12 +867,15 @@ export class StatsRecorder {
           this.dbTables.set(source.name, table);
         }
         await table.write(this.topology.name, 'minute', points);
-        if (condenseCutoffMs !== null) await table.condense(this.topology.name, condenseCutoffMs, this.hourMs);
+        if (condenseCutoffMs !== null)
+          await table.condense(this.topology.name, condenseCutoffMs, this.hourMs);
       } catch (err) {
         const table = this.dbTables.get(source.name);
         this.dbTables.delete(source.name);
         await table?.close().catch(() => undefined);
-        this.logger.warn(`stats: capture source "${source.name}": cannot write its stats table: ${(err as Error).message}`);
+        this.logger.warn(
+          `stats: capture source "${source.name}": cannot write its stats table: ${(err as Error).message}`,
+        );
       }
     }
   }

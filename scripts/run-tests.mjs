@@ -27,40 +27,74 @@ function list(d) {
 }
 
 const strip = (s) => s.replace(/\x1b\[[0-9;]*m/g, '');
-const files = list(dir).sort().filter((f) => filters.length === 0 || filters.some((x) => path.relative(dir, f).includes(x)));
+const files = list(dir)
+  .sort()
+  .filter((f) => filters.length === 0 || filters.some((x) => path.relative(dir, f).includes(x)));
 if (files.length === 0) {
-  console.error(`no test files under ${dir}${filters.length ? ` matching ${filters.join(', ')}` : ''}; run npm run build first`);
+  console.error(
+    `no test files under ${dir}${filters.length ? ` matching ${filters.join(', ')}` : ''}; run npm run build first`,
+  );
   process.exit(1);
 }
 // One Kafka broker for the whole run (tests use topic and group names of their own; tests that
 // stop or restart brokers start private ones). Its log stays in its directory under the temp dir.
 let kafkaDir = null;
-if (!process.env.SLUICE_KAFKA_BROKERS && files.some((f) => /\btestKafka\(/.test(fs.readFileSync(f, 'utf8')))) {
+if (
+  !process.env.SLUICE_KAFKA_BROKERS &&
+  files.some((f) => /\btestKafka\(/.test(fs.readFileSync(f, 'utf8')))
+) {
   const t = Date.now();
   try {
-    const out = execFileSync('bash', [path.join(root, 'tools', 'kafka', 'kafka.sh'), 'start', '--owner-pid', String(process.pid)], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+    const out = execFileSync(
+      'bash',
+      [path.join(root, 'tools', 'kafka', 'kafka.sh'), 'start', '--owner-pid', String(process.pid)],
+      { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] },
+    );
     process.env.SLUICE_KAFKA_BROKERS = /^brokers=(.*)$/m.exec(out)[1];
     kafkaDir = /^dir=(.*)$/m.exec(out)[1];
-    console.log(`kafka: shared broker ${process.env.SLUICE_KAFKA_BROKERS} started in ${((Date.now() - t) / 1000).toFixed(1)} s (logs: ${kafkaDir}/node-1/logs)`);
+    console.log(
+      `kafka: shared broker ${process.env.SLUICE_KAFKA_BROKERS} started in ${((Date.now() - t) / 1000).toFixed(1)} s (logs: ${kafkaDir}/node-1/logs)`,
+    );
   } catch (e) {
-    console.log(`kafka: starting the shared broker failed; each Kafka test file starts its own:\n${e.stderr ?? e.message}`);
+    console.log(
+      `kafka: starting the shared broker failed; each Kafka test file starts its own:\n${e.stderr ?? e.message}`,
+    );
   }
 }
 const stopKafka = () => {
   if (kafkaDir === null) return;
   try {
-    execFileSync('bash', [path.join(root, 'tools', 'kafka', 'kafka.sh'), 'stop', '--kill', '--dir', kafkaDir], { stdio: 'ignore' });
+    execFileSync(
+      'bash',
+      [path.join(root, 'tools', 'kafka', 'kafka.sh'), 'stop', '--kill', '--dir', kafkaDir],
+      { stdio: 'ignore' },
+    );
     fs.rmSync(kafkaDir, { recursive: true, force: true });
   } catch {}
   kafkaDir = null;
 };
-let passed = 0, failed = 0, skipped = 0;
+let passed = 0,
+  failed = 0,
+  skipped = 0;
 const failures = [];
 const t0 = Date.now();
 // Files known to run for minutes start first, so the run is not left waiting on one of them at
 // the end (the rest fill the other job slots meanwhile).
-const SLOW_FIRST = ['faults-ci', 'cdc-initial-load-crash', 'capture-kafka-crash', 'replay-crash-kafka', 'processors-scaleout', 'replay-crash.test', 'package.test', 'faults-disk-full', 'cdc-initial-load.test'];
-const rank = (f) => { const i = SLOW_FIRST.findIndex((s) => path.relative(dir, f).includes(s)); return i < 0 ? SLOW_FIRST.length : i; };
+const SLOW_FIRST = [
+  'faults-ci',
+  'cdc-initial-load-crash',
+  'capture-kafka-crash',
+  'replay-crash-kafka',
+  'processors-scaleout',
+  'replay-crash.test',
+  'package.test',
+  'faults-disk-full',
+  'cdc-initial-load.test',
+];
+const rank = (f) => {
+  const i = SLOW_FIRST.findIndex((s) => path.relative(dir, f).includes(s));
+  return i < 0 ? SLOW_FIRST.length : i;
+};
 const queue = [...files].sort((a, b) => rank(a) - rank(b));
 const jobs = Math.max(1, Number(process.env.SLUICE_TEST_JOBS ?? 2));
 const single = jobs === 1;
@@ -70,7 +104,11 @@ async function runFile(file) {
   const rel = path.relative(dir, file);
   const started = Date.now();
   const { code, signal, out } = await new Promise((resolve) => {
-    const child = spawn(process.execPath, [file], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, FORCE_COLOR: '0' } });
+    const child = spawn(process.execPath, [file], {
+      cwd: root,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, FORCE_COLOR: '0' },
+    });
     let out = '';
     // uvu prints "Duration:" once, after the file's last test: a file still running 30 s later
     // holds a leaked handle; kill it then rather than at the timeout (counted as failed).
@@ -80,12 +118,25 @@ async function runFile(file) {
       if (single) process.stdout.write(b);
       // The tail only: the summary is at the end, and a chunk may split its word.
       if (!exitTimer && /Duration:/.test(strip(out.slice(-256)))) {
-        exitTimer = setTimeout(() => { out += `\n${rel}: did not exit 30 s after its tests ended (a leaked handle)\n`; child.kill('SIGKILL'); }, 30_000);
+        exitTimer = setTimeout(() => {
+          out += `\n${rel}: did not exit 30 s after its tests ended (a leaked handle)\n`;
+          child.kill('SIGKILL');
+        }, 30_000);
       }
     });
-    child.stderr.on('data', (b) => { out += b; if (single) process.stderr.write(b); });
-    const timer = setTimeout(() => { out += `\n${rel}: timed out after ${timeoutS} s\n`; child.kill('SIGKILL'); }, timeoutS * 1000);
-    child.on('exit', (code, signal) => { clearTimeout(timer); clearTimeout(exitTimer); resolve({ code, signal, out: strip(out) }); });
+    child.stderr.on('data', (b) => {
+      out += b;
+      if (single) process.stderr.write(b);
+    });
+    const timer = setTimeout(() => {
+      out += `\n${rel}: timed out after ${timeoutS} s\n`;
+      child.kill('SIGKILL');
+    }, timeoutS * 1000);
+    child.on('exit', (code, signal) => {
+      clearTimeout(timer);
+      clearTimeout(exitTimer);
+      resolve({ code, signal, out: strip(out) });
+    });
   });
   if (!single) process.stdout.write(`== ${rel}\n${out}\n`);
   const total = Number(/Total:\s+(\d+)/.exec(out)?.[1] ?? 0);
@@ -96,15 +147,21 @@ async function runFile(file) {
   const skip = Number(/Skipped:\s+(\d+)/.exec(out)?.[1] ?? 0) + noted;
   let bad = total - (ok - noted) - skip;
   if ((code !== 0 || signal) && bad === 0) bad = 1; // crashed or hung outside a test
-  passed += ok - noted; failed += bad; skipped += skip;
+  passed += ok - noted;
+  failed += bad;
+  skipped += skip;
   if (bad > 0) failures.push(`${rel} (${code !== null ? `exit ${code}` : signal})`);
-  console.log(`-- ${rel}: ${ok - noted} passed, ${bad} failed, ${skip} skipped in ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
+  console.log(
+    `-- ${rel}: ${ok - noted} passed, ${bad} failed, ${skip} skipped in ${((Date.now() - started) / 1000).toFixed(1)} s\n`,
+  );
 }
 // SLUICE_TEST_JOBS files at a time (default 2: the suite mostly waits on child processes,
 // brokers and databases, so two files keep two cores busy without starving either).
-await Promise.all(Array.from({ length: Math.min(jobs, queue.length) }, async () => {
-  for (let f = queue.shift(); f !== undefined; f = queue.shift()) await runFile(f);
-}));
+await Promise.all(
+  Array.from({ length: Math.min(jobs, queue.length) }, async () => {
+    for (let f = queue.shift(); f !== undefined; f = queue.shift()) await runFile(f);
+  }),
+);
 stopKafka();
 if (failures.length) console.log(`failed files: ${failures.join(', ')}`);
 console.log(`tests: ${files.length} files in ${((Date.now() - t0) / 1000).toFixed(1)} s`);

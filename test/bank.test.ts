@@ -37,7 +37,11 @@ test.after(async () => {
 
 function runBank(args: string[]): Promise<{ code: number | null; out: string }> {
   return new Promise((resolve) => {
-    const p = spawn(process.execPath, [main, ...args], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const p = spawn(process.execPath, [main, ...args], {
+      cwd: root,
+      env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let out = '';
     p.stdout.on('data', (b) => (out += b));
     p.stderr.on('data', (b) => (out += b));
@@ -54,12 +58,18 @@ function number(out: string, label: string): number {
 test('bank job on SQLite: every branch total and changed account matches the database', async () => {
   const r = await runBank(['--duration-s', '3', '--clients', '2']);
   assert.is(r.code, 0, r.out);
-  assert.match(r.out, /verification\s+OK: 1 branch totals and \d+ changed accounts match the database/);
+  assert.match(
+    r.out,
+    /verification\s+OK: 1 branch totals and \d+ changed accounts match the database/,
+  );
   const tx = number(r.out, 'transactions run');
   assert.ok(tx > 100, `only ${tx} transactions`);
   // Each TPC-B transaction inserts one history row and updates one account (unless its delta is 0).
   const captured = number(r.out, 'changes captured');
-  assert.ok(captured >= 2 * tx - tx / 500 - 5 && captured <= 2 * tx, `captured ${captured} for ${tx} transactions`);
+  assert.ok(
+    captured >= 2 * tx - tx / 500 - 5 && captured <= 2 * tx,
+    `captured ${captured} for ${tx} transactions`,
+  );
 });
 
 test('bank job with --keep continues the last run: services replay, resume after LAST_WRITTEN, verification passes', async () => {
@@ -85,18 +95,26 @@ test('--keep takes the scale from the kept database and refuses a different --sc
 });
 
 test('SIGINT during the workload stops it early, drains, prints the summary of what ran, verifies, exit 0', async () => {
-  const p = spawn(process.execPath, [main, '--duration-s', '60', '--clients', '2'], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const p = spawn(process.execPath, [main, '--duration-s', '60', '--clients', '2'], {
+    cwd: root,
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   p.stdout.on('data', (b) => (out += b));
   p.stderr.on('data', (b) => (out += b));
-  while (!out.includes('workload running') && p.exitCode === null) await new Promise((r) => setTimeout(r, 50));
+  while (!out.includes('workload running') && p.exitCode === null)
+    await new Promise((r) => setTimeout(r, 50));
   const t0 = Date.now();
   // late enough for the client threads to have committed transactions on a loaded machine
   setTimeout(() => p.kill('SIGINT'), 3000);
   const code = await new Promise<number | null>((r) => p.on('exit', (c) => r(c)));
   assert.is(code, 0, out);
   assert.ok(Date.now() - t0 < 30_000, `took ${Date.now() - t0} ms after the database was ready`);
-  assert.match(out, /bank summary \(sqlite, scale 1, 2 clients, [\d.]+ s workload, stopped early by SIGINT\)/);
+  assert.match(
+    out,
+    /bank summary \(sqlite, scale 1, 2 clients, [\d.]+ s workload, stopped early by SIGINT\)/,
+  );
   assert.ok(number(out, 'transactions run') > 0, out);
   assert.match(out, /verification\s+OK/);
 });
@@ -120,15 +138,25 @@ test('bad options are one line each, exit 2, checked before the database is touc
   assert.is(after.mtimeMs, before.mtimeMs, 'the database was not written');
 });
 
-test('the runs used the temporary data directory and database, not the quick start\'s', () => {
+test("the runs used the temporary data directory and database, not the quick start's", () => {
   assert.ok(fs.existsSync(path.join(dataDir, 'bank.db')));
   assert.ok(fs.existsSync(path.join(dataDir, 'queues', 'accounts-out', '0')));
 });
 
 test('bank job on PostgreSQL driven by the real pgbench: verification passes', async () => {
-  const r = await runBank(['--topology', 'examples/bank/topology.pg.yaml', '--duration-s', '4', '--clients', '4']);
+  const r = await runBank([
+    '--topology',
+    'examples/bank/topology.pg.yaml',
+    '--duration-s',
+    '4',
+    '--clients',
+    '4',
+  ]);
   assert.is(r.code, 0, r.out);
-  assert.match(r.out, /verification\s+OK: 1 branch totals and \d+ changed accounts match the database/);
+  assert.match(
+    r.out,
+    /verification\s+OK: 1 branch totals and \d+ changed accounts match the database/,
+  );
   assert.ok(number(r.out, 'transactions run') > 50, r.out);
 });
 

@@ -19,19 +19,22 @@ let file = '';
 test.before.each(() => {
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-bench-harness-'));
   file = path.join(dir, 'topology.yaml');
-  fs.writeFileSync(file, [
-    'name: bench-test',
-    'dataDir: ./own-data',
-    'queues:',
-    '  - { name: in, partitions: 2 }',
-    '  - { name: out }',
-    'services:',
-    '  - name: pass',
-    `    module: ${passThrough}`,
-    '    inputs: [in]',
-    '    output: out',
-    '',
-  ].join('\n'));
+  fs.writeFileSync(
+    file,
+    [
+      'name: bench-test',
+      'dataDir: ./own-data',
+      'queues:',
+      '  - { name: in, partitions: 2 }',
+      '  - { name: out }',
+      'services:',
+      '  - name: pass',
+      `    module: ${passThrough}`,
+      '    inputs: [in]',
+      '    output: out',
+      '',
+    ].join('\n'),
+  );
 });
 test.after.each(() => fs.rmSync(dir, { recursive: true, force: true }));
 
@@ -42,28 +45,58 @@ test('source queues: read by a service, written by nothing in the topology (outp
 
 test('a rate-limited run: every generated record is read and handled once, the report has every actor, the own dataDir is untouched', async () => {
   const t = parseTopology(fs.readFileSync(file, 'utf8'), file);
-  const r = await runBench(t, { ratePerSecond: 2000, durationMs: 1000, keys: 10, skew: 1.1, sampleIntervalMs: 100 });
+  const r = await runBench(t, {
+    ratePerSecond: 2000,
+    durationMs: 1000,
+    keys: 10,
+    skew: 1.1,
+    sampleIntervalMs: 100,
+  });
   assert.ok(r.caughtUp);
   assert.ok(r.input.records > 0);
-  assert.ok(r.input.records <= 2000 + 1024, `at most the rate's worth plus one batch, got ${r.input.records}`);
+  assert.ok(
+    r.input.records <= 2000 + 1024,
+    `at most the rate's worth plus one batch, got ${r.input.records}`,
+  );
   const row = (name: string) => r.actors.find((a) => a.actor === name);
-  assert.equal(r.actors.map((a) => a.actor).sort(), ['reader:in/0>pass', 'reader:in/1>pass', 'service:pass']);
+  assert.equal(r.actors.map((a) => a.actor).sort(), [
+    'reader:in/0>pass',
+    'reader:in/1>pass',
+    'service:pass',
+  ]);
   assert.is(row('service:pass')!.eventsIn, r.input.records);
   assert.is(row('service:pass')!.eventsOut, r.input.records);
   assert.is(row('reader:in/0>pass')!.eventsIn + row('reader:in/1>pass')!.eventsIn, r.input.records);
   for (const a of r.actors) {
     assert.is(a.restarts, 0);
     assert.ok(a.cpuMs === null || a.cpuMs >= 0);
-    assert.ok(a.lagMs.p50 <= a.lagMs.p99 && a.lagMs.p99 <= a.lagMs.p999 && a.lagMs.p999 <= a.lagMs.max);
+    assert.ok(
+      a.lagMs.p50 <= a.lagMs.p99 && a.lagMs.p99 <= a.lagMs.p999 && a.lagMs.p999 <= a.lagMs.max,
+    );
   }
-  if (process.platform === 'linux') assert.ok(r.actors.every((a) => a.cpuMs !== null), 'thread CPU time on Linux');
-  assert.not.ok(fs.existsSync(path.join(dir, 'own-data')), 'the topology\'s own dataDir was created');
+  if (process.platform === 'linux')
+    assert.ok(
+      r.actors.every((a) => a.cpuMs !== null),
+      'thread CPU time on Linux',
+    );
+  assert.not.ok(
+    fs.existsSync(path.join(dir, 'own-data')),
+    "the topology's own dataDir was created",
+  );
 });
 
 test('sluice bench --json on the CLI: the report parses and accounts for every record; a queue that is not a source is refused', async () => {
-  const r = await sluice(['bench', file, '--duration-s', '1', '--rate', '1000', '--json'], '', 120_000);
+  const r = await sluice(
+    ['bench', file, '--duration-s', '1', '--rate', '1000', '--json'],
+    '',
+    120_000,
+  );
   assert.is(r.code, 0, r.err);
-  const report = JSON.parse(r.out) as { caughtUp: boolean; input: { records: number }; actors: Array<{ actor: string; eventsOut: number }> };
+  const report = JSON.parse(r.out) as {
+    caughtUp: boolean;
+    input: { records: number };
+    actors: Array<{ actor: string; eventsOut: number }>;
+  };
   assert.ok(report.caughtUp);
   assert.is(report.actors.find((a) => a.actor === 'service:pass')!.eventsOut, report.input.records);
   const bad = await sluice(['bench', file, '--duration-s', '1', '--queue', 'out']);

@@ -3,11 +3,11 @@
  * (testing/kafka-broker.ts: the run's shared broker, or a private single node). Every test runs;
  * nothing is a known limit.
  */
-import { createKafkaBus } from '../engine/bus/index.js'
-import { testKafka } from '../testing/kafka-broker.js'
-import { busConformance } from './bus-conformance.js'
+import { createKafkaBus } from '../engine/bus/index.js';
+import { testKafka } from '../testing/kafka-broker.js';
+import { busConformance } from './bus-conformance.js';
 
-const kafka = await testKafka()
+const kafka = await testKafka();
 
 busConformance('kafka', async () => createKafkaBus({ brokers: kafka.brokers }), {
   // group.min.session.timeout.ms of the test broker is 1000 (tools/kafka/kafka.sh); a short
@@ -15,4 +15,4 @@ busConformance('kafka', async () => createKafkaBus({ brokers: kafka.brokers }), 
   sessionTimeoutMs: 3000,
   after: () => kafka.release(),
   testTimeoutMs: 30_000,
-})
+});

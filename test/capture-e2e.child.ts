@@ -9,7 +9,9 @@ import { loadTopology, startTopology } from 'sluice';
 import { openStaging } from '../engine/cdc/index.js';
 
 const topology = loadTopology(process.argv[2]);
-const running = await startTopology(topology, { log: (l) => process.stderr.write(`child: ${l}\n`) });
+const running = await startTopology(topology, {
+  log: (l) => process.stderr.write(`child: ${l}\n`),
+});
 const staging = await openStaging(topology.capture[0]);
 while ((await staging.stagedCount()) > 0) await new Promise((r) => setTimeout(r, 20));
 await staging.close();

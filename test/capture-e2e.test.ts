@@ -21,7 +21,10 @@ const child = new URL('./capture-e2e.child.js', import.meta.url).pathname;
 const serviceModule = new URL('./fixtures/services/change-log.js', import.meta.url).pathname;
 const PUMPS = 2;
 
-function runChild(file: string, fault: boolean): Promise<{ code: number | null; signal: string | null; out: string }> {
+function runChild(
+  file: string,
+  fault: boolean,
+): Promise<{ code: number | null; signal: string | null; out: string }> {
   return new Promise((resolve) => {
     const env = { ...process.env };
     if (fault) env.SLUICE_FAULT = 'after-append';
@@ -49,43 +52,55 @@ for (const dialect of [...DIALECTS, 'mariadb'] as const) {
     try {
       await app.exec(LEDGER_DDL[dialect]);
       const ref = app.ref;
-      const db = ref.dialect === 'sqlite'
-        ? `{ dialect: sqlite, file: "${ref.file}" }`
-        : ref.dialect === 'postgres'
-          ? `{ dialect: postgres, url: "${ref.url}", schema: ${ref.schema}, captureSchema: ${ref.captureSchema} }`
-          : `{ dialect: mariadb, url: "${ref.url}", captureSchema: ${ref.captureSchema} }`;
+      const db =
+        ref.dialect === 'sqlite'
+          ? `{ dialect: sqlite, file: "${ref.file}" }`
+          : ref.dialect === 'postgres'
+            ? `{ dialect: postgres, url: "${ref.url}", schema: ${ref.schema}, captureSchema: ${ref.captureSchema} }`
+            : `{ dialect: mariadb, url: "${ref.url}", captureSchema: ${ref.captureSchema} }`;
       const file = path.join(dir, 'topology.yaml');
-      fs.writeFileSync(file, [
-        'name: e2e',
-        'dataDir: ./data',
-        'supervisor: { backoffInitialMs: 10 }',
-        'queues:',
-        `  - { name: ledger-changes, partitions: ${PUMPS} }`,
-        '  - { name: out }',
-        'services:',
-        '  - name: change-log',
-        `    module: ${serviceModule}`,
-        '    inputs: [ledger-changes]',
-        '    output: out',
-        'capture:',
-        '  - name: ledger-db',
-        `    database: ${db}`,
-        `    pumps: ${PUMPS}`,
-        '    batchSizeMax: 4',
-        '    pollIntervalMs: 2',
-        '    tables:',
-        '      - { table: ledger, operations: [insert, update, delete], target: ledger-changes }',
-        '',
-      ].join('\n'));
+      fs.writeFileSync(
+        file,
+        [
+          'name: e2e',
+          'dataDir: ./data',
+          'supervisor: { backoffInitialMs: 10 }',
+          'queues:',
+          `  - { name: ledger-changes, partitions: ${PUMPS} }`,
+          '  - { name: out }',
+          'services:',
+          '  - name: change-log',
+          `    module: ${serviceModule}`,
+          '    inputs: [ledger-changes]',
+          '    output: out',
+          'capture:',
+          '  - name: ledger-db',
+          `    database: ${db}`,
+          `    pumps: ${PUMPS}`,
+          '    batchSizeMax: 4',
+          '    pollIntervalMs: 2',
+          '    tables:',
+          '      - { table: ledger, operations: [insert, update, delete], target: ledger-changes }',
+          '',
+        ].join('\n'),
+      );
       const { loadTopology } = await import('sluice');
       const staging = await openStaging(loadTopology(file).capture[0]);
       await staging.install();
       // C3: one statement, many row events; then several changes of the same keys.
-      if (dialect === 'postgres') await app.exec(`INSERT INTO ledger(id, holder) SELECT g, 'bulk' FROM generate_series(20, 39) g`);
-      else if (dialect === 'mariadb') await app.exec(`INSERT INTO ledger(id, holder) SELECT seq, 'bulk' FROM seq_20_to_39`);
-      else await app.exec(`WITH RECURSIVE g(x) AS (SELECT 20 UNION ALL SELECT x + 1 FROM g WHERE x < 39) INSERT INTO ledger(id, holder) SELECT x, 'bulk' FROM g`);
+      if (dialect === 'postgres')
+        await app.exec(
+          `INSERT INTO ledger(id, holder) SELECT g, 'bulk' FROM generate_series(20, 39) g`,
+        );
+      else if (dialect === 'mariadb')
+        await app.exec(`INSERT INTO ledger(id, holder) SELECT seq, 'bulk' FROM seq_20_to_39`);
+      else
+        await app.exec(
+          `WITH RECURSIVE g(x) AS (SELECT 20 UNION ALL SELECT x + 1 FROM g WHERE x < 39) INSERT INTO ledger(id, holder) SELECT x, 'bulk' FROM g`,
+        );
       for (let round = 0; round < 3; round++) {
-        for (const id of [20, 25, 31]) await app.exec(`UPDATE ledger SET memo = 'r${round}' WHERE id = ${id}`);
+        for (const id of [20, 25, 31])
+          await app.exec(`UPDATE ledger SET memo = 'r${round}' WHERE id = ${id}`);
       }
       await app.exec(`DELETE FROM ledger WHERE id = 38`);
       const expected = 20 + 9 + 1;
@@ -95,7 +110,11 @@ for (const dialect of [...DIALECTS, 'mariadb'] as const) {
       // Each faulty run ships one batch and dies by SIGKILL before deleting it from staging.
       for (let i = 0; i < 4; i++) {
         const r = await runChild(file, true);
-        assert.is(r.signal, 'SIGKILL', `run ${i} was expected to die after its first append:\n${r.out}`);
+        assert.is(
+          r.signal,
+          'SIGKILL',
+          `run ${i} was expected to die after its first append:\n${r.out}`,
+        );
       }
       const final = await runChild(file, false);
       assert.is(final.code, 0, final.out);
@@ -111,12 +130,16 @@ for (const dialect of [...DIALECTS, 'mariadb'] as const) {
           seen.set(c.stagingId, (seen.get(c.stagingId) ?? 0) + 1);
           const id = BigInt(c.stagingId);
           const last = lastIdOfKey.get(c.key);
-          assert.ok(last === undefined || id > last, `key ${c.key}: staging id ${id} after ${last}`);
+          assert.ok(
+            last === undefined || id > last,
+            `key ${c.key}: staging id ${id} after ${last}`,
+          );
           lastIdOfKey.set(c.key, id);
         }
       }
       assert.is(seen.size, expected, `distinct changes in the queue`);
-      for (const [id, n] of seen) assert.is(n, 1, `staging id ${id} appears ${n} times in the queue`);
+      for (const [id, n] of seen)
+        assert.is(n, 1, `staging id ${id} appears ${n} times in the queue`);
       // The service saw each change once.
       const outIds = readAll(path.join(dir, 'data/queues/out/0')).map((b) => {
         view.wrap(b, 0, b.length);

@@ -38,23 +38,26 @@ test(`kill -9 of sluice run ${KILLS_RANDOM} times at random moments and ${KILLS_
     db.pragma('journal_mode = WAL');
     db.exec(LEDGER_DDL.sqlite);
     const file = path.join(dir, 'topology.yaml');
-    fs.writeFileSync(file, [
-      `name: ${name}`,
-      'dataDir: ./data',
-      `bus: { kind: kafka, brokers: [${kafka.brokers.join(', ')}] }`,
-      'supervisor: { backoffInitialMs: 10 }',
-      'queues:',
-      `  - { name: ${topic}, partitions: 2 }`,
-      'capture:',
-      '  - name: app',
-      `    database: { dialect: sqlite, file: ${dbFile} }`,
-      '    pumps: 3',
-      '    batchSizeMax: 5',
-      '    pollIntervalMs: 2',
-      '    tables:',
-      `      - { table: ledger, operations: [insert, update, delete], target: ${topic} }`,
-      '',
-    ].join('\n'));
+    fs.writeFileSync(
+      file,
+      [
+        `name: ${name}`,
+        'dataDir: ./data',
+        `bus: { kind: kafka, brokers: [${kafka.brokers.join(', ')}] }`,
+        'supervisor: { backoffInitialMs: 10 }',
+        'queues:',
+        `  - { name: ${topic}, partitions: 2 }`,
+        'capture:',
+        '  - name: app',
+        `    database: { dialect: sqlite, file: ${dbFile} }`,
+        '    pumps: 3',
+        '    batchSizeMax: 5',
+        '    pollIntervalMs: 2',
+        '    tables:',
+        `      - { table: ledger, operations: [insert, update, delete], target: ${topic} }`,
+        '',
+      ].join('\n'),
+    );
     await installCapture(loadTopology(file));
 
     // The writer: one statement every few ms over 25 keys; `log` is what the database committed.
@@ -87,23 +90,38 @@ test(`kill -9 of sluice run ${KILLS_RANDOM} times at random moments and ${KILLS_
       }
     })();
 
-    const kinds = [...Array(KILLS_RANDOM).fill('random'), ...Array(KILLS_AFTER_COMMIT).fill('fault')]
-      .sort(() => Math.random() - 0.5) as ('random' | 'fault')[];
+    const kinds = [
+      ...Array(KILLS_RANDOM).fill('random'),
+      ...Array(KILLS_AFTER_COMMIT).fill('fault'),
+    ].sort(() => Math.random() - 0.5) as ('random' | 'fault')[];
     for (const [i, kind] of kinds.entries()) {
-      const r = kind === 'fault'
-        ? await runSluice(file, { killAfterMs: 20_000, fault: true })
-        : await runSluice(file, { killAfterMs: Math.floor(Math.random() * 1500) });
+      const r =
+        kind === 'fault'
+          ? await runSluice(file, { killAfterMs: 20_000, fault: true })
+          : await runSluice(file, { killAfterMs: Math.floor(Math.random() * 1500) });
       assert.is(r.signal, 'SIGKILL', `run ${i} (${kind}) should have been killed:\n${r.out}`);
-      if (process.env.CAPKAFKA_DEBUG) console.log(`run ${i} ${kind}`, Date.now(), r.out.split('\n').filter((l) => !l.includes('is up')).join('\n'));
+      if (process.env.CAPKAFKA_DEBUG)
+        console.log(
+          `run ${i} ${kind}`,
+          Date.now(),
+          r.out
+            .split('\n')
+            .filter((l) => !l.includes('is up'))
+            .join('\n'),
+        );
     }
     writing = false;
     await writer;
-    const staged = () => (db.prepare('SELECT count(*) AS n FROM sluice_staging').get() as { n: number }).n;
+    const staged = () =>
+      (db.prepare('SELECT count(*) AS n FROM sluice_staging').get() as { n: number }).n;
     const final = await runSluice(file, { killAfterMs: null, until: () => staged() === 0 });
     assert.is(final.code, 0, final.out);
     assert.is(staged(), 0);
 
-    const records = await readCommitted(kafka.brokers, [topic], changes, { timeoutMs: 60_000, settleMs: 1500 });
+    const records = await readCommitted(kafka.brokers, [topic], changes, {
+      timeoutMs: 60_000,
+      settleMs: 1500,
+    });
     const view = new EnvelopeView();
     const ids = new Map<string, number>();
     const got = new Map<string, { op: string; v: string | null }[]>();
@@ -114,23 +132,40 @@ test(`kill -9 of sluice run ${KILLS_RANDOM} times at random moments and ${KILLS_
       ids.set(c.stagingId, (ids.get(c.stagingId) ?? 0) + 1);
       const list = got.get(c.key) ?? [];
       got.set(c.key, list);
-      list.push({ op: c.op, v: c.after === null ? null : (JSON.parse(c.after) as { amount: string }).amount });
+      list.push({
+        op: c.op,
+        v: c.after === null ? null : (JSON.parse(c.after) as { amount: string }).amount,
+      });
       const p = partitionOf.get(c.key);
       assert.ok(p === undefined || p === r.partition, `key ${c.key} in two partitions`);
       partitionOf.set(c.key, r.partition);
     }
     const dups = [...ids].filter(([, n]) => n > 1).map(([id]) => id);
     if (dups.length > 0 && process.env.CAPKAFKA_DEBUG) {
-      for (const r of records) if (dups.includes(r.headers['sluice.stagingId']!)) console.log(r.partition, r.offset, JSON.stringify(r.headers));
-      fs.writeFileSync('/tmp/capkafka-records.json', JSON.stringify(records.map((r) => ({ p: r.partition, o: r.offset, h: r.headers }))));
+      for (const r of records)
+        if (dups.includes(r.headers['sluice.stagingId']!))
+          console.log(r.partition, r.offset, JSON.stringify(r.headers));
+      fs.writeFileSync(
+        '/tmp/capkafka-records.json',
+        JSON.stringify(records.map((r) => ({ p: r.partition, o: r.offset, h: r.headers }))),
+      );
     }
     for (const [id, n] of ids) assert.is(n, 1, `staging id ${id} read ${n} times`);
     assert.is(records.length, changes, `records read vs changes written (${changes})`);
-    assert.equal(got, log, 'per key, the changes in the writer\'s order');
-    const rows = db.prepare('SELECT id, amount FROM ledger ORDER BY id').all() as { id: number; amount: string }[];
-    const rebuilt = [...got].map(([k, list]) => [JSON.parse(k)[0] as string, list[list.length - 1]!] as const)
-      .filter(([, last]) => last.op !== 'delete').map(([id, last]) => [Number(id), last.v]).sort((a, b) => (a[0] as number) - (b[0] as number));
-    assert.equal(rebuilt, rows.map((r) => [r.id, r.amount]));
+    assert.equal(got, log, "per key, the changes in the writer's order");
+    const rows = db.prepare('SELECT id, amount FROM ledger ORDER BY id').all() as {
+      id: number;
+      amount: string;
+    }[];
+    const rebuilt = [...got]
+      .map(([k, list]) => [JSON.parse(k)[0] as string, list[list.length - 1]!] as const)
+      .filter(([, last]) => last.op !== 'delete')
+      .map(([id, last]) => [Number(id), last.v])
+      .sort((a, b) => (a[0] as number) - (b[0] as number));
+    assert.equal(
+      rebuilt,
+      rows.map((r) => [r.id, r.amount]),
+    );
   } finally {
     writing = false;
     db.close();

@@ -37,38 +37,50 @@ function unique(): string {
 function dbYaml(app: AppDb): string {
   const ref = app.ref;
   if (ref.dialect === 'sqlite') return `{ dialect: sqlite, file: "${ref.file}" }`;
-  if (ref.dialect === 'postgres') return `{ dialect: postgres, url: "${ref.url}", schema: ${ref.schema}, captureSchema: ${ref.captureSchema} }`;
+  if (ref.dialect === 'postgres')
+    return `{ dialect: postgres, url: "${ref.url}", schema: ${ref.schema}, captureSchema: ${ref.captureSchema} }`;
   throw new Error('unused dialect');
 }
 
 /** Writes the topology, installs capture, returns its file. */
-async function setup(dir: string, app: AppDb, o: { name: string; topic: string; partitions: number; pumps: number; format?: string }): Promise<string> {
+async function setup(
+  dir: string,
+  app: AppDb,
+  o: { name: string; topic: string; partitions: number; pumps: number; format?: string },
+): Promise<string> {
   const file = path.join(dir, 'topology.yaml');
-  fs.writeFileSync(file, [
-    `name: ${o.name}`,
-    'dataDir: ./data',
-    `bus: { kind: kafka, brokers: [${kafka.brokers.join(', ')}] }`,
-    'queues:',
-    `  - { name: ${o.topic}, partitions: ${o.partitions} }`,
-    'capture:',
-    '  - name: app',
-    `    database: ${dbYaml(app)}`,
-    `    pumps: ${o.pumps}`,
-    '    batchSizeMax: 7',
-    '    pollIntervalMs: 5',
-    '    tables:',
-    `      - { table: ledger, operations: [insert, update, delete], target: ${o.topic}${o.format ? `, format: ${o.format}` : ''} }`,
-    '',
-  ].join('\n'));
+  fs.writeFileSync(
+    file,
+    [
+      `name: ${o.name}`,
+      'dataDir: ./data',
+      `bus: { kind: kafka, brokers: [${kafka.brokers.join(', ')}] }`,
+      'queues:',
+      `  - { name: ${o.topic}, partitions: ${o.partitions} }`,
+      'capture:',
+      '  - name: app',
+      `    database: ${dbYaml(app)}`,
+      `    pumps: ${o.pumps}`,
+      '    batchSizeMax: 7',
+      '    pollIntervalMs: 5',
+      '    tables:',
+      `      - { table: ledger, operations: [insert, update, delete], target: ${o.topic}${o.format ? `, format: ${o.format}` : ''} }`,
+      '',
+    ].join('\n'),
+  );
   await installCapture(loadTopology(file));
   return file;
 }
 
 /** 40 keys inserted, 15 of them updated 3 times, 6 deleted: 91 changes. */
 async function writeChanges(app: AppDb): Promise<number> {
-  for (let id = 1; id <= 40; id++) await app.exec(`INSERT INTO ledger(id, holder, amount) VALUES (${id}, 'h${id}', '${id}.5')`);
+  for (let id = 1; id <= 40; id++)
+    await app.exec(`INSERT INTO ledger(id, holder, amount) VALUES (${id}, 'h${id}', '${id}.5')`);
   for (let round = 1; round <= 3; round++) {
-    for (let id = 1; id <= 15; id++) await app.exec(`UPDATE ledger SET memo = 'r${round}', amount = '${id * 10 + round}' WHERE id = ${id}`);
+    for (let id = 1; id <= 15; id++)
+      await app.exec(
+        `UPDATE ledger SET memo = 'r${round}', amount = '${id * 10 + round}' WHERE id = ${id}`,
+      );
   }
   for (let id = 35; id <= 40; id++) await app.exec(`DELETE FROM ledger WHERE id = ${id}`);
   return 40 + 45 + 6;
@@ -91,7 +103,13 @@ async function runUntilShipped(file: string): Promise<void> {
   }
 }
 
-interface Seen { stagingId: string; key: string; op: string; after: Record<string, string | null> | null; partition: number }
+interface Seen {
+  stagingId: string;
+  key: string;
+  op: string;
+  after: Record<string, string | null> | null;
+  partition: number;
+}
 
 /**
  * Checks the records against the database: each staging id once, one partition per key, staging
@@ -107,7 +125,10 @@ async function assertMatchesDatabase(app: AppDb, seen: Seen[], expected: number)
   const rebuilt = new Map<string, Record<string, string | null> | null>();
   for (const s of seen) {
     const p = partitionOfKey.get(s.key);
-    assert.ok(p === undefined || p === s.partition, `key ${s.key} in partitions ${p} and ${s.partition}`);
+    assert.ok(
+      p === undefined || p === s.partition,
+      `key ${s.key} in partitions ${p} and ${s.partition}`,
+    );
     partitionOfKey.set(s.key, s.partition);
     const id = BigInt(s.stagingId);
     const last = lastIdOfKey.get(s.key);
@@ -115,8 +136,11 @@ async function assertMatchesDatabase(app: AppDb, seen: Seen[], expected: number)
     lastIdOfKey.set(s.key, id);
     rebuilt.set(s.key, s.after);
   }
-  const rows = await app.query<Record<string, unknown>>('SELECT id, holder, memo, amount FROM ledger ORDER BY id');
-  const fromEvents = [...rebuilt.entries()].filter(([, a]) => a !== null)
+  const rows = await app.query<Record<string, unknown>>(
+    'SELECT id, holder, memo, amount FROM ledger ORDER BY id',
+  );
+  const fromEvents = [...rebuilt.entries()]
+    .filter(([, a]) => a !== null)
     .map(([, a]) => ({ id: a!.id, holder: a!.holder, memo: a!.memo, amount: a!.amount }))
     .sort((x, y) => Number(x.id) - Number(y.id));
   // Small decimals: PostgreSQL prints numeric(18,6) with its scale, the images without trailing zeros.
@@ -135,7 +159,13 @@ function envelopeSeen(records: ReadRecord[]): Seen[] {
     const c = decodeChange(view.payload);
     assert.is(r.key, c.key, 'record key is the change key');
     assert.is(r.headers[KAFKA_CAPTURE_HEADERS.stagingId], c.stagingId);
-    return { stagingId: c.stagingId, key: c.key, op: c.op, after: c.after === null ? null : JSON.parse(c.after), partition: r.partition };
+    return {
+      stagingId: c.stagingId,
+      key: c.key,
+      op: c.op,
+      after: c.after === null ? null : JSON.parse(c.after),
+      partition: r.partition,
+    };
   });
 }
 
@@ -151,8 +181,16 @@ test('sqlite into a kafka topic: 2 pumps, 3 partitions, each change once, per-ke
     const expected = await writeChanges(app);
     await runUntilShipped(file);
     const records = await readCommitted(kafka.brokers, [topic], expected);
-    assert.equal(new Set(records.map((r) => r.partition)), new Set([0, 1, 2]), 'keys spread over the 3 partitions');
-    assert.equal(new Set(records.map((r) => r.headers[KAFKA_CAPTURE_HEADERS.pump])), new Set(['app/0', 'app/1']), 'both pumps shipped');
+    assert.equal(
+      new Set(records.map((r) => r.partition)),
+      new Set([0, 1, 2]),
+      'keys spread over the 3 partitions',
+    );
+    assert.equal(
+      new Set(records.map((r) => r.headers[KAFKA_CAPTURE_HEADERS.pump])),
+      new Set(['app/0', 'app/1']),
+      'both pumps shipped',
+    );
     await assertMatchesDatabase(app, envelopeSeen(records), expected);
     // A second run ships the next changes only (nothing of the first again).
     await app.exec(`UPDATE ledger SET memo = 'again' WHERE id = 2`);
@@ -181,7 +219,16 @@ test('postgres into a kafka topic with format json: self-describing values, key 
     const seen = records.map((r): Seen => {
       const v = JSON.parse(r.value!.toString('utf8')) as CaptureJsonValue;
       assert.equal(Object.keys(v), ['op', 'before', 'after', 'source']);
-      assert.equal(Object.keys(v.source), ['name', 'dialect', 'database', 'schema', 'table', 'txId', 'stagingId', 'captureTimeMs']);
+      assert.equal(Object.keys(v.source), [
+        'name',
+        'dialect',
+        'database',
+        'schema',
+        'table',
+        'txId',
+        'stagingId',
+        'captureTimeMs',
+      ]);
       assert.is(v.source.name, 'app');
       assert.is(v.source.dialect, 'postgres');
       assert.is(v.source.database, 'test');
@@ -196,7 +243,13 @@ test('postgres into a kafka topic with format json: self-describing values, key 
       assert.is(v.after === null, op === 'delete');
       const image = (v.after ?? v.before)!;
       assert.is(r.key, JSON.stringify([image.id]), 'record key is the key columns as a JSON array');
-      return { stagingId: v.source.stagingId, key: r.key!, op, after: v.after, partition: r.partition };
+      return {
+        stagingId: v.source.stagingId,
+        key: r.key!,
+        op,
+        after: v.after,
+        partition: r.partition,
+      };
     });
     await assertMatchesDatabase(app, seen, expected);
   } finally {
@@ -205,7 +258,7 @@ test('postgres into a kafka topic with format json: self-describing values, key 
   }
 });
 
-test('an existing topic with another partition count is refused at start, at the queue\'s partitions', async () => {
+test("an existing topic with another partition count is refused at start, at the queue's partitions", async () => {
   const app = await createAppDb('sqlite');
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'capkafka-'));
   const name = unique();
@@ -221,7 +274,10 @@ test('an existing topic with another partition count is refused at start, at the
     } catch (e) {
       assert.instance(e, ConfigError);
       assert.match((e as Error).message, `${file}:5:`);
-      assert.match((e as Error).message, `queues[0].partitions: queue "${topic}": Kafka topic ${topic} on ${kafka.brokers.join(',')}: topic exists with 5 partitions`);
+      assert.match(
+        (e as Error).message,
+        `queues[0].partitions: queue "${topic}": Kafka topic ${topic} on ${kafka.brokers.join(',')}: topic exists with 5 partitions`,
+      );
     }
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });

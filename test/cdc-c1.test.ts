@@ -8,7 +8,7 @@ import { Worker } from 'node:worker_threads';
 import { openStaging, PumpCore } from '../engine/cdc/index.js';
 import { createAppDb, LEDGER_DDL, memorySink, sleepMs, sourceFor, view } from './cdc-helpers.js';
 
-test('postgres: C1 a slow transaction\'s lower staging id shipped after a higher one, both exactly once', async () => {
+test("postgres: C1 a slow transaction's lower staging id shipped after a higher one, both exactly once", async () => {
   const app = await createAppDb('postgres');
   const sessionB = await app.connect();
   const staging = await openStaging(sourceFor(app, [{}]));
@@ -27,12 +27,18 @@ test('postgres: C1 a slow transaction\'s lower staging id shipped after a higher
     assert.is(await pump.runCycle(), 1, 'the next cycle ships the late, lower id');
     assert.is(await pump.runCycle(), 0);
 
-    assert.equal(sink.changes.map((c) => view(c).after), [
-      { id: '2', holder: 'quick', memo: null, amount: null, booked: null, booked_tz: null },
-      { id: '1', holder: 'slow', memo: null, amount: null, booked: null, booked_tz: null },
-    ]);
+    assert.equal(
+      sink.changes.map((c) => view(c).after),
+      [
+        { id: '2', holder: 'quick', memo: null, amount: null, booked: null, booked_tz: null },
+        { id: '1', holder: 'slow', memo: null, amount: null, booked: null, booked_tz: null },
+      ],
+    );
     const [quick, slow] = sink.changes;
-    assert.ok(BigInt(slow!.stagingId) < BigInt(quick!.stagingId), `late row has the lower id: ${slow!.stagingId} < ${quick!.stagingId}`);
+    assert.ok(
+      BigInt(slow!.stagingId) < BigInt(quick!.stagingId),
+      `late row has the lower id: ${slow!.stagingId} < ${quick!.stagingId}`,
+    );
     assert.is(new Set(sink.changes.map((c) => c.stagingId)).size, 2);
     assert.is(await staging.stagedCount(), 0);
   } finally {
@@ -55,11 +61,20 @@ test('sqlite: C1 cannot arise: the second writer waits for the first, so staging
     await app.exec(`BEGIN IMMEDIATE; INSERT INTO ledger(id, holder) VALUES (1, 'slow')`);
     if (app.ref.dialect !== 'sqlite') throw new Error('unreachable');
     const writerB = new Worker(new URL('./cdc-writer.child.js', import.meta.url), {
-      workerData: { mode: 'exec', file: app.ref.file, sql: `INSERT INTO ledger(id, holder) VALUES (2, 'quick')` },
+      workerData: {
+        mode: 'exec',
+        file: app.ref.file,
+        sql: `INSERT INTO ledger(id, holder) VALUES (2, 'quick')`,
+      },
     });
     let bDone: { waitedMs: number } | null = null;
     const bFinished = new Promise<void>((resolve, reject) => {
-      writerB.on('message', (m: { type: string; waitedMs: number }) => { if (m.type === 'done') { bDone = m; resolve(); } });
+      writerB.on('message', (m: { type: string; waitedMs: number }) => {
+        if (m.type === 'done') {
+          bDone = m;
+          resolve();
+        }
+      });
       writerB.on('error', reject);
     });
     await new Promise<void>((resolve) => writerB.once('message', () => resolve())); // started
@@ -73,7 +88,10 @@ test('sqlite: C1 cannot arise: the second writer waits for the first, so staging
 
     assert.is(await pump.runCycle(), 2);
     assert.is(await pump.runCycle(), 0);
-    assert.equal(sink.changes.map((c) => view(c).key), [['1'], ['2']]);
+    assert.equal(
+      sink.changes.map((c) => view(c).key),
+      [['1'], ['2']],
+    );
     const [slow, quick] = sink.changes;
     assert.ok(BigInt(slow!.stagingId) < BigInt(quick!.stagingId), 'ids follow commit order');
     assert.is(await staging.stagedCount(), 0);

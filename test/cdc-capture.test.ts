@@ -6,7 +6,16 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { keyHash, openStaging, pumpOfKey, validateCaptureSource } from '../engine/cdc/index.js';
 import type { StagingClient } from '../engine/cdc/index.js';
-import { stagingName, createAppDb, DIALECTS, drain, LEDGER_DDL, ledgerRow, sourceFor, view } from './cdc-helpers.js';
+import {
+  stagingName,
+  createAppDb,
+  DIALECTS,
+  drain,
+  LEDGER_DDL,
+  ledgerRow,
+  sourceFor,
+  view,
+} from './cdc-helpers.js';
 import type { AppDb, Dialect } from './cdc-helpers.js';
 import type { CaptureTable } from '../engine/cdc/index.js';
 
@@ -22,7 +31,11 @@ async function rejects(p: Promise<unknown>, re: RegExp): Promise<void> {
 }
 
 /** Runs `body` against a fresh ledger table with capture installed; cleans up after. */
-async function withLedger(dialect: Dialect, table: Partial<CaptureTable>, body: (app: AppDb, staging: StagingClient) => Promise<void>): Promise<void> {
+async function withLedger(
+  dialect: Dialect,
+  table: Partial<CaptureTable>,
+  body: (app: AppDb, staging: StagingClient) => Promise<void>,
+): Promise<void> {
   const app = await createAppDb(dialect);
   let staging: StagingClient | null = null;
   try {
@@ -49,7 +62,9 @@ test('keyHash is FNV-1a 32 over UTF-8 (reference vectors)', () => {
 test('postgres: the key hash function in the database equals keyHash in JS, ASCII and not', async () => {
   await withLedger('postgres', {}, async (app) => {
     for (const k of ['', 'a', '["9007199254740993"]', '["Grüße 😀"]', '*']) {
-      const [row] = await app.query<{ h: string }>(`SELECT ${stagingName(app, 'sluice_staging_fnv1a32')}('${k}')::text AS h`);
+      const [row] = await app.query<{ h: string }>(
+        `SELECT ${stagingName(app, 'sluice_staging_fnv1a32')}('${k}')::text AS h`,
+      );
       assert.is(Number(row!.h), keyHash(k), k);
     }
   });
@@ -58,17 +73,31 @@ test('postgres: the key hash function in the database equals keyHash in JS, ASCI
 for (const dialect of DIALECTS) {
   test(`${dialect}: C3 three rows from one statement get their own staging ids, claimed in order; partial ack then re-claim yields the other two once each in order`, async () => {
     await withLedger(dialect, {}, async (app, staging) => {
-      await app.exec(dialect === 'postgres'
-        ? `INSERT INTO ledger(id, holder) SELECT g, 'bulk' FROM generate_series(20, 22) g`
-        : `WITH RECURSIVE g(x) AS (SELECT 20 UNION ALL SELECT x + 1 FROM g WHERE x < 22) INSERT INTO ledger(id, holder) SELECT x, 'bulk' FROM g`);
+      await app.exec(
+        dialect === 'postgres'
+          ? `INSERT INTO ledger(id, holder) SELECT g, 'bulk' FROM generate_series(20, 22) g`
+          : `WITH RECURSIVE g(x) AS (SELECT 20 UNION ALL SELECT x + 1 FROM g WHERE x < 22) INSERT INTO ledger(id, holder) SELECT x, 'bulk' FROM g`,
+      );
       const first = await staging.claim(0, 1, 10);
-      assert.equal(first.map((c) => c.key), ['["20"]', '["21"]', '["22"]']);
+      assert.equal(
+        first.map((c) => c.key),
+        ['["20"]', '["21"]', '["22"]'],
+      );
       const ids = first.map((c) => BigInt(c.stagingId));
-      assert.ok(ids[0]! < ids[1]! && ids[1]! < ids[2]!, `ids ascending and distinct: ${ids.join(',')}`);
+      assert.ok(
+        ids[0]! < ids[1]! && ids[1]! < ids[2]!,
+        `ids ascending and distinct: ${ids.join(',')}`,
+      );
       // "Crash after the first of the three is shipped": only its ack happened.
       assert.is(await staging.ack([first[0]!.stagingId]), 1);
       const again = await staging.claim(0, 1, 10);
-      assert.equal(again.map((c) => [c.stagingId, c.key]), [[first[1]!.stagingId, '["21"]'], [first[2]!.stagingId, '["22"]']]);
+      assert.equal(
+        again.map((c) => [c.stagingId, c.key]),
+        [
+          [first[1]!.stagingId, '["21"]'],
+          [first[2]!.stagingId, '["22"]'],
+        ],
+      );
       assert.is(await staging.ack(again.map((c) => c.stagingId)), 2);
       assert.equal(await staging.claim(0, 1, 10), []);
       // Ack is idempotent: already-deleted ids delete nothing.
@@ -78,14 +107,28 @@ for (const dialect of DIALECTS) {
 
   test(`${dialect}: C5 bigint and numeric values keep every digit as exact text`, async () => {
     await withLedger(dialect, {}, async (app, staging) => {
-      await app.exec(dialect === 'postgres'
-        ? `INSERT INTO ledger(id, amount) VALUES (9007199254740993, 999999999999.999998), (41, -0.5)`
-        // SQLite: amount is TEXT and the values are written as text (NUMERIC affinity would round).
-        : `INSERT INTO ledger(id, amount) VALUES (9007199254740993, '999999999999.999998'), (41, '-0.5')`);
+      await app.exec(
+        dialect === 'postgres'
+          ? `INSERT INTO ledger(id, amount) VALUES (9007199254740993, 999999999999.999998), (41, -0.5)`
+          : // SQLite: amount is TEXT and the values are written as text (NUMERIC affinity would round).
+            `INSERT INTO ledger(id, amount) VALUES (9007199254740993, '999999999999.999998'), (41, '-0.5')`,
+      );
       const rows = await drain(staging);
       assert.equal(rows.map(view), [
-        { table: 'ledger', op: 'insert', key: ['9007199254740993'], before: null, after: ledgerRow({ id: '9007199254740993', amount: '999999999999.999998' }) },
-        { table: 'ledger', op: 'insert', key: ['41'], before: null, after: ledgerRow({ id: '41', amount: '-0.5' }) },
+        {
+          table: 'ledger',
+          op: 'insert',
+          key: ['9007199254740993'],
+          before: null,
+          after: ledgerRow({ id: '9007199254740993', amount: '999999999999.999998' }),
+        },
+        {
+          table: 'ledger',
+          op: 'insert',
+          key: ['41'],
+          before: null,
+          after: ledgerRow({ id: '41', amount: '-0.5' }),
+        },
       ]);
       assert.is(rows[0]!.key, '["9007199254740993"]');
       assert.ok(rows[0]!.after!.includes('"amount":"999999999999.999998"'), rows[0]!.after!);
@@ -101,9 +144,27 @@ for (const dialect of DIALECTS) {
       await app.exec(`UPDATE ledger SET memo = 'm' WHERE id = 70`);
       const rows = await drain(staging);
       assert.equal(rows.map(view), [
-        { table: 'ledger', op: 'insert', key: ['70'], before: null, after: ledgerRow({ id: '70', holder: 'ann' }) },
-        { table: 'ledger', op: 'update', key: ['70'], before: ledgerRow({ id: '70', holder: 'ann', memo: null }), after: ledgerRow({ id: '70', holder: null, memo: null }) },
-        { table: 'ledger', op: 'update', key: ['70'], before: ledgerRow({ id: '70', memo: null }), after: ledgerRow({ id: '70', memo: 'm' }) },
+        {
+          table: 'ledger',
+          op: 'insert',
+          key: ['70'],
+          before: null,
+          after: ledgerRow({ id: '70', holder: 'ann' }),
+        },
+        {
+          table: 'ledger',
+          op: 'update',
+          key: ['70'],
+          before: ledgerRow({ id: '70', holder: 'ann', memo: null }),
+          after: ledgerRow({ id: '70', holder: null, memo: null }),
+        },
+        {
+          table: 'ledger',
+          op: 'update',
+          key: ['70'],
+          before: ledgerRow({ id: '70', memo: null }),
+          after: ledgerRow({ id: '70', memo: 'm' }),
+        },
       ]);
     });
   });
@@ -114,17 +175,31 @@ for (const dialect of DIALECTS) {
       await app.exec(`UPDATE ledger SET memo = 'm' WHERE id = 71`);
       const rows = await drain(staging);
       assert.equal(rows.map(view), [
-        { table: 'ledger', op: 'insert', key: ['71'], before: null, after: ledgerRow({ id: '71', memo: 'm' }) },
-        { table: 'ledger', op: 'update', key: ['71'], before: ledgerRow({ id: '71', memo: 'm' }), after: ledgerRow({ id: '71', memo: 'm' }) },
+        {
+          table: 'ledger',
+          op: 'insert',
+          key: ['71'],
+          before: null,
+          after: ledgerRow({ id: '71', memo: 'm' }),
+        },
+        {
+          table: 'ledger',
+          op: 'update',
+          key: ['71'],
+          before: ledgerRow({ id: '71', memo: 'm' }),
+          after: ledgerRow({ id: '71', memo: 'm' }),
+        },
       ]);
     });
   });
 
   test(`${dialect}: C7 any text survives: valid UTF-8 JSON, control characters escaped, exact strings back`, async () => {
     await withLedger(dialect, {}, async (app, staging) => {
-      await app.exec(dialect === 'postgres'
-        ? `INSERT INTO ledger(id, holder, memo) VALUES (100, 'Grüße 😀', E'q"uote\\\\back\\nline\\ttab')`
-        : `INSERT INTO ledger(id, holder, memo) VALUES (100, 'Grüße 😀', 'q"uote\\back' || char(10) || 'line' || char(9) || 'tab')`);
+      await app.exec(
+        dialect === 'postgres'
+          ? `INSERT INTO ledger(id, holder, memo) VALUES (100, 'Grüße 😀', E'q"uote\\\\back\\nline\\ttab')`
+          : `INSERT INTO ledger(id, holder, memo) VALUES (100, 'Grüße 😀', 'q"uote\\back' || char(10) || 'line' || char(9) || 'tab')`,
+      );
       const [row] = await drain(staging);
       const after = row!.after!;
       assert.not.match(after, /[\u0000-\u001f]/, 'no raw control character in the JSON text');
@@ -133,26 +208,51 @@ for (const dialect of DIALECTS) {
       const image = JSON.parse(after) as Record<string, string | null>;
       assert.is(image.holder, 'Grüße 😀');
       assert.is(image.memo, 'q"uote\\back\nline\ttab');
-      assert.equal(image, ledgerRow({ id: '100', holder: 'Grüße 😀', memo: 'q"uote\\back\nline\ttab' }));
+      assert.equal(
+        image,
+        ledgerRow({ id: '100', holder: 'Grüße 😀', memo: 'q"uote\\back\nline\ttab' }),
+      );
     });
   });
 
   test(`${dialect}: condition in the trigger WHEN filters rows; columns and key config shape the images`, async () => {
-    await withLedger(dialect, { operations: ['insert', 'update'], columns: ['holder'], key: ['id'], condition: `NEW.holder <> 'skip'` }, async (app, staging) => {
-      await app.exec(`INSERT INTO ledger(id, holder) VALUES (1, 'keep')`);
-      await app.exec(`INSERT INTO ledger(id, holder) VALUES (2, 'skip')`);
-      await app.exec(`UPDATE ledger SET holder = 'changed' WHERE id = 1`);
-      await app.exec(`UPDATE ledger SET memo = 'not captured' WHERE id = 1`);
-      const rows = await drain(staging);
-      assert.equal(rows.map(view), [
-        { table: 'ledger', op: 'insert', key: ['1'], before: null, after: { holder: 'keep' } },
-        { table: 'ledger', op: 'update', key: ['1'], before: { holder: 'keep' }, after: { holder: 'changed' } },
-      ]);
-    });
+    await withLedger(
+      dialect,
+      {
+        operations: ['insert', 'update'],
+        columns: ['holder'],
+        key: ['id'],
+        condition: `NEW.holder <> 'skip'`,
+      },
+      async (app, staging) => {
+        await app.exec(`INSERT INTO ledger(id, holder) VALUES (1, 'keep')`);
+        await app.exec(`INSERT INTO ledger(id, holder) VALUES (2, 'skip')`);
+        await app.exec(`UPDATE ledger SET holder = 'changed' WHERE id = 1`);
+        await app.exec(`UPDATE ledger SET memo = 'not captured' WHERE id = 1`);
+        const rows = await drain(staging);
+        assert.equal(rows.map(view), [
+          { table: 'ledger', op: 'insert', key: ['1'], before: null, after: { holder: 'keep' } },
+          {
+            table: 'ledger',
+            op: 'update',
+            key: ['1'],
+            before: { holder: 'keep' },
+            after: { holder: 'changed' },
+          },
+        ]);
+      },
+    );
   });
 
   test(`${dialect}: a condition per operation filters each operation over its own images; delete capture works beside an insert condition on NEW`, async () => {
-    const condition = { insert: `NEW.holder <> 'skip'`, update: dialect === 'postgres' ? `OLD.holder IS DISTINCT FROM NEW.holder` : `OLD.holder IS NOT NEW.holder`, delete: `OLD.id <> 2` };
+    const condition = {
+      insert: `NEW.holder <> 'skip'`,
+      update:
+        dialect === 'postgres'
+          ? `OLD.holder IS DISTINCT FROM NEW.holder`
+          : `OLD.holder IS NOT NEW.holder`,
+      delete: `OLD.id <> 2`,
+    };
     await withLedger(dialect, { condition }, async (app, staging) => {
       await app.exec(`INSERT INTO ledger(id, holder) VALUES (1, 'keep')`);
       await app.exec(`INSERT INTO ledger(id, holder) VALUES (2, 'skip')`);
@@ -161,13 +261,27 @@ for (const dialect of DIALECTS) {
       await app.exec(`DELETE FROM ledger WHERE id = 2`);
       await app.exec(`DELETE FROM ledger WHERE id = 1`);
       const rows = await drain(staging);
-      assert.equal(rows.map((r) => [r.op, r.key]), [['insert', '["1"]'], ['update', '["1"]'], ['delete', '["1"]']]);
+      assert.equal(
+        rows.map((r) => [r.op, r.key]),
+        [
+          ['insert', '["1"]'],
+          ['update', '["1"]'],
+          ['delete', '["1"]'],
+        ],
+      );
       assert.equal(JSON.parse(rows[1]!.after!).holder, 'moved');
     });
   });
 
   test(`${dialect}: a condition over NEW on a delete trigger is refused at install`, async () => {
-    await rejects(withLedger(dialect, { operations: ['insert', 'delete'], condition: `NEW.holder <> 'skip'` }, async () => undefined), /new/i);
+    await rejects(
+      withLedger(
+        dialect,
+        { operations: ['insert', 'delete'], condition: `NEW.holder <> 'skip'` },
+        async () => undefined,
+      ),
+      /new/i,
+    );
   });
 
   test(`${dialect}: install is idempotent and uninstall stops capture`, async () => {
@@ -193,17 +307,47 @@ for (const dialect of DIALECTS) {
       const perPump = [await staging.claim(0, pumps, 100), await staging.claim(1, pumps, 100)];
       const all = perPump.flat().sort((a, b) => Number(BigInt(a.stagingId) - BigInt(b.stagingId)));
       assert.equal(all.map(view), [
-        { table: 'ledger', op: 'insert', key: ['80'], before: null, after: ledgerRow({ id: '80', holder: 'k' }) },
-        { table: 'ledger', op: 'delete', key: ['80'], before: ledgerRow({ id: '80', holder: 'k' }), after: null },
-        { table: 'ledger', op: 'insert', key: ['81'], before: null, after: ledgerRow({ id: '81', holder: 'k' }) },
-        { table: 'ledger', op: 'insert', key: ['80'], before: null, after: ledgerRow({ id: '80', holder: 'again' }) },
+        {
+          table: 'ledger',
+          op: 'insert',
+          key: ['80'],
+          before: null,
+          after: ledgerRow({ id: '80', holder: 'k' }),
+        },
+        {
+          table: 'ledger',
+          op: 'delete',
+          key: ['80'],
+          before: ledgerRow({ id: '80', holder: 'k' }),
+          after: null,
+        },
+        {
+          table: 'ledger',
+          op: 'insert',
+          key: ['81'],
+          before: null,
+          after: ledgerRow({ id: '81', holder: 'k' }),
+        },
+        {
+          table: 'ledger',
+          op: 'insert',
+          key: ['80'],
+          before: null,
+          after: ledgerRow({ id: '80', holder: 'again' }),
+        },
       ]);
       for (const [p, rows] of perPump.entries()) {
         for (const r of rows) assert.is(pumpOfKey(r.key, pumps), p, `${r.key} on its own pump`);
       }
-      assert.ok(pumpOfKey('["80"]', pumps) !== pumpOfKey('["81"]', pumps), 'the two keys are on different pumps');
+      assert.ok(
+        pumpOfKey('["80"]', pumps) !== pumpOfKey('["81"]', pumps),
+        'the two keys are on different pumps',
+      );
       // A consumer keyed on the primary key, fed pump 1 entirely before pump 0 and the other way.
-      for (const order of [[0, 1], [1, 0]]) {
+      for (const order of [
+        [0, 1],
+        [1, 0],
+      ]) {
         const state = new Map<string, unknown>();
         for (const p of order) {
           for (const r of perPump[p]!) {
@@ -211,7 +355,10 @@ for (const dialect of DIALECTS) {
             else state.set(r.key, JSON.parse(r.after!).holder);
           }
         }
-        assert.equal([...state.entries()].sort(), [['["80"]', 'again'], ['["81"]', 'k']]);
+        assert.equal([...state.entries()].sort(), [
+          ['["80"]', 'again'],
+          ['["81"]', 'k'],
+        ]);
       }
     });
   });
@@ -221,7 +368,13 @@ for (const dialect of DIALECTS) {
       await app.exec(`INSERT INTO ledger(id, holder) VALUES (80, 'k')`);
       await app.exec(`UPDATE ledger SET id = 81 WHERE id = 80`);
       const rows = await drain(staging);
-      assert.equal(rows.map(view)[1], { table: 'ledger', op: 'update', key: ['81'], before: ledgerRow({ id: '80', holder: 'k' }), after: ledgerRow({ id: '81', holder: 'k' }) });
+      assert.equal(rows.map(view)[1], {
+        table: 'ledger',
+        op: 'update',
+        key: ['81'],
+        before: ledgerRow({ id: '80', holder: 'k' }),
+        after: ledgerRow({ id: '81', holder: 'k' }),
+      });
       assert.is(rows.length, 2);
     });
   });
@@ -231,7 +384,10 @@ for (const dialect of DIALECTS) {
       [{ columns: ['holder', 'id'] }, ['["ann","1"]', '["bob","2"]', '["bob","2"]']],
       [['holder'], ['["ann"]', '["bob"]', '["bob"]']],
       [{ fixed: 'all' }, ['["all"]', '["all"]', '["all"]']],
-      [{ expression: `upper(ROW.holder) || '/' || ROW.id` }, ['["ANN/1"]', '["BOB/2"]', '["BOB/2"]']],
+      [
+        { expression: `upper(ROW.holder) || '/' || ROW.id` },
+        ['["ANN/1"]', '["BOB/2"]', '["BOB/2"]'],
+      ],
       ['none', ['[]', '[]', '[]']],
     ];
     for (const [key, expected] of cases) {
@@ -239,14 +395,26 @@ for (const dialect of DIALECTS) {
         await app.exec(`INSERT INTO ledger(id, holder) VALUES (1, 'ann')`);
         await app.exec(`INSERT INTO ledger(id, holder) VALUES (2, 'bob')`);
         await app.exec(`DELETE FROM ledger WHERE id = 2`);
-        const rows = [...await staging.claim(0, 2, 100), ...await staging.claim(1, 2, 100)]
-          .sort((a, b) => Number(BigInt(a.stagingId) - BigInt(b.stagingId)));
-        assert.equal(rows.map((r) => r.key), expected, JSON.stringify(key));
-        assert.equal(rows.map((r) => r.op), ['insert', 'insert', 'delete']);
+        const rows = [
+          ...(await staging.claim(0, 2, 100)),
+          ...(await staging.claim(1, 2, 100)),
+        ].sort((a, b) => Number(BigInt(a.stagingId) - BigInt(b.stagingId)));
+        assert.equal(
+          rows.map((r) => r.key),
+          expected,
+          JSON.stringify(key),
+        );
+        assert.equal(
+          rows.map((r) => r.op),
+          ['insert', 'insert', 'delete'],
+        );
         if (key !== 'none') {
           for (const pump of [0, 1]) {
             const mine = await staging.claim(pump, 2, 100);
-            assert.ok(mine.every((r) => pumpOfKey(r.key, 2) === pump), `${JSON.stringify(key)}: keys on their pump`);
+            assert.ok(
+              mine.every((r) => pumpOfKey(r.key, 2) === pump),
+              `${JSON.stringify(key)}: keys on their pump`,
+            );
           }
         }
       });
@@ -265,42 +433,76 @@ for (const dialect of DIALECTS) {
   });
 
   test(`${dialect}: install names the missing column`, async () => {
-    await rejects(withLedger(dialect, { columns: ['holder', 'nope'] }, async () => undefined), /capture table "ledger": columns: column "nope" not found/);
+    await rejects(
+      withLedger(dialect, { columns: ['holder', 'nope'] }, async () => undefined),
+      /capture table "ledger": columns: column "nope" not found/,
+    );
   });
 }
 
 test('postgres: key strategy transactionId: one transaction, one key; another transaction, another key', async () => {
   await withLedger('postgres', { key: 'transactionId' }, async (app, staging) => {
-    await app.exec(`BEGIN; INSERT INTO ledger(id) VALUES (1); UPDATE ledger SET holder = 'x' WHERE id = 1; COMMIT`);
+    await app.exec(
+      `BEGIN; INSERT INTO ledger(id) VALUES (1); UPDATE ledger SET holder = 'x' WHERE id = 1; COMMIT`,
+    );
     await app.exec(`INSERT INTO ledger(id) VALUES (2)`);
     const rows = await drain(staging);
     assert.is(rows.length, 3);
-    assert.equal(rows.map((r) => r.key), rows.map((r) => JSON.stringify([r.txid])));
+    assert.equal(
+      rows.map((r) => r.key),
+      rows.map((r) => JSON.stringify([r.txid])),
+    );
     assert.is(rows[0]!.key, rows[1]!.key);
     assert.ok(rows[2]!.key !== rows[0]!.key);
   });
 });
 
 test('postgres: C9 TRUNCATE writes a table-level truncate event after the row events', async () => {
-  await withLedger('postgres', { operations: ['insert', 'update', 'delete', 'truncate'] }, async (app, staging) => {
-    await app.exec(`INSERT INTO ledger(id) VALUES (90), (91)`);
-    await app.exec(`TRUNCATE ledger`);
-    const rows = await drain(staging);
-    assert.equal(rows.map(view), [
-      { table: 'ledger', op: 'insert', key: ['90'], before: null, after: ledgerRow({ id: '90' }) },
-      { table: 'ledger', op: 'insert', key: ['91'], before: null, after: ledgerRow({ id: '91' }) },
-      { table: 'ledger', op: 'truncate', key: '*', before: null, after: null },
-    ]);
-    assert.is(rows[2]!.keyHash, keyHash('*'));
-  });
+  await withLedger(
+    'postgres',
+    { operations: ['insert', 'update', 'delete', 'truncate'] },
+    async (app, staging) => {
+      await app.exec(`INSERT INTO ledger(id) VALUES (90), (91)`);
+      await app.exec(`TRUNCATE ledger`);
+      const rows = await drain(staging);
+      assert.equal(rows.map(view), [
+        {
+          table: 'ledger',
+          op: 'insert',
+          key: ['90'],
+          before: null,
+          after: ledgerRow({ id: '90' }),
+        },
+        {
+          table: 'ledger',
+          op: 'insert',
+          key: ['91'],
+          before: null,
+          after: ledgerRow({ id: '91' }),
+        },
+        { table: 'ledger', op: 'truncate', key: '*', before: null, after: null },
+      ]);
+      assert.is(rows[2]!.keyHash, keyHash('*'));
+    },
+  );
 });
 
 test('postgres: timestamptz is rendered in UTC whatever the writer TimeZone; numeric scale is trimmed', async () => {
   await withLedger('postgres', {}, async (app, staging) => {
     await app.exec(`SET TimeZone = 'Asia/Tokyo'`);
-    await app.exec(`INSERT INTO ledger(id, amount, booked, booked_tz) VALUES (5, 1.500000, '2024-02-29 12:34:56.789', '2024-02-29 12:34:56.789+09')`);
+    await app.exec(
+      `INSERT INTO ledger(id, amount, booked, booked_tz) VALUES (5, 1.500000, '2024-02-29 12:34:56.789', '2024-02-29 12:34:56.789+09')`,
+    );
     const [row] = await drain(staging);
-    assert.equal(view(row!).after, ledgerRow({ id: '5', amount: '1.5', booked: '2024-02-29T12:34:56.789', booked_tz: '2024-02-29T03:34:56.789Z' }));
+    assert.equal(
+      view(row!).after,
+      ledgerRow({
+        id: '5',
+        amount: '1.5',
+        booked: '2024-02-29T12:34:56.789',
+        booked_tz: '2024-02-29T03:34:56.789Z',
+      }),
+    );
     assert.ok(/^\d+$/.test(row!.txid), `txid is txid_current() text: ${row!.txid}`);
   });
 });
@@ -323,16 +525,30 @@ test('sqlite: reals keep round-trip text, integers are exact, blobs become \\x h
 });
 
 test('sqlite: truncate in the config is refused with a clear error', () => {
-  assert.throws(() => validateCaptureSource({
-    name: 's', database: { dialect: 'sqlite', file: 'x.db' }, pumps: 1, batchSizeMax: 1, pollIntervalMs: 1, stagingTable: 'st',
-    tables: [{ table: 'ledger', operations: ['truncate'], target: 'q' }],
-  }), /tables\[0\]\.operations: truncate is not supported on sqlite/);
+  assert.throws(
+    () =>
+      validateCaptureSource({
+        name: 's',
+        database: { dialect: 'sqlite', file: 'x.db' },
+        pumps: 1,
+        batchSizeMax: 1,
+        pollIntervalMs: 1,
+        stagingTable: 'st',
+        tables: [{ table: 'ledger', operations: ['truncate'], target: 'q' }],
+      }),
+    /tables\[0\]\.operations: truncate is not supported on sqlite/,
+  );
 });
 
 test('config errors list every problem with its path', () => {
   try {
     validateCaptureSource({
-      name: 's', database: { dialect: 'postgres', url: '' }, pumps: 0, batchSizeMax: 1, pollIntervalMs: 1, stagingTable: 'bad name',
+      name: 's',
+      database: { dialect: 'postgres', url: '' },
+      pumps: 0,
+      batchSizeMax: 1,
+      pollIntervalMs: 1,
+      stagingTable: 'bad name',
       tables: [{ table: 'ledger', operations: [], target: 'q' }],
     });
     assert.unreachable();

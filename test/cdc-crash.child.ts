@@ -13,7 +13,10 @@ import { closeSync, existsSync, fsyncSync, openSync, readFileSync, writeSync } f
 import { openStaging, PumpCore } from '../engine/cdc/index.js';
 import type { CaptureSource, PumpSink, StagedChange } from '../engine/cdc/index.js';
 
-const { source, sinkFile } = JSON.parse(process.argv[2]!) as { source: CaptureSource; sinkFile: string };
+const { source, sinkFile } = JSON.parse(process.argv[2]!) as {
+  source: CaptureSource;
+  sinkFile: string;
+};
 
 const sink: PumpSink = {
   appendBatch(changes: StagedChange[]) {
@@ -27,14 +30,22 @@ const sink: PumpSink = {
   },
   recentStagingIds(limit: number) {
     if (!existsSync(sinkFile)) return new Set();
-    const lines = readFileSync(sinkFile, 'utf8').split('\n').filter((l) => l.length > 0);
+    const lines = readFileSync(sinkFile, 'utf8')
+      .split('\n')
+      .filter((l) => l.length > 0);
     return new Set(lines.slice(-limit).map((l) => (JSON.parse(l) as StagedChange).stagingId));
   },
 };
 
 const staging = await openStaging(source);
 try {
-  const core = new PumpCore({ staging, sink, pump: 0, pumps: 1, batchSizeMax: source.batchSizeMax });
+  const core = new PumpCore({
+    staging,
+    sink,
+    pump: 0,
+    pumps: 1,
+    batchSizeMax: source.batchSizeMax,
+  });
   const reconciled = await core.start();
   const shipped = await core.runCycle();
   process.stdout.write(JSON.stringify({ reconciled, shipped }) + '\n');

@@ -17,7 +17,10 @@ import { stagingName, createAppDb, DIALECTS, LEDGER_DDL, sourceFor, view } from 
 
 const CHILD = fileURLToPath(new URL('./cdc-crash.child.js', import.meta.url));
 
-function runChild(arg: string, fault: string | null): { status: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string } {
+function runChild(
+  arg: string,
+  fault: string | null,
+): { status: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string } {
   const env = { ...process.env };
   if (fault) env.SLUICE_FAULT = fault;
   else delete env.SLUICE_FAULT;
@@ -27,7 +30,10 @@ function runChild(arg: string, fault: string | null): { status: number | null; s
 
 function sinkLines(file: string): StagedChange[] {
   if (!existsSync(file)) return [];
-  return readFileSync(file, 'utf8').split('\n').filter((l) => l.length > 0).map((l) => JSON.parse(l) as StagedChange);
+  return readFileSync(file, 'utf8')
+    .split('\n')
+    .filter((l) => l.length > 0)
+    .map((l) => JSON.parse(l) as StagedChange);
 }
 
 for (const dialect of [...DIALECTS, 'mariadb'] as const) {
@@ -42,14 +48,24 @@ for (const dialect of [...DIALECTS, 'mariadb'] as const) {
       await staging.install();
       await app.exec(`INSERT INTO ledger(id, holder) VALUES (10, 'twice')`);
       // Read the id directly: claiming here would make this session the owner of pump 0.
-      const [staged] = await app.query<{ stagingId: string }>(dialect === 'mariadb'
-        ? `SELECT CAST(id AS CHAR) AS stagingId FROM ${stagingName(app)}`
-        : `SELECT CAST(id AS TEXT) AS "stagingId" FROM ${stagingName(app)}`);
+      const [staged] = await app.query<{ stagingId: string }>(
+        dialect === 'mariadb'
+          ? `SELECT CAST(id AS CHAR) AS stagingId FROM ${stagingName(app)}`
+          : `SELECT CAST(id AS TEXT) AS "stagingId" FROM ${stagingName(app)}`,
+      );
       const arg = JSON.stringify({ source, sinkFile });
 
       const crashed = runChild(arg, 'after-append');
-      assert.is(crashed.signal, 'SIGKILL', `child killed itself: status=${crashed.status} stderr=${crashed.stderr}`);
-      assert.equal(sinkLines(sinkFile).map((c) => c.stagingId), [staged!.stagingId], 'appended before the crash');
+      assert.is(
+        crashed.signal,
+        'SIGKILL',
+        `child killed itself: status=${crashed.status} stderr=${crashed.stderr}`,
+      );
+      assert.equal(
+        sinkLines(sinkFile).map((c) => c.stagingId),
+        [staged!.stagingId],
+        'appended before the crash',
+      );
       assert.is(await staging.stagedCount(), 1, 'never acked: still staged');
 
       const restarted = runChild(arg, null);
@@ -60,8 +76,18 @@ for (const dialect of [...DIALECTS, 'mariadb'] as const) {
       assert.is(held.length, 1, 'exactly once in the sink');
       assert.is(held[0]!.stagingId, staged!.stagingId, 'same staging id');
       assert.equal(view(held[0]!), {
-        table: 'ledger', op: 'insert', key: ['10'], before: null,
-        after: { id: '10', holder: 'twice', memo: null, amount: null, booked: null, booked_tz: null },
+        table: 'ledger',
+        op: 'insert',
+        key: ['10'],
+        before: null,
+        after: {
+          id: '10',
+          holder: 'twice',
+          memo: null,
+          amount: null,
+          booked: null,
+          booked_tz: null,
+        },
       });
       assert.is(await staging.stagedCount(), 0, 'staging cleaned after restart');
 
@@ -69,7 +95,10 @@ for (const dialect of [...DIALECTS, 'mariadb'] as const) {
       await app.exec(`UPDATE ledger SET memo = 'later' WHERE id = 10`);
       const again = runChild(arg, null);
       assert.equal(JSON.parse(again.stdout), { reconciled: 0, shipped: 1 });
-      assert.equal(sinkLines(sinkFile).map((c) => c.op), ['insert', 'update']);
+      assert.equal(
+        sinkLines(sinkFile).map((c) => c.op),
+        ['insert', 'update'],
+      );
     } finally {
       await staging.close();
       await app.destroy();

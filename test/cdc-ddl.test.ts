@@ -12,7 +12,11 @@ import { checkCaptureLive, type Topology } from '../index.js';
 import { createAppDb, drain, LEDGER_DDL, sourceFor, view } from './cdc-helpers.js';
 import type { AppDb, Dialect } from './cdc-helpers.js';
 
-async function withLedger(dialect: Dialect, table: Partial<CaptureTable>, body: (app: AppDb, staging: StagingClient) => Promise<void>): Promise<void> {
+async function withLedger(
+  dialect: Dialect,
+  table: Partial<CaptureTable>,
+  body: (app: AppDb, staging: StagingClient) => Promise<void>,
+): Promise<void> {
   const app = await createAppDb(dialect);
   let staging: StagingClient | null = null;
   try {
@@ -41,12 +45,48 @@ test('postgres: ADD, DROP and RENAME COLUMN with capture installed: every applic
     const rows = (await drain(staging)).map(view);
     const base = { amount: null, booked: null, booked_tz: null };
     assert.equal(rows, [
-      { table: 'ledger', op: 'insert', key: ['1'], before: null, after: { id: '1', holder: 'ann', memo: 'm', ...base } },
-      { table: 'ledger', op: 'insert', key: ['2'], before: null, after: { id: '2', holder: 'bob', memo: null, ...base, note: 'new column' } },
-      { table: 'ledger', op: 'insert', key: ['3'], before: null, after: { id: '3', holder: 'cy', ...base, note: null } },
-      { table: 'ledger', op: 'update', key: ['1'], before: { id: '1', holder: 'ann', ...base, note: null }, after: { id: '1', holder: 'ann2', ...base, note: null } },
-      { table: 'ledger', op: 'update', key: ['2'], before: { id: '2', owner: 'bob', ...base, note: 'new column' }, after: { id: '2', owner: 'bob2', ...base, note: 'new column' } },
-      { table: 'ledger', op: 'delete', key: ['3'], before: { id: '3', owner: 'cy', ...base, note: null }, after: null },
+      {
+        table: 'ledger',
+        op: 'insert',
+        key: ['1'],
+        before: null,
+        after: { id: '1', holder: 'ann', memo: 'm', ...base },
+      },
+      {
+        table: 'ledger',
+        op: 'insert',
+        key: ['2'],
+        before: null,
+        after: { id: '2', holder: 'bob', memo: null, ...base, note: 'new column' },
+      },
+      {
+        table: 'ledger',
+        op: 'insert',
+        key: ['3'],
+        before: null,
+        after: { id: '3', holder: 'cy', ...base, note: null },
+      },
+      {
+        table: 'ledger',
+        op: 'update',
+        key: ['1'],
+        before: { id: '1', holder: 'ann', ...base, note: null },
+        after: { id: '1', holder: 'ann2', ...base, note: null },
+      },
+      {
+        table: 'ledger',
+        op: 'update',
+        key: ['2'],
+        before: { id: '2', owner: 'bob', ...base, note: 'new column' },
+        after: { id: '2', owner: 'bob2', ...base, note: 'new column' },
+      },
+      {
+        table: 'ledger',
+        op: 'delete',
+        key: ['3'],
+        before: { id: '3', owner: 'cy', ...base, note: null },
+        after: null,
+      },
     ]);
     const topology = { capture: [staging.source] } as unknown as Topology;
     const where = 'capture source "test": table "ledger"';
@@ -60,7 +100,12 @@ test('postgres: ADD, DROP and RENAME COLUMN with capture installed: every applic
     await staging.install();
     assert.equal(await checkCaptureLive(topology), []);
     await app.exec(`INSERT INTO ledger(id, owner) VALUES (4, 'dee')`);
-    assert.equal((await drain(staging)).map(view)[0]!.after, { id: '4', owner: 'dee', ...base, note: null });
+    assert.equal((await drain(staging)).map(view)[0]!.after, {
+      id: '4',
+      owner: 'dee',
+      ...base,
+      note: null,
+    });
   });
 });
 
@@ -69,12 +114,18 @@ test('postgres: a table with listed columns keeps capturing after one of them is
     await app.exec(`ALTER TABLE ledger DROP COLUMN holder`);
     await app.exec(`INSERT INTO ledger(id, amount) VALUES (9007199254740993, 999999999999.999998)`);
     assert.equal((await drain(staging)).map(view), [
-      { table: 'ledger', op: 'insert', key: ['9007199254740993'], before: null, after: { amount: '999999999999.999998' } },
+      {
+        table: 'ledger',
+        op: 'insert',
+        key: ['9007199254740993'],
+        before: null,
+        after: { amount: '999999999999.999998' },
+      },
     ]);
   });
 });
 
-test('sqlite: ADD and RENAME COLUMN run and capture continues; DROP COLUMN of a captured column is refused by SQLite itself, naming the trigger; the application\'s writes never fail', async () => {
+test("sqlite: ADD and RENAME COLUMN run and capture continues; DROP COLUMN of a captured column is refused by SQLite itself, naming the trigger; the application's writes never fail", async () => {
   await withLedger('sqlite', {}, async (app, staging) => {
     await app.exec(`ALTER TABLE ledger ADD COLUMN note TEXT`);
     await app.exec(`INSERT INTO ledger(id, holder, note) VALUES (1, 'ann', 'n')`);
@@ -84,11 +135,21 @@ test('sqlite: ADD and RENAME COLUMN run and capture continues; DROP COLUMN of a 
       await app.exec(`ALTER TABLE ledger DROP COLUMN memo`);
       assert.unreachable('SQLite refuses to drop a column a trigger names');
     } catch (err) {
-      assert.match((err as Error).message, /error in trigger sluice_cdc_sluice_staging_ledger_\w+ after drop column: no such column: (NEW|OLD)\.memo/);
+      assert.match(
+        (err as Error).message,
+        /error in trigger sluice_cdc_sluice_staging_ledger_\w+ after drop column: no such column: (NEW|OLD)\.memo/,
+      );
     }
     await app.exec(`UPDATE ledger SET owner = 'ann2' WHERE id = 1`);
     const rows = (await drain(staging)).map(view);
-    assert.equal(rows.map((r) => [r.op, (r.after as Record<string, unknown>).holder]), [['insert', 'ann'], ['insert', 'bob'], ['update', 'ann2']]);
+    assert.equal(
+      rows.map((r) => [r.op, (r.after as Record<string, unknown>).holder]),
+      [
+        ['insert', 'ann'],
+        ['insert', 'bob'],
+        ['update', 'ann2'],
+      ],
+    );
     const topology = { capture: [staging.source] } as unknown as Topology;
     assert.equal(await checkCaptureLive(topology), [
       'capture source "test": table "ledger": column "holder" is captured by the installed triggers but the table no longer has it (dropped or renamed; run sluice install)',

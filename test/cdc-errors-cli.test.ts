@@ -17,10 +17,11 @@ import { sluice } from './lib/cli.js';
 const cli = new URL('../cli/sluice.js', import.meta.url).pathname;
 const changeLog = new URL('./fixtures/services/change-log.js', import.meta.url).pathname;
 
-
 /** Starts `sluice run` and resolves once it says it is up. */
 async function runUp(file: string): Promise<{ child: ChildProcess; stop: () => Promise<string> }> {
-  const child = spawn(process.execPath, [cli, 'run', file, '--status-ms', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [cli, 'run', file, '--status-ms', '0'], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let err = '';
   child.stderr!.on('data', (b) => (err += b));
   const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()));
@@ -33,10 +34,21 @@ async function runUp(file: string): Promise<{ child: ChildProcess; stop: () => P
       }
     });
   });
-  return { child, stop: async () => { child.kill('SIGTERM'); await exited; return err; } };
+  return {
+    child,
+    stop: async () => {
+      child.kill('SIGTERM');
+      await exited;
+      return err;
+    },
+  };
 }
 
-async function until<T>(what: string, probe: () => Promise<T | null>, timeoutMs = 30_000): Promise<T> {
+async function until<T>(
+  what: string,
+  probe: () => Promise<T | null>,
+  timeoutMs = 30_000,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const v = await probe();
@@ -47,10 +59,11 @@ async function until<T>(what: string, probe: () => Promise<T | null>, timeoutMs 
 }
 
 function topologyText(app: AppDb, dir: string, recordBytesMax: number): string {
-  const db = app.dialect === 'sqlite'
-    ? `{ dialect: sqlite, file: ${JSON.stringify((app.ref as { file: string }).file)} }`
-    : `{ dialect: postgres, url: ${JSON.stringify(PG_URL)}, schema: ${(app.ref as { schema: string }).schema}, ` +
-      `captureSchema: ${(app.ref as { captureSchema: string }).captureSchema} }`;
+  const db =
+    app.dialect === 'sqlite'
+      ? `{ dialect: sqlite, file: ${JSON.stringify((app.ref as { file: string }).file)} }`
+      : `{ dialect: postgres, url: ${JSON.stringify(PG_URL)}, schema: ${(app.ref as { schema: string }).schema}, ` +
+        `captureSchema: ${(app.ref as { captureSchema: string }).captureSchema} }`;
   return `name: c10
 dataDir: ${JSON.stringify(path.join(dir, 'data'))}
 queues:
@@ -72,7 +85,11 @@ capture:
 async function targetKeys(file: string): Promise<string[]> {
   const r = await sluice(['tail', file, 'ledger-changes', '-n', '100']);
   assert.is(r.code, 0, r.err);
-  return r.out.trim().split('\n').filter((l) => l !== '').map((l) => (JSON.parse(l) as { key: string }).key);
+  return r.out
+    .trim()
+    .split('\n')
+    .filter((l) => l !== '')
+    .map((l) => (JSON.parse(l) as { key: string }).key);
 }
 
 for (const dialect of DIALECTS) {
@@ -93,7 +110,10 @@ for (const dialect of DIALECTS) {
         return r.out.startsWith('app: 1 parked change') ? r.out : null;
       });
       assert.equal(await targetKeys(file), ['["111"]']);
-      assert.match(listed, /^ {2}\d+ {2}ledger insert key=\["110"\] attempts=2 parked=\S+Z {2}refused 2 times \(2 tries each\): record of \d{7} bytes exceeds recordBytesMax 1000000 of capture source "app" \(target queue "ledger-changes"\)$/m);
+      assert.match(
+        listed,
+        /^ {2}\d+ {2}ledger insert key=\["110"\] attempts=2 parked=\S+Z {2}refused 2 times \(2 tries each\): record of \d{7} bytes exceeds recordBytesMax 1000000 of capture source "app" \(target queue "ledger-changes"\)$/m,
+      );
       const json = await sluice(['errors', 'list', file, '--json']);
       const parked = JSON.parse(json.out.trim()) as { source: string; key: string; after: string };
       assert.is(parked.source, 'app');
@@ -104,7 +124,9 @@ for (const dialect of DIALECTS) {
       const rq = await sluice(['errors', 'requeue', file, '--all']);
       assert.is(rq.out.trim(), 'requeued 1 change', rq.err);
       const again = await runUp(file);
-      await until('110 in the target', async () => ((await targetKeys(file)).length === 2 ? true : null));
+      await until('110 in the target', async () =>
+        (await targetKeys(file)).length === 2 ? true : null,
+      );
       assert.equal(await targetKeys(file), ['["111"]', '["110"]']);
       assert.is((await sluice(['errors', 'list', file])).out.trim(), 'app: 0 parked changes');
       await again.stop();
@@ -125,9 +147,15 @@ test('errors requeue and purge refuse to act on everything without --all, and na
     await sluice(['install', file]);
     const r = await sluice(['errors', 'purge', file]);
     assert.is(r.code, 2);
-    assert.is(r.err.trim(), 'sluice: errors purge: name staging ids, or --all, or --older-than-ms <ms>');
+    assert.is(
+      r.err.trim(),
+      'sluice: errors purge: name staging ids, or --all, or --older-than-ms <ms>',
+    );
     const bad = await sluice(['errors', 'requeue', file, '12x']);
-    assert.is(bad.err.trim(), 'sluice: errors requeue: staging id must be a decimal integer, got "12x"');
+    assert.is(
+      bad.err.trim(),
+      'sluice: errors requeue: staging id must be a decimal integer, got "12x"',
+    );
     const src = await sluice(['errors', 'list', file, '--source', 'nope']);
     assert.is(src.err.trim(), `sluice: unknown capture source "nope" in ${file} (known: app)`);
     const ok = await sluice(['errors', 'purge', file, '--all']);
@@ -149,10 +177,16 @@ test('uninstall refuses while staging holds changes, then --force removes trigge
     await app.exec(`INSERT INTO ledger(id) VALUES (1)`);
     const r = await sluice(['uninstall', file]);
     assert.is(r.code, 2);
-    assert.is(r.err.trim(), 'sluice: capture source "app": 1 staged and 0 parked change would be lost; ship them first (sluice run), or pass --force (or --keep-staging to drop only the triggers)');
+    assert.is(
+      r.err.trim(),
+      'sluice: capture source "app": 1 staged and 0 parked change would be lost; ship them first (sluice run), or pass --force (or --keep-staging to drop only the triggers)',
+    );
     const f = await sluice(['uninstall', file, '--force']);
     assert.is(f.out.trim(), 'uninstalled capture "app"', f.err);
-    assert.equal(await app.query(`SELECT name FROM sqlite_master WHERE name LIKE 'sluice%' ORDER BY 1`), []);
+    assert.equal(
+      await app.query(`SELECT name FROM sqlite_master WHERE name LIKE 'sluice%' ORDER BY 1`),
+      [],
+    );
     await app.exec(`INSERT INTO ledger(id) VALUES (2)`);
   } finally {
     await app.destroy();

@@ -8,17 +8,35 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { openStaging, PumpCore, RecordRefusedError } from '../engine/cdc/index.js';
 import type { CaptureErrorPolicy, StagingClient } from '../engine/cdc/index.js';
-import { stagingName, createAppDb, DIALECTS, LEDGER_DDL, limitedSink, sourceFor } from './cdc-helpers.js';
+import {
+  stagingName,
+  createAppDb,
+  DIALECTS,
+  LEDGER_DDL,
+  limitedSink,
+  sourceFor,
+} from './cdc-helpers.js';
 import type { AppDb, Dialect, LimitedSink } from './cdc-helpers.js';
 
 const POLICY: CaptureErrorPolicy = {
-  retriesImmediate: 2, attemptsMax: 3, retryDelayMs: 1000, retryDelayMaxMs: 1500,
-  holdKeyWhenParked: true, retentionMs: 3_600_000,
+  retriesImmediate: 2,
+  attemptsMax: 3,
+  retryDelayMs: 1000,
+  retryDelayMaxMs: 1500,
+  holdKeyWhenParked: true,
+  retentionMs: 3_600_000,
 };
 /** The target's limit in the tests: a 2,000,000-character memo is far over it. */
 const LIMIT = 10_000;
 /** Characters of the after image of row 110 (its memo is 2,000,000 x). */
-const SIZE110 = JSON.stringify({ id: '110', holder: null, memo: 'x'.repeat(2_000_000), amount: null, booked: null, booked_tz: null }).length;
+const SIZE110 = JSON.stringify({
+  id: '110',
+  holder: null,
+  memo: 'x'.repeat(2_000_000),
+  amount: null,
+  booked: null,
+  booked_tz: null,
+}).length;
 
 interface Rig {
   app: AppDb;
@@ -28,7 +46,11 @@ interface Rig {
   core: PumpCore;
 }
 
-async function withRig(dialect: Dialect, policy: Partial<CaptureErrorPolicy>, body: (r: Rig) => Promise<void>): Promise<void> {
+async function withRig(
+  dialect: Dialect,
+  policy: Partial<CaptureErrorPolicy>,
+  body: (r: Rig) => Promise<void>,
+): Promise<void> {
   const app = await createAppDb(dialect);
   let staging: StagingClient | null = null;
   try {
@@ -38,7 +60,16 @@ async function withRig(dialect: Dialect, policy: Partial<CaptureErrorPolicy>, bo
     const sink = limitedSink(LIMIT, RecordRefusedError);
     const clock = { ms: 1_000_000 };
     const errors = { ...POLICY, ...policy };
-    const core = new PumpCore({ staging, sink, pump: 0, pumps: 1, batchSizeMax: 100, errors, clock: () => clock.ms, fault: null });
+    const core = new PumpCore({
+      staging,
+      sink,
+      pump: 0,
+      pumps: 1,
+      batchSizeMax: 100,
+      errors,
+      clock: () => clock.ms,
+      fault: null,
+    });
     await core.start();
     await body({ app, staging, sink, clock, core });
   } finally {
@@ -47,14 +78,25 @@ async function withRig(dialect: Dialect, policy: Partial<CaptureErrorPolicy>, bo
   }
 }
 
-const big = (dialect: Dialect) => (dialect !== 'sqlite' ? `repeat('x', 2000000)` : `printf('%.*c', 2000000, 'x')`);
+const big = (dialect: Dialect) =>
+  dialect !== 'sqlite' ? `repeat('x', 2000000)` : `printf('%.*c', 2000000, 'x')`;
 const keysOf = (sink: LimitedSink) => sink.changes.map((c) => `${c.op}:${JSON.parse(c.key)[0]}`);
 
-async function stagedRow(app: AppDb, key: string): Promise<{ attempts: number; next: number | null; err: string | null } | undefined> {
-  const rows = await app.query<{ attempts: number; next: string | number | null; err: string | null }>(
-    `SELECT attempts, next_attempt_ms AS next, last_error AS err FROM ${stagingName(app)} WHERE ${app.dialect === 'mariadb' ? '`key`' : 'key'} = '${key}' ORDER BY id LIMIT 1`);
+async function stagedRow(
+  app: AppDb,
+  key: string,
+): Promise<{ attempts: number; next: number | null; err: string | null } | undefined> {
+  const rows = await app.query<{
+    attempts: number;
+    next: string | number | null;
+    err: string | null;
+  }>(
+    `SELECT attempts, next_attempt_ms AS next, last_error AS err FROM ${stagingName(app)} WHERE ${app.dialect === 'mariadb' ? '`key`' : 'key'} = '${key}' ORDER BY id LIMIT 1`,
+  );
   const r = rows[0];
-  return r && { attempts: Number(r.attempts), next: r.next === null ? null : Number(r.next), err: r.err };
+  return (
+    r && { attempts: Number(r.attempts), next: r.next === null ? null : Number(r.next), err: r.err }
+  );
 }
 
 for (const dialect of [...DIALECTS, 'mariadb'] as const) {
@@ -67,7 +109,11 @@ for (const dialect of [...DIALECTS, 'mariadb'] as const) {
       const [id110, id111] = sink.calls[0]!;
       // The batch of two, then each half, then two immediate retries of the refused one.
       assert.equal(sink.calls, [[id110, id111], [id110], [id110], [id110], [id111]]);
-      assert.equal(await stagedRow(app, '["110"]'), { attempts: 1, next: clock.ms + 1000, err: `record of ${SIZE110} bytes exceeds ${LIMIT}` });
+      assert.equal(await stagedRow(app, '["110"]'), {
+        attempts: 1,
+        next: clock.ms + 1000,
+        err: `record of ${SIZE110} bytes exceeds ${LIMIT}`,
+      });
 
       clock.ms += 999; // not due yet: not even claimed
       assert.is(await core.runCycle(), 0);
@@ -83,9 +129,18 @@ for (const dialect of [...DIALECTS, 'mariadb'] as const) {
       assert.is(core.stats.parked, 1);
       assert.is(core.stats.retriesDelayed, 2);
       const parked = await staging.listParked();
-      assert.equal(parked.map((p) => [p.key, p.op, p.attempts, p.error, p.parkedTimeMs]), [[
-        '["110"]', 'insert', 3, `refused 3 times (3 tries each): record of ${SIZE110} bytes exceeds ${LIMIT}`, clock.ms,
-      ]]);
+      assert.equal(
+        parked.map((p) => [p.key, p.op, p.attempts, p.error, p.parkedTimeMs]),
+        [
+          [
+            '["110"]',
+            'insert',
+            3,
+            `refused 3 times (3 tries each): record of ${SIZE110} bytes exceeds ${LIMIT}`,
+            clock.ms,
+          ],
+        ],
+      );
       assert.is(JSON.parse(parked[0]!.after!).memo.length, 2_000_000);
       assert.is(await staging.parkedCount(), 1);
 
@@ -126,31 +181,52 @@ for (const dialect of [...DIALECTS, 'mariadb'] as const) {
       await staging.requeue({ ids: (await staging.listParked()).map((p) => p.stagingId) });
       clock.ms += 1000;
       await core.runCycle();
-      assert.equal(keysOf(sink), ['insert:31', 'insert:32', 'insert:40', 'insert:41', 'insert:42', 'insert:30', 'update:30']);
+      assert.equal(keysOf(sink), [
+        'insert:31',
+        'insert:32',
+        'insert:40',
+        'insert:41',
+        'insert:42',
+        'insert:30',
+        'update:30',
+      ]);
     });
   });
 
   test(`${dialect}: C4 with holdKeyWhenParked false the key's later change flows once the refused one is parked, not before`, async () => {
-    await withRig(dialect, { holdKeyWhenParked: false, attemptsMax: 2 }, async ({ app, staging, sink, clock, core }) => {
-      await app.exec(`INSERT INTO ledger(id, memo) VALUES (30, ${big(dialect)})`);
-      await app.exec(`UPDATE ledger SET memo = 'short' WHERE id = 30`);
-      await core.runCycle();
-      assert.equal(keysOf(sink), [], 'round 1 refused: the update waits');
-      clock.ms += 1000;
-      await core.runCycle(); // round 2 = attemptsMax: parked; the update stays for the next cycle
-      assert.is(await staging.parkedCount(), 1);
-      await core.runCycle();
-      assert.equal(keysOf(sink), ['update:30']);
-    });
+    await withRig(
+      dialect,
+      { holdKeyWhenParked: false, attemptsMax: 2 },
+      async ({ app, staging, sink, clock, core }) => {
+        await app.exec(`INSERT INTO ledger(id, memo) VALUES (30, ${big(dialect)})`);
+        await app.exec(`UPDATE ledger SET memo = 'short' WHERE id = 30`);
+        await core.runCycle();
+        assert.equal(keysOf(sink), [], 'round 1 refused: the update waits');
+        clock.ms += 1000;
+        await core.runCycle(); // round 2 = attemptsMax: parked; the update stays for the next cycle
+        assert.is(await staging.parkedCount(), 1);
+        await core.runCycle();
+        assert.equal(keysOf(sink), ['update:30']);
+      },
+    );
   });
 
   test(`${dialect}: divide and conquer ships every accepted change of a batch in staging-id order around two refused ones`, async () => {
     await withRig(dialect, {}, async ({ app, sink, core }) => {
       for (let i = 1; i <= 8; i++) {
-        await app.exec(`INSERT INTO ledger(id, memo) VALUES (${i}, ${i === 3 || i === 6 ? big(dialect) : `'m${i}'`})`);
+        await app.exec(
+          `INSERT INTO ledger(id, memo) VALUES (${i}, ${i === 3 || i === 6 ? big(dialect) : `'m${i}'`})`,
+        );
       }
       assert.is(await core.runCycle(), 6);
-      assert.equal(keysOf(sink), ['insert:1', 'insert:2', 'insert:4', 'insert:5', 'insert:7', 'insert:8']);
+      assert.equal(keysOf(sink), [
+        'insert:1',
+        'insert:2',
+        'insert:4',
+        'insert:5',
+        'insert:7',
+        'insert:8',
+      ]);
       assert.equal([...core.heldKeys().retrying.keys()].sort(), ['["3"]', '["6"]']);
     });
   });
@@ -161,7 +237,16 @@ for (const dialect of [...DIALECTS, 'mariadb'] as const) {
       await core.runCycle();
       await app.exec(`UPDATE ledger SET memo = 'short' WHERE id = 30`);
       sink.limit.bytes = 4_000_000; // would ship now, if the key were not held until its retry
-      const again = new PumpCore({ staging, sink, pump: 0, pumps: 1, batchSizeMax: 100, errors: POLICY, clock: () => clock.ms, fault: null });
+      const again = new PumpCore({
+        staging,
+        sink,
+        pump: 0,
+        pumps: 1,
+        batchSizeMax: 100,
+        errors: POLICY,
+        clock: () => clock.ms,
+        fault: null,
+      });
       await again.start();
       assert.equal([...again.heldKeys().retrying], [['["30"]', clock.ms + 1000]]);
       await again.runCycle();
@@ -192,23 +277,33 @@ for (const dialect of [...DIALECTS, 'mariadb'] as const) {
   });
 
   test(`${dialect}: parked changes older than retentionMs are deleted by pump 0; purge by id deletes only those`, async () => {
-    await withRig(dialect, { attemptsMax: 1, retentionMs: 120_000 }, async ({ app, staging, clock, core }) => {
-      await app.exec(`INSERT INTO ledger(id, memo) VALUES (1, ${big(dialect)})`);
-      await app.exec(`INSERT INTO ledger(id, memo) VALUES (2, ${big(dialect)})`);
-      await core.runCycle(); // both parked at once (attemptsMax 1)
-      assert.is(await staging.parkedCount(), 2);
-      const [first] = await staging.listParked();
-      assert.is(await staging.purge({ ids: [first!.stagingId] }), 1);
-      assert.equal((await staging.listParked()).map((p) => p.key), ['["2"]']);
-      await app.exec(`INSERT INTO ledger(id, memo) VALUES (3, ${big(dialect)})`);
-      clock.ms += 60_000;
-      await core.runCycle(); // 3 parked 60 s after 2
-      assert.is(await staging.parkedCount(), 2);
-      clock.ms += 60_001; // 2 is now older than 120 s, 3 is not
-      await core.runCycle();
-      assert.equal((await staging.listParked()).map((p) => p.key), ['["3"]']);
-      assert.is(core.stats.expired, 1);
-    });
+    await withRig(
+      dialect,
+      { attemptsMax: 1, retentionMs: 120_000 },
+      async ({ app, staging, clock, core }) => {
+        await app.exec(`INSERT INTO ledger(id, memo) VALUES (1, ${big(dialect)})`);
+        await app.exec(`INSERT INTO ledger(id, memo) VALUES (2, ${big(dialect)})`);
+        await core.runCycle(); // both parked at once (attemptsMax 1)
+        assert.is(await staging.parkedCount(), 2);
+        const [first] = await staging.listParked();
+        assert.is(await staging.purge({ ids: [first!.stagingId] }), 1);
+        assert.equal(
+          (await staging.listParked()).map((p) => p.key),
+          ['["2"]'],
+        );
+        await app.exec(`INSERT INTO ledger(id, memo) VALUES (3, ${big(dialect)})`);
+        clock.ms += 60_000;
+        await core.runCycle(); // 3 parked 60 s after 2
+        assert.is(await staging.parkedCount(), 2);
+        clock.ms += 60_001; // 2 is now older than 120 s, 3 is not
+        await core.runCycle();
+        assert.equal(
+          (await staging.listParked()).map((p) => p.key),
+          ['["3"]'],
+        );
+        assert.is(core.stats.expired, 1);
+      },
+    );
   });
 }
 

@@ -10,7 +10,13 @@ import { randomBytes } from 'node:crypto';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { createMariaAppDb } from './cdc-mariadb-helpers.js';
-import type { CaptureSource, CaptureTable, DatabaseRef, StagedChange, StagingClient } from '../engine/cdc/index.js';
+import type {
+  CaptureSource,
+  CaptureTable,
+  DatabaseRef,
+  StagedChange,
+  StagingClient,
+} from '../engine/cdc/index.js';
 
 export const PG_URL = process.env.SLUICE_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 
@@ -51,11 +57,22 @@ function sqliteAppDb(file: string, cleanup: () => void): AppDb {
   const self: AppDb = {
     dialect: 'sqlite',
     ref: { dialect: 'sqlite', file },
-    async exec(sql) { db.exec(sql); },
-    async query<T>(sql: string) { return db.prepare(sql).all() as T[]; },
-    async connect() { return sqliteAppDb(file, () => undefined); },
-    async close() { if (db.open) db.close(); },
-    async destroy() { await self.close(); cleanup(); },
+    async exec(sql) {
+      db.exec(sql);
+    },
+    async query<T>(sql: string) {
+      return db.prepare(sql).all() as T[];
+    },
+    async connect() {
+      return sqliteAppDb(file, () => undefined);
+    },
+    async close() {
+      if (db.open) db.close();
+    },
+    async destroy() {
+      await self.close();
+      cleanup();
+    },
   };
   return self;
 }
@@ -74,11 +91,25 @@ async function pgAppDb(schema: string, cleanup: (() => Promise<void>) | null): P
   const self: AppDb = {
     dialect: 'postgres',
     ref: { dialect: 'postgres', url: PG_URL, schema, captureSchema: `${schema}_sluice` },
-    async exec(sql) { await client.query(sql); },
-    async query<T>(sql: string) { return (await client.query(sql)).rows as T[]; },
-    async connect() { return pgAppDb(schema, null); },
-    async close() { if (!closed) { closed = true; await client.end(); } },
-    async destroy() { await self.close(); if (cleanup) await cleanup(); },
+    async exec(sql) {
+      await client.query(sql);
+    },
+    async query<T>(sql: string) {
+      return (await client.query(sql)).rows as T[];
+    },
+    async connect() {
+      return pgAppDb(schema, null);
+    },
+    async close() {
+      if (!closed) {
+        closed = true;
+        await client.end();
+      }
+    },
+    async destroy() {
+      await self.close();
+      if (cleanup) await cleanup();
+    },
   };
   return self;
 }
@@ -100,16 +131,26 @@ async function createPgAppDb(prefix: string): Promise<AppDb> {
 
 /** The staging table as `app`'s own connection names it (PostgreSQL: in the capture schema). */
 export function stagingName(app: AppDb, table = 'sluice_staging'): string {
-  if (app.ref.dialect === 'mariadb' || app.ref.dialect === 'mysql') return `\`${app.ref.captureSchema}\`.\`${table}\``;
+  if (app.ref.dialect === 'mariadb' || app.ref.dialect === 'mysql')
+    return `\`${app.ref.captureSchema}\`.\`${table}\``;
   return app.ref.dialect === 'postgres' ? `"${app.ref.captureSchema}"."${table}"` : `"${table}"`;
 }
 
 /** A capture source over `tables` in `app`'s database. */
-export function sourceFor(app: AppDb, tables: Partial<CaptureTable>[], extra: Partial<CaptureSource> = {}): CaptureSource {
+export function sourceFor(
+  app: AppDb,
+  tables: Partial<CaptureTable>[],
+  extra: Partial<CaptureSource> = {},
+): CaptureSource {
   return {
     name: 'test',
     database: app.ref,
-    tables: tables.map((t) => ({ table: 'ledger', operations: ['insert', 'update', 'delete'], target: 'ledger-events', ...t })),
+    tables: tables.map((t) => ({
+      table: 'ledger',
+      operations: ['insert', 'update', 'delete'],
+      target: 'ledger-events',
+      ...t,
+    })),
     pumps: 1,
     batchSizeMax: 100,
     pollIntervalMs: 10,
@@ -126,7 +167,13 @@ export async function drain(staging: StagingClient, limit = 1000): Promise<Stage
 }
 
 /** The parts of a change the case expectations talk about, images parsed. */
-export function view(c: StagedChange): { table: string; op: string; key: unknown; before: unknown; after: unknown } {
+export function view(c: StagedChange): {
+  table: string;
+  op: string;
+  key: unknown;
+  before: unknown;
+  after: unknown;
+} {
   return {
     table: c.table,
     op: c.op,
@@ -137,8 +184,20 @@ export function view(c: StagedChange): { table: string; op: string; key: unknown
 }
 
 /** A full ledger row image; unspecified columns are null. */
-export function ledgerRow(values: Partial<Record<'id' | 'holder' | 'memo' | 'amount' | 'booked' | 'booked_tz', string | null>>): Record<string, string | null> {
-  return { id: null, holder: null, memo: null, amount: null, booked: null, booked_tz: null, ...values };
+export function ledgerRow(
+  values: Partial<
+    Record<'id' | 'holder' | 'memo' | 'amount' | 'booked' | 'booked_tz', string | null>
+  >,
+): Record<string, string | null> {
+  return {
+    id: null,
+    holder: null,
+    memo: null,
+    amount: null,
+    booked: null,
+    booked_tz: null,
+    ...values,
+  };
 }
 
 export function sleepMs(ms: number): Promise<void> {
@@ -156,8 +215,12 @@ export function memorySink(): MemorySink {
   const changes: StagedChange[] = [];
   return {
     changes,
-    appendBatch(batch) { changes.push(...batch); },
-    recentStagingIds(limit) { return new Set(changes.slice(-limit).map((c) => c.stagingId)); },
+    appendBatch(batch) {
+      changes.push(...batch);
+    },
+    recentStagingIds(limit) {
+      return new Set(changes.slice(-limit).map((c) => c.stagingId));
+    },
   };
 }
 
@@ -185,7 +248,8 @@ export function limitedSink(bytes: number, refused: new (message: string) => Err
       if (sink.down) throw new Error('target unreachable (ECONNREFUSED)');
       for (const c of batch) {
         const size = c.after?.length ?? 0;
-        if (size > sink.limit.bytes) throw new refused(`record of ${size} bytes exceeds ${sink.limit.bytes}`);
+        if (size > sink.limit.bytes)
+          throw new refused(`record of ${size} bytes exceeds ${sink.limit.bytes}`);
       }
       base.appendBatch(batch);
     },

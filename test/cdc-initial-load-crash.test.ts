@@ -22,10 +22,14 @@ import { ITEMS_DDL, fillItems, itemsInDb, applyEvents } from './initial-load-hel
 const child = new URL('./initial-load.child.js', import.meta.url).pathname;
 const KILLS = 5;
 const PUMPS = 2;
-const rowsFor = (d: Dialect) => Number(process.env.SLUICE_LOAD_CRASH_ROWS ?? (d === 'mariadb' ? 10_000 : 20_000));
+const rowsFor = (d: Dialect) =>
+  Number(process.env.SLUICE_LOAD_CRASH_ROWS ?? (d === 'mariadb' ? 10_000 : 20_000));
 
 /** Runs the child; kills it with SIGKILL `killAfterMs` after it printed "up" (null: let it finish). */
-function runChild(file: string, killAfterMs: number | null): Promise<{ code: number | null; signal: string | null; out: string }> {
+function runChild(
+  file: string,
+  killAfterMs: number | null,
+): Promise<{ code: number | null; signal: string | null; out: string }> {
   return new Promise((resolve) => {
     const env = { ...process.env };
     delete env.SLUICE_FAULT;
@@ -33,7 +37,8 @@ function runChild(file: string, killAfterMs: number | null): Promise<{ code: num
     let out = '';
     p.stdout.on('data', (b: Buffer) => {
       out += b;
-      if (killAfterMs !== null && out.includes('up\n')) setTimeout(() => p.kill('SIGKILL'), killAfterMs);
+      if (killAfterMs !== null && out.includes('up\n'))
+        setTimeout(() => p.kill('SIGKILL'), killAfterMs);
     });
     p.stderr.on('data', (b) => (out += b));
     p.on('exit', (code, signal) => resolve({ code, signal, out }));
@@ -68,7 +73,11 @@ async function writer(app: AppDb, rows: number, stop: { now: boolean }): Promise
   return n;
 }
 
-for (const dialect of (process.env.INITLOAD_DIALECTS?.split(',') ?? ['sqlite', 'postgres', 'mariadb']) as Dialect[]) {
+for (const dialect of (process.env.INITLOAD_DIALECTS?.split(',') ?? [
+  'sqlite',
+  'postgres',
+  'mariadb',
+]) as Dialect[]) {
   test(`${dialect}: initial load, kill -9 of the loading process ${KILLS} times at random moments, resumed: the consumer's table equals the database's`, async () => {
     const rows = rowsFor(dialect);
     const app = await createAppDb(dialect, 'initload_');
@@ -78,26 +87,30 @@ for (const dialect of (process.env.INITLOAD_DIALECTS?.split(',') ?? ['sqlite', '
       await app.exec(ITEMS_DDL[dialect]);
       await fillItems(app, rows);
       const ref = app.ref;
-      const db = ref.dialect === 'sqlite'
-        ? `{ dialect: sqlite, file: "${ref.file}" }`
-        : ref.dialect === 'postgres'
-          ? `{ dialect: postgres, url: "${ref.url}", schema: ${ref.schema}, captureSchema: ${ref.captureSchema} }`
-          : `{ dialect: mariadb, url: "${ref.url}", captureSchema: ${ref.captureSchema} }`;
+      const db =
+        ref.dialect === 'sqlite'
+          ? `{ dialect: sqlite, file: "${ref.file}" }`
+          : ref.dialect === 'postgres'
+            ? `{ dialect: postgres, url: "${ref.url}", schema: ${ref.schema}, captureSchema: ${ref.captureSchema} }`
+            : `{ dialect: mariadb, url: "${ref.url}", captureSchema: ${ref.captureSchema} }`;
       const file = path.join(dir, 'topology.yaml');
-      fs.writeFileSync(file, [
-        'name: initload',
-        'dataDir: ./data',
-        'supervisor: { backoffInitialMs: 10 }',
-        'queues:',
-        `  - { name: items, partitions: ${PUMPS} }`,
-        'capture:',
-        '  - name: app',
-        `    database: ${db}`,
-        `    pumps: ${PUMPS}`,
-        '    tables:',
-        '      - { table: items, operations: [insert, update, delete], target: items, initialLoad: true }',
-        '',
-      ].join('\n'));
+      fs.writeFileSync(
+        file,
+        [
+          'name: initload',
+          'dataDir: ./data',
+          'supervisor: { backoffInitialMs: 10 }',
+          'queues:',
+          `  - { name: items, partitions: ${PUMPS} }`,
+          'capture:',
+          '  - name: app',
+          `    database: ${db}`,
+          `    pumps: ${PUMPS}`,
+          '    tables:',
+          '      - { table: items, operations: [insert, update, delete], target: items, initialLoad: true }',
+          '',
+        ].join('\n'),
+      );
       const topology = loadTopology(file);
       await installCapture(topology);
       const staging = await openStaging(topology.capture[0]!);
@@ -114,7 +127,10 @@ for (const dialect of (process.env.INITLOAD_DIALECTS?.split(',') ?? ['sqlite', '
       const written = await writing;
       const final = await runChild(file, null);
       assert.is(final.code, 0, final.out);
-      assert.ok(killedDuringLoad >= 3, `only ${killedDuringLoad} of ${KILLS} kills came during the load`);
+      assert.ok(
+        killedDuringLoad >= 3,
+        `only ${killedDuringLoad} of ${KILLS} kills came during the load`,
+      );
       await staging.close();
 
       const table = new Map<string, unknown>();
@@ -122,7 +138,8 @@ for (const dialect of (process.env.INITLOAD_DIALECTS?.split(',') ?? ['sqlite', '
       const ids = new Map<string, number>();
       for (let p = 0; p < PUMPS; p++) {
         const events = readAll(path.join(dir, 'data/queues/items', String(p)));
-        for (const e of events) if (e.op !== 'read') ids.set(e.stagingId, (ids.get(e.stagingId) ?? 0) + 1);
+        for (const e of events)
+          if (e.op !== 'read') ids.set(e.stagingId, (ids.get(e.stagingId) ?? 0) + 1);
         applyEvents(table, events, reads);
       }
       for (const [id, n] of ids) assert.is(n, 1, `staging id ${id} is in the journal ${n} times`);
@@ -130,7 +147,9 @@ for (const dialect of (process.env.INITLOAD_DIALECTS?.split(',') ?? ['sqlite', '
       assert.is(table.size, dbRows.size, 'rows in the consumer vs the database');
       for (const [k, v] of dbRows) assert.equal(table.get(k), v, `row ${k}`);
       const again = [...reads.values()].filter((n) => n > 1).length;
-      console.log(`  ${dialect}: ${rows} rows, ${KILLS} kills (${killedDuringLoad} during the load), ${written} writes, ${ids.size} changes, ${[...reads.values()].reduce((a, b) => a + b, 0)} read events (${again} keys read again after a kill)`);
+      console.log(
+        `  ${dialect}: ${rows} rows, ${KILLS} kills (${killedDuringLoad} during the load), ${written} writes, ${ids.size} changes, ${[...reads.values()].reduce((a, b) => a + b, 0)} read events (${again} keys read again after a kill)`,
+      );
     } finally {
       await w.close().catch(() => undefined);
       if (process.env.INITLOAD_KEEP) console.log(`kept ${dir}`);

@@ -38,7 +38,9 @@ test('mariadb: pumps whose sessions are killed every 300 ms under load reconnect
   try {
     await app.exec(LEDGER_DDL.mariadb);
     const file = path.join(dir, 'topology.yaml');
-    fs.writeFileSync(file, `name: outage
+    fs.writeFileSync(
+      file,
+      `name: outage
 dataDir: ${JSON.stringify(path.join(dir, 'data'))}
 queues:
   - { name: ledger-changes, partitions: 2 }
@@ -49,27 +51,38 @@ capture:
     batchSizeMax: 50
     tables:
       - { table: ledger, operations: [insert, update, delete], target: ledger-changes }
-`);
+`,
+    );
     assert.is((await sluice(['install', file])).code, 0);
-    run = spawn(process.execPath, [cli, 'run', file, '--status-ms', '1000'], { stdio: ['ignore', 'ignore', 'pipe'] });
+    run = spawn(process.execPath, [cli, 'run', file, '--status-ms', '1000'], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
     let err = '';
     run.stderr!.on('data', (b) => (err += b));
-    const exited = new Promise<number | null>((resolve) => run!.on('exit', (code) => resolve(code)));
+    const exited = new Promise<number | null>((resolve) =>
+      run!.on('exit', (code) => resolve(code)),
+    );
     const deadline = Date.now() + 30_000;
     while (!err.includes('is up') && Date.now() < deadline) await sleepMs(100);
     assert.ok(err.includes('is up'), err);
 
     // The pumps' sessions are the ones holding their pump locks (GET_LOCK, see mariadb.ts).
-    const lockOf = (pump: number) => `sluice.cdc.${keyHash(`${ref.captureSchema}.sluice_staging`).toString(16)}.${pump}`;
+    const lockOf = (pump: number) =>
+      `sluice.cdc.${keyHash(`${ref.captureSchema}.sluice_staging`).toString(16)}.${pump}`;
     let killed = 0;
     let writing = true;
     const killing = (async () => {
       while (writing) {
         for (const pump of [0, 1]) {
-          const [rows] = await killer.query<mysql.RowDataPacket[]>('SELECT IS_USED_LOCK(?) AS id', [lockOf(pump)]);
+          const [rows] = await killer.query<mysql.RowDataPacket[]>('SELECT IS_USED_LOCK(?) AS id', [
+            lockOf(pump),
+          ]);
           const id = rows[0]?.id;
           if (id === null || id === undefined) continue;
-          await killer.query(`KILL CONNECTION ${Number(id)}`).then(() => killed++, () => undefined);
+          await killer.query(`KILL CONNECTION ${Number(id)}`).then(
+            () => killed++,
+            () => undefined,
+          );
         }
         await sleepMs(300);
       }
@@ -78,7 +91,9 @@ capture:
     let changes = 0;
     for (let i = 0; Date.now() < writeUntil; i++) {
       const id = i % 40;
-      await app.exec(`INSERT INTO ledger(id, holder) VALUES (${id}, 'v${i}') ON DUPLICATE KEY UPDATE holder = VALUES(holder)`);
+      await app.exec(
+        `INSERT INTO ledger(id, holder) VALUES (${id}, 'v${i}') ON DUPLICATE KEY UPDATE holder = VALUES(holder)`,
+      );
       changes++;
       if (i % 7 === 6) {
         await app.exec(`DELETE FROM ledger WHERE id = ${(i * 3) % 40}`);
@@ -107,23 +122,48 @@ capture:
     // Verified against the database: every event once, per-key order, final table equal.
     const events: { stagingId: string; key: string; op: string; after: string | null }[] = [];
     for (const p of [0, 1]) {
-      const r = await sluice(['tail', file, 'ledger-changes', '-p', String(p), '--from-start', '-n', '1000000']);
-      for (const line of r.out.trim().split('\n').filter((l) => l !== '')) events.push((JSON.parse(line) as { value: typeof events[number] }).value);
+      const r = await sluice([
+        'tail',
+        file,
+        'ledger-changes',
+        '-p',
+        String(p),
+        '--from-start',
+        '-n',
+        '1000000',
+      ]);
+      for (const line of r.out
+        .trim()
+        .split('\n')
+        .filter((l) => l !== ''))
+        events.push((JSON.parse(line) as { value: (typeof events)[number] }).value);
     }
     const ids = events.map((e) => BigInt(e.stagingId));
     assert.is(new Set(ids).size, ids.length, 'no staging id twice');
     const byKey = new Map<string, bigint[]>();
     for (const e of events) byKey.set(e.key, [...(byKey.get(e.key) ?? []), BigInt(e.stagingId)]);
-    for (const [key, list] of byKey) assert.ok(list.every((v, i) => i === 0 || list[i - 1]! < v), `key ${key} in staging-id order`);
+    for (const [key, list] of byKey)
+      assert.ok(
+        list.every((v, i) => i === 0 || list[i - 1]! < v),
+        `key ${key} in staging-id order`,
+      );
     // Staging ids are gapless per writer here (one writer, no rollbacks): none is missing.
     const sorted = [...ids].sort((a, b) => (a < b ? -1 : 1));
-    assert.is(sorted[sorted.length - 1]! - sorted[0]! + 1n, BigInt(ids.length), 'no staging id missing');
+    assert.is(
+      sorted[sorted.length - 1]! - sorted[0]! + 1n,
+      BigInt(ids.length),
+      'no staging id missing',
+    );
     const state = new Map<string, string>();
-    for (const e of [...events].sort((a, b) => (BigInt(a.stagingId) < BigInt(b.stagingId) ? -1 : 1))) {
+    for (const e of [...events].sort((a, b) =>
+      BigInt(a.stagingId) < BigInt(b.stagingId) ? -1 : 1,
+    )) {
       if (e.op === 'delete') state.delete(e.key);
       else state.set(e.key, (JSON.parse(e.after!) as { holder: string }).holder);
     }
-    const rows = await app.query<{ id: string; holder: string }>(`SELECT CAST(id AS CHAR) AS id, holder FROM ledger ORDER BY id`);
+    const rows = await app.query<{ id: string; holder: string }>(
+      `SELECT CAST(id AS CHAR) AS id, holder FROM ledger ORDER BY id`,
+    );
     assert.equal([...state.entries()].sort(), rows.map((r) => [`["${r.id}"]`, r.holder]).sort());
     assert.ok(changes > 100, `changes written: ${changes}`);
   } finally {
@@ -158,22 +198,40 @@ capture:
     assert.is((await sluice(['install', file])).code, 0);
     fs.writeFileSync(file, topology(ref.url.replace(/\/\/[^@/]+@/, `//${user}@`)));
     await app.exec(`INSERT INTO ledger(id, holder) SELECT seq, 'h' FROM seq_1_to_100`);
-    run = spawn(process.execPath, [cli, 'run', file, '--status-ms', '0'], { stdio: ['ignore', 'ignore', 'pipe'] });
+    run = spawn(process.execPath, [cli, 'run', file, '--status-ms', '0'], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
     let err = '';
     run.stderr!.on('data', (b) => (err += b));
-    const exited = new Promise<number | null>((resolve) => run!.on('exit', (code) => resolve(code)));
+    const exited = new Promise<number | null>((resolve) =>
+      run!.on('exit', (code) => resolve(code)),
+    );
     const upBy = Date.now() + 30_000;
     // The pump's first outage line (not the topology's "<name> is up" line, which comes first).
     while (!err.includes('is down since') && Date.now() < upBy) await sleepMs(100);
     assert.ok(err.includes('is down'), err);
-    assert.match(err, new RegExp(`capture source "app": cannot connect to .*Access denied for user '${user}'@.*; its pumps wait for it`));
+    assert.match(
+      err,
+      new RegExp(
+        `capture source "app": cannot connect to .*Access denied for user '${user}'@.*; its pumps wait for it`,
+      ),
+    );
     assert.match(err, 'is up');
     await sleepMs(5000);
-    assert.match(err, new RegExp(`capture source "app" is down since \\S+Z: Access denied for user '${user}'@.*; retrying`));
-    const [staged] = await app.query<{ n: string }>(`SELECT COUNT(*) AS n FROM ${stagingName(app)}`);
+    assert.match(
+      err,
+      new RegExp(
+        `capture source "app" is down since \\S+Z: Access denied for user '${user}'@.*; retrying`,
+      ),
+    );
+    const [staged] = await app.query<{ n: string }>(
+      `SELECT COUNT(*) AS n FROM ${stagingName(app)}`,
+    );
     assert.is(Number(staged!.n), 100, 'nothing shipped while the login is refused');
     await admin.query(`CREATE USER '${user}'@'%'; GRANT ALL PRIVILEGES ON *.* TO '${user}'@'%'`);
-    await admin.query(`CREATE USER '${user}'@'localhost'; GRANT ALL PRIVILEGES ON *.* TO '${user}'@'localhost'`);
+    await admin.query(
+      `CREATE USER '${user}'@'localhost'; GRANT ALL PRIVILEGES ON *.* TO '${user}'@'localhost'`,
+    );
     const drainBy = Date.now() + 30_000;
     for (;;) {
       const [row] = await app.query<{ n: string }>(`SELECT COUNT(*) AS n FROM ${stagingName(app)}`);
@@ -186,11 +244,19 @@ capture:
     run = null;
     assert.match(err, /capture source "app" is up again after \d+\.\d s down/);
     const r = await sluice(['tail', file, 'ledger-changes', '--from-start', '-n', '1000']);
-    const keys = r.out.trim().split('\n').map((l) => (JSON.parse(l) as { key: string }).key);
-    assert.equal(keys, Array.from({ length: 100 }, (_, i) => `["${i + 1}"]`));
+    const keys = r.out
+      .trim()
+      .split('\n')
+      .map((l) => (JSON.parse(l) as { key: string }).key);
+    assert.equal(
+      keys,
+      Array.from({ length: 100 }, (_, i) => `["${i + 1}"]`),
+    );
   } finally {
     if (run) run.kill('SIGKILL');
-    await admin.query(`DROP USER IF EXISTS '${user}'@'%', '${user}'@'localhost'`).catch(() => undefined);
+    await admin
+      .query(`DROP USER IF EXISTS '${user}'@'%', '${user}'@'localhost'`)
+      .catch(() => undefined);
     await admin.end();
     await app.destroy();
     fs.rmSync(dir, { recursive: true, force: true });

@@ -16,45 +16,66 @@ const KEYS = 60;
 const PUMPS = 3;
 
 async function pgWriters(app: AppDb, writers: number, transactions: number): Promise<number> {
-  const counts = await Promise.all(Array.from({ length: writers }, async () => {
-    const conn = await app.connect();
-    let updates = 0;
-    try {
-      for (let i = 0; i < transactions; i++) {
-        // Sorted keys: writers lock rows in one order, so no deadlocks.
-        const keys = Array.from({ length: 1 + Math.floor(Math.random() * 3) }, () => 1 + Math.floor(Math.random() * KEYS)).sort((a, b) => a - b);
-        await conn.exec('BEGIN');
-        for (const k of keys) await conn.exec(`UPDATE kv SET v = v + 1 WHERE k = ${k}`);
-        await conn.exec('COMMIT');
-        updates += keys.length;
+  const counts = await Promise.all(
+    Array.from({ length: writers }, async () => {
+      const conn = await app.connect();
+      let updates = 0;
+      try {
+        for (let i = 0; i < transactions; i++) {
+          // Sorted keys: writers lock rows in one order, so no deadlocks.
+          const keys = Array.from(
+            { length: 1 + Math.floor(Math.random() * 3) },
+            () => 1 + Math.floor(Math.random() * KEYS),
+          ).sort((a, b) => a - b);
+          await conn.exec('BEGIN');
+          for (const k of keys) await conn.exec(`UPDATE kv SET v = v + 1 WHERE k = ${k}`);
+          await conn.exec('COMMIT');
+          updates += keys.length;
+        }
+      } finally {
+        await conn.close();
       }
-    } finally {
-      await conn.close();
-    }
-    return updates;
-  }));
+      return updates;
+    }),
+  );
   return counts.reduce((a, b) => a + b, 0);
 }
 
 async function sqliteWriters(file: string, writers: number, transactions: number): Promise<number> {
-  const counts = await Promise.all(Array.from({ length: writers }, (_, i) => new Promise<number>((resolve, reject) => {
-    const w = new Worker(new URL('./cdc-writer.child.js', import.meta.url), {
-      workerData: { mode: 'updates', file, keys: KEYS, transactions, seed: 1234 + i * 7919 },
-    });
-    w.on('message', (m: { type: string; updates?: number }) => { if (m.type === 'done') resolve(m.updates!); });
-    w.on('error', reject);
-  })));
+  const counts = await Promise.all(
+    Array.from(
+      { length: writers },
+      (_, i) =>
+        new Promise<number>((resolve, reject) => {
+          const w = new Worker(new URL('./cdc-writer.child.js', import.meta.url), {
+            workerData: { mode: 'updates', file, keys: KEYS, transactions, seed: 1234 + i * 7919 },
+          });
+          w.on('message', (m: { type: string; updates?: number }) => {
+            if (m.type === 'done') resolve(m.updates!);
+          });
+          w.on('error', reject);
+        }),
+    ),
+  );
   return counts.reduce((a, b) => a + b, 0);
 }
 
 for (const dialect of [...DIALECTS, 'mariadb'] as const) {
   test(`${dialect}: with ${PUMPS} concurrent pumps each key's changes arrive once, in commit order, in the pump that owns the key`, async () => {
     const app = await createAppDb(dialect);
-    const source = sourceFor(app, [{ table: 'kv' }], { pumps: PUMPS, batchSizeMax: 7, pollIntervalMs: 2 });
+    const source = sourceFor(app, [{ table: 'kv' }], {
+      pumps: PUMPS,
+      batchSizeMax: 7,
+      pollIntervalMs: 2,
+    });
     const clients: StagingClient[] = [];
     const abort = new AbortController();
     try {
-      await app.exec(dialect !== 'sqlite' ? 'CREATE TABLE kv (k integer PRIMARY KEY, v bigint NOT NULL)' : 'CREATE TABLE kv (k INTEGER PRIMARY KEY, v INTEGER NOT NULL)');
+      await app.exec(
+        dialect !== 'sqlite'
+          ? 'CREATE TABLE kv (k integer PRIMARY KEY, v bigint NOT NULL)'
+          : 'CREATE TABLE kv (k INTEGER PRIMARY KEY, v INTEGER NOT NULL)',
+      );
       const admin = await openStaging(source);
       clients.push(admin);
       await admin.install();
@@ -66,15 +87,24 @@ for (const dialect of [...DIALECTS, 'mariadb'] as const) {
         clients.push(staging);
         const sink = memorySink();
         sinks.push(sink);
-        runs.push(new PumpCore({ staging, sink, pump: p, pumps: PUMPS, batchSizeMax: source.batchSizeMax }).run(abort.signal, source.pollIntervalMs));
+        runs.push(
+          new PumpCore({
+            staging,
+            sink,
+            pump: p,
+            pumps: PUMPS,
+            batchSizeMax: source.batchSizeMax,
+          }).run(abort.signal, source.pollIntervalMs),
+        );
       }
 
       const values = Array.from({ length: KEYS }, (_, i) => `(${i + 1}, 0)`).join(', ');
       await app.exec(`INSERT INTO kv (k, v) VALUES ${values}`);
       // pgWriters' BEGIN / UPDATE / COMMIT is MariaDB SQL too.
-      const updates = dialect !== 'sqlite'
-        ? await pgWriters(app, 4, 150)
-        : await sqliteWriters((app.ref as { file: string }).file, 2, 300);
+      const updates =
+        dialect !== 'sqlite'
+          ? await pgWriters(app, 4, 150)
+          : await sqliteWriters((app.ref as { file: string }).file, 2, 300);
       const shippedWhileWriting = sinks.reduce((n, s) => n + s.changes.length, 0);
       assert.ok(shippedWhileWriting > 0, 'pumps ran while the writers wrote');
 
@@ -86,12 +116,21 @@ for (const dialect of [...DIALECTS, 'mariadb'] as const) {
       abort.abort();
       await Promise.all(runs);
 
-      const finals = new Map((await app.query<{ k: number; v: string | number }>('SELECT k, v FROM kv')).map((r) => [`["${r.k}"]`, Number(r.v)]));
+      const finals = new Map(
+        (await app.query<{ k: number; v: string | number }>('SELECT k, v FROM kv')).map((r) => [
+          `["${r.k}"]`,
+          Number(r.v),
+        ]),
+      );
       const byKey = new Map<string, StagedChange[]>();
       sinks.forEach((sink, p) => {
         assert.ok(sink.changes.length > 0, `pump ${p} shipped something`);
         for (const c of sink.changes) {
-          assert.is(c.keyHash % PUMPS, p, `key ${c.key} belongs to pump ${c.keyHash % PUMPS}, seen in pump ${p}`);
+          assert.is(
+            c.keyHash % PUMPS,
+            p,
+            `key ${c.key} belongs to pump ${c.keyHash % PUMPS}, seen in pump ${p}`,
+          );
           assert.is(c.keyHash, keyHash(c.key));
           let list = byKey.get(c.key);
           if (!list) byKey.set(c.key, (list = []));
@@ -105,7 +144,11 @@ for (const dialect of [...DIALECTS, 'mariadb'] as const) {
         const afters = list.map((c) => Number(JSON.parse(c.after!).v));
         const expected = Array.from({ length: finals.get(key)! + 1 }, (_, i) => i);
         assert.equal(afters, expected, `key ${key}: after.v runs 0..final in order`);
-        assert.equal(vs, expected.map((v) => v - 1), `key ${key}: each before.v is the previous after.v`);
+        assert.equal(
+          vs,
+          expected.map((v) => v - 1),
+          `key ${key}: each before.v is the previous after.v`,
+        );
         total += list.length - 1;
       }
       assert.is(total, updates, 'every update delivered exactly once');

@@ -37,7 +37,9 @@ test('postgres: pumps whose sessions are killed every 300 ms under load reconnec
   try {
     await app.exec(LEDGER_DDL.postgres);
     const file = path.join(dir, 'topology.yaml');
-    fs.writeFileSync(file, `name: outage
+    fs.writeFileSync(
+      file,
+      `name: outage
 dataDir: ${JSON.stringify(path.join(dir, 'data'))}
 queues:
   - { name: ledger-changes, partitions: 2 }
@@ -48,12 +50,17 @@ capture:
     batchSizeMax: 50
     tables:
       - { table: ledger, operations: [insert, update, delete], target: ledger-changes }
-`);
+`,
+    );
     assert.is((await sluice(['install', file])).code, 0);
-    run = spawn(process.execPath, [cli, 'run', file, '--status-ms', '1000'], { stdio: ['ignore', 'ignore', 'pipe'] });
+    run = spawn(process.execPath, [cli, 'run', file, '--status-ms', '1000'], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
     let err = '';
     run.stderr!.on('data', (b) => (err += b));
-    const exited = new Promise<number | null>((resolve) => run!.on('exit', (code) => resolve(code)));
+    const exited = new Promise<number | null>((resolve) =>
+      run!.on('exit', (code) => resolve(code)),
+    );
     const deadline = Date.now() + 30_000;
     while (!err.includes('is up') && Date.now() < deadline) await sleepMs(100);
     assert.ok(err.includes('is up'), err);
@@ -64,8 +71,11 @@ capture:
     let writing = true;
     const killing = (async () => {
       while (writing) {
-        const r = await killer.query(`SELECT count(pg_terminate_backend(pid))::int AS n FROM pg_locks
-          WHERE locktype = 'advisory' AND classid = $1::bigint::oid AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`, [lockClass]);
+        const r = await killer.query(
+          `SELECT count(pg_terminate_backend(pid))::int AS n FROM pg_locks
+          WHERE locktype = 'advisory' AND classid = $1::bigint::oid AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
+          [lockClass],
+        );
         killed += r.rows[0].n as number;
         await sleepMs(300);
       }
@@ -74,7 +84,9 @@ capture:
     let changes = 0;
     for (let i = 0; Date.now() < writeUntil; i++) {
       const id = i % 40;
-      await app.exec(`INSERT INTO ledger(id, holder) VALUES (${id}, 'v${i}') ON CONFLICT (id) DO UPDATE SET holder = EXCLUDED.holder`);
+      await app.exec(
+        `INSERT INTO ledger(id, holder) VALUES (${id}, 'v${i}') ON CONFLICT (id) DO UPDATE SET holder = EXCLUDED.holder`,
+      );
       changes++;
       if (i % 7 === 6) {
         await app.exec(`DELETE FROM ledger WHERE id = ${(i * 3) % 40}`);
@@ -88,7 +100,9 @@ capture:
     // Every change drained: staging empty.
     const drainDeadline = Date.now() + 60_000;
     for (;;) {
-      const [row] = await app.query<{ n: number }>(`SELECT count(*)::int AS n FROM "${ref.captureSchema}".sluice_staging`);
+      const [row] = await app.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM "${ref.captureSchema}".sluice_staging`,
+      );
       if (row!.n === 0) break;
       assert.ok(Date.now() < drainDeadline, `staging still holds ${row!.n} rows`);
       await sleepMs(200);
@@ -103,23 +117,48 @@ capture:
     // Verified against the database: every event once, per-key order, final table equal.
     const events: { stagingId: string; key: string; op: string; after: string | null }[] = [];
     for (const p of [0, 1]) {
-      const r = await sluice(['tail', file, 'ledger-changes', '-p', String(p), '--from-start', '-n', '1000000']);
-      for (const line of r.out.trim().split('\n').filter((l) => l !== '')) events.push((JSON.parse(line) as { value: typeof events[number] }).value);
+      const r = await sluice([
+        'tail',
+        file,
+        'ledger-changes',
+        '-p',
+        String(p),
+        '--from-start',
+        '-n',
+        '1000000',
+      ]);
+      for (const line of r.out
+        .trim()
+        .split('\n')
+        .filter((l) => l !== ''))
+        events.push((JSON.parse(line) as { value: (typeof events)[number] }).value);
     }
     const ids = events.map((e) => BigInt(e.stagingId));
     assert.is(new Set(ids).size, ids.length, 'no staging id twice');
     const byKey = new Map<string, bigint[]>();
     for (const e of events) byKey.set(e.key, [...(byKey.get(e.key) ?? []), BigInt(e.stagingId)]);
-    for (const [key, list] of byKey) assert.ok(list.every((v, i) => i === 0 || list[i - 1]! < v), `key ${key} in staging-id order`);
+    for (const [key, list] of byKey)
+      assert.ok(
+        list.every((v, i) => i === 0 || list[i - 1]! < v),
+        `key ${key} in staging-id order`,
+      );
     // Staging ids are gapless per writer here (one writer, no rollbacks): none is missing.
     const sorted = [...ids].sort((a, b) => (a < b ? -1 : 1));
-    assert.is(sorted[sorted.length - 1]! - sorted[0]! + 1n, BigInt(ids.length), 'no staging id missing');
+    assert.is(
+      sorted[sorted.length - 1]! - sorted[0]! + 1n,
+      BigInt(ids.length),
+      'no staging id missing',
+    );
     const state = new Map<string, string>();
-    for (const e of [...events].sort((a, b) => (BigInt(a.stagingId) < BigInt(b.stagingId) ? -1 : 1))) {
+    for (const e of [...events].sort((a, b) =>
+      BigInt(a.stagingId) < BigInt(b.stagingId) ? -1 : 1,
+    )) {
       if (e.op === 'delete') state.delete(e.key);
       else state.set(e.key, (JSON.parse(e.after!) as { holder: string }).holder);
     }
-    const rows = await app.query<{ id: string; holder: string }>(`SELECT id::text, holder FROM ledger ORDER BY id`);
+    const rows = await app.query<{ id: string; holder: string }>(
+      `SELECT id::text, holder FROM ledger ORDER BY id`,
+    );
     assert.equal([...state.entries()].sort(), rows.map((r) => [`["${r.id}"]`, r.holder]).sort());
     assert.ok(changes > 100, `changes written: ${changes}`);
   } finally {
@@ -155,22 +194,38 @@ capture:
     assert.is((await sluice(['install', file])).code, 0);
     fs.writeFileSync(file, topology(PG_URL.replace('postgres@', `${role}@`)));
     await app.exec(`INSERT INTO ledger(id, holder) SELECT g, 'h' FROM generate_series(1, 100) g`);
-    run = spawn(process.execPath, [cli, 'run', file, '--status-ms', '0'], { stdio: ['ignore', 'ignore', 'pipe'] });
+    run = spawn(process.execPath, [cli, 'run', file, '--status-ms', '0'], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
     let err = '';
     run.stderr!.on('data', (b) => (err += b));
-    const exited = new Promise<number | null>((resolve) => run!.on('exit', (code) => resolve(code)));
+    const exited = new Promise<number | null>((resolve) =>
+      run!.on('exit', (code) => resolve(code)),
+    );
     const upBy = Date.now() + 30_000;
     while (!err.includes('is up') && Date.now() < upBy) await sleepMs(100);
-    assert.match(err, `capture[0].database.url: capture source "app": cannot connect to ${PG_URL.replace('postgres@', `${role}@`)}: role "${role}" does not exist; its pumps wait for it`);
+    assert.match(
+      err,
+      `capture[0].database.url: capture source "app": cannot connect to ${PG_URL.replace('postgres@', `${role}@`)}: role "${role}" does not exist; its pumps wait for it`,
+    );
     assert.match(err, 'is up');
     await sleepMs(5000);
-    assert.match(err, new RegExp(`capture source "app" is down since \\S+Z: role "${role}" does not exist; retrying`));
-    const [staged] = await app.query<{ n: number }>(`SELECT count(*)::int AS n FROM "${ref.captureSchema}".sluice_staging`);
+    assert.match(
+      err,
+      new RegExp(
+        `capture source "app" is down since \\S+Z: role "${role}" does not exist; retrying`,
+      ),
+    );
+    const [staged] = await app.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM "${ref.captureSchema}".sluice_staging`,
+    );
     assert.is(staged!.n, 100, 'nothing shipped while the login is refused');
     await admin.query(`CREATE ROLE "${role}" LOGIN SUPERUSER`);
     const drainBy = Date.now() + 30_000;
     for (;;) {
-      const [row] = await app.query<{ n: number }>(`SELECT count(*)::int AS n FROM "${ref.captureSchema}".sluice_staging`);
+      const [row] = await app.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM "${ref.captureSchema}".sluice_staging`,
+      );
       if (row!.n === 0) break;
       assert.ok(Date.now() < drainBy, `staging still holds ${row!.n} rows`);
       await sleepMs(200);
@@ -180,11 +235,19 @@ capture:
     run = null;
     assert.match(err, /capture source "app" is up again after \d+\.\d s down/);
     const r = await sluice(['tail', file, 'ledger-changes', '--from-start', '-n', '1000']);
-    const keys = r.out.trim().split('\n').map((l) => (JSON.parse(l) as { key: string }).key);
-    assert.equal(keys, Array.from({ length: 100 }, (_, i) => `["${i + 1}"]`));
+    const keys = r.out
+      .trim()
+      .split('\n')
+      .map((l) => (JSON.parse(l) as { key: string }).key);
+    assert.equal(
+      keys,
+      Array.from({ length: 100 }, (_, i) => `["${i + 1}"]`),
+    );
   } finally {
     if (run) run.kill('SIGKILL');
-    await admin.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1`, [role]).catch(() => undefined);
+    await admin
+      .query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1`, [role])
+      .catch(() => undefined);
     await admin.query(`DROP ROLE IF EXISTS "${role}"`).catch(() => undefined);
     await admin.end();
     await app.destroy();

@@ -39,21 +39,35 @@ test('postgres: install puts staging, error table, index, hash and trigger funct
     await app.exec(LEDGER_DDL.postgres);
     await app.exec(PG_USER_OBJECTS);
     const before = await pgCatalog(app);
-    const staging = await openStaging(sourceFor(app, [{ operations: ['insert', 'update', 'delete', 'truncate'] }], { pumps: 2 }));
+    const staging = await openStaging(
+      sourceFor(app, [{ operations: ['insert', 'update', 'delete', 'truncate'] }], { pumps: 2 }),
+    );
     try {
       await staging.install();
       const cs = (app.ref as { captureSchema: string }).captureSchema;
       const added = (await pgCatalog(app)).filter((o) => !before.includes(o));
-      const outside = added.filter((o) => !o.includes(`:${cs}`) && !o.startsWith(`class:${cs}.`) && !o.startsWith(`proc:${cs}.`));
+      const outside = added.filter(
+        (o) =>
+          !o.includes(`:${cs}`) && !o.startsWith(`class:${cs}.`) && !o.startsWith(`proc:${cs}.`),
+      );
       const schema = (app.ref as { schema: string }).schema;
-      assert.equal(outside, ['insert', 'update', 'delete', 'truncate'].map((op) => `trigger:${schema}.ledger.sluice_cdc_sluice_staging_${op}`).sort());
+      assert.equal(
+        outside,
+        ['insert', 'update', 'delete', 'truncate']
+          .map((op) => `trigger:${schema}.ledger.sluice_cdc_sluice_staging_${op}`)
+          .sort(),
+      );
       assert.ok(added.includes(`schema:${cs}`), added.join('\n'));
       assert.ok(added.includes(`class:${cs}.sluice_staging:r`));
       assert.ok(added.includes(`class:${cs}.sluice_staging_errors:r`));
       assert.ok(added.includes(`proc:${cs}.sluice_staging_fnv1a32`));
       assert.ok(added.includes(`proc:${cs}.sluice_cdc_sluice_staging_ledger`));
       await app.exec(`INSERT INTO ledger(id) VALUES (1)`);
-      assert.is(await staging.stagedCount(), 1, 'capture works with its objects in their own schema');
+      assert.is(
+        await staging.stagedCount(),
+        1,
+        'capture works with its objects in their own schema',
+      );
       await staging.uninstall({ dropStaging: true });
     } finally {
       await staging.close();
@@ -71,7 +85,9 @@ test('postgres: a capture schema the user made (with their own table in it) is k
   try {
     const cs = (app.ref as { captureSchema: string }).captureSchema;
     await app.exec(LEDGER_DDL.postgres);
-    await app.exec(`CREATE SCHEMA "${cs}"; CREATE TABLE "${cs}".mine (x int); INSERT INTO "${cs}".mine VALUES (7)`);
+    await app.exec(
+      `CREATE SCHEMA "${cs}"; CREATE TABLE "${cs}".mine (x int); INSERT INTO "${cs}".mine VALUES (7)`,
+    );
     const before = await pgCatalog(app);
     const staging = await openStaging(sourceFor(app, [{}]));
     try {
@@ -95,8 +111,12 @@ test('sqlite: every object install creates is named after the staging table (slu
       CREATE TRIGGER audit_trg AFTER INSERT ON ledger BEGIN INSERT INTO audit VALUES (NEW.id, 'x'); END;
       CREATE VIEW holders AS SELECT holder FROM ledger;
       CREATE TABLE counters (id INTEGER PRIMARY KEY AUTOINCREMENT, n INTEGER); INSERT INTO counters(n) VALUES (1);`);
-    const catalog = async () => (await app.query<{ o: string }>(
-      `SELECT type || ':' || name AS o FROM sqlite_master UNION ALL SELECT 'seq:' || name || '=' || seq FROM sqlite_sequence ORDER BY 1`)).map((r) => r.o);
+    const catalog = async () =>
+      (
+        await app.query<{ o: string }>(
+          `SELECT type || ':' || name AS o FROM sqlite_master UNION ALL SELECT 'seq:' || name || '=' || seq FROM sqlite_sequence ORDER BY 1`,
+        )
+      ).map((r) => r.o);
     const before = await catalog();
     const staging = await openStaging(sourceFor(app, [{}]));
     try {
@@ -105,8 +125,11 @@ test('sqlite: every object install creates is named after the staging table (slu
       const added = (await catalog()).filter((o) => !before.includes(o));
       assert.equal(added, [
         'seq:sluice_staging=1',
-        'table:sluice_staging', 'table:sluice_staging_errors',
-        'trigger:sluice_cdc_sluice_staging_ledger_delete', 'trigger:sluice_cdc_sluice_staging_ledger_insert', 'trigger:sluice_cdc_sluice_staging_ledger_update',
+        'table:sluice_staging',
+        'table:sluice_staging_errors',
+        'trigger:sluice_cdc_sluice_staging_ledger_delete',
+        'trigger:sluice_cdc_sluice_staging_ledger_insert',
+        'trigger:sluice_cdc_sluice_staging_ledger_update',
       ]);
       await staging.ack((await staging.claim(0, 1, 10)).map((r) => r.stagingId));
       await staging.uninstall({ dropStaging: true });

@@ -28,13 +28,30 @@ const PG_VALUES = `INSERT INTO types VALUES (1, -32768, 9223372036854775807,
 
 /** The image of row 1, every column but the two large ones, as README shows it. */
 const PG_EXPECTED = {
-  id: '1', i2: '-32768', i8: '9223372036854775807',
-  num: '123456789012345678901234567890.12345678901234567890123456789', num_s: '1.5', cash: '1234567.89',
-  f4: '0.1', f8: '0.1', f8_nan: 'NaN', f8_inf: '-Infinity',
-  ts: '2024-02-29T23:59:59.123456', tstz: '2024-02-29T22:59:59.123456Z', d: '2024-02-29', t: '23:59:59.5', ttz: '23:59:59+05:30',
-  iv: 'P1Y2M3DT4H5M6.789S', by: '\\xdeadbeef',
-  js: '{"b": 1,  "a": [1, 2.50]}', jb: '{"a": [1, 2.50], "b": 1}', arr: '{1,2,3}', tarr: '{"2023-12-31 22:00:00+00"}',
-  m: 'happy', u: 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', b: 'true',
+  id: '1',
+  i2: '-32768',
+  i8: '9223372036854775807',
+  num: '123456789012345678901234567890.12345678901234567890123456789',
+  num_s: '1.5',
+  cash: '1234567.89',
+  f4: '0.1',
+  f8: '0.1',
+  f8_nan: 'NaN',
+  f8_inf: '-Infinity',
+  ts: '2024-02-29T23:59:59.123456',
+  tstz: '2024-02-29T22:59:59.123456Z',
+  d: '2024-02-29',
+  t: '23:59:59.5',
+  ttz: '23:59:59+05:30',
+  iv: 'P1Y2M3DT4H5M6.789S',
+  by: '\\xdeadbeef',
+  js: '{"b": 1,  "a": [1, 2.50]}',
+  jb: '{"a": [1, 2.50], "b": 1}',
+  arr: '{1,2,3}',
+  tarr: '{"2023-12-31 22:00:00+00"}',
+  m: 'happy',
+  u: 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11',
+  b: 'true',
 };
 
 const SESSIONS = [
@@ -62,7 +79,11 @@ test('postgres: every type family is rendered exactly and identically whatever t
           await writer.close();
         }
         const rows = await drain(staging);
-        assert.equal(rows.map((r) => r.op), ['insert', 'update', 'delete'], session);
+        assert.equal(
+          rows.map((r) => r.op),
+          ['insert', 'update', 'delete'],
+          session,
+        );
         const after = JSON.parse(rows[0]!.after!) as Record<string, string>;
         const { big, bigb, ...rest } = after;
         assert.equal(rest, PG_EXPECTED, session);
@@ -106,10 +127,32 @@ test('postgres: a table of scalar types only (capture function without pinned Ti
           await writer.close();
         }
         const [row] = await drain(staging);
-        const { id, i8, num_s, cash, f4, f8, ts, tstz, d, t, ttz, iv, by, u, b } = { ...PG_EXPECTED, num_s: PG_EXPECTED.num_s };
-        assert.equal(JSON.parse(row!.after!), {
-          id, i8, num: num_s, cash, f4, f8, ts, tstz, d, t, ttz, iv, by, jb: '{"b": 1}', u, b,
-        }, session);
+        const { id, i8, num_s, cash, f4, f8, ts, tstz, d, t, ttz, iv, by, u, b } = {
+          ...PG_EXPECTED,
+          num_s: PG_EXPECTED.num_s,
+        };
+        assert.equal(
+          JSON.parse(row!.after!),
+          {
+            id,
+            i8,
+            num: num_s,
+            cash,
+            f4,
+            f8,
+            ts,
+            tstz,
+            d,
+            t,
+            ttz,
+            iv,
+            by,
+            jb: '{"b": 1}',
+            u,
+            b,
+          },
+          session,
+        );
       }
     } finally {
       await staging.close();
@@ -122,7 +165,9 @@ test('postgres: a table of scalar types only (capture function without pinned Ti
 test('sqlite: integers, reals (incl. the largest and smallest), text, blobs and NULL are rendered exactly', async () => {
   const app = await createAppDb('sqlite');
   try {
-    await app.exec(`CREATE TABLE types (id INTEGER PRIMARY KEY, i INTEGER, r REAL, r2 REAL, r3 REAL, t TEXT, b BLOB, n NUMERIC, d TEXT, big TEXT, u)`);
+    await app.exec(
+      `CREATE TABLE types (id INTEGER PRIMARY KEY, i INTEGER, r REAL, r2 REAL, r3 REAL, t TEXT, b BLOB, n NUMERIC, d TEXT, big TEXT, u)`,
+    );
     const staging = await openStaging(sourceFor(app, [{ table: 'types' }]));
     try {
       await staging.install();
@@ -133,8 +178,16 @@ test('sqlite: integers, reals (incl. the largest and smallest), text, blobs and 
       const after = JSON.parse(rows[0]!.after!) as Record<string, string | null>;
       const { big, ...rest } = after;
       assert.equal(rest, {
-        id: '1', i: '9223372036854775807', r: '0.1', r2: '1.7976931348623157e+308', r3: '-4.9406564584124654e-324',
-        t: 'Grüße', b: '\\x00ff', n: '12.5', d: '999999999999.999998', u: null,
+        id: '1',
+        i: '9223372036854775807',
+        r: '0.1',
+        r2: '1.7976931348623157e+308',
+        r3: '-4.9406564584124654e-324',
+        t: 'Grüße',
+        b: '\\x00ff',
+        n: '12.5',
+        d: '999999999999.999998',
+        u: null,
       });
       assert.is(big!.length, 1_000_000);
       assert.is((JSON.parse(rows[1]!.before!) as Record<string, string>).big, big);

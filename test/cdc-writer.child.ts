@@ -26,10 +26,19 @@ if (job.mode === 'exec') {
 } else {
   let s = job.seed >>> 0 || 1;
   // xorshift32: reproducible key choice per writer.
-  const rnd = (n: number) => { s ^= s << 13; s >>>= 0; s ^= s >>> 17; s ^= s << 5; s >>>= 0; return s % n; };
+  const rnd = (n: number) => {
+    s ^= s << 13;
+    s >>>= 0;
+    s ^= s >>> 17;
+    s ^= s << 5;
+    s >>>= 0;
+    return s % n;
+  };
   const upd = db.prepare('UPDATE kv SET v = v + 1 WHERE k = ?');
   let updates = 0;
-  const tx = db.transaction((keys: number[]) => { for (const k of keys) updates += upd.run(k).changes; });
+  const tx = db.transaction((keys: number[]) => {
+    for (const k of keys) updates += upd.run(k).changes;
+  });
   for (let i = 0; i < job.transactions; i++) {
     const n = 1 + rnd(3);
     const keys: number[] = [];

@@ -35,9 +35,19 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
       const writer = new EnvelopeWriter();
       const a = Appender.open({ dir: inDir });
       const N = 3000;
-      for (let n = 0; n < N; n++) a.append(writer.encode({ type: EVENT_TYPE_JSON, key: `k${n % 5}`, eventTimeMs: Date.now(), payload: encodeJson({ v: 1, n }) }));
+      for (let n = 0; n < N; n++)
+        a.append(
+          writer.encode({
+            type: EVENT_TYPE_JSON,
+            key: `k${n % 5}`,
+            eventTimeMs: Date.now(),
+            payload: encodeJson({ v: 1, n }),
+          }),
+        );
       a.close();
-      const child = spawn(process.execPath, [cli, 'run', file, '--status-ms', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
+      const child = spawn(process.execPath, [cli, 'run', file, '--status-ms', '0'], {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
       let err = '';
       child.stderr.on('data', (b) => (err += b));
       child.stdout.on('data', (b) => (err += b));
@@ -60,8 +70,13 @@ test('a SIGINT in the first moments (while the CLI is still loading) stops clean
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-drain-early-'));
   try {
     const file = path.join(dir, 'topology.yaml');
-    fs.writeFileSync(file, `name: drain\ndataDir: ./data\nqueues:\n  - { name: in }\n  - { name: out }\nservices:\n  - name: summer\n    module: ${serviceModule}\n    inputs: [in]\n    output: out\n`);
-    const child = spawn(process.execPath, [cli, 'run', file, '--status-ms', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    fs.writeFileSync(
+      file,
+      `name: drain\ndataDir: ./data\nqueues:\n  - { name: in }\n  - { name: out }\nservices:\n  - name: summer\n    module: ${serviceModule}\n    inputs: [in]\n    output: out\n`,
+    );
+    const child = spawn(process.execPath, [cli, 'run', file, '--status-ms', '0'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let err = '';
     child.stderr.on('data', (b) => (err += b));
     // Before this change the listeners came after loading the CLI and the topology (~0.3 s on
@@ -85,10 +100,20 @@ test('SIGINT during a long replay stops the replay, drains and exits 0; nothing 
     const writer = new EnvelopeWriter();
     const a = Appender.open({ dir: path.join(dir, 'data/queues/in/0') });
     const N = 20000;
-    for (let n = 0; n < N; n++) a.append(writer.encode({ type: EVENT_TYPE_JSON, key: `k${n % 5}`, eventTimeMs: Date.now(), payload: encodeJson({ v: 1, n }) }));
+    for (let n = 0; n < N; n++)
+      a.append(
+        writer.encode({
+          type: EVENT_TYPE_JSON,
+          key: `k${n % 5}`,
+          eventTimeMs: Date.now(),
+          payload: encodeJson({ v: 1, n }),
+        }),
+      );
     a.close();
     const run = async (signalAfterMs: number | null, waitUp: boolean) => {
-      const child = spawn(process.execPath, [cli, 'run', file, '--status-ms', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
+      const child = spawn(process.execPath, [cli, 'run', file, '--status-ms', '0'], {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
       let err = '';
       child.stderr.on('data', (b) => (err += b));
       if (waitUp) while (!err.includes('is up')) await new Promise((r) => setTimeout(r, 20));

@@ -15,9 +15,17 @@ import pg from 'pg';
 const cli = new URL('../cli/sluice.js', import.meta.url).pathname;
 const passThrough = new URL('./fixtures/services/thrower.js', import.meta.url).pathname;
 
-function sluice(args: string[], stdin = '', timeoutMs = 60_000, env: Record<string, string> = {}): Promise<{ code: number | null; out: string; err: string }> {
+function sluice(
+  args: string[],
+  stdin = '',
+  timeoutMs = 60_000,
+  env: Record<string, string> = {},
+): Promise<{ code: number | null; out: string; err: string }> {
   return new Promise((resolve) => {
-    const p = spawn(process.execPath, [cli, ...args], { stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, ...env } });
+    const p = spawn(process.execPath, [cli, ...args], {
+      stdio: ['pipe', 'pipe', 'pipe'],
+      env: { ...process.env, ...env },
+    });
     let out = '';
     let err = '';
     p.stdout.on('data', (b) => (out += b));
@@ -66,9 +74,22 @@ test('append takes JSON lines from stdin; tail prints the last n, or the first n
   assert.match(a.err, 'appended 30 events to in');
   const last = await sluice(['tail', file, 'in', '-p', '1', '-n', '3']);
   assert.is(last.code, 0, last.err);
-  assert.equal(last.out.trim().split('\n').map((l) => JSON.parse(l).value.n), [27, 28, 29]);
+  assert.equal(
+    last.out
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l).value.n),
+    [27, 28, 29],
+  );
   const first = await sluice(['tail', file, 'in', '-p', '1', '-n', '2', '--from-start']);
-  assert.equal(first.out.trim().split('\n').map((l) => JSON.parse(l).index), [0, 1]);  assert.is(first.err, '', 'no note when -p is given');
+  assert.equal(
+    first.out
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l).index),
+    [0, 1],
+  );
+  assert.is(first.err, '', 'no note when -p is given');
   // Without -p only partition 0 is shown, and stderr says so.
   const p0 = await sluice(['tail', file, 'in']);
   assert.is(p0.code, 0, p0.err);
@@ -80,7 +101,10 @@ test('append takes JSON lines from stdin; tail prints the last n, or the first n
 
 test('append reports the stdin line of bad input and keeps what came before it', async () => {
   const file = writeTopology();
-  const r = await sluice(['append', file, 'in'], '{"key":"a","n":1}\n{"key":"b","n":2}\nnot json\n');
+  const r = await sluice(
+    ['append', file, 'in'],
+    '{"key":"a","n":1}\n{"key":"b","n":2}\nnot json\n',
+  );
   assert.is(r.code, 2);
   assert.match(r.err, 'stdin line 3: not JSON');
   assert.match(r.err, '2 events before it were appended');
@@ -124,7 +148,12 @@ test('run without installed capture fails at once, saying how to install; instal
   const file = writeTopology(
     `capture:\n  - name: app\n    database: { dialect: sqlite, file: ./app.db }\n    tables:\n      - { table: items, operations: [insert], target: items-changes }\n`,
   ).replace(/$/, '');
-  fs.writeFileSync(file, fs.readFileSync(file, 'utf8').replace('  - { name: out }', '  - { name: out }\n  - { name: items-changes }'));
+  fs.writeFileSync(
+    file,
+    fs
+      .readFileSync(file, 'utf8')
+      .replace('  - { name: out }', '  - { name: out }\n  - { name: items-changes }'),
+  );
   const r = await sluice(['run', file, '--status-ms', '0']);
   assert.is(r.code, 2);
   assert.match(r.err, 'capture source "app" is not installed');
@@ -138,24 +167,36 @@ test('a capture database path that does not exist is an error, not a new empty d
   const file = writeTopology(
     `capture:\n  - name: app\n    database: { dialect: sqlite, file: ./typo.db }\n    tables:\n      - { table: items, operations: [insert], target: items-changes }\n`,
   );
-  fs.writeFileSync(file, fs.readFileSync(file, 'utf8').replace('  - { name: out }', '  - { name: out }\n  - { name: items-changes }'));
+  fs.writeFileSync(
+    file,
+    fs
+      .readFileSync(file, 'utf8')
+      .replace('  - { name: out }', '  - { name: out }\n  - { name: items-changes }'),
+  );
   const r = await sluice(['install', file]);
   assert.is(r.code, 2);
   assert.match(r.err, `typo.db does not exist`);
   assert.not.ok(fs.existsSync(path.join(dir, 'typo.db')));
   const c = await sluice(['check', file]);
   assert.is(c.code, 2, c.out);
-  assert.is(c.err.trim(), `${file}:${at(file, './typo.db')}: capture[0].database.file: SQLite database file not found: ${path.join(dir, 'typo.db')} (create the database first; capture does not create it)`);
+  assert.is(
+    c.err.trim(),
+    `${file}:${at(file, './typo.db')}: capture[0].database.file: SQLite database file not found: ${path.join(dir, 'typo.db')} (create the database first; capture does not create it)`,
+  );
   assert.not.ok(fs.existsSync(path.join(dir, 'typo.db')));
 });
 
-test('check reports a missing capture database file together with the file\'s other problems (a missing service module)', async () => {
+test("check reports a missing capture database file together with the file's other problems (a missing service module)", async () => {
   const file = writeTopology(
     `capture:\n  - name: app\n    database: { dialect: sqlite, file: ./typo.db }\n    tables:\n      - { table: items, operations: [insert], target: items-changes }\n`,
   );
-  fs.writeFileSync(file, fs.readFileSync(file, 'utf8')
-    .replace('  - { name: out }', '  - { name: out }\n  - { name: items-changes }')
-    .replace(/module: .*/, 'module: ./nope.mjs'));
+  fs.writeFileSync(
+    file,
+    fs
+      .readFileSync(file, 'utf8')
+      .replace('  - { name: out }', '  - { name: out }\n  - { name: items-changes }')
+      .replace(/module: .*/, 'module: ./nope.mjs'),
+  );
   const c = await sluice(['check', file]);
   assert.is(c.code, 2, c.out);
   assert.equal(c.err.trim().split('\n'), [
@@ -181,23 +222,40 @@ test('install names the topology file, line and field of a captured table or col
       `      - { table: items, operations: [insert], columns: [id, nmae], target: items-changes }\n` +
       `      - { table: nosuchtable, operations: [insert], target: items-changes }\n`,
   );
-  fs.writeFileSync(file, fs.readFileSync(file, 'utf8').replace('  - { name: out }', '  - { name: out }\n  - { name: items-changes }'));
+  fs.writeFileSync(
+    file,
+    fs
+      .readFileSync(file, 'utf8')
+      .replace('  - { name: out }', '  - { name: out }\n  - { name: items-changes }'),
+  );
   assert.is((await sluice(['check', file])).code, 0);
   let r = await sluice(['install', file]);
   assert.is(r.code, 2);
-  assert.is(r.err.trim(), `${file}:${at(file, 'nmae')}: capture[0].tables[0].columns[1]: capture source "app": capture table "items": columns: column "nmae" not found (columns: id, name)`);
+  assert.is(
+    r.err.trim(),
+    `${file}:${at(file, 'nmae')}: capture[0].tables[0].columns[1]: capture source "app": capture table "items": columns: column "nmae" not found (columns: id, name)`,
+  );
   fs.writeFileSync(file, fs.readFileSync(file, 'utf8').replace('nmae', 'name'));
   r = await sluice(['install', file]);
   assert.is(r.code, 2);
-  assert.is(r.err.trim(), `${file}:${at(file, 'nosuchtable')}: capture[0].tables[1].table: capture source "app": capture table "nosuchtable": table not found (no columns introspected)`);
+  assert.is(
+    r.err.trim(),
+    `${file}:${at(file, 'nosuchtable')}: capture[0].tables[1].table: capture source "app": capture table "nosuchtable": table not found (no columns introspected)`,
+  );
 });
 
 test('a handler that throws with onFailure stop: the failure names the service, the input partition and index, once', async () => {
   const file = writeTopology('    errors: { onFailure: stop }\n');
-  await sluice(['append', file, 'in', '-p', '0'], '{"key":"a"}\n{"key":"b"}\n{"key":"c","bad":true}\n');
+  await sluice(
+    ['append', file, 'in', '-p', '0'],
+    '{"key":"a"}\n{"key":"b"}\n{"key":"c","bad":true}\n',
+  );
   const r = await sluice(['run', file, '--status-ms', '0']);
   assert.is(r.code, 2);
-  assert.match(r.err, 'service pass: handler for type 2 failed on in/0 index 2 (key "c"): bad event on purpose');
+  assert.match(
+    r.err,
+    'service pass: handler for type 2 failed on in/0 index 2 (key "c"): bad event on purpose',
+  );
   assert.is(r.err.split('\n').filter((l) => l.startsWith('sluice: stopped:')).length, 1, r.err);
   // One line per failure, no stack trace (README: SLUICE_DEBUG=1 adds them).
   assert.not.match(r.err, /^\s+at /m, r.err);
@@ -214,7 +272,12 @@ test('SLUICE_DEBUG=1 adds the stack trace of an actor failure', async () => {
 
 test('a replay strategy the module cannot serve fails at check and at run, naming service and field', async () => {
   const file = writeTopology().replace(/$/, '');
-  fs.writeFileSync(file, fs.readFileSync(file, 'utf8').replace('    output: out\n', '    output: out\n    inputsReplay: OUTPUT_REVERSE\n'));
+  fs.writeFileSync(
+    file,
+    fs
+      .readFileSync(file, 'utf8')
+      .replace('    output: out\n', '    output: out\n    inputsReplay: OUTPUT_REVERSE\n'),
+  );
   const c = await sluice(['check', file]);
   assert.is(c.code, 2, c.out + c.err);
   assert.match(c.err, 'services[0].inputsReplay');
@@ -227,12 +290,17 @@ test('a replay strategy the module cannot serve fails at check and at run, namin
 
 test('a second run of a running topology fails at once, naming the running pid, exit 2; the lock goes with the first', async () => {
   const file = writeTopology();
-  const first = spawn(process.execPath, [cli, 'run', file, '--status-ms', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const first = spawn(process.execPath, [cli, 'run', file, '--status-ms', '0'], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let firstErr = '';
   const exited = new Promise<number | null>((resolve) => first.on('exit', (code) => resolve(code)));
   try {
     await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`first run not up in 30 s: ${firstErr}`)), 30_000);
+      const timer = setTimeout(
+        () => reject(new Error(`first run not up in 30 s: ${firstErr}`)),
+        30_000,
+      );
       first.stderr.on('data', (b) => {
         firstErr += b;
         if (firstErr.includes('is up')) {
@@ -246,14 +314,20 @@ test('a second run of a running topology fails at once, naming the running pid, 
     const tookMs = Date.now() - started;
     assert.is(second.code, 2, second.err);
     const lock = path.join(dir, 'data', 'topology.lock');
-    assert.is(second.err.trim(), `sluice: topology "cli" (${file}) is already running (pid ${first.pid}): its data directory ${path.join(dir, 'data')} is locked by ${lock}`);
+    assert.is(
+      second.err.trim(),
+      `sluice: topology "cli" (${file}) is already running (pid ${first.pid}): its data directory ${path.join(dir, 'data')} is locked by ${lock}`,
+    );
     assert.ok(tookMs < 10_000, `second run took ${tookMs} ms`);
     assert.ok(fs.existsSync(lock));
   } finally {
     first.kill('SIGTERM');
   }
   assert.is(await exited, 0, firstErr);
-  assert.not.ok(fs.existsSync(path.join(dir, 'data', 'topology.lock')), 'the first run released its lock');
+  assert.not.ok(
+    fs.existsSync(path.join(dir, 'data', 'topology.lock')),
+    'the first run released its lock',
+  );
 });
 
 test('check and run warn, at the service input, when a capture target feeds a service without a change handler', async () => {
@@ -263,10 +337,15 @@ test('check and run warn, at the service input, when a capture target feeds a se
   const file = writeTopology(
     `capture:\n  - name: app\n    database: { dialect: sqlite, file: ./app.db }\n    tables:\n      - { table: items, operations: [insert], target: items-changes }\n`,
   );
-  fs.writeFileSync(file, fs.readFileSync(file, 'utf8')
-    .replace('  - { name: out }', '  - { name: out }\n  - { name: items-changes }')
-    .replace('    inputs: [in]', '    inputs: [in, items-changes]'));
-  const warning = `${file}:${at(file, 'items-changes]')}: services[0].inputs[1]: warning: service "pass" has no change handler: ` +
+  fs.writeFileSync(
+    file,
+    fs
+      .readFileSync(file, 'utf8')
+      .replace('  - { name: out }', '  - { name: out }\n  - { name: items-changes }')
+      .replace('    inputs: [in]', '    inputs: [in, items-changes]'),
+  );
+  const warning =
+    `${file}:${at(file, 'items-changes]')}: services[0].inputs[1]: warning: service "pass" has no change handler: ` +
     `the change events capture source "app" writes to queue "items-changes" would be dropped (add handlers.change to ${passThrough})`;
   const c = await sluice(['check', file]);
   assert.is(c.code, 0, c.err);
@@ -275,7 +354,12 @@ test('check and run warn, at the service input, when a capture target feeds a se
   const r = await sluice(['run', file, '--status-ms', '0'], '', 3_000);
   assert.match(r.err, `sluice: ${warning}\n`);
   // A service with a change handler gets no warning.
-  fs.writeFileSync(file, fs.readFileSync(file, 'utf8').replace(passThrough, new URL('./fixtures/services/change-log.js', import.meta.url).pathname));
+  fs.writeFileSync(
+    file,
+    fs
+      .readFileSync(file, 'utf8')
+      .replace(passThrough, new URL('./fixtures/services/change-log.js', import.meta.url).pathname),
+  );
   const ok = await sluice(['check', file]);
   assert.is(ok.code, 0, ok.err);
   assert.is(ok.err, '');
@@ -293,29 +377,35 @@ async function closedPort(): Promise<number> {
 test('install names the capture source and the database field when the database cannot be reached; run says so and waits for it', async () => {
   const port = await closedPort();
   const file = path.join(dir, 'topology.yaml');
-  fs.writeFileSync(file, [
-    'name: conn',
-    'dataDir: ./data',
-    'queues:',
-    '  - { name: changes }',
-    'capture:',
-    '  - name: shop-db',
-    `    database: { dialect: postgres, url: "postgres://app:secret@127.0.0.1:${port}/shop" }`,
-    '    tables:',
-    '      - { table: orders, operations: [insert], target: changes }',
-    '',
-  ].join('\n'));
+  fs.writeFileSync(
+    file,
+    [
+      'name: conn',
+      'dataDir: ./data',
+      'queues:',
+      '  - { name: changes }',
+      'capture:',
+      '  - name: shop-db',
+      `    database: { dialect: postgres, url: "postgres://app:secret@127.0.0.1:${port}/shop" }`,
+      '    tables:',
+      '      - { table: orders, operations: [insert], target: changes }',
+      '',
+    ].join('\n'),
+  );
   const expected = `${file}:7:41: capture[0].database.url: capture source "shop-db": cannot connect to postgres://app:***@127.0.0.1:${port}/shop: connect ECONNREFUSED 127.0.0.1:${port}`;
   const r = await sluice(['install', file]);
   assert.is(r.code, 2, r.err);
   assert.is(r.err, `${expected}\n`);
   // run waits a database out (its pumps retry): it says so, starts, and drains on SIGTERM.
-  const child = spawn(process.execPath, [cli, 'run', file, '--status-ms', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [cli, 'run', file, '--status-ms', '0'], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let err = '';
   child.stderr.on('data', (b) => (err += b));
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
   const deadline = Date.now() + 30_000;
-  while (!err.includes('is up') && Date.now() < deadline) await new Promise((res) => setTimeout(res, 100));
+  while (!err.includes('is up') && Date.now() < deadline)
+    await new Promise((res) => setTimeout(res, 100));
   child.kill('SIGTERM');
   assert.is(await exited, 0, err);
   assert.ok(err.startsWith(`sluice: ${expected}; its pumps wait for it\n`), err);
@@ -323,36 +413,44 @@ test('install names the capture source and the database field when the database 
 
 test('check reports service module problems with the YAML ones, in file order, each at its line:col', async () => {
   const file = path.join(dir, 'topology.yaml');
-  fs.writeFileSync(file, [
-    'name: modules',
-    'queues:',
-    '  - { name: in }',
-    '  - { name: out }',
-    '  - { name: out2 }',
-    'services:',
-    '  - name: reverse',
-    `    module: ${new URL('./fixtures/services/no-replay-handler.js', import.meta.url).pathname}`,
-    '    inputs: [in]',
-    '    output: out',
-    '    inputsReplay: OUTPUT_REVERSE',
-    '  - name: typo',
-    `    module: ${passThrough}`,
-    '    inputs: [inn]',
-    '    output: out2',
-    '',
-  ].join('\n'));
+  fs.writeFileSync(
+    file,
+    [
+      'name: modules',
+      'queues:',
+      '  - { name: in }',
+      '  - { name: out }',
+      '  - { name: out2 }',
+      'services:',
+      '  - name: reverse',
+      `    module: ${new URL('./fixtures/services/no-replay-handler.js', import.meta.url).pathname}`,
+      '    inputs: [in]',
+      '    output: out',
+      '    inputsReplay: OUTPUT_REVERSE',
+      '  - name: typo',
+      `    module: ${passThrough}`,
+      '    inputs: [inn]',
+      '    output: out2',
+      '',
+    ].join('\n'),
+  );
   const r = await sluice(['check', file]);
   assert.is(r.code, 2, r.err);
   const lines = r.err.trim().split('\n');
   assert.is(lines.length, 2, r.err);
-  assert.match(lines[0]!, `${file}:11:19: services[0].inputsReplay: service "reverse": inputsReplay OUTPUT_REVERSE needs an output-replay handler`);
+  assert.match(
+    lines[0]!,
+    `${file}:11:19: services[0].inputsReplay: service "reverse": inputsReplay OUTPUT_REVERSE needs an output-replay handler`,
+  );
   assert.match(lines[1]!, `${file}:14:14: services[1].inputs[0]: unknown queue "inn"`);
 });
 
 test('check --live finds missing tables, columns and keys in the live SQLite and PostgreSQL databases', async () => {
   const sqliteFile = path.join(dir, 'app.db');
   const sqlite = new Database(sqliteFile);
-  sqlite.exec('CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT); CREATE TABLE notes (body TEXT)');
+  sqlite.exec(
+    'CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT); CREATE TABLE notes (body TEXT)',
+  );
   sqlite.close();
   const schema = `sluice_live_${process.pid}_${Math.floor(Math.random() * 1e9)}`;
   const admin = new pg.Client({ connectionString: 'postgres://postgres@127.0.0.1:5432/test' });
@@ -361,25 +459,33 @@ test('check --live finds missing tables, columns and keys in the live SQLite and
     await admin.query(`CREATE SCHEMA "${schema}"`);
     await admin.query(`CREATE TABLE "${schema}".orders (id int PRIMARY KEY, amount numeric)`);
     const file = path.join(dir, 'topology.yaml');
-    const write = (itemsColumns: string, ordersColumns: string, extra: string) => fs.writeFileSync(file, [
-      'name: live',
-      'dataDir: ./data',
-      'queues:',
-      '  - { name: a }',
-      '  - { name: b }',
-      'capture:',
-      '  - name: app',
-      '    database: { dialect: sqlite, file: ./app.db }',
-      '    tables:',
-      `      - { table: items, columns: [${itemsColumns}], operations: [insert], target: a }`,
-      ...extra.split('|').filter((l) => l !== ''),
-      '  - name: shop',
-      `    database: { dialect: postgres, url: "postgres://postgres@127.0.0.1:5432/test", schema: ${schema} }`,
-      '    tables:',
-      `      - { table: orders, columns: [${ordersColumns}], operations: [insert], target: b }`,
-      '',
-    ].join('\n'));
-    write('id, nme', 'id, amont', '      - { table: itemz, operations: [insert], target: a }|      - { table: notes, operations: [insert], target: a }');
+    const write = (itemsColumns: string, ordersColumns: string, extra: string) =>
+      fs.writeFileSync(
+        file,
+        [
+          'name: live',
+          'dataDir: ./data',
+          'queues:',
+          '  - { name: a }',
+          '  - { name: b }',
+          'capture:',
+          '  - name: app',
+          '    database: { dialect: sqlite, file: ./app.db }',
+          '    tables:',
+          `      - { table: items, columns: [${itemsColumns}], operations: [insert], target: a }`,
+          ...extra.split('|').filter((l) => l !== ''),
+          '  - name: shop',
+          `    database: { dialect: postgres, url: "postgres://postgres@127.0.0.1:5432/test", schema: ${schema} }`,
+          '    tables:',
+          `      - { table: orders, columns: [${ordersColumns}], operations: [insert], target: b }`,
+          '',
+        ].join('\n'),
+      );
+    write(
+      'id, nme',
+      'id, amont',
+      '      - { table: itemz, operations: [insert], target: a }|      - { table: notes, operations: [insert], target: a }',
+    );
     const plain = await sluice(['check', file]);
     assert.is(plain.code, 0, plain.err); // the file alone is fine
     const r = await sluice(['check', '--live', file]);

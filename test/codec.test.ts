@@ -67,7 +67,12 @@ test('an envelope with only a type reads back defaults: null key, time 0, no cau
   const bytes = new EnvelopeWriter().encode({ type: EVENT_TYPE_JSON });
   const fields = decodeEnvelope(bytes);
   assert.equal(fields, {
-    type: 2, key: null, eventTimeMs: 0, causeQueue: 0, causePartition: 0, causeIndex: -1,
+    type: 2,
+    key: null,
+    eventTimeMs: 0,
+    causeQueue: 0,
+    causePartition: 0,
+    causeIndex: -1,
     payload: new Uint8Array(0),
   });
 });
@@ -75,7 +80,18 @@ test('an envelope with only a type reads back defaults: null key, time 0, no cau
 test('keys round-trip exactly: escapes, empty, leading U+FEFF, cached and uncached', () => {
   const writer = new EnvelopeWriter({ keyCacheEntriesMax: 2, keyCacheLengthMax: 8 });
   const view = new EnvelopeView();
-  const keys = [ESCAPES, '', '\ufeffbom', UNICODE, 'k1', 'k2', 'k1', 'k3', 'a'.repeat(100), ESCAPES];
+  const keys = [
+    ESCAPES,
+    '',
+    '\ufeffbom',
+    UNICODE,
+    'k1',
+    'k2',
+    'k1',
+    'k3',
+    'a'.repeat(100),
+    ESCAPES,
+  ];
   for (const key of keys) {
     const bytes = writer.encode({ type: 3, key });
     assert.is(view.wrap(bytes, 0, bytes.length).key, key);
@@ -88,7 +104,13 @@ test('encodeInto writes in place at a non-zero offset of a SharedArrayBuffer and
   const ring = new Uint8Array(sab, 256, 1024); // a view that itself starts inside the buffer
   ring.fill(0xee);
   const payload = encodeJson({ account: 42, delta: -250, note: UNICODE });
-  const size = writer.build({ type: EVENT_TYPE_JSON, key: 'acct-42', eventTimeMs: 5, causeIndex: 9, payload });
+  const size = writer.build({
+    type: EVENT_TYPE_JSON,
+    key: 'acct-42',
+    eventTimeMs: 5,
+    causeIndex: 9,
+    payload,
+  });
   const written = writer.copyTo(ring, 100);
   assert.is(written, size);
   assert.is(ring[99], 0xee, 'byte before the slot untouched');
@@ -126,8 +148,11 @@ test('a 2 MB JSON payload round-trips through encode and decodeJson', () => {
 test('encodeInto throws RangeError when the envelope does not fit, leaving the target unchanged', () => {
   const writer = new EnvelopeWriter();
   const target = new Uint8Array(40).fill(7);
-  assert.throws(() => writer.encodeInto({ type: 100, payload: new Uint8Array(64) }, target, 0),
-    (e: unknown) => e instanceof RangeError && /offset=0 length=\d+ bytes.length=40/.test(e.message));
+  assert.throws(
+    () => writer.encodeInto({ type: 100, payload: new Uint8Array(64) }, target, 0),
+    (e: unknown) =>
+      e instanceof RangeError && /offset=0 length=\d+ bytes.length=40/.test(e.message),
+  );
   assert.ok(target.every((b) => b === 7));
 });
 
@@ -135,22 +160,42 @@ test('the writer rejects out-of-range fields with the invariant and the value', 
   const writer = new EnvelopeWriter();
   const throwsWith = (fn: () => unknown, message: string) =>
     assert.throws(fn, (e: unknown) => e instanceof Error && e.message === message);
-  throwsWith(() => writer.encode({ type: 0 }), 'envelope type must be an integer in 1 .. 2^32-1, type=0');
-  throwsWith(() => writer.encode({ type: 2 ** 32 }),
-    'envelope type must be an integer in 1 .. 2^32-1, type=4294967296');
-  throwsWith(() => writer.encode({ type: 1, causeIndex: 1.5 }),
-    'causeIndex must be an integer in 0 .. 2^53-1, causeIndex=1.5');
-  throwsWith(() => writer.encode({ type: 1, causeIndex: 0, causeQueue: -1 }),
-    'causeQueue must be a uint32, causeQueue=-1');
-  throwsWith(() => writer.encode({ type: 1, causeIndex: 0, causePartition: 2 ** 32 }),
-    'causePartition must be a uint32, causePartition=4294967296');
-  throwsWith(() => writer.bytes.call(new EnvelopeWriter()), 'no envelope built: call build() first');
+  throwsWith(
+    () => writer.encode({ type: 0 }),
+    'envelope type must be an integer in 1 .. 2^32-1, type=0',
+  );
+  throwsWith(
+    () => writer.encode({ type: 2 ** 32 }),
+    'envelope type must be an integer in 1 .. 2^32-1, type=4294967296',
+  );
+  throwsWith(
+    () => writer.encode({ type: 1, causeIndex: 1.5 }),
+    'causeIndex must be an integer in 0 .. 2^53-1, causeIndex=1.5',
+  );
+  throwsWith(
+    () => writer.encode({ type: 1, causeIndex: 0, causeQueue: -1 }),
+    'causeQueue must be a uint32, causeQueue=-1',
+  );
+  throwsWith(
+    () => writer.encode({ type: 1, causeIndex: 0, causePartition: 2 ** 32 }),
+    'causePartition must be a uint32, causePartition=4294967296',
+  );
+  throwsWith(
+    () => writer.bytes.call(new EnvelopeWriter()),
+    'no envelope built: call build() first',
+  );
 });
 
 test('EnvelopeView.wrap rejects ranges outside the bytes and root offsets outside the range', () => {
   const view = new EnvelopeView();
-  assert.throws(() => view.wrap(new Uint8Array(16), 10, 8), /range must lie inside bytes, offset=10 length=8/);
-  assert.throws(() => view.wrap(new Uint8Array(16), 0, 4), /envelope must be at least 8 bytes, length=4/);
+  assert.throws(
+    () => view.wrap(new Uint8Array(16), 10, 8),
+    /range must lie inside bytes, offset=10 length=8/,
+  );
+  assert.throws(
+    () => view.wrap(new Uint8Array(16), 0, 4),
+    /envelope must be at least 8 bytes, length=4/,
+  );
   const bogus = new Uint8Array(16);
   new DataView(bogus.buffer).setInt32(0, 1000, true);
   assert.throws(() => view.wrap(bogus, 0, 16), /envelope root offset out of range/);
@@ -196,7 +241,12 @@ test('a Change round-trips exactly, unicode and escapes included', () => {
 });
 
 test('a Change keeps null and empty before/after apart', () => {
-  const cases: Array<[string | null, string | null]> = [[null, null], ['', ''], [null, ''], ['', null]];
+  const cases: Array<[string | null, string | null]> = [
+    [null, null],
+    ['', ''],
+    [null, ''],
+    ['', null],
+  ];
   for (const [before, after] of cases) {
     const change = { ...sampleChange, before, after };
     assert.equal(decodeChange(encodeChange(change)), change);
@@ -215,7 +265,10 @@ test('a Change inside an envelope inside a SharedArrayBuffer decodes in place at
   const area = new Uint8Array(sab, 8);
   const writer = new EnvelopeWriter();
   const n = writer.encodeInto(
-    { type: EVENT_TYPE_CHANGE, key: sampleChange.key, payload: encodeChange(sampleChange) }, area, 1001);
+    { type: EVENT_TYPE_CHANGE, key: sampleChange.key, payload: encodeChange(sampleChange) },
+    area,
+    1001,
+  );
   const view = new EnvelopeView().wrap(area, 1001, n);
   assert.is(view.type, EVENT_TYPE_CHANGE);
   assert.equal(decodeChange(view.payload), sampleChange);
@@ -223,10 +276,14 @@ test('a Change inside an envelope inside a SharedArrayBuffer decodes in place at
 });
 
 test('encodeChange and decodeChange reject bad input with a precise message', () => {
-  assert.throws(() => encodeChange({ ...sampleChange, op: 'upsert' as 'insert' }),
-    /change op must be insert\|update\|delete\|truncate\|read, op=upsert/);
-  assert.throws(() => encodeChange({ ...sampleChange, txid: 42 as unknown as string }),
-    /change txid must be a string, txid=42/);
+  assert.throws(
+    () => encodeChange({ ...sampleChange, op: 'upsert' as 'insert' }),
+    /change op must be insert\|update\|delete\|truncate\|read, op=upsert/,
+  );
+  assert.throws(
+    () => encodeChange({ ...sampleChange, txid: 42 as unknown as string }),
+    /change txid must be a string, txid=42/,
+  );
   assert.throws(() => decodeChange(new Uint8Array(4)), /Change must be at least 8 bytes, length=4/);
   const noStagingId = new Builder(64);
   const t = noStagingId.createString('t');
@@ -234,7 +291,10 @@ test('encodeChange and decodeChange reject bad input with a precise message', ()
   noStagingId.addFieldOffset(1, t, 0);
   noStagingId.addFieldInt8(2, 1, 0);
   noStagingId.finish(noStagingId.endObject());
-  assert.throws(() => decodeChange(noStagingId.asUint8Array()), /Change is missing required field staging_id/);
+  assert.throws(
+    () => decodeChange(noStagingId.asUint8Array()),
+    /Change is missing required field staging_id/,
+  );
 });
 
 test('JSON payload helpers round-trip exact strings and reject values without JSON', () => {

@@ -4,7 +4,12 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ConfigError, loadTopology, parseTopology, TOPOLOGY_SIZE_LIMITS } from '../engine/config/index.js';
+import {
+  ConfigError,
+  loadTopology,
+  parseTopology,
+  TOPOLOGY_SIZE_LIMITS,
+} from '../engine/config/index.js';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 const inline = path.join(root, 'test', 'fixtures', 'config', 'inline.yaml');
@@ -49,14 +54,17 @@ test('names, SQL identifiers and references have stated maximum lengths', () => 
     `  tables: [{ table: ${long(S.tableNameLengthMax)}, operations: [insert], columns: [${long(S.sqlNameLengthMax)}], target: in }] }]`,
   );
   const lines = problems(text).map((l) => l.slice(inline.length + 1).replace(/^\d+:\d+: /, ''));
-  assert.equal(lines.filter((l) => /at most/.test(l)), [
-    `name: must be at most ${S.topologyNameLengthMax} characters long, got ${S.topologyNameLengthMax + 1}`,
-    `services[0].name: must be at most ${S.serviceNameLengthMax} characters long, got ${S.serviceNameLengthMax + 1}`,
-    `services[0].output: must be at most ${S.queueNameLengthMax} characters long, got ${S.queueNameLengthMax + 1}`,
-    `capture[0].stagingTable: must be at most ${S.stagingTableLengthMax} characters long, got ${S.stagingTableLengthMax + 1}`,
-    `capture[0].tables[0].table: must be at most ${S.tableNameLengthMax} characters long, got ${S.tableNameLengthMax + 1}`,
-    `capture[0].tables[0].columns[0]: must be at most ${S.sqlNameLengthMax} characters long, got ${S.sqlNameLengthMax + 1}`,
-  ]);
+  assert.equal(
+    lines.filter((l) => /at most/.test(l)),
+    [
+      `name: must be at most ${S.topologyNameLengthMax} characters long, got ${S.topologyNameLengthMax + 1}`,
+      `services[0].name: must be at most ${S.serviceNameLengthMax} characters long, got ${S.serviceNameLengthMax + 1}`,
+      `services[0].output: must be at most ${S.queueNameLengthMax} characters long, got ${S.queueNameLengthMax + 1}`,
+      `capture[0].stagingTable: must be at most ${S.stagingTableLengthMax} characters long, got ${S.stagingTableLengthMax + 1}`,
+      `capture[0].tables[0].table: must be at most ${S.tableNameLengthMax} characters long, got ${S.tableNameLengthMax + 1}`,
+      `capture[0].tables[0].columns[0]: must be at most ${S.sqlNameLengthMax} characters long, got ${S.sqlNameLengthMax + 1}`,
+    ],
+  );
 });
 
 test('lists have stated maximum lengths: 65 inputs of one service are refused', () => {
@@ -66,8 +74,11 @@ test('lists have stated maximum lengths: 65 inputs of one service are refused', 
     `queues: [${queues.map((q) => `{ name: ${q} }`).join(', ')}, { name: out }]`,
     `services: [{ name: s, module: ./services/running-total.ts, inputs: [${queues.join(', ')}], output: out }]`,
   );
-  const col = text.split('\n')[2]!.indexOf('[in') === -1 ? text.split('\n')[2]!.indexOf('[q0') + 1 : 0;
-  assert.equal(problems(text), [`${inline}:3:${col}: services[0].inputs: must list at most ${S.inputsMax} items, got ${S.inputsMax + 1}`]);
+  const col =
+    text.split('\n')[2]!.indexOf('[in') === -1 ? text.split('\n')[2]!.indexOf('[q0') + 1 : 0;
+  assert.equal(problems(text), [
+    `${inline}:3:${col}: services[0].inputs: must list at most ${S.inputsMax} items, got ${S.inputsMax + 1}`,
+  ]);
 });
 
 test('a dataDir that resolves too long, or with a component over 255 bytes, is refused at dataDir', () => {
@@ -82,7 +93,9 @@ test('a dataDir that resolves too long, or with a component over 255 bytes, is r
 });
 
 test('a NUL character in a path is refused at its field', () => {
-  assert.equal(problems(yaml('name: t', 'dataDir: "./d\\0x"')), [`${inline}:2:10: dataDir: must not contain NUL characters`]);
+  assert.equal(problems(yaml('name: t', 'dataDir: "./d\\0x"')), [
+    `${inline}:2:10: dataDir: must not contain NUL characters`,
+  ]);
 });
 
 test('nesting deeper than 32 levels is one problem at the first node too deep, even 100,000 levels (was: a stack overflow)', () => {
@@ -90,19 +103,30 @@ test('nesting deeper than 32 levels is one problem at the first node too deep, e
   const text = yaml('name: t', `x: ${'['.repeat(n)}${']'.repeat(n)}`);
   const lines = problems(text);
   assert.equal(lines.length, 1);
-  assert.equal(lines[0], `${inline}:2:${4 + S.nestingDepthMax - 1}: x${'[0]'.repeat(S.nestingDepthMax - 1)}: ` +
-    `lists and maps are nested more than ${S.nestingDepthMax} levels deep (the limit)`);
+  assert.equal(
+    lines[0],
+    `${inline}:2:${4 + S.nestingDepthMax - 1}: x${'[0]'.repeat(S.nestingDepthMax - 1)}: ` +
+      `lists and maps are nested more than ${S.nestingDepthMax} levels deep (the limit)`,
+  );
   // 32 levels are fine as far as nesting goes (settings are free-form).
-  const ok = yaml('name: t', 'queues: [{ name: in }, { name: out }]',
-    `services: [{ name: s, module: ./services/running-total.ts, inputs: [in], output: out, settings: { a: ${'['.repeat(28)}1${']'.repeat(28)} } }]`);
+  const ok = yaml(
+    'name: t',
+    'queues: [{ name: in }, { name: out }]',
+    `services: [{ name: s, module: ./services/running-total.ts, inputs: [in], output: out, settings: { a: ${'['.repeat(28)}1${']'.repeat(28)} } }]`,
+  );
   assert.equal(parseTopology(ok, inline, { env: {} }).services[0]!.name, 's');
 });
 
 test('settings over 64 KiB as JSON are refused at services[i].settings', () => {
-  const text = yaml('name: t', 'queues: [{ name: in }, { name: out }]',
+  const text = yaml(
+    'name: t',
+    'queues: [{ name: in }, { name: out }]',
     'services: [{ name: s, module: ./services/running-total.ts, inputs: [in], output: out,',
-    `  settings: { blob: "${'z'.repeat(S.settingsBytesMax)}" } }]`);
-  assert.equal(problems(text), [`${inline}:4:13: services[0].settings: is ${S.settingsBytesMax + 11} bytes as JSON; the limit is ${S.settingsBytesMax}`]);
+    `  settings: { blob: "${'z'.repeat(S.settingsBytesMax)}" } }]`,
+  );
+  assert.equal(problems(text), [
+    `${inline}:4:13: services[0].settings: is ${S.settingsBytesMax + 11} bytes as JSON; the limit is ${S.settingsBytesMax}`,
+  ]);
 });
 
 test('a file over 1 MiB is refused without being parsed; invalid UTF-8 is refused at its line and column', () => {
@@ -110,10 +134,21 @@ test('a file over 1 MiB is refused without being parsed; invalid UTF-8 is refuse
   try {
     const big = path.join(dir, 'big.yaml');
     writeFileSync(big, `name: t\n#${'-'.repeat(S.fileBytesMax)}\n`);
-    assert.equal(loadProblems(big), [`${big}: the file is ${S.fileBytesMax + 10} bytes; a topology file is at most ${S.fileBytesMax} bytes`]);
+    assert.equal(loadProblems(big), [
+      `${big}: the file is ${S.fileBytesMax + 10} bytes; a topology file is at most ${S.fileBytesMax} bytes`,
+    ]);
     const bad = path.join(dir, 'bad.yaml');
-    writeFileSync(bad, Buffer.concat([Buffer.from('name: t\nqueues:\n  - name: q'), Buffer.from([0xc3, 0x28]), Buffer.from('\n')]));
-    assert.equal(loadProblems(bad), [`${bad}:3:12: (root): not UTF-8: byte 0xc3 at offset 27 (a topology file is UTF-8 text)`]);
+    writeFileSync(
+      bad,
+      Buffer.concat([
+        Buffer.from('name: t\nqueues:\n  - name: q'),
+        Buffer.from([0xc3, 0x28]),
+        Buffer.from('\n'),
+      ]),
+    );
+    assert.equal(loadProblems(bad), [
+      `${bad}:3:12: (root): not UTF-8: byte 0xc3 at offset 27 (a topology file is UTF-8 text)`,
+    ]);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -126,14 +161,16 @@ test('a list or map as a map key is refused at the key (was: stringified with a 
 });
 
 test('a CR or NUL quoted from a value is escaped, so each problem stays one line (found by the fuzzer)', () => {
-  const lines = problems(yaml(
-    'name: a',
-    'queues:',
-    '  - { name: in }',
-    '  - { name: out }',
-    'services:',
-    '  - { name: s, module: "x\\r\\u0000y.js", inputs: [in], output: out }',
-  ));
+  const lines = problems(
+    yaml(
+      'name: a',
+      'queues:',
+      '  - { name: in }',
+      '  - { name: out }',
+      'services:',
+      '  - { name: s, module: "x\\r\\u0000y.js", inputs: [in], output: out }',
+    ),
+  );
   assert.equal(lines, [
     `${inline}:6:24: services[0].module: must not contain NUL characters`,
     `${inline}:6:24: services[0].module: module file not found: ` +

@@ -2,26 +2,27 @@
  * The `processors:` section of a topology file: defaults, and every problem reported at its
  * field as `file:line:col: path: message`.
  */
-import { test } from 'uvu'
-import * as assert from 'uvu/assert'
-import path from 'node:path'
-import { fileURLToPath } from 'node:url'
-import { ConfigError, parseTopology } from '../engine/config/index.js'
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { ConfigError, parseTopology } from '../engine/config/index.js';
 
-const root = fileURLToPath(new URL('../../', import.meta.url))
+const root = fileURLToPath(new URL('../../', import.meta.url));
 /** Inline topologies are "located" in the processor fixtures dir so ./echo.ts resolves. */
-const file = path.join(root, 'test', 'fixtures', 'processors', 'inline.yaml')
-const compiled = (name: string) => path.join(root, 'dist', 'test', 'fixtures', 'processors', `${name}.js`)
-const yaml = (...lines: string[]) => lines.join('\n') + '\n'
+const file = path.join(root, 'test', 'fixtures', 'processors', 'inline.yaml');
+const compiled = (name: string) =>
+  path.join(root, 'dist', 'test', 'fixtures', 'processors', `${name}.js`);
+const yaml = (...lines: string[]) => lines.join('\n') + '\n';
 
 function problems(text: string): string[] {
   try {
-    parseTopology(text, file, { env: {} })
+    parseTopology(text, file, { env: {} });
   } catch (e) {
-    if (e instanceof ConfigError) return e.message.split('\n').map((l) => l.slice(file.length + 1))
-    throw e
+    if (e instanceof ConfigError) return e.message.split('\n').map((l) => l.slice(file.length + 1));
+    throw e;
   }
-  throw new Error('expected a ConfigError, the topology loaded')
+  throw new Error('expected a ConfigError, the topology loaded');
 }
 
 const QUEUES = [
@@ -34,28 +35,45 @@ const QUEUES = [
   '    partitions: 2', //           7
   '  - name: dead', //              8
   'processors:', //                 9
-]
+];
 
 test('a durable processor loads with its defaults: outputs [], group = name, codec json, settings {}; options as written', () => {
-  const t = parseTopology(yaml(...QUEUES,
-    '  - name: billing',
-    '    pattern: durable',
-    '    module: ./echo.ts',
-    '    inputs: [orders]',
-    '    outputs: [invoices]',
-    '    deadLetterTopic: dead',
-    '    batchSizeMax: 100',
-    '    retriesMax: 3',
-  ), file, { env: {} })
-  assert.equal(t.processors, [{
-    name: 'billing', pattern: 'durable', module: compiled('echo'), inputs: ['orders'], outputs: ['invoices'],
-    deadLetterTopic: 'dead', batchSizeMax: 100, retriesMax: 3, group: 'billing', codec: 'json', settings: {},
-  }])
-  assert.equal(structuredClone(t), t, 'plain data, posted to the worker as is')
-})
+  const t = parseTopology(
+    yaml(
+      ...QUEUES,
+      '  - name: billing',
+      '    pattern: durable',
+      '    module: ./echo.ts',
+      '    inputs: [orders]',
+      '    outputs: [invoices]',
+      '    deadLetterTopic: dead',
+      '    batchSizeMax: 100',
+      '    retriesMax: 3',
+    ),
+    file,
+    { env: {} },
+  );
+  assert.equal(t.processors, [
+    {
+      name: 'billing',
+      pattern: 'durable',
+      module: compiled('echo'),
+      inputs: ['orders'],
+      outputs: ['invoices'],
+      deadLetterTopic: 'dead',
+      batchSizeMax: 100,
+      retriesMax: 3,
+      group: 'billing',
+      codec: 'json',
+      settings: {},
+    },
+  ]);
+  assert.equal(structuredClone(t), t, 'plain data, posted to the worker as is');
+});
 
 test('an unknown pattern, an unknown queue and an option of another pattern are reported at their fields', () => {
-  const text = yaml(...QUEUES,
+  const text = yaml(
+    ...QUEUES,
     '  - name: a', //                    10
     '    pattern: durabel', //           11
     '    module: ./echo.ts', //          12
@@ -66,17 +84,18 @@ test('an unknown pattern, an unknown queue and an option of another pattern are 
     '    inputs: [orders]', //           17
     '    group: g', //                   18
     '    outputs: [invoices]', //        19
-  )
+  );
   assert.equal(problems(text), [
     '11:14: processors[0].pattern: must be one of durable, state-and-event, pubsub, compacted, rpc, got "durabel" (did you mean "durable"?)',
     '13:14: processors[0].inputs[0]: unknown queue "orderz" (known: orders, invoices, balances, dead)',
     '18:5: processors[1].group: group does not apply to pattern pubsub (only to durable, state-and-event)',
     '19:14: processors[1].outputs: outputs lists 1 topics; a pubsub processor reads one topic and writes nothing (at most once, no outputs)',
-  ])
-})
+  ]);
+});
 
-test('state-and-event needs a state topic with at least the event topic\'s partitions; rpc needs one response topic as wide as the requests', () => {
-  const text = yaml(...QUEUES,
+test("state-and-event needs a state topic with at least the event topic's partitions; rpc needs one response topic as wide as the requests", () => {
+  const text = yaml(
+    ...QUEUES,
     '  - name: bal', //                  10
     '    pattern: state-and-event', //   11
     '    module: ./balance.ts', //       12
@@ -91,13 +110,13 @@ test('state-and-event needs a state topic with at least the event topic\'s parti
     '    module: ./upper.ts', //         21
     '    inputs: [orders]', //           22
     '    outputs: [invoices]', //        23
-  )
+  );
   assert.equal(problems(text), [
     '14:17: processors[0].stateTopic: queue "balances" has 2 partitions; the state topic needs at least the event topic\'s 4 (a key\'s state and events share a partition number)',
     '16:14: processors[1].pattern: a state-and-event processor needs stateTopic (its per-key states, as many partitions as the event topic)',
     '23:15: processors[2].outputs[0]: queue "invoices" has 1 partitions; an rpc response topic needs at least the request topic\'s 4 (each response goes to its request\'s partition number)',
-  ])
-})
+  ]);
+});
 
 test('on the journal bus a processor topic that is also a service or capture queue is refused, naming both fields', () => {
   const text = yaml(
@@ -115,11 +134,11 @@ test('on the journal bus a processor topic that is also a service or capture que
     '    pattern: durable', //                                    12
     '    module: ./echo.ts', //                                   13
     '    inputs: [out]', //                                       14
-  )
+  );
   assert.equal(problems(text), [
-    '14:14: processors[0].inputs[0]: queue "out" is also services[0].output (line 9); on the journal bus a processor\'s topics live in the bus directory (<dataDir>/bus), services\' and capture\'s queues in <dataDir>/queues, so one queue cannot be both yet; use another queue',
-  ])
-})
+    "14:14: processors[0].inputs[0]: queue \"out\" is also services[0].output (line 9); on the journal bus a processor's topics live in the bus directory (<dataDir>/bus), services' and capture's queues in <dataDir>/queues, so one queue cannot be both yet; use another queue",
+  ]);
+});
 
 test('a missing module, a duplicate name and member fencing on kafka are reported', () => {
   const text = yaml(
@@ -137,13 +156,13 @@ test('a missing module, a duplicate name and member fencing on kafka are reporte
     '    module: ./echo.ts', //       12
     '    inputs: [in]', //            13
     '    fencing: member', //         14
-  )
-  const got = problems(text)
+  );
+  const got = problems(text);
   assert.equal(got, [
     `8:13: processors[0].module: module file not found: ${path.join(path.dirname(file), 'nope.ts')}`,
     '10:11: processors[1].name: duplicate processor name "p" (first defined at line 6)',
     '14:14: processors[1].fencing: fencing member on a kafka bus lets a zombie member commit (kafkajs sends no KIP-447 generation): every process of the topology would need its own transactionalId; use partition (the default on kafka)',
-  ])
-})
+  ]);
+});
 
-test.run()
+test.run();

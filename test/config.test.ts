@@ -17,7 +17,15 @@ const root = fileURLToPath(new URL('../../', import.meta.url));
 const fixtures = path.join(root, 'test', 'fixtures', 'config');
 /** Inline topologies are "located" in the fixtures dir so ./services/running-total.ts resolves. */
 const inline = path.join(fixtures, 'inline.yaml');
-const compiledService = path.join(root, 'dist', 'test', 'fixtures', 'config', 'services', 'running-total.js');
+const compiledService = path.join(
+  root,
+  'dist',
+  'test',
+  'fixtures',
+  'config',
+  'services',
+  'running-total.js',
+);
 
 const yaml = (...lines: string[]) => lines.join('\n') + '\n';
 
@@ -59,7 +67,10 @@ function problemLines(text: string, file = inline, env: Record<string, string> =
 
 /** Asserts the problems are exactly `expected` (as `line:col: path: message`, file prefix added). */
 function assertProblems(text: string, expected: string[], file = inline): void {
-  assert.equal(problemLines(text, file), expected.map((p) => `${file}:${p}`));
+  assert.equal(
+    problemLines(text, file),
+    expected.map((p) => `${file}:${p}`),
+  );
 }
 
 test('a valid file loads with defaults applied and paths resolved against its directory', () => {
@@ -70,46 +81,75 @@ test('a valid file loads with defaults applied and paths resolved against its di
     dataDir: path.join(fixtures, 'data', 'shop'),
     bus: { kind: 'journal' },
     rings: { capacityBytes: 65536, recordBytesMax: 16777216 },
-    supervisor: { restartsMax: 3, restartWindowMs: 60000, backoffInitialMs: 100, backoffMaxMs: 2000, drainTimeoutMs: 10000 },
+    supervisor: {
+      restartsMax: 3,
+      restartWindowMs: 60000,
+      backoffInitialMs: 100,
+      backoffMaxMs: 2000,
+      drainTimeoutMs: 10000,
+    },
     queues: [
       { name: 'order-changes', partitions: 2, segmentBytes: 1048576, fsync: 'record' },
       { name: 'totals-out', partitions: 1, segmentBytes: 67108864, fsync: 'batch' },
       { name: 'running-total.dlq', partitions: 1, segmentBytes: 67108864, fsync: 'batch' },
     ],
-    services: [{
-      name: 'running-total',
-      module: compiledService,
-      inputs: ['order-changes'],
-      output: 'totals-out',
-      startFrom: 'LAST_WRITTEN',
-      inputsReplay: 'INPUTS',
-      batchSizeMax: 256,
-      emitDuringReplay: false,
-      settings: { field: 'amount', nested: { list: [1, 'two', null] } },
-      errors: { retriesMax: 2, retryBackoffMs: 10, onFailure: 'dead-letter', deadLetterQueue: 'running-total.dlq' },
-    }],
-    capture: [{
-      name: 'shop-db',
-      database: { dialect: 'sqlite', file: path.join(fixtures, 'shop.db') },
-      tables: [
-        {
-          table: 'orders', operations: ['insert', 'update', 'delete'], columns: ['id', 'amount'], key: ['id'],
-          condition: { insert: 'NEW.amount <> 0', update: 'NEW.amount <> 0 OR OLD.amount <> 0' },
-          target: 'order-changes', suppressNoopUpdates: false,
-          keyUpdate: 'delete-create',
+    services: [
+      {
+        name: 'running-total',
+        module: compiledService,
+        inputs: ['order-changes'],
+        output: 'totals-out',
+        startFrom: 'LAST_WRITTEN',
+        inputsReplay: 'INPUTS',
+        batchSizeMax: 256,
+        emitDuringReplay: false,
+        settings: { field: 'amount', nested: { list: [1, 'two', null] } },
+        errors: {
+          retriesMax: 2,
+          retryBackoffMs: 10,
+          onFailure: 'dead-letter',
+          deadLetterQueue: 'running-total.dlq',
         },
-        { table: 'refunds', operations: ['insert'], target: 'order-changes', suppressNoopUpdates: true, keyUpdate: 'delete-create' },
-      ],
-      pumps: 2,
-      batchSizeMax: 500,
-      pollIntervalMs: 50,
-      stagingTable: 'sluice_staging',
-      recordBytesMax: 1 << 28,
-      errors: {
-        retriesImmediate: 2, attemptsMax: 5, retryDelayMs: 1000, retryDelayMaxMs: 60_000,
-        holdKeyWhenParked: true, retentionMs: 7 * 24 * 3_600_000,
       },
-    }],
+    ],
+    capture: [
+      {
+        name: 'shop-db',
+        database: { dialect: 'sqlite', file: path.join(fixtures, 'shop.db') },
+        tables: [
+          {
+            table: 'orders',
+            operations: ['insert', 'update', 'delete'],
+            columns: ['id', 'amount'],
+            key: ['id'],
+            condition: { insert: 'NEW.amount <> 0', update: 'NEW.amount <> 0 OR OLD.amount <> 0' },
+            target: 'order-changes',
+            suppressNoopUpdates: false,
+            keyUpdate: 'delete-create',
+          },
+          {
+            table: 'refunds',
+            operations: ['insert'],
+            target: 'order-changes',
+            suppressNoopUpdates: true,
+            keyUpdate: 'delete-create',
+          },
+        ],
+        pumps: 2,
+        batchSizeMax: 500,
+        pollIntervalMs: 50,
+        stagingTable: 'sluice_staging',
+        recordBytesMax: 1 << 28,
+        errors: {
+          retriesImmediate: 2,
+          attemptsMax: 5,
+          retryDelayMs: 1000,
+          retryDelayMaxMs: 60_000,
+          holdKeyWhenParked: true,
+          retentionMs: 7 * 24 * 3_600_000,
+        },
+      },
+    ],
     processors: [],
     sinks: [],
   };
@@ -122,37 +162,72 @@ test('a topology is plain data: structuredClone (as postMessage to a worker does
 });
 
 test('every default comes from TOPOLOGY_DEFAULTS', () => {
-  const t = parseTopology(yaml(
-    'name: tiny',
-    'queues: [{ name: q }, { name: o }]',
-    'services: [{ name: s, module: ./services/running-total.ts, inputs: [q], output: o }]',
-    'capture: [{ name: c, database: { dialect: postgres, url: "postgres://h/db" }, tables: [{ table: x, operations: [insert], target: q }] }]',
-  ), inline, { env: {} });
+  const t = parseTopology(
+    yaml(
+      'name: tiny',
+      'queues: [{ name: q }, { name: o }]',
+      'services: [{ name: s, module: ./services/running-total.ts, inputs: [q], output: o }]',
+      'capture: [{ name: c, database: { dialect: postgres, url: "postgres://h/db" }, tables: [{ table: x, operations: [insert], target: q }] }]',
+    ),
+    inline,
+    { env: {} },
+  );
   const D = TOPOLOGY_DEFAULTS;
   assert.is(t.dataDir, path.join(fixtures, 'data', 'tiny'));
   assert.equal(t.rings, { capacityBytes: 1048576, recordBytesMax: 16777216 });
-  assert.equal(t.supervisor, { restartsMax: Infinity, restartWindowMs: 60000, backoffInitialMs: 100, backoffMaxMs: 5000, drainTimeoutMs: 10000 });
+  assert.equal(t.supervisor, {
+    restartsMax: Infinity,
+    restartWindowMs: 60000,
+    backoffInitialMs: 100,
+    backoffMaxMs: 5000,
+    drainTimeoutMs: 10000,
+  });
   assert.equal(t.queues[0], { name: 'q', ...D.queue });
-  assert.equal(t.queues[0], { name: 'q', partitions: 1, segmentBytes: 64 * 1024 * 1024, fsync: 'batch' });
+  assert.equal(t.queues[0], {
+    name: 'q',
+    partitions: 1,
+    segmentBytes: 64 * 1024 * 1024,
+    fsync: 'batch',
+  });
   const s = t.services[0]!;
-  assert.equal([s.startFrom, s.inputsReplay, s.batchSizeMax, s.settings], ['LAST_WRITTEN', 'NONE', 256, {}]);
+  assert.equal(
+    [s.startFrom, s.inputsReplay, s.batchSizeMax, s.settings],
+    ['LAST_WRITTEN', 'NONE', 256, {}],
+  );
   const c = t.capture[0]!;
-  assert.equal([c.pumps, c.batchSizeMax, c.pollIntervalMs, c.stagingTable], [1, 500, 10, 'sluice_staging']);
-  assert.equal(c.tables[0], { table: 'x', operations: ['insert'], target: 'q', suppressNoopUpdates: true, keyUpdate: 'delete-create' });
+  assert.equal(
+    [c.pumps, c.batchSizeMax, c.pollIntervalMs, c.stagingTable],
+    [1, 500, 10, 'sluice_staging'],
+  );
+  assert.equal(c.tables[0], {
+    table: 'x',
+    operations: ['insert'],
+    target: 'q',
+    suppressNoopUpdates: true,
+    keyUpdate: 'delete-create',
+  });
   assert.equal(c.database, { dialect: 'postgres', url: 'postgres://h/db' });
 });
 
 test('${VAR} and ${VAR:-default} are substituted in string values; plain scalars are re-read as YAML', () => {
   const file = path.join(fixtures, 'env.yaml');
-  const t = loadTopology(file, { env: { SHOP_PG_URL: 'postgres://sluice@db:5432/shop', SHOP_PUMPS: '3' } });
+  const t = loadTopology(file, {
+    env: { SHOP_PG_URL: 'postgres://sluice@db:5432/shop', SHOP_PUMPS: '3' },
+  });
   assert.is(t.capture[0]!.database.dialect, 'postgres');
-  assert.equal(t.capture[0]!.database, { dialect: 'postgres', url: 'postgres://sluice@db:5432/shop', schema: 'public' });
+  assert.equal(t.capture[0]!.database, {
+    dialect: 'postgres',
+    url: 'postgres://sluice@db:5432/shop',
+    schema: 'public',
+  });
   assert.is(t.queues[0]!.partitions, 3);
   assert.is(t.capture[0]!.pumps, 3);
   assert.is(t.dataDir, path.join(fixtures, 'state', 'pg'));
   assert.is(t.capture[0]!.tables[0]!.condition, "NEW.note <> '${literal}'");
   // An empty value falls back to the default with ":-", as in sh.
-  const t2 = loadTopology(file, { env: { SHOP_PG_URL: 'postgres://h/db', SHOP_PUMPS: '', SHOP_DATA_DIR: '/var/sluice' } });
+  const t2 = loadTopology(file, {
+    env: { SHOP_PG_URL: 'postgres://h/db', SHOP_PUMPS: '', SHOP_DATA_DIR: '/var/sluice' },
+  });
   assert.is(t2.capture[0]!.pumps, 2);
   assert.is(t2.dataDir, '/var/sluice/pg');
 });
@@ -161,13 +236,22 @@ test('an unset variable without default is one problem at its value, not repeate
   const file = path.join(fixtures, 'env.yaml');
   const text = readFileSync(file, 'utf8');
   const where = at(text, 9, '"${SHOP_PG_URL}"');
-  assert.throws(() => loadTopology(file, { env: {} }), (e: unknown) =>
-    e instanceof ConfigError &&
-    e.message === `${file}:${where}: capture[0].database.url: environment variable SHOP_PG_URL is not set (give a default with \${SHOP_PG_URL:-default})` &&
-    e.problems.length === 1 &&
-    `${e.problems[0]!.line}:${e.problems[0]!.col}` === where && e.problems[0]!.path === 'capture[0].database.url');
-  assertProblems(yaml('name: "${NAME"'), ['1:7: name: unterminated "${" in "${NAME" (write "$${" for a literal "${")']);
-  assertProblems(yaml('name: "${1X}"'), ['1:7: name: bad environment variable reference "${1X}": the name must match ^[A-Za-z_][A-Za-z0-9_]*$']);
+  assert.throws(
+    () => loadTopology(file, { env: {} }),
+    (e: unknown) =>
+      e instanceof ConfigError &&
+      e.message ===
+        `${file}:${where}: capture[0].database.url: environment variable SHOP_PG_URL is not set (give a default with \${SHOP_PG_URL:-default})` &&
+      e.problems.length === 1 &&
+      `${e.problems[0]!.line}:${e.problems[0]!.col}` === where &&
+      e.problems[0]!.path === 'capture[0].database.url',
+  );
+  assertProblems(yaml('name: "${NAME"'), [
+    '1:7: name: unterminated "${" in "${NAME" (write "$${" for a literal "${")',
+  ]);
+  assertProblems(yaml('name: "${1X}"'), [
+    '1:7: name: bad environment variable reference "${1X}": the name must match ^[A-Za-z_][A-Za-z0-9_]*$',
+  ]);
 });
 
 test('unknown fields are reported at the key, with "did you mean" when a field is close', () => {
@@ -307,7 +391,8 @@ test('a bad key strategy is reported at its field: unknown word, unknown form, t
     '      - { table: c, operations: [insert], target: in, key: transactionId }',
     '      - { table: d, operations: [insert], target: in, key: { columns: [] } }',
   );
-  const shapes = 'primaryKey, none, transactionId, a list of columns, {columns: [...]}, {fixed: "value"} or {expression: "SQL"}';
+  const shapes =
+    'primaryKey, none, transactionId, a list of columns, {columns: [...]}, {fixed: "value"} or {expression: "SQL"}';
   assertProblems(text, [
     `${at(text, 14, 'primarykey')}: capture[0].tables[0].key: must be one of ${shapes}, got "primarykey"`,
     `${at(text, 15, 'x }')}: capture[0].tables[1].key.fixd: unknown key strategy (one of ${shapes})`,
@@ -323,7 +408,7 @@ test('a condition naming a row image its operation lacks is refused at its field
     '  - name: db',
     '    database: { dialect: sqlite, file: a.db }',
     '    tables:',
-    "      - { table: a, operations: [insert, delete], target: in, condition: \"NEW.x <> 'OLD.y'\" }",
+    '      - { table: a, operations: [insert, delete], target: in, condition: "NEW.x <> \'OLD.y\'" }',
     '      - table: b',
     '        operations: [insert, update, delete]',
     '        target: in',
@@ -402,19 +487,26 @@ test('service modules: missing source, .ts not compiled yet, plain .js, and the 
       '  - { name: s2, module: ./services/fresh.ts, inputs: [in], output: b }',
       '  - { name: s3, module: services/plain.js, inputs: [in], output: c }',
     );
-    assertProblems(text, [
-      `${at(text, 4, './')}: services[0].module: module file not found: ${path.join(dir, 'app', 'services', 'gone.ts')}`,
-      `${at(text, 5, './')}: services[1].module: compiled module not found: ${path.join(dir, 'dist', 'app', 'services', 'fresh.js')} (compile it first: npm run build)`,
-    ], file);
+    assertProblems(
+      text,
+      [
+        `${at(text, 4, './')}: services[0].module: module file not found: ${path.join(dir, 'app', 'services', 'gone.ts')}`,
+        `${at(text, 5, './')}: services[1].module: compiled module not found: ${path.join(dir, 'dist', 'app', 'services', 'fresh.js')} (compile it first: npm run build)`,
+      ],
+      file,
+    );
     mkdirSync(path.join(dir, 'dist', 'app', 'services'), { recursive: true });
     writeFileSync(path.join(dir, 'dist', 'app', 'services', 'fresh.js'), 'export default {};\n');
     writeFileSync(path.join(dir, 'dist', 'app', 'services', 'gone.js'), 'export default {};\n');
     const t = parseTopology(text, file, { env: {} });
-    assert.equal(t.services.map((s) => s.module), [
-      path.join(dir, 'dist', 'app', 'services', 'gone.js'), // the compiled file alone is enough
-      path.join(dir, 'dist', 'app', 'services', 'fresh.js'),
-      path.join(dir, 'app', 'services', 'plain.js'),
-    ]);
+    assert.equal(
+      t.services.map((s) => s.module),
+      [
+        path.join(dir, 'dist', 'app', 'services', 'gone.js'), // the compiled file alone is enough
+        path.join(dir, 'dist', 'app', 'services', 'fresh.js'),
+        path.join(dir, 'app', 'services', 'plain.js'),
+      ],
+    );
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -445,8 +537,12 @@ test('YAML syntax errors are reported at the position the parser gives and stop 
 
 test('an unreadable file is a ConfigError naming the file', () => {
   const file = path.join(fixtures, 'no-such-file.yaml');
-  assert.throws(() => loadTopology(file), (e: unknown) =>
-    e instanceof ConfigError && e.message.startsWith(`${file}: cannot read topology file: ENOENT`));
+  assert.throws(
+    () => loadTopology(file),
+    (e: unknown) =>
+      e instanceof ConfigError &&
+      e.message.startsWith(`${file}: cannot read topology file: ENOENT`),
+  );
 });
 
 test('several problems in one file are all reported at once, in file order', () => {
@@ -476,7 +572,10 @@ test('several problems in one file are all reported at once, in file order', () 
     `${file}:29:17: capture[0].tables[0].target: queue "history-changes" has 2 partitions but capture source "bank-db" has 3 pumps; on the journal bus a capture target needs one partition per pump (one appender per partition; on a kafka bus the counts are independent)`,
   ]);
   assert.equal(e.problems[8], {
-    file, line: 19, col: 14, path: 'services[1].inputs[0]',
+    file,
+    line: 19,
+    col: 14,
+    path: 'services[1].inputs[0]',
     message: 'unknown queue "histry" (known: history-changes, account-changes, out)',
   });
 });
@@ -484,7 +583,9 @@ test('several problems in one file are all reported at once, in file order', () 
 test('the example bank topologies load', () => {
   const sqlite = loadTopology(path.join(root, 'examples', 'bank', 'topology.yaml'), { env: {} });
   assert.is(sqlite.capture[0]!.database.dialect, 'sqlite');
-  const pg = loadTopology(path.join(root, 'examples', 'bank', 'topology.pg.yaml'), { env: { SLUICE_PG_URL: 'postgres://u@pg/bank' } });
+  const pg = loadTopology(path.join(root, 'examples', 'bank', 'topology.pg.yaml'), {
+    env: { SLUICE_PG_URL: 'postgres://u@pg/bank' },
+  });
   assert.equal(pg.capture[0]!.database, { dialect: 'postgres', url: 'postgres://u@pg/bank' });
 });
 
@@ -494,10 +595,17 @@ test('startFrom START with inputsReplay INPUTS or OUTPUT loads; OUTPUT_REVERSE w
     const mod = path.join(dir, 'svc.mjs');
     writeFileSync(mod, 'export default { init: () => 0, handlers: {} };\n');
     const file = path.join(dir, 't.yaml');
-    const text = (extra: string) => `name: x\nqueues:\n  - { name: a }\n  - { name: b }\nservices:\n  - name: s\n    module: ${mod}\n    inputs: [a]\n    output: b\n${extra}`;
+    const text = (extra: string) =>
+      `name: x\nqueues:\n  - { name: a }\n  - { name: b }\nservices:\n  - name: s\n    module: ${mod}\n    inputs: [a]\n    output: b\n${extra}`;
     for (const replay of ['INPUTS', 'OUTPUT']) {
-      const t = parseTopology(text(`    startFrom: START\n    inputsReplay: ${replay}\n    emitDuringReplay: true\n`), file);
-      assert.equal([t.services[0]!.startFrom, t.services[0]!.inputsReplay, t.services[0]!.emitDuringReplay], ['START', replay, true]);
+      const t = parseTopology(
+        text(`    startFrom: START\n    inputsReplay: ${replay}\n    emitDuringReplay: true\n`),
+        file,
+      );
+      assert.equal(
+        [t.services[0]!.startFrom, t.services[0]!.inputsReplay, t.services[0]!.emitDuringReplay],
+        ['START', replay, true],
+      );
     }
     const problems = (extra: string): string[] => {
       try {
@@ -514,7 +622,9 @@ test('startFrom START with inputsReplay INPUTS or OUTPUT loads; OUTPUT_REVERSE w
     assert.equal(problems('    emitDuringReplay: true\n'), [
       `${file}:10:23: services[0].emitDuringReplay: emitDuringReplay needs a replay of the inputs: inputsReplay INPUTS or OUTPUT, not NONE`,
     ]);
-    assert.equal(problems('    emitDuringReplay: yes\n'), [`${file}:10:23: services[0].emitDuringReplay: must be true or false, got "yes"`]);
+    assert.equal(problems('    emitDuringReplay: yes\n'), [
+      `${file}:10:23: services[0].emitDuringReplay: must be true or false, got "yes"`,
+    ]);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -525,21 +635,30 @@ test('bus: journal by default; a kafka bus resolves clientId, TLS files and SASL
   try {
     const file = path.join(dir, 't.yaml');
     assert.equal(parseTopology('name: x\n', file).bus, { kind: 'journal' });
-    const t = parseTopology([
-      'name: x',
-      'bus:',
-      '  kind: kafka',
-      '  brokers: [127.0.0.1:9092, "[::1]:9093"]',
-      '  tls: { caFile: certs/ca.pem }',
-      '  sasl: { mechanism: scram-sha-512, username: u, passwordFile: secret/kafka }',
-      'queues:',
-      '  - { name: a, partitions: 3 }',
-      '',
-    ].join('\n'), file);
+    const t = parseTopology(
+      [
+        'name: x',
+        'bus:',
+        '  kind: kafka',
+        '  brokers: [127.0.0.1:9092, "[::1]:9093"]',
+        '  tls: { caFile: certs/ca.pem }',
+        '  sasl: { mechanism: scram-sha-512, username: u, passwordFile: secret/kafka }',
+        'queues:',
+        '  - { name: a, partitions: 3 }',
+        '',
+      ].join('\n'),
+      file,
+    );
     assert.equal(t.bus, {
-      kind: 'kafka', brokers: ['127.0.0.1:9092', '[::1]:9093'], clientId: 'sluice-x',
+      kind: 'kafka',
+      brokers: ['127.0.0.1:9092', '[::1]:9093'],
+      clientId: 'sluice-x',
       tls: { caFile: path.join(dir, 'certs', 'ca.pem'), rejectUnauthorized: true },
-      sasl: { mechanism: 'scram-sha-512', username: 'u', passwordFile: path.join(dir, 'secret', 'kafka') },
+      sasl: {
+        mechanism: 'scram-sha-512',
+        username: 'u',
+        passwordFile: path.join(dir, 'secret', 'kafka'),
+      },
     });
     const problems = (text: string): string[] => {
       try {
@@ -553,10 +672,17 @@ test('bus: journal by default; a kafka bus resolves clientId, TLS files and SASL
     assert.equal(problems('name: x\nbus: { kind: kafka, brokers: [localhost] }\n'), [
       '2:31: bus.brokers[0]: must be host:port (an IPv6 host in brackets) (/^(\\[[0-9a-fA-F:.]+\\]|[A-Za-z0-9._-]+):[0-9]{1,5}$/), got "localhost"',
     ]);
-    assert.equal(problems('name: x\nbus: { kind: kafka, brokers: [h:1], sasl: { mechanism: plain, username: u } }\n'), [
-      '2:43: bus.sasl: give exactly one of password (e.g. "${KAFKA_PASSWORD}") and passwordFile',
-    ]);
-    assert.ok(problems('name: x\nbus: { kind: rabbit }\n')[0]!.startsWith('2:14: bus.kind: must be one of journal, kafka'));
+    assert.equal(
+      problems(
+        'name: x\nbus: { kind: kafka, brokers: [h:1], sasl: { mechanism: plain, username: u } }\n',
+      ),
+      ['2:43: bus.sasl: give exactly one of password (e.g. "${KAFKA_PASSWORD}") and passwordFile'],
+    );
+    assert.ok(
+      problems('name: x\nbus: { kind: rabbit }\n')[0]!.startsWith(
+        '2:14: bus.kind: must be one of journal, kafka',
+      ),
+    );
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -18,10 +18,15 @@ import { sluice } from './lib/cli.js';
 const cli = new URL('../cli/sluice.js', import.meta.url).pathname;
 const poisonFile = new URL('./fixtures/services/poison-file.js', import.meta.url).pathname;
 
-
 /** `sluice run` until the output's LAST_WRITTEN of in/0 is `last`, then SIGINT. */
-async function runUntil(file: string, t: Topology, last: number): Promise<{ code: number | null; err: string }> {
-  const p = spawn(process.execPath, [cli, 'run', file, '--status-ms', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
+async function runUntil(
+  file: string,
+  t: Topology,
+  last: number,
+): Promise<{ code: number | null; err: string }> {
+  const p = spawn(process.execPath, [cli, 'run', file, '--status-ms', '0'], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let err = '';
   p.stderr.on('data', (b) => (err += b));
   const exited = new Promise<number | null>((res) => p.on('exit', (code) => res(code)));
@@ -51,7 +56,8 @@ function outputNames(t: Topology): string[] {
   const names: string[] = [];
   for (let rec = tail.next(); rec; rec = tail.next()) {
     view.wrap(rec.bytes, 0, rec.bytes.length);
-    if (view.type === EVENT_TYPE_JSON) names.push((decodeJson(view.payload) as { key: string }).key);
+    if (view.type === EVENT_TYPE_JSON)
+      names.push((decodeJson(view.payload) as { key: string }).key);
   }
   tail.close();
   return names;
@@ -63,39 +69,58 @@ test('dlq list shows the dead letter; replay re-injects it into its source queue
     const poison = path.join(dir, 'poison');
     fs.writeFileSync(poison, '');
     const file = path.join(dir, 'topology.yaml');
-    fs.writeFileSync(file, [
-      'name: dlq-cli',
-      'dataDir: ./data',
-      'queues:',
-      '  - { name: in }',
-      '  - { name: out }',
-      'services:',
-      '  - name: pass',
-      `    module: ${poisonFile}`,
-      '    inputs: [in]',
-      '    output: out',
-      '    errors: { retriesMax: 1, retryBackoffMs: 1 }',
-      `    settings: { poisonFile: ${JSON.stringify(poison)} }`,
-      '',
-    ].join('\n'));
+    fs.writeFileSync(
+      file,
+      [
+        'name: dlq-cli',
+        'dataDir: ./data',
+        'queues:',
+        '  - { name: in }',
+        '  - { name: out }',
+        'services:',
+        '  - name: pass',
+        `    module: ${poisonFile}`,
+        '    inputs: [in]',
+        '    output: out',
+        '    errors: { retriesMax: 1, retryBackoffMs: 1 }',
+        `    settings: { poisonFile: ${JSON.stringify(poison)} }`,
+        '',
+      ].join('\n'),
+    );
     const t = loadTopology(file);
-    const a = await sluice(['append', file, 'in'], '{"key":"a"}\n{"key":"b","bad":true}\n{"key":"c"}\n');
+    const a = await sluice(
+      ['append', file, 'in'],
+      '{"key":"a"}\n{"key":"b","bad":true}\n{"key":"c"}\n',
+    );
     assert.is(a.code, 0, a.err);
 
     const first = await runUntil(file, t, 2);
     assert.is(first.code, 0, first.err);
-    assert.match(first.err, 'service pass: dead-lettered in/0 index 1 (key "b") to pass.dlq after 2 attempts: bad event on purpose');
+    assert.match(
+      first.err,
+      'service pass: dead-lettered in/0 index 1 (key "b") to pass.dlq after 2 attempts: bad event on purpose',
+    );
     assert.equal(outputNames(t), ['a', 'c']);
 
     const list = await sluice(['dlq', 'list', file, 'pass.dlq']);
     assert.is(list.code, 0, list.err);
-    const lines = list.out.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+    const lines = list.out
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
     assert.is(lines.length, 1);
     assert.type(lines[0].failedAtMs, 'number');
     delete lines[0].failedAtMs;
     assert.equal(lines[0], {
-      dlqIndex: 0, service: 'pass', queue: 'in', partition: 0, index: 1, key: 'b', attempts: 2,
-      error: 'bad event on purpose', value: { key: 'b', bad: true },
+      dlqIndex: 0,
+      service: 'pass',
+      queue: 'in',
+      partition: 0,
+      index: 1,
+      key: 'b',
+      attempts: 2,
+      error: 'bad event on purpose',
+      value: { key: 'b', bad: true },
     });
 
     // The fix: the handler no longer fails on it. Replay appends it to in/0 at index 3.
@@ -110,7 +135,10 @@ test('dlq list shows the dead letter; replay re-injects it into its source queue
 
     const toOutput = await sluice(['dlq', 'replay', file, 'pass.dlq', '--to', 'out']);
     assert.is(toOutput.code, 2);
-    assert.is(toOutput.err.trim(), `sluice: queue "out" is written by "pass" in ${file}; a queue has one writer (replay to another queue with --to)`);
+    assert.is(
+      toOutput.err.trim(),
+      `sluice: queue "out" is written by "pass" in ${file}; a queue has one writer (replay to another queue with --to)`,
+    );
     const purge = await sluice(['dlq', 'purge', file, 'pass.dlq']);
     assert.is(purge.code, 0, purge.err);
     assert.is(purge.err.trim(), 'sluice: purged 1 dead letter from pass.dlq');
@@ -120,7 +148,10 @@ test('dlq list shows the dead letter; replay re-injects it into its source queue
 
     const wrong = await sluice(['dlq', 'list', file, 'out']);
     assert.is(wrong.code, 2);
-    assert.is(wrong.err.trim(), `sluice: queue "out" is not a dead-letter queue in ${file} (dead-letter queues: pass.dlq)`);
+    assert.is(
+      wrong.err.trim(),
+      `sluice: queue "out" is not a dead-letter queue in ${file} (dead-letter queues: pass.dlq)`,
+    );
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }

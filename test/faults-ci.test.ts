@@ -16,13 +16,26 @@ test(`${FAULTS} faults across the bank job and two restart strategies: no violat
   const seed = Number(process.env.SLUICE_TEST_SEED ?? Date.now() % 1_000_000);
   const lines: string[] = [];
   const result = await runSuite({
-    seed, faults: FAULTS, budgetMs: 20 * 60_000, portBase: 19171,
+    seed,
+    faults: FAULTS,
+    budgetMs: 20 * 60_000,
+    portBase: 19171,
     shapes: ['bank-sqlite', 'service-last-written-inputs', 'service-output'],
     out: (l) => lines.push(l),
   });
-  process.stdout.write(`\n  seed ${seed}: ${result.faults} faults (${JSON.stringify(result.byFault)}) in ${(result.durationMs / 1000).toFixed(0)} s, ${result.violations.length} violations\n`);
-  assert.is(result.violations.length, 0, `seed ${seed} (replay: SLUICE_TEST_SEED=${seed}); logs in ${result.dir}:\n${result.violations.join('\n')}`);
-  assert.is(result.faults, FAULTS, `seed ${seed}: only ${result.faults} of ${FAULTS} faults injected:\n${lines.slice(-20).join('\n')}`);
+  process.stdout.write(
+    `\n  seed ${seed}: ${result.faults} faults (${JSON.stringify(result.byFault)}) in ${(result.durationMs / 1000).toFixed(0)} s, ${result.violations.length} violations\n`,
+  );
+  assert.is(
+    result.violations.length,
+    0,
+    `seed ${seed} (replay: SLUICE_TEST_SEED=${seed}); logs in ${result.dir}:\n${result.violations.join('\n')}`,
+  );
+  assert.is(
+    result.faults,
+    FAULTS,
+    `seed ${seed}: only ${result.faults} of ${FAULTS} faults injected:\n${lines.slice(-20).join('\n')}`,
+  );
 });
 
 test.run();

@@ -41,7 +41,10 @@ test('an appender that hit ENOSPC refuses later appends; a new one recovers ever
     let failure: Error | null = null;
     disk.fill();
     // Free a little: some batches fit, then ENOSPC in the middle of one.
-    fs.truncateSync(path.join(disk.dir, 'faults-filler'), fs.statSync(path.join(disk.dir, 'faults-filler')).size - 200_000);
+    fs.truncateSync(
+      path.join(disk.dir, 'faults-filler'),
+      fs.statSync(path.join(disk.dir, 'faults-filler')).size - 200_000,
+    );
     for (let i = 0; i < 1000 && !failure; i++) {
       try {
         a.appendBatch([payload(written), payload(written + 1)]);
@@ -53,7 +56,10 @@ test('an appender that hit ENOSPC refuses later appends; a new one recovers ever
     }
     assert.ok(failure, 'the file system never filled');
     assert.match(failure!.message, /ENOSPC|no space/);
-    assert.throws(() => a.appendBatch([payload(0)]), /failed earlier .*ENOSPC|failed earlier .*no space/);
+    assert.throws(
+      () => a.appendBatch([payload(0)]),
+      /failed earlier .*ENOSPC|failed earlier .*no space/,
+    );
     assert.throws(() => a.flush(), /failed earlier/);
     a.close(); // writes nothing, releases the lock
     disk.free();
@@ -66,7 +72,11 @@ test('an appender that hit ENOSPC refuses later appends; a new one recovers ever
     let n = 0;
     for (let rec = t.next(); rec; rec = t.next()) {
       assert.is(rec.index, n);
-      assert.equal(new TextDecoder().decode(rec.bytes).split(' ')[1], String(n), `record ${n} holds another record's payload`);
+      assert.equal(
+        new TextDecoder().decode(rec.bytes).split(' ')[1],
+        String(n),
+        `record ${n} holds another record's payload`,
+      );
       n++;
     }
     t.close();

@@ -11,7 +11,7 @@ import pg from 'pg';
 import { openStaging } from '../engine/cdc/index.js';
 import { createAppDb, sourceFor, stagingName, LEDGER_DDL, PG_URL } from './cdc-helpers.js';
 
-test('an ack blocked by another session\'s row lock fails within lock_timeout naming the blocker; after the release it goes through', async () => {
+test("an ack blocked by another session's row lock fails within lock_timeout naming the blocker; after the release it goes through", async () => {
   const app = await createAppDb('postgres');
   const locker = new pg.Client({ connectionString: PG_URL, application_name: 'faults-row-locker' });
   try {
@@ -20,7 +20,9 @@ test('an ack blocked by another session\'s row lock fails within lock_timeout na
     const installer = await openStaging(source);
     await installer.install();
     await installer.close();
-    await app.exec(`INSERT INTO ledger (id, holder) SELECT g, 'h' || g FROM generate_series(1, 20) g`);
+    await app.exec(
+      `INSERT INTO ledger (id, holder) SELECT g, 'h' || g FROM generate_series(1, 20) g`,
+    );
     const staging = await openStaging(source);
     try {
       const rows = await staging.claim(0, 1, 100);
@@ -37,7 +39,10 @@ test('an ack blocked by another session\'s row lock fails within lock_timeout na
       }
       assert.ok(error, 'the ack waited for the lock and went through while it was held');
       assert.match(error!.message, /waited lock_timeout \d+ ms for row locks held by pid (\d+)/);
-      assert.ok(error!.message.includes(`pid ${pid} `), `the blocker pid ${pid} is not named: ${error!.message}`);
+      assert.ok(
+        error!.message.includes(`pid ${pid} `),
+        `the blocker pid ${pid} is not named: ${error!.message}`,
+      );
       assert.ok(error!.message.includes('faults-row-locker'), error!.message);
       await locker.query('ROLLBACK');
       // The same session goes on (the pump reconnects, but the session itself is fine).

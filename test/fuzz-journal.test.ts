@@ -23,13 +23,25 @@ import path from 'node:path';
 import fc from 'fast-check';
 import { Appender, JournalCorruptionError, Tailer } from '../engine/journal/index.js';
 import {
-  FLAG_BEGIN, FLAG_END_OF_SEGMENT, FRAME_HEADER_BYTES, frameBytes, frameFlags, frameLength,
+  FLAG_BEGIN,
+  FLAG_END_OF_SEGMENT,
+  FRAME_HEADER_BYTES,
+  frameBytes,
+  frameFlags,
+  frameLength,
 } from '../engine/journal/frame.js';
-import { SEGMENT_HEADER_BYTES, listSegments, segmentPath, indexPath } from '../engine/journal/segment.js';
+import {
+  SEGMENT_HEADER_BYTES,
+  listSegments,
+  segmentPath,
+  indexPath,
+} from '../engine/journal/segment.js';
 
 const runs = Number(process.env.SLUICE_FUZZ_JOURNAL_RUNS ?? 300);
 const seed = Number(process.env.SLUICE_FUZZ_SEED ?? Date.now() % 2 ** 31);
-console.log(`fuzz-journal: seed ${seed}, ${runs} damaged directories (SLUICE_FUZZ_SEED=${seed} replays)`);
+console.log(
+  `fuzz-journal: seed ${seed}, ${runs} damaged directories (SLUICE_FUZZ_SEED=${seed} replays)`,
+);
 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-fuzz-journal-'));
 let caseNo = 0;
@@ -41,10 +53,13 @@ interface Written {
 }
 
 const written: fc.Arbitrary<Written> = fc.record({
-  units: fc.array(fc.record({
-    records: fc.array(fc.integer({ min: 0, max: 300 }), { minLength: 1, maxLength: 4 }),
-    flush: fc.boolean(),
-  }), { minLength: 1, maxLength: 25 }),
+  units: fc.array(
+    fc.record({
+      records: fc.array(fc.integer({ min: 0, max: 300 }), { minLength: 1, maxLength: 4 }),
+      flush: fc.boolean(),
+    }),
+    { minLength: 1, maxLength: 25 },
+  ),
   segmentBytes: fc.constantFrom(256, 512, 1024, 4096),
 });
 
@@ -99,10 +114,29 @@ type Damage =
 
 const damage: fc.Arbitrary<Damage> = fc.oneof(
   fc.record({ kind: fc.constant('truncate' as const), file: fc.nat(), at: fc.nat() }),
-  fc.record({ kind: fc.constant('flip' as const), file: fc.nat(), at: fc.nat(), bit: fc.integer({ min: 0, max: 7 }) }),
-  fc.record({ kind: fc.constant('zero' as const), file: fc.nat(), at: fc.nat(), length: fc.integer({ min: 1, max: 64 }) }),
-  fc.record({ kind: fc.constant('garbage' as const), file: fc.nat(), bytes: fc.array(fc.integer({ min: 0, max: 255 }), { minLength: 1, maxLength: 64 }) }),
-  fc.record({ kind: fc.constant('header' as const), file: fc.nat(), at: fc.integer({ min: 0, max: SEGMENT_HEADER_BYTES - 1 }), value: fc.integer({ min: 0, max: 255 }) }),
+  fc.record({
+    kind: fc.constant('flip' as const),
+    file: fc.nat(),
+    at: fc.nat(),
+    bit: fc.integer({ min: 0, max: 7 }),
+  }),
+  fc.record({
+    kind: fc.constant('zero' as const),
+    file: fc.nat(),
+    at: fc.nat(),
+    length: fc.integer({ min: 1, max: 64 }),
+  }),
+  fc.record({
+    kind: fc.constant('garbage' as const),
+    file: fc.nat(),
+    bytes: fc.array(fc.integer({ min: 0, max: 255 }), { minLength: 1, maxLength: 64 }),
+  }),
+  fc.record({
+    kind: fc.constant('header' as const),
+    file: fc.nat(),
+    at: fc.integer({ min: 0, max: SEGMENT_HEADER_BYTES - 1 }),
+    value: fc.integer({ min: 0, max: 255 }),
+  }),
   fc.record({ kind: fc.constant('remove-index' as const), file: fc.nat() }),
 );
 
@@ -129,7 +163,8 @@ function applyDamage(dir: string, d: Damage): Damaged | null {
   const file = pool[d.file % pool.length]!;
   const bytes = fs.readFileSync(file);
   const isSegment = file.endsWith('.seg');
-  const range = (from: number, to: number): Damaged | null => (isSegment ? { file, from, to } : null);
+  const range = (from: number, to: number): Damaged | null =>
+    isSegment ? { file, from, to } : null;
   switch (d.kind) {
     case 'truncate': {
       const at = bytes.length === 0 ? 0 : d.at % bytes.length;
@@ -191,10 +226,20 @@ function assertCorruption(e: unknown, dir: string, what: string): void {
   if (!(e instanceof JournalCorruptionError)) {
     throw new Error(`${what}: not a JournalCorruptionError: ${(e as Error)?.stack ?? String(e)}`);
   }
-  assert.is(path.dirname(e.file), dir, `${what}: the error names a file of the directory: ${e.message}`);
+  assert.is(
+    path.dirname(e.file),
+    dir,
+    `${what}: the error names a file of the directory: ${e.message}`,
+  );
   const size = fs.existsSync(e.file) ? fs.statSync(e.file).size : 0;
-  assert.ok(Number.isInteger(e.offset) && e.offset >= 0 && e.offset <= size, `${what}: offset ${e.offset} inside ${e.file} (${size} bytes)`);
-  assert.ok(e.message.startsWith(`${e.file}: offset ${e.offset}: `), `${what}: message names file and offset: ${e.message}`);
+  assert.ok(
+    Number.isInteger(e.offset) && e.offset >= 0 && e.offset <= size,
+    `${what}: offset ${e.offset} inside ${e.file} (${size} bytes)`,
+  );
+  assert.ok(
+    e.message.startsWith(`${e.file}: offset ${e.offset}: `),
+    `${what}: message names file and offset: ${e.message}`,
+  );
 }
 
 /** Reads every record from the start: the records (prefix-checked) and the error, if any. */
@@ -206,7 +251,10 @@ function readAll(dir: string, expected: Buffer[], what: string): { count: number
     for (let r = tailer.next(); r !== null; r = tailer.next()) {
       assert.is(r.index, count, `${what}: records come in index order without a gap`);
       const want = expected[count];
-      assert.ok(want !== undefined && Buffer.from(r.bytes).equals(want), `${what}: record ${count} is the record written at ${count}`);
+      assert.ok(
+        want !== undefined && Buffer.from(r.bytes).equals(want),
+        `${what}: record ${count} is the record written at ${count}`,
+      );
       count++;
     }
     return { count, error: null };
@@ -220,74 +268,99 @@ function readAll(dir: string, expected: Buffer[], what: string): { count: number
 
 test(`damaged segment and index files: every record before the damage, or a refusal naming file and offset (${runs} directories)`, () => {
   const outcomes = { complete: 0, refusedRead: 0, refusedOpen: 0, appended: 0 };
-  fc.assert(fc.property(written, fc.array(damage, { minLength: 1, maxLength: 3 }), (w, damages) => {
-    const dir = path.join(root, String(caseNo++));
-    try {
-      // 1. Write.
-      const expected: Buffer[] = [];
-      const appender = Appender.open({ dir, segmentBytes: w.segmentBytes, fsync: 'none' });
-      for (const u of w.units) {
-        const batch = u.records.map((n, k) => payload(expected.length + k, n));
-        if (batch.length === 1) appender.append(batch[0]!);
-        else appender.appendBatch(batch);
-        expected.push(...batch);
-        if (u.flush) appender.flush();
-      }
-      appender.close();
-      const placed = layout(dir);
-      assert.is(placed.length, expected.length, 'the oracle finds every written record');
-
-      // 2. Damage (one to three times; the intact records are those before every damage).
-      const damagedRanges = damages.map((d) => applyDamage(dir, d));
-      const intact = Math.min(...damagedRanges.map((r) => firstDamaged(placed, r, expected.length)));
-      const damaged = damagedRanges.filter((r) => r !== null);
-
-      // 3. Read with a tailer.
-      const read = readAll(dir, expected, 'tailer');
-      // The offset index is a hint: damage to it alone loses nothing and is never refused.
-      if (damaged.length === 0 && read.error !== null) {
-        throw new Error(`index damage only (${JSON.stringify(damages)}), yet the tailer refused: ${(read.error as Error).message}`);
-      }
-      if (read.error !== null) {
-        assertCorruption(read.error, dir, 'tailer');
-        outcomes.refusedRead++;
-      } else {
-        assert.ok(read.count >= intact, `tailer returned ${read.count} records, but the first ${intact} are intact (damage ${JSON.stringify(damaged)})`);
-        outcomes.complete++;
-      }
-
-      // 4. Open an appender (recovery), append one record, read it back.
-      let reopened: Appender;
+  fc.assert(
+    fc.property(written, fc.array(damage, { minLength: 1, maxLength: 3 }), (w, damages) => {
+      const dir = path.join(root, String(caseNo++));
       try {
-        reopened = Appender.open({ dir, segmentBytes: w.segmentBytes, fsync: 'none' });
-      } catch (e) {
-        assertCorruption(e, dir, 'appender');
-        outcomes.refusedOpen++;
-        return;
+        // 1. Write.
+        const expected: Buffer[] = [];
+        const appender = Appender.open({ dir, segmentBytes: w.segmentBytes, fsync: 'none' });
+        for (const u of w.units) {
+          const batch = u.records.map((n, k) => payload(expected.length + k, n));
+          if (batch.length === 1) appender.append(batch[0]!);
+          else appender.appendBatch(batch);
+          expected.push(...batch);
+          if (u.flush) appender.flush();
+        }
+        appender.close();
+        const placed = layout(dir);
+        assert.is(placed.length, expected.length, 'the oracle finds every written record');
+
+        // 2. Damage (one to three times; the intact records are those before every damage).
+        const damagedRanges = damages.map((d) => applyDamage(dir, d));
+        const intact = Math.min(
+          ...damagedRanges.map((r) => firstDamaged(placed, r, expected.length)),
+        );
+        const damaged = damagedRanges.filter((r) => r !== null);
+
+        // 3. Read with a tailer.
+        const read = readAll(dir, expected, 'tailer');
+        // The offset index is a hint: damage to it alone loses nothing and is never refused.
+        if (damaged.length === 0 && read.error !== null) {
+          throw new Error(
+            `index damage only (${JSON.stringify(damages)}), yet the tailer refused: ${(read.error as Error).message}`,
+          );
+        }
+        if (read.error !== null) {
+          assertCorruption(read.error, dir, 'tailer');
+          outcomes.refusedRead++;
+        } else {
+          assert.ok(
+            read.count >= intact,
+            `tailer returned ${read.count} records, but the first ${intact} are intact (damage ${JSON.stringify(damaged)})`,
+          );
+          outcomes.complete++;
+        }
+
+        // 4. Open an appender (recovery), append one record, read it back.
+        let reopened: Appender;
+        try {
+          reopened = Appender.open({ dir, segmentBytes: w.segmentBytes, fsync: 'none' });
+        } catch (e) {
+          assertCorruption(e, dir, 'appender');
+          outcomes.refusedOpen++;
+          return;
+        }
+        const next = reopened.nextIndex;
+        assert.ok(
+          next <= expected.length,
+          `appender continues at ${next}, at most the ${expected.length} written`,
+        );
+        const lastSegmentFirst = listSegments(dir).at(-1) ?? 0;
+        // Recovery only reads the last segment: it keeps every intact record there.
+        if (intact >= lastSegmentFirst)
+          assert.ok(
+            next >= Math.min(intact, expected.length),
+            `appender keeps the ${intact} intact records (continues at ${next})`,
+          );
+        const added = payload(1_000_000 + next, 17);
+        assert.is(reopened.append(added), next);
+        reopened.close();
+        const after = readAll(dir, [...expected.slice(0, next), added], 'after append');
+        if (damaged.length === 0) {
+          assert.is(
+            after.error,
+            null,
+            'index damage only: nothing refused after the appender repaired it',
+          );
+          assert.is(
+            next,
+            expected.length,
+            'index damage only: the appender continues after every record',
+          );
+        }
+        if (after.error !== null) {
+          assertCorruption(after.error, dir, 'after append');
+        } else {
+          assert.is(after.count, next + 1, 'the appended record is read back at its index');
+          outcomes.appended++;
+        }
+      } finally {
+        fs.rmSync(dir, { recursive: true, force: true });
       }
-      const next = reopened.nextIndex;
-      assert.ok(next <= expected.length, `appender continues at ${next}, at most the ${expected.length} written`);
-      const lastSegmentFirst = listSegments(dir).at(-1) ?? 0;
-      // Recovery only reads the last segment: it keeps every intact record there.
-      if (intact >= lastSegmentFirst) assert.ok(next >= Math.min(intact, expected.length), `appender keeps the ${intact} intact records (continues at ${next})`);
-      const added = payload(1_000_000 + next, 17);
-      assert.is(reopened.append(added), next);
-      reopened.close();
-      const after = readAll(dir, [...expected.slice(0, next), added], 'after append');
-      if (damaged.length === 0) {
-        assert.is(after.error, null, 'index damage only: nothing refused after the appender repaired it');
-        assert.is(next, expected.length, 'index damage only: the appender continues after every record');
-      }
-      if (after.error !== null) {
-        assertCorruption(after.error, dir, 'after append');
-      } else {
-        assert.is(after.count, next + 1, 'the appended record is read back at its index');
-        outcomes.appended++;
-      }
-    } finally {
-      fs.rmSync(dir, { recursive: true, force: true });
-    }
-  }), { numRuns: runs, seed, includeErrorInReport: true });
+    }),
+    { numRuns: runs, seed, includeErrorInReport: true },
+  );
   console.log(`fuzz-journal: ${JSON.stringify(outcomes)}`);
 });
 

@@ -24,7 +24,12 @@ import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import fc from 'fast-check';
 import {
-  ConfigError, checkServiceModules, installCapture, loadTopology, openQueueAppender, parseTopology,
+  ConfigError,
+  checkServiceModules,
+  installCapture,
+  loadTopology,
+  openQueueAppender,
+  parseTopology,
   startTopology,
 } from '../index.js';
 import { checkEnvironment } from '../engine/config/index.js';
@@ -39,7 +44,9 @@ const runs = Number(process.env.SLUICE_FUZZ_RUNS ?? 2000);
 const startRuns = Number(process.env.SLUICE_FUZZ_START_RUNS ?? 3);
 const seed = Number(process.env.SLUICE_FUZZ_SEED ?? Date.now() % 2 ** 31);
 const replayPath = process.env.SLUICE_FUZZ_PATH;
-console.log(`fuzz-topology: seed ${seed}, ${runs} files, ${startRuns} started (SLUICE_FUZZ_SEED=${seed} replays)`);
+console.log(
+  `fuzz-topology: seed ${seed}, ${runs} files, ${startRuns} started (SLUICE_FUZZ_SEED=${seed} replays)`,
+);
 
 /** A capture database with CAPTURE_TABLES, each holding a few rows. */
 function createCaptureDb(file: string): void {
@@ -61,7 +68,9 @@ const PROBLEM = new RegExp(`^${escape(file)}:[1-9]\\d*:[1-9]\\d*: \\S.*: \\S.*$`
 /** `file: message` (no position: the file as a whole). */
 const FILE_PROBLEM = new RegExp(`^${escape(file)}: \\S.*$`);
 /** A post-load problem naming its field: `file: services[2].module: ...`. */
-const FIELD_PROBLEM = new RegExp(`^${escape(file)}: (services|capture|queues)\\[\\d+\\]\\.\\S+: \\S.*$`);
+const FIELD_PROBLEM = new RegExp(
+  `^${escape(file)}: (services|capture|queues)\\[\\d+\\]\\.\\S+: \\S.*$`,
+);
 /** Longest acceptable problem line: values are shown cut; a resolved path (<= 4095 bytes) is the longest part. */
 const LINE_CHARS_MAX = 8192;
 /** One file in this many also runs `sluice check` as a child process (about 2 s each on a loaded machine). */
@@ -70,10 +79,13 @@ const CLI_EVERY = 400;
 /** Each problem has a position, a path and a message, all on one line, as the message prints them. */
 function assertProblems(e: ConfigError): void {
   const lines = e.message.split('\n');
-  if (lines.length !== e.problems.length) throw new Error(`problems span several lines: ${e.message.slice(0, 500)}`);
+  if (lines.length !== e.problems.length)
+    throw new Error(`problems span several lines: ${e.message.slice(0, 500)}`);
   e.problems.forEach((p, i) => {
     const positioned = p.line >= 1 && p.col >= 1;
-    const expected = positioned ? `${p.file}:${p.line}:${p.col}: ${p.path}: ${p.message}` : `${p.file}: ${p.message}`;
+    const expected = positioned
+      ? `${p.file}:${p.line}:${p.col}: ${p.path}: ${p.message}`
+      : `${p.file}: ${p.message}`;
     if (p.file !== file || p.path === '' || p.message === '' || lines[i] !== expected) {
       throw new Error(`badly formed problem: ${JSON.stringify(p).slice(0, 500)}`);
     }
@@ -98,7 +110,8 @@ async function check(text: string): Promise<Topology | null> {
   try {
     t = parseTopology(text, file, { env: { FUZZ_SET: 'x' } });
   } catch (e) {
-    if (!(e instanceof ConfigError)) throw new Error(`not a ConfigError: ${(e as Error).stack ?? String(e)}`);
+    if (!(e instanceof ConfigError))
+      throw new Error(`not a ConfigError: ${(e as Error).stack ?? String(e)}`);
     assertProblems(e);
     assertProblemLines(e.message, (l) => PROBLEM.test(l), 'parseTopology');
     return null;
@@ -111,7 +124,11 @@ async function check(text: string): Promise<Topology | null> {
   } catch (e) {
     if (e instanceof ConfigError) {
       assertProblems(e);
-      assertProblemLines(e.message, (l) => PROBLEM.test(l) || FILE_PROBLEM.test(l), 'checkEnvironment');
+      assertProblemLines(
+        e.message,
+        (l) => PROBLEM.test(l) || FILE_PROBLEM.test(l),
+        'checkEnvironment',
+      );
     } else {
       assertProblemLines((e as Error).message, (l) => FIELD_PROBLEM.test(l), 'plan or modules');
     }
@@ -134,89 +151,119 @@ test(`generated and mutated files: refused with file:line:col: path: message, or
   let cliRuns = 0;
   // One file in CLI_EVERY also goes through the real command line (false shrinks away).
   const viaCli = fc.noBias(fc.nat(CLI_EVERY - 1)).map((n) => n === CLI_EVERY - 1);
-  await fc.assert(fc.asyncProperty(topologyFile({ module: serviceModule }), viaCli, async (f, cliToo) => {
-    const t0 = Date.now();
-    const t = await check(f.text);
-    if (process.env.SLUICE_FUZZ_SLOW_MS && Date.now() - t0 > Number(process.env.SLUICE_FUZZ_SLOW_MS)) {
-      console.error(`slow check ${Date.now() - t0} ms: ${JSON.stringify(f).slice(0, 400)}`);
-    }
-    if (f.valid && t === null) {
-      // Say why: the generator and check disagree on what is valid.
-      try {
-        parseTopology(f.text, file, { env: {} });
-      } catch (e) {
-        throw new Error(`a file built valid was refused:\n${(e as Error).message}\n--- file:\n${f.text}`);
+  await fc.assert(
+    fc.asyncProperty(topologyFile({ module: serviceModule }), viaCli, async (f, cliToo) => {
+      const t0 = Date.now();
+      const t = await check(f.text);
+      if (
+        process.env.SLUICE_FUZZ_SLOW_MS &&
+        Date.now() - t0 > Number(process.env.SLUICE_FUZZ_SLOW_MS)
+      ) {
+        console.error(`slow check ${Date.now() - t0} ms: ${JSON.stringify(f).slice(0, 400)}`);
       }
-    }
-    if (f.valid) assert.ok(t !== null, 'a file built valid is accepted');
-    if (t === null) refused++;
-    else accepted++;
-    if (cliToo) {
-      cliRuns++;
-      writeFileSync(file, f.text);
-      const c0 = Date.now();
-      const r = spawnSync(process.execPath, [cli, 'check', file], { encoding: 'utf8', timeout: 60_000 });
-      if (process.env.SLUICE_FUZZ_SLOW_MS) console.error(`cli ${Date.now() - c0} ms`);
-      assert.ok(r.status === 0 || r.status === 2, `sluice check exits 0 or 2, got ${r.status}: ${r.stderr}`);
-      assert.not.match(r.stderr, /\n\s+at /, 'sluice check prints no stack trace');
-      if (r.status === 0) {
-        assert.ok(t !== null, `sluice check accepted what loadTopology refused:\n${r.stdout}`);
-      } else {
-        assert.ok(t === null, `sluice check refused what loadTopology accepted:\n${r.stderr}`);
-        const lines = r.stderr.trimEnd().split('\n');
-        for (const line of lines) {
-          const ok = PROBLEM.test(line) || FILE_PROBLEM.test(line) || line.startsWith(`sluice: ${file}: `);
-          assert.ok(ok, `sluice check problem line is file:line:col: path: message: ${line.slice(0, 300)}`);
+      if (f.valid && t === null) {
+        // Say why: the generator and check disagree on what is valid.
+        try {
+          parseTopology(f.text, file, { env: {} });
+        } catch (e) {
+          throw new Error(
+            `a file built valid was refused:\n${(e as Error).message}\n--- file:\n${f.text}`,
+          );
         }
       }
-    }
-  }), params(runs));
-  console.log(`fuzz-topology: ${accepted} accepted, ${refused} refused, ${cliRuns} through sluice check`);
+      if (f.valid) assert.ok(t !== null, 'a file built valid is accepted');
+      if (t === null) refused++;
+      else accepted++;
+      if (cliToo) {
+        cliRuns++;
+        writeFileSync(file, f.text);
+        const c0 = Date.now();
+        const r = spawnSync(process.execPath, [cli, 'check', file], {
+          encoding: 'utf8',
+          timeout: 60_000,
+        });
+        if (process.env.SLUICE_FUZZ_SLOW_MS) console.error(`cli ${Date.now() - c0} ms`);
+        assert.ok(
+          r.status === 0 || r.status === 2,
+          `sluice check exits 0 or 2, got ${r.status}: ${r.stderr}`,
+        );
+        assert.not.match(r.stderr, /\n\s+at /, 'sluice check prints no stack trace');
+        if (r.status === 0) {
+          assert.ok(t !== null, `sluice check accepted what loadTopology refused:\n${r.stdout}`);
+        } else {
+          assert.ok(t === null, `sluice check refused what loadTopology accepted:\n${r.stderr}`);
+          const lines = r.stderr.trimEnd().split('\n');
+          for (const line of lines) {
+            const ok =
+              PROBLEM.test(line) || FILE_PROBLEM.test(line) || line.startsWith(`sluice: ${file}: `);
+            assert.ok(
+              ok,
+              `sluice check problem line is file:line:col: path: message: ${line.slice(0, 300)}`,
+            );
+          }
+        }
+      }
+    }),
+    params(runs),
+  );
+  console.log(
+    `fuzz-topology: ${accepted} accepted, ${refused} refused, ${cliRuns} through sluice check`,
+  );
   assert.ok(accepted > runs / 10, 'the generator makes valid files');
   assert.ok(refused > runs / 10, 'the mutations make invalid files');
 });
 
 test(`accepted files with names and paths up to their limits start and stop cleanly (${startRuns} topologies)`, async () => {
   let n = 0;
-  await fc.assert(fc.asyncProperty(validTopology({ module: serviceModule }), fc.boolean(), async (doc, flow) => {
-    const runDir = mkdtempSync(path.join(tmpdir(), 'sluice-fuzz-run-'));
-    try {
-      createCaptureDb(path.join(runDir, 'capture.db'));
-      const runFile = path.join(runDir, 'topology.yaml');
-      writeFileSync(runFile, toYaml(doc, flow));
-      const t = loadTopology(runFile, { env: {} });
-      checkEnvironment(t);
-      await installCapture(t);
-      const log: string[] = [];
-      const running = await startTopology(t, { log: (line) => log.push(line) });
-      let stopped = false;
+  await fc.assert(
+    fc.asyncProperty(validTopology({ module: serviceModule }), fc.boolean(), async (doc, flow) => {
+      const runDir = mkdtempSync(path.join(tmpdir(), 'sluice-fuzz-run-'));
       try {
-        // Feed each queue nobody in the topology writes.
-        const written = new Set([
-          ...t.services.flatMap((s) => [s.output, s.errors.deadLetterQueue]),
-          ...t.capture.flatMap((c) => c.tables.map((x) => x.target)),
-        ]);
-        for (const q of t.queues.filter((x) => !written.has(x.name))) {
-          const appender = openQueueAppender(t, q.name);
-          try {
-            for (let i = 0; i < 5; i++) appender.appendJson(`k${i}`, { amount: i });
-          } finally {
-            appender.close();
+        createCaptureDb(path.join(runDir, 'capture.db'));
+        const runFile = path.join(runDir, 'topology.yaml');
+        writeFileSync(runFile, toYaml(doc, flow));
+        const t = loadTopology(runFile, { env: {} });
+        checkEnvironment(t);
+        await installCapture(t);
+        const log: string[] = [];
+        const running = await startTopology(t, { log: (line) => log.push(line) });
+        let stopped = false;
+        try {
+          // Feed each queue nobody in the topology writes.
+          const written = new Set([
+            ...t.services.flatMap((s) => [s.output, s.errors.deadLetterQueue]),
+            ...t.capture.flatMap((c) => c.tables.map((x) => x.target)),
+          ]);
+          for (const q of t.queues.filter((x) => !written.has(x.name))) {
+            const appender = openQueueAppender(t, q.name);
+            try {
+              for (let i = 0; i < 5; i++) appender.appendJson(`k${i}`, { amount: i });
+            } finally {
+              appender.close();
+            }
           }
+          await new Promise((r) => setTimeout(r, 200));
+          const result = await running.stop();
+          stopped = true;
+          assert.equal(
+            result.terminated,
+            [],
+            `no actor had to be terminated (log: ${log.join(' | ')})`,
+          );
+          assert.not.ok(
+            log.some((l) => / failed: /.test(l)),
+            `no actor failed (log: ${log.join(' | ')})`,
+          );
+        } finally {
+          if (!stopped) await running.stop();
         }
-        await new Promise((r) => setTimeout(r, 200));
-        const result = await running.stop();
-        stopped = true;
-        assert.equal(result.terminated, [], `no actor had to be terminated (log: ${log.join(' | ')})`);
-        assert.not.ok(log.some((l) => / failed: /.test(l)), `no actor failed (log: ${log.join(' | ')})`);
+        n++;
       } finally {
-        if (!stopped) await running.stop();
+        rmSync(runDir, { recursive: true, force: true });
       }
-      n++;
-    } finally {
-      rmSync(runDir, { recursive: true, force: true });
-    }
-  }), params(startRuns));
+    }),
+    params(startRuns),
+  );
   assert.is(n, startRuns);
 });
 

@@ -9,7 +9,13 @@ import * as assert from 'uvu/assert';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { loadTopology, startTopology, partitionDir, type Topology, type RestartEvent } from '../index.js';
+import {
+  loadTopology,
+  startTopology,
+  partitionDir,
+  type Topology,
+  type RestartEvent,
+} from '../index.js';
 import { Appender, Tailer } from '../engine/journal/index.js';
 import { EnvelopeWriter, EVENT_TYPE_JSON, encodeJson } from '../engine/codec/index.js';
 
@@ -41,27 +47,30 @@ test('a group that keeps failing restarts forever with capped backoff; the other
     const failFile = path.join(dir, 'broken');
     fs.writeFileSync(failFile, '');
     const file = path.join(dir, 'topology.yaml');
-    fs.writeFileSync(file, [
-      'name: isolation',
-      'dataDir: ./data',
-      'supervisor: { backoffInitialMs: 20, backoffMaxMs: 160 }',
-      'queues:',
-      '  - { name: in }',
-      '  - { name: out }',
-      '  - { name: other-in }',
-      '  - { name: other-out }',
-      'services:',
-      '  - name: pass',
-      `    module: ${thrower}`,
-      '    inputs: [in]',
-      '    output: out',
-      '  - name: broken',
-      `    module: ${initFails}`,
-      '    inputs: [other-in]',
-      '    output: other-out',
-      `    settings: { failFile: ${JSON.stringify(failFile)} }`,
-      '',
-    ].join('\n'));
+    fs.writeFileSync(
+      file,
+      [
+        'name: isolation',
+        'dataDir: ./data',
+        'supervisor: { backoffInitialMs: 20, backoffMaxMs: 160 }',
+        'queues:',
+        '  - { name: in }',
+        '  - { name: out }',
+        '  - { name: other-in }',
+        '  - { name: other-out }',
+        'services:',
+        '  - name: pass',
+        `    module: ${thrower}`,
+        '    inputs: [in]',
+        '    output: out',
+        '  - name: broken',
+        `    module: ${initFails}`,
+        '    inputs: [other-in]',
+        '    output: other-out',
+        `    settings: { failFile: ${JSON.stringify(failFile)} }`,
+        '',
+      ].join('\n'),
+    );
     const t = loadTopology(file);
     const restarts: RestartEvent[] = [];
     const run = await startTopology(t, {
@@ -77,8 +86,14 @@ test('a group that keeps failing restarts forever with capped backoff; the other
     assert.is(status['service:broken'].state, 'restarting');
     assert.match(status['service:broken'].lastError ?? '', 'init fails');
     assert.is(status['service:pass'].state, 'up');
-    assert.equal(restarts.slice(0, 8).map((r) => r.delayMs), [20, 40, 80, 160, 160, 160, 160, 160]);
-    assert.ok(restarts.every((r) => r.group === 'service:broken'), JSON.stringify(restarts.map((r) => r.group)));
+    assert.equal(
+      restarts.slice(0, 8).map((r) => r.delayMs),
+      [20, 40, 80, 160, 160, 160, 160, 160],
+    );
+    assert.ok(
+      restarts.every((r) => r.group === 'service:broken'),
+      JSON.stringify(restarts.map((r) => r.group)),
+    );
 
     // The healthy service processes events appended while the other group keeps failing.
     const writer = new EnvelopeWriter();
@@ -95,7 +110,10 @@ test('a group that keeps failing restarts forever with capped backoff; the other
     const b = Appender.open({ dir: partitionDir(t, 'other-in', 0) });
     b.append(writer.encode({ type: EVENT_TYPE_JSON, key: 'x', payload: encodeJson({ n: 0 }) }));
     b.close();
-    await until('the broken service up', () => run.supervisor.groupStatus()['service:broken'].state === 'up');
+    await until(
+      'the broken service up',
+      () => run.supervisor.groupStatus()['service:broken'].state === 'up',
+    );
     await until('its output', () => count(t, 'other-out') === 1);
     assert.is(fatal, null);
   } finally {

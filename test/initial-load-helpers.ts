@@ -7,7 +7,8 @@ import type { AppDb, Dialect } from './cdc-helpers.js';
 export const ITEMS_DDL: Record<Dialect, string> = {
   sqlite: 'CREATE TABLE items (id INTEGER PRIMARY KEY, n INTEGER NOT NULL, note TEXT)',
   postgres: 'CREATE TABLE items (id bigint PRIMARY KEY, n bigint NOT NULL, note text)',
-  mariadb: 'CREATE TABLE items (id bigint PRIMARY KEY, n bigint NOT NULL, note varchar(40)) ENGINE=InnoDB',
+  mariadb:
+    'CREATE TABLE items (id bigint PRIMARY KEY, n bigint NOT NULL, note varchar(40)) ENGINE=InnoDB',
 };
 
 /** Fills items with ids 1..rows, n = id, note 'v0'. */
@@ -20,21 +21,34 @@ export async function fillItems(app: AppDb, rows: number): Promise<void> {
       await app.exec(`INSERT INTO items SELECT seq, seq, 'v0' FROM seq_${from}_to_${to}`);
     }
   } else {
-    await app.exec(`WITH RECURSIVE g(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM g WHERE x < ${rows}) INSERT INTO items SELECT x, x, 'v0' FROM g`);
+    await app.exec(
+      `WITH RECURSIVE g(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM g WHERE x < ${rows}) INSERT INTO items SELECT x, x, 'v0' FROM g`,
+    );
   }
 }
 
 /** The database's items as the images render them: key text -> {id, n, note}. */
 export async function itemsInDb(app: AppDb): Promise<Map<string, Record<string, string | null>>> {
-  const rows = await app.query<{ id: unknown; n: unknown; note: unknown }>('SELECT id, n, note FROM items ORDER BY id');
-  return new Map(rows.map((r) => [JSON.stringify([String(r.id)]), { id: String(r.id), n: String(r.n), note: r.note === null ? null : String(r.note) }]));
+  const rows = await app.query<{ id: unknown; n: unknown; note: unknown }>(
+    'SELECT id, n, note FROM items ORDER BY id',
+  );
+  return new Map(
+    rows.map((r) => [
+      JSON.stringify([String(r.id)]),
+      { id: String(r.id), n: String(r.n), note: r.note === null ? null : String(r.note) },
+    ]),
+  );
 }
 
 /**
  * A consumer keeping a table: applies one pump's events in order (read, insert, update: the
  * after image; delete: the row is gone) and counts the read events per key in `reads`.
  */
-export function applyEvents(table: Map<string, unknown>, events: Iterable<{ op: string; key: string; after: string | null }>, reads: Map<string, number>): void {
+export function applyEvents(
+  table: Map<string, unknown>,
+  events: Iterable<{ op: string; key: string; after: string | null }>,
+  reads: Map<string, number>,
+): void {
   for (const e of events) {
     if (e.op === 'delete') table.delete(e.key);
     else table.set(e.key, JSON.parse(e.after!));

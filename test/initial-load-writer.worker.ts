@@ -7,14 +7,26 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import Database from 'better-sqlite3';
 
-const { file, rows, seed, stop } = workerData as { file: string; rows: number; seed: number; stop: SharedArrayBuffer };
+const { file, rows, seed, stop } = workerData as {
+  file: string;
+  rows: number;
+  seed: number;
+  stop: SharedArrayBuffer;
+};
 const flag = new Int32Array(stop);
 const db = new Database(file, { timeout: 20_000 });
 const update = db.prepare('UPDATE items SET n = n + ?, note = ? WHERE id = ?');
 const del = db.prepare('DELETE FROM items WHERE id = ?');
 const insert = db.prepare('INSERT INTO items (id, n, note) VALUES (?, 1, ?)');
 let s = seed >>> 0 || 1;
-const rnd = (n: number) => { s ^= s << 13; s >>>= 0; s ^= s >>> 17; s ^= s << 5; s >>>= 0; return s % n; };
+const rnd = (n: number) => {
+  s ^= s << 13;
+  s >>>= 0;
+  s ^= s >>> 17;
+  s ^= s << 5;
+  s >>>= 0;
+  return s % n;
+};
 let writes = 0;
 while (Atomics.load(flag, 0) === 0) {
   const k = rnd(100);

@@ -8,7 +8,9 @@ import { loadTopology, startTopology } from 'sluice';
 import { openStaging, readLoadProgress } from '../engine/cdc/index.js';
 
 const topology = loadTopology(process.argv[2]!);
-const running = await startTopology(topology, { log: (l) => process.stderr.write(`child: ${l}\n`) });
+const running = await startTopology(topology, {
+  log: (l) => process.stderr.write(`child: ${l}\n`),
+});
 process.stdout.write('up\n');
 const staging = await openStaging(topology.capture[0]!);
 for (;;) {

@@ -22,7 +22,13 @@ import fs from 'node:fs';
 import { Appender } from '../engine/journal/index.js';
 
 /** Writer records: [runId u32][batch u32][i u32][n u32][filler]; decoded by journal-crash.test.ts. */
-function encodeWriterRecord(runId: number, batch: number, i: number, n: number, fillerBytes: number): Uint8Array {
+function encodeWriterRecord(
+  runId: number,
+  batch: number,
+  i: number,
+  n: number,
+  fillerBytes: number,
+): Uint8Array {
   const b = Buffer.alloc(16 + fillerBytes, (batch + i) & 0xff);
   b.writeUInt32LE(runId, 0);
   b.writeUInt32LE(batch, 4);
@@ -94,8 +100,15 @@ switch (mode) {
   }
   case 'writer': {
     const runId = Number(runIdArg);
-    const a = Appender.open({ dir, fsync: 'none', segmentBytes: 512 * 1024, writeBufferBytes: 256 * 1024 });
-    say(`ready ${a.nextIndex} truncated=${a.recovery.truncatedBytes} dropped=${a.recovery.droppedRecords}`);
+    const a = Appender.open({
+      dir,
+      fsync: 'none',
+      segmentBytes: 512 * 1024,
+      writeBufferBytes: 256 * 1024,
+    });
+    say(
+      `ready ${a.nextIndex} truncated=${a.recovery.truncatedBytes} dropped=${a.recovery.droppedRecords}`,
+    );
     let seed = runId * 7919 + 1;
     const rand = (n: number): number => {
       seed = (seed * 1103515245 + 12345) & 0x7fffffff;
@@ -106,7 +119,8 @@ switch (mode) {
       const big = rand(20) === 0;
       const n = big ? 200 + rand(300) : 1 + rand(30);
       const payloads: Uint8Array[] = [];
-      for (let i = 0; i < n; i++) payloads.push(encodeWriterRecord(runId, batch, i, n, big ? 1024 : rand(300)));
+      for (let i = 0; i < n; i++)
+        payloads.push(encodeWriterRecord(runId, batch, i, n, big ? 1024 : rand(300)));
       a.appendBatch(payloads);
       if (rand(3) === 0) {
         a.flush();

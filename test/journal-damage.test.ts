@@ -44,15 +44,19 @@ test('a segment cut below its end-of-segment frame, while the next segment holds
   write([25, 81, 57]);
   assert.equal(listSegments(dir), [0, 2]);
   const first = segmentPath(dir, 0);
-  for (const cut of [216, 213]) { // at the end-of-segment frame; inside record 1's padding
+  for (const cut of [216, 213]) {
+    // at the end-of-segment frame; inside record 1's padding
     fs.truncateSync(first, cut);
     const { indexes, error } = readAll();
     assert.equal(indexes, [0, 1]);
     assert.instance(error, JournalCorruptionError);
     assert.is((error as JournalCorruptionError).file, first);
     assert.is((error as JournalCorruptionError).offset, cut);
-    assert.match(error!.message, `${first}: offset ${cut}: the segment ends without an end-of-segment frame (after record 1), ` +
-      'but the later segment 00000000000000000002.seg holds records: damage, not a torn tail');
+    assert.match(
+      error!.message,
+      `${first}: offset ${cut}: the segment ends without an end-of-segment frame (after record 1), ` +
+        'but the later segment 00000000000000000002.seg holds records: damage, not a torn tail',
+    );
   }
 });
 
@@ -73,8 +77,11 @@ test('a length field damaged to point past the end of the file, while complete f
   const { indexes, error } = readAll();
   assert.equal(indexes, [0, 1]);
   assert.instance(error, JournalCorruptionError);
-  assert.is(error!.message, `${file}: offset 496: frame extends beyond the end of the file (record 2), ` +
-    'but a complete frame follows at offset 664: damage, not a torn tail');
+  assert.is(
+    error!.message,
+    `${file}: offset 496: frame extends beyond the end of the file (record 2), ` +
+      'but a complete frame follows at offset 664: damage, not a torn tail',
+  );
 });
 
 test.run();

@@ -9,7 +9,12 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
-import { Appender, Tailer, JournalLockedError, acquireAppenderLock } from '../engine/journal/index.js';
+import {
+  Appender,
+  Tailer,
+  JournalLockedError,
+  acquireAppenderLock,
+} from '../engine/journal/index.js';
 import { createJournalBus } from '../engine/bus/journal/index.js';
 import type { LockWorkerData, LockWorkerResult } from './journal-lock.worker.js';
 
@@ -57,7 +62,10 @@ test('a second appender opened in a worker thread is refused, naming the directo
     assert.equal(r.opened, false, 'the worker must not get an appender');
     if (r.opened) return;
     assert.is(r.name, 'JournalLockedError');
-    assert.is(r.message, `${path.resolve(dir, 'appender.lock')}: queue is locked by live worker thread 0 of this process (pid ${process.pid}); exactly one Appender may be open per queue directory`);
+    assert.is(
+      r.message,
+      `${path.resolve(dir, 'appender.lock')}: queue is locked by live worker thread 0 of this process (pid ${process.pid}); exactly one Appender may be open per queue directory`,
+    );
     a.append(Buffer.from('third'));
     a.flush();
     assert.equal(readAll(dir), ['first', 'second', 'third']);
@@ -78,7 +86,10 @@ test('an appender held by a live worker thread refuses one in the main thread', 
     } catch (e) {
       assert.instance(e, JournalLockedError);
       assert.is((e as JournalLockedError).ownerThreadId, w.worker.threadId);
-      assert.match((e as Error).message, `${path.resolve(dir, 'appender.lock')}: queue is locked by live worker thread ${w.worker.threadId}`);
+      assert.match(
+        (e as Error).message,
+        `${path.resolve(dir, 'appender.lock')}: queue is locked by live worker thread ${w.worker.threadId}`,
+      );
     }
     w.worker.postMessage('close');
     await w.exited;
@@ -108,10 +119,10 @@ test('the lock of a worker thread that died without closing is taken over; its r
 test('a journal bus open in the main thread refuses a second one in a worker thread', async () => {
   const dir = tmpDir();
   try {
-    const bus = await createJournalBus({ dir })
-    await bus.createTopics([{ name: 'orders', partitions: 2 }])
-    const p = await bus.producer()
-    await p.send([{ topic: 'orders', key: 'k', value: Buffer.from('v1'), partition: 1 }])
+    const bus = await createJournalBus({ dir });
+    await bus.createTopics([{ name: 'orders', partitions: 2 }]);
+    const p = await bus.producer();
+    await p.send([{ topic: 'orders', key: 'k', value: Buffer.from('v1'), partition: 1 }]);
     const w = startWorker({ op: 'bus', dir, then: 'close' });
     const r = await w.result;
     await w.exited;
@@ -120,14 +131,20 @@ test('a journal bus open in the main thread refuses a second one in a worker thr
     assert.is(r.name, 'JournalLockedError');
     assert.match(r.message, `${path.resolve(dir)}${path.sep}`);
     assert.match(r.message, 'is locked by live worker thread 0 of this process');
-    await p.send([{ topic: 'orders', key: 'k', value: Buffer.from('v2'), partition: 1 }])
-    await bus.close()
-    const again = await createJournalBus({ dir })
-    const c = await again.consumer()
-    await c.assign([{ topic: 'orders', partition: 1 }])
-    const got = await c.poll({ timeoutMs: 100 })
-    assert.equal(got.map((x) => [x.offset, Buffer.from(x.value!).toString()]), [[0, 'v1'], [1, 'v2']])
-    await again.close()
+    await p.send([{ topic: 'orders', key: 'k', value: Buffer.from('v2'), partition: 1 }]);
+    await bus.close();
+    const again = await createJournalBus({ dir });
+    const c = await again.consumer();
+    await c.assign([{ topic: 'orders', partition: 1 }]);
+    const got = await c.poll({ timeoutMs: 100 });
+    assert.equal(
+      got.map((x) => [x.offset, Buffer.from(x.value!).toString()]),
+      [
+        [0, 'v1'],
+        [1, 'v2'],
+      ],
+    );
+    await again.close();
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }
@@ -141,7 +158,11 @@ test('a topology lock held in the main thread is refused to a worker thread', as
     const r = await w.result;
     await w.exited;
     assert.equal(r.opened, false);
-    if (!r.opened) assert.match(r.message, `${path.resolve(dir, 'topology.lock')}: queue is locked by live worker thread 0`);
+    if (!r.opened)
+      assert.match(
+        r.message,
+        `${path.resolve(dir, 'topology.lock')}: queue is locked by live worker thread 0`,
+      );
     lock.release();
     const w2 = startWorker({ op: 'topology-lock', dir, then: 'close' });
     assert.equal(await w2.result, { opened: true });

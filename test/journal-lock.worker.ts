@@ -16,9 +16,7 @@ export interface LockWorkerData {
   append?: string[];
 }
 
-export type LockWorkerResult =
-  | { opened: true }
-  | { opened: false; name: string; message: string };
+export type LockWorkerResult = { opened: true } | { opened: false; name: string; message: string };
 
 const data = workerData as LockWorkerData;
 
@@ -39,13 +37,21 @@ async function main(): Promise<void> {
     }
   } catch (e) {
     const err = e as Error;
-    parentPort!.postMessage({ opened: false, name: err.name, message: err.message } satisfies LockWorkerResult);
+    parentPort!.postMessage({
+      opened: false,
+      name: err.name,
+      message: err.message,
+    } satisfies LockWorkerResult);
     return;
   }
   parentPort!.postMessage({ opened: true } satisfies LockWorkerResult);
   if (data.then === 'close') await close();
   else if (data.then === 'leak') process.exit(0);
-  else parentPort!.once('message', () => void Promise.resolve(close()).then(() => parentPort!.close()));
+  else
+    parentPort!.once(
+      'message',
+      () => void Promise.resolve(close()).then(() => parentPort!.close()),
+    );
 }
 
 void main();

@@ -38,7 +38,11 @@ test('a tailer racing a writing appender returns every record in order and never
           break;
         }
         assert.is(r.index, n);
-        assert.is(Buffer.from(r.bytes.buffer, r.bytes.byteOffset, 4).readUInt32LE(0), n, `record ${n} holds its index`);
+        assert.is(
+          Buffer.from(r.bytes.buffer, r.bytes.byteOffset, 4).readUInt32LE(0),
+          n,
+          `record ${n} holds its index`,
+        );
         n++;
       }
     }

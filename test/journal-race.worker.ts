@@ -6,7 +6,11 @@
 import { workerData } from 'node:worker_threads';
 import { Appender } from '../engine/journal/index.js';
 
-const { dir, records, notifier } = workerData as { dir: string; records: number; notifier: SharedArrayBuffer };
+const { dir, records, notifier } = workerData as {
+  dir: string;
+  records: number;
+  notifier: SharedArrayBuffer;
+};
 const a = Appender.open({ dir, fsync: 'batch', notifier, segmentBytes: 1 << 30 });
 const b = Buffer.alloc(100, 0x5a);
 for (let i = 0; i < records; i++) {

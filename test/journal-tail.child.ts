@@ -14,12 +14,21 @@ import { Tailer } from '../engine/journal/index.js';
 const WAIT_TIMEOUT_MS = 10_000;
 
 if (!isMainThread) {
-  const { dir, notifier, count } = workerData as { dir: string; notifier: SharedArrayBuffer; count: number };
+  const { dir, notifier, count } = workerData as {
+    dir: string;
+    notifier: SharedArrayBuffer;
+    count: number;
+  };
   const t = Tailer.open({ dir, notifier });
   parentPort!.postMessage({ type: 'ready' });
   const records: [number, string, number][] = [];
   while (records.length < count && t.waitForAppend(WAIT_TIMEOUT_MS)) {
-    for (let r = t.next(); r; r = t.next()) records.push([r.index, Buffer.from(r.bytes).toString(), performance.timeOrigin + performance.now()]);
+    for (let r = t.next(); r; r = t.next())
+      records.push([
+        r.index,
+        Buffer.from(r.bytes).toString(),
+        performance.timeOrigin + performance.now(),
+      ]);
   }
   parentPort!.postMessage({ type: 'done', records, stats: t.stats });
   t.close();
@@ -30,7 +39,8 @@ if (!isMainThread) {
   fs.writeSync(1, 'ready\n');
   const records: [number, string][] = [];
   while (records.length < count && t.waitForAppend(WAIT_TIMEOUT_MS)) {
-    for (let r = t.next(); r; r = t.next()) records.push([r.index, Buffer.from(r.bytes).toString()]);
+    for (let r = t.next(); r; r = t.next())
+      records.push([r.index, Buffer.from(r.bytes).toString()]);
   }
   fs.writeSync(1, JSON.stringify({ records, stats: t.stats }) + '\n');
   t.close();

@@ -59,15 +59,18 @@ async function failure(fn: () => Promise<unknown>): Promise<Error> {
 test('a topology bus with a CA file and a SCRAM-SHA-512 password file connects, produces and consumes', async () => {
   const s = cluster.secure!;
   const file = path.join(dir, 't.yaml');
-  const t = parseTopology([
-    'name: sec',
-    'bus:',
-    '  kind: kafka',
-    `  brokers: ["${s.broker}"]`,
-    `  tls: { caFile: ${s.caFile} }`,
-    `  sasl: { mechanism: scram-sha-512, username: ${s.username}, passwordFile: ${s.passwordFile} }`,
-    '',
-  ].join('\n'), file);
+  const t = parseTopology(
+    [
+      'name: sec',
+      'bus:',
+      '  kind: kafka',
+      `  brokers: ["${s.broker}"]`,
+      `  tls: { caFile: ${s.caFile} }`,
+      `  sasl: { mechanism: scram-sha-512, username: ${s.username}, passwordFile: ${s.passwordFile} }`,
+      '',
+    ].join('\n'),
+    file,
+  );
   assert.is(t.bus.kind, 'kafka');
   if (t.bus.kind !== 'kafka') return;
   const bus = createKafkaBus(kafkaBusOptionsOf(t.bus, 'test'));
@@ -79,7 +82,8 @@ test('PLAIN with the password from the environment (${VAR}) works too', async ()
   const password = readFileSync(s.passwordFile, 'utf8').trim();
   const t = parseTopology(
     `name: sec\nbus: { kind: kafka, brokers: ["${s.broker}"], tls: { caFile: ${s.caFile} }, sasl: { mechanism: plain, username: sluice, password: "\${KAFKA_PW}" } }\n`,
-    path.join(dir, 't.yaml'), { env: { KAFKA_PW: password } },
+    path.join(dir, 't.yaml'),
+    { env: { KAFKA_PW: password } },
   );
   if (t.bus.kind !== 'kafka') throw new Error('kafka bus expected');
   assert.is(await roundTrip(createKafkaBus(kafkaBusOptionsOf(t.bus)), 'sec-plain'), 'hello');
@@ -89,8 +93,12 @@ test('a wrong password is refused as an authentication failure that shows no pas
   const s = cluster.secure!;
   const wrong = 'wrong-secret-8d1f';
   const bus = createKafkaBus({
-    brokers: [s.broker], clientId: 'sec-wrong',
-    ...kafkaSecurityOptions({ caFile: s.caFile, rejectUnauthorized: true }, { mechanism: 'scram-sha-512', username: 'sluice', password: wrong }),
+    brokers: [s.broker],
+    clientId: 'sec-wrong',
+    ...kafkaSecurityOptions(
+      { caFile: s.caFile, rejectUnauthorized: true },
+      { mechanism: 'scram-sha-512', username: 'sluice', password: wrong },
+    ),
   });
   const e = await failure(() => roundTrip(bus, 'sec-wrong'));
   assert.match(e.message, /authentication failed/i);
@@ -101,8 +109,12 @@ test('a wrong password is refused as an authentication failure that shows no pas
 test('a broker certificate from an unknown CA is refused (no caFile: the system CAs)', async () => {
   const s = cluster.secure!;
   const bus = createKafkaBus({
-    brokers: [s.broker], clientId: 'sec-noca',
-    ...kafkaSecurityOptions({ rejectUnauthorized: true }, { mechanism: 'scram-sha-512', username: 'sluice', passwordFile: s.passwordFile }),
+    brokers: [s.broker],
+    clientId: 'sec-noca',
+    ...kafkaSecurityOptions(
+      { rejectUnauthorized: true },
+      { mechanism: 'scram-sha-512', username: 'sluice', passwordFile: s.passwordFile },
+    ),
   });
   const e = await failure(() => roundTrip(bus, 'sec-noca'));
   assert.match(e.message, /certificate/i);
@@ -110,13 +122,26 @@ test('a broker certificate from an unknown CA is refused (no caFile: the system 
 
 test('unreadable TLS and password files are named in the error, without their contents', () => {
   const missing = path.join(dir, 'missing.pem');
-  assert.throws(() => kafkaSecurityOptions({ caFile: missing, rejectUnauthorized: true }), (e: Error) => e.message === `bus.tls.caFile: cannot read ${missing}: ENOENT`);
+  assert.throws(
+    () => kafkaSecurityOptions({ caFile: missing, rejectUnauthorized: true }),
+    (e: Error) => e.message === `bus.tls.caFile: cannot read ${missing}: ENOENT`,
+  );
   const pw = path.join(dir, 'pw');
   writeFileSync(pw, 'top-secret\n');
-  const o = kafkaSecurityOptions(undefined, { mechanism: 'plain', username: 'u', passwordFile: pw });
+  const o = kafkaSecurityOptions(undefined, {
+    mechanism: 'plain',
+    username: 'u',
+    passwordFile: pw,
+  });
   assert.equal(o.sasl, { mechanism: 'plain', username: 'u', password: 'top-secret' });
-  assert.throws(() => kafkaSecurityOptions(undefined, { mechanism: 'plain', username: 'u' }), /exactly one of password and passwordFile/);
-  assert.throws(() => kafkaSecurityOptions({ certFile: pw, rejectUnauthorized: true }), /certFile and keyFile go together/);
+  assert.throws(
+    () => kafkaSecurityOptions(undefined, { mechanism: 'plain', username: 'u' }),
+    /exactly one of password and passwordFile/,
+  );
+  assert.throws(
+    () => kafkaSecurityOptions({ certFile: pw, rejectUnauthorized: true }),
+    /certFile and keyFile go together/,
+  );
 });
 
 test.run();

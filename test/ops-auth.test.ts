@@ -216,7 +216,13 @@ test('the dashboard asks for a token, then shows the actors; a read user is refu
   const browser = await chromium.launch({
     executablePath: '/usr/bin/chromium',
     headless: true,
-    args: ['--no-sandbox', '--disable-background-networking', '--disable-component-update', '--disable-gpu', '--no-first-run'],
+    args: [
+      '--no-sandbox',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-gpu',
+      '--no-first-run',
+    ],
   });
   try {
     const page = await browser.newPage();
@@ -232,8 +238,15 @@ test('the dashboard asks for a token, then shows the actors; a read user is refu
     await page.selectOption('#log-level', 'warn');
     await page.click('#log-apply');
     await page.waitForFunction(`document.querySelector('#log-result').textContent !== ''`);
-    assert.is(await page.textContent('#log-result'), 'refused: user "rita" has read right on topology "ops"; this needs operate');
-    assert.not.match(await page.content(), tokens.rita.slice(tokens.rita.indexOf('.') + 1), 'the token is not in the page');
+    assert.is(
+      await page.textContent('#log-result'),
+      'refused: user "rita" has read right on topology "ops"; this needs operate',
+    );
+    assert.not.match(
+      await page.content(),
+      tokens.rita.slice(tokens.rita.indexOf('.') + 1),
+      'the token is not in the page',
+    );
   } finally {
     await browser.close();
   }

@@ -20,7 +20,6 @@ const pkg = JSON.parse(fs.readFileSync(new URL('../../package.json', import.meta
 };
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-
 let dir = '';
 let child: ChildProcess | null = null;
 test.before.each(() => {

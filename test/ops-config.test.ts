@@ -14,7 +14,13 @@ import os from 'node:os';
 import path from 'node:path';
 import { spawn } from 'node:child_process';
 import Database from 'better-sqlite3';
-import { ConfigError, loadTopology, startTopology, installCapture, type RunningTopology } from '../index.js';
+import {
+  ConfigError,
+  loadTopology,
+  startTopology,
+  installCapture,
+  type RunningTopology,
+} from '../index.js';
 import { addUser } from '../ops/index.js';
 
 const cli = new URL('../cli/sluice.js', import.meta.url).pathname;
@@ -35,7 +41,9 @@ function setup(): { dir: string; file: string; dbFile: string } {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ops2-config-'));
   const dbFile = path.join(dir, 'shop.db');
   const db = new Database(dbFile);
-  db.exec('CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT); CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)');
+  db.exec(
+    'CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT); CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)',
+  );
   db.close();
   const file = path.join(dir, 'topology.yaml');
   fs.writeFileSync(
@@ -62,7 +70,11 @@ services:
 const triggersOf = (dbFile: string) => {
   const db = new Database(dbFile, { readonly: true });
   try {
-    return (db.prepare("SELECT tbl_name AS t FROM sqlite_master WHERE type = 'trigger' ORDER BY 1").all() as { t: string }[])
+    return (
+      db
+        .prepare("SELECT tbl_name AS t FROM sqlite_master WHERE type = 'trigger' ORDER BY 1")
+        .all() as { t: string }[]
+    )
       .map((r) => r.t)
       .filter((t, i, all) => all.indexOf(t) === i);
   } finally {
@@ -82,12 +94,20 @@ test('export prints the capture section; import validates as the YAML does, inst
         {
           name: 'shop',
           database: { dialect: 'sqlite', file: dbFile },
-          tables: [{ table: 'items', operations: ['insert', 'update', 'delete'], target: 'item-changes' }],
+          tables: [
+            { table: 'items', operations: ['insert', 'update', 'delete'], target: 'item-changes' },
+          ],
         },
       ],
     });
-    assert.equal(JSON.parse((await sluice(['config', 'export', file, '--schema', 'main'])).out).capture, doc.capture);
-    assert.equal(JSON.parse((await sluice(['config', 'export', file, '--schema', 'other'])).out).capture, []);
+    assert.equal(
+      JSON.parse((await sluice(['config', 'export', file, '--schema', 'main'])).out).capture,
+      doc.capture,
+    );
+    assert.equal(
+      JSON.parse((await sluice(['config', 'export', file, '--schema', 'other'])).out).capture,
+      [],
+    );
 
     // The same mistake in the YAML and in the JSON: the same path and message.
     const bad = structuredClone(doc);
@@ -99,10 +119,12 @@ test('export prints the capture section; import validates as the YAML does, inst
     const yamlBad = path.join(dir, 'bad.yaml');
     fs.writeFileSync(
       yamlBad,
-      fs.readFileSync(file, 'utf8').replace(
-        '      - { table: items, operations: [insert, update, delete], target: item-changes }\n',
-        '      - { table: items, operations: [insert, update, delete], target: item-changes }\n      - { table: notes, operations: [inserts], target: note-changes }\n',
-      ),
+      fs
+        .readFileSync(file, 'utf8')
+        .replace(
+          '      - { table: items, operations: [insert, update, delete], target: item-changes }\n',
+          '      - { table: items, operations: [insert, update, delete], target: item-changes }\n      - { table: notes, operations: [inserts], target: note-changes }\n',
+        ),
     );
     let yamlProblem = '';
     try {
@@ -121,46 +143,88 @@ test('export prints the capture section; import validates as the YAML does, inst
 
     // A column that does not exist: install refuses it at its JSON field.
     const noColumn = structuredClone(doc);
-    noColumn.capture[0].tables.push({ table: 'notes', operations: ['insert'], target: 'note-changes', columns: ['id', 'nope'] });
+    noColumn.capture[0].tables.push({
+      table: 'notes',
+      operations: ['insert'],
+      target: 'note-changes',
+      columns: ['id', 'nope'],
+    });
     fs.writeFileSync(badFile, JSON.stringify(noColumn, null, 2));
     const col = await sluice(['config', 'import', file, badFile]);
     assert.is(col.code, 2);
-    assert.match(col.err, new RegExp(`^${badFile.replace(/[.]/g, '\\.')}:\\d+:\\d+: capture\\[0\\]\\.tables\\[1\\]\\.columns\\[1\\]: capture source "shop": .*nope`));
+    assert.match(
+      col.err,
+      new RegExp(
+        `^${badFile.replace(/[.]/g, '\\.')}:\\d+:\\d+: capture\\[0\\]\\.tables\\[1\\]\\.columns\\[1\\]: capture source "shop": .*nope`,
+      ),
+    );
     const before = fs.readFileSync(file, 'utf8');
 
     // A good import: notes captured too.
     const good = structuredClone(doc);
-    good.capture[0].tables.push({ table: 'notes', operations: ['insert', 'delete'], target: 'note-changes' });
+    good.capture[0].tables.push({
+      table: 'notes',
+      operations: ['insert', 'delete'],
+      target: 'note-changes',
+    });
     const goodFile = path.join(dir, 'good.json');
     fs.writeFileSync(goodFile, JSON.stringify(good));
     const user = os.userInfo().username;
     const ok = await sluice(['config', 'import', file, goodFile]);
     assert.is(ok.code, 0, ok.err);
-    assert.match(ok.out.trim(), new RegExp(`^version 1 \\(import by ${user} at \\S+Z\\): 1 change$`));
+    assert.match(
+      ok.out.trim(),
+      new RegExp(`^version 1 \\(import by ${user} at \\S+Z\\): 1 change$`),
+    );
     assert.equal(triggersOf(dbFile), ['items', 'notes']);
     const rewritten = fs.readFileSync(file, 'utf8');
     assert.ok(rewritten.startsWith("# the shop's topology (this comment stays)\n"), rewritten);
     assert.is.not(rewritten, before);
-    assert.equal(loadTopology(file).capture[0]!.tables.map((t) => t.table), ['items', 'notes']);
+    assert.equal(
+      loadTopology(file).capture[0]!.tables.map((t) => t.table),
+      ['items', 'notes'],
+    );
 
     const history = await sluice(['config', 'history', file]);
     assert.is(history.code, 0, history.err);
     const lines = history.out.trim().split('\n');
     assert.match(lines[0]!, /^version 0 \(initial by \S+ at \S+\): 0 changes$/);
     assert.match(lines[1]!, /^version 1 \(import by \S+ at \S+\): 1 change$/);
-    assert.is(lines[2], '  capture[0].tables[1]: null -> {"table":"notes","operations":["insert","delete"],"target":"note-changes"}');
+    assert.is(
+      lines[2],
+      '  capture[0].tables[1]: null -> {"table":"notes","operations":["insert","delete"],"target":"note-changes"}',
+    );
 
     const restored = await sluice(['config', 'restore', file, '0']);
     assert.is(restored.code, 0, restored.err);
-    assert.match(restored.out.trim(), /^version 2 \(restore of version 0 by \S+ at \S+\): 1 change$/);
+    assert.match(
+      restored.out.trim(),
+      /^version 2 \(restore of version 0 by \S+ at \S+\): 1 change$/,
+    );
     assert.equal(triggersOf(dbFile), ['items'], "the notes' triggers are dropped");
-    assert.equal(loadTopology(file).capture[0]!.tables.map((t) => t.table), ['items']);
+    assert.equal(
+      loadTopology(file).capture[0]!.tables.map((t) => t.table),
+      ['items'],
+    );
     const missing = await sluice(['config', 'restore', file, '7']);
     assert.is(missing.code, 2);
-    assert.match(missing.err, /no capture configuration version 7 in .*config-history\.jsonl \(versions: 0, 1, 2\)/);
+    assert.match(
+      missing.err,
+      /no capture configuration version 7 in .*config-history\.jsonl \(versions: 0, 1, 2\)/,
+    );
 
-    const audit = fs.readFileSync(path.join(dir, 'data', 'ops', 'audit.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { action: string; user: string; after: { version: number } });
-    assert.equal(audit.map((a) => [a.action, a.user, a.after.version]), [['config-import', user, 1], ['config-restore', user, 2]]);
+    const audit = fs
+      .readFileSync(path.join(dir, 'data', 'ops', 'audit.jsonl'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { action: string; user: string; after: { version: number } });
+    assert.equal(
+      audit.map((a) => [a.action, a.user, a.after.version]),
+      [
+        ['config-import', user, 1],
+        ['config-restore', user, 2],
+      ],
+    );
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }
@@ -183,7 +247,10 @@ test('over HTTP: export for read, import and restore refused to operate and done
     const call = async (route: string, user: keyof typeof tokens, body?: unknown) => {
       const res = await fetch(`${url}${route}`, {
         method: body === undefined ? 'GET' : 'POST',
-        headers: { authorization: `Bearer ${tokens[user]}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+        headers: {
+          authorization: `Bearer ${tokens[user]}`,
+          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        },
         body: body === undefined ? undefined : JSON.stringify(body),
       });
       return { status: res.status, body: (await res.json()) as Record<string, any> };
@@ -196,7 +263,10 @@ test('over HTTP: export for read, import and restore refused to operate and done
 
     const refused = await call('/config/capture', 'olga', next);
     assert.is(refused.status, 403);
-    assert.match(refused.body.error, /user "olga" has operate right on topology "cfg"; this needs admin/);
+    assert.match(
+      refused.body.error,
+      /user "olga" has operate right on topology "cfg"; this needs admin/,
+    );
 
     const bad = structuredClone(exported.body);
     bad.capture[0].tables[0].target = 'no-such-queue';
@@ -214,7 +284,13 @@ test('over HTTP: export for read, import and restore refused to operate and done
     assert.equal(triggersOf(dbFile), ['items', 'notes']);
 
     const history = await call('/config/history', 'rita');
-    assert.equal(history.body.versions.map((v: { version: number; action: string }) => [v.version, v.action]), [[0, 'initial'], [1, 'import']]);
+    assert.equal(
+      history.body.versions.map((v: { version: number; action: string }) => [v.version, v.action]),
+      [
+        [0, 'initial'],
+        [1, 'import'],
+      ],
+    );
     assert.is(history.body.versions[1].diff[0].path, 'capture[0].tables[1]');
     const v0 = await call('/config/history/0', 'rita');
     assert.is(v0.body.capture[0].tables.length, 1);
@@ -225,8 +301,15 @@ test('over HTTP: export for read, import and restore refused to operate and done
     assert.is(restored.status, 200, JSON.stringify(restored.body));
     assert.equal([restored.body.version.version, restored.body.version.restoredFrom], [2, 0]);
     assert.equal(triggersOf(dbFile), ['items']);
-    const audit = fs.readFileSync(path.join(dir, 'data', 'ops', 'audit.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { action: string; user: string });
-    assert.equal(audit.map((a) => `${a.user} ${a.action}`), ['adam config-import', 'adam config-restore']);
+    const audit = fs
+      .readFileSync(path.join(dir, 'data', 'ops', 'audit.jsonl'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { action: string; user: string });
+    assert.equal(
+      audit.map((a) => `${a.user} ${a.action}`),
+      ['adam config-import', 'adam config-restore'],
+    );
   } finally {
     await running?.stop();
     fs.rmSync(dir, { recursive: true, force: true });

@@ -264,7 +264,9 @@ test('a parked change shows in the capture errors with a requeue button; once th
   assert.is(shown.op, 'insert');
   assert.is(shown.key, '["1000"]');
   assert.is(shown.error, parked.error);
-  await page.waitForSelector('#capture tr[data-table="items"] td[data-field="parkedErrors"]:text-is("1")');
+  await page.waitForSelector(
+    '#capture tr[data-table="items"] td[data-field="parkedErrors"]:text-is("1")',
+  );
   await page.screenshot({ path: path.join(artifacts, 'dashboard-parked.png'), fullPage: true });
   await page.close();
 
@@ -292,9 +294,8 @@ test('a parked change shows in the capture errors with a requeue button; once th
     sources: { tables: { stagingDepth: number; parkedErrors: number }[] }[];
   };
   await until('the capture table shows nothing staged or parked', async () => {
-    const t = (
-      (await (await fetch(`${url}/capture`)).json()) as typeof capture
-    ).sources[0].tables[0];
+    const t = ((await (await fetch(`${url}/capture`)).json()) as typeof capture).sources[0]
+      .tables[0];
     return t.stagingDepth === 0 && t.parkedErrors === 0;
   });
   assert.is(await again.isVisible('#errors-empty'), true);
@@ -332,8 +333,14 @@ test('a parked change shows in the capture errors with a requeue button; once th
   );
   await again.click('#config-history tr[data-version="1"]');
   const diff = (await again.textContent('#config-diff')) ?? '';
-  assert.match(diff, /^version 1 \(import by ops-test at \S+\)\n- capture\[0\]\.tables\[0\]\.operations\[2\]: "delete"$/);
-  await again.screenshot({ path: path.join(artifacts, 'dashboard-config-history.png'), fullPage: true });
+  assert.match(
+    diff,
+    /^version 1 \(import by ops-test at \S+\)\n- capture\[0\]\.tables\[0\]\.operations\[2\]: "delete"$/,
+  );
+  await again.screenshot({
+    path: path.join(artifacts, 'dashboard-config-history.png'),
+    fullPage: true,
+  });
   assert.equal(pageErrors, [], 'no script error');
   await again.close();
 });

@@ -119,7 +119,10 @@ test('a refused change is listed for read; requeue and purge are refused to read
   assert.is(first.before, null);
   assert.is(first.after, null, 'images only when asked for');
   assert.ok(first.afterChars > 10_000);
-  assert.match(first.error, /record of \d+ bytes exceeds recordBytesMax 4000 of capture source "shop"/);
+  assert.match(
+    first.error,
+    /record of \d+ bytes exceeds recordBytesMax 4000 of capture source "shop"/,
+  );
   const withImages = await call('/capture/shop/errors?images=true&limit=1', 'rita');
   assert.is(withImages.body.parked.length, 1);
   assert.is(JSON.parse(withImages.body.parked[0].after).name, 'x'.repeat(10_000));
@@ -127,7 +130,10 @@ test('a refused change is listed for read; requeue and purge are refused to read
   // Refused to read, the error table unchanged.
   const refused = await call('/capture/shop/errors/requeue', 'rita', { all: true });
   assert.is(refused.status, 403);
-  assert.match(refused.body.error, /user "rita" has read right on topology "errs"; this needs operate/);
+  assert.match(
+    refused.body.error,
+    /user "rita" has read right on topology "errs"; this needs operate/,
+  );
   const refusedPurge = await call('/capture/shop/errors/purge', 'rita', { all: true });
   assert.is(refusedPurge.status, 403);
   assert.is(await parkedTotal(), 2);
@@ -135,7 +141,10 @@ test('a refused change is listed for read; requeue and purge are refused to read
   // Bad selections and sources, for operate.
   const none = await call('/capture/shop/errors/purge', 'olga', {});
   assert.is(none.status, 400);
-  assert.is(none.body.error, 'errors purge: name staging ids ("ids"), or "all": true, or "olderThanMs"');
+  assert.is(
+    none.body.error,
+    'errors purge: name staging ids ("ids"), or "all": true, or "olderThanMs"',
+  );
   const badId = await call('/capture/shop/errors/requeue', 'olga', { ids: ['12x'] });
   assert.is(badId.status, 400);
   assert.match(badId.body.error, /body\/ids\/0 must match pattern/);
@@ -144,7 +153,9 @@ test('a refused change is listed for read; requeue and purge are refused to read
   assert.is(unknown.body.error, 'unknown capture source "nope" (capture sources: shop)');
 
   // Purge the second one by id: gone for good, audited with olga's name.
-  const purged = await call('/capture/shop/errors/purge', 'olga', { ids: [list.body.parked[1].stagingId] });
+  const purged = await call('/capture/shop/errors/purge', 'olga', {
+    ids: [list.body.parked[1].stagingId],
+  });
   assert.is(purged.status, 200);
   assert.is(purged.body.changed, 1);
   assert.is(purged.body.parked, 1);
@@ -183,7 +194,9 @@ test('a refused change is listed for read; requeue and purge are refused to read
     ['olga errors-purge', 'olga errors-requeue'],
   );
   for (const t of Object.values(tokens))
-    assert.not.ok(fs.readFileSync(path.join(dir, 'data', 'ops', 'audit.jsonl'), 'utf8').includes(t));
+    assert.not.ok(
+      fs.readFileSync(path.join(dir, 'data', 'ops', 'audit.jsonl'), 'utf8').includes(t),
+    );
 });
 
 test('dead letters: listed for read; replay refused to read, done for operate (appended again); purge refused while the service runs', async () => {
@@ -194,7 +207,9 @@ test('dead letters: listed for read; replay refused to read, done for operate (a
   orders.close();
   await until('one dead letter', async () => {
     const r = await call('/dlq', 'rita');
-    return r.body.queues.find((q: { queue: string }) => q.queue === 'pricer.dlq')?.deadLetters === 1;
+    return (
+      r.body.queues.find((q: { queue: string }) => q.queue === 'pricer.dlq')?.deadLetters === 1
+    );
   });
   const queues = await call('/dlq', 'rita');
   assert.equal(queues.body.queues, [

@@ -482,9 +482,15 @@ test('/openapi.json describes every route with its schemas', async () => {
   for (const [p, methods] of Object.entries(r.body.paths))
     for (const [m, op] of Object.entries(methods))
       assert.ok((op as { summary?: string }).summary, `${m} ${p} has a summary`);
-  assert.ok(r.body.paths['/capture/{source}/errors/requeue'].post.requestBody, 'requeue body documented');
+  assert.ok(
+    r.body.paths['/capture/{source}/errors/requeue'].post.requestBody,
+    'requeue body documented',
+  );
   assert.ok(r.body.paths['/config/capture'].post.responses['400'], 'refused import documented');
-  assert.ok((r.body.paths['/stats'].get as { parameters?: unknown[] }).parameters, 'stats query documented');
+  assert.ok(
+    (r.body.paths['/stats'].get as { parameters?: unknown[] }).parameters,
+    'stats query documented',
+  );
   assert.ok(r.body.paths['/health/ready'].get.responses['503'], '503 documented');
   assert.ok(r.body.paths['/log-level'].put.requestBody, 'PUT body documented');
 });

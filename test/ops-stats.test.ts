@@ -11,7 +11,13 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { spawn } from 'node:child_process';
-import { loadTopology, startTopology, installCapture, uninstallCapture, type RunningTopology } from '../index.js';
+import {
+  loadTopology,
+  startTopology,
+  installCapture,
+  uninstallCapture,
+  type RunningTopology,
+} from '../index.js';
 import type { StatsSeries } from '../ops/index.js';
 import { createAppDb, LEDGER_DDL, PG_URL, type AppDb, type Dialect } from './cdc-helpers.js';
 
@@ -45,7 +51,11 @@ async function getStats(url: string, step: 'minute' | 'hour'): Promise<StatsSeri
 const sum = (series: StatsSeries[], name: string, field: 'eventsIn' | 'eventsOut' | 'errors') =>
   (series.find((s) => s.name === name)?.points ?? []).reduce((n, p) => n + p[field], 0);
 
-async function until<T>(what: string, probe: () => Promise<T | null | false>, timeoutMs = 45_000): Promise<T> {
+async function until<T>(
+  what: string,
+  probe: () => Promise<T | null | false>,
+  timeoutMs = 45_000,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const v = await probe();
@@ -94,9 +104,14 @@ services:
       );
       const t = loadTopology(file);
       await installCapture(t);
-      running = await startTopology(t, { http: { port: 0 }, stats: STATS, log: (l) => l.startsWith('stats') && console.error(l) });
+      running = await startTopology(t, {
+        http: { port: 0 },
+        stats: STATS,
+        log: (l) => l.startsWith('stats') && console.error(l),
+      });
       const url = running.ops.server!.url;
-      for (let i = 1; i <= ROWS; i++) await app.exec(`INSERT INTO ledger (id, holder) VALUES (${i}, 'h${i}')`);
+      for (let i = 1; i <= ROWS; i++)
+        await app.exec(`INSERT INTO ledger (id, holder) VALUES (${i}, 'h${i}')`);
 
       // Condensed in the capture database: hourly rows there, the minute rows before them gone.
       const table = statsTable(app);
@@ -114,16 +129,22 @@ services:
         return Number(r[0]!.o) === ROWS ? r[0]! : null;
       });
       assert.equal([Number(totals.i), Number(totals.o), Number(totals.e)], [ROWS, ROWS, 0]);
-      const rows = await app.query<{ step: string; start_ms: number | string; interval_ms: number | string }>(
-        `SELECT step, start_ms, interval_ms FROM ${table} ORDER BY start_ms`,
-      );
+      const rows = await app.query<{
+        step: string;
+        start_ms: number | string;
+        interval_ms: number | string;
+      }>(`SELECT step, start_ms, interval_ms FROM ${table} ORDER BY start_ms`);
       const hourEnd = Math.max(
         ...rows.filter((r) => r.step === 'hour').map((r) => Number(r.start_ms) + HOUR_MS),
       );
       for (const r of rows) {
         assert.is(Number(r.interval_ms), r.step === 'hour' ? HOUR_MS : 1000);
         if (r.step === 'hour') assert.is(Number(r.start_ms) % HOUR_MS, 0);
-        else assert.ok(Number(r.start_ms) >= hourEnd, `minute row at ${r.start_ms} before ${hourEnd} was condensed`);
+        else
+          assert.ok(
+            Number(r.start_ms) >= hourEnd,
+            `minute row at ${r.start_ms} before ${hourEnd} was condensed`,
+          );
       }
 
       // The journal: hourly totals exact for the service, the pumps and the capture table.
@@ -133,10 +154,16 @@ services:
       });
       const hourly = await until('the journal counts every change', async () => {
         const s = await getStats(url, 'hour');
-        return sum(s, 'service:log', 'eventsIn') === ROWS && sum(s, 'app/ledger', 'eventsOut') === ROWS ? s : null;
+        return sum(s, 'service:log', 'eventsIn') === ROWS &&
+          sum(s, 'app/ledger', 'eventsOut') === ROWS
+          ? s
+          : null;
       });
       assert.is(sum(hourly, 'service:log', 'eventsOut'), ROWS);
-      assert.is(sum(hourly, 'pump:app/0', 'eventsIn') + sum(hourly, 'pump:app/1', 'eventsIn'), ROWS);
+      assert.is(
+        sum(hourly, 'pump:app/0', 'eventsIn') + sum(hourly, 'pump:app/1', 'eventsIn'),
+        ROWS,
+      );
       assert.is(sum(hourly, 'app/ledger', 'eventsIn'), ROWS);
       assert.is(sum(hourly, 'app/ledger', 'errors'), 0);
       const service = hourly.find((s) => s.name === 'service:log')!;
@@ -145,11 +172,22 @@ services:
         assert.is(p.intervalMs, HOUR_MS);
         assert.ok(p.lagP50Ms !== null && p.lagP99Ms !== null && p.lagP99Ms >= 0, JSON.stringify(p));
       }
-      assert.ok(hourly.find((s) => s.name === 'pump:app/0')!.points.every((p) => p.lagP50Ms === null), 'a pump has no inputs');
+      assert.ok(
+        hourly.find((s) => s.name === 'pump:app/0')!.points.every((p) => p.lagP50Ms === null),
+        'a pump has no inputs',
+      );
       const minutes = await getStats(url, 'minute');
       for (const s of minutes) for (const p of s.points) assert.is(p.intervalMs, 1000);
 
-      const shown = await sluice(['stats', '--http', url, '--step', 'hour', '--name', 'service:log']);
+      const shown = await sluice([
+        'stats',
+        '--http',
+        url,
+        '--step',
+        'hour',
+        '--name',
+        'service:log',
+      ]);
       assert.is(shown.code, 0, shown.err);
       const lines = shown.out.trim().split('\n');
       assert.match(lines[0], /^start +kind +name +in +out +errors +lag p50 ms +lag p99 ms$/);
@@ -161,7 +199,11 @@ services:
 
       // Kept across a restart: the figures come back from the journal.
       await running.stop();
-      running = await startTopology(loadTopology(file), { http: { port: 0 }, stats: STATS, log: () => {} });
+      running = await startTopology(loadTopology(file), {
+        http: { port: 0 },
+        stats: STATS,
+        log: () => {},
+      });
       const again = await getStats(running.ops.server!.url, 'hour');
       assert.is(sum(again, 'service:log', 'eventsIn'), ROWS);
       assert.is(sum(again, 'app/ledger', 'eventsOut'), ROWS);
@@ -172,7 +214,10 @@ services:
       await running.stop();
       running = null;
       await uninstallCapture(loadTopology(file));
-      const gone = await app.query(`SELECT count(*) AS n FROM ${table}`).then(() => false, () => true);
+      const gone = await app.query(`SELECT count(*) AS n FROM ${table}`).then(
+        () => false,
+        () => true,
+      );
       assert.ok(gone, 'the stats table is dropped');
     } finally {
       await running?.stop();

@@ -8,49 +8,76 @@
  * assertion) instead of counting; a pass prints a `NOTE`. Nothing is silently skipped.
  * PATTERNS_ONLY=<substring> registers only the tests whose name contains it (for debugging one).
  */
-import { spawn } from 'node:child_process'
-import fs from 'node:fs'
-import { fileURLToPath } from 'node:url'
-import { suite } from 'uvu'
-import * as assert from 'uvu/assert'
-import type { BusBackend, ConsumedRecord } from '../engine/bus/index.js'
-import { jsonCodec, RpcRemoteError, RpcTimeoutError, startRpcResponder, startRpcSender, startCompacted, startDurable, startPubSub, startStateAndEvent, stringCodec, type DurableOutcome, type PatternRecord, type Subscription } from '../engine/patterns/index.js'
-import { bytes, echoProcessor, readTopic, text, waitForRecords, type ChildBusSpec } from './patterns-helpers.js'
-import { libraryRunner, logFile, readLog, type ProcessorRunner, type ProcessorSpec } from './patterns-runners.js'
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import type { BusBackend, ConsumedRecord } from '../engine/bus/index.js';
+import {
+  jsonCodec,
+  RpcRemoteError,
+  RpcTimeoutError,
+  startRpcResponder,
+  startRpcSender,
+  startCompacted,
+  startDurable,
+  startPubSub,
+  startStateAndEvent,
+  stringCodec,
+  type DurableOutcome,
+  type PatternRecord,
+  type Subscription,
+} from '../engine/patterns/index.js';
+import {
+  bytes,
+  echoProcessor,
+  readTopic,
+  text,
+  waitForRecords,
+  type ChildBusSpec,
+} from './patterns-helpers.js';
+import {
+  libraryRunner,
+  logFile,
+  readLog,
+  type ProcessorRunner,
+  type ProcessorSpec,
+} from './patterns-runners.js';
 
 /** A backend under test. */
 export interface PatternBackend {
-  bus: BusBackend
+  bus: BusBackend;
   /** Durable backends: closes nothing, opens the same bus again (after `bus` was closed). */
-  reopen?: () => Promise<BusBackend>
+  reopen?: () => Promise<BusBackend>;
   /** When set, the crash test kills a child process (kill -9) running on this bus. */
-  crashChild?: ChildBusSpec
+  crashChild?: ChildBusSpec;
 }
 
 export interface PatternConformanceOptions {
-  knownLimits?: Record<string, string>
+  knownLimits?: Record<string, string>;
   /** Test name -> why it is not run on this backend (printed as a SKIP line, never silent). */
-  notRun?: Record<string, string>
-  after?: () => Promise<void>
+  notRun?: Record<string, string>;
+  after?: () => Promise<void>;
   /** Per-test bound, ms. Default 20000. */
-  testTimeoutMs?: number
-  sessionTimeoutMs?: number
+  testTimeoutMs?: number;
+  sessionTimeoutMs?: number;
   /**
    * The durable pattern's `fencing`; default: the pattern's default for the bus. With 'partition'
    * every member of a group gets the same transactionalId prefix (the group's), as that mode needs.
    */
-  durableFencing?: 'member' | 'partition'
+  durableFencing?: 'member' | 'partition';
   /**
    * How the processors of the tests written against handler modules (test/fixtures/processors)
    * run: as a library in this thread (default), or as actors from a topology file
    * (test/patterns-runners.ts actorRunner). Tests whose processor is a closure of the test run
    * only as a library; under an actor runner they print a SKIP line naming why.
    */
-  runner?: ProcessorRunner
+  runner?: ProcessorRunner;
 }
 
 /** Tests whose processor is a closure of the test (hooks, a second member started mid-batch). */
-const LIBRARY_ONLY = ['retry', 'p1', 'p4'] as const
+const LIBRARY_ONLY = ['retry', 'p1', 'p4'] as const;
 
 export const PATTERNS = {
   crash: 'durable: exactly once under a crash between processing and commit',
@@ -63,349 +90,625 @@ export const PATTERNS = {
   sae: 'state-and-event: a state and an event of one key present at startup: the event sees the state',
   rpc: 'rpc: response on the request partition; slow and lost requests time out; a late response is dropped',
   p4: 'state-and-event: a new partition with 1000 states is loaded before its events, during a slow event (case P4)',
-} as const
+} as const;
 
-let seq = 0
-const name = (base: string): string => `${base}-${process.pid}-${++seq}-${Math.random().toString(36).slice(2, 7)}`
+let seq = 0;
+const name = (base: string): string =>
+  `${base}-${process.pid}-${++seq}-${Math.random().toString(36).slice(2, 7)}`;
 
 function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout
+  let timer: NodeJS.Timeout;
   return Promise.race([
     p.finally(() => clearTimeout(timer)),
-    new Promise<T>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: timed out after ${ms} ms`)), ms))),
-  ])
+    new Promise<T>(
+      (_, reject) =>
+        (timer = setTimeout(() => reject(new Error(`${what}: timed out after ${ms} ms`)), ms)),
+    ),
+  ]);
 }
 
 const outputsOnce = (got: ConsumedRecord[], count: number): void => {
-  const values = got.map(text).sort()
-  const expected = Array.from({ length: count }, (_, i) => `o:v${i}`).sort()
-  assert.equal(values, expected, 'each input yields its output exactly once')
-}
+  const values = got.map(text).sort();
+  const expected = Array.from({ length: count }, (_, i) => `o:v${i}`).sort();
+  assert.equal(values, expected, 'each input yields its output exactly once');
+};
 
 /** Registers and runs the suite for one backend; `make` is called once per test. */
-export function patternConformance(backendName: string, make: () => Promise<PatternBackend>, opts: PatternConformanceOptions = {}): void {
-  const runner = opts.runner ?? libraryRunner
-  const s = suite(`pattern conformance: ${backendName}${runner.mode === 'actor' ? ', as actors from a topology file' : ''}`)
-  const limits = opts.knownLimits ?? {}
-  const notRun: Record<string, string> = { ...opts.notRun }
+export function patternConformance(
+  backendName: string,
+  make: () => Promise<PatternBackend>,
+  opts: PatternConformanceOptions = {},
+): void {
+  const runner = opts.runner ?? libraryRunner;
+  const s = suite(
+    `pattern conformance: ${backendName}${runner.mode === 'actor' ? ', as actors from a topology file' : ''}`,
+  );
+  const limits = opts.knownLimits ?? {};
+  const notRun: Record<string, string> = { ...opts.notRun };
   if (runner.mode === 'actor') {
-    for (const k of LIBRARY_ONLY) notRun[PATTERNS[k]] ??= 'its processor is a closure of the test (fault hooks, a member started mid-batch, a listener log), not yet a handler module; it runs as a library'
+    for (const k of LIBRARY_ONLY)
+      notRun[PATTERNS[k]] ??=
+        'its processor is a closure of the test (fault hooks, a member started mid-batch, a listener log), not yet a handler module; it runs as a library';
   }
-  const running: { stop(): Promise<void> }[] = []
+  const running: { stop(): Promise<void> }[] = [];
   /** Starts a processor the configured way (library or actor); stopped after the test. */
   const run = async (bus: BusBackend, spec: ProcessorSpec): Promise<{ stop(): Promise<void> }> => {
-    const grouped = spec.pattern === 'durable' || spec.pattern === 'state-and-event'
-    const r = await runner.start(bus, { ...(grouped ? { sessionTimeoutMs: opts.sessionTimeoutMs } : {}), ...spec })
-    running.push(r)
-    return r
-  }
-  const timeoutMs = opts.testTimeoutMs ?? 20_000
-  const subs: Subscription[] = []
-  const track = <S extends Subscription>(sub: S): S => (subs.push(sub), sub)
+    const grouped = spec.pattern === 'durable' || spec.pattern === 'state-and-event';
+    const r = await runner.start(bus, {
+      ...(grouped ? { sessionTimeoutMs: opts.sessionTimeoutMs } : {}),
+      ...spec,
+    });
+    running.push(r);
+    return r;
+  };
+  const timeoutMs = opts.testTimeoutMs ?? 20_000;
+  const subs: Subscription[] = [];
+  const track = <S extends Subscription>(sub: S): S => (subs.push(sub), sub);
 
   const it = (title: string, body: (pb: PatternBackend) => Promise<void>): void => {
-    if (process.env.PATTERNS_ONLY && !title.includes(process.env.PATTERNS_ONLY)) return
-    const reason = notRun[title]
+    if (process.env.PATTERNS_ONLY && !title.includes(process.env.PATTERNS_ONLY)) return;
+    const reason = notRun[title];
     if (reason) {
-      s(title, () => console.log(`  SKIP [${backendName}] "${title}": not run: ${reason}`))
-      return
+      s(title, () => console.log(`  SKIP [${backendName}] "${title}": not run: ${reason}`));
+      return;
     }
     s(title, async () => {
-      const pb = await make()
+      const pb = await make();
       try {
-        await withTimeout(body(pb), timeoutMs, title)
-        if (limits[title]) console.log(`  NOTE [${backendName}] known limit not observed, test passed: "${title}" (${limits[title]})`)
+        await withTimeout(body(pb), timeoutMs, title);
+        if (limits[title])
+          console.log(
+            `  NOTE [${backendName}] known limit not observed, test passed: "${title}" (${limits[title]})`,
+          );
       } catch (e) {
-        if (!limits[title]) throw e
-        const a = e as Error & { actual?: unknown }
-        const actual = a.actual !== undefined ? ` actual=${JSON.stringify(a.actual).slice(0, 200)}` : ''
-        console.log(`  SKIP [${backendName}] "${title}": ${limits[title]}; observed: ${a.message.split('\n')[0]}${actual}`)
+        if (!limits[title]) throw e;
+        const a = e as Error & { actual?: unknown };
+        const actual =
+          a.actual !== undefined ? ` actual=${JSON.stringify(a.actual).slice(0, 200)}` : '';
+        console.log(
+          `  SKIP [${backendName}] "${title}": ${limits[title]}; observed: ${a.message.split('\n')[0]}${actual}`,
+        );
       } finally {
-        for (const sub of subs.splice(0)) await sub.stop({ abandon: true })
-        for (const r of running.splice(0)) await r.stop().catch(() => {})
-        await pb.bus.close()
+        for (const sub of subs.splice(0)) await sub.stop({ abandon: true });
+        for (const r of running.splice(0)) await r.stop().catch(() => {});
+        await pb.bus.close();
       }
-    })
-  }
+    });
+  };
 
-  const partitionFencing = (bus: BusBackend): boolean => opts.durableFencing === 'partition' || (opts.durableFencing === undefined && bus.kind === 'kafka')
-  const durable = (bus: BusBackend, input: string, output: string, group: string, extra: Partial<Parameters<typeof startDurable<string>>[0]> = {}) =>
-    track(startDurable({ bus, groupId: group, topics: [input], codec: stringCodec,
-      ...(partitionFencing(bus)
-        ? { fencing: 'partition' as const, transactionalId: `${group}-tx` }
-        : { fencing: opts.durableFencing ?? 'member', transactionalId: name('tx') }), processor: echoProcessor(output), batchSizeMax: 10, sessionTimeoutMs: opts.sessionTimeoutMs, ...extra }))
+  const partitionFencing = (bus: BusBackend): boolean =>
+    opts.durableFencing === 'partition' ||
+    (opts.durableFencing === undefined && bus.kind === 'kafka');
+  const durable = (
+    bus: BusBackend,
+    input: string,
+    output: string,
+    group: string,
+    extra: Partial<Parameters<typeof startDurable<string>>[0]> = {},
+  ) =>
+    track(
+      startDurable({
+        bus,
+        groupId: group,
+        topics: [input],
+        codec: stringCodec,
+        ...(partitionFencing(bus)
+          ? { fencing: 'partition' as const, transactionalId: `${group}-tx` }
+          : { fencing: opts.durableFencing ?? 'member', transactionalId: name('tx') }),
+        processor: echoProcessor(output),
+        batchSizeMax: 10,
+        sessionTimeoutMs: opts.sessionTimeoutMs,
+        ...extra,
+      }),
+    );
 
-  const seed = async (bus: BusBackend, input: string, count: number, partitions: number): Promise<void> => {
-    await bus.createTopics([{ name: input, partitions }])
-    const p = await bus.producer()
-    await p.send(Array.from({ length: count }, (_, i) => ({ topic: input, key: `k${i % 7}`, value: bytes(`v${i}`) })))
-    await p.close()
-  }
+  const seed = async (
+    bus: BusBackend,
+    input: string,
+    count: number,
+    partitions: number,
+  ): Promise<void> => {
+    await bus.createTopics([{ name: input, partitions }]);
+    const p = await bus.producer();
+    await p.send(
+      Array.from({ length: count }, (_, i) => ({
+        topic: input,
+        key: `k${i % 7}`,
+        value: bytes(`v${i}`),
+      })),
+    );
+    await p.close();
+  };
 
   it(PATTERNS.crash, async (pb) => {
-    const [input, output, group] = [name('in'), name('out'), name('g')]
-    await seed(pb.bus, input, 40, 2)
-    await pb.bus.createTopics([{ name: output, partitions: 2 }])
+    const [input, output, group] = [name('in'), name('out'), name('g')];
+    await seed(pb.bus, input, 40, 2);
+    await pb.bus.createTopics([{ name: output, partitions: 2 }]);
     if (runner.mode === 'actor') {
       // The crash is the actor's worker thread exiting in the middle of the batch holding v17
       // (test/fixtures/processors/crash-once.ts), once; the supervisor restarts it.
-      const marker = `${logFile()}.crashed`
-      await run(pb.bus, { pattern: 'durable', handler: 'crash-once', inputs: [input], outputs: [output], group, codec: 'string', batchSizeMax: 10, settings: { crashOn: 'v17', markerFile: marker } })
-      outputsOnce(await waitForRecords(pb.bus, output, 40), 40)
-      await new Promise((r) => setTimeout(r, 300))
-      outputsOnce(await readTopic(pb.bus, output), 40)
-      assert.ok(fs.existsSync(marker), 'the worker died mid-batch')
-      return
+      const marker = `${logFile()}.crashed`;
+      await run(pb.bus, {
+        pattern: 'durable',
+        handler: 'crash-once',
+        inputs: [input],
+        outputs: [output],
+        group,
+        codec: 'string',
+        batchSizeMax: 10,
+        settings: { crashOn: 'v17', markerFile: marker },
+      });
+      outputsOnce(await waitForRecords(pb.bus, output, 40), 40);
+      await new Promise((r) => setTimeout(r, 300));
+      outputsOnce(await readTopic(pb.bus, output), 40);
+      assert.ok(fs.existsSync(marker), 'the worker died mid-batch');
+      return;
     }
-    let bus = pb.bus
+    let bus = pb.bus;
     if (pb.crashChild && pb.reopen) {
-      await bus.close()
+      await bus.close();
       // With 'partition' fencing the child's ids are the group's, as every member's: the next
       // member's producers fence the child and abort its open transaction.
-      const fence = partitionFencing(bus) ? ['partition', String(opts.sessionTimeoutMs ?? 10_000)] : []
-      const txId = partitionFencing(bus) ? `${group}-tx` : name('tx')
-      const child = spawn(process.execPath, [fileURLToPath(new URL('./patterns-crash.child.js', import.meta.url)), JSON.stringify(pb.crashChild), input, output, group, txId, '2', ...fence], { stdio: ['ignore', 'inherit', 'inherit'] })
-      const signal = await new Promise<string | null>((r) => child.on('exit', (_c, sig) => r(sig)))
-      assert.is(signal, 'SIGKILL', 'the child died by kill -9 before its 2nd commit')
-      pb.bus = bus = await pb.reopen()
+      const fence = partitionFencing(bus)
+        ? ['partition', String(opts.sessionTimeoutMs ?? 10_000)]
+        : [];
+      const txId = partitionFencing(bus) ? `${group}-tx` : name('tx');
+      const child = spawn(
+        process.execPath,
+        [
+          fileURLToPath(new URL('./patterns-crash.child.js', import.meta.url)),
+          JSON.stringify(pb.crashChild),
+          input,
+          output,
+          group,
+          txId,
+          '2',
+          ...fence,
+        ],
+        { stdio: ['ignore', 'inherit', 'inherit'] },
+      );
+      const signal = await new Promise<string | null>((r) => child.on('exit', (_c, sig) => r(sig)));
+      assert.is(signal, 'SIGKILL', 'the child died by kill -9 before its 2nd commit');
+      pb.bus = bus = await pb.reopen();
     } else {
-      let batches = 0
+      let batches = 0;
       const crashed = new Promise<void>((resolve) => {
-        durable(bus, input, output, group, { faults: { beforeCommit: () => (++batches === 2 ? (resolve(), new Promise<void>(() => {})) : undefined) } })
-      })
-      await crashed
-      await subs[subs.length - 1].stop({ abandon: true }) // the process "dies": its open transaction is aborted
+        durable(bus, input, output, group, {
+          faults: {
+            beforeCommit: () =>
+              ++batches === 2 ? (resolve(), new Promise<void>(() => {})) : undefined,
+          },
+        });
+      });
+      await crashed;
+      await subs[subs.length - 1].stop({ abandon: true }); // the process "dies": its open transaction is aborted
     }
-    const committedBefore = (await readTopic(bus, output)).length
-    assert.is(committedBefore, 10, 'only the first batch was committed before the crash')
-    durable(bus, input, output, group)
-    outputsOnce(await waitForRecords(bus, output, 40), 40)
-  })
+    const committedBefore = (await readTopic(bus, output)).length;
+    assert.is(committedBefore, 10, 'only the first batch was committed before the crash');
+    durable(bus, input, output, group);
+    outputsOnce(await waitForRecords(bus, output, 40), 40);
+  });
 
   it(PATTERNS.retry, async (pb) => {
-    const [input, output, group] = [name('in'), name('out'), name('g')]
-    await seed(pb.bus, input, 30, 1)
-    await pb.bus.createTopics([{ name: output, partitions: 1 }])
-    let batches = 0
-    const outcomes: DurableOutcome[] = []
+    const [input, output, group] = [name('in'), name('out'), name('g')];
+    await seed(pb.bus, input, 30, 1);
+    await pb.bus.createTopics([{ name: output, partitions: 1 }]);
+    let batches = 0;
+    const outcomes: DurableOutcome[] = [];
     const sub = durable(pb.bus, input, output, group, {
-      faults: { beforeCommit: () => { if (++batches === 2) throw new Error('injected commit failure') } },
+      faults: {
+        beforeCommit: () => {
+          if (++batches === 2) throw new Error('injected commit failure');
+        },
+      },
       onOutcome: (o) => outcomes.push(o),
-    })
-    const got = await waitForRecords(pb.bus, output, 30)
-    outputsOnce(got, 30)
-    assert.is(sub.stats.batchesFailed, 1)
+    });
+    const got = await waitForRecords(pb.bus, output, 30);
+    outputsOnce(got, 30);
+    assert.is(sub.stats.batchesFailed, 1);
     // onOutcome: the failed transaction is reported with its error; committed outcomes cover
     // every input (an outcome is reported when the pattern next settles, after at most one poll).
-    const committedRecords = (): number => outcomes.reduce((n, o) => n + (o.committed ? o.records : 0), 0)
-    for (let waited = 0; committedRecords() < 30 && waited < 5000; waited += 20) await new Promise((r) => setTimeout(r, 20))
-    assert.ok(outcomes.some((o) => !o.committed && String((o.error as Error).message) === 'injected commit failure'), `a failed outcome carries the injected error: ${JSON.stringify(outcomes)}`)
-    assert.ok(committedRecords() >= 30, `committed outcomes cover all 30 inputs: ${JSON.stringify(outcomes)}`)
-    assert.equal(got.map(text), Array.from({ length: 30 }, (_, i) => `o:v${i}`), 'in input order (one partition)')
-  })
+    const committedRecords = (): number =>
+      outcomes.reduce((n, o) => n + (o.committed ? o.records : 0), 0);
+    for (let waited = 0; committedRecords() < 30 && waited < 5000; waited += 20)
+      await new Promise((r) => setTimeout(r, 20));
+    assert.ok(
+      outcomes.some(
+        (o) => !o.committed && String((o.error as Error).message) === 'injected commit failure',
+      ),
+      `a failed outcome carries the injected error: ${JSON.stringify(outcomes)}`,
+    );
+    assert.ok(
+      committedRecords() >= 30,
+      `committed outcomes cover all 30 inputs: ${JSON.stringify(outcomes)}`,
+    );
+    assert.equal(
+      got.map(text),
+      Array.from({ length: 30 }, (_, i) => `o:v${i}`),
+      'in input order (one partition)',
+    );
+  });
 
   it(PATTERNS.p1, async (pb) => {
-    const [input, output, group] = [name('in'), name('out'), name('g')]
-    await seed(pb.bus, input, 10, 1)
-    await pb.bus.createTopics([{ name: output, partitions: 1 }])
-    let joined = false
-    const processor = echoProcessor(output)
+    const [input, output, group] = [name('in'), name('out'), name('g')];
+    await seed(pb.bus, input, 10, 1);
+    await pb.bus.createTopics([{ name: output, partitions: 1 }]);
+    let joined = false;
+    const processor = echoProcessor(output);
     durable(pb.bus, input, output, group, {
       processor: {
         onNext: async (records: PatternRecord<string>[]) => {
           if (!joined && records.some((r) => r.value === 'v3')) {
-            joined = true // a second member joins mid-batch: the partition may move to it
-            durable(pb.bus, input, output, group)
-            await new Promise((r) => setTimeout(r, 300))
+            joined = true; // a second member joins mid-batch: the partition may move to it
+            durable(pb.bus, input, output, group);
+            await new Promise((r) => setTimeout(r, 300));
           }
-          return processor.onNext(records)
+          return processor.onNext(records);
         },
       },
-    })
-    const got = await waitForRecords(pb.bus, output, 10)
-    await new Promise((r) => setTimeout(r, 500))
-    outputsOnce([...got, ...(await readTopic(pb.bus, output)).slice(got.length)], 10)
-  })
+    });
+    const got = await waitForRecords(pb.bus, output, 10);
+    await new Promise((r) => setTimeout(r, 500));
+    outputsOnce([...got, ...(await readTopic(pb.bus, output)).slice(got.length)], 10);
+  });
 
   it(PATTERNS.p2, async (pb) => {
-    const [input, output, group] = [name('in'), name('out'), name('g')]
-    await pb.bus.createTopics([{ name: input, partitions: 1 }, { name: output, partitions: 1 }])
-    const pa = await pb.bus.producer({ transactionalId: name('txa') })
-    const pbk = await pb.bus.producer({ transactionalId: name('txb') })
-    const pc = await pb.bus.producer({ transactionalId: name('txc') })
-    const aborted = await pc.begin()
-    await aborted.send([{ topic: input, key: 'k', value: bytes('aborted'), partition: 0 }])
-    await aborted.abort()
-    const a = await pa.begin()
-    await a.send([{ topic: input, key: 'k', value: bytes('v0'), partition: 0 }])
-    const b = await pbk.begin()
-    await b.send([{ topic: input, key: 'k', value: bytes('v1'), partition: 0 }])
-    await b.commit()
-    await run(pb.bus, { pattern: 'durable', handler: 'echo', inputs: [input], outputs: [output], group, codec: 'string', batchSizeMax: 10 })
-    await new Promise((r) => setTimeout(r, 800))
-    assert.equal((await readTopic(pb.bus, output)).map(text), [], 'nothing is processed past the open transaction')
-    await a.commit()
-    const got = await waitForRecords(pb.bus, output, 2)
-    await new Promise((r) => setTimeout(r, 200))
-    assert.equal((await readTopic(pb.bus, output)).map(text), ['o:v0', 'o:v1'], 'then 0 before 1, the aborted record never')
-    assert.is(got.length, 2)
-  })
+    const [input, output, group] = [name('in'), name('out'), name('g')];
+    await pb.bus.createTopics([
+      { name: input, partitions: 1 },
+      { name: output, partitions: 1 },
+    ]);
+    const pa = await pb.bus.producer({ transactionalId: name('txa') });
+    const pbk = await pb.bus.producer({ transactionalId: name('txb') });
+    const pc = await pb.bus.producer({ transactionalId: name('txc') });
+    const aborted = await pc.begin();
+    await aborted.send([{ topic: input, key: 'k', value: bytes('aborted'), partition: 0 }]);
+    await aborted.abort();
+    const a = await pa.begin();
+    await a.send([{ topic: input, key: 'k', value: bytes('v0'), partition: 0 }]);
+    const b = await pbk.begin();
+    await b.send([{ topic: input, key: 'k', value: bytes('v1'), partition: 0 }]);
+    await b.commit();
+    await run(pb.bus, {
+      pattern: 'durable',
+      handler: 'echo',
+      inputs: [input],
+      outputs: [output],
+      group,
+      codec: 'string',
+      batchSizeMax: 10,
+    });
+    await new Promise((r) => setTimeout(r, 800));
+    assert.equal(
+      (await readTopic(pb.bus, output)).map(text),
+      [],
+      'nothing is processed past the open transaction',
+    );
+    await a.commit();
+    const got = await waitForRecords(pb.bus, output, 2);
+    await new Promise((r) => setTimeout(r, 200));
+    assert.equal(
+      (await readTopic(pb.bus, output)).map(text),
+      ['o:v0', 'o:v1'],
+      'then 0 before 1, the aborted record never',
+    );
+    assert.is(got.length, 2);
+  });
 
   it(PATTERNS.p3, async (pb) => {
-    const [input, output, dlq, group] = [name('in'), name('out'), name('dlq'), name('g')]
-    await pb.bus.createTopics([{ name: input, partitions: 1 }, { name: output, partitions: 1 }, { name: dlq, partitions: 1 }])
-    const p = await pb.bus.producer()
-    await p.send([{ topic: input, key: 'bad', value: new Uint8Array([0xff, 0xfe, 0xfd]) }])
+    const [input, output, dlq, group] = [name('in'), name('out'), name('dlq'), name('g')];
+    await pb.bus.createTopics([
+      { name: input, partitions: 1 },
+      { name: output, partitions: 1 },
+      { name: dlq, partitions: 1 },
+    ]);
+    const p = await pb.bus.producer();
+    await p.send([{ topic: input, key: 'bad', value: new Uint8Array([0xff, 0xfe, 0xfd]) }]);
     for (let batch = 0; batch < 3; batch++) {
-      await p.send(Array.from({ length: 10 }, (_, i) => ({ topic: input, key: `k${i}`, value: bytes(`v${batch * 10 + i}`) })))
+      await p.send(
+        Array.from({ length: 10 }, (_, i) => ({
+          topic: input,
+          key: `k${i}`,
+          value: bytes(`v${batch * 10 + i}`),
+        })),
+      );
     }
-    await run(pb.bus, { pattern: 'durable', handler: 'echo', inputs: [input], outputs: [output], group, codec: 'string', batchSizeMax: 10, deadLetterTopic: dlq })
-    outputsOnce(await waitForRecords(pb.bus, output, 30), 30)
-    const dead = await readTopic(pb.bus, dlq)
-    assert.is(dead.length, 1, 'the bad record is dead-lettered exactly once')
-    assert.equal([...dead[0].value!], [0xff, 0xfe, 0xfd])
-    assert.ok(dead[0].headers.error, 'with the decode error')
-  })
+    await run(pb.bus, {
+      pattern: 'durable',
+      handler: 'echo',
+      inputs: [input],
+      outputs: [output],
+      group,
+      codec: 'string',
+      batchSizeMax: 10,
+      deadLetterTopic: dlq,
+    });
+    outputsOnce(await waitForRecords(pb.bus, output, 30), 30);
+    const dead = await readTopic(pb.bus, dlq);
+    assert.is(dead.length, 1, 'the bad record is dead-lettered exactly once');
+    assert.equal([...dead[0].value!], [0xff, 0xfe, 0xfd]);
+    assert.ok(dead[0].headers.error, 'with the decode error');
+  });
 
   it(PATTERNS.pubsub, async (pb) => {
-    const topic = name('ps')
-    await pb.bus.createTopics([{ name: topic, partitions: 3 }])
-    const p = await pb.bus.producer()
-    await p.send(Array.from({ length: 9 }, (_, i) => ({ topic, key: `k${i}`, value: bytes(`old${i}`) })))
-    const log = logFile()
-    const seen = (): string[] => readLog(log).map((l) => String(l.value))
-    await run(pb.bus, { pattern: 'pubsub', handler: 'log-records', inputs: [topic], codec: 'string', settings: { logFile: log } })
-    await p.send(Array.from({ length: 9 }, (_, i) => ({ topic, key: `k${i}`, value: bytes(`new${i}`) })))
-    const deadline = Date.now() + 10_000
-    while (seen().length < 9 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50))
-    await new Promise((r) => setTimeout(r, 200))
-    assert.equal(seen().sort(), Array.from({ length: 9 }, (_, i) => `new${i}`).sort())
-  })
+    const topic = name('ps');
+    await pb.bus.createTopics([{ name: topic, partitions: 3 }]);
+    const p = await pb.bus.producer();
+    await p.send(
+      Array.from({ length: 9 }, (_, i) => ({ topic, key: `k${i}`, value: bytes(`old${i}`) })),
+    );
+    const log = logFile();
+    const seen = (): string[] => readLog(log).map((l) => String(l.value));
+    await run(pb.bus, {
+      pattern: 'pubsub',
+      handler: 'log-records',
+      inputs: [topic],
+      codec: 'string',
+      settings: { logFile: log },
+    });
+    await p.send(
+      Array.from({ length: 9 }, (_, i) => ({ topic, key: `k${i}`, value: bytes(`new${i}`) })),
+    );
+    const deadline = Date.now() + 10_000;
+    while (seen().length < 9 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    await new Promise((r) => setTimeout(r, 200));
+    assert.equal(seen().sort(), Array.from({ length: 9 }, (_, i) => `new${i}`).sort());
+  });
 
   it(PATTERNS.compacted, async (pb) => {
-    const topic = name('cmp')
-    await pb.bus.createTopics([{ name: topic, partitions: 2, compacted: true }])
-    const p = await pb.bus.producer()
-    const put = (key: string, value: string | null) => p.send([{ topic, key, value: value === null ? null : bytes(value) }])
-    for (const [k, v] of [['a', '1'], ['b', '1'], ['a', '2'], ['b', null], ['c', '1'], ['d', '1'], ['d', null]] as const) await put(k, v)
+    const topic = name('cmp');
+    await pb.bus.createTopics([{ name: topic, partitions: 2, compacted: true }]);
+    const p = await pb.bus.producer();
+    const put = (key: string, value: string | null) =>
+      p.send([{ topic, key, value: value === null ? null : bytes(value) }]);
+    for (const [k, v] of [
+      ['a', '1'],
+      ['b', '1'],
+      ['a', '2'],
+      ['b', null],
+      ['c', '1'],
+      ['d', '1'],
+      ['d', null],
+    ] as const)
+      await put(k, v);
     // The handler logs {snapshot} once, then {key, previous, value} per record.
-    const start = async (): Promise<{ snapshot: Record<string, string>; events: () => string[] }> => {
-      const log = logFile()
-      const sub = await run(pb.bus, { pattern: 'compacted', handler: 'log-records', inputs: [topic], codec: 'string', settings: { logFile: log } })
-      const [first] = readLog(log)
+    const start = async (): Promise<{
+      snapshot: Record<string, string>;
+      events: () => string[];
+    }> => {
+      const log = logFile();
+      const sub = await run(pb.bus, {
+        pattern: 'compacted',
+        handler: 'log-records',
+        inputs: [topic],
+        codec: 'string',
+        settings: { logFile: log },
+      });
+      const [first] = readLog(log);
       return {
         snapshot: first?.snapshot as Record<string, string>,
-        events: () => readLog(log).slice(1).map((l) => `${l.key}:${l.previous}->${l.value}`),
+        events: () =>
+          readLog(log)
+            .slice(1)
+            .map((l) => `${l.key}:${l.previous}->${l.value}`),
         ...{ sub },
-      }
-    }
-    const one = await start()
-    assert.equal(one.snapshot, { a: '2', c: '1' }, 'latest value per key; deleted keys absent')
-    await put('c', null)
-    await put('a', '3')
-    await put('e', '1')
-    const deadline = Date.now() + 10_000
-    while (one.events().length < 3 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50))
-    assert.equal(one.events().sort(), ['a:2->3', 'c:1->null', 'e:null->1'], 'each new record with the previous value')
-    for (const r of running.splice(0)) await r.stop()
-    assert.equal((await start()).snapshot, { a: '3', e: '1' }, 'a restart rebuilds the same map')
-  })
+      };
+    };
+    const one = await start();
+    assert.equal(one.snapshot, { a: '2', c: '1' }, 'latest value per key; deleted keys absent');
+    await put('c', null);
+    await put('a', '3');
+    await put('e', '1');
+    const deadline = Date.now() + 10_000;
+    while (one.events().length < 3 && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 50));
+    assert.equal(
+      one.events().sort(),
+      ['a:2->3', 'c:1->null', 'e:null->1'],
+      'each new record with the previous value',
+    );
+    for (const r of running.splice(0)) await r.stop();
+    assert.equal((await start()).snapshot, { a: '3', e: '1' }, 'a restart rebuilds the same map');
+  });
 
   it(PATTERNS.sae, async (pb) => {
-    const [ev, st, out, group] = [name('ev'), name('st'), name('out'), name('g')]
-    await pb.bus.createTopics([{ name: ev, partitions: 2 }, { name: st, partitions: 2, compacted: true }, { name: out, partitions: 2 }])
-    const p = await pb.bus.producer()
-    const num = jsonCodec<number>()
-    await p.send([{ topic: st, key: 'acct', value: num.encode(5) }, { topic: ev, key: 'acct', value: num.encode(1) }, { topic: ev, key: 'acct', value: num.encode(10) }])
-    await run(pb.bus, { pattern: 'state-and-event', handler: 'balance', inputs: [ev], outputs: [out], stateTopic: st, group, codec: 'json' })
-    assert.equal((await waitForRecords(pb.bus, out, 2)).map(text), ['5+1=6', '6+10=16'])
-    const states = (await readTopic(pb.bus, st)).map((r) => num.decode(r.value!))
-    assert.equal(states, [5, 6, 16], 'each new state committed once')
-  })
+    const [ev, st, out, group] = [name('ev'), name('st'), name('out'), name('g')];
+    await pb.bus.createTopics([
+      { name: ev, partitions: 2 },
+      { name: st, partitions: 2, compacted: true },
+      { name: out, partitions: 2 },
+    ]);
+    const p = await pb.bus.producer();
+    const num = jsonCodec<number>();
+    await p.send([
+      { topic: st, key: 'acct', value: num.encode(5) },
+      { topic: ev, key: 'acct', value: num.encode(1) },
+      { topic: ev, key: 'acct', value: num.encode(10) },
+    ]);
+    await run(pb.bus, {
+      pattern: 'state-and-event',
+      handler: 'balance',
+      inputs: [ev],
+      outputs: [out],
+      stateTopic: st,
+      group,
+      codec: 'json',
+    });
+    assert.equal((await waitForRecords(pb.bus, out, 2)).map(text), ['5+1=6', '6+10=16']);
+    const states = (await readTopic(pb.bus, st)).map((r) => num.decode(r.value!));
+    assert.equal(states, [5, 6, 16], 'each new state committed once');
+  });
 
   it(PATTERNS.rpc, async (pb) => {
-    const [req, resp] = [name('req'), name('resp')]
-    await pb.bus.createTopics([{ name: req, partitions: 3 }, { name: resp, partitions: 3 }])
+    const [req, resp] = [name('req'), name('resp')];
+    await pb.bus.createTopics([
+      { name: req, partitions: 3 },
+      { name: resp, partitions: 3 },
+    ]);
     // The responder is a processor (library or actor); the sender stays a library call.
-    const responder = await run(pb.bus, { pattern: 'rpc', handler: 'upper', inputs: [req], outputs: [resp], codec: 'string' })
-    const sender = track(startRpcSender({ bus: pb.bus, requestTopic: req, responseTopic: resp, requestCodec: stringCodec, responseCodec: stringCodec, timeoutMs: 5000 }))
-    await sender.ready
-    assert.is(await sender.send('hi', { partition: 2 }), 'HI')
-    const responses = await readTopic(pb.bus, resp)
-    assert.equal(responses.map((r) => [r.partition, text(r)]), [[2, 'HI']], 'the response is on the request partition')
-    const slow = await sender.send('slow', { timeoutMs: 200 }).then(() => null, (e: Error) => e)
-    assert.instance(slow, RpcTimeoutError, 'a slow response surfaces as a timeout')
-    const boom = await sender.send('boom').then(() => null, (e: Error) => e)
-    assert.instance(boom, RpcRemoteError)
-    assert.is(boom!.message, 'boom failed')
-    const deadline = Date.now() + 5000
-    while (sender.stats.lateResponses < 1 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50))
-    assert.is(sender.stats.lateResponses, 1, 'the late response is dropped, not given to another request')
-    await responder.stop()
-    const lost = await sender.send('nobody', { timeoutMs: 300 }).then(() => null, (e: Error) => e)
-    assert.instance(lost, RpcTimeoutError, 'a request nobody answers times out, never hangs')
-  })
+    const responder = await run(pb.bus, {
+      pattern: 'rpc',
+      handler: 'upper',
+      inputs: [req],
+      outputs: [resp],
+      codec: 'string',
+    });
+    const sender = track(
+      startRpcSender({
+        bus: pb.bus,
+        requestTopic: req,
+        responseTopic: resp,
+        requestCodec: stringCodec,
+        responseCodec: stringCodec,
+        timeoutMs: 5000,
+      }),
+    );
+    await sender.ready;
+    assert.is(await sender.send('hi', { partition: 2 }), 'HI');
+    const responses = await readTopic(pb.bus, resp);
+    assert.equal(
+      responses.map((r) => [r.partition, text(r)]),
+      [[2, 'HI']],
+      'the response is on the request partition',
+    );
+    const slow = await sender.send('slow', { timeoutMs: 200 }).then(
+      () => null,
+      (e: Error) => e,
+    );
+    assert.instance(slow, RpcTimeoutError, 'a slow response surfaces as a timeout');
+    const boom = await sender.send('boom').then(
+      () => null,
+      (e: Error) => e,
+    );
+    assert.instance(boom, RpcRemoteError);
+    assert.is(boom!.message, 'boom failed');
+    const deadline = Date.now() + 5000;
+    while (sender.stats.lateResponses < 1 && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 50));
+    assert.is(
+      sender.stats.lateResponses,
+      1,
+      'the late response is dropped, not given to another request',
+    );
+    await responder.stop();
+    const lost = await sender.send('nobody', { timeoutMs: 300 }).then(
+      () => null,
+      (e: Error) => e,
+    );
+    assert.instance(lost, RpcTimeoutError, 'a request nobody answers times out, never hangs');
+  });
 
   it(PATTERNS.p4, async (pb) => {
-    const [ev, st, out, group] = [name('ev'), name('st'), name('out'), name('g')]
-    await pb.bus.createTopics([{ name: ev, partitions: 2 }, { name: st, partitions: 2, compacted: true }, { name: out, partitions: 2 }])
-    const p = await pb.bus.producer()
-    const num = jsonCodec<number>()
+    const [ev, st, out, group] = [name('ev'), name('st'), name('out'), name('g')];
+    await pb.bus.createTopics([
+      { name: ev, partitions: 2 },
+      { name: st, partitions: 2, compacted: true },
+      { name: out, partitions: 2 },
+    ]);
+    const p = await pb.bus.producer();
+    const num = jsonCodec<number>();
     // 1000 states in each partition (keys p<partition>-<i>): whichever partition moves, it has them.
     for (const part of [0, 1]) {
-      for (let i = 0; i < 1000; i += 250) await p.send(Array.from({ length: 250 }, (_, j) => ({ topic: st, key: `p${part}-${i + j}`, value: num.encode(i + j), partition: part })))
+      for (let i = 0; i < 1000; i += 250)
+        await p.send(
+          Array.from({ length: 250 }, (_, j) => ({
+            topic: st,
+            key: `p${part}-${i + j}`,
+            value: num.encode(i + j),
+            partition: part,
+          })),
+        );
     }
     // B (a plain member) holds both partitions, then one of them while A starts; it leaves when A
     // is busy with a slow event on A's first partition, so B's partition moves to A mid-event.
-    const b = await pb.bus.consumer({ groupId: group, clientId: 'zz-holder', sessionTimeoutMs: opts.sessionTimeoutMs })
-    await b.subscribe([ev])
-    while (b.assignment().length < 2) await b.poll({ timeoutMs: 50 })
-    const log: string[] = []
-    let releaseB!: () => void
-    const bLeaves = new Promise<void>((r) => (releaseB = r))
-    let firstSynced!: (partition: number) => void
-    const aFirst = new Promise<number>((r) => (firstSynced = r))
-    const bStopped = { value: false }
-    const a = track(startStateAndEvent({
-      bus: pb.bus, groupId: group, eventTopic: ev, stateTopic: st, transactionalId: name('tx'), eventCodec: num, stateCodec: num, sessionTimeoutMs: opts.sessionTimeoutMs,
-      listener: { onPartitionSynced: (partition, states) => {
-        log.push(`synced ${partition} ${states.size}`)
-        firstSynced(partition)
-      } },
-      processor: { onNext: async (state, event) => {
-        if (event.key === 'slow') {
-          releaseB()
-          await new Promise((r) => setTimeout(r, 300))
-        }
-        log.push(`event ${event.partition} ${event.key} state=${state}`)
-        return { outputs: [{ topic: out, key: event.key, value: bytes(`${event.key}`) }] }
-      } },
-    }))
-    a.done.catch((e: unknown) => void log.push(`A failed: ${String(e)}`))
+    const b = await pb.bus.consumer({
+      groupId: group,
+      clientId: 'zz-holder',
+      sessionTimeoutMs: opts.sessionTimeoutMs,
+    });
+    await b.subscribe([ev]);
+    while (b.assignment().length < 2) await b.poll({ timeoutMs: 50 });
+    const log: string[] = [];
+    let releaseB!: () => void;
+    const bLeaves = new Promise<void>((r) => (releaseB = r));
+    let firstSynced!: (partition: number) => void;
+    const aFirst = new Promise<number>((r) => (firstSynced = r));
+    const bStopped = { value: false };
+    const a = track(
+      startStateAndEvent({
+        bus: pb.bus,
+        groupId: group,
+        eventTopic: ev,
+        stateTopic: st,
+        transactionalId: name('tx'),
+        eventCodec: num,
+        stateCodec: num,
+        sessionTimeoutMs: opts.sessionTimeoutMs,
+        listener: {
+          onPartitionSynced: (partition, states) => {
+            log.push(`synced ${partition} ${states.size}`);
+            firstSynced(partition);
+          },
+        },
+        processor: {
+          onNext: async (state, event) => {
+            if (event.key === 'slow') {
+              releaseB();
+              await new Promise((r) => setTimeout(r, 300));
+            }
+            log.push(`event ${event.partition} ${event.key} state=${state}`);
+            return { outputs: [{ topic: out, key: event.key, value: bytes(`${event.key}`) }] };
+          },
+        },
+      }),
+    );
+    a.done.catch((e: unknown) => void log.push(`A failed: ${String(e)}`));
     // B polls (as a live member does) until it is told to leave, or its consumer is closed.
     const bPolls = (async () => {
-      while (!bStopped.value && !(await Promise.race([bLeaves.then(() => true), b.poll({ timeoutMs: 50 }).then(() => false, () => true)])));
-      await b.close()
-    })()
+      while (
+        !bStopped.value &&
+        !(await Promise.race([
+          bLeaves.then(() => true),
+          b.poll({ timeoutMs: 50 }).then(
+            () => false,
+            () => true,
+          ),
+        ]))
+      );
+      await b.close();
+    })();
     try {
-      const mine = await aFirst
-      const moved = 1 - mine
-      await p.send([{ topic: ev, key: 'slow', value: num.encode(0), partition: mine }])
-      await bLeaves
-      await p.send(Array.from({ length: 10 }, (_, i) => ({ topic: ev, key: `p${moved}-${i * 100}`, value: num.encode(1), partition: moved })))
-      const got = await waitForRecords(pb.bus, out, 11)
-      await bPolls
-      assert.is(got.length, 11, `each event processed once: ${log.join(' | ')}`)
-      const synced = log.indexOf(`synced ${moved} 1000`)
-      const first = log.findIndex((l) => l.startsWith(`event ${moved} `))
-      assert.ok(synced >= 0 && synced < first, `partition ${moved} synced with all 1000 states before its first event: ${log.slice(0, 6).join(' | ')}`)
-      assert.ok(log.filter((l) => l.startsWith(`event ${moved} `)).every((l) => !l.endsWith('state=null')), `every event of partition ${moved} sees its state`)
+      const mine = await aFirst;
+      const moved = 1 - mine;
+      await p.send([{ topic: ev, key: 'slow', value: num.encode(0), partition: mine }]);
+      await bLeaves;
+      await p.send(
+        Array.from({ length: 10 }, (_, i) => ({
+          topic: ev,
+          key: `p${moved}-${i * 100}`,
+          value: num.encode(1),
+          partition: moved,
+        })),
+      );
+      const got = await waitForRecords(pb.bus, out, 11);
+      await bPolls;
+      assert.is(got.length, 11, `each event processed once: ${log.join(' | ')}`);
+      const synced = log.indexOf(`synced ${moved} 1000`);
+      const first = log.findIndex((l) => l.startsWith(`event ${moved} `));
+      assert.ok(
+        synced >= 0 && synced < first,
+        `partition ${moved} synced with all 1000 states before its first event: ${log.slice(0, 6).join(' | ')}`,
+      );
+      assert.ok(
+        log.filter((l) => l.startsWith(`event ${moved} `)).every((l) => !l.endsWith('state=null')),
+        `every event of partition ${moved} sees its state`,
+      );
     } finally {
-      bStopped.value = true
-      await bPolls
+      bStopped.value = true;
+      await bPolls;
     }
-  })
+  });
 
-  if (opts.after) s.after(opts.after)
-  s.run()
+  if (opts.after) s.after(opts.after);
+  s.run();
 }

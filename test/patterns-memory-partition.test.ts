@@ -4,7 +4,9 @@
  * the kafka mock cannot (aborted records and open transactions invisible, transactional offsets
  * stored), so exactly once under a crash and a failed commit are verified for that mode here.
  */
-import { createMemoryBus } from '../engine/bus/index.js'
-import { patternConformance } from './patterns-conformance.js'
+import { createMemoryBus } from '../engine/bus/index.js';
+import { patternConformance } from './patterns-conformance.js';
 
-patternConformance('memory, partition fencing', async () => ({ bus: createMemoryBus() }), { durableFencing: 'partition' })
+patternConformance('memory, partition fencing', async () => ({ bus: createMemoryBus() }), {
+  durableFencing: 'partition',
+});

@@ -1,4 +1,4 @@
-import { createMemoryBus } from '../engine/bus/index.js'
-import { patternConformance } from './patterns-conformance.js'
+import { createMemoryBus } from '../engine/bus/index.js';
+import { patternConformance } from './patterns-conformance.js';
 
-patternConformance('memory', async () => ({ bus: createMemoryBus() }))
+patternConformance('memory', async () => ({ bus: createMemoryBus() }));

@@ -24,7 +24,9 @@ function source(dbUrl: string): CaptureSource {
   return {
     name: 'tls',
     database: { dialect: 'postgres', url: dbUrl, captureSchema: 'sluice_tls' },
-    tables: [{ table: 'orders', operations: ['insert', 'update', 'delete'], target: 'orders-changes' }],
+    tables: [
+      { table: 'orders', operations: ['insert', 'update', 'delete'], target: 'orders-changes' },
+    ],
     pumps: 1,
     batchSizeMax: 100,
     pollIntervalMs: 10,
@@ -38,7 +40,8 @@ test('verify-full with the CA: install over TLS, an insert is staged and claimed
   await app.connect();
   try {
     await app.query('CREATE TABLE orders (id int PRIMARY KEY, total numeric)');
-    const [row] = (await app.query('SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()')).rows;
+    const [row] = (await app.query('SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()'))
+      .rows;
     assert.is(row.ssl, true);
     const staging = await openStaging(source(verified));
     try {
@@ -58,12 +61,18 @@ test('verify-full with the CA: install over TLS, an insert is staged and claimed
 
 test('without the CA the self-signed chain is refused; plaintext is rejected by the server', async () => {
   const noCa = new pg.Client({ connectionString: url('sslmode=verify-full') });
-  const e1 = await noCa.connect().then(() => null, (e: Error) => e);
+  const e1 = await noCa.connect().then(
+    () => null,
+    (e: Error) => e,
+  );
   await noCa.end().catch(() => {});
   assert.ok(e1, 'verify-full without the CA connected');
   assert.match(e1!.message, /certificate/i);
   const plain = new pg.Client({ connectionString: url('sslmode=disable') });
-  const e2 = await plain.connect().then(() => null, (e: Error) => e);
+  const e2 = await plain.connect().then(
+    () => null,
+    (e: Error) => e,
+  );
   await plain.end().catch(() => {});
   assert.ok(e2, 'a plaintext connection was accepted');
   assert.match(e2!.message, /no encryption|pg_hba/);

@@ -13,7 +13,12 @@ import path from 'node:path';
 import { spawn } from 'node:child_process';
 import { loadTopology, openQueueAppender, partitionDir, startTopology } from '../index.js';
 import {
-  Appender, Tailer, createQueueNotifier, registerQueueNotifier, registeredQueueNotifier, watchQueueAppends,
+  Appender,
+  Tailer,
+  createQueueNotifier,
+  registerQueueNotifier,
+  registeredQueueNotifier,
+  watchQueueAppends,
 } from '../engine/journal/index.js';
 import { decodeEnvelope } from '../engine/codec/index.js';
 
@@ -35,7 +40,11 @@ test('an appender opened without a notifier on a registered directory publishes 
   const q = path.join(dir, 'q');
   const notifier = createQueueNotifier();
   const unregister = registerQueueNotifier(q, notifier);
-  assert.is(registeredQueueNotifier(path.join(dir, '.', 'q')), notifier, 'looked up by resolved path');
+  assert.is(
+    registeredQueueNotifier(path.join(dir, '.', 'q')),
+    notifier,
+    'looked up by resolved path',
+  );
   const a = Appender.open({ dir: q });
   const afterOpen = publishes(notifier);
   a.append(new Uint8Array([1]));
@@ -73,8 +82,11 @@ test('an appender given its own notifier keeps it over the registered one', () =
 
 test('openQueueAppender in the thread running the topology signals the reader notifier of the partition it flushes, and the service sees the event', async () => {
   const file = path.join(dir, 'topology.yaml');
-  fs.writeFileSync(file, `name: perf-producer\ndataDir: ./data\nqueues:\n  - { name: in }\n  - { name: out }\n` +
-    `services:\n  - name: echo\n    module: ${echo}\n    inputs: [in]\n    output: out\n`);
+  fs.writeFileSync(
+    file,
+    `name: perf-producer\ndataDir: ./data\nqueues:\n  - { name: in }\n  - { name: out }\n` +
+      `services:\n  - name: echo\n    module: ${echo}\n    inputs: [in]\n    output: out\n`,
+  );
   const t = loadTopology(file);
   const running = await startTopology(t, { log: () => {} });
   const notifier = running.plan.notifiers.get('in/0')!;
@@ -84,9 +96,12 @@ test('openQueueAppender in the thread running the topology signals the reader no
     const before = publishes(notifier);
     producer.appendBytes(100, 'k', new Uint8Array([7, 8, 9]));
     producer.flush();
-    assert.ok(publishes(notifier) > before, 'flush published on the topology\'s notifier');
+    assert.ok(publishes(notifier) > before, "flush published on the topology's notifier");
     producer.close();
-    const out = Tailer.open({ dir: partitionDir(t, 'out', 0), notifier: running.plan.notifiers.get('out/0') });
+    const out = Tailer.open({
+      dir: partitionDir(t, 'out', 0),
+      notifier: running.plan.notifiers.get('out/0'),
+    });
     try {
       assert.ok(out.waitForAppend(30_000), 'echoed output arrives');
       const e = decodeEnvelope(out.next()!.bytes);
@@ -99,7 +114,11 @@ test('openQueueAppender in the thread running the topology signals the reader no
   } finally {
     await running.stop();
   }
-  assert.is(registeredQueueNotifier(partitionDir(t, 'in', 0)), undefined, 'unregistered once stopped');
+  assert.is(
+    registeredQueueNotifier(partitionDir(t, 'in', 0)),
+    undefined,
+    'unregistered once stopped',
+  );
 });
 
 test('an append by another process publishes on the notifier of a watched partition directory', async () => {
@@ -108,16 +127,20 @@ test('an append by another process publishes on the notifier of a watched partit
   const stop = watchQueueAppends(q, notifier);
   try {
     const before = publishes(notifier);
-    const code = `import { Appender } from ${JSON.stringify(journalIndex)};\n` +
+    const code =
+      `import { Appender } from ${JSON.stringify(journalIndex)};\n` +
       `const a = Appender.open({ dir: ${JSON.stringify(q)} }); a.append(new Uint8Array([1, 2])); a.flush(); a.close();`;
     await new Promise<void>((resolve, reject) => {
-      const p = spawn(process.execPath, ['--input-type=module', '-e', code], { stdio: ['ignore', 'inherit', 'inherit'] });
+      const p = spawn(process.execPath, ['--input-type=module', '-e', code], {
+        stdio: ['ignore', 'inherit', 'inherit'],
+      });
       p.on('error', reject);
       p.on('exit', (c) => (c === 0 ? resolve() : reject(new Error(`appender child exited ${c}`))));
     });
     // The watch's events arrive on this thread's event loop: wait for them (bounded).
-    for (let i = 0; i < 300 && publishes(notifier) === before; i++) await new Promise((r) => setTimeout(r, 10));
-    assert.ok(publishes(notifier) > before, 'the other process\'s append was signalled');
+    for (let i = 0; i < 300 && publishes(notifier) === before; i++)
+      await new Promise((r) => setTimeout(r, 10));
+    assert.ok(publishes(notifier) > before, "the other process's append was signalled");
   } finally {
     stop();
   }

@@ -22,12 +22,19 @@ import path from 'node:path';
 import { EnvelopeView } from '../engine/codec/index.js';
 import { EVENT_TYPE_SNAPSHOT_END } from '../engine/replay/index.js';
 import type { TestBackend } from './lib/backends.js';
-import { rng, appendLwwInputsTo, verifyLwwOutput, readLiveFile, type InputValues } from './replay-helpers.js';
+import {
+  rng,
+  appendLwwInputsTo,
+  verifyLwwOutput,
+  readLiveFile,
+  type InputValues,
+} from './replay-helpers.js';
 
 const CHUNK = 1500;
 const RUNS_MAX = 80;
 const child = new URL('./replay-crash.child.js', import.meta.url).pathname;
-const fixture = (name: string) => new URL(`./fixtures/services/${name}.js`, import.meta.url).pathname;
+const fixture = (name: string) =>
+  new URL(`./fixtures/services/${name}.js`, import.meta.url).pathname;
 
 /** Runs the child with the topology and record count; see test/lib/kill-child.ts. */
 function runChild(topology: string, perPartition: number, kill: KillAt | null): Promise<ChildRun> {
@@ -54,7 +61,11 @@ const SCENARIOS: Scenario[] = [
     name: 'inputsReplay OUTPUT, three input queues',
     module: fixture('lww-product'),
     inputsReplay: 'OUTPUT',
-    queues: [{ name: 'a', partitions: 1 }, { name: 'b', partitions: 1 }, { name: 'c', partitions: 2 }],
+    queues: [
+      { name: 'a', partitions: 1 },
+      { name: 'b', partitions: 1 },
+      { name: 'c', partitions: 2 },
+    ],
     settings: {},
     order: 'processed',
     kills: 18,
@@ -65,7 +76,10 @@ const SCENARIOS: Scenario[] = [
     name: 'inputsReplay OUTPUT_REVERSE, two input queues',
     module: fixture('lww-product'),
     inputsReplay: 'OUTPUT_REVERSE',
-    queues: [{ name: 'a', partitions: 1 }, { name: 'b', partitions: 1 }],
+    queues: [
+      { name: 'a', partitions: 1 },
+      { name: 'b', partitions: 1 },
+    ],
     settings: { emitAll: true },
     order: 'outputs',
     kills: 16,
@@ -76,7 +90,10 @@ const SCENARIOS: Scenario[] = [
     name: 'snapshots with inputsReplay OUTPUT, two input queues',
     module: fixture('lww-product-snapshot'),
     inputsReplay: 'OUTPUT',
-    queues: [{ name: 'a', partitions: 1 }, { name: 'b', partitions: 2 }],
+    queues: [
+      { name: 'a', partitions: 1 },
+      { name: 'b', partitions: 2 },
+    ],
     settings: { snapshotEveryInputs: 400 },
     order: 'processed',
     kills: 16,
@@ -105,11 +122,16 @@ const SCENARIOS: Scenario[] = [
  * SLUICE_KAFKA_CRASH=all.
  */
 export function crashTests(bus: 'journal' | 'kafka', backendOf: () => Promise<TestBackend>): void {
-  const scenarios = bus === 'kafka' && process.env.SLUICE_KAFKA_CRASH !== 'all' ? SCENARIOS.slice(0, 1) : SCENARIOS;
+  const scenarios =
+    bus === 'kafka' && process.env.SLUICE_KAFKA_CRASH !== 'all' ? SCENARIOS.slice(0, 1) : SCENARIOS;
   for (const sc of scenarios) crashTest(bus, sc, backendOf);
 }
 
-function crashTest(bus: 'journal' | 'kafka', sc: Scenario, backendOf: () => Promise<TestBackend>): void {
+function crashTest(
+  bus: 'journal' | 'kafka',
+  sc: Scenario,
+  backendOf: () => Promise<TestBackend>,
+): void {
   test(`${bus} bus: kill -9 at random moments, ${sc.name}: every restart rebuilds the reference state; the output equals the reference`, async () => {
     const seed = Number(process.env.SLUICE_TEST_SEED ?? Date.now() % 100000) + sc.seedOffset;
     const random = rng(seed);
@@ -142,8 +164,13 @@ function crashTest(bus: 'journal' | 'kafka', sc: Scenario, backendOf: () => Prom
           '',
         ].join('\n'),
       );
-      const inputs = sc.queues.flatMap((x) => Array.from({ length: x.partitions }, (_, p) => ({ queue: q(x.name), partition: p })));
-      await backend.createQueues([...sc.queues.map((x) => ({ name: q(x.name), partitions: x.partitions })), { name: q('out'), partitions: 1 }]);
+      const inputs = sc.queues.flatMap((x) =>
+        Array.from({ length: x.partitions }, (_, p) => ({ queue: q(x.name), partition: p })),
+      );
+      await backend.createQueues([
+        ...sc.queues.map((x) => ({ name: q(x.name), partitions: x.partitions })),
+        { name: q('out'), partitions: 1 },
+      ]);
       const dataDir = path.join(dir, 'data');
       const values: InputValues = new Map();
       let perPartition = 0;
@@ -161,7 +188,10 @@ function crashTest(bus: 'journal' | 'kafka', sc: Scenario, backendOf: () => Prom
       let liveMs = bus === 'kafka' ? 4000 : 800;
       while (killed < kills) {
         assert.ok(++runs <= RUNS_MAX, `(seed ${seed}) ${RUNS_MAX} runs without ${kills} kills`);
-        const kill = random() < 0.25 ? { from: 'spawn' as const, afterMs: 100 + Math.floor(random() * 500) } : { from: 'live' as const, afterMs: Math.floor(random() * liveMs) };
+        const kill =
+          random() < 0.25
+            ? { from: 'spawn' as const, afterMs: 100 + Math.floor(random() * 500) }
+            : { from: 'live' as const, afterMs: Math.floor(random() * liveMs) };
         const r = await runChild(topologyFile, perPartition, kill);
         if (r.signal === 'SIGKILL') {
           killed++;
@@ -174,13 +204,29 @@ function crashTest(bus: 'journal' | 'kafka', sc: Scenario, backendOf: () => Prom
       const final = await runChild(topologyFile, perPartition, null);
       assert.is(final.code, 0, `final run failed (seed ${seed}):\n${final.out}`);
 
-      const verdict = verifyLwwOutput(backend.tailer(dataDir, q('out'), 0), inputs, values, sc.order, sc.settings.emitAll === true, `seed ${seed}`);
-      for (const [k, p] of Object.entries(verdict.positions)) assert.is(p, perPartition - 1, `(seed ${seed}) ${k} processed through ${p} of ${perPartition}`);
+      const verdict = verifyLwwOutput(
+        backend.tailer(dataDir, q('out'), 0),
+        inputs,
+        values,
+        sc.order,
+        sc.settings.emitAll === true,
+        `seed ${seed}`,
+      );
+      for (const [k, p] of Object.entries(verdict.positions))
+        assert.is(
+          p,
+          perPartition - 1,
+          `(seed ${seed}) ${k} processed through ${p} of ${perPartition}`,
+        );
       // every start (the first, each restart after a kill, each clean rerun) rebuilt the reference state
       const live = readLiveFile(liveFile);
       let rebuilt = 0;
       for (const l of live) {
-        assert.is(l.digest, verdict.digests[l.count], `(seed ${seed}) a start rebuilt the state after ${l.count} inputs wrongly`);
+        assert.is(
+          l.digest,
+          verdict.digests[l.count],
+          `(seed ${seed}) a start rebuilt the state after ${l.count} inputs wrongly`,
+        );
         if (l.count > 0) rebuilt++;
       }
       assert.ok(rebuilt >= kills / 3, `(seed ${seed}) only ${rebuilt} starts had state to rebuild`);
@@ -188,11 +234,14 @@ function crashTest(bus: 'journal' | 'kafka', sc: Scenario, backendOf: () => Prom
       if (sc.settings.snapshotEveryInputs) {
         const t = backend.tailer(dataDir, q('out'), 0);
         const view = new EnvelopeView();
-        for (let rec = t.next(); rec; rec = t.next()) if (view.wrap(rec.bytes, 0, rec.bytes.length).type === EVENT_TYPE_SNAPSHOT_END) markers++;
+        for (let rec = t.next(); rec; rec = t.next())
+          if (view.wrap(rec.bytes, 0, rec.bytes.length).type === EVENT_TYPE_SNAPSHOT_END) markers++;
         t.close();
         assert.ok(markers >= 5, `(seed ${seed}) ${markers} snapshots written`);
       }
-      process.stdout.write(`\n  ${bus} bus, ${sc.name}: seed ${seed}, ${killed} kills in ${runs + 1} runs, ${rebuilt} starts rebuilt state, ${verdict.outputs} outputs for ${perPartition * inputs.length} inputs${markers ? `, ${markers} snapshots` : ''}\n`);
+      process.stdout.write(
+        `\n  ${bus} bus, ${sc.name}: seed ${seed}, ${killed} kills in ${runs + 1} runs, ${rebuilt} starts rebuilt state, ${verdict.outputs} outputs for ${perPartition * inputs.length} inputs${markers ? `, ${markers} snapshots` : ''}\n`,
+      );
     } finally {
       await backend.close();
       fs.rmSync(dir, { recursive: true, force: true });

@@ -20,7 +20,9 @@ const inputs = svc.inputs.flatMap((q) => {
   const queue = topology.queues.find((x) => x.name === q)!;
   return Array.from({ length: queue.partitions }, (_, p) => ({ queue: q, partition: p }));
 });
-const running = await startTopology(topology, { log: (l) => process.stderr.write(`child: ${l}\n`) });
+const running = await startTopology(topology, {
+  log: (l) => process.stderr.write(`child: ${l}\n`),
+});
 // The parent times most kills from the first input the service handles live, so they land
 // mid-stream whatever the machine's load (on Kafka its readers start a second or more after the
 // topology is up).
@@ -32,7 +34,11 @@ for (;;) {
     live = true;
     process.stdout.write('live\n');
   }
-  const t = logs.tailer({ queue: svc.output, partition: 0, dir: partitionDir(topology, svc.output, 0) });
+  const t = logs.tailer({
+    queue: svc.output,
+    partition: 0,
+    dir: partitionDir(topology, svc.output, 0),
+  });
   t.moveToEnd();
   // Every batch of a service that writes processed records ends with one, so the newest is among
   // the last records: a bounded look (a service without them would be scanned to its start on
@@ -43,7 +49,12 @@ for (;;) {
   t.moveToEnd();
   if (!positions) positions = Object.values(computeLastWritten(t, inputs).positions);
   t.close();
-  if (positions.every((p, n) => p === perPartition - 1 || (waitFor !== null && !waitFor.includes(inputs[n].queue)))) break;
+  if (
+    positions.every(
+      (p, n) => p === perPartition - 1 || (waitFor !== null && !waitFor.includes(inputs[n].queue)),
+    )
+  )
+    break;
   await new Promise((r) => setTimeout(r, 20));
 }
 logs.close();

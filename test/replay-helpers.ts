@@ -5,7 +5,14 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { Appender, Tailer } from '../engine/journal/index.js';
-import { EnvelopeView, EnvelopeWriter, EVENT_TYPE_JSON, decodeJson, encodeJson, queueId } from '../engine/codec/index.js';
+import {
+  EnvelopeView,
+  EnvelopeWriter,
+  EVENT_TYPE_JSON,
+  decodeJson,
+  encodeJson,
+  queueId,
+} from '../engine/codec/index.js';
 import { EVENT_TYPE_PROCESSED, decodeProcessed, type ReplayInput } from '../engine/replay/index.js';
 import { step, digest } from './fixtures/services/lww-product.js';
 import type { PartitionTailer } from '../engine/service/index.js';
@@ -32,21 +39,39 @@ export interface LwwInput {
 export type InputValues = Map<string, LwwInput[]>;
 
 /** `count` random inputs for one partition, recorded in `values` under `k`, as envelopes. */
-function lwwBatch(k: string, count: number, random: () => number, values: InputValues): Uint8Array[] {
+function lwwBatch(
+  k: string,
+  count: number,
+  random: () => number,
+  values: InputValues,
+): Uint8Array[] {
   const writer = new EnvelopeWriter();
   const list = values.get(k) ?? [];
   const batch: Uint8Array[] = [];
   for (let n = 0; n < count; n++) {
     const input = { key: `k${Math.floor(random() * 7)}`, v: 1 + Math.floor(random() * 999_999) };
     list.push(input);
-    batch.push(writer.encode({ type: EVENT_TYPE_JSON, key: input.key, eventTimeMs: Date.now(), payload: encodeJson({ v: input.v }) }));
+    batch.push(
+      writer.encode({
+        type: EVENT_TYPE_JSON,
+        key: input.key,
+        eventTimeMs: Date.now(),
+        payload: encodeJson({ v: input.v }),
+      }),
+    );
   }
   values.set(k, list);
   return batch;
 }
 
 /** Appends `count` random inputs to each partition; returns them appended to `values`. */
-export function appendLwwInputs(dataDir: string, inputs: readonly ReplayInput[], count: number, random: () => number, values: InputValues): void {
+export function appendLwwInputs(
+  dataDir: string,
+  inputs: readonly ReplayInput[],
+  count: number,
+  random: () => number,
+  values: InputValues,
+): void {
   for (const i of inputs) {
     const a = Appender.open({ dir: path.join(dataDir, 'queues', i.queue, String(i.partition)) });
     a.appendBatch(lwwBatch(`${i.queue}/${i.partition}`, count, random, values));
@@ -55,9 +80,21 @@ export function appendLwwInputs(dataDir: string, inputs: readonly ReplayInput[],
 }
 
 /** {@link appendLwwInputs} on either bus (test/lib/backends.ts). */
-export async function appendLwwInputsTo(backend: TestBackend, dataDir: string, inputs: readonly ReplayInput[], count: number, random: () => number, values: InputValues): Promise<void> {
+export async function appendLwwInputsTo(
+  backend: TestBackend,
+  dataDir: string,
+  inputs: readonly ReplayInput[],
+  count: number,
+  random: () => number,
+  values: InputValues,
+): Promise<void> {
   for (const i of inputs) {
-    await backend.append(dataDir, i.queue, i.partition, lwwBatch(`${i.queue}/${i.partition}`, count, random, values));
+    await backend.append(
+      dataDir,
+      i.queue,
+      i.partition,
+      lwwBatch(`${i.queue}/${i.partition}`, count, random, values),
+    );
   }
 }
 
@@ -81,11 +118,20 @@ export interface LwwVerdict {
  * queue's journal directory, or a tailer at its start (either bus; closed here).
  * @throws Error (assertion message with `label`) on the first difference.
  */
-export function verifyLwwOutput(output: string | PartitionTailer, inputs: readonly ReplayInput[], values: InputValues, order: 'processed' | 'outputs', emitAll: boolean, label: string): LwwVerdict {
+export function verifyLwwOutput(
+  output: string | PartitionTailer,
+  inputs: readonly ReplayInput[],
+  values: InputValues,
+  order: 'processed' | 'outputs',
+  emitAll: boolean,
+  label: string,
+): LwwVerdict {
   const state = { count: 0, acc: 1, last: new Map<string, number>() };
   const digests = [digest(state)];
   const next = new Map(inputs.map((i) => [`${i.queue}/${i.partition}`, 0]));
-  const byId = new Map(inputs.map((i) => [`${queueId(i.queue)}/${i.partition}`, `${i.queue}/${i.partition}`]));
+  const byId = new Map(
+    inputs.map((i) => [`${queueId(i.queue)}/${i.partition}`, `${i.queue}/${i.partition}`]),
+  );
   /** `${key}#${index}` -> count after that input, for inputs of the current batch. */
   const seqOf = new Map<string, number>();
   let pending: { key: string; index: number; digest: string; at: number }[] = [];
@@ -97,7 +143,8 @@ export function verifyLwwOutput(output: string | PartitionTailer, inputs: readon
   };
   const apply = (k: string, index: number) => {
     const exp = next.get(k)!;
-    if (index !== exp) fail(`${k}: input ${index} processed where ${exp} was due (lost or repeated)`);
+    if (index !== exp)
+      fail(`${k}: input ${index} processed where ${exp} was due (lost or repeated)`);
     const input = values.get(k)?.[index];
     if (!input) fail(`${k}: input ${index} processed but never written`);
     step(state, input!.key, input!.v);
@@ -108,11 +155,19 @@ export function verifyLwwOutput(output: string | PartitionTailer, inputs: readon
   };
   const check = (o: { key: string; index: number; digest: string; at: number }) => {
     const seq = seqOf.get(`${o.key}#${o.index}`);
-    if (seq === undefined) fail(`output #${o.at} names input ${o.key}#${o.index}, not processed in its batch`);
-    if (seq! <= lastOutputSeq) fail(`output #${o.at} for ${o.key}#${o.index} is not after the previous output (a duplicate)`);
+    if (seq === undefined)
+      fail(`output #${o.at} names input ${o.key}#${o.index}, not processed in its batch`);
+    if (seq! <= lastOutputSeq)
+      fail(
+        `output #${o.at} for ${o.key}#${o.index} is not after the previous output (a duplicate)`,
+      );
     const input = values.get(o.key)![o.index];
-    if (!emitAll && input.v % 3 === 0) fail(`output #${o.at} for ${o.key}#${o.index} whose input emits nothing`);
-    if (o.digest !== digests[seq!]) fail(`output #${o.at} for ${o.key}#${o.index}: state ${o.digest}, reference ${digests[seq!]}`);
+    if (!emitAll && input.v % 3 === 0)
+      fail(`output #${o.at} for ${o.key}#${o.index} whose input emits nothing`);
+    if (o.digest !== digests[seq!])
+      fail(
+        `output #${o.at} for ${o.key}#${o.index}: state ${o.digest}, reference ${digests[seq!]}`,
+      );
     lastOutputSeq = seq!;
     outputs++;
   };
@@ -135,8 +190,16 @@ export function verifyLwwOutput(output: string | PartitionTailer, inputs: readon
       }
       if (view.type !== EVENT_TYPE_JSON) continue;
       const key = byId.get(`${view.causeQueue}/${view.causePartition}`);
-      if (!key) fail(`output #${rec.index} has cause ${view.causeQueue}/${view.causePartition}, not an input`);
-      const o = { key: key!, index: view.causeIndex, digest: (decodeJson(view.payload) as { digest: string }).digest, at: rec.index };
+      if (!key)
+        fail(
+          `output #${rec.index} has cause ${view.causeQueue}/${view.causePartition}, not an input`,
+        );
+      const o = {
+        key: key!,
+        index: view.causeIndex,
+        digest: (decodeJson(view.payload) as { digest: string }).digest,
+        at: rec.index,
+      };
       if (order === 'processed') pending.push(o);
       else {
         seqOf.clear();
@@ -147,7 +210,8 @@ export function verifyLwwOutput(output: string | PartitionTailer, inputs: readon
   } finally {
     t.close();
   }
-  if (pending.length > 0) fail(`${pending.length} outputs after the last processed record (not atomic with it)`);
+  if (pending.length > 0)
+    fail(`${pending.length} outputs after the last processed record (not atomic with it)`);
   if (outputs !== emitting) fail(`${outputs} outputs for ${emitting} emitting inputs`);
   const positions: Record<string, number> = {};
   for (const [k, n] of next) positions[k] = n - 1;

@@ -17,11 +17,32 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Appender, Tailer } from '../engine/journal/index.js';
-import { EnvelopeWriter, EnvelopeView, EVENT_TYPE_JSON, decodeJson, encodeJson, queueId } from '../engine/codec/index.js';
-import { ProcessedRecorder, decodeProcessed, encodeSnapshot, scanOutput, replayProcessed, EVENT_TYPE_PROCESSED, type ReplayInputDir } from '../engine/replay/index.js';
+import {
+  EnvelopeWriter,
+  EnvelopeView,
+  EVENT_TYPE_JSON,
+  decodeJson,
+  encodeJson,
+  queueId,
+} from '../engine/codec/index.js';
+import {
+  ProcessedRecorder,
+  decodeProcessed,
+  encodeSnapshot,
+  scanOutput,
+  replayProcessed,
+  EVENT_TYPE_PROCESSED,
+  type ReplayInputDir,
+} from '../engine/replay/index.js';
 import { loadTopology, startTopology } from '../index.js';
 import { step, digest, parseDigest } from './fixtures/services/lww-product.js';
-import { rng, appendLwwInputs, verifyLwwOutput, readLiveFile, type InputValues } from './replay-helpers.js';
+import {
+  rng,
+  appendLwwInputs,
+  verifyLwwOutput,
+  readLiveFile,
+  type InputValues,
+} from './replay-helpers.js';
 
 const TRIALS = 60;
 const SNAPSHOT_TYPE = 150;
@@ -41,7 +62,12 @@ function trial(seed: number, queues: number, withSnapshots: boolean): string | n
     for (let q = 0; q < queues; q++) {
       // the last queue has two partitions: positions are per partition, not per queue
       const parts = q === queues - 1 ? 2 : 1;
-      for (let p = 0; p < parts; p++) inputs.push({ queue: `in${q}`, partition: p, dir: path.join(dir, 'queues', `in${q}`, String(p)) });
+      for (let p = 0; p < parts; p++)
+        inputs.push({
+          queue: `in${q}`,
+          partition: p,
+          dir: path.join(dir, 'queues', `in${q}`, String(p)),
+        });
     }
     const values: InputValues = new Map();
     const perPartition = 50 + Math.floor(random() * 150);
@@ -51,7 +77,10 @@ function trial(seed: number, queues: number, withSnapshots: boolean): string | n
     const outDir = path.join(dir, 'queues', 'out', '0');
     const out = Appender.open({ dir: outDir });
     const writer = new EnvelopeWriter();
-    const recorder = new ProcessedRecorder(inputs, inputs.map(() => -1));
+    const recorder = new ProcessedRecorder(
+      inputs,
+      inputs.map(() => -1),
+    );
     const state = fresh();
     const next = inputs.map(() => 0);
     const stopAfter = Math.floor(random() * perPartition * inputs.length);
@@ -62,13 +91,26 @@ function trial(seed: number, queues: number, withSnapshots: boolean): string | n
       for (let r = 0; r < runs && processed < stopAfter; r++) {
         const i = Math.floor(random() * inputs.length);
         const len = 1 + Math.floor(random() * 6);
-        for (let n = 0; n < len && next[i] < perPartition && processed < stopAfter; n++, processed++) {
+        for (
+          let n = 0;
+          n < len && next[i] < perPartition && processed < stopAfter;
+          n++, processed++
+        ) {
           const index = next[i]++;
           const input = values.get(`${inputs[i].queue}/${inputs[i].partition}`)![index];
           step(state, input.key, input.v);
           recorder.note(i, index);
           if (input.v % 3 !== 0) {
-            pending.push(writer.encode({ type: EVENT_TYPE_JSON, key: input.key, causeQueue: queueId(inputs[i].queue), causePartition: inputs[i].partition, causeIndex: index, payload: encodeJson({ count: state.count, digest: digest(state) }) }));
+            pending.push(
+              writer.encode({
+                type: EVENT_TYPE_JSON,
+                key: input.key,
+                causeQueue: queueId(inputs[i].queue),
+                causePartition: inputs[i].partition,
+                causeIndex: index,
+                payload: encodeJson({ count: state.count, digest: digest(state) }),
+              }),
+            );
           }
         }
       }
@@ -78,7 +120,15 @@ function trial(seed: number, queues: number, withSnapshots: boolean): string | n
         const at: Record<string, number> = {};
         inputs.forEach((x, n) => (at[`${x.queue}/${x.partition}`] = recorder.positions[n]));
         // small chunks so snapshots span several records
-        for (const e of encodeSnapshot(writer, SNAPSHOT_TYPE, new TextEncoder().encode(digest(state)), at, 0, 7)) pending.push(e);
+        for (const e of encodeSnapshot(
+          writer,
+          SNAPSHOT_TYPE,
+          new TextEncoder().encode(digest(state)),
+          at,
+          0,
+          7,
+        ))
+          pending.push(e);
       }
       out.appendBatch(pending);
       out.flush();
@@ -92,15 +142,27 @@ function trial(seed: number, queues: number, withSnapshots: boolean): string | n
     const scan = scanOutput(back, inputs, withSnapshots ? SNAPSHOT_TYPE : undefined, 'out');
     back.close();
     const positions = scan.positions ?? inputs.map(() => -1);
-    if (positions.some((p, n) => p !== recorder.positions[n])) return `positions ${positions} != ${recorder.positions}`;
-    const rebuilt: State = scan.snapshot ? parseDigest(new TextDecoder().decode(scan.snapshot.bytes)) : fresh();
+    if (positions.some((p, n) => p !== recorder.positions[n]))
+      return `positions ${positions} != ${recorder.positions}`;
+    const rebuilt: State = scan.snapshot
+      ? parseDigest(new TextDecoder().decode(scan.snapshot.bytes))
+      : fresh();
     const view = new EnvelopeView();
-    const r = replayProcessed(outDir, scan.snapshot ? scan.snapshot.markerIndex + 1 : 0, inputs, scan.snapshot ? scan.snapshot.positions : inputs.map(() => -1), (_i, _index, bytes) => {
-      view.wrap(bytes, 0, bytes.length);
-      step(rebuilt, view.key!, (decodeJson(view.payload) as { v: number }).v);
-    }, 'out');
-    if (r.positions.some((p, n) => p !== positions[n])) return `replay ended at ${r.positions}, expected ${positions}`;
-    if (digest(rebuilt) !== before) return `state after restart ${digest(rebuilt)} != before ${before}`;
+    const r = replayProcessed(
+      outDir,
+      scan.snapshot ? scan.snapshot.markerIndex + 1 : 0,
+      inputs,
+      scan.snapshot ? scan.snapshot.positions : inputs.map(() => -1),
+      (_i, _index, bytes) => {
+        view.wrap(bytes, 0, bytes.length);
+        step(rebuilt, view.key!, (decodeJson(view.payload) as { v: number }).v);
+      },
+      'out',
+    );
+    if (r.positions.some((p, n) => p !== positions[n]))
+      return `replay ended at ${r.positions}, expected ${positions}`;
+    if (digest(rebuilt) !== before)
+      return `state after restart ${digest(rebuilt)} != before ${before}`;
     // the output itself is consistent with the reference
     verifyLwwOutput(outDir, inputs, values, 'processed', false, `seed ${seed}`);
     return null;
@@ -112,7 +174,9 @@ function trial(seed: number, queues: number, withSnapshots: boolean): string | n
 for (const queues of [2, 3]) {
   for (const withSnapshots of [false, true]) {
     test(`OUTPUT replay rebuilds the state of ${queues} input queues exactly, randomized interleavings${withSnapshots ? ', from a snapshot' : ''}`, () => {
-      const base = Number(process.env.SLUICE_TEST_SEED ?? 20261130 + queues * 1000 + (withSnapshots ? 500 : 0));
+      const base = Number(
+        process.env.SLUICE_TEST_SEED ?? 20261130 + queues * 1000 + (withSnapshots ? 500 : 0),
+      );
       const trials = process.env.SLUICE_TEST_SEED ? 1 : TRIALS;
       for (let t = 0; t < trials; t++) {
         const seed = base + t;
@@ -129,7 +193,10 @@ for (const queues of [2, 3]) {
 }
 
 test('processed record: runs and positions round-trip, a gap or repeat is refused', () => {
-  const inputs = [{ queue: 'a', partition: 0 }, { queue: 'b', partition: 1 }];
+  const inputs = [
+    { queue: 'a', partition: 0 },
+    { queue: 'b', partition: 1 },
+  ];
   const rec = new ProcessedRecorder(inputs, [4, -1]);
   rec.note(0, 5);
   rec.note(0, 6);
@@ -139,7 +206,11 @@ test('processed record: runs and positions round-trip, a gap or repeat is refuse
   const payload = rec.take();
   assert.is(payload.length, 8 + 16 * (2 + 3));
   assert.is(rec.runs, 0);
-  const inputsAfter = [{ queue: 'b', partition: 1 }, { queue: 'a', partition: 0 }, { queue: 'c', partition: 0 }];
+  const inputsAfter = [
+    { queue: 'b', partition: 1 },
+    { queue: 'a', partition: 0 },
+    { queue: 'c', partition: 0 },
+  ];
   // decoding maps onto the caller's order; an input the record does not name gets -1
   assert.equal(decodeProcessed(payload, inputsAfter, 'x'), {
     positions: [0, 7, -1],
@@ -151,7 +222,10 @@ test('processed record: runs and positions round-trip, a gap or repeat is refuse
   });
   assert.throws(() => rec.note(0, 9), /index 9, expected 8/);
   assert.throws(() => rec.note(1, 0), /index 0, expected 1/);
-  assert.throws(() => decodeProcessed(payload, [{ queue: 'b', partition: 1 }], 'out#3'), /out#3: run 0 .* no longer an input/);
+  assert.throws(
+    () => decodeProcessed(payload, [{ queue: 'b', partition: 1 }], 'out#3'),
+    /out#3: run 0 .* no longer an input/,
+  );
 });
 
 test('restart with OUTPUT: three input queues run, stop and restart; the rebuilt state equals the state before', async () => {
@@ -183,7 +257,12 @@ test('restart with OUTPUT: three input queues run, stop and restart; the rebuilt
       ].join('\n'),
     );
     const topology = loadTopology(file);
-    const inputs = [{ queue: 'a', partition: 0 }, { queue: 'b', partition: 0 }, { queue: 'c', partition: 0 }, { queue: 'c', partition: 1 }];
+    const inputs = [
+      { queue: 'a', partition: 0 },
+      { queue: 'b', partition: 0 },
+      { queue: 'c', partition: 0 },
+      { queue: 'c', partition: 1 },
+    ];
     const values: InputValues = new Map();
     const outDir = path.join(topology.dataDir, 'queues', 'out', '0');
     const quiet = () => {};
@@ -205,8 +284,12 @@ test('restart with OUTPUT: three input queues run, stop and restart; the rebuilt
     const verdict = verifyLwwOutput(outDir, inputs, values, 'processed', false, `seed ${seed}`);
     const live = readLiveFile(liveFile);
     assert.is(live.length, 3);
-    assert.equal(live.map((l) => l.count), [0, 1600, 3200]);
-    for (const l of live) assert.is(l.digest, verdict.digests[l.count], `start at count ${l.count}`);
+    assert.equal(
+      live.map((l) => l.count),
+      [0, 1600, 3200],
+    );
+    for (const l of live)
+      assert.is(l.digest, verdict.digests[l.count], `start at count ${l.count}`);
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }

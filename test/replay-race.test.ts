@@ -14,7 +14,13 @@ import { Tailer } from '../engine/journal/index.js';
 import { loadTopology, startTopology } from '../index.js';
 import { computeLastWritten } from '../engine/service/index.js';
 import { scanOutput } from '../engine/replay/index.js';
-import { rng, appendLwwInputs, verifyLwwOutput, readLiveFile, type InputValues } from './replay-helpers.js';
+import {
+  rng,
+  appendLwwInputs,
+  verifyLwwOutput,
+  readLiveFile,
+  type InputValues,
+} from './replay-helpers.js';
 
 const HISTORY = 40_000;
 const DURING = 60;
@@ -62,7 +68,10 @@ for (const inputsReplay of ['OUTPUT', 'INPUTS']) {
           if (!positions) positions = Object.values(computeLastWritten(t, inputs).positions);
           t.close();
           if (positions.every((p) => p === n - 1)) return;
-          assert.ok(waited < 60_000, `(seed ${seed}) not caught up with ${n} inputs after 60 s: ${positions}`);
+          assert.ok(
+            waited < 60_000,
+            `(seed ${seed}) not caught up with ${n} inputs after 60 s: ${positions}`,
+          );
           await new Promise((r) => setTimeout(r, 10));
         }
       };
@@ -92,12 +101,25 @@ for (const inputsReplay of ['OUTPUT', 'INPUTS']) {
       const live = readLiveFile(liveFile);
       assert.is(live.length, 2);
       assert.ok(atLive > 0, `(seed ${seed}) nothing was appended while the service started`);
-      const verdict = verifyLwwOutput(outDir, inputs, values, inputsReplay === 'OUTPUT' ? 'processed' : 'outputs', inputsReplay === 'INPUTS', `seed ${seed}`);
+      const verdict = verifyLwwOutput(
+        outDir,
+        inputs,
+        values,
+        inputsReplay === 'OUTPUT' ? 'processed' : 'outputs',
+        inputsReplay === 'INPUTS',
+        `seed ${seed}`,
+      );
       for (const p of Object.values(verdict.positions)) assert.is(p, HISTORY + appended - 1);
       // the restart rebuilt the state after the history, whatever was appended meanwhile
       assert.is(live[1].digest, verdict.digests[live[1].count]);
-      assert.is(live[1].count, HISTORY * queues.length, 'the replay covers the history only; what came during it is live');
-      process.stdout.write(`\n  ${inputsReplay}: ${atLive} of ${appended} inputs per queue appended while the service started\n`);
+      assert.is(
+        live[1].count,
+        HISTORY * queues.length,
+        'the replay covers the history only; what came during it is live',
+      );
+      process.stdout.write(
+        `\n  ${inputsReplay}: ${atLive} of ${appended} inputs per queue appended while the service started\n`,
+      );
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }

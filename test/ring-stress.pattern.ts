@@ -33,8 +33,13 @@ export function fillPayload(dst: Uint8Array, off: number, seq: number, size: num
 
 /** Index of the first wrong byte of record `seq`'s payload in `src[off, off + size)`, or -1. */
 export function checkPayload(src: Uint8Array, off: number, seq: number, size: number): number {
-  if (src[off] !== (seq & 255) || src[off + 1] !== ((seq >>> 8) & 255) ||
-      src[off + 2] !== ((seq >>> 16) & 255) || src[off + 3] !== ((seq >>> 24) & 255)) return 0;
+  if (
+    src[off] !== (seq & 255) ||
+    src[off + 1] !== ((seq >>> 8) & 255) ||
+    src[off + 2] !== ((seq >>> 16) & 255) ||
+    src[off + 3] !== ((seq >>> 24) & 255)
+  )
+    return 0;
   const base = Math.imul(seq, 13);
   for (let i = 4; i < size; i++) if (src[off + i] !== ((base + i) & 255)) return i;
   return -1;
@@ -52,7 +57,12 @@ export class CountingIdleStrategy implements IdleStrategy {
   private target: Parker | undefined;
 
   constructor(private readonly inner: IdleStrategy) {
-    this.counter = { park: (timeoutMs: number) => { this.parks++; this.target!.park(timeoutMs); } };
+    this.counter = {
+      park: (timeoutMs: number) => {
+        this.parks++;
+        this.target!.park(timeoutMs);
+      },
+    };
   }
 
   idle(workCount: number, parker?: Parker): void {

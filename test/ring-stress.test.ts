@@ -2,10 +2,17 @@ import { Worker } from 'node:worker_threads';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import {
-  RingConsumer, createIdleStrategy, createRing, type IdleStrategyConfig,
+  RingConsumer,
+  createIdleStrategy,
+  createRing,
+  type IdleStrategyConfig,
 } from '../engine/ring/index.js';
 import {
-  CountingIdleStrategy, checkPayload, payloadSize, seqOf, typeIdOf,
+  CountingIdleStrategy,
+  checkPayload,
+  payloadSize,
+  seqOf,
+  typeIdOf,
 } from './ring-stress.pattern.js';
 import type { StressWorkerData, StressWorkerResult } from './ring-stress.worker.js';
 
@@ -42,8 +49,12 @@ async function runStress(run: StressRun): Promise<StressOutcome> {
   const idle = new CountingIdleStrategy(createIdleStrategy(run.consumerIdle));
   const consumer = new RingConsumer(sab, idle);
   const workerData: StressWorkerData = {
-    sab, count: run.count, idle: run.producerIdle, pauseEvery: run.pauseEvery ?? 0,
-    pauseMs: run.pauseMs ?? 0, closeDelayMs: run.closeDelayMs ?? 0,
+    sab,
+    count: run.count,
+    idle: run.producerIdle,
+    pauseEvery: run.pauseEvery ?? 0,
+    pauseMs: run.pauseMs ?? 0,
+    closeDelayMs: run.closeDelayMs ?? 0,
   };
   const worker = new Worker(new URL('./ring-stress.worker.js', import.meta.url), { workerData });
   const done = new Promise<StressWorkerResult>((resolve, reject) => {
@@ -83,46 +94,63 @@ async function runStress(run: StressRun): Promise<StressOutcome> {
   await worker.terminate();
   assert.is(failure, '', failure);
   return {
-    received: expected, ringBytes, consumerParks: idle.parks, elapsedMs: closedSeenMs - startMs, producer, closedSeenMs,
+    received: expected,
+    ringBytes,
+    consumerParks: idle.parks,
+    elapsedMs: closedSeenMs - startMs,
+    producer,
+    closedSeenMs,
   };
 }
 
 test('10 million records of varying size cross threads in order with exact content', async () => {
   const count = 10_000_000;
   const out = await runStress({
-    capacityBytes: 1 << 16, count,
-    producerIdle: { kind: 'backoff' }, consumerIdle: { kind: 'backoff' },
+    capacityBytes: 1 << 16,
+    count,
+    producerIdle: { kind: 'backoff' },
+    consumerIdle: { kind: 'backoff' },
     readLimits: [1 << 16, 1, 7, 100],
   });
   assert.is(out.received, count);
   // Positions are int32: more than 2 GiB of records makes them wrap past 2^31.
   assert.ok(out.ringBytes > 2 ** 31, `ringBytes=${out.ringBytes}`);
-  console.log(`  stress: ${count} records, ${(out.ringBytes / 2 ** 20).toFixed(0)} MiB of ring ` +
-    `in ${out.elapsedMs.toFixed(0)} ms; parks: producer ${out.producer.parks}, ` +
-    `consumer ${out.consumerParks}`);
+  console.log(
+    `  stress: ${count} records, ${(out.ringBytes / 2 ** 20).toFixed(0)} MiB of ring ` +
+      `in ${out.elapsedMs.toFixed(0)} ms; parks: producer ${out.producer.parks}, ` +
+      `consumer ${out.consumerParks}`,
+  );
 });
 
 test('no lost wake-up: parked sides with 10 s park timeouts never sleep to the timeout', async () => {
   // Any lost wake-up would stall one side for a full 10 s park; the run takes well under that.
   const count = 200_000;
   const out = await runStress({
-    capacityBytes: 1 << 12, count,
-    producerIdle: { kind: 'park', parkMs: 10_000 }, consumerIdle: { kind: 'park', parkMs: 10_000 },
-    pauseEvery: 2_000, pauseMs: 1, readLimits: [3, 1 << 16],
+    capacityBytes: 1 << 12,
+    count,
+    producerIdle: { kind: 'park', parkMs: 10_000 },
+    consumerIdle: { kind: 'park', parkMs: 10_000 },
+    pauseEvery: 2_000,
+    pauseMs: 1,
+    readLimits: [3, 1 << 16],
   });
   assert.is(out.received, count);
   assert.ok(out.elapsedMs < 9_000, `took ${out.elapsedMs.toFixed(0)} ms`);
   // The scenario must really park both sides many times, or it proves nothing.
   assert.ok(out.producer.parks > 100, `producer parks=${out.producer.parks}`);
   assert.ok(out.consumerParks > 50, `consumer parks=${out.consumerParks}`);
-  console.log(`  parking: ${count} records in ${out.elapsedMs.toFixed(0)} ms; parks: producer ` +
-    `${out.producer.parks}, consumer ${out.consumerParks}`);
+  console.log(
+    `  parking: ${count} records in ${out.elapsedMs.toFixed(0)} ms; parks: producer ` +
+      `${out.producer.parks}, consumer ${out.consumerParks}`,
+  );
 });
 
 test('waitForData returns promptly when the producer closes from another thread', async () => {
   const out = await runStress({
-    capacityBytes: 1 << 12, count: 10,
-    producerIdle: { kind: 'backoff' }, consumerIdle: { kind: 'park', parkMs: 10_000 },
+    capacityBytes: 1 << 12,
+    count: 10,
+    producerIdle: { kind: 'backoff' },
+    consumerIdle: { kind: 'park', parkMs: 10_000 },
     closeDelayMs: 200,
   });
   assert.is(out.received, 10);

@@ -5,9 +5,7 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { RingProducer, createIdleStrategy, type IdleStrategyConfig } from '../engine/ring/index.js';
-import {
-  CountingIdleStrategy, fillPayload, payloadSize, typeIdOf,
-} from './ring-stress.pattern.js';
+import { CountingIdleStrategy, fillPayload, payloadSize, typeIdOf } from './ring-stress.pattern.js';
 
 /** What the test thread passes in workerData. */
 export interface StressWorkerData {
@@ -57,6 +55,8 @@ for (let seq = 0; seq < data.count; seq++) {
 if (data.closeDelayMs > 0) Atomics.wait(sleepWord, 0, 0, data.closeDelayMs);
 producer.close();
 const result: StressWorkerResult = {
-  written: data.count, elapsedMs: performance.now() - startMs, parks: idle.parks,
+  written: data.count,
+  elapsedMs: performance.now() - startMs,
+  parks: idle.parks,
 };
 parentPort!.postMessage(result);

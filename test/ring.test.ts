@@ -2,8 +2,17 @@ import * as flatbuffers from 'flatbuffers';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import {
-  BackoffIdleStrategy, BusySpinIdleStrategy, ParkingIdleStrategy, RING_DEFAULTS, RingConsumer,
-  RingProducer, TRAILER_BYTES, createIdleStrategy, createRing, type IdleStrategyConfig, type Parker,
+  BackoffIdleStrategy,
+  BusySpinIdleStrategy,
+  ParkingIdleStrategy,
+  RING_DEFAULTS,
+  RingConsumer,
+  RingProducer,
+  TRAILER_BYTES,
+  createIdleStrategy,
+  createRing,
+  type IdleStrategyConfig,
+  type Parker,
 } from '../engine/ring/index.js';
 // Internal: only to start positions next to the int32 wrap without writing 2 GiB first.
 import { trailerIndexes } from '../engine/ring/layout.js';
@@ -38,7 +47,10 @@ function payload(tag: number, length: number): Uint8Array {
 function advance(producer: RingProducer, consumer: RingConsumer, bytes: number): void {
   for (let moved = 0; moved < bytes; moved += 8) {
     producer.write(1, new Uint8Array(0));
-    assert.is(consumer.read(() => {}), 1);
+    assert.is(
+      consumer.read(() => {}),
+      1,
+    );
   }
 }
 
@@ -48,18 +60,24 @@ test('createRing allocates a power-of-two data area plus the trailer', () => {
 });
 
 test('createRing rejects a capacity that is not a power of two, too small, or not an integer', () => {
-  assert.throws(() => createRing(1000),
-    (e: Error) => e.message === 'ring capacityBytes must be a power of two, capacityBytes=1000');
+  assert.throws(
+    () => createRing(1000),
+    (e: Error) => e.message === 'ring capacityBytes must be a power of two, capacityBytes=1000',
+  );
   assert.throws(() => createRing(32), /must be an integer in \[64, 1073741824\], capacityBytes=32/);
   assert.throws(() => createRing(64.5), /capacityBytes=64.5/);
   assert.throws(() => createRing(2 ** 31), /capacityBytes=2147483648/);
 });
 
 test('producer and consumer reject a buffer not made by createRing', () => {
-  assert.throws(() => new RingProducer(new SharedArrayBuffer(1000)),
-    /byteLength=1000 is not a power-of-two data area plus the 256-byte trailer/);
-  assert.throws(() => new RingConsumer(new ArrayBuffer(64 + TRAILER_BYTES) as unknown as SharedArrayBuffer),
-    /must be a SharedArrayBuffer/);
+  assert.throws(
+    () => new RingProducer(new SharedArrayBuffer(1000)),
+    /byteLength=1000 is not a power-of-two data area plus the 256-byte trailer/,
+  );
+  assert.throws(
+    () => new RingConsumer(new ArrayBuffer(64 + TRAILER_BYTES) as unknown as SharedArrayBuffer),
+    /must be a SharedArrayBuffer/,
+  );
 });
 
 test('maxRecordBytes is one eighth of the capacity', () => {
@@ -75,12 +93,18 @@ test('a written record is read back with its type, length and exact bytes', () =
   producer.write(9, payload(2, 0));
   producer.write(11, payload(3, 100), 10, 20);
   const got = drain(consumer);
-  assert.equal(got.map((r) => r.typeId), [7, 9, 11]);
+  assert.equal(
+    got.map((r) => r.typeId),
+    [7, 9, 11],
+  );
   assert.equal(got[0].bytes, Array.from(payload(1, 5)));
   assert.equal(got[1].bytes, []);
   assert.equal(got[2].bytes, Array.from(payload(3, 100).subarray(10, 30)));
   // Records are 8-aligned: 8 + 5 -> 16, 8 + 0 -> 8, so records start at 0, 16, 24.
-  assert.equal(got.map((r) => r.offset), [8, 24, 32]);
+  assert.equal(
+    got.map((r) => r.offset),
+    [8, 24, 32],
+  );
   assert.equal(drain(consumer), []);
 });
 
@@ -142,13 +166,21 @@ test('wrap-around at every start offset and every payload size keeps records con
       });
       const got = drain(consumer);
       const where = `start=${start} length=${length}`;
-      assert.equal(got.map((r) => r.typeId), [1, 2, 3], where);
+      assert.equal(
+        got.map((r) => r.typeId),
+        [1, 2, 3],
+        where,
+      );
       got.forEach((r, k) => {
         assert.equal(r.bytes, Array.from(sent[k]), `${where} record ${k} content`);
         assert.is(r.offset, offsets[k], `${where} record ${k} offset`);
         assert.ok(r.offset + length <= capacityBytes, `${where} record ${k} not contiguous`);
       });
-      assert.is(consumer.read(() => {}), 0, where);
+      assert.is(
+        consumer.read(() => {}),
+        0,
+        where,
+      );
     }
   }
 });
@@ -181,7 +213,11 @@ test('write places records exactly as tryClaim + commit, at every start offset a
         // Same bytes in the whole buffer (headers, padding, payloads, published tail).
         assert.equal(new Uint8Array(viaWrite), new Uint8Array(viaClaim), where);
         const got = drain(writeReader);
-        assert.equal(got.map((r) => r.typeId), [1, 2, 3], where);
+        assert.equal(
+          got.map((r) => r.typeId),
+          [1, 2, 3],
+          where,
+        );
         got.forEach((r, k) => assert.equal(r.bytes, Array.from(sent[k]), `${where} record ${k}`));
       }
     }
@@ -194,13 +230,17 @@ test('write while a claim is outstanding is refused and leaves the claim to comm
   const consumer = new RingConsumer(sab);
   const at = producer.claim(2, 3);
   producer.bytes.set([7, 8, 9], at);
-  assert.throws(() => producer.write(1, new Uint8Array(1)),
-    (e: Error) => e.message === `claim while the record claimed at offset ${at} is not ` +
-      'committed; one claim at a time');
+  assert.throws(
+    () => producer.write(1, new Uint8Array(1)),
+    (e: Error) =>
+      e.message ===
+      `claim while the record claimed at offset ${at} is not ` + 'committed; one claim at a time',
+  );
   producer.commit(at);
   producer.write(1, new Uint8Array([5]));
   assert.equal(drain(consumer), [
-    { typeId: 2, offset: at, bytes: [7, 8, 9] }, { typeId: 1, offset: at + 16, bytes: [5] },
+    { typeId: 2, offset: at, bytes: [7, 8, 9] },
+    { typeId: 1, offset: at + 16, bytes: [5] },
   ]);
 });
 
@@ -221,18 +261,25 @@ test('a record larger than the space left before the end is preceded by padding 
 
 test('a record larger than maxRecordBytes is refused with a clear error', () => {
   const producer = new RingProducer(createRing(256));
-  assert.throws(() => producer.write(1, new Uint8Array(33)),
-    (e: Error) => e.message === 'record of 33 bytes exceeds ring maxRecordBytes=32 (capacity 256)');
-  assert.throws(() => producer.tryClaim(1, 1000),
-    (e: Error) => e.message === 'record of 1000 bytes exceeds ring maxRecordBytes=32 (capacity 256)');
+  assert.throws(
+    () => producer.write(1, new Uint8Array(33)),
+    (e: Error) => e.message === 'record of 33 bytes exceeds ring maxRecordBytes=32 (capacity 256)',
+  );
+  assert.throws(
+    () => producer.tryClaim(1, 1000),
+    (e: Error) =>
+      e.message === 'record of 1000 bytes exceeds ring maxRecordBytes=32 (capacity 256)',
+  );
   assert.throws(() => producer.claim(1, -1), /record length must be an integer >= 0, length=-1/);
   assert.throws(() => producer.claim(1, 2.5), /length=2.5/);
 });
 
 test('typeId must be an integer > 0', () => {
   const producer = new RingProducer(createRing(256));
-  assert.throws(() => producer.tryClaim(0, 1),
-    (e: Error) => e.message === 'typeId must be an integer > 0, typeId=0');
+  assert.throws(
+    () => producer.tryClaim(0, 1),
+    (e: Error) => e.message === 'typeId must be an integer > 0, typeId=0',
+  );
   assert.throws(() => producer.write(-1, new Uint8Array(1)), /typeId=-1/);
   assert.throws(() => producer.claim(1.5, 1), /typeId=1.5/);
   assert.throws(() => producer.claim(2 ** 31, 1), /typeId=2147483648/);
@@ -240,8 +287,10 @@ test('typeId must be an integer > 0', () => {
 
 test('write rejects a source range outside src', () => {
   const producer = new RingProducer(createRing(256));
-  assert.throws(() => producer.write(1, new Uint8Array(4), 2, 3),
-    /write range \[2, 5\) is outside src of 4 bytes/);
+  assert.throws(
+    () => producer.write(1, new Uint8Array(4), 2, 3),
+    /write range \[2, 5\) is outside src of 4 bytes/,
+  );
   assert.throws(() => producer.write(1, new Uint8Array(4), -1, 1), /write range/);
 });
 
@@ -261,7 +310,10 @@ test('tryClaim returns -1 when the ring is full and succeeds once the consumer h
   assert.is(last, 248, 'a 16-byte record fills the ring exactly');
   producer.commit(last);
   assert.is(producer.tryClaim(1, 0), -1, 'full');
-  assert.is(consumer.read(() => {}, 1), 1);
+  assert.is(
+    consumer.read(() => {}, 1),
+    1,
+  );
   const at = producer.tryClaim(2, 32);
   assert.is(at, 8, 'the 40 bytes freed by one read are reused from the start');
   producer.commit(at);
@@ -273,10 +325,16 @@ test('a wrapping record waits for room for its padding too', () => {
   const producer = new RingProducer(sab);
   const consumer = new RingConsumer(sab);
   for (let i = 0; i < 7; i++) producer.write(1, new Uint8Array(56)); // 7 * 64: tail 448
-  assert.is(consumer.read(() => {}, 1), 1); // head 64: 128 free, 64 of them before the end
+  assert.is(
+    consumer.read(() => {}, 1),
+    1,
+  ); // head 64: 128 free, 64 of them before the end
   // 8 + 57 -> 72 bytes fit in the 128 free, but not before the end: 64 padding + 72 = 136.
   assert.is(producer.tryClaim(1, 57), -1);
-  assert.is(consumer.read(() => {}, 1), 1); // 192 free
+  assert.is(
+    consumer.read(() => {}, 1),
+    1,
+  ); // 192 free
   const at = producer.tryClaim(1, 57);
   assert.is(at, 8, 'padding fills [448, 512), the record starts at 0');
   producer.commit(at);
@@ -289,11 +347,16 @@ test('claim and commit are one at a time and commit checks the offset', () => {
   const producer = new RingProducer(createRing(256));
   assert.throws(() => producer.commit(8), /commit\(offset=8\) without an outstanding claim/);
   const at = producer.claim(1, 4);
-  assert.throws(() => producer.claim(1, 4),
-    (e: Error) => e.message === `claim while the record claimed at offset ${at} is not ` +
-      'committed; one claim at a time');
-  assert.throws(() => producer.commit(at + 8),
-    new RegExp(`commit\\(offset=${at + 8}\\) does not match the claimed offset ${at}`));
+  assert.throws(
+    () => producer.claim(1, 4),
+    (e: Error) =>
+      e.message ===
+      `claim while the record claimed at offset ${at} is not ` + 'committed; one claim at a time',
+  );
+  assert.throws(
+    () => producer.commit(at + 8),
+    new RegExp(`commit\\(offset=${at + 8}\\) does not match the claimed offset ${at}`),
+  );
   producer.commit(at);
 });
 
@@ -303,10 +366,16 @@ test('an uncommitted claim is invisible to the consumer until commit', () => {
   const consumer = new RingConsumer(sab);
   const at = producer.claim(1, 8);
   assert.is(consumer.hasData(), false);
-  assert.is(consumer.read(() => {}), 0);
+  assert.is(
+    consumer.read(() => {}),
+    0,
+  );
   producer.commit(at);
   assert.is(consumer.hasData(), true);
-  assert.is(consumer.read(() => {}), 1);
+  assert.is(
+    consumer.read(() => {}),
+    1,
+  );
 });
 
 test('read delivers at most limit records per call, in order', () => {
@@ -323,7 +392,8 @@ test('the head is published once per read call, after the batch', () => {
   const sab = createRing(256);
   const producer = new RingProducer(sab);
   const consumer = new RingConsumer(sab);
-  for (let at = producer.tryClaim(1, 32); at >= 0; at = producer.tryClaim(1, 32)) producer.commit(at);
+  for (let at = producer.tryClaim(1, 32); at >= 0; at = producer.tryClaim(1, 32))
+    producer.commit(at);
   let freeDuringBatch = -1;
   consumer.read(() => {
     if (freeDuringBatch === -1) freeDuringBatch = producer.tryClaim(1, 32);
@@ -341,13 +411,23 @@ test('inside a batch, records are published every publishBatchRecordsMax commits
   for (let i = 1; i < every; i++) producer.write(i, payload(i, 4));
   assert.is(consumer.hasData(), false, `${every - 1} staged records are not visible yet`);
   producer.write(every, payload(every, 4));
-  assert.equal(drain(consumer).map((r) => r.typeId), Array.from({ length: every }, (_, k) => k + 1));
+  assert.equal(
+    drain(consumer).map((r) => r.typeId),
+    Array.from({ length: every }, (_, k) => k + 1),
+  );
   producer.write(500, payload(500, 4));
   assert.is(consumer.hasData(), false);
   producer.endBatch();
-  assert.equal(drain(consumer).map((r) => r.typeId), [500]);
+  assert.equal(
+    drain(consumer).map((r) => r.typeId),
+    [500],
+  );
   producer.write(501, payload(501, 4));
-  assert.equal(drain(consumer).map((r) => r.typeId), [501], 'after endBatch, commit publishes');
+  assert.equal(
+    drain(consumer).map((r) => r.typeId),
+    [501],
+    'after endBatch, commit publishes',
+  );
 });
 
 test('a batch publishes its staged records before tryClaim reports a full ring', () => {
@@ -373,13 +453,18 @@ test('batch misuse is refused; close publishes an open batch', () => {
   producer.beginBatch();
   assert.throws(() => producer.beginBatch(), /beginBatch\(\) while a batch is open/);
   const at = producer.claim(1, 1);
-  assert.throws(() => producer.endBatch(),
-    new RegExp(`endBatch\\(\\) while the record claimed at offset ${at} is not committed`));
+  assert.throws(
+    () => producer.endBatch(),
+    new RegExp(`endBatch\\(\\) while the record claimed at offset ${at} is not committed`),
+  );
   producer.commit(at);
   producer.write(2, payload(2, 3));
   assert.is(consumer.hasData(), false);
   producer.close();
-  assert.equal(drain(consumer).map((r) => r.typeId), [1, 2]);
+  assert.equal(
+    drain(consumer).map((r) => r.typeId),
+    [1, 2],
+  );
   assert.is(consumer.isClosed(), true);
 });
 
@@ -388,10 +473,17 @@ test('a handler that throws consumes the records up to and including its own', (
   const producer = new RingProducer(sab);
   const consumer = new RingConsumer(sab);
   for (let i = 1; i <= 4; i++) producer.write(i, payload(i, 4));
-  assert.throws(() => consumer.read((typeId) => {
-    if (typeId === 2) throw new Error('boom');
-  }), /boom/);
-  assert.equal(drain(consumer).map((r) => r.typeId), [3, 4]);
+  assert.throws(
+    () =>
+      consumer.read((typeId) => {
+        if (typeId === 2) throw new Error('boom');
+      }),
+    /boom/,
+  );
+  assert.equal(
+    drain(consumer).map((r) => r.typeId),
+    [3, 4],
+  );
 });
 
 test('positions wrap past 2^31 without losing or reordering records', () => {
@@ -412,7 +504,10 @@ test('positions wrap past 2^31 without losing or reordering records', () => {
       typeIds.push(r.typeId);
     }
   }
-  assert.equal(typeIds, Array.from({ length: 200 }, (_, k) => k + 1));
+  assert.equal(
+    typeIds,
+    Array.from({ length: 200 }, (_, k) => k + 1),
+  );
   assert.ok(Atomics.load(i32, trailer.headPosition) < 0, 'head wrapped to negative int32');
 });
 
@@ -432,14 +527,19 @@ test('close: records written before close are still delivered, then isClosed is 
   assert.is(consumer.isClosed(), true);
   const startMs = performance.now();
   assert.is(consumer.waitForData(5000), false);
-  assert.ok(performance.now() - startMs < 50, 'waitForData on a closed, drained ring returns at once');
+  assert.ok(
+    performance.now() - startMs < 50,
+    'waitForData on a closed, drained ring returns at once',
+  );
 });
 
 test('close: claims after close and close with an uncommitted claim are refused', () => {
   const producer = new RingProducer(createRing(256));
   const at = producer.claim(1, 1);
-  assert.throws(() => producer.close(),
-    new RegExp(`close\\(\\) while the record claimed at offset ${at} is not committed`));
+  assert.throws(
+    () => producer.close(),
+    new RegExp(`close\\(\\) while the record claimed at offset ${at} is not committed`),
+  );
   producer.commit(at);
   producer.close();
   assert.throws(() => producer.claim(1, 1), /claim on a closed ring/);
@@ -447,7 +547,10 @@ test('close: claims after close and close with an uncommitted claim are refused'
 });
 
 test('waitForData returns false after about timeoutMs when nothing is written', () => {
-  for (const config of [{ kind: 'backoff' }, { kind: 'park', parkMs: 1000 }] as IdleStrategyConfig[]) {
+  for (const config of [
+    { kind: 'backoff' },
+    { kind: 'park', parkMs: 1000 },
+  ] as IdleStrategyConfig[]) {
     const consumer = new RingConsumer(createRing(256), createIdleStrategy(config));
     const startMs = performance.now();
     assert.is(consumer.waitForData(30), false);
@@ -484,12 +587,22 @@ test('createIdleStrategy builds each kind and rejects bad configuration', () => 
   assert.is(createIdleStrategy({ kind: 'no-op' }).constructor.name, 'NoOpIdleStrategy');
   assert.is(createIdleStrategy({ kind: 'park' }).constructor.name, 'ParkingIdleStrategy');
   assert.is(createIdleStrategy({ kind: 'backoff' }).constructor.name, 'BackoffIdleStrategy');
-  assert.throws(() => createIdleStrategy({ kind: 'sleep' } as unknown as IdleStrategyConfig),
-    /kind must be one of busy-spin, no-op, park, backoff, kind=sleep/);
-  assert.throws(() => createIdleStrategy({ kind: 'park', parkMs: 0 }), /parkMs must be a finite number > 0, parkMs=0/);
-  assert.throws(() => new BackoffIdleStrategy({ spinsMax: -1 }), /spinsMax must be an integer >= 0/);
-  assert.throws(() => new BackoffIdleStrategy({ parkMsMin: 5, parkMsMax: 1 }),
-    /parkMsMax must be >= parkMsMin, parkMsMin=5 parkMsMax=1/);
+  assert.throws(
+    () => createIdleStrategy({ kind: 'sleep' } as unknown as IdleStrategyConfig),
+    /kind must be one of busy-spin, no-op, park, backoff, kind=sleep/,
+  );
+  assert.throws(
+    () => createIdleStrategy({ kind: 'park', parkMs: 0 }),
+    /parkMs must be a finite number > 0, parkMs=0/,
+  );
+  assert.throws(
+    () => new BackoffIdleStrategy({ spinsMax: -1 }),
+    /spinsMax must be an integer >= 0/,
+  );
+  assert.throws(
+    () => new BackoffIdleStrategy({ parkMsMin: 5, parkMsMax: 1 }),
+    /parkMsMax must be >= parkMsMin, parkMsMin=5 parkMsMax=1/,
+  );
 });
 
 test.run();

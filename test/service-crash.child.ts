@@ -15,7 +15,9 @@ const inputs = svc.inputs.flatMap((q) => {
   const queue = topology.queues.find((x) => x.name === q)!;
   return Array.from({ length: queue.partitions }, (_, p) => ({ queue: q, partition: p }));
 });
-const running = await startTopology(topology, { log: (l) => process.stderr.write(`child: ${l}\n`) });
+const running = await startTopology(topology, {
+  log: (l) => process.stderr.write(`child: ${l}\n`),
+});
 for (;;) {
   const t = Tailer.open({ dir: partitionDir(topology, svc.output, 0) });
   t.moveToEnd();

@@ -11,7 +11,14 @@ import os from 'node:os';
 import path from 'node:path';
 import { spawn } from 'node:child_process';
 import { Appender, Tailer } from '../engine/journal/index.js';
-import { EnvelopeView, EnvelopeWriter, EVENT_TYPE_JSON, decodeJson, encodeJson, queueId } from '../engine/codec/index.js';
+import {
+  EnvelopeView,
+  EnvelopeWriter,
+  EVENT_TYPE_JSON,
+  decodeJson,
+  encodeJson,
+  queueId,
+} from '../engine/codec/index.js';
 
 const PARTITIONS = 2;
 const CHUNK = 3000;
@@ -31,9 +38,15 @@ function rng(seed: number) {
   };
 }
 
-function runChild(topology: string, perPartition: number, killAfterMs: number | null): Promise<{ code: number | null; signal: string | null; out: string }> {
+function runChild(
+  topology: string,
+  perPartition: number,
+  killAfterMs: number | null,
+): Promise<{ code: number | null; signal: string | null; out: string }> {
   return new Promise((resolve) => {
-    const p = spawn(process.execPath, [child, topology, String(perPartition)], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const p = spawn(process.execPath, [child, topology, String(perPartition)], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let out = '';
     p.stdout.on('data', (b) => (out += b));
     p.stderr.on('data', (b) => (out += b));
@@ -87,7 +100,14 @@ test('kill -9 at random moments: after the final run the output equals the refer
           const sum = (sums.get(key) ?? 0) + v;
           sums.set(key, sum);
           ref.push({ key, sum, n });
-          a.append(writer.encode({ type: EVENT_TYPE_JSON, key, eventTimeMs: Date.now(), payload: encodeJson({ v, n }) }));
+          a.append(
+            writer.encode({
+              type: EVENT_TYPE_JSON,
+              key,
+              eventTimeMs: Date.now(),
+              payload: encodeJson({ v, n }),
+            }),
+          );
         }
         a.close();
         reference.set(`in/${p}`, ref);
@@ -121,12 +141,17 @@ test('kill -9 at random moments: after the final run the output equals the refer
       assert.is(view.causeQueue, qid);
       const k = `in/${view.causePartition}`;
       const list = got.get(k) ?? [];
-      assert.is(view.causeIndex, list.length, `(seed ${seed}) ${k}: output for input ${view.causeIndex} where ${list.length} was due (a duplicate or a gap)`);
+      assert.is(
+        view.causeIndex,
+        list.length,
+        `(seed ${seed}) ${k}: output for input ${view.causeIndex} where ${list.length} was due (a duplicate or a gap)`,
+      );
       list.push(decodeJson(view.payload) as { key: string; sum: number; n: number });
       got.set(k, list);
     }
     t.close();
-    for (const [k, ref] of reference) assert.equal(got.get(k), ref, `(seed ${seed}) output of ${k} differs from the reference`);
+    for (const [k, ref] of reference)
+      assert.equal(got.get(k), ref, `(seed ${seed}) output of ${k} differs from the reference`);
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }

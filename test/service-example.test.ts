@@ -20,7 +20,10 @@ const source = path.join(root, 'examples', 'bank', 'services', 'branch-balances.
 test("the README's service example is examples/bank/services/branch-balances.ts from its import on", () => {
   const readme = fs.readFileSync(path.join(root, 'README.md'), 'utf8');
   const file = fs.readFileSync(source, 'utf8');
-  const block = /## Writing a service\n\n```ts\n\/\/ examples\/bank\/services\/branch-balances\.ts\n([\s\S]*?)```\n/.exec(readme);
+  const block =
+    /## Writing a service\n\n```ts\n\/\/ examples\/bank\/services\/branch-balances\.ts\n([\s\S]*?)```\n/.exec(
+      readme,
+    );
   assert.ok(block, 'no service example in the README');
   assert.is(block![1], file.slice(file.indexOf('\nimport ') + 1));
 });
@@ -32,26 +35,29 @@ test('the example service keeps exact branch totals over captured inserts, updat
     const db = new Database(dbFile);
     db.exec('CREATE TABLE pgbench_history (hid INTEGER PRIMARY KEY, bid INTEGER, delta INTEGER)');
     const file = path.join(dir, 'topology.yaml');
-    fs.writeFileSync(file, [
-      'name: example',
-      'dataDir: ./data',
-      'queues:',
-      '  - { name: history-changes }',
-      '  - { name: totals }',
-      'services:',
-      '  - name: branch-balances',
-      `    module: ${source}`,
-      '    inputs: [history-changes]',
-      '    output: totals',
-      'capture:',
-      '  - name: bank-db',
-      '    database: { dialect: sqlite, file: ./bank.db }',
-      '    tables:',
-      '      - table: pgbench_history',
-      '        operations: [insert, update, delete]',
-      '        target: history-changes',
-      '',
-    ].join('\n'));
+    fs.writeFileSync(
+      file,
+      [
+        'name: example',
+        'dataDir: ./data',
+        'queues:',
+        '  - { name: history-changes }',
+        '  - { name: totals }',
+        'services:',
+        '  - name: branch-balances',
+        `    module: ${source}`,
+        '    inputs: [history-changes]',
+        '    output: totals',
+        'capture:',
+        '  - name: bank-db',
+        '    database: { dialect: sqlite, file: ./bank.db }',
+        '    tables:',
+        '      - table: pgbench_history',
+        '        operations: [insert, update, delete]',
+        '        target: history-changes',
+        '',
+      ].join('\n'),
+    );
     const topology = loadTopology(file);
     await installCapture(topology);
     const log: string[] = [];
@@ -65,9 +71,12 @@ test('the example service keeps exact branch totals over captured inserts, updat
     db.prepare('DELETE FROM pgbench_history WHERE hid = 1').run();
     db.close();
     const expected = [
-      '1:1=10', '1:1=15', '2:2=7', // three inserts
+      '1:1=10',
+      '1:1=15',
+      '2:2=7', // three inserts
       '1:1=18', // update of hid 2: delta 5 -> 8 (before and after in branch 1)
-      '2:2=0', '1:1=25', // update of hid 3: bid 2 -> 1 (before in branch 2, after in branch 1)
+      '2:2=0',
+      '1:1=25', // update of hid 3: bid 2 -> 1 (before in branch 2, after in branch 1)
       '1:1=15', // delete of hid 1: only a before image
     ];
     const read = (): string[] => {
@@ -82,12 +91,22 @@ test('the example service keeps exact branch totals over captured inserts, updat
       t.close();
       return outputs;
     };
-    for (const t0 = Date.now(); read().length < expected.length; await new Promise((r) => setTimeout(r, 20))) {
-      assert.ok(Date.now() - t0 < 20_000, `outputs after 20 s: ${read().join(' ')}; log: ${log.join(' | ')}`);
+    for (
+      const t0 = Date.now();
+      read().length < expected.length;
+      await new Promise((r) => setTimeout(r, 20))
+    ) {
+      assert.ok(
+        Date.now() - t0 < 20_000,
+        `outputs after 20 s: ${read().join(' ')}; log: ${log.join(' | ')}`,
+      );
     }
     await running.stop();
     assert.equal(read(), expected);
-    assert.equal(log.filter((l) => l.includes('restarting')), []);
+    assert.equal(
+      log.filter((l) => l.includes('restarting')),
+      [],
+    );
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }

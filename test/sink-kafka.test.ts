@@ -15,7 +15,13 @@ import { randomBytes } from 'node:crypto';
 import Database from 'better-sqlite3';
 import kafkajs from 'kafkajs';
 import { testKafka } from '../testing/kafka-broker.js';
-import { loadTopology, parseTopology, installCapture, partitionDir, ConfigError } from '../index.js';
+import {
+  loadTopology,
+  parseTopology,
+  installCapture,
+  partitionDir,
+  ConfigError,
+} from '../index.js';
 import { Tailer } from '../engine/journal/index.js';
 import { EnvelopeView, decodeChange } from '../engine/codec/index.js';
 import { LEDGER_DDL } from './cdc-helpers.js';
@@ -40,41 +46,49 @@ test(`sink: journal queue to a Kafka topic exactly once across ${KILLS} kill -9 
   const topic = `${name}.shipped`;
   const dbFile = path.join(dir, 'app.db');
   const db = new Database(dbFile, { timeout: 10_000 });
-  const admin = new kafkajs.Kafka({ brokers: kafka.brokers, logLevel: kafkajs.logLevel.NOTHING }).admin();
+  const admin = new kafkajs.Kafka({
+    brokers: kafka.brokers,
+    logLevel: kafkajs.logLevel.NOTHING,
+  }).admin();
   let writing = true;
   try {
     await admin.connect();
     db.pragma('journal_mode = WAL');
     db.exec(LEDGER_DDL.sqlite);
     const file = path.join(dir, 'topology.yaml');
-    fs.writeFileSync(file, [
-      `name: ${name}`,
-      'dataDir: ./data',
-      'supervisor: { backoffInitialMs: 10 }',
-      'queues:',
-      `  - { name: ledger-changes, partitions: ${PARTITIONS} }`,
-      'capture:',
-      '  - name: app',
-      `    database: { dialect: sqlite, file: ${dbFile} }`,
-      `    pumps: ${PARTITIONS}`,
-      '    batchSizeMax: 20',
-      '    pollIntervalMs: 2',
-      '    tables:',
-      '      - { table: ledger, operations: [insert, update, delete], target: ledger-changes }',
-      'sinks:',
-      '  - name: ship',
-      '    from: ledger-changes',
-      `    to: { brokers: [${kafka.brokers.join(', ')}], topic: ${topic}, partitions: 3 }`,
-      '    batchSizeMax: 5',
-      '',
-    ].join('\n'));
+    fs.writeFileSync(
+      file,
+      [
+        `name: ${name}`,
+        'dataDir: ./data',
+        'supervisor: { backoffInitialMs: 10 }',
+        'queues:',
+        `  - { name: ledger-changes, partitions: ${PARTITIONS} }`,
+        'capture:',
+        '  - name: app',
+        `    database: { dialect: sqlite, file: ${dbFile} }`,
+        `    pumps: ${PARTITIONS}`,
+        '    batchSizeMax: 20',
+        '    pollIntervalMs: 2',
+        '    tables:',
+        '      - { table: ledger, operations: [insert, update, delete], target: ledger-changes }',
+        'sinks:',
+        '  - name: ship',
+        '    from: ledger-changes',
+        `    to: { brokers: [${kafka.brokers.join(', ')}], topic: ${topic}, partitions: 3 }`,
+        '    batchSizeMax: 5',
+        '',
+      ].join('\n'),
+    );
     const topology = loadTopology(file);
     await installCapture(topology);
     let changes = 0;
     const writer = (async () => {
       while (writing && changes < 600) {
         const id = 1 + Math.floor(Math.random() * 20);
-        db.prepare('INSERT INTO ledger(id, amount) VALUES (?, ?) ON CONFLICT(id) DO UPDATE SET amount = excluded.amount').run(id, String(changes));
+        db.prepare(
+          'INSERT INTO ledger(id, amount) VALUES (?, ?) ON CONFLICT(id) DO UPDATE SET amount = excluded.amount',
+        ).run(id, String(changes));
         changes++;
         await new Promise((r) => setTimeout(r, 10));
       }
@@ -85,13 +99,19 @@ test(`sink: journal queue to a Kafka topic exactly once across ${KILLS} kill -9 
     }
     writing = false;
     await writer;
-    const dirs = Array.from({ length: PARTITIONS }, (_, p) => partitionDir(topology, 'ledger-changes', p));
-    const staged = () => (db.prepare('SELECT count(*) AS n FROM sluice_staging').get() as { n: number }).n;
+    const dirs = Array.from({ length: PARTITIONS }, (_, p) =>
+      partitionDir(topology, 'ledger-changes', p),
+    );
+    const staged = () =>
+      (db.prepare('SELECT count(*) AS n FROM sluice_staging').get() as { n: number }).n;
     // Done when staging is empty and each sink partition's committed position is its journal's end.
     const shipped = async (): Promise<boolean> => {
       if (staged() > 0) return false;
       for (let p = 0; p < PARTITIONS; p++) {
-        const [o] = await admin.fetchOffsets({ groupId: `sluice.sink.${name}.ship.${p}`, topics: [topic] });
+        const [o] = await admin.fetchOffsets({
+          groupId: `sluice.sink.${name}.ship.${p}`,
+          topics: [topic],
+        });
         const at = Number(o?.partitions.find((x) => x.partition === 0)?.offset ?? -1);
         if (at !== journal(dirs[p]!).length) return false;
       }
@@ -107,18 +127,34 @@ test(`sink: journal queue to a Kafka topic exactly once across ${KILLS} kill -9 
     assert.is(records.length, total, 'records in the topic');
     const view = new EnvelopeView();
     for (let p = 0; p < PARTITIONS; p++) {
-      const mine = records.filter((r) => r.headers['sluice.partition'] === String(p)).sort((a, b) => Number(a.headers['sluice.index']) - Number(b.headers['sluice.index']));
-      assert.equal(mine.map((r) => Number(r.headers['sluice.index'])), queues[p]!.map((_, i) => i), `partition ${p}: every index once`);
+      const mine = records
+        .filter((r) => r.headers['sluice.partition'] === String(p))
+        .sort((a, b) => Number(a.headers['sluice.index']) - Number(b.headers['sluice.index']));
+      assert.equal(
+        mine.map((r) => Number(r.headers['sluice.index'])),
+        queues[p]!.map((_, i) => i),
+        `partition ${p}: every index once`,
+      );
       mine.forEach((r, i) => {
-        assert.ok(Buffer.from(queues[p]![i]!).equals(r.value!), `partition ${p} index ${i}: the journal's bytes`);
+        assert.ok(
+          Buffer.from(queues[p]![i]!).equals(r.value!),
+          `partition ${p} index ${i}: the journal's bytes`,
+        );
         view.wrap(r.value!, 0, r.value!.length);
         assert.is(r.key, decodeChange(view.payload).key);
         assert.is(r.headers['sluice.queue'], 'ledger-changes');
       });
       // Per key, the topic keeps the journal's order (one key, one Kafka partition).
       const byKey = new Map<string, number[]>();
-      for (const r of records) if (r.headers['sluice.partition'] === String(p)) byKey.set(r.key!, [...(byKey.get(r.key!) ?? []), Number(r.headers['sluice.index'])]);
-      for (const [key, idx] of byKey) assert.equal(idx, [...idx].sort((a, b) => a - b), `key ${key} in index order`);
+      for (const r of records)
+        if (r.headers['sluice.partition'] === String(p))
+          byKey.set(r.key!, [...(byKey.get(r.key!) ?? []), Number(r.headers['sluice.index'])]);
+      for (const [key, idx] of byKey)
+        assert.equal(
+          idx,
+          [...idx].sort((a, b) => a - b),
+          `key ${key} in index order`,
+        );
     }
   } finally {
     writing = false;
@@ -142,30 +178,99 @@ test('sinks and format: refusals at file:line:col', () => {
     return [];
   };
   const base = ['name: x', 'queues:', '  - { name: q, partitions: 2 }'];
-  assert.equal(problems([...base, 'sinks:', '  - { name: s, from: nope, to: { brokers: [h:1] } }', ''].join('\n')), [
-    '5:22: sinks[0].from: unknown queue "nope" (known: q)',
-  ]);
-  assert.equal(problems([...base, 'sinks:', '  - { name: s, from: q, to: { brokers: [h:1] } }', '  - { name: s, from: q, to: { brokers: [h] } }', ''].join('\n')), [
-    '6:13: sinks[1].name: duplicate sink name "s" (first defined at line 5)',
-    '6:41: sinks[1].to.brokers[0]: must be host:port (an IPv6 host in brackets) (/^(\\[[0-9a-fA-F:.]+\\]|[A-Za-z0-9._-]+):[0-9]{1,5}$/), got "h"',
-  ]);
-  assert.equal(problems(['name: x', 'bus: { kind: kafka, brokers: [h:1] }', ...base.slice(1), 'sinks:', '  - { name: s, from: q, to: { brokers: [h:1] } }', ''].join('\n')), [
-    '6:5: sinks[0]: a sink forwards a queue of the embedded journal to Kafka; on a kafka bus the queues are Kafka topics already (remove the sink, or use bus kind journal)',
-  ]);
-  const capture = (bus: string, table: string) => ['name: x', ...bus ? [bus] : [], 'queues:', '  - { name: q, partitions: 3 }', 'capture:', '  - name: app',
-    '    database: { dialect: postgres, url: "postgres://h/db" }', '    pumps: 2', '    tables:', `      - ${table}`, ''].join('\n');
+  assert.equal(
+    problems(
+      [...base, 'sinks:', '  - { name: s, from: nope, to: { brokers: [h:1] } }', ''].join('\n'),
+    ),
+    ['5:22: sinks[0].from: unknown queue "nope" (known: q)'],
+  );
+  assert.equal(
+    problems(
+      [
+        ...base,
+        'sinks:',
+        '  - { name: s, from: q, to: { brokers: [h:1] } }',
+        '  - { name: s, from: q, to: { brokers: [h] } }',
+        '',
+      ].join('\n'),
+    ),
+    [
+      '6:13: sinks[1].name: duplicate sink name "s" (first defined at line 5)',
+      '6:41: sinks[1].to.brokers[0]: must be host:port (an IPv6 host in brackets) (/^(\\[[0-9a-fA-F:.]+\\]|[A-Za-z0-9._-]+):[0-9]{1,5}$/), got "h"',
+    ],
+  );
+  assert.equal(
+    problems(
+      [
+        'name: x',
+        'bus: { kind: kafka, brokers: [h:1] }',
+        ...base.slice(1),
+        'sinks:',
+        '  - { name: s, from: q, to: { brokers: [h:1] } }',
+        '',
+      ].join('\n'),
+    ),
+    [
+      '6:5: sinks[0]: a sink forwards a queue of the embedded journal to Kafka; on a kafka bus the queues are Kafka topics already (remove the sink, or use bus kind journal)',
+    ],
+  );
+  const capture = (bus: string, table: string) =>
+    [
+      'name: x',
+      ...(bus ? [bus] : []),
+      'queues:',
+      '  - { name: q, partitions: 3 }',
+      'capture:',
+      '  - name: app',
+      '    database: { dialect: postgres, url: "postgres://h/db" }',
+      '    pumps: 2',
+      '    tables:',
+      `      - ${table}`,
+      '',
+    ].join('\n');
   // On a kafka bus pumps and partitions are independent; on the journal one partition per pump.
-  assert.equal(problems(capture('bus: { kind: kafka, brokers: [h:1] }', '{ table: t, operations: [insert], target: q, format: json }')), []);
-  const journalBus = problems(capture('', '{ table: t, operations: [insert], target: q, format: json }'));
+  assert.equal(
+    problems(
+      capture(
+        'bus: { kind: kafka, brokers: [h:1] }',
+        '{ table: t, operations: [insert], target: q, format: json }',
+      ),
+    ),
+    [],
+  );
+  const journalBus = problems(
+    capture('', '{ table: t, operations: [insert], target: q, format: json }'),
+  );
   assert.equal(journalBus.length, 2);
-  assert.match(journalBus[0]!, 'capture[0].tables[0].target: queue "q" has 3 partitions but capture source "app" has 2 pumps; on the journal bus a capture target needs one partition per pump');
+  assert.match(
+    journalBus[0]!,
+    'capture[0].tables[0].target: queue "q" has 3 partitions but capture source "app" has 2 pumps; on the journal bus a capture target needs one partition per pump',
+  );
   assert.match(journalBus[1]!, 'capture[0].tables[0].format: format json needs a kafka bus');
-  assert.equal(parseTopology(capture('bus: { kind: kafka, brokers: [h:1] }', '{ table: t, operations: [insert], target: q, format: json }'), file).capture[0]!.tables[0]!.format, 'json');
-  const t = parseTopology([...base, 'sinks:', '  - { name: s, from: q, to: { brokers: [h:1] } }', ''].join('\n'), file);
-  assert.equal(t.sinks, [{
-    name: 's', from: 'q', to: { brokers: ['h:1'], topic: 'q', partitions: 2, clientId: 'sluice-x' },
-    format: 'envelope', batchSizeMax: 500, pollIntervalMs: 10,
-  }]);
+  assert.equal(
+    parseTopology(
+      capture(
+        'bus: { kind: kafka, brokers: [h:1] }',
+        '{ table: t, operations: [insert], target: q, format: json }',
+      ),
+      file,
+    ).capture[0]!.tables[0]!.format,
+    'json',
+  );
+  const t = parseTopology(
+    [...base, 'sinks:', '  - { name: s, from: q, to: { brokers: [h:1] } }', ''].join('\n'),
+    file,
+  );
+  assert.equal(t.sinks, [
+    {
+      name: 's',
+      from: 'q',
+      to: { brokers: ['h:1'], topic: 'q', partitions: 2, clientId: 'sluice-x' },
+      format: 'envelope',
+      batchSizeMax: 500,
+      pollIntervalMs: 10,
+    },
+  ]);
 });
 
 test.run();

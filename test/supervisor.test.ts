@@ -8,7 +8,9 @@ function group(name: string, failStarts: number, mode: 'throw' | 'exit') {
   return {
     name,
     stage: 0,
-    start: async (l: { launch: (s: { name: string; module: URL; data: unknown }) => { ready(): Promise<unknown> } }) => {
+    start: async (l: {
+      launch: (s: { name: string; module: URL; data: unknown }) => { ready(): Promise<unknown> };
+    }) => {
       await l.launch({ name: `${name}-actor`, module: crashy, data: { failStarts, mode } }).ready();
     },
   };
@@ -19,8 +21,12 @@ test('a crashed actor is restarted with exponential backoff and then runs', asyn
   const restarts: RestartEvent[] = [];
   sup.on('restart', (e: RestartEvent) => restarts.push(e));
   await sup.start([group('g', 3, 'throw')]);
-  while (restarts.length < 3 || sup.counters()['g-actor'].state !== 'live') await new Promise((r) => setTimeout(r, 10));
-  assert.equal(restarts.map((r) => r.delayMs), [20, 40, 80]);
+  while (restarts.length < 3 || sup.counters()['g-actor'].state !== 'live')
+    await new Promise((r) => setTimeout(r, 10));
+  assert.equal(
+    restarts.map((r) => r.delayMs),
+    [20, 40, 80],
+  );
   assert.match(restarts[0].error, 'crashy failure on start 0');
   const result = await sup.stop();
   assert.equal(result.summaries['g-actor'], { restarts: 3 });
@@ -41,7 +47,10 @@ test('process.exit inside a worker counts as a crash and is restarted', async ()
 test('too many restarts within the window stop the topology with a clear error', async () => {
   const sup = new Supervisor({ restartsMax: 2, restartWindowMs: 60_000, backoffInitialMs: 5 });
   await sup.start([group('bad', 100, 'throw')]).catch(() => undefined);
-  const err = await sup.done.then(() => null, (e: Error) => e);
+  const err = await sup.done.then(
+    () => null,
+    (e: Error) => e,
+  );
   assert.ok(err, 'done must reject');
   assert.match(err!.message, 'group bad failed 3 times within 60000 ms (restartsMax=2)');
   assert.match(err!.message, 'crashy failure on start 2');

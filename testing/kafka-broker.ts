@@ -9,11 +9,11 @@
  *
  * Broker logs go to `<dir>/node-<id>/logs/server.log`, never to the console.
  */
-import { execFile } from 'node:child_process'
-import { existsSync, mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { dirname, join } from 'node:path'
-import { fileURLToPath } from 'node:url'
+import { execFile } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 
 /** Options of {@link startKafka}. */
 export interface KafkaStartOptions {
@@ -21,72 +21,83 @@ export interface KafkaStartOptions {
    * Node count: 1 (default), one combined broker+controller with replication factor 1; or 3,
    * three combined nodes with replication factor 3 and min.insync.replicas 2 (internal topics too).
    */
-  brokers?: 1 | 3
+  brokers?: 1 | 3;
   /** State directory (must not hold a cluster yet); default a new one under os.tmpdir(), removed by stop(). */
-  dir?: string
+  dir?: string;
   /** Client port of node 1 (node N: port + N - 1); default free ports chosen by the OS. */
-  port?: number
+  port?: number;
   /**
    * One node only: also a SASL_SSL listener (TLS with a CA made for the run, SASL PLAIN and
    * SCRAM-SHA-512, user `sluice`); see {@link KafkaCluster.secure}.
    */
-  secure?: boolean
+  secure?: boolean;
 }
 
 /** A running cluster started by {@link startKafka}. Node ids are 1..brokers. */
 export interface KafkaCluster {
   /** Bootstrap servers of every node, 'host:port', node 1 first. */
-  readonly brokers: string[]
+  readonly brokers: string[];
   /** State directory: node N keeps `node-N/` (server.properties, data/, logs/server.log). */
-  readonly dir: string
+  readonly dir: string;
   /**
    * With `secure`: the SASL_SSL listener `host:port`, the CA file that signed the broker's
    * certificate, and the file holding user `sluice`'s password (the same for PLAIN and SCRAM).
    */
-  readonly secure?: { broker: string; caFile: string; username: string; passwordFile: string }
+  readonly secure?: { broker: string; caFile: string; username: string; passwordFile: string };
   /**
    * Stops every node (SIGTERM, then SIGKILL after 30 s; `kill`: SIGKILL at once) and removes the
    * state directory if startKafka created it. Idempotent.
    */
-  stop(opts?: { kill?: boolean }): Promise<void>
+  stop(opts?: { kill?: boolean }): Promise<void>;
   /** Stops node `id` (SIGTERM and wait; `kill`: kill -9, no clean shutdown). Its port stays reserved. */
-  stopBroker(id: number, opts?: { kill?: boolean }): Promise<void>
+  stopBroker(id: number, opts?: { kill?: boolean }): Promise<void>;
   /** Starts node `id` again (same port, same data) and waits until it serves metadata. */
-  startBroker(id: number): Promise<void>
+  startBroker(id: number): Promise<void>;
   /** Stops every node (as stopBroker) and starts them again with their data; resolves once all serve metadata. */
-  restart(opts?: { kill?: boolean }): Promise<void>
+  restart(opts?: { kill?: boolean }): Promise<void>;
   /** Path of node `id`'s broker log. */
-  logFile(id: number): string
+  logFile(id: number): string;
 }
 
 /** The repository root: the nearest ancestor of this file holding tools/kafka/kafka.sh. */
 function kafkaScript(): string {
-  let dir = dirname(fileURLToPath(import.meta.url))
+  let dir = dirname(fileURLToPath(import.meta.url));
   for (;;) {
-    const script = join(dir, 'tools', 'kafka', 'kafka.sh')
-    if (existsSync(script)) return script
-    const up = dirname(dir)
-    if (up === dir) throw new Error(`tools/kafka/kafka.sh not found above ${fileURLToPath(import.meta.url)}`)
-    dir = up
+    const script = join(dir, 'tools', 'kafka', 'kafka.sh');
+    if (existsSync(script)) return script;
+    const up = dirname(dir);
+    if (up === dir)
+      throw new Error(`tools/kafka/kafka.sh not found above ${fileURLToPath(import.meta.url)}`);
+    dir = up;
   }
 }
 
 /** Runs kafka.sh with `args`; resolves with its stdout, rejects with its stderr. */
 function run(args: string[], timeoutMs: number): Promise<string> {
   return new Promise((resolve, reject) => {
-    execFile('bash', [kafkaScript(), ...args], { timeout: timeoutMs, maxBuffer: 1 << 20 }, (err, stdout, stderr) => {
-      if (err) reject(new Error(`kafka.sh ${args.join(' ')} failed (${err.code ?? err.signal}): ${stderr.trim() || err.message}`))
-      else resolve(stdout)
-    })
-  })
+    execFile(
+      'bash',
+      [kafkaScript(), ...args],
+      { timeout: timeoutMs, maxBuffer: 1 << 20 },
+      (err, stdout, stderr) => {
+        if (err)
+          reject(
+            new Error(
+              `kafka.sh ${args.join(' ')} failed (${err.code ?? err.signal}): ${stderr.trim() || err.message}`,
+            ),
+          );
+        else resolve(stdout);
+      },
+    );
+  });
 }
 
 /** Longest wait of one kafka.sh call, ms: a first Maven resolve plus a loaded machine's JVM start. */
-const SCRIPT_TIMEOUT_MS = 240_000
+const SCRIPT_TIMEOUT_MS = 240_000;
 
 /** Resolves the broker's jars (Maven, cached under ~/.cache/sluice) and returns their directory. */
 export async function resolveKafkaLibs(): Promise<string> {
-  return (await run(['libs'], SCRIPT_TIMEOUT_MS)).trim()
+  return (await run(['libs'], SCRIPT_TIMEOUT_MS)).trim();
 }
 
 /**
@@ -97,67 +108,94 @@ export async function resolveKafkaLibs(): Promise<string> {
  * holds the node's last log lines).
  */
 export async function startKafka(opts: KafkaStartOptions = {}): Promise<KafkaCluster> {
-  const nodes = opts.brokers ?? 1
-  if (nodes !== 1 && nodes !== 3) throw new Error(`startKafka: brokers must be 1 or 3, brokers=${String(nodes)}`)
-  const own = opts.dir === undefined
-  const dir = opts.dir ?? mkdtempSync(join(tmpdir(), 'sluice-kafka-'))
-  const args = ['start', '--dir', dir, '--nodes', String(nodes), '--owner-pid', String(process.pid)]
-  if (opts.port !== undefined) args.push('--port', String(opts.port))
-  if (opts.secure) args.push('--secure')
-  let out: string
+  const nodes = opts.brokers ?? 1;
+  if (nodes !== 1 && nodes !== 3)
+    throw new Error(`startKafka: brokers must be 1 or 3, brokers=${String(nodes)}`);
+  const own = opts.dir === undefined;
+  const dir = opts.dir ?? mkdtempSync(join(tmpdir(), 'sluice-kafka-'));
+  const args = [
+    'start',
+    '--dir',
+    dir,
+    '--nodes',
+    String(nodes),
+    '--owner-pid',
+    String(process.pid),
+  ];
+  if (opts.port !== undefined) args.push('--port', String(opts.port));
+  if (opts.secure) args.push('--secure');
+  let out: string;
   try {
-    out = await run(args, SCRIPT_TIMEOUT_MS)
+    out = await run(args, SCRIPT_TIMEOUT_MS);
   } catch (e) {
-    if (own) rmSync(dir, { recursive: true, force: true })
-    throw e
+    if (own) rmSync(dir, { recursive: true, force: true });
+    throw e;
   }
-  const brokers = /^brokers=(.*)$/m.exec(out)?.[1]?.split(',') ?? []
-  if (brokers.length !== nodes) throw new Error(`kafka.sh start printed no brokers= line for ${nodes} nodes: ${out}`)
-  let stopped = false
+  const brokers = /^brokers=(.*)$/m.exec(out)?.[1]?.split(',') ?? [];
+  if (brokers.length !== nodes)
+    throw new Error(`kafka.sh start printed no brokers= line for ${nodes} nodes: ${out}`);
+  let stopped = false;
   const checkId = (id: number): void => {
-    if (!Number.isInteger(id) || id < 1 || id > nodes) throw new Error(`kafka node id must be 1..${nodes}, id=${id}`)
-  }
-  const all = Array.from({ length: nodes }, (_, i) => String(i + 1))
-  const secureBroker = /^secure=(.*)$/m.exec(out)?.[1]
-  const caFile = /^ca=(.*)$/m.exec(out)?.[1]
-  if (opts.secure && (secureBroker === undefined || caFile === undefined)) throw new Error(`kafka.sh start --secure printed no secure= or ca= line: ${out}`)
+    if (!Number.isInteger(id) || id < 1 || id > nodes)
+      throw new Error(`kafka node id must be 1..${nodes}, id=${id}`);
+  };
+  const all = Array.from({ length: nodes }, (_, i) => String(i + 1));
+  const secureBroker = /^secure=(.*)$/m.exec(out)?.[1];
+  const caFile = /^ca=(.*)$/m.exec(out)?.[1];
+  if (opts.secure && (secureBroker === undefined || caFile === undefined))
+    throw new Error(`kafka.sh start --secure printed no secure= or ca= line: ${out}`);
   return {
     brokers,
     dir,
-    ...(opts.secure ? { secure: { broker: secureBroker!, caFile: caFile!, username: 'sluice', passwordFile: join(dir, 'tls', 'sluice.password') } } : {}),
+    ...(opts.secure
+      ? {
+          secure: {
+            broker: secureBroker!,
+            caFile: caFile!,
+            username: 'sluice',
+            passwordFile: join(dir, 'tls', 'sluice.password'),
+          },
+        }
+      : {}),
     async stop({ kill = false } = {}) {
-      if (stopped) return
-      stopped = true
-      await run(['stop', '--dir', dir, ...(kill ? ['--kill'] : [])], SCRIPT_TIMEOUT_MS)
-      if (own) rmSync(dir, { recursive: true, force: true })
+      if (stopped) return;
+      stopped = true;
+      await run(['stop', '--dir', dir, ...(kill ? ['--kill'] : [])], SCRIPT_TIMEOUT_MS);
+      if (own) rmSync(dir, { recursive: true, force: true });
     },
     async stopBroker(id, { kill = false } = {}) {
-      checkId(id)
-      await run(['stop-node', '--dir', dir, String(id), ...(kill ? ['--kill'] : [])], SCRIPT_TIMEOUT_MS)
+      checkId(id);
+      await run(
+        ['stop-node', '--dir', dir, String(id), ...(kill ? ['--kill'] : [])],
+        SCRIPT_TIMEOUT_MS,
+      );
     },
     async startBroker(id) {
-      checkId(id)
-      await run(['start-node', '--dir', dir, String(id)], SCRIPT_TIMEOUT_MS)
+      checkId(id);
+      await run(['start-node', '--dir', dir, String(id)], SCRIPT_TIMEOUT_MS);
     },
     async restart({ kill = false } = {}) {
-      await run(['stop-node', '--dir', dir, ...all, ...(kill ? ['--kill'] : [])], SCRIPT_TIMEOUT_MS)
-      await run(['start-node', '--dir', dir, ...all], SCRIPT_TIMEOUT_MS)
+      await run(
+        ['stop-node', '--dir', dir, ...all, ...(kill ? ['--kill'] : [])],
+        SCRIPT_TIMEOUT_MS,
+      );
+      await run(['start-node', '--dir', dir, ...all], SCRIPT_TIMEOUT_MS);
     },
     logFile: (id) => join(dir, `node-${id}`, 'logs', 'server.log'),
-  }
+  };
 }
 
 /** The run's shared broker (SLUICE_KAFKA_BROKERS, comma separated), or null when unset. */
 export function sharedKafkaBrokers(): string[] | null {
-  const v = process.env.SLUICE_KAFKA_BROKERS?.trim()
-  return v ? v.split(',').map((b) => b.trim()) : null
+  const v = process.env.SLUICE_KAFKA_BROKERS?.trim();
+  return v ? v.split(',').map((b) => b.trim()) : null;
 }
 
 /** A broker for a test file: its bootstrap servers and how to let go of it. */
 export interface TestKafka {
-  readonly brokers: string[]
+  readonly brokers: string[];
   /** Stops the broker if this call started it; a no-op for the shared one. */
-  release(): Promise<void>
+  release(): Promise<void>;
 }
 
 /**
@@ -166,8 +204,8 @@ export interface TestKafka {
  * single node started here. Tests on a shared broker use topic and group names of their own.
  */
 export async function testKafka(): Promise<TestKafka> {
-  const shared = sharedKafkaBrokers()
-  if (shared) return { brokers: shared, release: async () => undefined }
-  const k = await startKafka()
-  return { brokers: k.brokers, release: () => k.stop({ kill: true }) }
+  const shared = sharedKafkaBrokers();
+  if (shared) return { brokers: shared, release: async () => undefined };
+  const k = await startKafka();
+  return { brokers: k.brokers, release: () => k.stop({ kill: true }) };
 }

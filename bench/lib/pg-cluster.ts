@@ -54,8 +54,9 @@ async function pgRun(binary: string, args: string[]): Promise<string> {
     return stdout + stderr;
   } catch (err) {
     const e = err as { stdout?: string; stderr?: string; message: string };
-    throw new Error(`${binary} ${args.join(' ')} failed: ${e.message}\n${e.stdout ?? ''}` +
-      `${e.stderr ?? ''}`);
+    throw new Error(
+      `${binary} ${args.join(' ')} failed: ${e.message}\n${e.stdout ?? ''}` + `${e.stderr ?? ''}`,
+    );
   }
 }
 
@@ -65,8 +66,9 @@ async function pgRun(binary: string, args: string[]): Promise<string> {
  * Throws Error naming the failed step (initdb or pg_ctl start, with their output); on a failed
  * start the directory is removed.
  */
-export async function startBenchCluster(settings: Record<string, string | number>):
-    Promise<BenchCluster> {
+export async function startBenchCluster(
+  settings: Record<string, string | number>,
+): Promise<BenchCluster> {
   const dir = mkdtempSync(join(tmpdir(), 'sluice-bench-pg-'));
   const dataDir = join(dir, 'data');
   const logFile = join(dir, 'server.log');
@@ -79,14 +81,31 @@ export async function startBenchCluster(settings: Record<string, string | number
   const port = await freePort();
   let started = false;
   try {
-    await pgRun('initdb', ['-D', dataDir, '-U', 'postgres', '-A', 'trust', '-E', 'UTF8',
-      '--no-sync']);
+    await pgRun('initdb', [
+      '-D',
+      dataDir,
+      '-U',
+      'postgres',
+      '-A',
+      'trust',
+      '-E',
+      'UTF8',
+      '--no-sync',
+    ]);
     const conf = {
-      port, listen_addresses: `'127.0.0.1'`, unix_socket_directories: `'${dir}'`,
+      port,
+      listen_addresses: `'127.0.0.1'`,
+      unix_socket_directories: `'${dir}'`,
       ...settings,
     };
-    appendFileSync(join(dataDir, 'postgresql.conf'), '\n# bench/lib/pg-cluster.ts\n' +
-      Object.entries(conf).map(([k, v]) => `${k} = ${v}`).join('\n') + '\n');
+    appendFileSync(
+      join(dataDir, 'postgresql.conf'),
+      '\n# bench/lib/pg-cluster.ts\n' +
+        Object.entries(conf)
+          .map(([k, v]) => `${k} = ${v}`)
+          .join('\n') +
+        '\n',
+    );
     await pgRun('pg_ctl', ['-D', dataDir, '-l', logFile, '-w', '-t', '60', 'start']);
     started = true;
   } finally {

@@ -10,100 +10,124 @@
  * to 0 between). A pass is timed from the first record handed over to the last, so neither the
  * group join (3 s on the mock) nor the wait for the first fetch is timed.
  */
-import kafkajs from 'kafkajs'
-import type { KafkaMockCluster, ProducerRecord } from '../../engine/bus/index.js'
+import kafkajs from 'kafkajs';
+import type { KafkaMockCluster, ProducerRecord } from '../../engine/bus/index.js';
 
-export const VALUE_BYTES = 100
-export const PARTITIONS = 4
-export const CONSUME_PASSES = 3
+export const VALUE_BYTES = 100;
+export const PARTITIONS = 4;
+export const CONSUME_PASSES = 3;
 
 /** One side's produce and consume times. */
 export interface Row {
-  backend: string
-  records: number
-  produceMs: number
-  txnProduceMs: number
+  backend: string;
+  records: number;
+  produceMs: number;
+  txnProduceMs: number;
   /** Records read, over all passes. */
-  consumed: number
-  consumeMs: number
+  consumed: number;
+  consumeMs: number;
   /** Per round: ms from the consumer being ready (raw: run() returned; bus: assign() returned) to the first record handed over. */
-  firstRecordMs: number[]
+  firstRecordMs: number[];
 }
 
-export const value = new Uint8Array(VALUE_BYTES).fill(0x61)
+export const value = new Uint8Array(VALUE_BYTES).fill(0x61);
 
 export function batches(topic: string, records: number, batchRecords: number): ProducerRecord[][] {
-  const out: ProducerRecord[][] = []
+  const out: ProducerRecord[][] = [];
   for (let i = 0; i < records; i += batchRecords) {
-    const b: ProducerRecord[] = []
-    for (let j = i; j < Math.min(records, i + batchRecords); j++) b.push({ topic, key: `k${j % 1000}`, value })
-    out.push(b)
+    const b: ProducerRecord[] = [];
+    for (let j = i; j < Math.min(records, i + batchRecords); j++)
+      b.push({ topic, key: `k${j % 1000}`, value });
+    out.push(b);
   }
-  return out
+  return out;
 }
 
 export async function timed(f: () => Promise<void>): Promise<number> {
-  const t0 = performance.now()
-  await f()
-  return performance.now() - t0
+  const t0 = performance.now();
+  await f();
+  return performance.now() - t0;
 }
 
 /** The same three runs with kafkajs directly: sendBatch, transaction per batch, eachBatch consumer. */
-export async function benchRawKafkajs(mock: KafkaMockCluster, records: number, batchRecords: number): Promise<Row> {
-  const topic = `bench-raw-${Date.now()}`
-  await mock.createTopics([{ name: topic, partitions: PARTITIONS }, { name: `${topic}-txn`, partitions: PARTITIONS }])
-  const kafka = new kafkajs.Kafka({ brokers: mock.brokers, clientId: 'bench-raw', logLevel: kafkajs.logLevel.NOTHING })
-  const buf = Buffer.from(value)
-  const msgs = (t: string) => batches(t, records, batchRecords).map((b) => b.map((r) => ({ key: r.key, value: buf })))
-  const p = kafka.producer()
-  await p.connect()
-  const plain = msgs(topic)
+export async function benchRawKafkajs(
+  mock: KafkaMockCluster,
+  records: number,
+  batchRecords: number,
+): Promise<Row> {
+  const topic = `bench-raw-${Date.now()}`;
+  await mock.createTopics([
+    { name: topic, partitions: PARTITIONS },
+    { name: `${topic}-txn`, partitions: PARTITIONS },
+  ]);
+  const kafka = new kafkajs.Kafka({
+    brokers: mock.brokers,
+    clientId: 'bench-raw',
+    logLevel: kafkajs.logLevel.NOTHING,
+  });
+  const buf = Buffer.from(value);
+  const msgs = (t: string) =>
+    batches(t, records, batchRecords).map((b) => b.map((r) => ({ key: r.key, value: buf })));
+  const p = kafka.producer();
+  await p.connect();
+  const plain = msgs(topic);
   const produceMs = await timed(async () => {
-    for (const messages of plain) await p.sendBatch({ acks: -1, topicMessages: [{ topic, messages }] })
-  })
-  const tp = kafka.producer({ transactionalId: `${topic}-tx`, maxInFlightRequests: 1 })
-  await tp.connect()
-  const txn = msgs(`${topic}-txn`)
+    for (const messages of plain)
+      await p.sendBatch({ acks: -1, topicMessages: [{ topic, messages }] });
+  });
+  const tp = kafka.producer({ transactionalId: `${topic}-tx`, maxInFlightRequests: 1 });
+  await tp.connect();
+  const txn = msgs(`${topic}-txn`);
   const txnProduceMs = await timed(async () => {
     for (const messages of txn) {
-      const t = await tp.transaction()
-      await t.sendBatch({ acks: -1, topicMessages: [{ topic: `${topic}-txn`, messages }] })
-      await t.commit()
+      const t = await tp.transaction();
+      await t.sendBatch({ acks: -1, topicMessages: [{ topic: `${topic}-txn`, messages }] });
+      await t.commit();
     }
-  })
-  await p.disconnect()
-  await tp.disconnect()
-  const c = kafka.consumer({ groupId: `${topic}-g`, readUncommitted: false, maxWaitTimeInMs: 100 })
-  await c.connect()
-  await c.subscribe({ topic, fromBeginning: true })
-  let got = 0
-  let t0 = 0
-  let consumeMs = 0
-  let done: () => void = () => undefined
-  const finished = new Promise<void>((resolve) => (done = resolve))
-  let pass = 1
-  let firstAt = 0
+  });
+  await p.disconnect();
+  await tp.disconnect();
+  const c = kafka.consumer({ groupId: `${topic}-g`, readUncommitted: false, maxWaitTimeInMs: 100 });
+  await c.connect();
+  await c.subscribe({ topic, fromBeginning: true });
+  let got = 0;
+  let t0 = 0;
+  let consumeMs = 0;
+  let done: () => void = () => undefined;
+  const finished = new Promise<void>((resolve) => (done = resolve));
+  let pass = 1;
+  let firstAt = 0;
   await c.run({
     autoCommit: false,
     eachBatch: async ({ batch, isStale }) => {
       // Batches fetched before the last seek: kafkajs hands them over flagged (the bus drops them too).
-      if (isStale()) return
-      if (t0 === 0) t0 = performance.now()
-      if (firstAt === 0) firstAt = t0
-      got += batch.messages.length
-      if (got < records * pass) return
-      consumeMs += performance.now() - t0
-      t0 = 0
-      if (pass++ === CONSUME_PASSES) done()
-      else for (let partition = 0; partition < PARTITIONS; partition++) c.seek({ topic, partition, offset: '0' })
+      if (isStale()) return;
+      if (t0 === 0) t0 = performance.now();
+      if (firstAt === 0) firstAt = t0;
+      got += batch.messages.length;
+      if (got < records * pass) return;
+      consumeMs += performance.now() - t0;
+      t0 = 0;
+      if (pass++ === CONSUME_PASSES) done();
+      else
+        for (let partition = 0; partition < PARTITIONS; partition++)
+          c.seek({ topic, partition, offset: '0' });
     },
-  })
-  const ready = performance.now()
-  let timer: NodeJS.Timeout | undefined
-  await Promise.race([finished, new Promise((r) => (timer = setTimeout(r, 120_000)))])
-  clearTimeout(timer)
-  await c.disconnect()
-  if (got !== records * CONSUME_PASSES) throw new Error(`bench raw kafkajs: consumed ${got} of ${records * CONSUME_PASSES} records`)
-  return { backend: 'raw kafkajs (mock)', records, produceMs, txnProduceMs, consumed: got, consumeMs, firstRecordMs: [firstAt - ready] }
+  });
+  const ready = performance.now();
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([finished, new Promise((r) => (timer = setTimeout(r, 120_000)))]);
+  clearTimeout(timer);
+  await c.disconnect();
+  if (got !== records * CONSUME_PASSES)
+    throw new Error(`bench raw kafkajs: consumed ${got} of ${records * CONSUME_PASSES} records`);
+  return {
+    backend: 'raw kafkajs (mock)',
+    records,
+    produceMs,
+    txnProduceMs,
+    consumed: got,
+    consumeMs,
+    firstRecordMs: [firstAt - ready],
+  };
 }
-

@@ -15,7 +15,11 @@ export function median(values: readonly number[]): number {
 
 /** `value` with an SI suffix and 3 significant digits: 12345678 -> "12.3 M". */
 export function si(value: number): string {
-  const units: [number, string][] = [[1e9, ' G'], [1e6, ' M'], [1e3, ' k']];
+  const units: [number, string][] = [
+    [1e9, ' G'],
+    [1e6, ' M'],
+    [1e3, ' k'],
+  ];
   for (const [scale, suffix] of units) {
     if (Math.abs(value) >= scale) return (value / scale).toPrecision(3) + suffix;
   }
@@ -23,17 +27,24 @@ export function si(value: number): string {
 }
 
 /** A markdown table; `align` per column: 'l' or 'r' (default 'r' except the first column). */
-export function markdownTable(header: readonly string[], rows: readonly string[][],
-    align?: readonly ('l' | 'r')[]): string {
-  const rule = header.map((_, i) => ((align?.[i] ?? (i === 0 ? 'l' : 'r')) === 'r' ? '---:' : '---'));
+export function markdownTable(
+  header: readonly string[],
+  rows: readonly string[][],
+  align?: readonly ('l' | 'r')[],
+): string {
+  const rule = header.map((_, i) =>
+    (align?.[i] ?? (i === 0 ? 'l' : 'r')) === 'r' ? '---:' : '---',
+  );
   return [header, rule, ...rows].map((cells) => `| ${cells.join(' | ')} |`).join('\n');
 }
 
 /** One line naming the machine: CPU count, model, Node version, date (UTC, yyyy-mm-dd). */
 export function machineLine(): string {
   const model = cpus()[0]?.model.trim() ?? 'unknown CPU';
-  return `${availableParallelism()} CPUs (nproc), ${model}; Node ${process.version}; ` +
-    `${new Date().toISOString().slice(0, 10)}`;
+  return (
+    `${availableParallelism()} CPUs (nproc), ${model}; Node ${process.version}; ` +
+    `${new Date().toISOString().slice(0, 10)}`
+  );
 }
 
 /** True when the module at `metaUrl` (its import.meta.url) is the script node was started with. */

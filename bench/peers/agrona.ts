@@ -34,8 +34,13 @@ type PayloadSize = (typeof PAYLOAD_SIZES)[number];
 /** Records per run, as bench/ring.ts's ring rows: each run takes about 0.3 - 2 s here. */
 const RECORDS: Record<PayloadSize, number> = { 64: 10_000_000, 1024: 2_000_000 };
 const WARMUP_SCALE = 0.2;
-const CONTENDERS =
-  ['sluice-batch', 'sluice-write', 'agrona-write', 'agrona-claim', 'agrona-spin'] as const;
+const CONTENDERS = [
+  'sluice-batch',
+  'sluice-write',
+  'agrona-write',
+  'agrona-claim',
+  'agrona-spin',
+] as const;
 type Contender = (typeof CONTENDERS)[number];
 const LABELS: Record<Contender, string> = {
   'sluice-batch': 'Sluice ring, write() in beginBatch/endBatch',
@@ -60,9 +65,18 @@ class AgronaPeer {
 
   /** Starts the JVM and waits for its ready line. Throws Error with its stderr on failure. */
   static async start(classpath: string): Promise<AgronaPeer> {
-    const child = spawn('java', ['--add-exports', 'java.base/jdk.internal.misc=ALL-UNNAMED',
-      '-cp', classpath, 'sluice.bench.AgronaRingBench', String(RING_CAPACITY_BYTES)],
-    { stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawn(
+      'java',
+      [
+        '--add-exports',
+        'java.base/jdk.internal.misc=ALL-UNNAMED',
+        '-cp',
+        classpath,
+        'sluice.bench.AgronaRingBench',
+        String(RING_CAPACITY_BYTES),
+      ],
+      { stdio: ['pipe', 'pipe', 'pipe'] },
+    );
     const peer = new AgronaPeer(child);
     await peer.line();
     return peer;
@@ -80,8 +94,12 @@ class AgronaPeer {
     });
   }
 
-  async run(variant: 'write' | 'claim', idle: 'backoff' | 'spin', payloadBytes: number,
-      records: number): Promise<Run> {
+  async run(
+    variant: 'write' | 'claim',
+    idle: 'backoff' | 'spin',
+    payloadBytes: number,
+    records: number,
+  ): Promise<Run> {
     const reply = this.line();
     // Cores busy from /proc around the whole command (a little more than the timed part), as a
     // check of the JVM's own figure: they agree when the JVM's accounting is right.
@@ -100,21 +118,31 @@ class AgronaPeer {
   }
 }
 
-function runContender(peer: AgronaPeer, c: Contender, size: PayloadSize,
-    records: number): Promise<Run> {
+function runContender(
+  peer: AgronaPeer,
+  c: Contender,
+  size: PayloadSize,
+  records: number,
+): Promise<Run> {
   switch (c) {
-    case 'sluice-batch': return runRing('ring-batch', size, records);
-    case 'sluice-write': return runRing('ring', size, records);
-    case 'agrona-write': return peer.run('write', 'backoff', size, records);
-    case 'agrona-claim': return peer.run('claim', 'backoff', size, records);
-    case 'agrona-spin': return peer.run('write', 'spin', size, records);
+    case 'sluice-batch':
+      return runRing('ring-batch', size, records);
+    case 'sluice-write':
+      return runRing('ring', size, records);
+    case 'agrona-write':
+      return peer.run('write', 'backoff', size, records);
+    case 'agrona-claim':
+      return peer.run('claim', 'backoff', size, records);
+    case 'agrona-spin':
+      return peer.run('write', 'spin', size, records);
   }
 }
 
 async function runRound(peer: AgronaPeer, index: number, scale: number): Promise<Round> {
-  const order: readonly Contender[] = index % 2 === 0
-    ? ['sluice-batch', 'agrona-write', 'sluice-write', 'agrona-claim', 'agrona-spin']
-    : ['agrona-spin', 'agrona-write', 'sluice-batch', 'agrona-claim', 'sluice-write'];
+  const order: readonly Contender[] =
+    index % 2 === 0
+      ? ['sluice-batch', 'agrona-write', 'sluice-write', 'agrona-claim', 'agrona-spin']
+      : ['agrona-spin', 'agrona-write', 'sluice-batch', 'agrona-claim', 'sluice-write'];
   const round = Object.fromEntries(CONTENDERS.map((c) => [c, {}])) as Round;
   for (const size of PAYLOAD_SIZES) {
     for (const c of order) {
@@ -149,34 +177,51 @@ export async function runAgronaBench(rounds = 5): Promise<string> {
   const loadEnd = loadavg()[0]!;
   const rate = (c: Contender, s: PayloadSize) => median(measured.map((r) => r[c][s].recordsPerS));
   const ratios = (f: (r: Round) => number): { med: number; all: string } => ({
-    med: median(measured.map(f)), all: measured.map((r) => f(r).toFixed(2)).join(', '),
+    med: median(measured.map(f)),
+    all: measured.map((r) => f(r).toFixed(2)).join(', '),
   });
   const best = (r: Round, side: 'sluice' | 'agrona', s: PayloadSize): number =>
     side === 'sluice'
       ? Math.max(r['sluice-batch'][s].recordsPerS, r['sluice-write'][s].recordsPerS)
-      : Math.max(r['agrona-write'][s].recordsPerS, r['agrona-claim'][s].recordsPerS,
-        r['agrona-spin'][s].recordsPerS);
+      : Math.max(
+          r['agrona-write'][s].recordsPerS,
+          r['agrona-claim'][s].recordsPerS,
+          r['agrona-spin'][s].recordsPerS,
+        );
   // Records per second of CPU the side's process used: what the host's share of CPU bought.
   const perCpuS = (run: Run): number => run.recordsPerS / run.cores;
   const ratioRows = PAYLOAD_SIZES.flatMap((s) => {
     const rows: [string, (r: Round) => number][] = [
-      ['batched write / Agrona write', (r) =>
-        r['sluice-batch'][s].recordsPerS / r['agrona-write'][s].recordsPerS],
-      ['write / Agrona write (both publish per record)', (r) =>
-        r['sluice-write'][s].recordsPerS / r['agrona-write'][s].recordsPerS],
+      [
+        'batched write / Agrona write',
+        (r) => r['sluice-batch'][s].recordsPerS / r['agrona-write'][s].recordsPerS,
+      ],
+      [
+        'write / Agrona write (both publish per record)',
+        (r) => r['sluice-write'][s].recordsPerS / r['agrona-write'][s].recordsPerS,
+      ],
       ['best / best (per round)', (r) => best(r, 'sluice', s) / best(r, 'agrona', s)],
-      ['batched write / Agrona write, records per CPU-second', (r) =>
-        perCpuS(r['sluice-batch'][s]) / perCpuS(r['agrona-write'][s])],
+      [
+        'batched write / Agrona write, records per CPU-second',
+        (r) => perCpuS(r['sluice-batch'][s]) / perCpuS(r['agrona-write'][s]),
+      ],
     ];
     return rows.map(([name, f]) => {
       const x = ratios(f);
       return [`${label(s)}: ${name}`, `${x.med.toFixed(2)}x`, x.all];
     });
   });
-  const perRound = measured.map((r, i) => `round ${i + 1} (${i % 2 === 0 ? 'Sluice' : 'Agrona'} ` +
-    'first): ' + CONTENDERS.map((c) => `${c} ${PAYLOAD_SIZES.map((s) =>
-      si(r[c][s].recordsPerS)).join('/')} (${PAYLOAD_SIZES.map((s) =>
-      r[c][s].cores.toFixed(2)).join('/')} cores)`).join(', '));
+  const perRound = measured.map(
+    (r, i) =>
+      `round ${i + 1} (${i % 2 === 0 ? 'Sluice' : 'Agrona'} ` +
+      'first): ' +
+      CONTENDERS.map(
+        (c) =>
+          `${c} ${PAYLOAD_SIZES.map((s) => si(r[c][s].recordsPerS)).join('/')} (${PAYLOAD_SIZES.map(
+            (s) => r[c][s].cores.toFixed(2),
+          ).join('/')} cores)`,
+      ).join(', '),
+  );
   return [
     `Machine: ${machineLine()}. \`node dist/bench/peers/agrona.js --rounds ${rounds}\`; ring ` +
       `data area ${RING_CAPACITY_BYTES / 1024} KiB on both sides; ${RECORDS[64] / 1e6} M records ` +
@@ -184,17 +229,23 @@ export async function runAgronaBench(rounds = 5): Promise<string> {
       `warm-up round; 1-minute load average ${loadStart.toFixed(1)} at start, ` +
       `${loadEnd.toFixed(1)} at end.`,
     '',
-    markdownTable(['ring (producer thread -> main thread)',
-      ...PAYLOAD_SIZES.flatMap((s) => [`${label(s)} rec/s`, `${label(s)} MB/s`])],
-    CONTENDERS.map((c) => [LABELS[c], ...PAYLOAD_SIZES.flatMap((s) =>
-      [si(rate(c, s)), (rate(c, s) * s / 1e6).toFixed(0)])])),
+    markdownTable(
+      [
+        'ring (producer thread -> main thread)',
+        ...PAYLOAD_SIZES.flatMap((s) => [`${label(s)} rec/s`, `${label(s)} MB/s`]),
+      ],
+      CONTENDERS.map((c) => [
+        LABELS[c],
+        ...PAYLOAD_SIZES.flatMap((s) => [si(rate(c, s)), ((rate(c, s) * s) / 1e6).toFixed(0)]),
+      ]),
+    ),
     '',
     'Sluice / Agrona, within each round:',
     '',
     markdownTable(['ratio', 'median', 'per round'], ratioRows),
     '',
     'Records/s per round (64 B / 1 KiB), with CPU cores busy during each run (process CPU ' +
-      'time / wall time of that side\'s process):',
+      "time / wall time of that side's process):",
     '',
     ...perRound.map((line) => `- ${line}`),
     '',

@@ -89,21 +89,27 @@ interface CaptureRun {
 /** Runs pgbench against `url`; parses TPS and the transaction count. */
 async function pgbench(args: string[], url: string): Promise<{ out: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(join(PG_BIN_DIR, 'pgbench'), [...args, url],
-      { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(join(PG_BIN_DIR, 'pgbench'), [...args, url], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let out = '';
     child.stdout.on('data', (b) => (out += b));
     child.stderr.on('data', (b) => (out += b));
     child.on('error', reject);
-    child.on('exit', (code) => (code === 0 ? resolve({ out })
-      : reject(new Error(`pgbench ${args.join(' ')} exited ${code}:\n${out}`))));
+    child.on('exit', (code) =>
+      code === 0
+        ? resolve({ out })
+        : reject(new Error(`pgbench ${args.join(' ')} exited ${code}:\n${out}`)),
+    );
   });
 }
 
 async function runWorkload(o: DebeziumBenchOptions, url: string): Promise<PgbenchRun> {
   const startMs = Date.now();
-  const { out } = await pgbench(['-c', String(o.clients), '-j', '2', '-T', String(o.durationS)],
-    url);
+  const { out } = await pgbench(
+    ['-c', String(o.clients), '-j', '2', '-T', String(o.durationS)],
+    url,
+  );
   const endMs = Date.now();
   const tx = /number of transactions actually processed: (\d+)/.exec(out);
   const tps = /tps = ([\d.]+) \(without initial connection time\)/.exec(out);
@@ -133,8 +139,10 @@ async function query<T extends pg.QueryResultRow>(url: string, sql: string): Pro
  * the transactions whose delta was 0 (pgbench draws it from -5000..5000).
  */
 async function expectedEvents(url: string, noopUpdatesSuppressed: boolean): Promise<number> {
-  const rows = await query<{ n: string; noop: string }>(url,
-    'SELECT count(*) AS n, count(*) FILTER (WHERE delta = 0) AS noop FROM pgbench_history');
+  const rows = await query<{ n: string; noop: string }>(
+    url,
+    'SELECT count(*) AS n, count(*) FILTER (WHERE delta = 0) AS noop FROM pgbench_history',
+  );
   return 2 * Number(rows[0]!.n) - (noopUpdatesSuppressed ? Number(rows[0]!.noop) : 0);
 }
 
@@ -165,8 +173,10 @@ class JsonLines {
     const q = this.queue.shift();
     if (q) return Promise.resolve(q);
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`no line from the peer in ${timeoutMs} ms`)),
-        timeoutMs);
+      const timer = setTimeout(
+        () => reject(new Error(`no line from the peer in ${timeoutMs} ms`)),
+        timeoutMs,
+      );
       this.waiters.push((v) => {
         clearTimeout(timer);
         resolve(v);
@@ -177,27 +187,46 @@ class JsonLines {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-async function runDebeziumPhase(o: DebeziumBenchOptions, cluster: BenchCluster,
-    classpath: string, round: number): Promise<CaptureRun> {
+async function runDebeziumPhase(
+  o: DebeziumBenchOptions,
+  cluster: BenchCluster,
+  classpath: string,
+  round: number,
+): Promise<CaptureRun> {
   const dir = join(cluster.dir, `debezium-${round}`);
   mkdirSync(dir);
   const url = cluster.url(DATABASE);
   const stderr: string[] = [];
-  const java = spawn('java', ['-Xmx2g', '-Dorg.slf4j.simpleLogger.defaultLogLevel=warn', '-cp',
-    classpath, 'sluice.bench.DebeziumCaptureBench', String(cluster.port), DATABASE, dir],
-    { stdio: ['pipe', 'pipe', 'pipe'] });
+  const java = spawn(
+    'java',
+    [
+      '-Xmx2g',
+      '-Dorg.slf4j.simpleLogger.defaultLogLevel=warn',
+      '-cp',
+      classpath,
+      'sluice.bench.DebeziumCaptureBench',
+      String(cluster.port),
+      DATABASE,
+      dir,
+    ],
+    { stdio: ['pipe', 'pipe', 'pipe'] },
+  );
   java.stderr!.on('data', (b: Buffer) => stderr.push(b.toString()));
   const exited = new Promise<number>((resolve) => java.on('exit', (code) => resolve(code ?? -1)));
   const lines = new JsonLines(java);
   try {
-    const first = await Promise.race([lines.next(CONNECT_TIMEOUT_MS),
-      exited.then((code) => ({ type: `exited ${code}` }))]);
+    const first = await Promise.race([
+      lines.next(CONNECT_TIMEOUT_MS),
+      exited.then((code) => ({ type: `exited ${code}` })),
+    ]);
     if (first.type !== 'started') throw new Error(`Debezium did not start: ${first.type}`);
     // The task is up once its slot streams; changes committed after that are captured.
     const deadline = Date.now() + CONNECT_TIMEOUT_MS;
     for (;;) {
-      const rows = await query<{ active: boolean }>(url,
-        `SELECT active FROM pg_replication_slots WHERE slot_name = '${SLOT}'`);
+      const rows = await query<{ active: boolean }>(
+        url,
+        `SELECT active FROM pg_replication_slots WHERE slot_name = '${SLOT}'`,
+      );
       if (rows[0]?.active) break;
       if (Date.now() > deadline) throw new Error(`slot ${SLOT} not active after start`);
       await sleep(200);
@@ -208,8 +237,10 @@ async function runDebeziumPhase(o: DebeziumBenchOptions, cluster: BenchCluster,
     const clusterCpu0 = clusterCpuMs(pid);
     const run = await runWorkload(o, url);
     const expected = await expectedEvents(url, false);
-    while (lines.latestProgress < expected &&
-        Date.now() - lines.latestProgressAtMs < DRAIN_IDLE_TIMEOUT_MS) {
+    while (
+      lines.latestProgress < expected &&
+      Date.now() - lines.latestProgressAtMs < DRAIN_IDLE_TIMEOUT_MS
+    ) {
       await sleep(100);
     }
     await sleep(Math.max(0, run.endMs + BACKEND_REAP_MS - Date.now()));
@@ -222,8 +253,12 @@ async function runDebeziumPhase(o: DebeziumBenchOptions, cluster: BenchCluster,
     const lag = done.lagMs as Record<string, number>;
     const events = Number(done.events);
     return {
-      pgbench: run, events, drainedMs: Number(done.lastEventMs), lagP50Ms: lag.p50!,
-      lagP99Ms: lag.p99!, captureCpuMs: javaCpu1 - javaCpu0,
+      pgbench: run,
+      events,
+      drainedMs: Number(done.lastEventMs),
+      lagP50Ms: lag.p50!,
+      lagP99Ms: lag.p99!,
+      captureCpuMs: javaCpu1 - javaCpu0,
       clusterCpuMs: clusterCpu1 - clusterCpu0,
       note: events === expected ? '' : `Debezium delivered ${events} of ${expected} events`,
     };
@@ -233,8 +268,11 @@ async function runDebeziumPhase(o: DebeziumBenchOptions, cluster: BenchCluster,
   }
 }
 
-async function runSluicePhase(o: DebeziumBenchOptions, cluster: BenchCluster, round: number):
-    Promise<CaptureRun> {
+async function runSluicePhase(
+  o: DebeziumBenchOptions,
+  cluster: BenchCluster,
+  round: number,
+): Promise<CaptureRun> {
   const url = cluster.url(DATABASE);
   const file = join(REPO_ROOT, 'examples', 'bank', 'topology.pg.yaml');
   const loaded = loadTopology(file, { env: { ...process.env, SLUICE_PG_URL: url } });
@@ -246,18 +284,23 @@ async function runSluicePhase(o: DebeziumBenchOptions, cluster: BenchCluster, ro
   const running = await startTopology(topology, { log: () => {} });
   const restarts: string[] = [];
   running.supervisor.on('restart', (e: { actor: string; error: string }) =>
-    restarts.push(`${e.actor}: ${e.error}`));
-  const servicesIn = (): number => Object.entries(running.supervisor.counters())
-    .filter(([name]) => name.startsWith('service:'))
-    .reduce((n, [, c]) => n + c.eventsIn, 0);
+    restarts.push(`${e.actor}: ${e.error}`),
+  );
+  const servicesIn = (): number =>
+    Object.entries(running.supervisor.counters())
+      .filter(([name]) => name.startsWith('service:'))
+      .reduce((n, [, c]) => n + c.eventsIn, 0);
   const pid = postmasterPid(cluster);
   const cpu0 = process.cpuUsage();
   const clusterCpu0 = clusterCpuMs(pid);
   const workload = runWorkload(o, url);
   const finished: { expected: number | null } = { expected: null };
-  void workload.then(async () => {
-    finished.expected = await expectedEvents(url, true);
-  }, () => {});
+  void workload.then(
+    async () => {
+      finished.expected = await expectedEvents(url, true);
+    },
+    () => {},
+  );
   let lastIn = 0;
   let lastChangeMs = Date.now();
   let drainedMs = 0;
@@ -281,10 +324,12 @@ async function runSluicePhase(o: DebeziumBenchOptions, cluster: BenchCluster, ro
   const clusterCpu1 = clusterCpuMs(pid);
   const result = await running.stop();
   const services = Object.values(result.summaries).filter(
-    (s): s is ServiceSummary => !!s && typeof s === 'object' && 'service' in s);
+    (s): s is ServiceSummary => !!s && typeof s === 'object' && 'service' in s,
+  );
   const events = services.reduce((n, s) => n + s.eventsIn, 0);
   const replayed = services.reduce((n, s) => n + s.replayed, 0);
-  const shipped = Object.entries(result.counters).filter(([name]) => name.startsWith('pump:'))
+  const shipped = Object.entries(result.counters)
+    .filter(([name]) => name.startsWith('pump:'))
     .reduce((n, [, c]) => n + c.eventsIn, 0);
   const uninstall = await openStaging(source);
   const staged = await uninstall.stagedCount();
@@ -293,14 +338,19 @@ async function runSluicePhase(o: DebeziumBenchOptions, cluster: BenchCluster, ro
   const expected = await expectedEvents(url, true);
   // Not all delivered: count the time to the last event that was, not the idle timeout.
   return {
-    pgbench: run, events, drainedMs: drainedMs || lastChangeMs,
+    pgbench: run,
+    events,
+    drainedMs: drainedMs || lastChangeMs,
     lagP50Ms: Math.max(...services.map((s) => s.lagMs.p50)),
     lagP99Ms: Math.max(...services.map((s) => s.lagMs.p99)),
-    captureCpuMs: (cpu.user + cpu.system) / 1000, clusterCpuMs: clusterCpu1 - clusterCpu0,
-    note: (events === expected ? '' : `Sluice delivered ${events} of ${expected} events ` +
-      `(pumps shipped ${shipped}, ${staged} rows left in staging after stop, services ` +
-      `replayed ${replayed})`) +
-      (restarts.length ? ` restarts: ${restarts.join('; ')}` : ''),
+    captureCpuMs: (cpu.user + cpu.system) / 1000,
+    clusterCpuMs: clusterCpu1 - clusterCpu0,
+    note:
+      (events === expected
+        ? ''
+        : `Sluice delivered ${events} of ${expected} events ` +
+          `(pumps shipped ${shipped}, ${staged} rows left in staging after stop, services ` +
+          `replayed ${replayed})`) + (restarts.length ? ` restarts: ${restarts.join('; ')}` : ''),
   };
 }
 
@@ -330,7 +380,9 @@ interface Round {
 type Phase = 'none' | 'debezium' | 'sluice';
 /** Run order per round, rotating, so that drift of the shared machine hits each side alike. */
 const ORDERS: readonly (readonly Phase[])[] = [
-  ['none', 'debezium', 'sluice'], ['sluice', 'none', 'debezium'], ['debezium', 'sluice', 'none'],
+  ['none', 'debezium', 'sluice'],
+  ['sluice', 'none', 'debezium'],
+  ['debezium', 'sluice', 'none'],
 ];
 
 /**
@@ -338,12 +390,15 @@ const ORDERS: readonly (readonly Phase[])[] = [
  * with the defaults) and returns the markdown section. Throws Error if a step fails (the
  * cluster is stopped and removed anyway).
  */
-export async function runDebeziumBench(options: Partial<DebeziumBenchOptions> = {}):
-    Promise<string> {
+export async function runDebeziumBench(
+  options: Partial<DebeziumBenchOptions> = {},
+): Promise<string> {
   const o = { ...DEFAULTS, ...options };
   const classpath = await buildPeer('debezium');
   const cluster = await startBenchCluster({
-    wal_level: 'logical', max_wal_senders: 4, max_replication_slots: 4,
+    wal_level: 'logical',
+    max_wal_senders: 4,
+    max_replication_slots: 4,
   });
   const loadStart = loadavg()[0]!;
   try {
@@ -360,8 +415,10 @@ export async function runDebeziumBench(options: Partial<DebeziumBenchOptions> = 
         } else round.sluice = await runSluicePhase(o, cluster, r);
       }
       rounds.push(round as Round);
-      const slots = await query(cluster.url(DATABASE),
-        'SELECT slot_name FROM pg_replication_slots');
+      const slots = await query(
+        cluster.url(DATABASE),
+        'SELECT slot_name FROM pg_replication_slots',
+      );
       if (slots.length !== 0) throw new Error(`replication slots left: ${JSON.stringify(slots)}`);
     }
     return report(o, rounds, loadStart, loadavg()[0]!);
@@ -370,8 +427,7 @@ export async function runDebeziumBench(options: Partial<DebeziumBenchOptions> = 
   }
 }
 
-const eventsPerS = (c: CaptureRun): number =>
-  c.events / ((c.drainedMs - c.pgbench.startMs) / 1000);
+const eventsPerS = (c: CaptureRun): number => c.events / ((c.drainedMs - c.pgbench.startMs) / 1000);
 const eventsPerCpuS = (c: CaptureRun): number => c.events / (c.captureCpuMs / 1000);
 const pgCpuPerTx = (c: BaseRun | CaptureRun): number => c.clusterCpuMs / c.pgbench.transactions;
 /**
@@ -379,17 +435,23 @@ const pgCpuPerTx = (c: BaseRun | CaptureRun): number => c.clusterCpuMs / c.pgben
  * over the same round's no-capture run per transaction (triggers and pump queries for Sluice;
  * decoding in the WAL sender for Debezium).
  */
-const eventsPerTotalCpuS = (c: CaptureRun, none: BaseRun): number => c.events /
+const eventsPerTotalCpuS = (c: CaptureRun, none: BaseRun): number =>
+  c.events /
   ((c.captureCpuMs + Math.max(0, c.clusterCpuMs - pgCpuPerTx(none) * c.pgbench.transactions)) /
     1000);
 
-function report(o: DebeziumBenchOptions, rounds: Round[], loadStart: number,
-    loadEnd: number): string {
+function report(
+  o: DebeziumBenchOptions,
+  rounds: Round[],
+  loadStart: number,
+  loadEnd: number,
+): string {
   const med = (f: (r: Round) => number, digits = 2): string =>
     median(rounds.map(f)).toFixed(digits);
   const all = (f: (r: Round) => number, digits = 2): string =>
     rounds.map((r) => f(r).toFixed(digits)).join(', ');
-  const captureRow = (name: string, pick: (r: Round) => CaptureRun): string[] => [name,
+  const captureRow = (name: string, pick: (r: Round) => CaptureRun): string[] => [
+    name,
     `${med((r) => pick(r).pgbench.tps, 0)} (${all((r) => pick(r).pgbench.tps, 0)})`,
     `${med((r) => pick(r).pgbench.tps / r.none.pgbench.tps)}x ` +
       `(${all((r) => pick(r).pgbench.tps / r.none.pgbench.tps)})`,
@@ -401,21 +463,35 @@ function report(o: DebeziumBenchOptions, rounds: Round[], loadStart: number,
     `${med((r) => eventsPerTotalCpuS(pick(r), r.none), 0)} ` +
       `(${all((r) => eventsPerTotalCpuS(pick(r), r.none), 0)})`,
   ];
-  const header = ['capture', 'pgbench TPS', 'TPS / no capture (same round)',
-    'events/s (pgbench start to last event consumed)', 'lag p50 / p99 ms',
-    'events per capture-process CPU-s', 'PostgreSQL CPU ms / transaction',
-    'events per CPU-s, capture process + PostgreSQL over no capture'];
+  const header = [
+    'capture',
+    'pgbench TPS',
+    'TPS / no capture (same round)',
+    'events/s (pgbench start to last event consumed)',
+    'lag p50 / p99 ms',
+    'events per capture-process CPU-s',
+    'PostgreSQL CPU ms / transaction',
+    'events per CPU-s, capture process + PostgreSQL over no capture',
+  ];
   const rows = [
-    ['none', `${med((r) => r.none.pgbench.tps, 0)} (${all((r) => r.none.pgbench.tps, 0)})`,
-      '1.00x', '', '', '', `${med((r) => pgCpuPerTx(r.none))} (${all((r) => pgCpuPerTx(r.none))})`,
-      ''],
+    [
+      'none',
+      `${med((r) => r.none.pgbench.tps, 0)} (${all((r) => r.none.pgbench.tps, 0)})`,
+      '1.00x',
+      '',
+      '',
+      '',
+      `${med((r) => pgCpuPerTx(r.none))} (${all((r) => pgCpuPerTx(r.none))})`,
+      '',
+    ],
     captureRow('Debezium 3.6.1 embedded (pgoutput -> file)', (r) => r.debezium),
     captureRow('Sluice triggers (bank topology: 2 pumps -> queues -> 2 services)', (r) => r.sluice),
   ];
   const ratio = (f: (c: CaptureRun) => number): string =>
     `${med((r) => f(r.sluice) / f(r.debezium))}x (${all((r) => f(r.sluice) / f(r.debezium))})`;
-  const notes = rounds.flatMap((r, i) => [r.debezium, r.sluice]
-    .filter((c) => c.note).map((c) => `round ${i + 1}: ${c.note}`));
+  const notes = rounds.flatMap((r, i) =>
+    [r.debezium, r.sluice].filter((c) => c.note).map((c) => `round ${i + 1}: ${c.note}`),
+  );
   return [
     `Machine: ${machineLine()}. \`node dist/bench/peers/debezium.js --duration-s ${o.durationS}` +
       ` --scale ${o.scale} --clients ${o.clients} --rounds ${o.rounds}\`: each round runs ` +
@@ -431,15 +507,17 @@ function report(o: DebeziumBenchOptions, rounds: Round[], loadStart: number,
     `Sluice / Debezium within each round: pgbench TPS ${ratio((c) => c.pgbench.tps)}, ` +
       `events/s ${ratio(eventsPerS)}, events per capture-process CPU-second ` +
       `${ratio(eventsPerCpuS)}, events per CPU-second with PostgreSQL's extra CPU ` +
-      `${med((r) => eventsPerTotalCpuS(r.sluice, r.none) /
-        eventsPerTotalCpuS(r.debezium, r.none))}x, ` +
+      `${med(
+        (r) => eventsPerTotalCpuS(r.sluice, r.none) / eventsPerTotalCpuS(r.debezium, r.none),
+      )}x, ` +
       `lag p50 ${ratio((c) => c.lagP50Ms)}, ` +
       `lag p99 ${ratio((c) => c.lagP99Ms)} (lag: lower is better), PostgreSQL CPU per ` +
       `transaction ${ratio(pgCpuPerTx)}.`,
     ...(notes.length ? ['', `Event counts: ${notes.join('; ')}.`] : []),
     '',
-    `Events counted: ${rounds.map((r, i) => `round ${i + 1} Debezium ${r.debezium.events}, ` +
-      `Sluice ${r.sluice.events}`).join('; ')} (Debezium: 2 per transaction, one history ` +
+    `Events counted: ${rounds
+      .map((r, i) => `round ${i + 1} Debezium ${r.debezium.events}, ` + `Sluice ${r.sluice.events}`)
+      .join('; ')} (Debezium: 2 per transaction, one history ` +
       'insert and one account update; Sluice: the same less the account updates that changed ' +
       'nothing, delta 0, which its triggers suppress).',
   ].join('\n');
@@ -461,7 +539,8 @@ if (isMainModule(import.meta.url)) {
     .option('--scale <n>', 'pgbench scale', intOption('--scale'), 10)
     .option('--clients <n>', 'pgbench clients', intOption('--clients'), 8)
     .option('--rounds <n>', 'rounds of the three pgbench runs', intOption('--rounds'), 3)
-    .parse().opts<DebeziumBenchOptions>();
+    .parse()
+    .opts<DebeziumBenchOptions>();
   console.log(await runDebeziumBench(opts));
   process.exit(0);
 }

@@ -39,12 +39,23 @@ export async function buildPeer(name: string): Promise<string> {
   const fresh = existsSync(cpFile) && statSync(cpFile).mtimeMs > sourcesMtimeMs(projectDir);
   if (!fresh) {
     try {
-      await run('mvn', ['-q', '-B', 'compile', 'dependency:build-classpath',
-        '-Dmdep.outputFile=target/classpath.txt'], { cwd: projectDir, maxBuffer: 64 << 20 });
+      await run(
+        'mvn',
+        [
+          '-q',
+          '-B',
+          'compile',
+          'dependency:build-classpath',
+          '-Dmdep.outputFile=target/classpath.txt',
+        ],
+        { cwd: projectDir, maxBuffer: 64 << 20 },
+      );
     } catch (err) {
       const e = err as { stdout?: string; stderr?: string; message: string };
-      throw new Error(`building bench/peers/${name} with Maven failed: ${e.message}\n` +
-        `${e.stdout ?? ''}${e.stderr ?? ''}`);
+      throw new Error(
+        `building bench/peers/${name} with Maven failed: ${e.message}\n` +
+          `${e.stdout ?? ''}${e.stderr ?? ''}`,
+      );
     }
   }
   return `${join(projectDir, 'target', 'classes')}:${readFileSync(cpFile, 'utf8').trim()}`;

@@ -20,7 +20,15 @@
 export const Command = { run: 0, drain: 1, stop: 2 } as const;
 
 /** Log levels by name, with pino's numbers (silent: above every level). */
-export const LOG_LEVELS = { trace: 10, debug: 20, info: 30, warn: 40, error: 50, fatal: 60, silent: 100 } as const;
+export const LOG_LEVELS = {
+  trace: 10,
+  debug: 20,
+  info: 30,
+  warn: 40,
+  error: 50,
+  fatal: 60,
+  silent: 100,
+} as const;
 /** One log level name. */
 export type LogLevelName = keyof typeof LOG_LEVELS;
 /** Level of an actor nobody set one for: info. */
@@ -55,7 +63,11 @@ export class Control {
   }
   /** Supervisor side: sets the actor's log level (LOG_LEVELS numbers; silent = 100). */
   setLogLevel(level: number): void {
-    Atomics.store(this.cells, LOG_LEVEL_CELL, Math.min(LOG_LEVELS.silent, Math.max(0, Math.round(level))));
+    Atomics.store(
+      this.cells,
+      LOG_LEVEL_CELL,
+      Math.min(LOG_LEVELS.silent, Math.max(0, Math.round(level))),
+    );
   }
   /** Supervisor side: asks the actor to drain, or to stop now. Never lowers a command. */
   request(command: number): void {

@@ -40,7 +40,15 @@ export const Counter = {
 } as const;
 
 /** Lifecycle states, in the order an actor passes through them. */
-export const ACTOR_STATES = ['new', 'init', 'replay', 'live', 'drain', 'stopped', 'failed'] as const;
+export const ACTOR_STATES = [
+  'new',
+  'init',
+  'replay',
+  'live',
+  'drain',
+  'stopped',
+  'failed',
+] as const;
 /** One lifecycle state name. */
 export type ActorState = (typeof ACTOR_STATES)[number];
 

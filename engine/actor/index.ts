@@ -1,8 +1,15 @@
 /** Worker-side actor runtime: lifecycle, control cells, doorbells, counters, typed messages. */
 export { runActor, type ActorContext } from './runtime.js';
 export {
-  Command, Control, Doorbell, createControl, createDoorbell, LOG_LEVELS, LOG_LEVEL_DEFAULT,
-  logLevelName, type LogLevelName,
+  Command,
+  Control,
+  Doorbell,
+  createControl,
+  createDoorbell,
+  LOG_LEVELS,
+  LOG_LEVEL_DEFAULT,
+  logLevelName,
+  type LogLevelName,
 } from './control.js';
 export {
   Counter,

@@ -5,7 +5,13 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { parentPort, workerData, isMainThread, threadId, type MessagePort } from 'node:worker_threads';
+import {
+  parentPort,
+  workerData,
+  isMainThread,
+  threadId,
+  type MessagePort,
+} from 'node:worker_threads';
 import { Command, Control, LOG_LEVELS, type LogLevelName } from './control.js';
 import { Counter, osThreadId, setState, type ActorState } from './counters.js';
 import type { ActorMessage, ActorWorkerData } from './protocol.js';
@@ -72,7 +78,8 @@ function workerFaultCheck(name: string): (() => void) | null {
       return; // no fault for this actor
     }
     const mode = fs.readFileSync(taken, 'utf8').trim();
-    if (mode === 'throw') throw new Error(`actor ${name}: injected fault (${WORKER_FAULT_DIR_ENV})`);
+    if (mode === 'throw')
+      throw new Error(`actor ${name}: injected fault (${WORKER_FAULT_DIR_ENV})`);
     process.exit(WORKER_FAULT_EXIT_CODE);
   };
 }
@@ -84,7 +91,8 @@ function workerFaultCheck(name: string): (() => void) | null {
  * @throws Error when called outside a worker thread.
  */
 export function runActor<D>(body: (ctx: ActorContext<D>) => Promise<unknown> | unknown): void {
-  if (isMainThread || !parentPort) throw new Error('runActor must be called inside a worker thread');
+  if (isMainThread || !parentPort)
+    throw new Error('runActor must be called inside a worker thread');
   const port = parentPort;
   const wd = workerData as ActorWorkerData<D>;
   const control = new Control(wd.control);
@@ -133,8 +141,10 @@ export function runActor<D>(body: (ctx: ActorContext<D>) => Promise<unknown> | u
         ctx.setState('failed');
         const e = err instanceof Error ? err : new Error(String(err));
         // The cause's message too (when the message does not already carry it): the log is one line.
-        const cause = e.cause instanceof Error ? e.cause.message : e.cause !== undefined ? String(e.cause) : '';
-        const message = cause && !e.message.includes(cause) ? `${e.message} (cause: ${cause})` : e.message;
+        const cause =
+          e.cause instanceof Error ? e.cause.message : e.cause !== undefined ? String(e.cause) : '';
+        const message =
+          cause && !e.message.includes(cause) ? `${e.message} (cause: ${cause})` : e.message;
         port.postMessage({ type: 'failed', message, stack: e.stack } satisfies ActorMessage);
         // Let the message flush before the exit; the supervisor treats the exit as the crash.
         setImmediate(() => process.exit(1));

@@ -14,11 +14,29 @@
  * for (;;) for (const r of await consumer.poll({ timeoutMs: 100 })) ...
  * ```
  */
-export * from './types.js'
-export { murmur2, partitionForKey, PartitionResolver, tpKey } from './partitioner.js'
-export { createMemoryBus } from './memory/index.js'
-export { createJournalBus, JOURNAL_BUS_DEFAULTS, COMPACTION_DEFAULTS, type JournalBus, type JournalBusOptions, type MaintenanceReport } from './journal/index.js'
-export { createKafkaBus, type KafkaBusOptions } from './kafka/index.js'
-export { kafkaBusOptionsOf, kafkaSecurityOptions, type KafkaSecurityOptions, type KafkaTlsSettings, type KafkaSaslSettings, type KafkaTopologyBus } from './kafka/security.js'
-export { startKafkaMockCluster, type KafkaMockCluster, type KafkaMockOptions } from './kafka/mock-cluster.js'
-export { serveBus, connectBus, type BusServing } from './remote/index.js'
+export * from './types.js';
+export { murmur2, partitionForKey, PartitionResolver, tpKey } from './partitioner.js';
+export { createMemoryBus } from './memory/index.js';
+export {
+  createJournalBus,
+  JOURNAL_BUS_DEFAULTS,
+  COMPACTION_DEFAULTS,
+  type JournalBus,
+  type JournalBusOptions,
+  type MaintenanceReport,
+} from './journal/index.js';
+export { createKafkaBus, type KafkaBusOptions } from './kafka/index.js';
+export {
+  kafkaBusOptionsOf,
+  kafkaSecurityOptions,
+  type KafkaSecurityOptions,
+  type KafkaTlsSettings,
+  type KafkaSaslSettings,
+  type KafkaTopologyBus,
+} from './kafka/security.js';
+export {
+  startKafkaMockCluster,
+  type KafkaMockCluster,
+  type KafkaMockOptions,
+} from './kafka/mock-cluster.js';
+export { serveBus, connectBus, type BusServing } from './remote/index.js';

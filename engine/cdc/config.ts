@@ -11,7 +11,12 @@ import { MARIADB_TRUNCATE_REFUSAL, parseMariaDbUrl } from './mariadb-url.js';
 export type CaptureOperation = 'insert' | 'update' | 'delete' | 'truncate';
 
 /** All operations, in the order triggers are generated. */
-export const CAPTURE_OPERATIONS: readonly CaptureOperation[] = ['insert', 'update', 'delete', 'truncate'];
+export const CAPTURE_OPERATIONS: readonly CaptureOperation[] = [
+  'insert',
+  'update',
+  'delete',
+  'truncate',
+];
 
 /**
  * One captured table.
@@ -122,7 +127,10 @@ const IMAGES_OF: Record<'insert' | 'update' | 'delete', readonly ('NEW' | 'OLD')
 };
 
 /** The condition of `op` for a table, or undefined when its rows are all captured. */
-export function conditionFor(t: CaptureTable, op: 'insert' | 'update' | 'delete'): string | undefined {
+export function conditionFor(
+  t: CaptureTable,
+  op: 'insert' | 'update' | 'delete',
+): string | undefined {
   const c = t.condition;
   if (c === undefined) return undefined;
   return typeof c === 'string' ? c : c[op];
@@ -135,7 +143,8 @@ export function conditionFor(t: CaptureTable, op: 'insert' | 'update' | 'delete'
 export function imagesNamed(sql: string): Set<'NEW' | 'OLD'> {
   const bare = sql.replace(/'(?:[^']|'')*'|"(?:[^"]|"")*"|--[^\n]*/g, ' ');
   const out = new Set<'NEW' | 'OLD'>();
-  for (const m of bare.matchAll(/\b(new|old)\s*\./gi)) out.add(m[1]!.toUpperCase() as 'NEW' | 'OLD');
+  for (const m of bare.matchAll(/\b(new|old)\s*\./gi))
+    out.add(m[1]!.toUpperCase() as 'NEW' | 'OLD');
   return out;
 }
 
@@ -144,7 +153,10 @@ export function imagesNamed(sql: string): Set<'NEW' | 'OLD'> {
  * condition naming an image its operation lacks, a blank one, a condition for an operation that is
  * not captured. `sub` is the path below the `condition` field.
  */
-export function conditionProblems(condition: unknown, operations: readonly unknown[]): KeyStrategyProblem[] {
+export function conditionProblems(
+  condition: unknown,
+  operations: readonly unknown[],
+): KeyStrategyProblem[] {
   const out: KeyStrategyProblem[] = [];
   if (condition === undefined) return out;
   const rowOps = (['insert', 'update', 'delete'] as const).filter((op) => operations.includes(op));
@@ -156,8 +168,14 @@ export function conditionProblems(condition: unknown, operations: readonly unkno
     for (const image of imagesNamed(sql)) {
       const lacking = ops.filter((op) => !IMAGES_OF[op].includes(image));
       if (lacking.length === 0) continue;
-      const hint = sub.length === 0 ? '; give one condition per operation: condition: { insert: ..., update: ..., delete: ... }' : '';
-      out.push({ sub, message: `names ${image}, which ${lacking.map((op) => `a${op === 'insert' ? 'n' : ''} ${op}`).join(' and ')} has not (insert has NEW, delete has OLD, update both)${hint}` });
+      const hint =
+        sub.length === 0
+          ? '; give one condition per operation: condition: { insert: ..., update: ..., delete: ... }'
+          : '';
+      out.push({
+        sub,
+        message: `names ${image}, which ${lacking.map((op) => `a${op === 'insert' ? 'n' : ''} ${op}`).join(' and ')} has not (insert has NEW, delete has OLD, update both)${hint}`,
+      });
     }
   };
   if (typeof condition === 'string') check(condition, rowOps, []);
@@ -166,10 +184,18 @@ export function conditionProblems(condition: unknown, operations: readonly unkno
       if (op !== 'insert' && op !== 'update' && op !== 'delete') {
         out.push({ sub: [op], message: 'unknown operation (insert, update or delete)' });
       } else if (!operations.includes(op)) {
-        out.push({ sub: [op], message: `${op} is not in operations; its condition would never apply` });
+        out.push({
+          sub: [op],
+          message: `${op} is not in operations; its condition would never apply`,
+        });
       } else check(sql, [op], [op]);
     }
-  } else out.push({ sub: [], message: 'must be an SQL boolean expression or a map of them per operation (insert, update, delete)' });
+  } else
+    out.push({
+      sub: [],
+      message:
+        'must be an SQL boolean expression or a map of them per operation (insert, update, delete)',
+    });
   return out;
 }
 
@@ -343,44 +369,73 @@ export function validateCaptureSource(source: CaptureSource): CaptureSource {
   const problems: string[] = [];
   const where = `capture source "${source?.name ?? '?'}"`;
   const bad = (path: string, problem: string) => problems.push(`${where}: ${path}: ${problem}`);
-  if (typeof source?.name !== 'string' || source.name.length === 0) bad('name', 'must be a non-empty string');
+  if (typeof source?.name !== 'string' || source.name.length === 0)
+    bad('name', 'must be a non-empty string');
   const db = source?.database;
   if (db?.dialect === 'sqlite') {
-    if (typeof db.file !== 'string' || db.file.length === 0) bad('database.file', 'must be a non-empty path');
-    if (db.busyTimeoutMs !== undefined && !(Number.isInteger(db.busyTimeoutMs) && db.busyTimeoutMs >= 0)) {
+    if (typeof db.file !== 'string' || db.file.length === 0)
+      bad('database.file', 'must be a non-empty path');
+    if (
+      db.busyTimeoutMs !== undefined &&
+      !(Number.isInteger(db.busyTimeoutMs) && db.busyTimeoutMs >= 0)
+    ) {
       bad('database.busyTimeoutMs', `must be an integer >= 0, busyTimeoutMs=${db.busyTimeoutMs}`);
     }
   } else if (db?.dialect === 'postgres') {
-    if (typeof db.url !== 'string' || db.url.length === 0) bad('database.url', 'must be a non-empty connection string');
+    if (typeof db.url !== 'string' || db.url.length === 0)
+      bad('database.url', 'must be a non-empty connection string');
     if (db.schema !== undefined && (typeof db.schema !== 'string' || db.schema.length === 0)) {
       bad('database.schema', 'must be a non-empty string when given');
     }
-    if (db.captureSchema !== undefined && (typeof db.captureSchema !== 'string' || !STAGING_NAME_PATTERN.test(db.captureSchema))) {
-      bad('database.captureSchema', `must match ${STAGING_NAME_PATTERN}, captureSchema=${JSON.stringify(db.captureSchema)}`);
+    if (
+      db.captureSchema !== undefined &&
+      (typeof db.captureSchema !== 'string' || !STAGING_NAME_PATTERN.test(db.captureSchema))
+    ) {
+      bad(
+        'database.captureSchema',
+        `must match ${STAGING_NAME_PATTERN}, captureSchema=${JSON.stringify(db.captureSchema)}`,
+      );
     }
   } else if (db?.dialect === 'mariadb' || db?.dialect === 'mysql') {
-    const url = typeof db.url === 'string' ? parseMariaDbUrl(db.url) : 'must be a non-empty connection string';
+    const url =
+      typeof db.url === 'string'
+        ? parseMariaDbUrl(db.url)
+        : 'must be a non-empty connection string';
     if (typeof url === 'string') bad('database.url', url);
-    if (db.captureSchema !== undefined && (typeof db.captureSchema !== 'string' || !STAGING_NAME_PATTERN.test(db.captureSchema))) {
-      bad('database.captureSchema', `must match ${STAGING_NAME_PATTERN}, captureSchema=${JSON.stringify(db.captureSchema)}`);
+    if (
+      db.captureSchema !== undefined &&
+      (typeof db.captureSchema !== 'string' || !STAGING_NAME_PATTERN.test(db.captureSchema))
+    ) {
+      bad(
+        'database.captureSchema',
+        `must match ${STAGING_NAME_PATTERN}, captureSchema=${JSON.stringify(db.captureSchema)}`,
+      );
     }
   } else {
-    bad('database.dialect', `must be "sqlite", "postgres" or "mariadb", dialect=${String((db as { dialect?: unknown })?.dialect)}`);
+    bad(
+      'database.dialect',
+      `must be "sqlite", "postgres" or "mariadb", dialect=${String((db as { dialect?: unknown })?.dialect)}`,
+    );
   }
   checkInt(source?.pumps, 1, CDC_DEFAULTS.pumpsMax, 'pumps', bad);
   checkInt(source?.batchSizeMax, 1, CDC_DEFAULTS.claimLimitMax, 'batchSizeMax', bad);
   checkInt(source?.pollIntervalMs, 0, 3_600_000, 'pollIntervalMs', bad);
-  if (source?.recordBytesMax !== undefined) checkInt(source.recordBytesMax, 1, CDC_DEFAULTS.recordBytesMax, 'recordBytesMax', bad);
+  if (source?.recordBytesMax !== undefined)
+    checkInt(source.recordBytesMax, 1, CDC_DEFAULTS.recordBytesMax, 'recordBytesMax', bad);
   if (source?.errors !== undefined) {
     for (const [field, [min, max]] of Object.entries(ERROR_POLICY_LIMITS)) {
       const v = (source.errors as Record<string, unknown>)[field];
       if (v !== undefined) checkInt(v, min, max, `errors.${field}`, bad);
     }
     const hold = source.errors.holdKeyWhenParked;
-    if (hold !== undefined && typeof hold !== 'boolean') bad('errors.holdKeyWhenParked', 'must be a boolean');
+    if (hold !== undefined && typeof hold !== 'boolean')
+      bad('errors.holdKeyWhenParked', 'must be a boolean');
   }
   if (typeof source?.stagingTable !== 'string' || !STAGING_NAME_PATTERN.test(source.stagingTable)) {
-    bad('stagingTable', `must match ${STAGING_NAME_PATTERN}, stagingTable=${JSON.stringify(source?.stagingTable)}`);
+    bad(
+      'stagingTable',
+      `must match ${STAGING_NAME_PATTERN}, stagingTable=${JSON.stringify(source?.stagingTable)}`,
+    );
   }
   if (!Array.isArray(source?.tables) || source.tables.length === 0) {
     bad('tables', 'must list at least one table');
@@ -388,48 +443,79 @@ export function validateCaptureSource(source: CaptureSource): CaptureSource {
     const seen = new Set<string>();
     source.tables.forEach((t, i) => {
       const p = `tables[${i}]`;
-      if (typeof t?.table !== 'string' || t.table.length === 0) bad(`${p}.table`, 'must be a non-empty string');
+      if (typeof t?.table !== 'string' || t.table.length === 0)
+        bad(`${p}.table`, 'must be a non-empty string');
       else if (seen.has(t.table)) bad(`${p}.table`, `"${t.table}" is listed twice`);
       else seen.add(t.table);
       if (!Array.isArray(t?.operations) || t.operations.length === 0) {
         bad(`${p}.operations`, 'must list at least one of insert, update, delete, truncate');
       } else {
         for (const op of t.operations) {
-          if (!CAPTURE_OPERATIONS.includes(op)) bad(`${p}.operations`, `unknown operation ${JSON.stringify(op)}`);
+          if (!CAPTURE_OPERATIONS.includes(op))
+            bad(`${p}.operations`, `unknown operation ${JSON.stringify(op)}`);
         }
-        if (new Set(t.operations).size !== t.operations.length) bad(`${p}.operations`, 'lists an operation twice');
+        if (new Set(t.operations).size !== t.operations.length)
+          bad(`${p}.operations`, 'lists an operation twice');
         if (db?.dialect === 'sqlite' && t.operations.includes('truncate')) {
-          bad(`${p}.operations`, 'truncate is not supported on sqlite (SQLite has no TRUNCATE; DELETE fires per-row delete triggers)');
+          bad(
+            `${p}.operations`,
+            'truncate is not supported on sqlite (SQLite has no TRUNCATE; DELETE fires per-row delete triggers)',
+          );
         }
-        if ((db?.dialect === 'mariadb' || db?.dialect === 'mysql') && t.operations.includes('truncate')) {
+        if (
+          (db?.dialect === 'mariadb' || db?.dialect === 'mysql') &&
+          t.operations.includes('truncate')
+        ) {
           bad(`${p}.operations`, MARIADB_TRUNCATE_REFUSAL);
         }
       }
-      for (const k of keyStrategyProblems(t?.key, db?.dialect)) bad([`${p}.key`, ...k.sub].join('.'), k.message);
+      for (const k of keyStrategyProblems(t?.key, db?.dialect))
+        bad([`${p}.key`, ...k.sub].join('.'), k.message);
       for (const field of ['columns'] as const) {
         const list = t?.[field];
         if (list === undefined) continue;
-        if (!Array.isArray(list) || list.length === 0 || list.some((c) => typeof c !== 'string' || c.length === 0)) {
+        if (
+          !Array.isArray(list) ||
+          list.length === 0 ||
+          list.some((c) => typeof c !== 'string' || c.length === 0)
+        ) {
           bad(`${p}.${field}`, 'must be a non-empty list of column names when given');
         } else if (new Set(list).size !== list.length) {
           bad(`${p}.${field}`, 'lists a column twice');
         }
       }
-      for (const c of conditionProblems(t?.condition, Array.isArray(t?.operations) ? t.operations : [])) {
+      for (const c of conditionProblems(
+        t?.condition,
+        Array.isArray(t?.operations) ? t.operations : [],
+      )) {
         bad([`${p}.condition`, ...c.sub].join('.'), c.message);
       }
-      if (typeof t?.target !== 'string' || t.target.length === 0) bad(`${p}.target`, 'must be a non-empty queue name');
-      if (t?.initialLoad !== undefined && typeof t.initialLoad !== 'boolean') bad(`${p}.initialLoad`, 'must be a boolean');
+      if (typeof t?.target !== 'string' || t.target.length === 0)
+        bad(`${p}.target`, 'must be a non-empty queue name');
+      if (t?.initialLoad !== undefined && typeof t.initialLoad !== 'boolean')
+        bad(`${p}.initialLoad`, 'must be a boolean');
       if (t?.initialLoad === true && t.key === 'transactionId') {
-        bad(`${p}.initialLoad`, 'needs a key that names the row (primaryKey, columns, fixed, expression or none); key transactionId orders by transaction and a read event has none');
+        bad(
+          `${p}.initialLoad`,
+          'needs a key that names the row (primaryKey, columns, fixed, expression or none); key transactionId orders by transaction and a read event has none',
+        );
       }
       if (t?.keyUpdate !== undefined && !KEY_UPDATE_MODES.includes(t.keyUpdate)) {
-        bad(`${p}.keyUpdate`, `must be one of ${KEY_UPDATE_MODES.join(', ')}, keyUpdate=${JSON.stringify(t.keyUpdate)}`);
+        bad(
+          `${p}.keyUpdate`,
+          `must be one of ${KEY_UPDATE_MODES.join(', ')}, keyUpdate=${JSON.stringify(t.keyUpdate)}`,
+        );
       }
       if (t?.triggers !== undefined && !TRIGGER_LEVELS.includes(t.triggers)) {
-        bad(`${p}.triggers`, `must be one of ${TRIGGER_LEVELS.join(', ')}, triggers=${JSON.stringify(t.triggers)}`);
+        bad(
+          `${p}.triggers`,
+          `must be one of ${TRIGGER_LEVELS.join(', ')}, triggers=${JSON.stringify(t.triggers)}`,
+        );
       } else if (t?.triggers === 'statement' && db !== undefined && db.dialect !== 'postgres') {
-        bad(`${p}.triggers`, `statement is PostgreSQL only (${db.dialect} has row triggers only); leave it out or give row`);
+        bad(
+          `${p}.triggers`,
+          `statement is PostgreSQL only (${db.dialect} has row triggers only); leave it out or give row`,
+        );
       }
     });
   }
@@ -444,12 +530,19 @@ export interface KeyStrategyProblem {
 }
 
 /** Problems of a KeyStrategy value for `dialect` (empty when it is valid or absent). */
-export function keyStrategyProblems(key: unknown, dialect: string | undefined): KeyStrategyProblem[] {
+export function keyStrategyProblems(
+  key: unknown,
+  dialect: string | undefined,
+): KeyStrategyProblem[] {
   const out: KeyStrategyProblem[] = [];
   const bad = (sub: (string | number)[], message: string) => out.push({ sub, message });
   if (key === undefined) return out;
   const columnsOk = (list: unknown, sub: (string | number)[]) => {
-    if (!Array.isArray(list) || list.length === 0 || list.some((c) => typeof c !== 'string' || c.length === 0)) {
+    if (
+      !Array.isArray(list) ||
+      list.length === 0 ||
+      list.some((c) => typeof c !== 'string' || c.length === 0)
+    ) {
       bad(sub, 'must be a non-empty list of column names');
     } else if (new Set(list).size !== list.length) {
       bad(sub, 'lists a column twice');
@@ -457,12 +550,18 @@ export function keyStrategyProblems(key: unknown, dialect: string | undefined): 
   };
   const shapes = `${KEY_STRATEGY_WORDS.join(', ')}, a list of columns, {columns: [...]}, {fixed: "value"} or {expression: "SQL"}`;
   if (typeof key === 'string') {
-    if (!(KEY_STRATEGY_WORDS as readonly string[]).includes(key)) bad([], `must be one of ${shapes}, got ${JSON.stringify(key)}`);
+    if (!(KEY_STRATEGY_WORDS as readonly string[]).includes(key))
+      bad([], `must be one of ${shapes}, got ${JSON.stringify(key)}`);
     else if (key === 'transactionId' && dialect === 'sqlite') {
-      bad([], 'transactionId is not supported on sqlite (SQLite gives triggers no transaction identity)');
-    }
-    else if (key === 'transactionId' && (dialect === 'mariadb' || dialect === 'mysql')) {
-      bad([], 'transactionId is not supported on mariadb (MariaDB gives SQL no identity of the running transaction)');
+      bad(
+        [],
+        'transactionId is not supported on sqlite (SQLite gives triggers no transaction identity)',
+      );
+    } else if (key === 'transactionId' && (dialect === 'mariadb' || dialect === 'mysql')) {
+      bad(
+        [],
+        'transactionId is not supported on mariadb (MariaDB gives SQL no identity of the running transaction)',
+      );
     }
   } else if (Array.isArray(key)) {
     columnsOk(key, []);
@@ -472,7 +571,8 @@ export function keyStrategyProblems(key: unknown, dialect: string | undefined): 
     else if ('fixed' in k) {
       if (typeof k.fixed !== 'string') bad(['fixed'], 'must be a string');
     } else if ('expression' in k) {
-      if (typeof k.expression !== 'string' || k.expression.trim() === '') bad(['expression'], 'must be a non-empty SQL expression');
+      if (typeof k.expression !== 'string' || k.expression.trim() === '')
+        bad(['expression'], 'must be a non-empty SQL expression');
     } else bad([Object.keys(k)[0]!], `unknown key strategy (one of ${shapes})`);
   } else {
     bad([], `must be one of ${shapes}`);
@@ -480,7 +580,13 @@ export function keyStrategyProblems(key: unknown, dialect: string | undefined): 
   return out;
 }
 
-function checkInt(value: unknown, min: number, max: number, path: string, bad: (p: string, m: string) => void): void {
+function checkInt(
+  value: unknown,
+  min: number,
+  max: number,
+  path: string,
+  bad: (p: string, m: string) => void,
+): void {
   if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
     bad(path, `must be an integer in [${min}, ${max}], ${path}=${String(value)}`);
   }
@@ -498,6 +604,8 @@ export function checkClaimArgs(pump: number, pumps: number, limit: number): void
     throw new Error(`pump must be an integer in [0, pumps), pump=${pump}, pumps=${pumps}`);
   }
   if (!Number.isInteger(limit) || limit < 1 || limit > CDC_DEFAULTS.claimLimitMax) {
-    throw new Error(`limit must be an integer in [1, ${CDC_DEFAULTS.claimLimitMax}], limit=${limit}`);
+    throw new Error(
+      `limit must be an integer in [1, ${CDC_DEFAULTS.claimLimitMax}], limit=${limit}`,
+    );
   }
 }

@@ -51,11 +51,25 @@ export {
   validateCaptureSource,
 } from './config.js';
 export type {
-  CaptureErrorPolicy, ConditionsByOp, KeyStrategy, KeyStrategyProblem, KeyUpdateMode, CaptureOperation, CaptureSource, CaptureTable, DatabaseRef, StagedChange, TriggerLevel,
+  CaptureErrorPolicy,
+  ConditionsByOp,
+  KeyStrategy,
+  KeyStrategyProblem,
+  KeyUpdateMode,
+  CaptureOperation,
+  CaptureSource,
+  CaptureTable,
+  DatabaseRef,
+  StagedChange,
+  TriggerLevel,
 } from './config.js';
 export { keyHash, pumpOfKey } from './key-hash.js';
 export type {
-  HeldKeys, ParkedChange, ParkedSelection, StagingClient, UninstallOptions,
+  HeldKeys,
+  ParkedChange,
+  ParkedSelection,
+  StagingClient,
+  UninstallOptions,
 } from './staging.js';
 export type { ColumnInfo, ResolvedTable } from './sql.js';
 export { resolveTable, CaptureTableError } from './sql.js';
@@ -91,9 +105,22 @@ export {
 export { parseMariaDbUrl, MARIADB_TRUNCATE_REFUSAL } from './mariadb-url.js';
 export { PumpCore, PUMP_FAULT_ENV, RecordRefusedError } from './pump.js';
 export {
-  PumpLoader, checkLoads, installLoads, requestLoad, readLoadProgress, loadTableDdl, chunkKeyOf,
+  PumpLoader,
+  checkLoads,
+  installLoads,
+  requestLoad,
+  readLoadProgress,
+  loadTableDdl,
+  chunkKeyOf,
 } from './initial-load.js';
-export type { LoadHooks, LoadProgress, LoadQuery, LoadRead, LoadTable, LoadTask } from './initial-load.js';
+export type {
+  LoadHooks,
+  LoadProgress,
+  LoadQuery,
+  LoadRead,
+  LoadTable,
+  LoadTask,
+} from './initial-load.js';
 export type { PumpFault, PumpOptions, PumpSink, PumpStats } from './pump.js';
 
 import type { CaptureSource } from './config.js';
@@ -132,7 +159,22 @@ export async function openStaging(source: CaptureSource): Promise<StagingClient>
   }
   return client;
 }
-export { KafkaPumpSink, KAFKA_CAPTURE_HEADERS, KAFKA_SINK_DEFAULTS, kafkaKeyOf } from './kafka-sink.js';
+export {
+  KafkaPumpSink,
+  KAFKA_CAPTURE_HEADERS,
+  KAFKA_SINK_DEFAULTS,
+  kafkaKeyOf,
+} from './kafka-sink.js';
 export type { KafkaCaptureRecord, KafkaPumpSinkOptions } from './kafka-sink.js';
-export { CAPTURE_FORMATS, captureJsonValue, encodeCaptureJson, jsonSourceInfo } from './json-format.js';
-export type { CaptureFormat, CaptureJsonSource, CaptureJsonValue, JsonSourceInfo } from './json-format.js';
+export {
+  CAPTURE_FORMATS,
+  captureJsonValue,
+  encodeCaptureJson,
+  jsonSourceInfo,
+} from './json-format.js';
+export type {
+  CaptureFormat,
+  CaptureJsonSource,
+  CaptureJsonValue,
+  JsonSourceInfo,
+} from './json-format.js';

@@ -119,7 +119,10 @@ export function loadTableDdl(dialect: LoadHooks['dialect'], ref: string): string
 }
 
 function hooksOf(staging: LoadCapable): LoadHooks {
-  if (staging.load === undefined) throw new Error(`capture source "${staging.source.name}": this staging client cannot run initial loads`);
+  if (staging.load === undefined)
+    throw new Error(
+      `capture source "${staging.source.name}": this staging client cannot run initial loads`,
+    );
   return staging.load;
 }
 
@@ -130,9 +133,18 @@ export async function readLoadProgress(staging: LoadCapable): Promise<LoadProgre
     `SELECT table_name, pump, pumps, generation, cursor_key, done, scanned, emitted, total, updated_ms FROM ${h.loadTable} ORDER BY table_name, pump`,
   );
   return rows.map((r) => ({
-    table: String(r.table_name), pump: Number(r.pump), pumps: Number(r.pumps), generation: Number(r.generation),
-    cursor: r.cursor_key === null || r.cursor_key === undefined ? null : (JSON.parse(String(r.cursor_key)) as string[]),
-    done: Number(r.done) === 1, scanned: Number(r.scanned), emitted: Number(r.emitted), total: Number(r.total),
+    table: String(r.table_name),
+    pump: Number(r.pump),
+    pumps: Number(r.pumps),
+    generation: Number(r.generation),
+    cursor:
+      r.cursor_key === null || r.cursor_key === undefined
+        ? null
+        : (JSON.parse(String(r.cursor_key)) as string[]),
+    done: Number(r.done) === 1,
+    scanned: Number(r.scanned),
+    emitted: Number(r.emitted),
+    total: Number(r.total),
     updatedMs: Number(r.updated_ms),
   }));
 }
@@ -144,11 +156,19 @@ export async function readLoadProgress(staging: LoadCapable): Promise<LoadProgre
  * @throws CaptureTableError (field `table` or `initialLoad`) when the table is not captured by
  *   the source, does not exist, or has no key to chunk by.
  */
-export async function requestLoad(staging: LoadCapable, table: string, nowMs = Date.now()): Promise<number> {
+export async function requestLoad(
+  staging: LoadCapable,
+  table: string,
+  nowMs = Date.now(),
+): Promise<number> {
   const h = hooksOf(staging);
   const cfg = staging.source.tables.find((t) => t.table === table);
   if (cfg === undefined) {
-    throw new CaptureTableError(`capture source "${staging.source.name}" does not capture table "${table}" (captured: ${staging.source.tables.map((t) => t.table).join(', ')})`, table, 'table');
+    throw new CaptureTableError(
+      `capture source "${staging.source.name}" does not capture table "${table}" (captured: ${staging.source.tables.map((t) => t.table).join(', ')})`,
+      table,
+      'table',
+    );
   }
   const lt = await h.resolveLoad(cfg);
   const count = await h.query(`SELECT COUNT(*) AS n FROM ${h.tableSql(lt)}`);
@@ -200,10 +220,16 @@ export class PumpLoader {
   /**
    * @param chunkRows rows per chunk (default CDC_DEFAULTS.loadChunkRows); @param clock ms since the epoch.
    */
-  constructor(private readonly staging: LoadCapable, private readonly pump: number, private readonly pumps: number,
-    private readonly chunkRows: number = CDC_DEFAULTS.loadChunkRows, private readonly clock: () => number = Date.now) {
+  constructor(
+    private readonly staging: LoadCapable,
+    private readonly pump: number,
+    private readonly pumps: number,
+    private readonly chunkRows: number = CDC_DEFAULTS.loadChunkRows,
+    private readonly clock: () => number = Date.now,
+  ) {
     this.hooks = hooksOf(staging);
-    if (!Number.isInteger(chunkRows) || chunkRows < 1) throw new Error(`chunkRows must be an integer >= 1, chunkRows=${chunkRows}`);
+    if (!Number.isInteger(chunkRows) || chunkRows < 1)
+      throw new Error(`chunkRows must be an integer >= 1, chunkRows=${chunkRows}`);
   }
 
   /**
@@ -220,21 +246,29 @@ export class PumpLoader {
         all = await readLoadProgress(this.staging);
       } catch (err) {
         // Installed before initial loads existed: no load table, nothing requested.
-        if (isMissingTable(err)) return (this.tasks = [], null);
+        if (isMissingTable(err)) return ((this.tasks = []), null);
         throw err;
       }
       const captured = new Set(this.staging.source.tables.map((t) => t.table));
-      for (const table of new Set(all.filter((r) => r.pumps !== this.pumps && !r.done && captured.has(r.table)).map((r) => r.table))) {
+      for (const table of new Set(
+        all
+          .filter((r) => r.pumps !== this.pumps && !r.done && captured.has(r.table))
+          .map((r) => r.table),
+      )) {
         await requestLoad(this.staging, table, now);
         all = await readLoadProgress(this.staging);
       }
-      this.tasks = all.filter((r) => r.pump === this.pump && r.pumps === this.pumps && !r.done && captured.has(r.table));
+      this.tasks = all.filter(
+        (r) => r.pump === this.pump && r.pumps === this.pumps && !r.done && captured.has(r.table),
+      );
     }
     const progress = this.tasks[0];
     if (progress === undefined) return null;
     let table = this.tables.get(progress.table);
     if (table === undefined) {
-      table = await this.hooks.resolveLoad(this.staging.source.tables.find((t) => t.table === progress.table)!);
+      table = await this.hooks.resolveLoad(
+        this.staging.source.tables.find((t) => t.table === progress.table)!,
+      );
       this.tables.set(progress.table, table);
     }
     return { progress, table };
@@ -244,12 +278,17 @@ export class PumpLoader {
    * Steps 1-2: in one snapshot, `claim()` (this pump's staged changes) and, unless it returned
    * `claimLimit` rows, the next chunk of `task`'s table, filtered to this pump's keys.
    */
-  async read(task: LoadTask, claim: () => Promise<StagedChange[]>, claimLimit: number): Promise<LoadRead> {
+  async read(
+    task: LoadTask,
+    claim: () => Promise<StagedChange[]>,
+    claimLimit: number,
+  ): Promise<LoadRead> {
     const h = this.hooks;
     const { progress, table } = task;
     return h.snapshot(async (query) => {
       const claimed = await claim();
-      if (claimed.length >= claimLimit) return { claimed, reads: null, scanned: 0, cursor: progress.cursor, done: false, task };
+      if (claimed.length >= claimLimit)
+        return { claimed, reads: null, scanned: 0, cursor: progress.cursor, done: false, task };
       const { sql, params } = h.chunk(table, progress.cursor, this.chunkRows);
       const rows = await query(sql, params);
       const nowMs = this.clock();
@@ -259,11 +298,30 @@ export class PumpLoader {
         const key = String(r.k);
         const hash = keyHash(key);
         if (hash % this.pumps !== this.pump) continue;
-        reads.push({ stagingId: '', table: name, op: 'read', key, keyHash: hash, before: null, after: String(r.a), txid: '', timeMs: nowMs, attempts: 0 });
+        reads.push({
+          stagingId: '',
+          table: name,
+          op: 'read',
+          key,
+          keyHash: hash,
+          before: null,
+          after: String(r.a),
+          txid: '',
+          timeMs: nowMs,
+          attempts: 0,
+        });
       }
       const last = rows[rows.length - 1];
-      const cursor = last === undefined ? progress.cursor : table.chunkKey.map((_, i) => String(last[`c${i}`]));
-      return { claimed, reads, scanned: rows.length, cursor, done: rows.length < this.chunkRows, task };
+      const cursor =
+        last === undefined ? progress.cursor : table.chunkKey.map((_, i) => String(last[`c${i}`]));
+      return {
+        claimed,
+        reads,
+        scanned: rows.length,
+        cursor,
+        done: rows.length < this.chunkRows,
+        task,
+      };
     });
   }
 
@@ -279,8 +337,17 @@ export class PumpLoader {
     await h.query(
       `UPDATE ${h.loadTable} SET cursor_key = ${p(1)}, done = ${p(2)}, scanned = scanned + ${p(3)}, emitted = emitted + ${p(4)}, updated_ms = ${p(5)}
        WHERE table_name = ${p(6)} AND pump = ${p(7)} AND pumps = ${p(8)} AND generation = ${p(9)}`,
-      [read.cursor === null ? null : JSON.stringify(read.cursor), read.done ? 1 : 0, read.scanned, emitted, nowMs,
-        prog.table, prog.pump, prog.pumps, prog.generation],
+      [
+        read.cursor === null ? null : JSON.stringify(read.cursor),
+        read.done ? 1 : 0,
+        read.scanned,
+        emitted,
+        nowMs,
+        prog.table,
+        prog.pump,
+        prog.pumps,
+        prog.generation,
+      ],
     );
     prog.cursor = read.cursor;
     prog.scanned += read.scanned;
@@ -320,7 +387,8 @@ export async function installLoads(staging: LoadCapable, nowMs = Date.now()): Pr
  */
 export async function checkLoads(staging: LoadCapable): Promise<void> {
   if (staging.load === undefined) return;
-  for (const t of staging.source.tables) if (t.initialLoad === true) await staging.load.resolveLoad(t);
+  for (const t of staging.source.tables)
+    if (t.initialLoad === true) await staging.load.resolveLoad(t);
 }
 
 /** A query failed because the load table does not exist (all three dialects). */
@@ -334,14 +402,24 @@ export function isMissingTable(err: unknown): boolean {
  * covers exactly them and each is NOT NULL (`unique` says whether that holds).
  * @throws CaptureTableError at field `initialLoad` otherwise.
  */
-export function chunkKeyOf(t: ResolvedTable, tableColumns: ColumnInfo[], unique: (cols: string[]) => boolean): ColumnInfo[] {
-  const pk = tableColumns.filter((c) => c.pkPosition > 0).sort((a, b) => a.pkPosition - b.pkPosition);
+export function chunkKeyOf(
+  t: ResolvedTable,
+  tableColumns: ColumnInfo[],
+  unique: (cols: string[]) => boolean,
+): ColumnInfo[] {
+  const pk = tableColumns
+    .filter((c) => c.pkPosition > 0)
+    .sort((a, b) => a.pkPosition - b.pkPosition);
   if (pk.length > 0) return pk;
   const k = t.keyStrategy;
   if (k.kind === 'columns' && unique(k.columns.map((c) => c.name))) return k.columns;
   throw new CaptureTableError(
     `capture table "${t.config.table}": initialLoad: the table has no primary key to read it in chunks by` +
-      (k.kind === 'columns' ? `, and key columns ${k.columns.map((c) => c.name).join(', ')} are not covered by a unique index of NOT NULL columns` : '') +
+      (k.kind === 'columns'
+        ? `, and key columns ${k.columns.map((c) => c.name).join(', ')} are not covered by a unique index of NOT NULL columns`
+        : '') +
       '; add a primary key (or key: [columns] with a unique index), or remove initialLoad',
-    t.config.table, 'initialLoad');
+    t.config.table,
+    'initialLoad',
+  );
 }

@@ -57,7 +57,11 @@ export interface CaptureJsonValue {
 }
 
 const OP_LETTERS: Readonly<Record<string, CaptureJsonValue['op']>> = {
-  insert: 'c', update: 'u', delete: 'd', truncate: 't', read: 'r',
+  insert: 'c',
+  update: 'u',
+  delete: 'd',
+  truncate: 't',
+  read: 'r',
 };
 
 /** What a JSON value says about its source, computed once per capture source and table. */
@@ -86,9 +90,11 @@ export function jsonSourceInfo(source: CaptureSource): JsonSourceInfo {
   const tables = new Map<string, { schema: string | null; table: string }>();
   for (const t of source.tables) {
     const dot = t.table.indexOf('.');
-    if (dot > 0) tables.set(t.table, { schema: t.table.slice(0, dot), table: t.table.slice(dot + 1) });
+    if (dot > 0)
+      tables.set(t.table, { schema: t.table.slice(0, dot), table: t.table.slice(dot + 1) });
     else if (db.dialect === 'sqlite') tables.set(t.table, { schema: 'main', table: t.table });
-    else if (db.dialect === 'postgres') tables.set(t.table, { schema: db.schema ?? null, table: t.table });
+    else if (db.dialect === 'postgres')
+      tables.set(t.table, { schema: db.schema ?? null, table: t.table });
     else tables.set(t.table, { schema: database || null, table: t.table });
   }
   return { name: source.name, dialect, database, tables };
@@ -101,13 +107,18 @@ export function jsonSourceInfo(source: CaptureSource): JsonSourceInfo {
  */
 export function captureJsonValue(change: StagedChange, info: JsonSourceInfo): CaptureJsonValue {
   const op = OP_LETTERS[change.op];
-  if (op === undefined) throw new Error(`staged change ${change.stagingId}: unknown operation ${JSON.stringify(change.op)}`);
+  if (op === undefined)
+    throw new Error(
+      `staged change ${change.stagingId}: unknown operation ${JSON.stringify(change.op)}`,
+    );
   const image = (text: string | null, which: string): Record<string, string | null> | null => {
     if (text === null) return null;
     try {
       return JSON.parse(text) as Record<string, string | null>;
     } catch (err) {
-      throw new Error(`staged change ${change.stagingId}: ${which} image is not JSON: ${(err as Error).message}`);
+      throw new Error(
+        `staged change ${change.stagingId}: ${which} image is not JSON: ${(err as Error).message}`,
+      );
     }
   };
   const t = info.tables.get(change.table) ?? { schema: null, table: change.table };
@@ -137,7 +148,10 @@ const encoder = new TextEncoder();
  */
 export function encodeCaptureJson(change: StagedChange, info: JsonSourceInfo): Uint8Array {
   const op = OP_LETTERS[change.op];
-  if (op === undefined) throw new Error(`staged change ${change.stagingId}: unknown operation ${JSON.stringify(change.op)}`);
+  if (op === undefined)
+    throw new Error(
+      `staged change ${change.stagingId}: unknown operation ${JSON.stringify(change.op)}`,
+    );
   const t = info.tables.get(change.table) ?? { schema: null, table: change.table };
   const source: CaptureJsonSource = {
     name: info.name,

@@ -49,7 +49,14 @@
  */
 // Not from ../bus/index.js, which loads every backend (kafkajs): engine/config imports engine/cdc,
 // and loading a topology must stay light.
-import { BusError, type BusBackend, type BusProducer, type ConsumedRecord, type ProducerRecord, type TopicPartition } from '../bus/types.js';
+import {
+  BusError,
+  type BusBackend,
+  type BusProducer,
+  type ConsumedRecord,
+  type ProducerRecord,
+  type TopicPartition,
+} from '../bus/types.js';
 import { partitionForKey } from '../bus/partitioner.js';
 import type { StagedChange } from './config.js';
 import { RecordRefusedError, type PumpSink } from './pump.js';
@@ -127,22 +134,36 @@ export class KafkaPumpSink implements PumpSink {
   private readonly pumpTag: string;
 
   constructor(private readonly opts: KafkaPumpSinkOptions) {
-    this.recordBytesMax = Math.min(opts.recordBytesMax ?? KAFKA_SINK_DEFAULTS.recordBytesMax, KAFKA_SINK_DEFAULTS.recordBytesMax);
+    this.recordBytesMax = Math.min(
+      opts.recordBytesMax ?? KAFKA_SINK_DEFAULTS.recordBytesMax,
+      KAFKA_SINK_DEFAULTS.recordBytesMax,
+    );
     this.pumpTag = `${opts.source}/${opts.pump}`;
   }
 
   async appendBatch(changes: StagedChange[]): Promise<void> {
-    if (this.producer === null || this.txn === 0) throw new Error(`kafka pump sink ${this.pumpTag}: recentStagingIds() must run before appendBatch()`);
+    if (this.producer === null || this.txn === 0)
+      throw new Error(
+        `kafka pump sink ${this.pumpTag}: recentStagingIds() must run before appendBatch()`,
+      );
     const records: ProducerRecord[] = [];
     for (const ch of changes) {
       const { topic, value } = this.opts.encode(ch);
       if (value.length > this.recordBytesMax) {
         const many = changes.length > 1 ? ` (in a batch of ${changes.length})` : '';
-        throw new RecordRefusedError(`record of ${value.length} bytes exceeds the Kafka record limit ${this.recordBytesMax} of capture source "${this.opts.source}" (target topic "${topic}")${many}`);
+        throw new RecordRefusedError(
+          `record of ${value.length} bytes exceeds the Kafka record limit ${this.recordBytesMax} of capture source "${this.opts.source}" (target topic "${topic}")${many}`,
+        );
       }
       records.push({
-        topic, key: kafkaKeyOf(ch), value, timestampMs: ch.timeMs,
-        headers: { [KAFKA_CAPTURE_HEADERS.pump]: this.pumpTag, [KAFKA_CAPTURE_HEADERS.stagingId]: ch.stagingId },
+        topic,
+        key: kafkaKeyOf(ch),
+        value,
+        timestampMs: ch.timeMs,
+        headers: {
+          [KAFKA_CAPTURE_HEADERS.pump]: this.pumpTag,
+          [KAFKA_CAPTURE_HEADERS.stagingId]: ch.stagingId,
+        },
       });
     }
     // Partitions are resolved here (the bus would do the same) so that each record can carry
@@ -157,7 +178,9 @@ export class KafkaPumpSink implements PumpSink {
     const txnText = String(this.txn);
     for (const r of records) {
       r.headers![KAFKA_CAPTURE_HEADERS.txn] = txnText;
-      r.headers![KAFKA_CAPTURE_HEADERS.txnRecords] = String(counts.get(`${r.topic}\u0000${r.partition}`));
+      r.headers![KAFKA_CAPTURE_HEADERS.txnRecords] = String(
+        counts.get(`${r.topic}\u0000${r.partition}`),
+      );
       r.headers![KAFKA_CAPTURE_HEADERS.txnTotal] = String(records.length);
     }
     const t = await this.producer.begin();
@@ -166,17 +189,26 @@ export class KafkaPumpSink implements PumpSink {
       for (let i = 0; i < records.length;) {
         let bytes = 0;
         let j = i;
-        while (j < records.length && (j === i || bytes + records[j]!.value!.length <= KAFKA_SINK_DEFAULTS.sendBytesMax)) bytes += records[j++]!.value!.length;
+        while (
+          j < records.length &&
+          (j === i || bytes + records[j]!.value!.length <= KAFKA_SINK_DEFAULTS.sendBytesMax)
+        )
+          bytes += records[j++]!.value!.length;
         const meta = await t.send(records.slice(i, j));
         for (const m of meta) {
           const k = `${m.topic}\u0000${m.partition}`;
           const f = first.get(k);
-          if (f === undefined || m.offset < f.offset) first.set(k, { topic: m.topic, partition: m.partition, offset: m.offset });
+          if (f === undefined || m.offset < f.offset)
+            first.set(k, { topic: m.topic, partition: m.partition, offset: m.offset });
         }
         i = j;
       }
       for (const f of first.values()) {
-        if (f.offset < 0) throw new BusError('backend', `kafka pump sink ${this.pumpTag}: no offset for ${f.topic}/${f.partition} in transaction ${this.txn}`);
+        if (f.offset < 0)
+          throw new BusError(
+            'backend',
+            `kafka pump sink ${this.pumpTag}: no offset for ${f.topic}/${f.partition} in transaction ${this.txn}`,
+          );
       }
       await t.sendOffsets(this.opts.transactionalId, [...first.values()]);
       await t.commit();
@@ -196,7 +228,11 @@ export class KafkaPumpSink implements PumpSink {
     const known = this.partitionCounts.get(topic);
     if (known !== undefined) return known;
     const n = await this.opts.bus.partitionCount(topic);
-    if (n === null) throw new BusError('unknown-topic', `kafka pump sink ${this.pumpTag}: topic does not exist, topic=${topic}`);
+    if (n === null)
+      throw new BusError(
+        'unknown-topic',
+        `kafka pump sink ${this.pumpTag}: topic does not exist, topic=${topic}`,
+      );
     this.partitionCounts.set(topic, n);
     return n;
   }
@@ -228,8 +264,12 @@ export class KafkaPumpSink implements PumpSink {
     const deadline = Date.now() + KAFKA_SINK_DEFAULTS.reconcileTimeoutMs;
     while (tps.some((_, i) => committed[i] !== null && ends[i]!.end <= committed[i]!)) {
       if (Date.now() > deadline) {
-        const held = tps.filter((_, i) => committed[i] !== null && ends[i]!.end <= committed[i]!).map((tp) => `${tp.topic}/${tp.partition}`);
-        throw new Error(`kafka pump sink ${this.pumpTag}: ${held.join(', ')} held below this pump's last transaction by an open transaction for ${KAFKA_SINK_DEFAULTS.reconcileTimeoutMs} ms; retrying`);
+        const held = tps
+          .filter((_, i) => committed[i] !== null && ends[i]!.end <= committed[i]!)
+          .map((tp) => `${tp.topic}/${tp.partition}`);
+        throw new Error(
+          `kafka pump sink ${this.pumpTag}: ${held.join(', ')} held below this pump's last transaction by an open transaction for ${KAFKA_SINK_DEFAULTS.reconcileTimeoutMs} ms; retrying`,
+        );
       }
       await new Promise((r) => setTimeout(r, 100));
       ends = await bus.offsets(tps);
@@ -237,17 +277,27 @@ export class KafkaPumpSink implements PumpSink {
     // Scan from each committed offset to the partition's end (not just the committed
     // transaction's records there): a later transaction of this pump is then found even if the
     // group's offsets were read before the broker applied that transaction's commit.
-    const scan = tps.map((tp, i) => ({ ...tp, from: committed[i]!, start: ends[i]!.start, end: ends[i]!.end }));
-    const mine = await this.scanOwnRecords(scan.filter((x) => x.from !== null && x.from < x.end).map((x) => ({ ...x, from: x.from! })));
+    const scan = tps.map((tp, i) => ({
+      ...tp,
+      from: committed[i]!,
+      start: ends[i]!.start,
+      end: ends[i]!.end,
+    }));
+    const mine = await this.scanOwnRecords(
+      scan.filter((x) => x.from !== null && x.from < x.end).map((x) => ({ ...x, from: x.from! })),
+    );
     let newest = this.newest(mine);
     if (newest !== null && !this.complete(mine, newest)) {
       // The newest transaction also wrote partitions never committed for before (a first write
       // whose offsets are not applied yet): read those from their start.
       const rest = scan.filter((x) => x.from === null).map((x) => ({ ...x, from: x.start }));
-      for (const [k, v] of await this.scanOwnRecords(rest.filter((x) => x.from < x.end))) mine.set(k, v);
+      for (const [k, v] of await this.scanOwnRecords(rest.filter((x) => x.from < x.end)))
+        mine.set(k, v);
       newest = this.newest(mine);
       if (newest !== null && !this.complete(mine, newest)) {
-        throw new Error(`kafka pump sink ${this.pumpTag}: transaction ${newest} is incomplete in the topics (records missing); retrying`);
+        throw new Error(
+          `kafka pump sink ${this.pumpTag}: transaction ${newest} is incomplete in the topics (records missing); retrying`,
+        );
       }
     }
     const ids = new Set<string>();
@@ -283,10 +333,14 @@ export class KafkaPumpSink implements PumpSink {
    * when the scan began), by `topic\0partition`.
    * @throws Error when the partitions are not read to their ends within reconcileTimeoutMs.
    */
-  private async scanOwnRecords(parts: (TopicPartition & { from: number; end: number })[]): Promise<Map<string, OwnRecord[]>> {
+  private async scanOwnRecords(
+    parts: (TopicPartition & { from: number; end: number })[],
+  ): Promise<Map<string, OwnRecord[]>> {
     const out = new Map<string, OwnRecord[]>();
     if (parts.length === 0) return out;
-    const consumer = await this.opts.bus.consumer({ clientId: `${this.opts.transactionalId}.reconcile` });
+    const consumer = await this.opts.bus.consumer({
+      clientId: `${this.opts.transactionalId}.reconcile`,
+    });
     try {
       await consumer.assign(parts.map(({ topic, partition }) => ({ topic, partition })));
       for (const s of parts) consumer.seek(s, s.from);
@@ -294,11 +348,17 @@ export class KafkaPumpSink implements PumpSink {
       const deadline = Date.now() + KAFKA_SINK_DEFAULTS.reconcileTimeoutMs;
       while (open.size > 0) {
         if (Date.now() > deadline) {
-          throw new Error(`kafka pump sink ${this.pumpTag}: could not read ${[...open.keys()].map((k) => k.replace('\u0000', '/')).join(', ')} to its end within ${KAFKA_SINK_DEFAULTS.reconcileTimeoutMs} ms`);
+          throw new Error(
+            `kafka pump sink ${this.pumpTag}: could not read ${[...open.keys()].map((k) => k.replace('\u0000', '/')).join(', ')} to its end within ${KAFKA_SINK_DEFAULTS.reconcileTimeoutMs} ms`,
+          );
         }
         for (const r of await consumer.poll({ timeoutMs: 200 })) {
           const k = `${r.topic}\u0000${r.partition}`;
-          if (r.offset >= open.get(k)!.end || r.headers[KAFKA_CAPTURE_HEADERS.pump] !== this.pumpTag) continue;
+          if (
+            r.offset >= open.get(k)!.end ||
+            r.headers[KAFKA_CAPTURE_HEADERS.pump] !== this.pumpTag
+          )
+            continue;
           const own = ownRecord(r);
           let list = out.get(k);
           if (!list) out.set(k, (list = []));
@@ -340,7 +400,9 @@ function ownRecord(r: ConsumedRecord): OwnRecord {
   const total = Number(r.headers[KAFKA_CAPTURE_HEADERS.txnTotal]);
   const id = r.headers[KAFKA_CAPTURE_HEADERS.stagingId];
   if (!(txn >= 1) || !(inPartition >= 1) || !(total >= inPartition) || id === undefined) {
-    throw new Error(`record ${r.topic}/${r.partition} offset ${r.offset} of capture pump ${r.headers[KAFKA_CAPTURE_HEADERS.pump]} lacks its capture headers`);
+    throw new Error(
+      `record ${r.topic}/${r.partition} offset ${r.offset} of capture pump ${r.headers[KAFKA_CAPTURE_HEADERS.pump]} lacks its capture headers`,
+    );
   }
   return { txn, id, inPartition, total };
 }

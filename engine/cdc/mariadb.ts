@@ -44,7 +44,11 @@ import { parseMariaDbUrl } from './mariadb-url.js';
 import { imageColumnsOf, resolveTable } from './sql.js';
 import type { ColumnInfo, ResolvedTable } from './sql.js';
 import type {
-  HeldKeys, ParkedChange, ParkedSelection, StagingClient, UninstallOptions,
+  HeldKeys,
+  ParkedChange,
+  ParkedSelection,
+  StagingClient,
+  UninstallOptions,
 } from './staging.js';
 import { chunkKeyOf } from './initial-load.js';
 import type { LoadHooks, LoadQuery, LoadTable } from './initial-load.js';
@@ -133,8 +137,19 @@ function fractionDigits(type: string): number {
 }
 
 const BINARY_TYPES = new Set([
-  'binary', 'varbinary', 'tinyblob', 'blob', 'mediumblob', 'longblob',
-  'geometry', 'point', 'linestring', 'polygon', 'multipoint', 'multilinestring', 'multipolygon',
+  'binary',
+  'varbinary',
+  'tinyblob',
+  'blob',
+  'mediumblob',
+  'longblob',
+  'geometry',
+  'point',
+  'linestring',
+  'polygon',
+  'multipoint',
+  'multilinestring',
+  'multipolygon',
   'geometrycollection',
 ]);
 
@@ -178,8 +193,23 @@ export function mariaDbText(ref: string, c: ColumnInfo): string {
 
 /** Families whose text is only digits, signs, `.`, `:`, `-`, `T`, `Z`, `e`: JSON needs no escapes. */
 const PLAIN_TEXT_TYPES = new Set([
-  'tinyint', 'smallint', 'mediumint', 'int', 'integer', 'bigint', 'decimal', 'numeric', 'float', 'double',
-  'real', 'timestamp', 'datetime', 'date', 'time', 'year', 'bit',
+  'tinyint',
+  'smallint',
+  'mediumint',
+  'int',
+  'integer',
+  'bigint',
+  'decimal',
+  'numeric',
+  'float',
+  'double',
+  'real',
+  'timestamp',
+  'datetime',
+  'date',
+  'time',
+  'year',
+  'bit',
 ]);
 
 /**
@@ -193,7 +223,8 @@ function mariaDbJson(row: 'NEW' | 'OLD', c: ColumnInfo): string {
   if (BINARY_TYPES.has(family)) {
     return `IFNULL(CONCAT(${mariaDbLiteral('"\\\\x')}, LOWER(HEX(${ref})), '"'), 'null')`;
   }
-  if (PLAIN_TEXT_TYPES.has(family)) return `IFNULL(CONCAT('"', ${mariaDbText(ref, c)}, '"'), 'null')`;
+  if (PLAIN_TEXT_TYPES.has(family))
+    return `IFNULL(CONCAT('"', ${mariaDbText(ref, c)}, '"'), 'null')`;
   return `IFNULL(JSON_QUOTE(${mariaDbText(ref, c)}), 'null')`;
 }
 
@@ -227,7 +258,9 @@ function mariaDbKeyText(t: ResolvedTable, row: 'NEW' | 'OLD'): string {
     case 'expression':
       return `CONCAT('[', IFNULL(JSON_QUOTE(${utf8(`(${k.sql.replace(/\bROW\./gi, `${row}.`)})`)}), 'null'), ']')`;
     case 'transactionId':
-      throw new Error(`capture table "${t.config.table}": key: transactionId is not supported on mariadb`);
+      throw new Error(
+        `capture table "${t.config.table}": key: transactionId is not supported on mariadb`,
+      );
   }
 }
 
@@ -249,7 +282,8 @@ export function mariaDbHashFunctionRef(database: string, stagingTable: string): 
 export function mariaDbHashFunctionDdl(database: string, stagingTable: string): string {
   // Eight bytes per loop turn in one SET: the stored-program interpreter's cost is per statement.
   let eight = 'h';
-  for (let j = 0; j < 8; j++) eight = `(((${eight}) ^ ORD(SUBSTRING(b, i + ${j}, 1))) * 16777619) & 4294967295`;
+  for (let j = 0; j < 8; j++)
+    eight = `(((${eight}) ^ ORD(SUBSTRING(b, i + ${j}, 1))) * 16777619) & 4294967295`;
   return `CREATE OR REPLACE FUNCTION ${mariaDbHashFunctionRef(database, stagingTable)}(k LONGTEXT CHARACTER SET utf8mb4)
 RETURNS BIGINT UNSIGNED DETERMINISTIC NO SQL SQL SECURITY INVOKER
 BEGIN
@@ -292,7 +326,10 @@ export function mariaDbStagingDdl(database: string, stagingTable: string): strin
  * unqualified captured tables are in `home` (default: the capture database).
  */
 export function mariaDbTriggerDdl(
-  database: string, stagingTable: string, t: ResolvedTable, home = database,
+  database: string,
+  stagingTable: string,
+  t: ResolvedTable,
+  home = database,
 ): string[] {
   const cfg = t.config;
   const [tableDb] = mariaDbSplitTable(cfg.table);
@@ -319,9 +356,11 @@ export function mariaDbTriggerDdl(
       ${after},
       '', ${MARIADB_NOW_MS});`;
     let body: string;
-    if (op === 'insert') body = `SET k = ${keyOf('NEW')};
+    if (op === 'insert')
+      body = `SET k = ${keyOf('NEW')};
     ${stage('insert', 'k', 'NULL', imgNew)}`;
-    else if (op === 'delete') body = `SET k = ${keyOf('OLD')};
+    else if (op === 'delete')
+      body = `SET k = ${keyOf('OLD')};
     ${stage('delete', 'k', imgOld, 'NULL')}`;
     else if ((cfg.keyUpdate ?? CDC_DEFAULTS.keyUpdate) === 'update') {
       body = `SET k = ${keyOf('NEW')};
@@ -340,11 +379,15 @@ export function mariaDbTriggerDdl(
     const when: string[] = [];
     if (op === 'update' && suppress) {
       const compared = [...t.columns, ...t.key.filter((k) => !t.columns.includes(k))];
-      when.push(`NOT (${compared.map((c) => {
-        const col = mariaDbIdent(c.name);
-        // Binary: a case-only or trailing-space change is a change whatever the collation.
-        return `CAST(${mariaDbText(`OLD.${col}`, c)} AS BINARY) <=> CAST(${mariaDbText(`NEW.${col}`, c)} AS BINARY)`;
-      }).join('\n      AND ')})`);
+      when.push(
+        `NOT (${compared
+          .map((c) => {
+            const col = mariaDbIdent(c.name);
+            // Binary: a case-only or trailing-space change is a change whatever the collation.
+            return `CAST(${mariaDbText(`OLD.${col}`, c)} AS BINARY) <=> CAST(${mariaDbText(`NEW.${col}`, c)} AS BINARY)`;
+          })
+          .join('\n      AND ')})`,
+      );
     }
     const condition = conditionFor(cfg, op);
     if (condition !== undefined) when.push(condition);
@@ -363,7 +406,8 @@ END`);
 }
 
 /** Comment of a capture database created by install (uninstall drops only such a database). */
-const CAPTURE_DB_MARK = 'created by sluice install: capture staging, error and guard tables, functions';
+const CAPTURE_DB_MARK =
+  'created by sluice install: capture staging, error and guard tables, functions';
 
 /** MariaDB's error for a column the trigger names that the table no longer has. */
 const ER_BAD_FIELD_ERROR = 1054;
@@ -378,11 +422,17 @@ const ER_BAD_FIELD_ERROR = 1054;
  * Only error 1054 is handled: any other failure still fails the statement (nothing is lost
  * silently, and a deadlock is never swallowed).
  */
-function schemaChangeHandler(database: string, stagingTable: string, table: string, op: RowOp): string {
+function schemaChangeHandler(
+  database: string,
+  stagingTable: string,
+  table: string,
+  op: RowOp,
+): string {
   const staging = `${mariaDbIdent(database)}.${mariaDbIdent(stagingTable)}`;
   const errors = `${mariaDbIdent(database)}.${mariaDbIdent(`${stagingTable}_errors`)}`;
   const why = `capture trigger of ${table} (${op}) failed, this change was not captured: `;
-  const fix = '; the table changed after install (a captured column dropped or renamed): run sluice install';
+  const fix =
+    '; the table changed after install (a captured column dropped or renamed): run sluice install';
   return `  DECLARE EXIT HANDLER FOR ${ER_BAD_FIELD_ERROR}
   BEGIN
     DECLARE msg TEXT CHARACTER SET utf8mb4;
@@ -411,7 +461,9 @@ export interface MariaDbTableInfo {
  * ColumnInfo.type is COLUMN_TYPE in lower case. Empty columns when the table does not exist.
  */
 export async function introspectMariaDbTable(
-  conn: mysql.Connection, database: string, table: string,
+  conn: mysql.Connection,
+  database: string,
+  table: string,
 ): Promise<MariaDbTableInfo> {
   const [db, name] = mariaDbSplitTable(table);
   const [rows] = await conn.query<mysql.RowDataPacket[]>(
@@ -430,10 +482,17 @@ export async function introspectMariaDbTable(
     [db ?? database, name],
   );
   return {
-    columns: rows.map((r) => ({ name: String(r.name), type: String(r.type), pkPosition: Number(r.pk_position) })),
+    columns: rows.map((r) => ({
+      name: String(r.name),
+      type: String(r.type),
+      pkPosition: Number(r.pk_position),
+    })),
     engine: tables[0] ? String(tables[0].engine) : null,
-    charsets: new Map(rows.filter((r) => r.cs !== null && r.coll !== null)
-      .map((r) => [String(r.name), `CHARACTER SET ${String(r.cs)} COLLATE ${String(r.coll)}`])),
+    charsets: new Map(
+      rows
+        .filter((r) => r.cs !== null && r.coll !== null)
+        .map((r) => [String(r.name), `CHARACTER SET ${String(r.cs)} COLLATE ${String(r.coll)}`]),
+    ),
   };
 }
 
@@ -443,15 +502,25 @@ export async function introspectMariaDbTable(
  * TRUNCATE of the captured table. Throws when the table has no primary key.
  */
 export function mariaDbGuardDdl(
-  database: string, stagingTable: string, cfg: CaptureTable, info: MariaDbTableInfo, home = database,
+  database: string,
+  stagingTable: string,
+  cfg: CaptureTable,
+  info: MariaDbTableInfo,
+  home = database,
 ): string[] {
-  const pk = info.columns.filter((c) => c.pkPosition > 0).sort((a, b) => a.pkPosition - b.pkPosition);
+  const pk = info.columns
+    .filter((c) => c.pkPosition > 0)
+    .sort((a, b) => a.pkPosition - b.pkPosition);
   if (pk.length === 0) {
-    throw new Error(`capture table "${cfg.table}": MariaDB needs a primary key on a captured table ` +
-      '(its TRUNCATE guard references it; MariaDB has no TRUNCATE trigger)');
+    throw new Error(
+      `capture table "${cfg.table}": MariaDB needs a primary key on a captured table ` +
+        '(its TRUNCATE guard references it; MariaDB has no TRUNCATE trigger)',
+    );
   }
   const guard = `${mariaDbIdent(database)}.${mariaDbIdent(mariaDbGuardName(stagingTable, cfg.table))}`;
-  const cols = pk.map((c) => `${mariaDbIdent(c.name)} ${c.type} ${info.charsets.get(c.name) ?? ''} NULL`).join(', ');
+  const cols = pk
+    .map((c) => `${mariaDbIdent(c.name)} ${c.type} ${info.charsets.get(c.name) ?? ''} NULL`)
+    .join(', ');
   const list = pk.map((c) => mariaDbIdent(c.name)).join(', ');
   return [
     `DROP TABLE IF EXISTS ${guard}`,
@@ -463,7 +532,8 @@ export function mariaDbGuardDdl(
 /** `1,2,3` from staging ids; throws unless each is decimal digits (they are inlined in SQL). */
 function idList(stagingIds: string[]): string {
   for (const id of stagingIds) {
-    if (!/^\d{1,20}$/.test(id)) throw new Error(`staging id must be decimal digits, id=${JSON.stringify(id)}`);
+    if (!/^\d{1,20}$/.test(id))
+      throw new Error(`staging id must be decimal digits, id=${JSON.stringify(id)}`);
   }
   return stagingIds.join(',');
 }
@@ -472,7 +542,8 @@ function idList(stagingIds: string[]): string {
 function selectionWhere(sel: ParkedSelection): [string, unknown[]] {
   const conds: string[] = [];
   const params: unknown[] = [];
-  if (sel.ids !== undefined) conds.push(sel.ids.length === 0 ? 'FALSE' : `id IN (${idList(sel.ids)})`);
+  if (sel.ids !== undefined)
+    conds.push(sel.ids.length === 0 ? 'FALSE' : `id IN (${idList(sel.ids)})`);
   if (sel.parkedBeforeMs !== undefined) {
     conds.push('parked_time_ms < ?');
     params.push(sel.parkedBeforeMs);
@@ -483,9 +554,15 @@ function selectionWhere(sel: ParkedSelection): [string, unknown[]] {
 /** A staging or error table row (as selected by claim/listParked) as a StagedChange. */
 function stagedChange(r: mysql.RowDataPacket): StagedChange {
   return {
-    stagingId: String(r.staging_id), table: String(r.table_name), op: r.op as CaptureOperation, key: String(r.key),
-    keyHash: Number(r.key_hash), before: r.before === null ? null : String(r.before),
-    after: r.after === null ? null : String(r.after), txid: String(r.txid), timeMs: Number(r.time_ms),
+    stagingId: String(r.staging_id),
+    table: String(r.table_name),
+    op: r.op as CaptureOperation,
+    key: String(r.key),
+    keyHash: Number(r.key_hash),
+    before: r.before === null ? null : String(r.before),
+    after: r.after === null ? null : String(r.after),
+    txid: String(r.txid),
+    timeMs: Number(r.time_ms),
     attempts: Number(r.attempts),
   };
 }
@@ -520,7 +597,8 @@ export class MariaDbStaging implements StagingClient {
       throw new Error(`MariaDbStaging needs dialect "mariadb", dialect=${db.dialect}`);
     }
     const url = parseMariaDbUrl(db.url);
-    if (typeof url === 'string') throw new Error(`capture source "${source.name}": database.url: ${url}`);
+    if (typeof url === 'string')
+      throw new Error(`capture source "${source.name}": database.url: ${url}`);
     this.source = source;
     this.home = url.database;
     this.database = db.captureSchema ?? CDC_DEFAULTS.captureSchema;
@@ -529,19 +607,31 @@ export class MariaDbStaging implements StagingClient {
     this.ready.catch(() => undefined);
   }
 
-  private async connect(url: Exclude<ReturnType<typeof parseMariaDbUrl>, string>): Promise<mysql.Connection> {
+  private async connect(
+    url: Exclude<ReturnType<typeof parseMariaDbUrl>, string>,
+  ): Promise<mysql.Connection> {
     const conn = await mysql.createConnection({
-      host: url.host, port: url.port, user: url.user, password: url.password, database: url.database,
-      charset: 'utf8mb4', supportBigNumbers: true, bigNumberStrings: true,
+      host: url.host,
+      port: url.port,
+      user: url.user,
+      password: url.password,
+      database: url.database,
+      charset: 'utf8mb4',
+      supportBigNumbers: true,
+      bigNumberStrings: true,
     });
     // Without a listener a dropped connection's 'error' event would crash the process.
-    conn.on('error', (err: Error) => { this.connectionError = err; });
+    conn.on('error', (err: Error) => {
+      this.connectionError = err;
+    });
     try {
       const [rows] = await conn.query<mysql.RowDataPacket[]>('SELECT VERSION() AS v');
       const version = String(rows[0]?.v ?? '');
       if (!/mariadb/i.test(version)) {
-        throw new Error(`capture source "${this.source.name}": server version ${version} is not MariaDB; ` +
-          'the mariadb dialect needs MariaDB >= 10.5 (CREATE OR REPLACE TRIGGER)');
+        throw new Error(
+          `capture source "${this.source.name}": server version ${version} is not MariaDB; ` +
+            'the mariadb dialect needs MariaDB >= 10.5 (CREATE OR REPLACE TRIGGER)',
+        );
       }
       await conn.query('SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED');
       await conn.query(`SET SESSION sql_mode = '${TRIGGER_SQL_MODE}'`);
@@ -555,7 +645,9 @@ export class MariaDbStaging implements StagingClient {
   private async open(): Promise<mysql.Connection> {
     if (this.closed) throw new Error(`staging client for source "${this.source.name}" is closed`);
     if (this.connectionError) {
-      throw new Error(`capture source "${this.source.name}": connection lost: ${this.connectionError.message}`);
+      throw new Error(
+        `capture source "${this.source.name}": connection lost: ${this.connectionError.message}`,
+      );
     }
     return this.ready;
   }
@@ -578,21 +670,28 @@ export class MariaDbStaging implements StagingClient {
         const info = await introspectMariaDbTable(conn, this.home, cfg.table);
         const table = resolveTable(cfg, info.columns);
         if (info.engine !== 'InnoDB') {
-          throw new Error(`capture table "${cfg.table}": engine is ${info.engine}; capture needs InnoDB ` +
-            '(a change of a non-transactional table survives the rollback of its staging row)');
+          throw new Error(
+            `capture table "${cfg.table}": engine is ${info.engine}; capture needs InnoDB ` +
+              '(a change of a non-transactional table survives the rollback of its staging row)',
+          );
         }
         resolved.push({ table, info });
       }
       await this.createCaptureDatabase(conn);
       await conn.query(mariaDbHashFunctionDdl(this.database, this.source.stagingTable));
-      for (const stmt of mariaDbStagingDdl(this.database, this.source.stagingTable)) await conn.query(stmt);
+      for (const stmt of mariaDbStagingDdl(this.database, this.source.stagingTable))
+        await conn.query(stmt);
       for (const { table, info } of resolved) {
         try {
           const staging = this.source.stagingTable;
-          for (const stmt of mariaDbGuardDdl(this.database, staging, table.config, info, this.home)) await conn.query(stmt);
-          for (const stmt of mariaDbTriggerDdl(this.database, staging, table, this.home)) await conn.query(stmt);
+          for (const stmt of mariaDbGuardDdl(this.database, staging, table.config, info, this.home))
+            await conn.query(stmt);
+          for (const stmt of mariaDbTriggerDdl(this.database, staging, table, this.home))
+            await conn.query(stmt);
         } catch (err) {
-          throw new Error(`capture table "${table.config.table}": install failed: ${(err as Error).message}`);
+          throw new Error(
+            `capture table "${table.config.table}": install failed: ${(err as Error).message}`,
+          );
         }
       }
     });
@@ -605,7 +704,9 @@ export class MariaDbStaging implements StagingClient {
         const [tableDb] = mariaDbSplitTable(cfg.table);
         for (const op of ROW_OPS) {
           const name = mariaDbTriggerName(this.source.stagingTable, cfg.table, op);
-          await conn.query(`DROP TRIGGER IF EXISTS ${mariaDbIdent(tableDb ?? this.home)}.${mariaDbIdent(name)}`);
+          await conn.query(
+            `DROP TRIGGER IF EXISTS ${mariaDbIdent(tableDb ?? this.home)}.${mariaDbIdent(name)}`,
+          );
         }
         const guard = mariaDbIdent(mariaDbGuardName(this.source.stagingTable, cfg.table));
         await conn.query(`DROP TABLE IF EXISTS ${mariaDbIdent(this.database)}.${guard}`);
@@ -614,7 +715,9 @@ export class MariaDbStaging implements StagingClient {
         await conn.query(`DROP TABLE IF EXISTS ${this.stagingRef()}`);
         await conn.query(`DROP TABLE IF EXISTS ${this.errorsRef()}`);
         await conn.query(`DROP TABLE IF EXISTS ${this.load.loadTable}`);
-        await conn.query(`DROP FUNCTION IF EXISTS ${mariaDbHashFunctionRef(this.database, this.source.stagingTable)}`);
+        await conn.query(
+          `DROP FUNCTION IF EXISTS ${mariaDbHashFunctionRef(this.database, this.source.stagingTable)}`,
+        );
         await this.dropCaptureDatabaseIfOurs(conn);
       }
     });
@@ -623,16 +726,22 @@ export class MariaDbStaging implements StagingClient {
   /** Creates the capture database when missing, marked by its comment as created by install. */
   private async createCaptureDatabase(conn: mysql.Connection): Promise<void> {
     const [rows] = await conn.query<mysql.RowDataPacket[]>(
-      'SELECT 1 FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?', [this.database]);
+      'SELECT 1 FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?',
+      [this.database],
+    );
     if (rows.length > 0) return;
-    await conn.query(`CREATE DATABASE IF NOT EXISTS ${mariaDbIdent(this.database)} CHARACTER SET utf8mb4 ` +
-      `COMMENT ${mariaDbLiteral(CAPTURE_DB_MARK)}`);
+    await conn.query(
+      `CREATE DATABASE IF NOT EXISTS ${mariaDbIdent(this.database)} CHARACTER SET utf8mb4 ` +
+        `COMMENT ${mariaDbLiteral(CAPTURE_DB_MARK)}`,
+    );
   }
 
   /** Drops the capture database if install created it (its comment) and nothing is left in it. */
   private async dropCaptureDatabaseIfOurs(conn: mysql.Connection): Promise<void> {
     const [mark] = await conn.query<mysql.RowDataPacket[]>(
-      'SELECT SCHEMA_COMMENT AS c FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?', [this.database]);
+      'SELECT SCHEMA_COMMENT AS c FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?',
+      [this.database],
+    );
     if (mark[0]?.c !== CAPTURE_DB_MARK) return;
     const [left] = await conn.query<mysql.RowDataPacket[]>(
       `SELECT (SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ?)
@@ -645,10 +754,15 @@ export class MariaDbStaging implements StagingClient {
   }
 
   private async withInstallLock(conn: mysql.Connection, work: () => Promise<void>): Promise<void> {
-    const [got] = await conn.query<mysql.RowDataPacket[]>('SELECT GET_LOCK(?, ?) AS ok', [INSTALL_LOCK, INSTALL_LOCK_WAIT_S]);
+    const [got] = await conn.query<mysql.RowDataPacket[]>('SELECT GET_LOCK(?, ?) AS ok', [
+      INSTALL_LOCK,
+      INSTALL_LOCK_WAIT_S,
+    ]);
     if (Number(got[0]?.ok) !== 1) {
-      throw new Error(`capture source "${this.source.name}": another install holds lock ${INSTALL_LOCK} ` +
-        `(waited ${INSTALL_LOCK_WAIT_S} s)`);
+      throw new Error(
+        `capture source "${this.source.name}": another install holds lock ${INSTALL_LOCK} ` +
+          `(waited ${INSTALL_LOCK_WAIT_S} s)`,
+      );
     }
     try {
       await work();
@@ -665,15 +779,22 @@ export class MariaDbStaging implements StagingClient {
       if (Number(got[0]?.ok) === 1) break;
       if (Date.now() >= deadline) {
         const staging = `${this.database}.${this.source.stagingTable}`;
-        throw new Error(`capture source "${this.source.name}": pump ${pump} of staging ${staging} ` +
-          `is held by another session (waited ${CDC_DEFAULTS.pumpLockWaitMs} ms)`);
+        throw new Error(
+          `capture source "${this.source.name}": pump ${pump} of staging ${staging} ` +
+            `is held by another session (waited ${CDC_DEFAULTS.pumpLockWaitMs} ms)`,
+        );
       }
       await new Promise((r) => setTimeout(r, CDC_DEFAULTS.pumpLockRetryMs));
     }
     this.pumpsHeld.add(pump);
   }
 
-  async claim(pump: number, pumps: number, limit: number, excludeKeys?: ReadonlySet<string>): Promise<StagedChange[]> {
+  async claim(
+    pump: number,
+    pumps: number,
+    limit: number,
+    excludeKeys?: ReadonlySet<string>,
+  ): Promise<StagedChange[]> {
     const conn = await this.open();
     checkClaimArgs(pump, pumps, limit);
     if (!this.pumpsHeld.has(pump)) await this.holdPump(conn, pump);
@@ -700,7 +821,8 @@ export class MariaDbStaging implements StagingClient {
     const conn = await this.open();
     if (stagingIds.length === 0) return 0;
     const [res] = await conn.query<mysql.ResultSetHeader>(
-      `DELETE FROM ${this.stagingRef()} WHERE id IN (${idList(stagingIds)})`);
+      `DELETE FROM ${this.stagingRef()} WHERE id IN (${idList(stagingIds)})`,
+    );
     return res.affectedRows;
   }
 
@@ -708,7 +830,12 @@ export class MariaDbStaging implements StagingClient {
     return `${mariaDbIdent(this.database)}.${mariaDbIdent(`${this.source.stagingTable}_errors`)}`;
   }
 
-  async recordFailure(stagingId: string, attempts: number, nextAttemptMs: number, error: string): Promise<void> {
+  async recordFailure(
+    stagingId: string,
+    attempts: number,
+    nextAttemptMs: number,
+    error: string,
+  ): Promise<void> {
     const conn = await this.open();
     await conn.query(
       `UPDATE ${this.stagingRef()} SET attempts = ?, next_attempt_ms = ?, last_error = ? WHERE id = ${idList([stagingId])}`,
@@ -726,7 +853,9 @@ export class MariaDbStaging implements StagingClient {
          ON DUPLICATE KEY UPDATE attempts = VALUES(attempts), error = VALUES(error), parked_time_ms = VALUES(parked_time_ms)`,
         [attempts, error, nowMs],
       );
-      const [del] = await conn.query<mysql.ResultSetHeader>(`DELETE FROM ${this.stagingRef()} WHERE id = ${id}`);
+      const [del] = await conn.query<mysql.ResultSetHeader>(
+        `DELETE FROM ${this.stagingRef()} WHERE id = ${id}`,
+      );
       return del.affectedRows > 0;
     });
   }
@@ -758,12 +887,18 @@ export class MariaDbStaging implements StagingClient {
        FROM ${this.errorsRef()} ${where} ORDER BY id LIMIT ${Math.max(1, Math.trunc(limit))}`,
       params,
     );
-    return rows.map((r) => ({ ...stagedChange(r), error: String(r.error), parkedTimeMs: Number(r.parked_time_ms) }));
+    return rows.map((r) => ({
+      ...stagedChange(r),
+      error: String(r.error),
+      parkedTimeMs: Number(r.parked_time_ms),
+    }));
   }
 
   async parkedCount(): Promise<number> {
     const conn = await this.open();
-    const [rows] = await conn.query<mysql.RowDataPacket[]>(`SELECT COUNT(*) AS n FROM ${this.errorsRef()}`);
+    const [rows] = await conn.query<mysql.RowDataPacket[]>(
+      `SELECT COUNT(*) AS n FROM ${this.errorsRef()}`,
+    );
     return Number(rows[0]?.n ?? 0);
   }
 
@@ -773,7 +908,9 @@ export class MariaDbStaging implements StagingClient {
     return this.inTransaction(conn, async () => {
       // FOR UPDATE: the rows copied are the rows deleted, whatever parks meanwhile.
       const [rows] = await conn.query<mysql.RowDataPacket[]>(
-        `SELECT CAST(id AS CHAR) AS id FROM ${this.errorsRef()} ${where} FOR UPDATE`, params);
+        `SELECT CAST(id AS CHAR) AS id FROM ${this.errorsRef()} ${where} FOR UPDATE`,
+        params,
+      );
       if (rows.length === 0) return 0;
       const ids = idList(rows.map((r) => String(r.id)));
       // The original id keeps the change ahead of every later change of its key (ids only grow).
@@ -781,7 +918,9 @@ export class MariaDbStaging implements StagingClient {
         `INSERT INTO ${this.stagingRef()} (id, table_name, op, \`key\`, key_hash, \`before\`, \`after\`, txid, time_ms, attempts)
          SELECT id, table_name, op, \`key\`, key_hash, \`before\`, \`after\`, txid, time_ms, 0 FROM ${this.errorsRef()} WHERE id IN (${ids})`,
       );
-      const [del] = await conn.query<mysql.ResultSetHeader>(`DELETE FROM ${this.errorsRef()} WHERE id IN (${ids})`);
+      const [del] = await conn.query<mysql.ResultSetHeader>(
+        `DELETE FROM ${this.errorsRef()} WHERE id IN (${ids})`,
+      );
       return del.affectedRows;
     });
   }
@@ -789,7 +928,10 @@ export class MariaDbStaging implements StagingClient {
   async purge(selection: ParkedSelection = {}): Promise<number> {
     const conn = await this.open();
     const [where, params] = selectionWhere(selection);
-    const [res] = await conn.query<mysql.ResultSetHeader>(`DELETE FROM ${this.errorsRef()} ${where}`, params);
+    const [res] = await conn.query<mysql.ResultSetHeader>(
+      `DELETE FROM ${this.errorsRef()} ${where}`,
+      params,
+    );
     return res.affectedRows;
   }
 
@@ -808,18 +950,22 @@ export class MariaDbStaging implements StagingClient {
       return Array.isArray(rows) ? (rows as Record<string, unknown>[]) : [];
     };
     const family = (c: ColumnInfo) => /^[a-z]+/.exec(c.type)?.[0] ?? '';
-    const cursorOf = (c: ColumnInfo, ref: string) => (BINARY_TYPES.has(family(c)) ? `HEX(${ref})` : utf8(ref));
+    const cursorOf = (c: ColumnInfo, ref: string) =>
+      BINARY_TYPES.has(family(c)) ? `HEX(${ref})` : utf8(ref);
     const paramOf = (c: ColumnInfo) => {
       const f = family(c);
       if (BINARY_TYPES.has(f)) return 'UNHEX(?)';
-      if (/int$/.test(f)) return c.type.includes('unsigned') ? 'CAST(? AS UNSIGNED)' : 'CAST(? AS SIGNED)';
+      if (/int$/.test(f))
+        return c.type.includes('unsigned') ? 'CAST(? AS UNSIGNED)' : 'CAST(? AS SIGNED)';
       if (f === 'decimal' || f === 'numeric') return 'CAST(? AS DECIMAL(65,30))';
       if (f === 'float' || f === 'double' || f === 'real') return 'CAST(? AS DOUBLE)';
       return '?';
     };
     return {
       dialect: 'mariadb',
-      get loadTable(): string { return `${mariaDbIdent(self.database)}.${mariaDbIdent(`${self.source.stagingTable}_loads`)}`; },
+      get loadTable(): string {
+        return `${mariaDbIdent(self.database)}.${mariaDbIdent(`${self.source.stagingTable}_loads`)}`;
+      },
       param: () => '?',
       query,
       snapshot: async (work) => {
@@ -860,7 +1006,8 @@ export class MariaDbStaging implements StagingClient {
           });
           where = `WHERE ${ors.join(' OR ')} `;
         }
-        const sql = `SELECT ${mariaDbKeyText(r, 'NEW')} AS k, ${jsonObject(r.columns, (c) => mariaDbJson('NEW', c))} AS a, ` +
+        const sql =
+          `SELECT ${mariaDbKeyText(r, 'NEW')} AS k, ${jsonObject(r.columns, (c) => mariaDbJson('NEW', c))} AS a, ` +
           `${t.chunkKey.map((c, i) => `${cursorOf(c, refs[i]!)} AS c${i}`).join(', ')} FROM ${mariaDbQualifiedTable(this.home, r.config.table)} AS NEW ${where}` +
           `ORDER BY ${refs.join(', ')} LIMIT ${Math.trunc(limit)}`;
         return { sql, params };
@@ -887,7 +1034,9 @@ export class MariaDbStaging implements StagingClient {
     const names = ROW_OPS.map((op) => mariaDbTriggerName(this.source.stagingTable, table, op));
     const [rows] = await conn.query<mysql.RowDataPacket[]>(
       `SELECT TRIGGER_NAME AS name, ACTION_STATEMENT AS body FROM information_schema.TRIGGERS
-       WHERE TRIGGER_SCHEMA = ? AND TRIGGER_NAME IN (?)`, [tableDb ?? this.home, names]);
+       WHERE TRIGGER_SCHEMA = ? AND TRIGGER_NAME IN (?)`,
+      [tableDb ?? this.home, names],
+    );
     // Any one trigger tells: every captured operation's trigger carries the same image columns.
     const body = rows.find((r) => String(r.name) === names[0]) ?? rows[0];
     return { live, installed: body === undefined ? null : imageColumnsOf(String(body.body)) };
@@ -895,7 +1044,9 @@ export class MariaDbStaging implements StagingClient {
 
   async stagedCount(): Promise<number> {
     const conn = await this.open();
-    const [rows] = await conn.query<mysql.RowDataPacket[]>(`SELECT COUNT(*) AS n FROM ${this.stagingRef()}`);
+    const [rows] = await conn.query<mysql.RowDataPacket[]>(
+      `SELECT COUNT(*) AS n FROM ${this.stagingRef()}`,
+    );
     return Number(rows[0]?.n ?? 0);
   }
 

@@ -18,9 +18,22 @@ import pg from 'pg';
 import { CDC_DEFAULTS, conditionFor, validateCaptureSource, checkClaimArgs } from './config.js';
 import type { CaptureOperation, CaptureSource, CaptureTable, StagedChange } from './config.js';
 import { keyHash } from './key-hash.js';
-import { imageColumnsOf, jsonObjectExpr, keyTextExpr, quoteIdent, quoteLiteral, resolveTable } from './sql.js';
+import {
+  imageColumnsOf,
+  jsonObjectExpr,
+  keyTextExpr,
+  quoteIdent,
+  quoteLiteral,
+  resolveTable,
+} from './sql.js';
 import type { ColumnInfo, KeyDialect, ResolvedTable } from './sql.js';
-import type { HeldKeys, ParkedChange, ParkedSelection, StagingClient, UninstallOptions } from './staging.js';
+import type {
+  HeldKeys,
+  ParkedChange,
+  ParkedSelection,
+  StagingClient,
+  UninstallOptions,
+} from './staging.js';
 import { chunkKeyOf } from './initial-load.js';
 import type { LoadHooks, LoadQuery, LoadTable } from './initial-load.js';
 
@@ -49,7 +62,9 @@ export function pgName(base: string): string {
 /** `schema.table` -> quoted `"schema"."table"`; a bare name stays unqualified (search_path). */
 export function pgQualifiedTable(table: string): string {
   const dot = table.indexOf('.');
-  return dot < 0 ? quoteIdent(table) : `${quoteIdent(table.slice(0, dot))}.${quoteIdent(table.slice(dot + 1))}`;
+  return dot < 0
+    ? quoteIdent(table)
+    : `${quoteIdent(table.slice(0, dot))}.${quoteIdent(table.slice(dot + 1))}`;
 }
 
 /** Name of the trigger function for `table` (lives in the staging schema). */
@@ -171,7 +186,9 @@ export function pgStagingDdl(schema: string, stagingTable: string, pumps: number
   ];
   // Lets claim() read one pump's rows in id order without scanning the other pumps' backlog.
   if (pumps > 1) {
-    stmts.push(`CREATE INDEX IF NOT EXISTS ${quoteIdent(pgName(`${stagingTable}_pumps${pumps}_idx`))} ON ${s} ((key_hash % ${pumps}), id)`);
+    stmts.push(
+      `CREATE INDEX IF NOT EXISTS ${quoteIdent(pgName(`${stagingTable}_pumps${pumps}_idx`))} ON ${s} ((key_hash % ${pumps}), id)`,
+    );
   }
   return stmts;
 }
@@ -193,9 +210,34 @@ SET IntervalStyle = 'iso_8601' SET extra_float_digits = 1 SET bytea_output = 'he
  * 50,000-row INSERT with capture 1.7x slower (measured, 4.4 s -> 7.4 s on the loaded test box).
  */
 const PG_SESSION_FREE_TYPES = new Set([
-  'int2', 'int4', 'int8', 'oid', 'text', 'varchar', 'bpchar', 'char', 'name', 'bool', 'uuid', 'json',
-  'jsonb', 'numeric', 'money', 'timestamptz', 'timestamp', 'date', 'time', 'timetz', 'bytea', 'inet',
-  'cidr', 'macaddr', 'macaddr8', 'bit', 'varbit', 'xml',
+  'int2',
+  'int4',
+  'int8',
+  'oid',
+  'text',
+  'varchar',
+  'bpchar',
+  'char',
+  'name',
+  'bool',
+  'uuid',
+  'json',
+  'jsonb',
+  'numeric',
+  'money',
+  'timestamptz',
+  'timestamp',
+  'date',
+  'time',
+  'timetz',
+  'bytea',
+  'inet',
+  'cidr',
+  'macaddr',
+  'macaddr8',
+  'bit',
+  'varbit',
+  'xml',
 ]);
 
 /**
@@ -205,7 +247,11 @@ const PG_SESSION_FREE_TYPES = new Set([
  */
 function pgSettingsFor(columns: ColumnInfo[], key: ColumnInfo[]): string {
   const types = new Set([...columns, ...key].map((c) => c.type));
-  if ([...types].some((t) => !PG_SESSION_FREE_TYPES.has(t) && t !== 'float4' && t !== 'float8' && t !== 'interval')) {
+  if (
+    [...types].some(
+      (t) => !PG_SESSION_FREE_TYPES.has(t) && t !== 'float4' && t !== 'float8' && t !== 'interval',
+    )
+  ) {
     return PG_PINNED_SETTINGS;
   }
   const sets = ['SET search_path = pg_catalog, pg_temp'];
@@ -231,7 +277,9 @@ export function pgDynamicFunctionRef(schema: string, stagingTable: string): stri
  */
 export function pgDynamicFunctionDdl(schema: string, stagingTable: string): string {
   const template = (type: string) => quoteLiteral(pgText(REF, { name: '', type, pkPosition: 0 }));
-  const typeCase = PG_TEXT_TYPES.map((t) => `WHEN ${quoteLiteral(t)} THEN ${template(t)}`).join('\n      ');
+  const typeCase = PG_TEXT_TYPES.map((t) => `WHEN ${quoteLiteral(t)} THEN ${template(t)}`).join(
+    '\n      ',
+  );
   return `CREATE OR REPLACE FUNCTION ${pgDynamicFunctionRef(schema, stagingTable)}(
   rel oid, op text, cols text[], keycols text[], o anyelement, n anyelement,
   OUT ko text, OUT k text, OUT b text, OUT a text)
@@ -300,7 +348,12 @@ const PG_FN_LABEL = 'sluice_fn';
  * function, not in the trigger's WHEN, because PostgreSQL records a WHEN's columns as
  * dependencies and would refuse (or, with CASCADE, drop the trigger on) ALTER TABLE ... DROP COLUMN.
  */
-export function pgTriggerDdl(schema: string, stagingTable: string, t: ResolvedTable, relnatts?: number): string[] {
+export function pgTriggerDdl(
+  schema: string,
+  stagingTable: string,
+  t: ResolvedTable,
+  relnatts?: number,
+): string[] {
   const cfg = t.config;
   const staging = `${quoteIdent(schema)}.${quoteIdent(stagingTable)}`;
   const hash = pgHashFunctionRef(schema, stagingTable);
@@ -308,10 +361,12 @@ export function pgTriggerDdl(schema: string, stagingTable: string, t: ResolvedTa
   const table = pgQualifiedTable(cfg.table);
   const tableLit = quoteLiteral(cfg.table);
   const level = cfg.triggers ?? CDC_DEFAULTS.triggers;
-  const isStatement = (op: CaptureOperation) => level === 'statement' && (op === 'insert' || op === 'delete');
+  const isStatement = (op: CaptureOperation) =>
+    level === 'statement' && (op === 'insert' || op === 'delete');
   // Key strategy none: no order to keep, so the pump is picked by the capture time instead.
   const none = t.keyStrategy.kind === 'none';
-  const keyHashSql = (key: string) => (none ? `${hash}(pg_catalog.clock_timestamp()::text)` : `${hash}(${key})`);
+  const keyHashSql = (key: string) =>
+    none ? `${hash}(pg_catalog.clock_timestamp()::text)` : `${hash}(${key})`;
   const columns = `(table_name, op, key, key_hash, before, after, txid, time_ms)`;
   const stage = (op: CaptureOperation, key: string, before: string, after: string) =>
     `    INSERT INTO ${staging} ${columns}
@@ -346,12 +401,15 @@ export function pgTriggerDdl(schema: string, stagingTable: string, t: ResolvedTa
     : `  IF TG_OP <> 'DELETE' THEN k := ${keyNew}; END IF;
   IF TG_OP <> 'INSERT' THEN ko := ${keyOld}; END IF;\n`;
   const suppress = cfg.suppressNoopUpdates ?? CDC_DEFAULTS.suppressNoopUpdates;
-  const suppressSql = suppress ? `  IF TG_OP = 'UPDATE' AND a = b AND k IS NOT DISTINCT FROM ko THEN RETURN NULL; END IF;\n` : '';
+  const suppressSql = suppress
+    ? `  IF TG_OP = 'UPDATE' AND a = b AND k IS NOT DISTINCT FROM ko THEN RETURN NULL; END IF;\n`
+    : '';
   const keyUpdate = cfg.keyUpdate ?? CDC_DEFAULTS.keyUpdate;
   // Case C8: a key change retires the old key (delete on its pump) and creates the new one.
-  const update = keyUpdate === 'update'
-    ? stage('update', 'k', 'b', 'a')
-    : `    IF ko IS DISTINCT FROM k THEN
+  const update =
+    keyUpdate === 'update'
+      ? stage('update', 'k', 'b', 'a')
+      : `    IF ko IS DISTINCT FROM k THEN
 ${stage('delete', 'ko', 'b', 'NULL')}
 ${stage('insert', 'k', 'NULL', 'a')}
     ELSE
@@ -383,14 +441,17 @@ ${stage('update', 'k', 'b', 'a')}
     const condition = conditionFor(cfg, op);
     const keyVar = op === 'insert' ? 'k' : 'ko';
     const overRow = (sql: string) => quoteLiteral(`SELECT ${sql} FROM (SELECT ($1).*) AS ${alias}`);
-    const cond = condition === undefined
-      ? ''
-      : `        BEGIN
+    const cond =
+      condition === undefined
+        ? ''
+        : `        BEGIN
           EXECUTE ${overRow(`(${condition})`)} INTO ok USING r.row;
         EXCEPTION WHEN undefined_column THEN ok := true;
         END;
         CONTINUE WHEN ok IS NOT TRUE;\n`;
-    const keyOutside = byColumns ? '' : `        EXECUTE ${overRow(op === 'insert' ? keyNew : keyOld)} INTO ${keyVar} USING r.row;\n`;
+    const keyOutside = byColumns
+      ? ''
+      : `        EXECUTE ${overRow(op === 'insert' ? keyNew : keyOld)} INTO ${keyVar} USING r.row;\n`;
     // The row is cast to the table's type under its current name (TG_RELID), so a renamed
     // table changes nothing here.
     return `      FOR r IN EXECUTE 'SELECT t::' || TG_RELID::pg_catalog.regclass::text || ' AS "row" FROM ${transition} AS t' LOOP
@@ -398,12 +459,15 @@ ${cond}        SELECT d.ko, d.k, d.b, d.a INTO ko, k, b, a FROM ${dyn}(TG_RELID,
 ${keyOutside}${op === 'insert' ? stage('insert', 'k', 'NULL', 'a') : stage('delete', 'ko', 'b', 'NULL')}
       END LOOP;`;
   };
-  const anyStatement = isStatement('insert') && cfg.operations.includes('insert') || isStatement('delete') && cfg.operations.includes('delete');
-  const nattsStatement = allColumns && relnatts !== undefined
-    ? `      IF (SELECT c.relnatts FROM pg_catalog.pg_class c WHERE c.oid = TG_RELID) <> ${relnatts} THEN
+  const anyStatement =
+    (isStatement('insert') && cfg.operations.includes('insert')) ||
+    (isStatement('delete') && cfg.operations.includes('delete'));
+  const nattsStatement =
+    allColumns && relnatts !== undefined
+      ? `      IF (SELECT c.relnatts FROM pg_catalog.pg_class c WHERE c.oid = TG_RELID) <> ${relnatts} THEN
         RAISE SQLSTATE '42703';
       END IF;\n`
-    : '';
+      : '';
   const statementPath = !anyStatement
     ? ''
     : `  IF TG_LEVEL = 'STATEMENT' THEN
@@ -463,7 +527,8 @@ ${stage('delete', 'ko', 'b', 'NULL')}
   END IF;
   RETURN NULL;
 END`;
-  if (body.includes('$sluice$')) throw new Error(`capture table "${cfg.table}": names must not contain "$sluice$"`);
+  if (body.includes('$sluice$'))
+    throw new Error(`capture table "${cfg.table}": names must not contain "$sluice$"`);
   const out = [
     `CREATE OR REPLACE FUNCTION ${fn}() RETURNS trigger LANGUAGE plpgsql
 SECURITY DEFINER ${pgSettingsFor(t.columns, t.key)} AS $sluice$
@@ -475,23 +540,32 @@ $sluice$`,
     out.push(`DROP TRIGGER IF EXISTS ${name} ON ${table}`);
     if (!cfg.operations.includes(op)) continue;
     if (op === 'truncate') {
-      out.push(`CREATE TRIGGER ${name} AFTER TRUNCATE ON ${table} FOR EACH STATEMENT EXECUTE FUNCTION ${fn}()`);
+      out.push(
+        `CREATE TRIGGER ${name} AFTER TRUNCATE ON ${table} FOR EACH STATEMENT EXECUTE FUNCTION ${fn}()`,
+      );
       continue;
     }
     if (isStatement(op)) {
       const transition = op === 'insert' ? 'NEW TABLE AS sluice_new' : 'OLD TABLE AS sluice_old';
-      out.push(`CREATE TRIGGER ${name} AFTER ${op.toUpperCase()} ON ${table} REFERENCING ${transition} FOR EACH STATEMENT\nEXECUTE FUNCTION ${fn}()`);
+      out.push(
+        `CREATE TRIGGER ${name} AFTER ${op.toUpperCase()} ON ${table} REFERENCING ${transition} FOR EACH STATEMENT\nEXECUTE FUNCTION ${fn}()`,
+      );
       continue;
     }
     const condition = conditionFor(cfg, op);
     const whenSql = condition !== undefined ? `\nWHEN (${condition})` : '';
-    out.push(`CREATE TRIGGER ${name} AFTER ${op.toUpperCase()} ON ${table} FOR EACH ROW${whenSql}\nEXECUTE FUNCTION ${fn}()`);
+    out.push(
+      `CREATE TRIGGER ${name} AFTER ${op.toUpperCase()} ON ${table} FOR EACH ROW${whenSql}\nEXECUTE FUNCTION ${fn}()`,
+    );
   }
   return out;
 }
 
 /** Introspects `table` (resolved through search_path); empty when it does not exist. */
-export async function introspectPgTable(client: pg.ClientBase, table: string): Promise<ColumnInfo[]> {
+export async function introspectPgTable(
+  client: pg.ClientBase,
+  table: string,
+): Promise<ColumnInfo[]> {
   const res = await client.query<{ name: string; type: string; pk_position: number }>(
     `SELECT a.attname AS name, coalesce(bt.typname, t.typname)::text AS type,
        coalesce((SELECT k.n FROM pg_index i, unnest(i.indkey) WITH ORDINALITY AS k(attnum, n)
@@ -543,11 +617,14 @@ export class PgStaging implements StagingClient {
   constructor(source: CaptureSource) {
     validateCaptureSource(source);
     const db = source.database;
-    if (db.dialect !== 'postgres') throw new Error(`PgStaging needs dialect "postgres", dialect=${db.dialect}`);
+    if (db.dialect !== 'postgres')
+      throw new Error(`PgStaging needs dialect "postgres", dialect=${db.dialect}`);
     this.source = source;
     this.client = new pg.Client({ connectionString: db.url });
     // Without a listener a dropped connection's 'error' event would crash the process.
-    this.client.on('error', (err: Error) => { this.connectionError = err; });
+    this.client.on('error', (err: Error) => {
+      this.connectionError = err;
+    });
     this.ready = this.connect(db.schema);
     // Callers see the failure on their first call; do not let it surface as unhandled.
     this.ready.catch(() => undefined);
@@ -560,7 +637,9 @@ export class PgStaging implements StagingClient {
     const res = await this.client.query<{ s: string | null }>('SELECT current_schema() AS s');
     const current = res.rows[0]?.s ?? null;
     if (current === null) {
-      throw new Error(`capture source "${this.source.name}": no current schema (schema ${JSON.stringify(schema ?? null)} does not exist?)`);
+      throw new Error(
+        `capture source "${this.source.name}": no current schema (schema ${JSON.stringify(schema ?? null)} does not exist?)`,
+      );
     }
     return pgCaptureSchema(this.source);
   }
@@ -572,7 +651,10 @@ export class PgStaging implements StagingClient {
 
   private async open(): Promise<string> {
     if (this.closed) throw new Error(`staging client for source "${this.source.name}" is closed`);
-    if (this.connectionError) throw new Error(`capture source "${this.source.name}": connection lost: ${this.connectionError.message}`);
+    if (this.connectionError)
+      throw new Error(
+        `capture source "${this.source.name}": connection lost: ${this.connectionError.message}`,
+      );
     return this.ready;
   }
 
@@ -584,20 +666,34 @@ export class PgStaging implements StagingClient {
     const schema = await this.open();
     await this.inTransaction(async () => {
       await this.client.query('SELECT pg_advisory_xact_lock($1)', [INSTALL_LOCK_KEY]);
-      const exists = await this.client.query('SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = $1', [schema]);
+      const exists = await this.client.query(
+        'SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = $1',
+        [schema],
+      );
       if (exists.rowCount === 0) {
         // Marked, so uninstall removes the schema only when install created it.
         await this.client.query(`CREATE SCHEMA ${quoteIdent(schema)}`);
-        await this.client.query(`COMMENT ON SCHEMA ${quoteIdent(schema)} IS ${quoteLiteral(PG_SCHEMA_MARK)}`);
+        await this.client.query(
+          `COMMENT ON SCHEMA ${quoteIdent(schema)} IS ${quoteLiteral(PG_SCHEMA_MARK)}`,
+        );
       }
       await this.client.query(pgHashFunctionDdl(schema, this.source.stagingTable));
-      for (const stmt of pgStagingDdl(schema, this.source.stagingTable, this.source.pumps)) await this.client.query(stmt);
+      for (const stmt of pgStagingDdl(schema, this.source.stagingTable, this.source.pumps))
+        await this.client.query(stmt);
       await this.client.query(pgDynamicFunctionDdl(schema, this.source.stagingTable));
       for (const cfg of this.source.tables) {
         const resolved = resolveTable(cfg, await introspectPgTable(this.client, cfg.table));
         const natts = await this.client.query<{ n: number }>(
-          'SELECT relnatts::int AS n FROM pg_catalog.pg_class WHERE oid = to_regclass($1)', [pgQualifiedTable(cfg.table)]);
-        for (const stmt of pgTriggerDdl(schema, this.source.stagingTable, resolved, natts.rows[0]?.n)) await this.client.query(stmt);
+          'SELECT relnatts::int AS n FROM pg_catalog.pg_class WHERE oid = to_regclass($1)',
+          [pgQualifiedTable(cfg.table)],
+        );
+        for (const stmt of pgTriggerDdl(
+          schema,
+          this.source.stagingTable,
+          resolved,
+          natts.rows[0]?.n,
+        ))
+          await this.client.query(stmt);
       }
     });
   }
@@ -609,12 +705,20 @@ export class PgStaging implements StagingClient {
       for (const cfg of this.source.tables) await this.dropTriggers(schema, cfg);
       if (options.dropStaging) {
         await this.client.query(`DROP TABLE IF EXISTS ${this.stagingRef(schema)}`);
-        await this.client.query(`DROP TABLE IF EXISTS ${quoteIdent(schema)}.${quoteIdent(`${this.source.stagingTable}_errors`)}`);
+        await this.client.query(
+          `DROP TABLE IF EXISTS ${quoteIdent(schema)}.${quoteIdent(`${this.source.stagingTable}_errors`)}`,
+        );
         await this.client.query(`DROP TABLE IF EXISTS ${this.load.loadTable}`);
-        await this.client.query(`DROP FUNCTION IF EXISTS ${pgHashFunctionRef(schema, this.source.stagingTable)}(text)`);
-        await this.client.query(`DROP FUNCTION IF EXISTS ${pgDynamicFunctionRef(schema, this.source.stagingTable)}(oid, text, text[], text[], anyelement, anyelement)`);
+        await this.client.query(
+          `DROP FUNCTION IF EXISTS ${pgHashFunctionRef(schema, this.source.stagingTable)}(text)`,
+        );
+        await this.client.query(
+          `DROP FUNCTION IF EXISTS ${pgDynamicFunctionRef(schema, this.source.stagingTable)}(oid, text, text[], text[], anyelement, anyelement)`,
+        );
         const mark = await this.client.query<{ c: string | null }>(
-          `SELECT pg_catalog.obj_description(oid, 'pg_namespace') AS c FROM pg_catalog.pg_namespace WHERE nspname = $1`, [schema]);
+          `SELECT pg_catalog.obj_description(oid, 'pg_namespace') AS c FROM pg_catalog.pg_namespace WHERE nspname = $1`,
+          [schema],
+        );
         if (mark.rows[0]?.c === PG_SCHEMA_MARK) {
           // RESTRICT: a schema that still holds anything (another source, a user's object) stays.
           await this.client.query('SAVEPOINT sluice_drop_schema');
@@ -629,26 +733,43 @@ export class PgStaging implements StagingClient {
   }
 
   private async dropTriggers(schema: string, cfg: CaptureTable): Promise<void> {
-    const exists = await this.client.query<{ r: string | null }>('SELECT to_regclass($1)::text AS r', [pgQualifiedTable(cfg.table)]);
+    const exists = await this.client.query<{ r: string | null }>(
+      'SELECT to_regclass($1)::text AS r',
+      [pgQualifiedTable(cfg.table)],
+    );
     if (exists.rows[0]?.r) {
       for (const op of ['insert', 'update', 'delete', 'truncate'] as const) {
-        await this.client.query(`DROP TRIGGER IF EXISTS ${quoteIdent(pgTriggerName(this.source.stagingTable, op))} ON ${pgQualifiedTable(cfg.table)}`);
+        await this.client.query(
+          `DROP TRIGGER IF EXISTS ${quoteIdent(pgTriggerName(this.source.stagingTable, op))} ON ${pgQualifiedTable(cfg.table)}`,
+        );
       }
     }
-    await this.client.query(`DROP FUNCTION IF EXISTS ${quoteIdent(schema)}.${quoteIdent(pgFunctionName(this.source.stagingTable, cfg.table))}()`);
+    await this.client.query(
+      `DROP FUNCTION IF EXISTS ${quoteIdent(schema)}.${quoteIdent(pgFunctionName(this.source.stagingTable, cfg.table))}()`,
+    );
   }
 
-  async claim(pump: number, pumps: number, limit: number, excludeKeys?: ReadonlySet<string>): Promise<StagedChange[]> {
+  async claim(
+    pump: number,
+    pumps: number,
+    limit: number,
+    excludeKeys?: ReadonlySet<string>,
+  ): Promise<StagedChange[]> {
     const schema = await this.open();
     checkClaimArgs(pump, pumps, limit);
     if (!this.pumpsHeld.has(pump)) {
       const lockKey = keyHash(`sluice.cdc:${schema}.${this.source.stagingTable}`) | 0;
       const deadline = Date.now() + CDC_DEFAULTS.pumpLockWaitMs;
       for (;;) {
-        const got = await this.client.query<{ ok: boolean }>('SELECT pg_try_advisory_lock($1::int, $2::int) AS ok', [lockKey, pump]);
+        const got = await this.client.query<{ ok: boolean }>(
+          'SELECT pg_try_advisory_lock($1::int, $2::int) AS ok',
+          [lockKey, pump],
+        );
         if (got.rows[0]?.ok) break;
         if (Date.now() >= deadline) {
-          throw new Error(`capture source "${this.source.name}": pump ${pump} of staging ${schema}.${this.source.stagingTable} is held by another session (waited ${CDC_DEFAULTS.pumpLockWaitMs} ms)`);
+          throw new Error(
+            `capture source "${this.source.name}": pump ${pump} of staging ${schema}.${this.source.stagingTable} is held by another session (waited ${CDC_DEFAULTS.pumpLockWaitMs} ms)`,
+          );
         }
         await new Promise((r) => setTimeout(r, CDC_DEFAULTS.pumpLockRetryMs));
       }
@@ -673,8 +794,16 @@ export class PgStaging implements StagingClient {
       params,
     );
     return res.rows.map((r) => ({
-      stagingId: r.staging_id, table: r.table_name, op: r.op, key: r.key, keyHash: Number(r.key_hash),
-      before: r.before, after: r.after, txid: r.txid, timeMs: Number(r.time_ms), attempts: r.attempts,
+      stagingId: r.staging_id,
+      table: r.table_name,
+      op: r.op,
+      key: r.key,
+      keyHash: Number(r.key_hash),
+      before: r.before,
+      after: r.after,
+      txid: r.txid,
+      timeMs: Number(r.time_ms),
+      attempts: r.attempts,
     }));
   }
 
@@ -682,13 +811,20 @@ export class PgStaging implements StagingClient {
     const schema = await this.open();
     if (stagingIds.length === 0) return 0;
     try {
-      const res = await this.client.query(`DELETE FROM ${this.stagingRef(schema)} WHERE id = ANY($1::bigint[])`, [stagingIds]);
+      const res = await this.client.query(
+        `DELETE FROM ${this.stagingRef(schema)} WHERE id = ANY($1::bigint[])`,
+        [stagingIds],
+      );
       return res.rowCount ?? 0;
     } catch (err) {
       if ((err as { code?: string }).code !== '55P03') throw err;
-      const who = await this.rowLockHolders(schema, stagingIds).catch((e: Error) => `(could not be read: ${e.message})`);
-      throw new Error(`capture source "${this.source.name}": deleting ${stagingIds.length} shipped rows from ` +
-        `${schema}.${this.source.stagingTable} waited lock_timeout ${PG_LOCK_TIMEOUT_MS} ms for row locks held by ${who}`);
+      const who = await this.rowLockHolders(schema, stagingIds).catch(
+        (e: Error) => `(could not be read: ${e.message})`,
+      );
+      throw new Error(
+        `capture source "${this.source.name}": deleting ${stagingIds.length} shipped rows from ` +
+          `${schema}.${this.source.stagingTable} waited lock_timeout ${PG_LOCK_TIMEOUT_MS} ms for row locks held by ${who}`,
+      );
     }
   }
 
@@ -698,22 +834,40 @@ export class PgStaging implements StagingClient {
    * multixact) or one released meanwhile is named as such.
    */
   private async rowLockHolders(schema: string, stagingIds: string[]): Promise<string> {
-    const res = await this.client.query<{ pid: number; usename: string | null; application_name: string | null; state: string | null; xact_start: Date | null; query: string | null }>(
+    const res = await this.client.query<{
+      pid: number;
+      usename: string | null;
+      application_name: string | null;
+      state: string | null;
+      xact_start: Date | null;
+      query: string | null;
+    }>(
       `SELECT a.pid, a.usename, a.application_name, a.state, a.xact_start, left(a.query, 120) AS query
        FROM pg_catalog.pg_locks l JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid
        WHERE l.locktype = 'transactionid' AND l.granted AND l.pid <> pg_catalog.pg_backend_pid()
          AND l.transactionid::text IN (SELECT DISTINCT xmax::text FROM ${this.stagingRef(schema)} WHERE id = ANY($1::bigint[]))`,
-      [stagingIds]);
+      [stagingIds],
+    );
     if (res.rows.length === 0) return 'another session (a shared lock, or one released meanwhile)';
-    return res.rows.map((r) => `pid ${r.pid} (user ${r.usename ?? '?'}, application ${JSON.stringify(r.application_name ?? '')}, ` +
-      `${r.state ?? '?'}, transaction since ${r.xact_start ? r.xact_start.toISOString() : '?'}, last query ${JSON.stringify(r.query ?? '')})`).join(', ');
+    return res.rows
+      .map(
+        (r) =>
+          `pid ${r.pid} (user ${r.usename ?? '?'}, application ${JSON.stringify(r.application_name ?? '')}, ` +
+          `${r.state ?? '?'}, transaction since ${r.xact_start ? r.xact_start.toISOString() : '?'}, last query ${JSON.stringify(r.query ?? '')})`,
+      )
+      .join(', ');
   }
 
   private errorsRef(schema: string): string {
     return `${quoteIdent(schema)}.${quoteIdent(`${this.source.stagingTable}_errors`)}`;
   }
 
-  async recordFailure(stagingId: string, attempts: number, nextAttemptMs: number, error: string): Promise<void> {
+  async recordFailure(
+    stagingId: string,
+    attempts: number,
+    nextAttemptMs: number,
+    error: string,
+  ): Promise<void> {
     const schema = await this.open();
     await this.client.query(
       `UPDATE ${this.stagingRef(schema)} SET attempts = $2, next_attempt_ms = $3, last_error = $4 WHERE id = $1::bigint`,
@@ -779,15 +933,26 @@ export class PgStaging implements StagingClient {
       params,
     );
     return res.rows.map((r) => ({
-      stagingId: r.staging_id, table: r.table_name, op: r.op, key: r.key, keyHash: Number(r.key_hash),
-      before: r.before, after: r.after, txid: r.txid, timeMs: Number(r.time_ms), attempts: r.attempts,
-      error: r.error, parkedTimeMs: Number(r.parked_time_ms),
+      stagingId: r.staging_id,
+      table: r.table_name,
+      op: r.op,
+      key: r.key,
+      keyHash: Number(r.key_hash),
+      before: r.before,
+      after: r.after,
+      txid: r.txid,
+      timeMs: Number(r.time_ms),
+      attempts: r.attempts,
+      error: r.error,
+      parkedTimeMs: Number(r.parked_time_ms),
     }));
   }
 
   async parkedCount(): Promise<number> {
     const schema = await this.open();
-    const res = await this.client.query<{ n: string }>(`SELECT count(*)::text AS n FROM ${this.errorsRef(schema)}`);
+    const res = await this.client.query<{ n: string }>(
+      `SELECT count(*)::text AS n FROM ${this.errorsRef(schema)}`,
+    );
     return Number(res.rows[0]?.n ?? 0);
   }
 
@@ -817,14 +982,18 @@ export class PgStaging implements StagingClient {
     const live = (await introspectPgTable(this.client, table)).map((c) => c.name);
     const fn = await this.client.query<{ src: string }>(
       `SELECT p.prosrc AS src FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
-       WHERE n.nspname = $1 AND p.proname = $2`, [schema, pgFunctionName(this.source.stagingTable, table)]);
+       WHERE n.nspname = $1 AND p.proname = $2`,
+      [schema, pgFunctionName(this.source.stagingTable, table)],
+    );
     const src = fn.rows[0]?.src;
     return { live, installed: src === undefined ? null : imageColumnsOf(src) };
   }
 
   async stagedCount(): Promise<number> {
     const schema = await this.open();
-    const res = await this.client.query<{ n: string }>(`SELECT count(*)::text AS n FROM ${this.stagingRef(schema)}`);
+    const res = await this.client.query<{ n: string }>(
+      `SELECT count(*)::text AS n FROM ${this.stagingRef(schema)}`,
+    );
     return Number(res.rows[0]?.n ?? 0);
   }
 
@@ -852,12 +1021,15 @@ export class PgStaging implements StagingClient {
     };
     return {
       dialect: 'postgres',
-      get loadTable(): string { return `${quoteIdent(pgCaptureSchema(self.source))}.${quoteIdent(`${self.source.stagingTable}_loads`)}`; },
+      get loadTable(): string {
+        return `${quoteIdent(pgCaptureSchema(self.source))}.${quoteIdent(`${self.source.stagingTable}_loads`)}`;
+      },
       param: (n) => `$${n}`,
       query,
       snapshot: async (work) => {
         await this.open();
-        await this.client.query(`BEGIN ISOLATION LEVEL REPEATABLE READ; SET LOCAL TimeZone = 'UTC'; SET LOCAL DateStyle = 'ISO, YMD';
+        await this.client
+          .query(`BEGIN ISOLATION LEVEL REPEATABLE READ; SET LOCAL TimeZone = 'UTC'; SET LOCAL DateStyle = 'ISO, YMD';
           SET LOCAL IntervalStyle = 'iso_8601'; SET LOCAL extra_float_digits = 1; SET LOCAL bytea_output = 'hex'`);
         try {
           const out = await work(query);
@@ -872,23 +1044,34 @@ export class PgStaging implements StagingClient {
         await this.open();
         const cols = await introspectPgTable(this.client, cfg.table);
         const resolved = resolveTable(cfg, cols);
-        const names = resolved.keyStrategy.kind === 'columns' ? resolved.keyStrategy.columns.map((c) => c.name) : [];
-        const res = names.length === 0 ? { rows: [] } : await this.client.query<{ ok: boolean }>(
-          `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_index i WHERE i.indrelid = to_regclass($1) AND i.indisunique
+        const names =
+          resolved.keyStrategy.kind === 'columns'
+            ? resolved.keyStrategy.columns.map((c) => c.name)
+            : [];
+        const res =
+          names.length === 0
+            ? { rows: [] }
+            : await this.client.query<{ ok: boolean }>(
+                `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_index i WHERE i.indrelid = to_regclass($1) AND i.indisunique
              AND i.indpred IS NULL AND i.indexprs IS NULL
              AND (SELECT array_agg(a.attname::text ORDER BY a.attname) FROM pg_catalog.pg_attribute a
                   WHERE a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)) = (SELECT array_agg(x ORDER BY x) FROM unnest($2::text[]) x))
            AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a WHERE a.attrelid = to_regclass($1)
              AND a.attname = ANY ($2::text[]) AND NOT a.attnotnull) AS ok`,
-          [pgQualifiedTable(cfg.table), names]);
+                [pgQualifiedTable(cfg.table), names],
+              );
         return { resolved, chunkKey: chunkKeyOf(resolved, cols, () => res.rows[0]?.ok === true) };
       },
       tableSql: (t: LoadTable) => pgQualifiedTable(t.resolved.config.table),
       chunk: (t: LoadTable, cursor: string[] | null, limit: number) => {
         const r = t.resolved;
         const keyCols = t.chunkKey.map((c) => `NEW.${quoteIdent(c.name)}`);
-        const where = cursor === null ? '' : `WHERE (${keyCols.join(', ')}) > (${cursor.map((_, i) => `$${i + 1}`).join(', ')}) `;
-        const sql = `SELECT ${keyTextExpr(r, 'NEW', PG_KEY_DIALECT)} AS k, ${jsonObjectExpr(r.columns, (c) => pgJson('NEW', c))} AS a, ` +
+        const where =
+          cursor === null
+            ? ''
+            : `WHERE (${keyCols.join(', ')}) > (${cursor.map((_, i) => `$${i + 1}`).join(', ')}) `;
+        const sql =
+          `SELECT ${keyTextExpr(r, 'NEW', PG_KEY_DIALECT)} AS k, ${jsonObjectExpr(r.columns, (c) => pgJson('NEW', c))} AS a, ` +
           `${keyCols.map((k, i) => `${k}::text AS c${i}`).join(', ')} FROM ${pgQualifiedTable(r.config.table)} AS NEW ${where}` +
           `ORDER BY ${keyCols.join(', ')} LIMIT ${Math.trunc(limit)}`;
         return { sql, params: cursor ?? [] };

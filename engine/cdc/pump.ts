@@ -120,8 +120,20 @@ export interface PumpStats {
  * propagate; the pump can be retried with runCycle() (a pending ack is retried first).
  */
 export class PumpCore {
-  readonly stats: PumpStats = { shipped: 0, reconciled: 0, cycles: 0, refusals: 0, retriesDelayed: 0, parked: 0, expired: 0, loaded: 0, readsRefused: 0 };
-  private readonly opts: Required<Omit<PumpOptions, 'fault' | 'loadChunkRows'>> & { fault: PumpFault | null };
+  readonly stats: PumpStats = {
+    shipped: 0,
+    reconciled: 0,
+    cycles: 0,
+    refusals: 0,
+    retriesDelayed: 0,
+    parked: 0,
+    expired: 0,
+    loaded: 0,
+    readsRefused: 0,
+  };
+  private readonly opts: Required<Omit<PumpOptions, 'fault' | 'loadChunkRows'>> & {
+    fault: PumpFault | null;
+  };
   private readonly loader: PumpLoader | null;
   private pendingAck: string[] | null = null;
   private started = false;
@@ -134,18 +146,32 @@ export class PumpCore {
 
   constructor(options: PumpOptions) {
     const { pump, pumps, batchSizeMax } = options;
-    if (!Number.isInteger(pumps) || pumps < 1) throw new Error(`pumps must be an integer >= 1, pumps=${pumps}`);
-    if (!Number.isInteger(pump) || pump < 0 || pump >= pumps) throw new Error(`pump must be in [0, pumps), pump=${pump}, pumps=${pumps}`);
-    if (!Number.isInteger(batchSizeMax) || batchSizeMax < 1) throw new Error(`batchSizeMax must be an integer >= 1, batchSizeMax=${batchSizeMax}`);
+    if (!Number.isInteger(pumps) || pumps < 1)
+      throw new Error(`pumps must be an integer >= 1, pumps=${pumps}`);
+    if (!Number.isInteger(pump) || pump < 0 || pump >= pumps)
+      throw new Error(`pump must be in [0, pumps), pump=${pump}, pumps=${pumps}`);
+    if (!Number.isInteger(batchSizeMax) || batchSizeMax < 1)
+      throw new Error(`batchSizeMax must be an integer >= 1, batchSizeMax=${batchSizeMax}`);
     const recentIdsMax = options.recentIdsMax ?? batchSizeMax * pumps;
     if (!Number.isInteger(recentIdsMax) || recentIdsMax < batchSizeMax) {
-      throw new Error(`recentIdsMax must be an integer >= batchSizeMax, recentIdsMax=${recentIdsMax}, batchSizeMax=${batchSizeMax}`);
+      throw new Error(
+        `recentIdsMax must be an integer >= batchSizeMax, recentIdsMax=${recentIdsMax}, batchSizeMax=${batchSizeMax}`,
+      );
     }
-    const fault = options.fault !== undefined ? options.fault : parseFault(process.env[PUMP_FAULT_ENV]);
+    const fault =
+      options.fault !== undefined ? options.fault : parseFault(process.env[PUMP_FAULT_ENV]);
     const errors = options.errors ?? resolveErrorPolicy(options.staging.source);
     this.opts = { ...options, recentIdsMax, fault, errors, clock: options.clock ?? Date.now };
-    this.loader = options.staging.load === undefined ? null
-      : new PumpLoader(options.staging, pump, pumps, options.loadChunkRows ?? CDC_DEFAULTS.loadChunkRows, this.opts.clock);
+    this.loader =
+      options.staging.load === undefined
+        ? null
+        : new PumpLoader(
+            options.staging,
+            pump,
+            pumps,
+            options.loadChunkRows ?? CDC_DEFAULTS.loadChunkRows,
+            this.opts.clock,
+          );
   }
 
   /** Keys this pump holds back now: refused changes waiting for a retry, and parked keys. */
@@ -159,7 +185,9 @@ export class PumpCore {
    */
   async start(): Promise<number> {
     // Read events of initial loads carry no staging id ("").
-    const recent = [...(await this.opts.sink.recentStagingIds(this.opts.recentIdsMax))].filter((id) => /^[0-9]+$/.test(id));
+    const recent = [...(await this.opts.sink.recentStagingIds(this.opts.recentIdsMax))].filter(
+      (id) => /^[0-9]+$/.test(id),
+    );
     const n = recent.length > 0 ? await this.opts.staging.ack(recent) : 0;
     this.stats.reconciled += n;
     const held = await this.opts.staging.heldKeys(this.opts.pump, this.opts.pumps);
@@ -191,8 +219,9 @@ export class PumpCore {
     }
     const now = this.opts.clock();
     // Unkeyed changes (key strategy none) waiting for a retry are claimed but not shipped yet.
-    const rows = (await staging.claim(pump, pumps, batchSizeMax, this.excluded()))
-      .filter((r) => r.key !== NO_KEY || !((this.retrying.get(orderKey(r)) ?? 0) > now));
+    const rows = (await staging.claim(pump, pumps, batchSizeMax, this.excluded())).filter(
+      (r) => r.key !== NO_KEY || !((this.retrying.get(orderKey(r)) ?? 0) > now),
+    );
     if (rows.length === 0) return 0;
     if (fault === 'before-append') process.kill(process.pid, 'SIGKILL');
     const shipped: string[] = [];
@@ -217,9 +246,15 @@ export class PumpCore {
   private async loadCycle(loader: PumpLoader, task: LoadTask): Promise<number> {
     const { staging, pump, pumps, batchSizeMax, fault } = this.opts;
     const excluded = this.excluded();
-    const read = await loader.read(task, () => staging.claim(pump, pumps, batchSizeMax, excluded), batchSizeMax);
+    const read = await loader.read(
+      task,
+      () => staging.claim(pump, pumps, batchSizeMax, excluded),
+      batchSizeMax,
+    );
     const now = this.opts.clock();
-    const rows = read.claimed.filter((r) => r.key !== NO_KEY || !((this.retrying.get(orderKey(r)) ?? 0) > now));
+    const rows = read.claimed.filter(
+      (r) => r.key !== NO_KEY || !((this.retrying.get(orderKey(r)) ?? 0) > now),
+    );
     const blocked = new Set<string>();
     const shipped: string[] = [];
     if (rows.length > 0) {
@@ -233,9 +268,12 @@ export class PumpCore {
     let emitted = 0;
     if (read.reads !== null) {
       // A held key's refused change is still ahead of its read: it brings the row's image itself.
-      emitted = await this.shipReads(read.reads.filter((r) => !excluded.has(r.key) && !blocked.has(r.key)));
+      emitted = await this.shipReads(
+        read.reads.filter((r) => !excluded.has(r.key) && !blocked.has(r.key)),
+      );
     }
-    if (fault === 'after-append' && shipped.length + emitted > 0) process.kill(process.pid, 'SIGKILL');
+    if (fault === 'after-append' && shipped.length + emitted > 0)
+      process.kill(process.pid, 'SIGKILL');
     await staging.ack(shipped);
     this.pendingAck = null;
     this.stats.shipped += shipped.length;
@@ -310,7 +348,12 @@ export class PumpCore {
   }
 
   /** Steps 4-5 for one refused change. */
-  private async refuseOne(row: StagedChange, first: RecordRefusedError, blocked: Set<string>, shipped: string[]): Promise<void> {
+  private async refuseOne(
+    row: StagedChange,
+    first: RecordRefusedError,
+    blocked: Set<string>,
+    shipped: string[],
+  ): Promise<void> {
     const { staging, sink, errors, clock } = this.opts;
     let error: Error = first;
     for (let i = 0; i < errors.retriesImmediate; i++) {
@@ -346,7 +389,8 @@ export class PumpCore {
    * less than a full batch it waits pollIntervalMs (woken early by abort). Resolves with the stats.
    */
   async run(signal: AbortSignal, pollIntervalMs: number): Promise<PumpStats> {
-    if (!Number.isFinite(pollIntervalMs) || pollIntervalMs < 0) throw new Error(`pollIntervalMs must be >= 0, pollIntervalMs=${pollIntervalMs}`);
+    if (!Number.isFinite(pollIntervalMs) || pollIntervalMs < 0)
+      throw new Error(`pollIntervalMs must be >= 0, pollIntervalMs=${pollIntervalMs}`);
     if (!this.started) await this.start();
     while (!signal.aborted) {
       const n = await this.runCycle();

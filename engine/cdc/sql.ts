@@ -61,7 +61,10 @@ export function keyTextExpr(t: ResolvedTable, row: 'NEW' | 'OLD', d: KeyDialect)
     case 'fixed':
       return quoteLiteral(JSON.stringify([k.value]));
     case 'transactionId':
-      if (d.txid === null) throw new Error(`capture table "${t.config.table}": key: transactionId is not supported on this database`);
+      if (d.txid === null)
+        throw new Error(
+          `capture table "${t.config.table}": key: transactionId is not supported on this database`,
+        );
       return `'[' || ${d.jsonOfText(d.txid)} || ']'`;
     case 'expression':
       return `'[' || ${d.jsonOfText(`(${k.sql.replace(/\bROW\./gi, `${row}.`)})`)} || ']'`;
@@ -70,13 +73,15 @@ export function keyTextExpr(t: ResolvedTable, row: 'NEW' | 'OLD', d: KeyDialect)
 
 /** `"name"` with embedded double quotes doubled (SQL standard; PostgreSQL and SQLite). */
 export function quoteIdent(name: string): string {
-  if (name.includes('\u0000')) throw new Error(`identifier must not contain NUL, name=${JSON.stringify(name)}`);
+  if (name.includes('\u0000'))
+    throw new Error(`identifier must not contain NUL, name=${JSON.stringify(name)}`);
   return `"${name.replaceAll('"', '""')}"`;
 }
 
 /** `'text'` with embedded single quotes doubled (standard_conforming_strings on PostgreSQL). */
 export function quoteLiteral(text: string): string {
-  if (text.includes('\u0000')) throw new Error(`SQL literal must not contain NUL, text=${JSON.stringify(text)}`);
+  if (text.includes('\u0000'))
+    throw new Error(`SQL literal must not contain NUL, text=${JSON.stringify(text)}`);
   return `'${text.replaceAll("'", "''")}'`;
 }
 
@@ -89,7 +94,12 @@ export function quoteLiteral(text: string): string {
 export class CaptureTableError extends Error {
   override readonly name = 'CaptureTableError';
   /** @param table the configured table name; @param field, index the field at fault. */
-  constructor(message: string, readonly table: string, readonly field: 'table' | 'columns' | 'key' | 'key.columns' | 'initialLoad', readonly index?: number) {
+  constructor(
+    message: string,
+    readonly table: string,
+    readonly field: 'table' | 'columns' | 'key' | 'key.columns' | 'initialLoad',
+    readonly index?: number,
+  ) {
     super(message);
   }
 }
@@ -101,13 +111,23 @@ export class CaptureTableError extends Error {
  */
 export function resolveTable(config: CaptureTable, tableColumns: ColumnInfo[]): ResolvedTable {
   const where = `capture table "${config.table}"`;
-  if (tableColumns.length === 0) throw new CaptureTableError(`${where}: table not found (no columns introspected)`, config.table, 'table');
+  if (tableColumns.length === 0)
+    throw new CaptureTableError(
+      `${where}: table not found (no columns introspected)`,
+      config.table,
+      'table',
+    );
   const byName = new Map(tableColumns.map((c) => [c.name, c]));
   const pick = (names: string[], field: 'columns' | 'key' | 'key.columns'): ColumnInfo[] =>
     names.map((n, i) => {
       const c = byName.get(n);
       if (c === undefined) {
-        throw new CaptureTableError(`${where}: ${field}: column "${n}" not found (columns: ${tableColumns.map((x) => x.name).join(', ')})`, config.table, field, i);
+        throw new CaptureTableError(
+          `${where}: ${field}: column "${n}" not found (columns: ${tableColumns.map((x) => x.name).join(', ')})`,
+          config.table,
+          field,
+          i,
+        );
       }
       return c;
     });
@@ -115,15 +135,28 @@ export function resolveTable(config: CaptureTable, tableColumns: ColumnInfo[]): 
   const spec = config.key ?? 'primaryKey';
   let keyStrategy: ResolvedKey;
   if (spec === 'primaryKey') {
-    const key = tableColumns.filter((c) => c.pkPosition > 0).sort((a, b) => a.pkPosition - b.pkPosition);
-    if (key.length === 0) throw new CaptureTableError(`${where}: key: table has no primary key; give a key strategy in "key" (columns, none, fixed, transactionId, expression)`, config.table, 'key');
+    const key = tableColumns
+      .filter((c) => c.pkPosition > 0)
+      .sort((a, b) => a.pkPosition - b.pkPosition);
+    if (key.length === 0)
+      throw new CaptureTableError(
+        `${where}: key: table has no primary key; give a key strategy in "key" (columns, none, fixed, transactionId, expression)`,
+        config.table,
+        'key',
+      );
     keyStrategy = { kind: 'columns', columns: key };
   } else if (Array.isArray(spec)) keyStrategy = { kind: 'columns', columns: pick(spec, 'key') };
   else if (spec === 'none' || spec === 'transactionId') keyStrategy = { kind: spec };
-  else if ('columns' in spec) keyStrategy = { kind: 'columns', columns: pick(spec.columns, 'key.columns') };
+  else if ('columns' in spec)
+    keyStrategy = { kind: 'columns', columns: pick(spec.columns, 'key.columns') };
   else if ('fixed' in spec) keyStrategy = { kind: 'fixed', value: spec.fixed };
   else keyStrategy = { kind: 'expression', sql: spec.expression };
-  return { config, columns, key: keyStrategy.kind === 'columns' ? keyStrategy.columns : [], keyStrategy };
+  return {
+    config,
+    columns,
+    key: keyStrategy.kind === 'columns' ? keyStrategy.columns : [],
+    keyStrategy,
+  };
 }
 
 /**
@@ -131,8 +164,14 @@ export function resolveTable(config: CaptureTable, tableColumns: ColumnInfo[]): 
  * member per column, in column order. `jsonValue(col)` must yield a JSON string literal or `null`
  * text, never SQL NULL.
  */
-export function jsonObjectExpr(columns: ColumnInfo[], jsonValue: (c: ColumnInfo) => string): string {
-  const parts = columns.map((c, i) => `${quoteLiteral((i === 0 ? '{' : ',') + JSON.stringify(c.name) + ':')} || ${jsonValue(c)}`);
+export function jsonObjectExpr(
+  columns: ColumnInfo[],
+  jsonValue: (c: ColumnInfo) => string,
+): string {
+  const parts = columns.map(
+    (c, i) =>
+      `${quoteLiteral((i === 0 ? '{' : ',') + JSON.stringify(c.name) + ':')} || ${jsonValue(c)}`,
+  );
   return `${parts.join(' || ')} || '}'`;
 }
 

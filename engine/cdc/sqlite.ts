@@ -15,15 +15,27 @@ import Database from 'better-sqlite3';
 import { CDC_DEFAULTS, conditionFor, validateCaptureSource, checkClaimArgs } from './config.js';
 import type { CaptureOperation, CaptureSource, StagedChange } from './config.js';
 import { keyHash } from './key-hash.js';
-import { imageColumnsOf, jsonObjectExpr, keyTextExpr, quoteIdent, quoteLiteral, resolveTable } from './sql.js';
+import {
+  imageColumnsOf,
+  jsonObjectExpr,
+  keyTextExpr,
+  quoteIdent,
+  quoteLiteral,
+  resolveTable,
+} from './sql.js';
 import type { ColumnInfo, KeyDialect, ResolvedTable } from './sql.js';
-import type { HeldKeys, ParkedChange, ParkedSelection, StagingClient, UninstallOptions } from './staging.js';
+import type {
+  HeldKeys,
+  ParkedChange,
+  ParkedSelection,
+  StagingClient,
+  UninstallOptions,
+} from './staging.js';
 import { chunkKeyOf } from './initial-load.js';
 import type { LoadHooks, LoadTable } from './initial-load.js';
 
 type RowOp = Exclude<CaptureOperation, 'truncate'>;
 const ROW_OPS: readonly RowOp[] = ['insert', 'update', 'delete'];
-
 
 /** A cell nobody notifies: Atomics.wait on it is a precise sub-millisecond sleep. */
 const SLEEP_CELL = new Int32Array(new SharedArrayBuffer(4));
@@ -93,7 +105,8 @@ export function sqliteTriggerDdl(stagingTable: string, t: ResolvedTable): string
     let body: string;
     if (op === 'insert') body = stage('insert', keyOf('NEW'), 'NULL', imgNew);
     else if (op === 'delete') body = stage('delete', keyOf('OLD'), imgOld, 'NULL');
-    else if ((cfg.keyUpdate ?? CDC_DEFAULTS.keyUpdate) === 'update') body = stage('update', keyOf('NEW'), imgOld, imgNew);
+    else if ((cfg.keyUpdate ?? CDC_DEFAULTS.keyUpdate) === 'update')
+      body = stage('update', keyOf('NEW'), imgOld, imgNew);
     else {
       // Case C8: a key change retires the old key (delete on its pump) and creates the new one.
       const changed = `\n  WHERE ${keyOf('OLD')} IS NOT ${keyOf('NEW')}`;
@@ -107,10 +120,14 @@ export function sqliteTriggerDdl(stagingTable: string, t: ResolvedTable): string
     const when: string[] = [];
     if (op === 'update' && suppress) {
       const compared = [...t.columns, ...t.key.filter((k) => !t.columns.includes(k))];
-      when.push(compared.map((c) => {
-        const col = quoteIdent(c.name);
-        return `${sqliteText(`OLD.${col}`)} IS NOT ${sqliteText(`NEW.${col}`)}`;
-      }).join('\n     OR '));
+      when.push(
+        compared
+          .map((c) => {
+            const col = quoteIdent(c.name);
+            return `${sqliteText(`OLD.${col}`)} IS NOT ${sqliteText(`NEW.${col}`)}`;
+          })
+          .join('\n     OR '),
+      );
     }
     const condition = conditionFor(cfg, op);
     if (condition !== undefined) when.push(condition);
@@ -127,7 +144,11 @@ END`,
 
 /** Columns of `table` from pragma table_info; empty when the table does not exist. */
 export function introspectSqliteTable(db: Database.Database, table: string): ColumnInfo[] {
-  const rows = db.prepare(`SELECT name, type, pk FROM pragma_table_info(?)`).all(table) as { name: string; type: string; pk: number }[];
+  const rows = db.prepare(`SELECT name, type, pk FROM pragma_table_info(?)`).all(table) as {
+    name: string;
+    type: string;
+    pk: number;
+  }[];
   return rows.map((r) => ({ name: r.name, type: r.type.toUpperCase(), pkPosition: r.pk }));
 }
 
@@ -135,7 +156,12 @@ export function introspectSqliteTable(db: Database.Database, table: string): Col
 export function sqliteInstallDdl(db: Database.Database, source: CaptureSource): string[] {
   const stmts = sqliteStagingDdl(source.stagingTable);
   for (const cfg of source.tables) {
-    stmts.push(...sqliteTriggerDdl(source.stagingTable, resolveTable(cfg, introspectSqliteTable(db, cfg.table))));
+    stmts.push(
+      ...sqliteTriggerDdl(
+        source.stagingTable,
+        resolveTable(cfg, introspectSqliteTable(db, cfg.table)),
+      ),
+    );
   }
   return stmts;
 }
@@ -165,24 +191,40 @@ export class SqliteStaging implements StagingClient {
   readonly source: CaptureSource;
   private readonly db: Database.Database;
   private closed = false;
-  private prepared: { scan: Database.Statement; rows: Database.Statement; del: Database.Statement; count: Database.Statement } | null = null;
+  private prepared: {
+    scan: Database.Statement;
+    rows: Database.Statement;
+    del: Database.Statement;
+    count: Database.Statement;
+  } | null = null;
   /** Initial loads (initial-load.ts): chunks read in one read transaction with the claim. */
   readonly load: LoadHooks = sqliteLoadHooks(this, () => this.db);
 
   constructor(source: CaptureSource) {
     validateCaptureSource(source);
-    if (source.database.dialect !== 'sqlite') throw new Error(`SqliteStaging needs dialect "sqlite", dialect=${source.database.dialect}`);
+    if (source.database.dialect !== 'sqlite')
+      throw new Error(`SqliteStaging needs dialect "sqlite", dialect=${source.database.dialect}`);
     this.source = source;
     // The captured tables must already exist, so a missing file is a wrong path, never a new database.
     if (!fs.existsSync(source.database.file)) {
-      throw new Error(`capture source "${source.name}": SQLite database file ${source.database.file} does not exist`);
+      throw new Error(
+        `capture source "${source.name}": SQLite database file ${source.database.file} does not exist`,
+      );
     }
-    this.db = new Database(source.database.file, { timeout: source.database.busyTimeoutMs ?? CDC_DEFAULTS.busyTimeoutMs, fileMustExist: true });
+    this.db = new Database(source.database.file, {
+      timeout: source.database.busyTimeoutMs ?? CDC_DEFAULTS.busyTimeoutMs,
+      fileMustExist: true,
+    });
     this.db.pragma('journal_mode = WAL');
   }
 
   /** Statements over the staging table, prepared on first use (the table exists after install()). */
-  private stmts(): { scan: Database.Statement; rows: Database.Statement; del: Database.Statement; count: Database.Statement } {
+  private stmts(): {
+    scan: Database.Statement;
+    rows: Database.Statement;
+    del: Database.Statement;
+    count: Database.Statement;
+  } {
     if (this.prepared === null) {
       const s = quoteIdent(this.source.stagingTable);
       this.prepared = {
@@ -203,16 +245,21 @@ export class SqliteStaging implements StagingClient {
   async install(): Promise<void> {
     this.checkOpen();
     const stmts = sqliteInstallDdl(this.db, this.source);
-    this.db.transaction(() => {
-      for (const stmt of stmts) this.db.exec(stmt);
-      const have = new Set(introspectSqliteTable(this.db, this.source.stagingTable).map((c) => c.name));
-      for (const col of SQLITE_RETRY_COLUMNS) {
-        const name = col.split(' ')[0]!;
-        if (!have.has(name)) this.db.exec(`ALTER TABLE ${quoteIdent(this.source.stagingTable)} ADD COLUMN ${col}`);
-      }
-      this.prepared = null;
-      for (const cfg of this.source.tables) this.checkTriggersCompile(cfg.table, cfg.operations);
-    }).immediate();
+    this.db
+      .transaction(() => {
+        for (const stmt of stmts) this.db.exec(stmt);
+        const have = new Set(
+          introspectSqliteTable(this.db, this.source.stagingTable).map((c) => c.name),
+        );
+        for (const col of SQLITE_RETRY_COLUMNS) {
+          const name = col.split(' ')[0]!;
+          if (!have.has(name))
+            this.db.exec(`ALTER TABLE ${quoteIdent(this.source.stagingTable)} ADD COLUMN ${col}`);
+        }
+        this.prepared = null;
+        for (const cfg of this.source.tables) this.checkTriggersCompile(cfg.table, cfg.operations);
+      })
+      .immediate();
   }
 
   /**
@@ -226,7 +273,10 @@ export class SqliteStaging implements StagingClient {
     const first = introspectSqliteTable(this.db, table)[0];
     const probes: [CaptureOperation, string][] = [
       ['insert', `INSERT INTO ${t} DEFAULT VALUES`],
-      ['update', `UPDATE ${t} SET ${quoteIdent(first?.name ?? 'rowid')} = ${quoteIdent(first?.name ?? 'rowid')} WHERE 0`],
+      [
+        'update',
+        `UPDATE ${t} SET ${quoteIdent(first?.name ?? 'rowid')} = ${quoteIdent(first?.name ?? 'rowid')} WHERE 0`,
+      ],
       ['delete', `DELETE FROM ${t} WHERE 0`],
     ];
     for (const [op, sql] of probes) {
@@ -234,30 +284,47 @@ export class SqliteStaging implements StagingClient {
       try {
         this.db.prepare(sql);
       } catch (err) {
-        throw new Error(`capture table "${table}": ${op} trigger does not compile: ${(err as Error).message}`);
+        throw new Error(
+          `capture table "${table}": ${op} trigger does not compile: ${(err as Error).message}`,
+        );
       }
     }
   }
 
   async uninstall(options: UninstallOptions = {}): Promise<void> {
     this.checkOpen();
-    this.db.transaction(() => {
-      for (const cfg of this.source.tables) {
-        for (const op of ROW_OPS) this.db.exec(`DROP TRIGGER IF EXISTS ${quoteIdent(sqliteTriggerName(this.source.stagingTable, cfg.table, op))}`);
-      }
-      if (options.dropStaging) {
-        this.prepared = null;
-        this.db.exec(`DROP TABLE IF EXISTS ${quoteIdent(this.source.stagingTable)}`);
-        this.db.exec(`DROP TABLE IF EXISTS ${quoteIdent(`${this.source.stagingTable}_errors`)}`);
-        this.db.exec(`DROP TABLE IF EXISTS ${this.load.loadTable}`);
-        // AUTOINCREMENT's counter row; sqlite_sequence itself cannot be dropped (SQLite owns it).
-        const seq = this.db.prepare(`SELECT 1 FROM sqlite_master WHERE name = 'sqlite_sequence'`).get();
-        if (seq !== undefined) this.db.prepare('DELETE FROM sqlite_sequence WHERE name = ?').run(this.source.stagingTable);
-      }
-    }).immediate();
+    this.db
+      .transaction(() => {
+        for (const cfg of this.source.tables) {
+          for (const op of ROW_OPS)
+            this.db.exec(
+              `DROP TRIGGER IF EXISTS ${quoteIdent(sqliteTriggerName(this.source.stagingTable, cfg.table, op))}`,
+            );
+        }
+        if (options.dropStaging) {
+          this.prepared = null;
+          this.db.exec(`DROP TABLE IF EXISTS ${quoteIdent(this.source.stagingTable)}`);
+          this.db.exec(`DROP TABLE IF EXISTS ${quoteIdent(`${this.source.stagingTable}_errors`)}`);
+          this.db.exec(`DROP TABLE IF EXISTS ${this.load.loadTable}`);
+          // AUTOINCREMENT's counter row; sqlite_sequence itself cannot be dropped (SQLite owns it).
+          const seq = this.db
+            .prepare(`SELECT 1 FROM sqlite_master WHERE name = 'sqlite_sequence'`)
+            .get();
+          if (seq !== undefined)
+            this.db
+              .prepare('DELETE FROM sqlite_sequence WHERE name = ?')
+              .run(this.source.stagingTable);
+        }
+      })
+      .immediate();
   }
 
-  async claim(pump: number, pumps: number, limit: number, excludeKeys?: ReadonlySet<string>): Promise<StagedChange[]> {
+  async claim(
+    pump: number,
+    pumps: number,
+    limit: number,
+    excludeKeys?: ReadonlySet<string>,
+  ): Promise<StagedChange[]> {
     this.checkOpen();
     const exclude = excludeKeys !== undefined && excludeKeys.size > 0 ? excludeKeys : null;
     checkClaimArgs(pump, pumps, limit);
@@ -265,21 +332,31 @@ export class SqliteStaging implements StagingClient {
     const ids: number[] = [];
     const hashes = new Map<number, number>();
     // One read transaction for both statements, so the rows read are the ones scanned.
-    return this.db.transaction(() => {
-      for (const [id, key] of scan.iterate() as IterableIterator<[number, string]>) {
-        // Key strategy none ("[]"): no order to keep, so the pump is picked by the staging id.
-        const h = key === '[]' ? keyHash(String(id)) : keyHash(key);
-        if (h % pumps !== pump || exclude?.has(key)) continue;
-        ids.push(id);
-        hashes.set(id, h);
-        if (ids.length >= limit) break;
-      }
-      if (ids.length === 0) return [];
-      return (rows.all(JSON.stringify(ids)) as SqliteStagedRow[]).map((r) => ({
-        stagingId: r.staging_id, table: r.table_name, op: r.op, key: r.key, keyHash: hashes.get(Number(r.staging_id))!,
-        before: r.before, after: r.after, txid: r.txid ?? '', timeMs: r.time_ms, attempts: r.attempts,
-      }));
-    }).deferred();
+    return this.db
+      .transaction(() => {
+        for (const [id, key] of scan.iterate() as IterableIterator<[number, string]>) {
+          // Key strategy none ("[]"): no order to keep, so the pump is picked by the staging id.
+          const h = key === '[]' ? keyHash(String(id)) : keyHash(key);
+          if (h % pumps !== pump || exclude?.has(key)) continue;
+          ids.push(id);
+          hashes.set(id, h);
+          if (ids.length >= limit) break;
+        }
+        if (ids.length === 0) return [];
+        return (rows.all(JSON.stringify(ids)) as SqliteStagedRow[]).map((r) => ({
+          stagingId: r.staging_id,
+          table: r.table_name,
+          op: r.op,
+          key: r.key,
+          keyHash: hashes.get(Number(r.staging_id))!,
+          before: r.before,
+          after: r.after,
+          txid: r.txid ?? '',
+          timeMs: r.time_ms,
+          attempts: r.attempts,
+        }));
+      })
+      .deferred();
   }
 
   async ack(stagingIds: string[]): Promise<number> {
@@ -303,7 +380,10 @@ export class SqliteStaging implements StagingClient {
    * @throws the SQLITE_BUSY error once busyTimeoutMs has passed; any other error at once.
    */
   private withWriteLock<T>(fn: () => T): T {
-    const timeoutMs = this.source.database.dialect === 'sqlite' ? (this.source.database.busyTimeoutMs ?? CDC_DEFAULTS.busyTimeoutMs) : CDC_DEFAULTS.busyTimeoutMs;
+    const timeoutMs =
+      this.source.database.dialect === 'sqlite'
+        ? (this.source.database.busyTimeoutMs ?? CDC_DEFAULTS.busyTimeoutMs)
+        : CDC_DEFAULTS.busyTimeoutMs;
     const deadline = Date.now() + timeoutMs;
     this.db.pragma('busy_timeout = 0');
     try {
@@ -311,7 +391,8 @@ export class SqliteStaging implements StagingClient {
         try {
           return fn();
         } catch (err) {
-          if ((err as { code?: string }).code !== 'SQLITE_BUSY' || Date.now() >= deadline) throw err;
+          if ((err as { code?: string }).code !== 'SQLITE_BUSY' || Date.now() >= deadline)
+            throw err;
           Atomics.wait(SLEEP_CELL, 0, 0, Math.min(2, 0.05 * 2 ** attempt));
         }
       }
@@ -328,12 +409,23 @@ export class SqliteStaging implements StagingClient {
   async describeTable(table: string): Promise<{ live: string[]; installed: string[] | null }> {
     this.checkOpen();
     const live = introspectSqliteTable(this.db, table).map((c) => c.name);
-    const sql = this.db.prepare(`SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name IN (?, ?, ?) ORDER BY name`)
-      .pluck().all(...ROW_OPS.map((op) => sqliteTriggerName(this.source.stagingTable, table, op))) as string[];
+    const sql = this.db
+      .prepare(
+        `SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name IN (?, ?, ?) ORDER BY name`,
+      )
+      .pluck()
+      .all(
+        ...ROW_OPS.map((op) => sqliteTriggerName(this.source.stagingTable, table, op)),
+      ) as string[];
     return { live, installed: sql.length > 0 ? imageColumnsOf(sql[0]!) : null };
   }
 
-  async recordFailure(stagingId: string, attempts: number, nextAttemptMs: number, error: string): Promise<void> {
+  async recordFailure(
+    stagingId: string,
+    attempts: number,
+    nextAttemptMs: number,
+    error: string,
+  ): Promise<void> {
     this.checkOpen();
     const sql = `UPDATE ${quoteIdent(this.source.stagingTable)} SET attempts = ?, next_attempt_ms = ?, last_error = ? WHERE id = CAST(? AS INTEGER)`;
     const stmt = this.db.prepare(sql);
@@ -344,13 +436,17 @@ export class SqliteStaging implements StagingClient {
     this.checkOpen();
     const s = quoteIdent(this.source.stagingTable);
     const e = quoteIdent(`${this.source.stagingTable}_errors`);
-    const row = this.db.prepare(`SELECT key FROM ${s} WHERE id = CAST(? AS INTEGER)`).get(stagingId) as { key: string } | undefined;
+    const row = this.db
+      .prepare(`SELECT key FROM ${s} WHERE id = CAST(? AS INTEGER)`)
+      .get(stagingId) as { key: string } | undefined;
     if (row === undefined) return false;
     const move = this.db.transaction(() => {
-      const n = this.db.prepare(
-        `INSERT OR REPLACE INTO ${e} (id, table_name, op, key, key_hash, before, after, txid, time_ms, attempts, error, parked_time_ms)
+      const n = this.db
+        .prepare(
+          `INSERT OR REPLACE INTO ${e} (id, table_name, op, key, key_hash, before, after, txid, time_ms, attempts, error, parked_time_ms)
          SELECT id, table_name, op, key, ?, before, after, txid, time_ms, ?, ?, ? FROM ${s} WHERE id = CAST(? AS INTEGER)`,
-      ).run(keyHash(row.key), attempts, error, nowMs, stagingId).changes;
+        )
+        .run(keyHash(row.key), attempts, error, nowMs, stagingId).changes;
       this.db.prepare(`DELETE FROM ${s} WHERE id = CAST(? AS INTEGER)`).run(stagingId);
       return n > 0;
     });
@@ -365,9 +461,12 @@ export class SqliteStaging implements StagingClient {
     const retrying = new Map<string, number>();
     const parked = new Set<string>();
     const mine = (key: string) => keyHash(key) % pumps === pump;
-    const failed = this.db.prepare(`SELECT key, min(next_attempt_ms) AS t FROM ${s} WHERE attempts > 0 GROUP BY key`).all() as { key: string; t: number | null }[];
+    const failed = this.db
+      .prepare(`SELECT key, min(next_attempt_ms) AS t FROM ${s} WHERE attempts > 0 GROUP BY key`)
+      .all() as { key: string; t: number | null }[];
     for (const r of failed) if (mine(r.key)) retrying.set(r.key, r.t ?? 0);
-    for (const key of this.db.prepare(`SELECT DISTINCT key FROM ${e}`).pluck().all() as string[]) if (mine(key)) parked.add(key);
+    for (const key of this.db.prepare(`SELECT DISTINCT key FROM ${e}`).pluck().all() as string[])
+      if (mine(key)) parked.add(key);
     return { retrying, parked };
   }
 
@@ -389,20 +488,34 @@ export class SqliteStaging implements StagingClient {
   async listParked(selection: ParkedSelection = {}, limit = 1000): Promise<ParkedChange[]> {
     this.checkOpen();
     const [where, params] = this.selectionWhere(selection);
-    const rows = this.db.prepare(
-      `SELECT CAST(id AS TEXT) AS staging_id, table_name, op, key, before, after, txid, time_ms, attempts, error, parked_time_ms
+    const rows = this.db
+      .prepare(
+        `SELECT CAST(id AS TEXT) AS staging_id, table_name, op, key, before, after, txid, time_ms, attempts, error, parked_time_ms
        FROM ${quoteIdent(`${this.source.stagingTable}_errors`)} ${where} ORDER BY id LIMIT ?`,
-    ).all(...params, limit) as (SqliteStagedRow & { error: string; parked_time_ms: number })[];
+      )
+      .all(...params, limit) as (SqliteStagedRow & { error: string; parked_time_ms: number })[];
     return rows.map((r) => ({
-      stagingId: r.staging_id, table: r.table_name, op: r.op, key: r.key, keyHash: keyHash(r.key),
-      before: r.before, after: r.after, txid: r.txid ?? '', timeMs: r.time_ms, attempts: r.attempts,
-      error: r.error, parkedTimeMs: r.parked_time_ms,
+      stagingId: r.staging_id,
+      table: r.table_name,
+      op: r.op,
+      key: r.key,
+      keyHash: keyHash(r.key),
+      before: r.before,
+      after: r.after,
+      txid: r.txid ?? '',
+      timeMs: r.time_ms,
+      attempts: r.attempts,
+      error: r.error,
+      parkedTimeMs: r.parked_time_ms,
     }));
   }
 
   async parkedCount(): Promise<number> {
     this.checkOpen();
-    return this.db.prepare(`SELECT count(*) FROM ${quoteIdent(`${this.source.stagingTable}_errors`)}`).pluck().get() as number;
+    return this.db
+      .prepare(`SELECT count(*) FROM ${quoteIdent(`${this.source.stagingTable}_errors`)}`)
+      .pluck()
+      .get() as number;
   }
 
   async requeue(selection: ParkedSelection = {}): Promise<number> {
@@ -412,10 +525,12 @@ export class SqliteStaging implements StagingClient {
     const [where, params] = this.selectionWhere(selection);
     // The original id keeps the change ahead of every later change of its key (ids only grow).
     const tx = this.db.transaction(() => {
-      this.db.prepare(
-        `INSERT INTO ${s} (id, table_name, op, key, key_hash, before, after, txid, time_ms, attempts)
+      this.db
+        .prepare(
+          `INSERT INTO ${s} (id, table_name, op, key, key_hash, before, after, txid, time_ms, attempts)
          SELECT id, table_name, op, key, NULL, before, after, txid, time_ms, 0 FROM ${e} ${where}`,
-      ).run(...params);
+        )
+        .run(...params);
       return this.db.prepare(`DELETE FROM ${e} ${where}`).run(...params).changes;
     });
     return this.withWriteLock(() => tx.immediate());
@@ -426,7 +541,13 @@ export class SqliteStaging implements StagingClient {
     const [where, params] = this.selectionWhere(selection);
     const e = quoteIdent(`${this.source.stagingTable}_errors`);
     // The pumps' periodic retention purge must not wait for the write lock when there is nothing to delete.
-    if (this.db.prepare(`SELECT NOT EXISTS (SELECT 1 FROM ${e} ${where})`).pluck().get(...params) === 1) return 0;
+    if (
+      this.db
+        .prepare(`SELECT NOT EXISTS (SELECT 1 FROM ${e} ${where})`)
+        .pluck()
+        .get(...params) === 1
+    )
+      return 0;
     const stmt = this.db.prepare(`DELETE FROM ${e} ${where}`);
     return this.withWriteLock(() => stmt.run(...params).changes);
   }
@@ -460,7 +581,9 @@ function sqliteLoadHooks(staging: SqliteStaging, db: () => Database.Database): L
   };
   return {
     dialect: 'sqlite',
-    get loadTable() { return quoteIdent(`${staging.source.stagingTable}_loads`); },
+    get loadTable() {
+      return quoteIdent(`${staging.source.stagingTable}_loads`);
+    },
     param: () => '?',
     query,
     async snapshot(work) {
@@ -478,11 +601,22 @@ function sqliteLoadHooks(staging: SqliteStaging, db: () => Database.Database): L
       const cols = introspectSqliteTable(db(), cfg.table);
       const resolved = resolveTable(cfg, cols);
       const unique = (names: string[]) => {
-        const notNull = new Set((db().prepare('SELECT name FROM pragma_table_info(?) WHERE "notnull" = 1').pluck().all(cfg.table) as string[]));
+        const notNull = new Set(
+          db()
+            .prepare('SELECT name FROM pragma_table_info(?) WHERE "notnull" = 1')
+            .pluck()
+            .all(cfg.table) as string[],
+        );
         if (!names.every((n) => notNull.has(n))) return false;
-        const indexes = db().prepare('SELECT name FROM pragma_index_list(?) WHERE "unique" = 1').pluck().all(cfg.table) as string[];
+        const indexes = db()
+          .prepare('SELECT name FROM pragma_index_list(?) WHERE "unique" = 1')
+          .pluck()
+          .all(cfg.table) as string[];
         return indexes.some((ix) => {
-          const ixCols = db().prepare('SELECT name FROM pragma_index_info(?)').pluck().all(ix) as string[];
+          const ixCols = db()
+            .prepare('SELECT name FROM pragma_index_info(?)')
+            .pluck()
+            .all(ix) as string[];
           return ixCols.length === names.length && ixCols.every((c) => names.includes(c));
         });
       };
@@ -493,10 +627,15 @@ function sqliteLoadHooks(staging: SqliteStaging, db: () => Database.Database): L
       const r = t.resolved;
       const keyCols = t.chunkKey.map((c) => `NEW.${quoteIdent(c.name)}`);
       for (const v of cursor ?? []) {
-        if (!SQLITE_QUOTED.test(v)) throw new Error(`capture table "${r.config.table}": initial-load cursor value ${JSON.stringify(v)} is not an SQL literal of quote()`);
+        if (!SQLITE_QUOTED.test(v))
+          throw new Error(
+            `capture table "${r.config.table}": initial-load cursor value ${JSON.stringify(v)} is not an SQL literal of quote()`,
+          );
       }
-      const where = cursor === null ? '' : `WHERE (${keyCols.join(', ')}) > (${cursor.join(', ')}) `;
-      const sql = `SELECT ${keyTextExpr(r, 'NEW', SQLITE_KEY_DIALECT)} AS k, ${jsonObjectExpr(r.columns, (c) => sqliteJson('NEW', c))} AS a, ` +
+      const where =
+        cursor === null ? '' : `WHERE (${keyCols.join(', ')}) > (${cursor.join(', ')}) `;
+      const sql =
+        `SELECT ${keyTextExpr(r, 'NEW', SQLITE_KEY_DIALECT)} AS k, ${jsonObjectExpr(r.columns, (c) => sqliteJson('NEW', c))} AS a, ` +
         `${keyCols.map((k, i) => `quote(${k}) AS c${i}`).join(', ')} FROM ${quoteIdent(r.config.table)} AS NEW ${where}` +
         `ORDER BY ${keyCols.join(', ')} LIMIT ${Math.trunc(limit)}`;
       return { sql, params: [] };

@@ -86,12 +86,22 @@ export interface StagingClient {
    * Rows whose key is in `excludeKeys` are skipped (held keys: see the pump's error handling).
    * Throws `Error` on bad arguments; PostgreSQL also throws when another session holds the pump.
    */
-  claim(pump: number, pumps: number, limit: number, excludeKeys?: ReadonlySet<string>): Promise<StagedChange[]>;
+  claim(
+    pump: number,
+    pumps: number,
+    limit: number,
+    excludeKeys?: ReadonlySet<string>,
+  ): Promise<StagedChange[]>;
   /**
    * Records a failed delayed-retry round of a staged change: sets attempts, next_attempt_ms and
    * last_error. The change stays staged. Unknown ids are ignored.
    */
-  recordFailure(stagingId: string, attempts: number, nextAttemptMs: number, error: string): Promise<void>;
+  recordFailure(
+    stagingId: string,
+    attempts: number,
+    nextAttemptMs: number,
+    error: string,
+  ): Promise<void>;
   /**
    * Moves a staged change into the error table with its final round count `attempts`, `error`
    * and parked_time_ms = `nowMs`, in one transaction. Returns false when the id was no longer

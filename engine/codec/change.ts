@@ -36,7 +36,14 @@ const OP_CODES: Readonly<Record<ChangeOp, Op>> = {
   truncate: Op.Truncate,
   read: Op.Read,
 };
-const OP_NAMES: readonly (ChangeOp | undefined)[] = [undefined, 'insert', 'update', 'delete', 'truncate', 'read'];
+const OP_NAMES: readonly (ChangeOp | undefined)[] = [
+  undefined,
+  'insert',
+  'update',
+  'delete',
+  'truncate',
+  'read',
+];
 
 // One builder per thread; encodeChange is synchronous, so it is never shared mid-build.
 const builder = new Builder(1024);
@@ -52,7 +59,9 @@ const tableNames = new Utf8Cache(256, 128);
 export function encodeChange(change: Change): Uint8Array {
   const op = OP_CODES[change.op];
   if (op === undefined) {
-    throw new Error(`change op must be insert|update|delete|truncate|read, op=${String(change.op)}`);
+    throw new Error(
+      `change op must be insert|update|delete|truncate|read, op=${String(change.op)}`,
+    );
   }
   for (const field of ['stagingId', 'table', 'key', 'txid'] as const) {
     if (typeof change[field] !== 'string') {
@@ -100,15 +109,21 @@ function requireString(value: string | null, field: string): string {
  * @throws RangeError when the range is outside `bytes` or too short; Error when op is unknown or
  *   stagingId, table, key or txid is absent.
  */
-export function decodeChange(bytes: Uint8Array, offset = 0, length = bytes.length - offset): Change {
+export function decodeChange(
+  bytes: Uint8Array,
+  offset = 0,
+  length = bytes.length - offset,
+): Change {
   checkRange(bytes, offset, length);
   if (length < 8) throw new RangeError(`Change must be at least 8 bytes, length=${length}`);
   const bb = buffers.over(bytes);
   const start = bytes.byteOffset + offset;
   const root = start + bb.readInt32(start);
   if (root < start + 4 || root > start + length - 4) {
-    throw new RangeError(`Change root offset out of range: offset=${offset} length=${length} ` +
-      `root=${root - bytes.byteOffset}`);
+    throw new RangeError(
+      `Change root offset out of range: offset=${offset} length=${length} ` +
+        `root=${root - bytes.byteOffset}`,
+    );
   }
   const c = reader.__init(root, bb);
   const opCode = c.op();

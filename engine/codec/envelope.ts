@@ -139,10 +139,10 @@ export class EnvelopeWriter {
       if (!(causeIndex <= INDEX_MAX && Number.isInteger(causeIndex))) {
         throw new Error(`causeIndex must be an integer in 0 .. 2^53-1, causeIndex=${causeIndex}`);
       }
-      if ((causeQueue >>> 0) !== causeQueue) {
+      if (causeQueue >>> 0 !== causeQueue) {
         throw new Error(`causeQueue must be a uint32, causeQueue=${causeQueue}`);
       }
-      if ((causePartition >>> 0) !== causePartition) {
+      if (causePartition >>> 0 !== causePartition) {
         throw new Error(`causePartition must be a uint32, causePartition=${causePartition}`);
       }
       Envelope.addCause(b, Cause.createCause(b, causeQueue, causePartition, causeIndex));
@@ -232,15 +232,19 @@ export class EnvelopeView {
   wrap(bytes: Uint8Array, offset: number, length: number): this {
     checkRange(bytes, offset, length);
     if (length < ENVELOPE_BYTES_MIN) {
-      throw new RangeError(`envelope must be at least ${ENVELOPE_BYTES_MIN} bytes, length=${length}`);
+      throw new RangeError(
+        `envelope must be at least ${ENVELOPE_BYTES_MIN} bytes, length=${length}`,
+      );
     }
     const bb = this.buffers.over(bytes);
     const start = bytes.byteOffset + offset;
     const root = start + bb.readInt32(start);
     if (root < start + 4 || root > start + length - 4) {
       this.wrapped = false;
-      throw new RangeError(`envelope root offset out of range: offset=${offset} length=${length} ` +
-        `root=${root - bytes.byteOffset}`);
+      throw new RangeError(
+        `envelope root offset out of range: offset=${offset} length=${length} ` +
+          `root=${root - bytes.byteOffset}`,
+      );
     }
     this.table.__init(root, bb);
     this.bytesByteOffset = bytes.byteOffset;
@@ -325,7 +329,10 @@ export class EnvelopeView {
  * copying the payload. For hot paths use a reused `EnvelopeView` instead.
  * @throws RangeError as `EnvelopeView.wrap`.
  */
-export function decodeEnvelope(bytes: Uint8Array, offset = 0,
-                               length = bytes.length - offset): EnvelopeFields {
+export function decodeEnvelope(
+  bytes: Uint8Array,
+  offset = 0,
+  length = bytes.length - offset,
+): EnvelopeFields {
   return new EnvelopeView().wrap(bytes, offset, length).toFields();
 }

@@ -25,9 +25,15 @@ export function decodeJson(bytes: Uint8Array, offset = 0, length = bytes.length 
 
 /** @throws RangeError unless 0 <= offset and offset + length <= bytes.length (integers). */
 export function checkRange(bytes: Uint8Array, offset: number, length: number): void {
-  if (!(Number.isInteger(offset) && Number.isInteger(length) && offset >= 0 && length >= 0 &&
-        offset + length <= bytes.length)) {
+  if (!(
+    Number.isInteger(offset) &&
+    Number.isInteger(length) &&
+    offset >= 0 &&
+    length >= 0 &&
+    offset + length <= bytes.length
+  )) {
     throw new RangeError(
-      `range must lie inside bytes, offset=${offset} length=${length} bytes.length=${bytes.length}`);
+      `range must lie inside bytes, offset=${offset} length=${length} bytes.length=${bytes.length}`,
+    );
   }
 }

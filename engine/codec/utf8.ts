@@ -39,7 +39,9 @@ export class Utf8Cache {
       throw new Error(`entriesMax must be an integer >= 0, entriesMax=${entriesMax}`);
     }
     if (!(Number.isInteger(stringLengthMax) && stringLengthMax >= 0)) {
-      throw new Error(`stringLengthMax must be an integer >= 0, stringLengthMax=${stringLengthMax}`);
+      throw new Error(
+        `stringLengthMax must be an integer >= 0, stringLengthMax=${stringLengthMax}`,
+      );
     }
   }
 

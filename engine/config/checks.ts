@@ -22,7 +22,8 @@ type Raw = Record<string, unknown>;
 const isRecord = (v: unknown): v is Raw => typeof v === 'object' && v !== null && !Array.isArray(v);
 const list = (v: unknown): unknown[] => (Array.isArray(v) ? v : []);
 const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
-const posInt = (v: unknown): number | undefined => (Number.isInteger(v) && (v as number) >= 1 ? (v as number) : undefined);
+const posInt = (v: unknown): number | undefined =>
+  Number.isInteger(v) && (v as number) >= 1 ? (v as number) : undefined;
 
 /**
  * Topology sections whose actors cannot read or write a kafka bus yet; a topology with
@@ -33,7 +34,11 @@ export const KAFKA_BUS_UNSUPPORTED: readonly string[] = [];
 /** The compiled JavaScript file of a service module, or why there is none. */
 export type ModuleResolution = { ok: true; file: string } | { ok: false; message: string };
 
-const COMPILED_EXTENSIONS: Readonly<Record<string, string>> = { '.ts': '.js', '.mts': '.mjs', '.cts': '.cjs' };
+const COMPILED_EXTENSIONS: Readonly<Record<string, string>> = {
+  '.ts': '.js',
+  '.mts': '.mjs',
+  '.cts': '.cjs',
+};
 
 /**
  * Resolves a service `module` path, relative to `baseDir` (the topology file's directory), to the
@@ -46,18 +51,30 @@ export function resolveModule(module: string, baseDir: string): ModuleResolution
   const source = path.resolve(baseDir, module);
   const compiledExtension = COMPILED_EXTENSIONS[path.extname(source)];
   if (compiledExtension === undefined) {
-    return existsSync(source) ? { ok: true, file: source } : { ok: false, message: `module file not found: ${source}` };
+    return existsSync(source)
+      ? { ok: true, file: source }
+      : { ok: false, message: `module file not found: ${source}` };
   }
   const root = packageRoot(path.dirname(source));
   if (root === undefined) {
     if (!existsSync(source)) return { ok: false, message: `module file not found: ${source}` };
-    return { ok: false, message: `cannot locate the compiled JavaScript of ${source}: no package.json in any parent directory` };
+    return {
+      ok: false,
+      message: `cannot locate the compiled JavaScript of ${source}: no package.json in any parent directory`,
+    };
   }
   const relative = path.relative(root, source);
-  const compiled = path.join(root, 'dist', relative.slice(0, -path.extname(relative).length) + compiledExtension);
+  const compiled = path.join(
+    root,
+    'dist',
+    relative.slice(0, -path.extname(relative).length) + compiledExtension,
+  );
   if (existsSync(compiled)) return { ok: true, file: compiled };
   if (!existsSync(source)) return { ok: false, message: `module file not found: ${source}` };
-  return { ok: false, message: `compiled module not found: ${compiled} (compile it first: npm run build)` };
+  return {
+    ok: false,
+    message: `compiled module not found: ${compiled} (compile it first: npm run build)`,
+  };
 }
 
 function packageRoot(dir: string): string | undefined {
@@ -71,19 +88,32 @@ function packageRoot(dir: string): string | undefined {
  * Runs every cross-reference check on the raw document `doc`; `baseDir` is the topology file's
  * directory (for module paths).
  */
-export function checkReferences(doc: unknown, baseDir: string, report: Report, lineOf: LineOf): void {
+export function checkReferences(
+  doc: unknown,
+  baseDir: string,
+  report: Report,
+  lineOf: LineOf,
+): void {
   const root = isRecord(doc) ? doc : {};
 
-  const capacityBytes = root.rings !== undefined && isRecord(root.rings) ? root.rings.capacityBytes : undefined;
-  if (Number.isInteger(capacityBytes) && (capacityBytes as number) > 0 &&
-      ((capacityBytes as number) & ((capacityBytes as number) - 1)) !== 0) {
+  const capacityBytes =
+    root.rings !== undefined && isRecord(root.rings) ? root.rings.capacityBytes : undefined;
+  if (
+    Number.isInteger(capacityBytes) &&
+    (capacityBytes as number) > 0 &&
+    ((capacityBytes as number) & ((capacityBytes as number) - 1)) !== 0
+  ) {
     report(['rings', 'capacityBytes'], `must be a power of two, got ${String(capacityBytes)}`);
   }
 
   if (isRecord(root.supervisor)) {
     const s = root.supervisor;
-    const initial = Number.isInteger(s.backoffInitialMs) ? (s.backoffInitialMs as number) : TOPOLOGY_DEFAULTS.supervisor.backoffInitialMs;
-    const max = Number.isInteger(s.backoffMaxMs) ? (s.backoffMaxMs as number) : TOPOLOGY_DEFAULTS.supervisor.backoffMaxMs;
+    const initial = Number.isInteger(s.backoffInitialMs)
+      ? (s.backoffInitialMs as number)
+      : TOPOLOGY_DEFAULTS.supervisor.backoffInitialMs;
+    const max = Number.isInteger(s.backoffMaxMs)
+      ? (s.backoffMaxMs as number)
+      : TOPOLOGY_DEFAULTS.supervisor.backoffMaxMs;
     if (max < initial) {
       const at = s.backoffMaxMs !== undefined ? 'backoffMaxMs' : 'backoffInitialMs';
       report(['supervisor', at], `backoffMaxMs (${max}) must be >= backoffInitialMs (${initial})`);
@@ -95,11 +125,17 @@ export function checkReferences(doc: unknown, baseDir: string, report: Report, l
   if (isRecord(root.bus) && root.bus.kind === 'kafka') {
     const sasl = root.bus.sasl;
     if (isRecord(sasl) && (sasl.password === undefined) === (sasl.passwordFile === undefined)) {
-      report(['bus', 'sasl'], 'give exactly one of password (e.g. "${KAFKA_PASSWORD}") and passwordFile');
+      report(
+        ['bus', 'sasl'],
+        'give exactly one of password (e.g. "${KAFKA_PASSWORD}") and passwordFile',
+      );
     }
     for (const section of KAFKA_BUS_UNSUPPORTED) {
       if (list(root[section]).length > 0) {
-        report(['bus', 'kind'], `${section} cannot run on a kafka bus yet (only on the embedded journal); remove bus or use kind: journal`);
+        report(
+          ['bus', 'kind'],
+          `${section} cannot run on a kafka bus yet (only on the embedded journal); remove bus or use kind: journal`,
+        );
       }
     }
   }
@@ -114,25 +150,36 @@ export function checkReferences(doc: unknown, baseDir: string, report: Report, l
     if (name === undefined) return;
     const first = queues.get(name);
     if (first !== undefined) {
-      report(['queues', i, 'name'], `duplicate queue name "${name}" (first defined at line ${lineOf(['queues', first.index, 'name'])})`);
+      report(
+        ['queues', i, 'name'],
+        `duplicate queue name "${name}" (first defined at line ${lineOf(['queues', first.index, 'name'])})`,
+      );
       return;
     }
-    queues.set(name, { index: i, partitions: posInt((q as Raw).partitions) ?? TOPOLOGY_DEFAULTS.queue.partitions });
+    queues.set(name, {
+      index: i,
+      partitions: posInt((q as Raw).partitions) ?? TOPOLOGY_DEFAULTS.queue.partitions,
+    });
     const id = queueId(name);
     const other = byId.get(id);
     if (other !== undefined) {
-      report(['queues', i, 'name'], `queue "${name}" has the same queueId (${id}, FNV-1a 32) as "${other}"; rename one`);
+      report(
+        ['queues', i, 'name'],
+        `queue "${name}" has the same queueId (${id}, FNV-1a 32) as "${other}"; rename one`,
+      );
     } else {
       byId.set(id, name);
     }
   });
-  const known = queues.size > 0 ? `known: ${[...queues.keys()].join(', ')}` : 'no queues are defined';
+  const known =
+    queues.size > 0 ? `known: ${[...queues.keys()].join(', ')}` : 'no queues are defined';
   /** Queues in engine/journal's layout (services, capture), with the first field naming each. */
   const journalQueueUsers = new Map<string, Segment[]>();
   const checkQueue = (p: Segment[], name: string): { partitions: number } | undefined => {
     const q = queues.get(name);
     if (q === undefined) report(p, `unknown queue "${name}" (${known})`);
-    if ((p[0] === 'services' || p[0] === 'capture') && !journalQueueUsers.has(name)) journalQueueUsers.set(name, p);
+    if ((p[0] === 'services' || p[0] === 'capture') && !journalQueueUsers.has(name))
+      journalQueueUsers.set(name, p);
     return q;
   };
 
@@ -145,20 +192,31 @@ export function checkReferences(doc: unknown, baseDir: string, report: Report, l
     if (first === undefined) {
       writerOf.set(queue, { writer, what, line: lineOf(p) });
     } else if (first.writer !== writer) {
-      report(p, `queue "${queue}" is already written by ${first.what} (line ${first.line}); a queue has one writer`);
+      report(
+        p,
+        `queue "${queue}" is already written by ${first.what} (line ${first.line}); a queue has one writer`,
+      );
     }
   };
 
   // Services.
   const serviceNames = new Map<string, number>();
-  const services: Array<{ index: number; name: string; inputs: Array<{ queue: string; k: number }>; output?: string }> = [];
+  const services: Array<{
+    index: number;
+    name: string;
+    inputs: Array<{ queue: string; k: number }>;
+    output?: string;
+  }> = [];
   list(root.services).forEach((s, i) => {
     if (!isRecord(s)) return;
     const name = str(s.name);
     if (name !== undefined) {
       const first = serviceNames.get(name);
       if (first !== undefined) {
-        report(['services', i, 'name'], `duplicate service name "${name}" (first defined at line ${lineOf(['services', first, 'name'])})`);
+        report(
+          ['services', i, 'name'],
+          `duplicate service name "${name}" (first defined at line ${lineOf(['services', first, 'name'])})`,
+        );
       } else {
         serviceNames.set(name, i);
       }
@@ -177,9 +235,17 @@ export function checkReferences(doc: unknown, baseDir: string, report: Report, l
     if (output !== undefined) {
       const q = checkQueue(['services', i, 'output'], output);
       if (q !== undefined) {
-        claimWriter(['services', i, 'output'], output, `services[${i}]`, `service "${name ?? `#${i}`}"`);
+        claimWriter(
+          ['services', i, 'output'],
+          output,
+          `services[${i}]`,
+          `service "${name ?? `#${i}`}"`,
+        );
         if (q.partitions !== 1) {
-          report(['services', i, 'output'], `queue "${output}" has ${q.partitions} partitions; a service output queue must have 1`);
+          report(
+            ['services', i, 'output'],
+            `queue "${output}" has ${q.partitions} partitions; a service output queue must have 1`,
+          );
         }
       }
     }
@@ -187,8 +253,10 @@ export function checkReferences(doc: unknown, baseDir: string, report: Report, l
     const errors = isRecord(s.errors) ? s.errors : {};
     if (errors.onFailure !== 'stop' && name !== undefined && serviceNames.get(name) === i) {
       const dlq = str(errors.deadLetterQueue) ?? `${name}.dlq`;
-      const at = isRecord(s.errors) && errors.deadLetterQueue !== undefined
-        ? ['services', i, 'errors', 'deadLetterQueue'] : ['services', i, 'name'];
+      const at =
+        isRecord(s.errors) && errors.deadLetterQueue !== undefined
+          ? ['services', i, 'errors', 'deadLetterQueue']
+          : ['services', i, 'name'];
       claimWriter(at, dlq, `services[${i}]`, `service "${name}" (its dead-letter queue)`);
       if (!journalQueueUsers.has(dlq)) journalQueueUsers.set(dlq, at);
       const q = queues.get(dlq);
@@ -202,28 +270,41 @@ export function checkReferences(doc: unknown, baseDir: string, report: Report, l
     // LAST_WRITTEN. OUTPUT_REVERSE reads the output, not the inputs, so it has no START.
     const replay = str(s.inputsReplay);
     if (str(s.startFrom) === 'START' && replay === 'OUTPUT_REVERSE') {
-      report(['services', i, 'inputsReplay'],
+      report(
+        ['services', i, 'inputsReplay'],
         'inputsReplay OUTPUT_REVERSE rebuilds the state from the output, not from the inputs, so ' +
           'it cannot start from START; use inputsReplay INPUTS or OUTPUT with START (replay from ' +
-          'index 0 through LAST_WRITTEN, then live), or startFrom LAST_WRITTEN');
+          'index 0 through LAST_WRITTEN, then live), or startFrom LAST_WRITTEN',
+      );
     }
     if (s.emitDuringReplay === true && replay !== 'INPUTS' && replay !== 'OUTPUT') {
-      report(['services', i, 'emitDuringReplay'],
+      report(
+        ['services', i, 'emitDuringReplay'],
         'emitDuringReplay needs a replay of the inputs: inputsReplay INPUTS or OUTPUT, ' +
-          `not ${replay ?? 'NONE'}`);
+          `not ${replay ?? 'NONE'}`,
+      );
     }
     // Periodic update events go to one of the service's own input queues, of one partition.
     if (isRecord(s.settings) && s.settings.timerQueue !== undefined) {
       const tq = s.settings.timerQueue;
       const at = ['services', i, 'settings', 'timerQueue'];
       if (typeof tq !== 'string' || !inputs.some((x) => x.queue === tq)) {
-        report(at, `settings.timerQueue ${JSON.stringify(tq)} must name one of the service's input queues (${inputs.map((x) => x.queue).join(', ') || 'none'})`);
+        report(
+          at,
+          `settings.timerQueue ${JSON.stringify(tq)} must name one of the service's input queues (${inputs.map((x) => x.queue).join(', ') || 'none'})`,
+        );
       } else if (queues.has(tq) && queues.get(tq)!.partitions !== 1) {
-        report(at, `timer queue "${tq}" has ${queues.get(tq)!.partitions} partitions; a timer queue must have 1`);
+        report(
+          at,
+          `timer queue "${tq}" has ${queues.get(tq)!.partitions} partitions; a timer queue must have 1`,
+        );
       }
       const ti = s.settings.timerIntervalMs;
       if (!(typeof ti === 'number' && Number.isInteger(ti) && ti >= 1)) {
-        report(ti === undefined ? at : ['services', i, 'settings', 'timerIntervalMs'], `settings.timerIntervalMs must be an integer >= 1 (ms) when settings.timerQueue is set, got ${JSON.stringify(ti)}`);
+        report(
+          ti === undefined ? at : ['services', i, 'settings', 'timerIntervalMs'],
+          `settings.timerIntervalMs must be an integer >= 1 (ms) when settings.timerQueue is set, got ${JSON.stringify(ti)}`,
+        );
       }
     }
     const module = str(s.module);
@@ -243,7 +324,10 @@ export function checkReferences(doc: unknown, baseDir: string, report: Report, l
     if (name !== undefined) {
       const first = sourceNames.get(name);
       if (first !== undefined) {
-        report(['capture', i, 'name'], `duplicate capture source name "${name}" (first defined at line ${lineOf(['capture', first, 'name'])})`);
+        report(
+          ['capture', i, 'name'],
+          `duplicate capture source name "${name}" (first defined at line ${lineOf(['capture', first, 'name'])})`,
+        );
       } else {
         sourceNames.set(name, i);
       }
@@ -262,16 +346,25 @@ export function checkReferences(doc: unknown, baseDir: string, report: Report, l
       if (table !== undefined) {
         const first = tables.get(table);
         if (first !== undefined) {
-          report(['capture', i, 'tables', k, 'table'], `table "${table}" is captured twice in this source (first at line ${lineOf(['capture', i, 'tables', first, 'table'])})`);
+          report(
+            ['capture', i, 'tables', k, 'table'],
+            `table "${table}" is captured twice in this source (first at line ${lineOf(['capture', i, 'tables', first, 'table'])})`,
+          );
         } else {
           tables.set(table, k);
         }
       }
-      for (const problem of keyStrategyProblems(t.key, typeof dialect === 'string' ? dialect : undefined)) {
+      for (const problem of keyStrategyProblems(
+        t.key,
+        typeof dialect === 'string' ? dialect : undefined,
+      )) {
         report(['capture', i, 'tables', k, 'key', ...problem.sub], problem.message);
       }
       if (t.initialLoad === true && t.key === 'transactionId') {
-        report(['capture', i, 'tables', k, 'initialLoad'], 'needs a key that names the row (primaryKey, columns, fixed, expression or none); key transactionId orders by transaction and a read event has none');
+        report(
+          ['capture', i, 'tables', k, 'initialLoad'],
+          'needs a key that names the row (primaryKey, columns, fixed, expression or none); key transactionId orders by transaction and a read event has none',
+        );
       }
       for (const problem of conditionProblems(t.condition, list(t.operations))) {
         report(['capture', i, 'tables', k, 'condition', ...problem.sub], problem.message);
@@ -279,13 +372,17 @@ export function checkReferences(doc: unknown, baseDir: string, report: Report, l
       if (dialect === 'sqlite') {
         list(t.operations).forEach((op, n) => {
           if (op === 'truncate') {
-            report(['capture', i, 'tables', k, 'operations', n], 'truncate is not supported on sqlite (SQLite has no TRUNCATE; DELETE fires per-row delete triggers)');
+            report(
+              ['capture', i, 'tables', k, 'operations', n],
+              'truncate is not supported on sqlite (SQLite has no TRUNCATE; DELETE fires per-row delete triggers)',
+            );
           }
         });
       }
       if (isMariaDb) {
         list(t.operations).forEach((op, n) => {
-          if (op === 'truncate') report(['capture', i, 'tables', k, 'operations', n], MARIADB_TRUNCATE_REFUSAL);
+          if (op === 'truncate')
+            report(['capture', i, 'tables', k, 'operations', n], MARIADB_TRUNCATE_REFUSAL);
         });
       }
       const target = str(t.target);
@@ -298,14 +395,20 @@ export function checkReferences(doc: unknown, baseDir: string, report: Report, l
       // record's partition is murmur2(key) mod partitions and its pump keyHash(key) mod pumps:
       // many producers share a partition (transactions), so the two counts are independent.
       if (!onKafka && q.partitions !== pumps) {
-        report(p, `queue "${target}" has ${q.partitions} partition${q.partitions === 1 ? '' : 's'} but capture source ` +
-          `"${name ?? `#${i}`}" has ${pumps} pump${pumps === 1 ? '' : 's'}; on the journal bus a capture target needs one partition per pump ` +
-          '(one appender per partition; on a kafka bus the counts are independent)');
+        report(
+          p,
+          `queue "${target}" has ${q.partitions} partition${q.partitions === 1 ? '' : 's'} but capture source ` +
+            `"${name ?? `#${i}`}" has ${pumps} pump${pumps === 1 ? '' : 's'}; on the journal bus a capture target needs one partition per pump ` +
+            '(one appender per partition; on a kafka bus the counts are independent)',
+        );
       }
     });
     list(c.tables).forEach((t, k) => {
       if (isRecord(t) && t.format === 'json' && !onKafka) {
-        report(['capture', i, 'tables', k, 'format'], 'format json needs a kafka bus (bus: { kind: kafka, brokers: [...] }); the journal\'s readers take the envelope (a sink with format json ships a journal queue to Kafka as JSON)');
+        report(
+          ['capture', i, 'tables', k, 'format'],
+          "format json needs a kafka bus (bus: { kind: kafka, brokers: [...] }); the journal's readers take the envelope (a sink with format json ships a journal queue to Kafka as JSON)",
+        );
       }
     });
   });
@@ -317,12 +420,20 @@ export function checkReferences(doc: unknown, baseDir: string, report: Report, l
     const name = str(k.name);
     if (name !== undefined) {
       const first = sinkNames.get(name);
-      if (first !== undefined) report(['sinks', i, 'name'], `duplicate sink name "${name}" (first defined at line ${lineOf(['sinks', first, 'name'])})`);
+      if (first !== undefined)
+        report(
+          ['sinks', i, 'name'],
+          `duplicate sink name "${name}" (first defined at line ${lineOf(['sinks', first, 'name'])})`,
+        );
       else sinkNames.set(name, i);
     }
     const from = str(k.from);
     if (from !== undefined) checkQueue(['sinks', i, 'from'], from);
-    if (onKafka) report(['sinks', i], 'a sink forwards a queue of the embedded journal to Kafka; on a kafka bus the queues are Kafka topics already (remove the sink, or use bus kind journal)');
+    if (onKafka)
+      report(
+        ['sinks', i],
+        'a sink forwards a queue of the embedded journal to Kafka; on a kafka bus the queues are Kafka topics already (remove the sink, or use bus kind journal)',
+      );
   });
 
   const busKind = isRecord(root.bus) && root.bus.kind === 'kafka' ? 'kafka' : 'journal';
@@ -331,14 +442,38 @@ export function checkReferences(doc: unknown, baseDir: string, report: Report, l
 
 /** Which processor fields each pattern takes (see TopologyProcessor); the rest are refused. */
 const PATTERN_FIELDS: Readonly<Record<string, readonly string[]>> = {
-  durable: ['group', 'deadLetterTopic', 'batchSizeMax', 'commitRecordsMax', 'retriesMax', 'retryBackoffMs', 'sessionTimeoutMs', 'fencing'],
-  'state-and-event': ['group', 'stateTopic', 'batchSizeMax', 'retriesMax', 'retryBackoffMs', 'sessionTimeoutMs'],
+  durable: [
+    'group',
+    'deadLetterTopic',
+    'batchSizeMax',
+    'commitRecordsMax',
+    'retriesMax',
+    'retryBackoffMs',
+    'sessionTimeoutMs',
+    'fencing',
+  ],
+  'state-and-event': [
+    'group',
+    'stateTopic',
+    'batchSizeMax',
+    'retriesMax',
+    'retryBackoffMs',
+    'sessionTimeoutMs',
+  ],
   pubsub: [],
   compacted: [],
   rpc: [],
 };
 /** Fields every processor takes. */
-const COMMON_PROCESSOR_FIELDS = ['name', 'pattern', 'module', 'inputs', 'outputs', 'codec', 'settings'];
+const COMMON_PROCESSOR_FIELDS = [
+  'name',
+  'pattern',
+  'module',
+  'inputs',
+  'outputs',
+  'codec',
+  'settings',
+];
 /** Input and output counts per pattern: [inputs min, inputs max, outputs min, outputs max]. */
 const PATTERN_TOPICS: Readonly<Record<string, readonly [number, number, number, number]>> = {
   durable: [1, Infinity, 0, Infinity],
@@ -349,9 +484,11 @@ const PATTERN_TOPICS: Readonly<Record<string, readonly [number, number, number, 
 };
 const WHAT_TOPICS: Readonly<Record<string, string>> = {
   durable: 'a durable processor reads one or more input topics',
-  'state-and-event': 'a state-and-event processor reads one event topic (its states are in stateTopic)',
+  'state-and-event':
+    'a state-and-event processor reads one event topic (its states are in stateTopic)',
   pubsub: 'a pubsub processor reads one topic and writes nothing (at most once, no outputs)',
-  compacted: 'a compacted processor reads one topic and writes nothing (its map is rebuilt at each start)',
+  compacted:
+    'a compacted processor reads one topic and writes nothing (its map is rebuilt at each start)',
   rpc: 'an rpc responder reads one request topic and writes one response topic (same partition numbers)',
 };
 
@@ -363,18 +500,27 @@ const WHAT_TOPICS: Readonly<Record<string, string>> = {
  * `<dataDir>/bus/`, services and capture theirs under `<dataDir>/queues/`).
  */
 function checkProcessors(
-  root: Raw, baseDir: string, busKind: 'journal' | 'kafka',
-  queues: Map<string, { index: number; partitions: number }>, journalQueueUsers: Map<string, Segment[]>,
-  report: Report, lineOf: LineOf,
+  root: Raw,
+  baseDir: string,
+  busKind: 'journal' | 'kafka',
+  queues: Map<string, { index: number; partitions: number }>,
+  journalQueueUsers: Map<string, Segment[]>,
+  report: Report,
+  lineOf: LineOf,
 ): void {
   const names = new Map<string, number>();
-  const known = queues.size > 0 ? `known: ${[...queues.keys()].join(', ')}` : 'no queues are defined';
+  const known =
+    queues.size > 0 ? `known: ${[...queues.keys()].join(', ')}` : 'no queues are defined';
   list(root.processors).forEach((pr, i) => {
     if (!isRecord(pr)) return;
     const name = str(pr.name);
     if (name !== undefined) {
       const first = names.get(name);
-      if (first !== undefined) report(['processors', i, 'name'], `duplicate processor name "${name}" (first defined at line ${lineOf(['processors', first, 'name'])})`);
+      if (first !== undefined)
+        report(
+          ['processors', i, 'name'],
+          `duplicate processor name "${name}" (first defined at line ${lineOf(['processors', first, 'name'])})`,
+        );
       else names.set(name, i);
     }
     const pattern = str(pr.pattern);
@@ -386,46 +532,91 @@ function checkProcessors(
       }
       const user = journalQueueUsers.get(queue);
       if (busKind === 'journal' && user !== undefined) {
-        report(p, `queue "${queue}" is also ${formatPath(user)} (line ${lineOf(user)}); on the journal bus a processor's topics live in the bus directory (<dataDir>/bus), services' and capture's queues in <dataDir>/queues, so one queue cannot be both yet; use another queue`);
+        report(
+          p,
+          `queue "${queue}" is also ${formatPath(user)} (line ${lineOf(user)}); on the journal bus a processor's topics live in the bus directory (<dataDir>/bus), services' and capture's queues in <dataDir>/queues, so one queue cannot be both yet; use another queue`,
+        );
       }
       return q;
     };
-    const inputs = list(pr.inputs).map((x, k) => (typeof x === 'string' ? topic(['processors', i, 'inputs', k], x) : undefined));
-    const outputs = list(pr.outputs).map((x, k) => (typeof x === 'string' ? topic(['processors', i, 'outputs', k], x) : undefined));
+    const inputs = list(pr.inputs).map((x, k) =>
+      typeof x === 'string' ? topic(['processors', i, 'inputs', k], x) : undefined,
+    );
+    const outputs = list(pr.outputs).map((x, k) =>
+      typeof x === 'string' ? topic(['processors', i, 'outputs', k], x) : undefined,
+    );
     if (pattern === undefined || PATTERN_FIELDS[pattern] === undefined) return;
     const allowed = new Set([...COMMON_PROCESSOR_FIELDS, ...PATTERN_FIELDS[pattern]!]);
     for (const field of Object.keys(pr)) {
-      if (allowed.has(field) || !Object.values(PATTERN_FIELDS).some((f) => f.includes(field))) continue;
-      const takers = Object.entries(PATTERN_FIELDS).filter(([, f]) => f.includes(field)).map(([p]) => p);
-      report(['processors', i, field], `${field} does not apply to pattern ${pattern} (only to ${takers.join(', ')})`, 'key');
+      if (allowed.has(field) || !Object.values(PATTERN_FIELDS).some((f) => f.includes(field)))
+        continue;
+      const takers = Object.entries(PATTERN_FIELDS)
+        .filter(([, f]) => f.includes(field))
+        .map(([p]) => p);
+      report(
+        ['processors', i, field],
+        `${field} does not apply to pattern ${pattern} (only to ${takers.join(', ')})`,
+        'key',
+      );
     }
     const [inMin, inMax, outMin, outMax] = PATTERN_TOPICS[pattern]!;
     const nIn = list(pr.inputs).length;
     const nOut = list(pr.outputs).length;
-    if (Array.isArray(pr.inputs) && (nIn < inMin || nIn > inMax)) report(['processors', i, 'inputs'], `lists ${nIn} topics; ${WHAT_TOPICS[pattern]}`);
-    if (nOut < outMin || nOut > outMax) report(['processors', i, pr.outputs === undefined ? 'pattern' : 'outputs'], `${pr.outputs === undefined ? 'outputs is missing' : `outputs lists ${nOut} topics`}; ${WHAT_TOPICS[pattern]}`);
+    if (Array.isArray(pr.inputs) && (nIn < inMin || nIn > inMax))
+      report(['processors', i, 'inputs'], `lists ${nIn} topics; ${WHAT_TOPICS[pattern]}`);
+    if (nOut < outMin || nOut > outMax)
+      report(
+        ['processors', i, pr.outputs === undefined ? 'pattern' : 'outputs'],
+        `${pr.outputs === undefined ? 'outputs is missing' : `outputs lists ${nOut} topics`}; ${WHAT_TOPICS[pattern]}`,
+      );
     if (pattern === 'state-and-event') {
       const st = str(pr.stateTopic);
       if (st === undefined) {
-        if (pr.stateTopic === undefined) report(['processors', i, 'pattern'], 'a state-and-event processor needs stateTopic (its per-key states, as many partitions as the event topic)');
+        if (pr.stateTopic === undefined)
+          report(
+            ['processors', i, 'pattern'],
+            'a state-and-event processor needs stateTopic (its per-key states, as many partitions as the event topic)',
+          );
       } else {
         const q = topic(['processors', i, 'stateTopic'], st);
         const ev = inputs[0];
         if (q !== undefined && ev !== undefined && q.partitions < ev.partitions) {
-          report(['processors', i, 'stateTopic'], `queue "${st}" has ${q.partitions} partitions; the state topic needs at least the event topic's ${ev.partitions} (a key's state and events share a partition number)`);
+          report(
+            ['processors', i, 'stateTopic'],
+            `queue "${st}" has ${q.partitions} partitions; the state topic needs at least the event topic's ${ev.partitions} (a key's state and events share a partition number)`,
+          );
         }
-        if (list(pr.inputs).includes(st) || list(pr.outputs).includes(st)) report(['processors', i, 'stateTopic'], `"${st}" is also an input or output of the processor; the state topic is written only with the states`);
+        if (list(pr.inputs).includes(st) || list(pr.outputs).includes(st))
+          report(
+            ['processors', i, 'stateTopic'],
+            `"${st}" is also an input or output of the processor; the state topic is written only with the states`,
+          );
       }
     }
     if (pattern === 'durable' && typeof pr.deadLetterTopic === 'string') {
       topic(['processors', i, 'deadLetterTopic'], pr.deadLetterTopic);
-      if (list(pr.inputs).includes(pr.deadLetterTopic)) report(['processors', i, 'deadLetterTopic'], `"${pr.deadLetterTopic}" is also an input: dead letters would be read again`);
+      if (list(pr.inputs).includes(pr.deadLetterTopic))
+        report(
+          ['processors', i, 'deadLetterTopic'],
+          `"${pr.deadLetterTopic}" is also an input: dead letters would be read again`,
+        );
     }
-    if (pattern === 'rpc' && inputs[0] !== undefined && outputs[0] !== undefined && outputs[0].partitions < inputs[0].partitions) {
-      report(['processors', i, 'outputs', 0], `queue "${str(list(pr.outputs)[0])}" has ${outputs[0].partitions} partitions; an rpc response topic needs at least the request topic's ${inputs[0].partitions} (each response goes to its request's partition number)`);
+    if (
+      pattern === 'rpc' &&
+      inputs[0] !== undefined &&
+      outputs[0] !== undefined &&
+      outputs[0].partitions < inputs[0].partitions
+    ) {
+      report(
+        ['processors', i, 'outputs', 0],
+        `queue "${str(list(pr.outputs)[0])}" has ${outputs[0].partitions} partitions; an rpc response topic needs at least the request topic's ${inputs[0].partitions} (each response goes to its request's partition number)`,
+      );
     }
     if (busKind === 'kafka' && pr.fencing === 'member') {
-      report(['processors', i, 'fencing'], 'fencing member on a kafka bus lets a zombie member commit (kafkajs sends no KIP-447 generation): every process of the topology would need its own transactionalId; use partition (the default on kafka)');
+      report(
+        ['processors', i, 'fencing'],
+        'fencing member on a kafka bus lets a zombie member commit (kafkajs sends no KIP-447 generation): every process of the topology would need its own transactionalId; use partition (the default on kafka)',
+      );
     }
     const module = str(pr.module);
     if (module !== undefined && module.length > 0) {
@@ -437,11 +628,17 @@ function checkProcessors(
 
 /** Reports each cycle of the service graph (service -> services reading its output) once. */
 function checkCycles(
-  services: Array<{ index: number; name: string; inputs: Array<{ queue: string; k: number }>; output?: string }>,
+  services: Array<{
+    index: number;
+    name: string;
+    inputs: Array<{ queue: string; k: number }>;
+    output?: string;
+  }>,
   report: Report,
 ): void {
   const producer = new Map<string, (typeof services)[number]>();
-  for (const s of services) if (s.output !== undefined && !producer.has(s.output)) producer.set(s.output, s);
+  for (const s of services)
+    if (s.output !== undefined && !producer.has(s.output)) producer.set(s.output, s);
   const state = new Map<string, 'visiting' | 'done'>();
   const stack: string[] = [];
   const visit = (s: (typeof services)[number]): void => {
@@ -453,8 +650,10 @@ function checkCycles(
       const st = state.get(up.name);
       if (st === 'visiting') {
         const cycle = [...stack.slice(stack.indexOf(up.name)), up.name];
-        report(['services', s.index, 'inputs', input.k],
-          `service cycle (each reads the output of the next): ${cycle.join(' -> ')}`);
+        report(
+          ['services', s.index, 'inputs', input.k],
+          `service cycle (each reads the output of the next): ${cycle.join(' -> ')}`,
+        );
       } else if (st === undefined) {
         visit(up);
       }

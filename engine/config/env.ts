@@ -63,7 +63,9 @@ function expand(text: string, env: Environment, problems: string[]): string {
     }
     const end = text.indexOf('}', dollar + 2);
     if (end < 0) {
-      problems.push(`unterminated "\${" in ${JSON.stringify(text)} (write "$\${" for a literal "\${")`);
+      problems.push(
+        `unterminated "\${" in ${JSON.stringify(text)} (write "$\${" for a literal "\${")`,
+      );
       return text;
     }
     const body = text.slice(dollar + 2, end);
@@ -72,14 +74,18 @@ function expand(text: string, env: Environment, problems: string[]): string {
     const fallback = separator < 0 ? undefined : body.slice(separator + 2);
     i = end + 1;
     if (!VARIABLE_NAME.test(name)) {
-      problems.push(`bad environment variable reference "\${${body}}": the name must match ${VARIABLE_NAME.source}`);
+      problems.push(
+        `bad environment variable reference "\${${body}}": the name must match ${VARIABLE_NAME.source}`,
+      );
       continue;
     }
     const value = env[name];
     if (fallback !== undefined) {
       out += value === undefined || value === '' ? fallback : value;
     } else if (value === undefined) {
-      problems.push(`environment variable ${name} is not set (give a default with \${${name}:-default})`);
+      problems.push(
+        `environment variable ${name} is not set (give a default with \${${name}:-default})`,
+      );
     } else {
       out += value;
     }

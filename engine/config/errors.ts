@@ -42,7 +42,8 @@ export class ConfigError extends Error {
    * @throws Error if `problems` is empty (a ConfigError must say what is wrong).
    */
   constructor(problems: readonly ConfigProblem[], options?: ErrorOptions) {
-    if (problems.length === 0) throw new Error('ConfigError needs at least one problem, problems.length=0');
+    if (problems.length === 0)
+      throw new Error('ConfigError needs at least one problem, problems.length=0');
     // A value quoted in a message may hold a CR or NUL: escaped, so each problem is one line.
     const clean = problems.map((p) => ({
       ...p,

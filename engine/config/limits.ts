@@ -16,8 +16,7 @@ import { TOPOLOGY_DEFAULTS, TOPOLOGY_SIZE_LIMITS } from './topology.js';
 const S = TOPOLOGY_SIZE_LIMITS;
 
 /** The message for a document nested too deep. */
-export const TOO_DEEP_MESSAGE =
-  `lists and maps are nested more than ${S.nestingDepthMax} levels deep (the limit)`;
+export const TOO_DEEP_MESSAGE = `lists and maps are nested more than ${S.nestingDepthMax} levels deep (the limit)`;
 
 /** A structural problem of the parsed document: its field path, source offset and message. */
 export interface StructureProblem {
@@ -39,16 +38,22 @@ export function findStructureProblem(doc: Document): StructureProblem | null {
   while (stack.length > 0) {
     const { node, depth, path: at } = stack.pop()!;
     if (!isMap(node) && !isSeq(node)) continue;
-    if (depth >= S.nestingDepthMax) return { path: at, offset: node.range?.[0] ?? 0, message: TOO_DEEP_MESSAGE };
+    if (depth >= S.nestingDepthMax)
+      return { path: at, offset: node.range?.[0] ?? 0, message: TOO_DEEP_MESSAGE };
     for (const item of node.items as unknown[]) {
       if (isPair(item) && (isMap(item.key) || isSeq(item.key))) {
-        return { path: at, offset: item.key.range?.[0] ?? 0, message: 'a map key must be a plain value, not a list or map' };
+        return {
+          path: at,
+          offset: item.key.range?.[0] ?? 0,
+          message: 'a map key must be a plain value, not a list or map',
+        };
       }
     }
     node.items.forEach((item: unknown, i: number) => {
       if (isPair(item)) {
         const key = item.key as { value?: unknown } | null;
-        const segment = key !== null && typeof key === 'object' && 'value' in key ? String(key.value) : '?';
+        const segment =
+          key !== null && typeof key === 'object' && 'value' in key ? String(key.value) : '?';
         stack.push({ node: item.value, depth: depth + 1, path: [...at, segment] });
       } else {
         stack.push({ node: item, depth: depth + 1, path: [...at, i] });
@@ -57,7 +62,6 @@ export function findStructureProblem(doc: Document): StructureProblem | null {
   }
   return null;
 }
-
 
 type Raw = Record<string, unknown>;
 const isRecord = (v: unknown): v is Raw => typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -76,8 +80,10 @@ function pathProblem(p: string, baseDir: string, bytesMax: number): string | und
   for (const part of resolved.split(path.sep)) {
     const partBytes = Buffer.byteLength(part);
     if (partBytes > S.pathComponentBytesMax) {
-      return `has a path component of ${partBytes} bytes ("${part.slice(0, 40)}..."); ` +
-        `the limit is ${S.pathComponentBytesMax} (NAME_MAX)`;
+      return (
+        `has a path component of ${partBytes} bytes ("${part.slice(0, 40)}..."); ` +
+        `the limit is ${S.pathComponentBytesMax} (NAME_MAX)`
+      );
     }
   }
   return undefined;
@@ -100,36 +106,54 @@ export function checkResolvedLimits(doc: unknown, baseDir: string, report: Repor
   if (typeof root.dataDir === 'string' && root.dataDir.length > 0) {
     const problem = pathProblem(root.dataDir, baseDir, dataDirBytesMax);
     if (problem !== undefined) report(['dataDir'], problem);
-  } else if (typeof root.name === 'string' && root.name.length <= S.topologyNameLengthMax &&
-             root.dataDir === undefined) {
-    const problem = pathProblem(path.join(TOPOLOGY_DEFAULTS.dataDirPrefix, root.name), baseDir, dataDirBytesMax);
-    if (problem !== undefined) report(['name'], `the default dataDir (./data/<name>) ${problem}; set dataDir`);
+  } else if (
+    typeof root.name === 'string' &&
+    root.name.length <= S.topologyNameLengthMax &&
+    root.dataDir === undefined
+  ) {
+    const problem = pathProblem(
+      path.join(TOPOLOGY_DEFAULTS.dataDirPrefix, root.name),
+      baseDir,
+      dataDirBytesMax,
+    );
+    if (problem !== undefined)
+      report(['name'], `the default dataDir (./data/<name>) ${problem}; set dataDir`);
   }
   // Services and processors alike: a module path and settings posted to a worker.
-  for (const section of ['services', 'processors'] as const) list(root[section]).forEach((s, i) => {
-    if (!isRecord(s)) return;
-    if (typeof s.module === 'string' && s.module.length > 0) {
-      // The compiled twin of a .ts module (dist/...) is a few bytes longer: keep room for it.
-      const problem = pathProblem(s.module, baseDir, S.pathBytesMax - 16);
-      if (problem !== undefined) report([section, i, 'module'], problem);
-    }
-    if (isRecord(s.settings)) {
-      let bytes: number;
-      try {
-        bytes = Buffer.byteLength(JSON.stringify(s.settings));
-      } catch (e) {
-        report([section, i, 'settings'], `cannot be written as JSON: ${(e as Error).message}`);
-        return;
+  for (const section of ['services', 'processors'] as const)
+    list(root[section]).forEach((s, i) => {
+      if (!isRecord(s)) return;
+      if (typeof s.module === 'string' && s.module.length > 0) {
+        // The compiled twin of a .ts module (dist/...) is a few bytes longer: keep room for it.
+        const problem = pathProblem(s.module, baseDir, S.pathBytesMax - 16);
+        if (problem !== undefined) report([section, i, 'module'], problem);
       }
-      if (bytes > S.settingsBytesMax) {
-        report([section, i, 'settings'], `is ${bytes} bytes as JSON; the limit is ${S.settingsBytesMax}`);
+      if (isRecord(s.settings)) {
+        let bytes: number;
+        try {
+          bytes = Buffer.byteLength(JSON.stringify(s.settings));
+        } catch (e) {
+          report([section, i, 'settings'], `cannot be written as JSON: ${(e as Error).message}`);
+          return;
+        }
+        if (bytes > S.settingsBytesMax) {
+          report(
+            [section, i, 'settings'],
+            `is ${bytes} bytes as JSON; the limit is ${S.settingsBytesMax}`,
+          );
+        }
       }
-    }
-  });
+    });
   list(root.capture).forEach((c, i) => {
     if (!isRecord(c) || !isRecord(c.database) || c.database.dialect !== 'sqlite') return;
     const file = c.database.file;
-    if (typeof file !== 'string' || file.length === 0 || file === ':memory:' || file.startsWith('file:')) return;
+    if (
+      typeof file !== 'string' ||
+      file.length === 0 ||
+      file === ':memory:' ||
+      file.startsWith('file:')
+    )
+      return;
     const problem = pathProblem(file, baseDir, S.pathBytesMax);
     if (problem !== undefined) report(['capture', i, 'database', 'file'], problem);
   });

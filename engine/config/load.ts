@@ -1,7 +1,17 @@
 import { readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { LineCounter, parseDocument } from 'yaml';
-import type { CaptureErrorPolicy, ConditionsByOp, KeyStrategy, KeyUpdateMode, TriggerLevel, CaptureOperation, CaptureSource, CaptureTable, DatabaseRef } from '../cdc/index.js';
+import type {
+  CaptureErrorPolicy,
+  ConditionsByOp,
+  KeyStrategy,
+  KeyUpdateMode,
+  TriggerLevel,
+  CaptureOperation,
+  CaptureSource,
+  CaptureTable,
+  DatabaseRef,
+} from '../cdc/index.js';
 import { CDC_DEFAULTS } from '../cdc/index.js';
 import { firstInvalidUtf8 } from '../codec/index.js';
 import { checkReferences, resolveModule } from './checks.js';
@@ -13,7 +23,15 @@ import type { ConfigProblem } from './errors.js';
 import { formatPath, SourceMap } from './source-map.js';
 import type { Segment } from './source-map.js';
 import { TOPOLOGY_DEFAULTS, TOPOLOGY_SIZE_LIMITS } from './topology.js';
-import type { InputsReplay, QueueFsync, StartFrom, Topology, TopologyBus, TopologyBusSasl, TopologyProcessor } from './topology.js';
+import type {
+  InputsReplay,
+  QueueFsync,
+  StartFrom,
+  Topology,
+  TopologyBus,
+  TopologyBusSasl,
+  TopologyProcessor,
+} from './topology.js';
 import { validateSchema } from './validate.js';
 
 /** Options of `loadTopology` / `parseTopology`. */
@@ -32,7 +50,8 @@ export interface TopologyLoadOptions {
  *   `file:line:col: path: message`.
  */
 export function loadTopology(file: string, options: TopologyLoadOptions = {}): Topology {
-  const unreadable = (message: string) => new ConfigError([{ file, line: 0, col: 0, path: '(root)', message }]);
+  const unreadable = (message: string) =>
+    new ConfigError([{ file, line: 0, col: 0, path: '(root)', message }]);
   let bytes: Buffer;
   try {
     // Checked before reading, so a huge file (or a device) is not read into memory.
@@ -49,7 +68,15 @@ export function loadTopology(file: string, options: TopologyLoadOptions = {}): T
     const before = bytes.subarray(0, bad);
     const line = before.filter((b) => b === 0x0a).length + 1;
     const col = bad - (before.lastIndexOf(0x0a) + 1) + 1;
-    throw new ConfigError([{ file, line, col, path: '(root)', message: `not UTF-8: byte 0x${bytes[bad].toString(16).padStart(2, '0')} at offset ${bad} (a topology file is UTF-8 text)` }]);
+    throw new ConfigError([
+      {
+        file,
+        line,
+        col,
+        path: '(root)',
+        message: `not UTF-8: byte 0x${bytes[bad].toString(16).padStart(2, '0')} at offset ${bad} (a topology file is UTF-8 text)`,
+      },
+    ]);
   }
   return parseTopology(bytes.toString('utf8'), file, options);
 }
@@ -68,9 +95,18 @@ function tooBig(bytes: number): string {
  *
  * @throws ConfigError as `loadTopology`.
  */
-export function parseTopology(text: string, file: string, options: TopologyLoadOptions = {}): Topology {
-  if (text.length > TOPOLOGY_SIZE_LIMITS.fileBytesMax || Buffer.byteLength(text) > TOPOLOGY_SIZE_LIMITS.fileBytesMax) {
-    throw new ConfigError([{ file, line: 0, col: 0, path: '(root)', message: tooBig(Buffer.byteLength(text)) }]);
+export function parseTopology(
+  text: string,
+  file: string,
+  options: TopologyLoadOptions = {},
+): Topology {
+  if (
+    text.length > TOPOLOGY_SIZE_LIMITS.fileBytesMax ||
+    Buffer.byteLength(text) > TOPOLOGY_SIZE_LIMITS.fileBytesMax
+  ) {
+    throw new ConfigError([
+      { file, line: 0, col: 0, path: '(root)', message: tooBig(Buffer.byteLength(text)) },
+    ]);
   }
   const lineCounter = new LineCounter();
   const doc = parseDocument(text, { lineCounter, prettyErrors: false, uniqueKeys: true });
@@ -86,14 +122,21 @@ export function parseTopology(text: string, file: string, options: TopologyLoadO
   const structure = findStructureProblem(doc);
   if (structure !== null) {
     const { line, col } = lineCounter.linePos(structure.offset);
-    throw new ConfigError([{ file, line, col, path: formatPath(structure.path), message: structure.message }]);
+    throw new ConfigError([
+      { file, line, col, path: formatPath(structure.path), message: structure.message },
+    ]);
   }
 
   if (doc.errors.length > 0) {
     // Only the first syntax error: the parser's later ones mostly follow from it, with paths
     // that reflect its recovery guesses rather than the file.
     const [first, ...rest] = doc.errors;
-    atOffset(first.pos[0], rest.length > 0 ? `${first.message} (${rest.length} more YAML error${rest.length === 1 ? '' : 's'} after this one not shown)` : first.message);
+    atOffset(
+      first.pos[0],
+      rest.length > 0
+        ? `${first.message} (${rest.length} more YAML error${rest.length === 1 ? '' : 's'} after this one not shown)`
+        : first.message,
+    );
     throw new ConfigError(ordered(problems));
   }
 
@@ -175,9 +218,10 @@ export function readServiceModules(
       index,
       name: typeof e.name === 'string' ? e.name : `#${index}`,
       module: module.file,
-      inputsReplay: typeof e.inputsReplay === 'string'
-        ? e.inputsReplay
-        : TOPOLOGY_DEFAULTS.service.inputsReplay,
+      inputsReplay:
+        typeof e.inputsReplay === 'string'
+          ? e.inputsReplay
+          : TOPOLOGY_DEFAULTS.service.inputsReplay,
       settings,
     });
   });
@@ -216,36 +260,66 @@ interface TopologyFile {
   bus?:
     | { kind: 'journal' }
     | {
-        kind: 'kafka'; brokers: string[]; clientId?: string;
-        tls?: { caFile?: string; certFile?: string; keyFile?: string; rejectUnauthorized?: boolean };
+        kind: 'kafka';
+        brokers: string[];
+        clientId?: string;
+        tls?: {
+          caFile?: string;
+          certFile?: string;
+          keyFile?: string;
+          rejectUnauthorized?: boolean;
+        };
         sasl?: TopologyBusSasl;
       };
   rings?: { capacityBytes?: number; recordBytesMax?: number };
   supervisor?: Partial<Topology['supervisor']>;
   queues?: Array<{ name: string; partitions?: number; segmentBytes?: number; fsync?: QueueFsync }>;
   services?: Array<{
-    name: string; module: string; inputs: string[]; output: string; startFrom?: StartFrom;
-    inputsReplay?: InputsReplay; batchSizeMax?: number; emitDuringReplay?: boolean;
-    settings?: Record<string, unknown>; errors?: Partial<Topology['services'][number]['errors']>;
+    name: string;
+    module: string;
+    inputs: string[];
+    output: string;
+    startFrom?: StartFrom;
+    inputsReplay?: InputsReplay;
+    batchSizeMax?: number;
+    emitDuringReplay?: boolean;
+    settings?: Record<string, unknown>;
+    errors?: Partial<Topology['services'][number]['errors']>;
   }>;
-  processors?: Array<Omit<TopologyProcessor, 'outputs' | 'group' | 'codec' | 'settings'> & Partial<Pick<TopologyProcessor, 'outputs' | 'group' | 'codec' | 'settings'>>>;
+  processors?: Array<
+    Omit<TopologyProcessor, 'outputs' | 'group' | 'codec' | 'settings'> &
+      Partial<Pick<TopologyProcessor, 'outputs' | 'group' | 'codec' | 'settings'>>
+  >;
   capture?: Array<{
     name: string;
     database: DatabaseRef;
-    pumps?: number; batchSizeMax?: number; pollIntervalMs?: number; stagingTable?: string;
-    recordBytesMax?: number; errors?: Partial<CaptureErrorPolicy>;
+    pumps?: number;
+    batchSizeMax?: number;
+    pollIntervalMs?: number;
+    stagingTable?: string;
+    recordBytesMax?: number;
+    errors?: Partial<CaptureErrorPolicy>;
     tables: Array<{
-      table: string; operations: CaptureOperation[]; columns?: string[]; key?: KeyStrategy;
-      condition?: string | ConditionsByOp; target: string; suppressNoopUpdates?: boolean; keyUpdate?: KeyUpdateMode;
+      table: string;
+      operations: CaptureOperation[];
+      columns?: string[];
+      key?: KeyStrategy;
+      condition?: string | ConditionsByOp;
+      target: string;
+      suppressNoopUpdates?: boolean;
+      keyUpdate?: KeyUpdateMode;
       initialLoad?: boolean;
       triggers?: TriggerLevel;
       format?: 'envelope' | 'json';
     }>;
   }>;
   sinks?: Array<{
-    name: string; from: string;
+    name: string;
+    from: string;
     to: { brokers: string[]; topic?: string; partitions?: number; clientId?: string };
-    format?: 'envelope' | 'json'; batchSizeMax?: number; pollIntervalMs?: number;
+    format?: 'envelope' | 'json';
+    batchSizeMax?: number;
+    pollIntervalMs?: number;
   }>;
 }
 
@@ -257,22 +331,28 @@ function busOf(f: TopologyFile, resolvePath: (p: string) => string): TopologyBus
     kind: 'kafka',
     brokers: [...b.brokers],
     clientId: b.clientId ?? `sluice-${f.name}`,
-    ...(b.tls !== undefined ? {
-      tls: {
-        ...(b.tls.caFile !== undefined ? { caFile: file(b.tls.caFile) } : {}),
-        ...(b.tls.certFile !== undefined ? { certFile: file(b.tls.certFile) } : {}),
-        ...(b.tls.keyFile !== undefined ? { keyFile: file(b.tls.keyFile) } : {}),
-        rejectUnauthorized: b.tls.rejectUnauthorized ?? true,
-      },
-    } : {}),
-    ...(b.sasl !== undefined ? {
-      sasl: {
-        mechanism: b.sasl.mechanism,
-        username: b.sasl.username,
-        ...(b.sasl.password !== undefined ? { password: b.sasl.password } : {}),
-        ...(b.sasl.passwordFile !== undefined ? { passwordFile: resolvePath(b.sasl.passwordFile) } : {}),
-      },
-    } : {}),
+    ...(b.tls !== undefined
+      ? {
+          tls: {
+            ...(b.tls.caFile !== undefined ? { caFile: file(b.tls.caFile) } : {}),
+            ...(b.tls.certFile !== undefined ? { certFile: file(b.tls.certFile) } : {}),
+            ...(b.tls.keyFile !== undefined ? { keyFile: file(b.tls.keyFile) } : {}),
+            rejectUnauthorized: b.tls.rejectUnauthorized ?? true,
+          },
+        }
+      : {}),
+    ...(b.sasl !== undefined
+      ? {
+          sasl: {
+            mechanism: b.sasl.mechanism,
+            username: b.sasl.username,
+            ...(b.sasl.password !== undefined ? { password: b.sasl.password } : {}),
+            ...(b.sasl.passwordFile !== undefined
+              ? { passwordFile: resolvePath(b.sasl.passwordFile) }
+              : {}),
+          },
+        }
+      : {}),
   };
 }
 
@@ -286,18 +366,28 @@ function applyDefaults(f: TopologyFile, file: string, baseDir: string): Topology
   const database = (db: NonNullable<TopologyFile['capture']>[number]['database']): DatabaseRef => {
     if (db.dialect === 'sqlite') {
       // ":memory:" and "file:" URIs are SQLite names, not paths.
-      const dbFile = db.file === ':memory:' || db.file.startsWith('file:') ? db.file : resolvePath(db.file);
-      return { dialect: 'sqlite', file: dbFile, ...(db.busyTimeoutMs !== undefined ? { busyTimeoutMs: db.busyTimeoutMs } : {}) };
+      const dbFile =
+        db.file === ':memory:' || db.file.startsWith('file:') ? db.file : resolvePath(db.file);
+      return {
+        dialect: 'sqlite',
+        file: dbFile,
+        ...(db.busyTimeoutMs !== undefined ? { busyTimeoutMs: db.busyTimeoutMs } : {}),
+      };
     }
     if (db.dialect === 'postgres') {
       return {
-        dialect: 'postgres', url: db.url,
+        dialect: 'postgres',
+        url: db.url,
         ...(db.schema !== undefined ? { schema: db.schema } : {}),
         ...(db.captureSchema !== undefined ? { captureSchema: db.captureSchema } : {}),
       };
     }
     // "mysql" is another spelling of the same dialect.
-    return { dialect: 'mariadb', url: db.url, ...(db.captureSchema !== undefined ? { captureSchema: db.captureSchema } : {}) };
+    return {
+      dialect: 'mariadb',
+      url: db.url,
+      ...(db.captureSchema !== undefined ? { captureSchema: db.captureSchema } : {}),
+    };
   };
   const t: Topology = {
     name: f.name,
@@ -317,7 +407,8 @@ function applyDefaults(f: TopologyFile, file: string, baseDir: string): Topology
     })),
     services: (f.services ?? []).map((s) => {
       const module = resolveModule(s.module, baseDir);
-      if (!module.ok) throw new Error(`unreachable: module checked before defaults, ${module.message}`);
+      if (!module.ok)
+        throw new Error(`unreachable: module checked before defaults, ${module.message}`);
       return {
         name: s.name,
         module: module.file,
@@ -356,7 +447,8 @@ function applyDefaults(f: TopologyFile, file: string, baseDir: string): Topology
     })),
     processors: (f.processors ?? []).map((pr): TopologyProcessor => {
       const module = resolveModule(pr.module, baseDir);
-      if (!module.ok) throw new Error(`unreachable: module checked before defaults, ${module.message}`);
+      if (!module.ok)
+        throw new Error(`unreachable: module checked before defaults, ${module.message}`);
       return {
         ...pr,
         module: module.file,
@@ -375,7 +467,10 @@ function applyDefaults(f: TopologyFile, file: string, baseDir: string): Topology
     to: {
       brokers: [...k.to.brokers],
       topic: k.to.topic ?? k.from,
-      partitions: k.to.partitions ?? t.queues.find((q) => q.name === k.from)?.partitions ?? D.queue.partitions,
+      partitions:
+        k.to.partitions ??
+        t.queues.find((q) => q.name === k.from)?.partitions ??
+        D.queue.partitions,
       clientId: k.to.clientId ?? `sluice-${f.name}`,
     },
     format: k.format ?? D.sink.format,
@@ -387,8 +482,10 @@ function applyDefaults(f: TopologyFile, file: string, baseDir: string): Topology
     if (s.errors.onFailure !== 'dead-letter') continue;
     if (t.queues.some((q) => q.name === s.errors.deadLetterQueue)) continue;
     t.queues.push({
-      name: s.errors.deadLetterQueue, partitions: 1,
-      segmentBytes: D.queue.segmentBytes, fsync: D.queue.fsync,
+      name: s.errors.deadLetterQueue,
+      partitions: 1,
+      segmentBytes: D.queue.segmentBytes,
+      fsync: D.queue.fsync,
     });
   }
   return t;

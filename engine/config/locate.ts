@@ -19,7 +19,11 @@ import type { Topology } from './topology.js';
  * in topology file `file`, as `file:line:col: path: message`. Without a position (line 0) when
  * the file cannot be read or parsed.
  */
-export function problemAt(file: string, fieldPath: readonly Segment[], message: string): ConfigProblem {
+export function problemAt(
+  file: string,
+  fieldPath: readonly Segment[],
+  message: string,
+): ConfigProblem {
   const path = formatPath(fieldPath);
   let text: string;
   try {
@@ -42,7 +46,10 @@ export function problemAt(file: string, fieldPath: readonly Segment[], message: 
  * @throws ConfigError listing each missing file at its `capture[i].database.file`.
  */
 export function checkEnvironment(topology: Topology): void {
-  const problems = sqliteFileProblems(topology.file, topology.capture.map((c) => c.database));
+  const problems = sqliteFileProblems(
+    topology.file,
+    topology.capture.map((c) => c.database),
+  );
   if (problems.length > 0) throw new ConfigError(problems);
 }
 
@@ -54,10 +61,16 @@ export function checkEnvironment(topology: Topology): void {
  * `sluice check` uses it so that a missing database file is reported with the file's other
  * problems instead of after they are fixed.
  */
-export function environmentProblemsOf(file: string, env: Environment = process.env): ConfigProblem[] {
+export function environmentProblemsOf(
+  file: string,
+  env: Environment = process.env,
+): ConfigProblem[] {
   let data: unknown;
   try {
-    const doc = parseDocument(readFileSync(file, 'utf8'), { prettyErrors: false, uniqueKeys: true });
+    const doc = parseDocument(readFileSync(file, 'utf8'), {
+      prettyErrors: false,
+      uniqueKeys: true,
+    });
     if (doc.errors.length > 0) return [];
     substituteEnv(doc, env);
     data = doc.toJS({ maxAliasCount: 1000 });
@@ -69,20 +82,33 @@ export function environmentProblemsOf(file: string, env: Environment = process.e
   const baseDir = path.dirname(path.resolve(file));
   const databases = capture.map((c: unknown) => {
     const db = (c as { database?: { dialect?: unknown; file?: unknown } } | null)?.database;
-    if (db?.dialect !== 'sqlite' || typeof db.file !== 'string' || db.file.length === 0) return null;
+    if (db?.dialect !== 'sqlite' || typeof db.file !== 'string' || db.file.length === 0)
+      return null;
     const f = db.file;
-    return { dialect: 'sqlite' as const, file: f === ':memory:' || f.startsWith('file:') ? f : path.resolve(baseDir, f) };
+    return {
+      dialect: 'sqlite' as const,
+      file: f === ':memory:' || f.startsWith('file:') ? f : path.resolve(baseDir, f),
+    };
   });
   return sqliteFileProblems(file, databases);
 }
 
-function sqliteFileProblems(file: string, databases: ReadonlyArray<{ dialect: string; file?: string } | null>): ConfigProblem[] {
+function sqliteFileProblems(
+  file: string,
+  databases: ReadonlyArray<{ dialect: string; file?: string } | null>,
+): ConfigProblem[] {
   const problems: ConfigProblem[] = [];
   databases.forEach((db, i) => {
     if (db === null || db.dialect !== 'sqlite' || db.file === undefined) return;
     if (db.file === ':memory:' || db.file.startsWith('file:') || db.file.includes('\0')) return;
     if (!existsSync(db.file)) {
-      problems.push(problemAt(file, ['capture', i, 'database', 'file'], `SQLite database file not found: ${db.file} (create the database first; capture does not create it)`));
+      problems.push(
+        problemAt(
+          file,
+          ['capture', i, 'database', 'file'],
+          `SQLite database file not found: ${db.file} (create the database first; capture does not create it)`,
+        ),
+      );
     }
   });
   return problems;

@@ -5,23 +5,56 @@
  * checks resolved path lengths, nesting depth and the size of settings; cross-references (queue names, partitions vs pumps, files) are checked in
  * checks.ts, which can point at the exact YAML node.
  */
-import { CAPTURE_OPERATIONS, ERROR_POLICY_LIMITS, KEY_UPDATE_MODES, TRIGGER_LEVELS } from '../cdc/index.js';
 import {
-  BROKER_PATTERN, BUS_KIND_VALUES, SASL_MECHANISM_VALUES, SINK_FORMAT_VALUES,
-  DIALECT_VALUES, INPUTS_REPLAY_VALUES, PROCESSOR_CODEC_VALUES, PROCESSOR_FENCING_VALUES, PROCESSOR_PATTERN_VALUES, ON_FAILURE_VALUES, PATH_PATTERN, QUEUE_FSYNC_VALUES,
-  QUEUE_NAME_PATTERN, SERVICE_NAME_PATTERN, STAGING_TABLE_PATTERN, START_FROM_VALUES,
-  TOPOLOGY_LIMITS, TOPOLOGY_NAME_PATTERN, TOPOLOGY_SIZE_LIMITS,
+  CAPTURE_OPERATIONS,
+  ERROR_POLICY_LIMITS,
+  KEY_UPDATE_MODES,
+  TRIGGER_LEVELS,
+} from '../cdc/index.js';
+import {
+  BROKER_PATTERN,
+  BUS_KIND_VALUES,
+  SASL_MECHANISM_VALUES,
+  SINK_FORMAT_VALUES,
+  DIALECT_VALUES,
+  INPUTS_REPLAY_VALUES,
+  PROCESSOR_CODEC_VALUES,
+  PROCESSOR_FENCING_VALUES,
+  PROCESSOR_PATTERN_VALUES,
+  ON_FAILURE_VALUES,
+  PATH_PATTERN,
+  QUEUE_FSYNC_VALUES,
+  QUEUE_NAME_PATTERN,
+  SERVICE_NAME_PATTERN,
+  STAGING_TABLE_PATTERN,
+  START_FROM_VALUES,
+  TOPOLOGY_LIMITS,
+  TOPOLOGY_NAME_PATTERN,
+  TOPOLOGY_SIZE_LIMITS,
 } from './topology.js';
 
-const int = (range: readonly [number, number]) => ({ type: 'integer', minimum: range[0], maximum: range[1] });
+const int = (range: readonly [number, number]) => ({
+  type: 'integer',
+  minimum: range[0],
+  maximum: range[1],
+});
 const L = TOPOLOGY_LIMITS;
 const S = TOPOLOGY_SIZE_LIMITS;
 const text = (maxLength: number) => ({ type: 'string', minLength: 1, maxLength });
 const named = (pattern: string, maxLength: number) => ({ type: 'string', pattern, maxLength });
-const filePath = { type: 'string', minLength: 1, maxLength: S.pathLengthMax, pattern: PATH_PATTERN };
+const filePath = {
+  type: 'string',
+  minLength: 1,
+  maxLength: S.pathLengthMax,
+  pattern: PATH_PATTERN,
+};
 const queueName = { type: 'string', maxLength: S.queueNameLengthMax };
 const columnList = {
-  type: 'array', minItems: 1, maxItems: S.columnsMax, uniqueItems: true, items: text(S.sqlNameLengthMax),
+  type: 'array',
+  minItems: 1,
+  maxItems: S.columnsMax,
+  uniqueItems: true,
+  items: text(S.sqlNameLengthMax),
 };
 
 const queue = {
@@ -73,7 +106,13 @@ const processor = {
     name: named(SERVICE_NAME_PATTERN, S.serviceNameLengthMax),
     pattern: { enum: PROCESSOR_PATTERN_VALUES },
     module: filePath,
-    inputs: { type: 'array', minItems: 1, maxItems: S.inputsMax, uniqueItems: true, items: queueName },
+    inputs: {
+      type: 'array',
+      minItems: 1,
+      maxItems: S.inputsMax,
+      uniqueItems: true,
+      items: queueName,
+    },
     outputs: { type: 'array', maxItems: S.inputsMax, uniqueItems: true, items: queueName },
     group: named('^[A-Za-z0-9._-]+$', S.serviceNameLengthMax),
     codec: { enum: PROCESSOR_CODEC_VALUES },
@@ -99,7 +138,10 @@ const bus = {
       properties: {
         kind: { const: BUS_KIND_VALUES[1] },
         brokers: {
-          type: 'array', minItems: 1, maxItems: S.brokersMax, uniqueItems: true,
+          type: 'array',
+          minItems: 1,
+          maxItems: S.brokersMax,
+          uniqueItems: true,
           items: { type: 'string', maxLength: S.brokerLengthMax, pattern: BROKER_PATTERN },
         },
         clientId: named('^[A-Za-z0-9._-]+$', S.serviceNameLengthMax),
@@ -107,7 +149,9 @@ const bus = {
           type: 'object',
           additionalProperties: false,
           properties: {
-            caFile: filePath, certFile: filePath, keyFile: filePath,
+            caFile: filePath,
+            certFile: filePath,
+            keyFile: filePath,
             rejectUnauthorized: { type: 'boolean' },
           },
         },
@@ -171,7 +215,12 @@ const captureTable = {
   additionalProperties: false,
   properties: {
     table: text(S.tableNameLengthMax),
-    operations: { type: 'array', minItems: 1, uniqueItems: true, items: { enum: CAPTURE_OPERATIONS } },
+    operations: {
+      type: 'array',
+      minItems: 1,
+      uniqueItems: true,
+      items: { enum: CAPTURE_OPERATIONS },
+    },
     columns: columnList,
     // Any shape here: checks.ts reports a bad key strategy precisely (keyStrategyProblems).
     key: {},
@@ -187,7 +236,10 @@ const captureTable = {
 };
 
 const brokerList = {
-  type: 'array', minItems: 1, maxItems: S.brokersMax, uniqueItems: true,
+  type: 'array',
+  minItems: 1,
+  maxItems: S.brokersMax,
+  uniqueItems: true,
   items: { type: 'string', maxLength: S.brokerLengthMax, pattern: BROKER_PATTERN },
 };
 
@@ -232,7 +284,9 @@ const captureSource = {
       type: 'object',
       additionalProperties: false,
       properties: {
-        ...Object.fromEntries(Object.entries(ERROR_POLICY_LIMITS).map(([k, range]) => [k, int(range)])),
+        ...Object.fromEntries(
+          Object.entries(ERROR_POLICY_LIMITS).map(([k, range]) => [k, int(range)]),
+        ),
         holdKeyWhenParked: { type: 'boolean' },
       },
     },

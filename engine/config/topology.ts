@@ -21,7 +21,12 @@ export type QueueFsync = 'none' | 'batch' | 'record';
 /** Allowed values of `services[].startFrom`. */
 export const START_FROM_VALUES: readonly StartFrom[] = ['START', 'LAST_WRITTEN', 'END'];
 /** Allowed values of `services[].inputsReplay`. */
-export const INPUTS_REPLAY_VALUES: readonly InputsReplay[] = ['NONE', 'INPUTS', 'OUTPUT', 'OUTPUT_REVERSE'];
+export const INPUTS_REPLAY_VALUES: readonly InputsReplay[] = [
+  'NONE',
+  'INPUTS',
+  'OUTPUT',
+  'OUTPUT_REVERSE',
+];
 /** What a service does with an event whose handler still throws after its retries. */
 export type OnFailure = 'dead-letter' | 'stop';
 /** Allowed values of `services[].errors.onFailure`. */
@@ -29,7 +34,12 @@ export const ON_FAILURE_VALUES: readonly OnFailure[] = ['dead-letter', 'stop'];
 /** Allowed values of `queues[].fsync`. */
 export const QUEUE_FSYNC_VALUES: readonly QueueFsync[] = ['none', 'batch', 'record'];
 /** Allowed values of `capture[].database.dialect`. */
-export const DIALECT_VALUES: readonly DatabaseRef['dialect'][] = ['sqlite', 'postgres', 'mariadb', 'mysql'];
+export const DIALECT_VALUES: readonly DatabaseRef['dialect'][] = [
+  'sqlite',
+  'postgres',
+  'mariadb',
+  'mysql',
+];
 
 /** A durable queue: `partitions` journals under `<dataDir>/queues/<name>/<partition>`. */
 export interface TopologyQueue {
@@ -144,7 +154,13 @@ export type TopologyBus =
     };
 
 /** Allowed values of `processors[].pattern` (engine/patterns). */
-export const PROCESSOR_PATTERN_VALUES = ['durable', 'state-and-event', 'pubsub', 'compacted', 'rpc'] as const;
+export const PROCESSOR_PATTERN_VALUES = [
+  'durable',
+  'state-and-event',
+  'pubsub',
+  'compacted',
+  'rpc',
+] as const;
 /** One message pattern of engine/patterns. */
 export type ProcessorPattern = (typeof PROCESSOR_PATTERN_VALUES)[number];
 /** Allowed values of `processors[].codec`: engine/patterns' jsonCodec, stringCodec, bytesCodec. */
@@ -336,7 +352,10 @@ export const TOPOLOGY_DEFAULTS = deepFreeze({
   serviceErrors: { retriesMax: 2, retryBackoffMs: 10, onFailure: 'dead-letter' as OnFailure },
   capture: { pumps: 1, batchSizeMax: 500, pollIntervalMs: 10, stagingTable: 'sluice_staging' },
   processor: { codec: 'json' as ProcessorCodec },
-  captureTable: { suppressNoopUpdates: CDC_DEFAULTS.suppressNoopUpdates as boolean, format: 'envelope' as const },
+  captureTable: {
+    suppressNoopUpdates: CDC_DEFAULTS.suppressNoopUpdates as boolean,
+    format: 'envelope' as const,
+  },
   sink: { format: 'envelope' as const, batchSizeMax: 500, pollIntervalMs: 10 },
 });
 

@@ -26,7 +26,10 @@ try {
     if (Atomics.load(stopWord, 0) !== 0) break;
     const elapsedMs = performance.now() - startMs;
     if (elapsedMs >= data.durationMs) break;
-    const due = data.ratePerSecond > 0 ? Math.floor((data.ratePerSecond * elapsedMs) / 1000) - records : batchMax;
+    const due =
+      data.ratePerSecond > 0
+        ? Math.floor((data.ratePerSecond * elapsedMs) / 1000) - records
+        : batchMax;
     if (due <= 0) {
       Atomics.wait(sleepWord, 0, 0, 1);
       continue;

@@ -122,7 +122,9 @@ export interface BenchReport {
  */
 export function sourceQueues(t: Topology): string[] {
   const written = new Set<string>([
-    ...t.services.flatMap((s) => (typeof s.settings.timerQueue === 'string' ? [s.settings.timerQueue] : [])),
+    ...t.services.flatMap((s) =>
+      typeof s.settings.timerQueue === 'string' ? [s.settings.timerQueue] : [],
+    ),
     ...t.services.map((s) => s.output),
     ...t.services.map((s) => s.errors.deadLetterQueue),
     ...t.capture.flatMap((c) => c.tables.map((x) => x.target)),
@@ -138,7 +140,8 @@ function threadCpuMs(tid: number): number | null {
   try {
     if (clockTicks === 0) {
       try {
-        clockTicks = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+        clockTicks =
+          Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
       } catch {
         clockTicks = 100;
       }
@@ -158,16 +161,26 @@ function threadCpuMs(tid: number): number | null {
  * @throws Error when `options.queues` names a queue that is not a source queue, or the topology
  *   has no source queue to feed; errors of startTopology (modules, capture not installed).
  */
-export async function runBench(topology: Topology, options: Partial<BenchOptions> = {}): Promise<BenchReport> {
+export async function runBench(
+  topology: Topology,
+  options: Partial<BenchOptions> = {},
+): Promise<BenchReport> {
   const o: BenchOptions = { ...BENCH_DEFAULTS, ...options };
   const sources = sourceQueues(topology);
   const queues = o.queues ?? sources;
   for (const q of queues) {
-    if (!sources.includes(q)) throw new Error(`bench: queue "${q}" is not a source queue of ${topology.file} (sources: ${sources.join(', ') || 'none'})`);
+    if (!sources.includes(q))
+      throw new Error(
+        `bench: queue "${q}" is not a source queue of ${topology.file} (sources: ${sources.join(', ') || 'none'})`,
+      );
   }
-  if (queues.length === 0) throw new Error(`bench: ${topology.file} has no source queue to feed (a queue some service reads and no service or capture source writes)`);
+  if (queues.length === 0)
+    throw new Error(
+      `bench: ${topology.file} has no source queue to feed (a queue some service reads and no service or capture source writes)`,
+    );
   const ownDir = o.dataDir === null;
-  const dataDir = o.dataDir ?? mkdtempSync(path.join(os.tmpdir(), `sluice-bench-${topology.name}-`));
+  const dataDir =
+    o.dataDir ?? mkdtempSync(path.join(os.tmpdir(), `sluice-bench-${topology.name}-`));
   const t: Topology = { ...topology, dataDir };
   // Imported here: index.ts imports this module's types through the CLI only.
   const { startTopology } = await import('../../index.js');
@@ -201,7 +214,15 @@ export async function runBench(topology: Topology, options: Partial<BenchOptions
         }
         if (lagRecords > 0) behind = true;
         let h = histograms.get(s.name);
-        if (!h) histograms.set(s.name, (h = hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 3_600_000, numberOfSignificantValueDigits: 3 })));
+        if (!h)
+          histograms.set(
+            s.name,
+            (h = hdr.build({
+              lowestDiscernibleValue: 1,
+              highestTrackableValue: 3_600_000,
+              numberOfSignificantValueDigits: 3,
+            })),
+          );
         h.recordValue(Math.min(3_600_000, Math.max(1, Math.round(lagMs))));
         lagRecordsMax.set(s.name, Math.max(lagRecordsMax.get(s.name) ?? 0, lagRecords));
       }
@@ -213,23 +234,45 @@ export async function runBench(topology: Topology, options: Partial<BenchOptions
     const startMs = Date.now();
     sampler = setInterval(sampleLag, o.sampleIntervalMs);
     const perQueue = o.ratePerSecond > 0 ? o.ratePerSecond / queues.length : 0;
-    const generated = await Promise.all(queues.map((queue, i) => new Promise<{ records: number; bytes: number; threadId: number }>((resolve, reject) => {
-      const data: GeneratorData = {
-        topology: t, queue, ratePerSecond: perQueue, durationMs: o.durationMs, recordBytes: o.recordBytes,
-        keys: o.keys, skew: o.skew, seed: o.seed + i, template: o.template, stop,
-      };
-      const w = new Worker(new URL('./generator.worker.js', import.meta.url), { workerData: data });
-      let done: { records: number; bytes: number; threadId: number } | null = null;
-      let cpuMs = 0;
-      w.on('message', (m: { type: string; records: number; bytes: number; threadId: number }) => {
-        if (m.type !== 'done') return;
-        done = m;
-        cpuMs = threadCpuMs(m.threadId) ?? 0;
-        (done as { cpuMs?: number }).cpuMs = cpuMs;
-      });
-      w.on('error', reject);
-      w.on('exit', (code) => (done ? resolve(done) : reject(new Error(`bench: the generator of "${queue}" exited with code ${code}`))));
-    })));
+    const generated = await Promise.all(
+      queues.map(
+        (queue, i) =>
+          new Promise<{ records: number; bytes: number; threadId: number }>((resolve, reject) => {
+            const data: GeneratorData = {
+              topology: t,
+              queue,
+              ratePerSecond: perQueue,
+              durationMs: o.durationMs,
+              recordBytes: o.recordBytes,
+              keys: o.keys,
+              skew: o.skew,
+              seed: o.seed + i,
+              template: o.template,
+              stop,
+            };
+            const w = new Worker(new URL('./generator.worker.js', import.meta.url), {
+              workerData: data,
+            });
+            let done: { records: number; bytes: number; threadId: number } | null = null;
+            let cpuMs = 0;
+            w.on(
+              'message',
+              (m: { type: string; records: number; bytes: number; threadId: number }) => {
+                if (m.type !== 'done') return;
+                done = m;
+                cpuMs = threadCpuMs(m.threadId) ?? 0;
+                (done as { cpuMs?: number }).cpuMs = cpuMs;
+              },
+            );
+            w.on('error', reject);
+            w.on('exit', (code) =>
+              done
+                ? resolve(done)
+                : reject(new Error(`bench: the generator of "${queue}" exited with code ${code}`)),
+            );
+          }),
+      ),
+    );
     const generationMs = Math.max(1, Date.now() - startMs);
     // Caught up: every input partition handled to its end, seen twice in a row.
     let caughtUp = false;
@@ -261,12 +304,20 @@ export async function runBench(topology: Topology, options: Partial<BenchOptions
         eventsOut,
         eventsPerSecond: Math.round((Math.max(eventsIn, eventsOut) * 1000) / elapsedMs),
         lagMs: h
-          ? { p50: h.getValueAtPercentile(50), p99: h.getValueAtPercentile(99), p999: h.getValueAtPercentile(99.9), max: h.maxValue }
+          ? {
+              p50: h.getValueAtPercentile(50),
+              p99: h.getValueAtPercentile(99),
+              p999: h.getValueAtPercentile(99.9),
+              max: h.maxValue,
+            }
           : { p50: 0, p99: 0, p999: 0, max: 0 },
         lagRecordsMax: lagRecordsMax.get(a.name) ?? 0,
         parks: a.counters.waits - (same ? b.counters.waits : 0),
         restarts: a.restarts,
-        cpuMs: cpuNow !== null && cpuThen !== undefined && cpuThen.startedMs === a.startedMs ? Math.round(cpuNow - cpuThen.cpuMs) : null,
+        cpuMs:
+          cpuNow !== null && cpuThen !== undefined && cpuThen.startedMs === a.startedMs
+            ? Math.round(cpuNow - cpuThen.cpuMs)
+            : null,
       };
     });
     const records = generated.reduce((n, g) => n + g.records, 0);
@@ -282,10 +333,17 @@ export async function runBench(topology: Topology, options: Partial<BenchOptions
         bytes: generated.reduce((n, g) => n + g.bytes, 0),
         generationMs,
         recordsPerSecond: Math.round((records * 1000) / generationMs),
-        generatorCpuMs: genCpu.every((c) => c > 0) ? Math.round(genCpu.reduce((a, c) => a + c, 0)) : null,
+        generatorCpuMs: genCpu.every((c) => c > 0)
+          ? Math.round(genCpu.reduce((a, c) => a + c, 0))
+          : null,
       },
       actors: rows,
-      machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model ?? 'unknown', loadAverage1m: os.loadavg()[0]!, node: process.version },
+      machine: {
+        cpus: os.cpus().length,
+        model: os.cpus()[0]?.model ?? 'unknown',
+        loadAverage1m: os.loadavg()[0]!,
+        node: process.version,
+      },
       options: { ...rest, template: template !== null },
     };
   } finally {
@@ -300,16 +358,41 @@ export async function runBench(topology: Topology, options: Partial<BenchOptions
 /** The report as a fixed-width table, one line per actor, for a terminal. */
 export function formatBenchReport(r: BenchReport): string {
   const lines: string[] = [];
-  lines.push(`${r.topology}: ${r.input.records} records generated into ${r.input.queues.join(', ')} in ${(r.input.generationMs / 1000).toFixed(1)} s (${r.input.recordsPerSecond} records/s); ${r.caughtUp ? `caught up after ${(r.elapsedMs / 1000).toFixed(1)} s` : 'NOT caught up: the services were still behind when the harness stopped waiting'}; events/s below are over those ${(r.elapsedMs / 1000).toFixed(1)} s`);
-  lines.push(`machine: ${r.machine.cpus} cpus (${r.machine.model}), load ${r.machine.loadAverage1m.toFixed(1)}, node ${r.machine.node}`);
-  const head = ['actor', 'events/s', 'in', 'out', 'lag p50', 'p99', 'p99.9 ms', 'lag rec', 'parks', 'restarts', 'cpu ms'];
+  lines.push(
+    `${r.topology}: ${r.input.records} records generated into ${r.input.queues.join(', ')} in ${(r.input.generationMs / 1000).toFixed(1)} s (${r.input.recordsPerSecond} records/s); ${r.caughtUp ? `caught up after ${(r.elapsedMs / 1000).toFixed(1)} s` : 'NOT caught up: the services were still behind when the harness stopped waiting'}; events/s below are over those ${(r.elapsedMs / 1000).toFixed(1)} s`,
+  );
+  lines.push(
+    `machine: ${r.machine.cpus} cpus (${r.machine.model}), load ${r.machine.loadAverage1m.toFixed(1)}, node ${r.machine.node}`,
+  );
+  const head = [
+    'actor',
+    'events/s',
+    'in',
+    'out',
+    'lag p50',
+    'p99',
+    'p99.9 ms',
+    'lag rec',
+    'parks',
+    'restarts',
+    'cpu ms',
+  ];
   const rows = r.actors.map((a) => [
-    a.actor, String(a.eventsPerSecond), String(a.eventsIn), String(a.eventsOut),
-    String(a.lagMs.p50), String(a.lagMs.p99), String(a.lagMs.p999), String(a.lagRecordsMax),
-    String(a.parks), String(a.restarts), a.cpuMs === null ? '-' : String(a.cpuMs),
+    a.actor,
+    String(a.eventsPerSecond),
+    String(a.eventsIn),
+    String(a.eventsOut),
+    String(a.lagMs.p50),
+    String(a.lagMs.p99),
+    String(a.lagMs.p999),
+    String(a.lagRecordsMax),
+    String(a.parks),
+    String(a.restarts),
+    a.cpuMs === null ? '-' : String(a.cpuMs),
   ]);
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)));
-  const fmt = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ');
+  const fmt = (cells: string[]) =>
+    cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ');
   lines.push(fmt(head));
   for (const row of rows) lines.push(fmt(row));
   if (r.input.generatorCpuMs !== null) lines.push(`generator cpu: ${r.input.generatorCpuMs} ms`);

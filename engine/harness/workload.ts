@@ -42,8 +42,10 @@ export function prng(seed: number): () => number {
  * @throws RangeError for keys < 1 or keys > 10^7, or a negative or non-finite skew.
  */
 export function keyChooser(keys: number, skew: number, seed: number): () => string {
-  if (!Number.isInteger(keys) || keys < 1 || keys > 10_000_000) throw new RangeError(`keys must be an integer 1..10000000, keys=${keys}`);
-  if (!Number.isFinite(skew) || skew < 0) throw new RangeError(`skew must be a number >= 0, skew=${skew}`);
+  if (!Number.isInteger(keys) || keys < 1 || keys > 10_000_000)
+    throw new RangeError(`keys must be an integer 1..10000000, keys=${keys}`);
+  if (!Number.isFinite(skew) || skew < 0)
+    throw new RangeError(`skew must be a number >= 0, skew=${skew}`);
   const random = prng(seed);
   const names = Array.from({ length: keys }, (_, i) => `k${i}`);
   if (skew === 0) return () => names[Math.floor(random() * keys)]!;
@@ -69,7 +71,10 @@ export function keyChooser(keys: number, skew: number, seed: number): () => stri
  * `{ key, seq, ts, pad }` with `pad` sized so that the JSON is about `recordBytes` long (at least
  * the other fields). `bytes` is the JSON length of the synthetic form (template: of the first).
  */
-export function recordMaker(recordBytes: number, template: unknown): (key: string, seq: number, ts: number) => { value: unknown; bytes: number } {
+export function recordMaker(
+  recordBytes: number,
+  template: unknown,
+): (key: string, seq: number, ts: number) => { value: unknown; bytes: number } {
   if (template !== null && template !== undefined) {
     const bytes = JSON.stringify(template).length;
     const fill = (v: unknown, key: string, seq: number, ts: number): unknown => {

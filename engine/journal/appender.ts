@@ -123,7 +123,13 @@ export class Appender {
    */
   private failure: Error | null = null;
 
-  private constructor(opts: ResolvedOptions, lock: AppenderLock, faults: FaultInjector, seg: ActiveSegment, recovery: RecoveryReport) {
+  private constructor(
+    opts: ResolvedOptions,
+    lock: AppenderLock,
+    faults: FaultInjector,
+    seg: ActiveSegment,
+    recovery: RecoveryReport,
+  ) {
     this.opts = opts;
     this.lock = lock;
     this.faults = faults;
@@ -147,9 +153,13 @@ export class Appender {
    */
   static open(options: JournalOptions): Appender {
     // Without a notifier of its own, the one a running topology registered for the directory.
-    const registeredNotifier = options.notifier === undefined && typeof options.dir === 'string'
-      ? registeredQueueNotifier(options.dir) : undefined;
-    const opts = resolveOptions(registeredNotifier ? { ...options, notifier: registeredNotifier } : options);
+    const registeredNotifier =
+      options.notifier === undefined && typeof options.dir === 'string'
+        ? registeredQueueNotifier(options.dir)
+        : undefined;
+    const opts = resolveOptions(
+      registeredNotifier ? { ...options, notifier: registeredNotifier } : options,
+    );
     const faults = new FaultInjector(readFaultPlan());
     fs.mkdirSync(opts.dir, { recursive: true });
     const lock = acquireAppenderLock(opts.dir);
@@ -173,7 +183,11 @@ export class Appender {
     }
   }
 
-  private static recover(opts: ResolvedOptions, faults: FaultInjector, report: RecoveryReport): ActiveSegment {
+  private static recover(
+    opts: ResolvedOptions,
+    faults: FaultInjector,
+    report: RecoveryReport,
+  ): ActiveSegment {
     const segments = listSegments(opts.dir);
     if (segments.length === 0) return createSegment(opts, faults, 0);
 
@@ -189,7 +203,11 @@ export class Appender {
       last = segments[segments.length - 1];
       header = readHeaderOf(opts.dir, last);
       if (!header.complete) {
-        throw new JournalCorruptionError(segmentPath(opts.dir, last), 0, `segment header is damaged (${header.reason}) and it is not the newest segment`);
+        throw new JournalCorruptionError(
+          segmentPath(opts.dir, last),
+          0,
+          `segment header is damaged (${header.reason}) and it is not the newest segment`,
+        );
       }
     }
     if (segments.length >= 2 && !handsOverTo(opts.dir, segments[segments.length - 2], last)) {
@@ -197,18 +215,31 @@ export class Appender {
       // it cannot hold records of this queue yet. Continue the predecessor instead.
       const file = segmentPath(opts.dir, last);
       if (fs.statSync(file).size > SEGMENT_HEADER_BYTES) {
-        throw new JournalCorruptionError(file, SEGMENT_HEADER_BYTES, `segment holds frames but its predecessor ${segmentFileName(segments[segments.length - 2])} is not sealed with an end-of-segment frame handing over to it`);
+        throw new JournalCorruptionError(
+          file,
+          SEGMENT_HEADER_BYTES,
+          `segment holds frames but its predecessor ${segmentFileName(segments[segments.length - 2])} is not sealed with an end-of-segment frame handing over to it`,
+        );
       }
       report.replacedSegment = file;
       removeSegmentFiles(opts.dir, last);
       segments.pop();
       last = segments[segments.length - 1];
       header = readHeaderOf(opts.dir, last);
-      if (!header.complete) throw new JournalCorruptionError(segmentPath(opts.dir, last), 0, `segment header is damaged (${header.reason}) and it is not the newest segment`);
+      if (!header.complete)
+        throw new JournalCorruptionError(
+          segmentPath(opts.dir, last),
+          0,
+          `segment header is damaged (${header.reason}) and it is not the newest segment`,
+        );
     }
     const segPath = segmentPath(opts.dir, last);
     if (header.firstIndex !== last) {
-      throw new JournalCorruptionError(segPath, 0, `header says first index ${header.firstIndex} but the file name says ${last}`);
+      throw new JournalCorruptionError(
+        segPath,
+        0,
+        `header says first index ${header.firstIndex} but the file name says ${last}`,
+      );
     }
     const r = recoverSegment(segPath, indexPath(opts.dir, last));
     report.segment = segPath;
@@ -218,7 +249,15 @@ export class Appender {
     if (r.sealed) return createSegment(opts, faults, last + r.recordCount);
     const fd = fs.openSync(segPath, 'r+');
     const idxFd = fs.openSync(indexPath(opts.dir, last), 'r+');
-    return { first: last, path: segPath, fd, idxFd, fileBytes: r.fileBytes, recordCount: r.recordCount, createdMs: header.createdMs };
+    return {
+      first: last,
+      path: segPath,
+      fd,
+      idxFd,
+      fileBytes: r.fileBytes,
+      recordCount: r.recordCount,
+      createdMs: header.createdMs,
+    };
   }
 
   /** Queue index the next appended record will get (0-based; counts buffered records). */
@@ -261,7 +300,9 @@ export class Appender {
   appendBatch(payloads: readonly Uint8Array[]): number {
     this.checkNoBatch('appendBatch');
     if (!Array.isArray(payloads) || payloads.length === 0) {
-      throw new Error(`appendBatch needs at least one payload, payloads.length=${Array.isArray(payloads) ? payloads.length : 'not an array'}`);
+      throw new Error(
+        `appendBatch needs at least one payload, payloads.length=${Array.isArray(payloads) ? payloads.length : 'not an array'}`,
+      );
     }
     let bytes = 0;
     for (let i = 0; i < payloads.length; i++) {
@@ -292,7 +333,9 @@ export class Appender {
   claim(length: number): number {
     this.checkOpen();
     if (!(Number.isInteger(length) && length >= 0 && length <= RECORD_BYTES_MAX)) {
-      throw new Error(`claim length must be an integer in 0 .. ${RECORD_BYTES_MAX}, length=${length}`);
+      throw new Error(
+        `claim length must be an integer in 0 .. ${RECORD_BYTES_MAX}, length=${length}`,
+      );
     }
     this.claimOff = -1;
     const bytes = frameBytes(length);
@@ -363,9 +406,12 @@ export class Appender {
    */
   truncateBatch(records: number): void {
     this.checkOpen();
-    if (this.batchOff < 0) throw new Error(`truncateBatch without an open batch on ${this.opts.dir}`);
+    if (this.batchOff < 0)
+      throw new Error(`truncateBatch without an open batch on ${this.opts.dir}`);
     if (!(Number.isInteger(records) && records >= 0 && records <= this.batchRecords)) {
-      throw new Error(`truncateBatch records must be an integer in 0 .. ${this.batchRecords}, records=${records}`);
+      throw new Error(
+        `truncateBatch records must be an integer in 0 .. ${this.batchRecords}, records=${records}`,
+      );
     }
     this.claimOff = -1;
     const drop = this.batchRecords - records;
@@ -467,7 +513,10 @@ export class Appender {
       const segments = listSegments(this.opts.dir);
       for (let i = 0; i < segments.length && segments[i] < this.seg.first; i++) {
         if (i + 1 < segments.length && segments[i + 1] <= fromIndex) continue;
-        for (const file of [segmentPath(this.opts.dir, segments[i]), indexPath(this.opts.dir, segments[i])]) {
+        for (const file of [
+          segmentPath(this.opts.dir, segments[i]),
+          indexPath(this.opts.dir, segments[i]),
+        ]) {
           fsyncFile(file);
         }
       }
@@ -552,7 +601,9 @@ export class Appender {
   private checkOpen(): void {
     if (this.closed) throw new Error(`Appender for ${this.opts.dir} is closed`);
     if (this.failure) {
-      throw new Error(`Appender for ${this.opts.dir} failed earlier (${this.failure.message}); close it and open a new one`);
+      throw new Error(
+        `Appender for ${this.opts.dir} failed earlier (${this.failure.message}); close it and open a new one`,
+      );
     }
   }
 
@@ -569,7 +620,8 @@ export class Appender {
   /** checkOpen, and that no batch of beginBatch() is open; discards an uncommitted claim. */
   private checkNoBatch(what: string): void {
     this.checkOpen();
-    if (this.batchOff >= 0) throw new Error(`${what} while a batch is open on ${this.opts.dir} (call endBatch first)`);
+    if (this.batchOff >= 0)
+      throw new Error(`${what} while a batch is open on ${this.opts.dir} (call endBatch first)`);
     this.claimOff = -1;
   }
 
@@ -586,7 +638,11 @@ export class Appender {
       this.pending = grow(this.pending, this.pendingBytes, this.pendingBytes + bytes);
     }
     if ((this.pendingRecords + 1) * INDEX_ENTRY_BYTES > this.pendingIndex.length) {
-      this.pendingIndex = grow(this.pendingIndex, this.pendingRecords * INDEX_ENTRY_BYTES, (this.pendingRecords + 1) * INDEX_ENTRY_BYTES);
+      this.pendingIndex = grow(
+        this.pendingIndex,
+        this.pendingRecords * INDEX_ENTRY_BYTES,
+        (this.pendingRecords + 1) * INDEX_ENTRY_BYTES,
+      );
     }
   }
 
@@ -594,7 +650,11 @@ export class Appender {
   private sealPending(off: number, length: number, flags: number): void {
     sealFrame(this.pending, off, length, flags, this.seg.recordCount + this.pendingRecords);
     const fileOffset = this.seg.fileBytes + off;
-    putU32(this.pendingIndex, this.pendingRecords * INDEX_ENTRY_BYTES, encodeIndexEntry(fileOffset, (flags & FLAG_BEGIN) !== 0));
+    putU32(
+      this.pendingIndex,
+      this.pendingRecords * INDEX_ENTRY_BYTES,
+      encodeIndexEntry(fileOffset, (flags & FLAG_BEGIN) !== 0),
+    );
     this.pendingBytes = off + frameBytes(length);
     this.pendingRecords++;
     this.next++;
@@ -614,9 +674,13 @@ export class Appender {
   private rollBatchIfDue(bytes: number): void {
     const seg = this.seg;
     const batchBytes = this.pendingBytes - this.batchOff;
-    const full = seg.fileBytes + this.pendingBytes + bytes + END_OF_SEGMENT_FRAME_BYTES > this.opts.segmentBytes;
+    const full =
+      seg.fileBytes + this.pendingBytes + bytes + END_OF_SEGMENT_FRAME_BYTES >
+      this.opts.segmentBytes;
     const interval = this.opts.rollIntervalMs;
-    const late = interval !== null && Math.floor(this.opts.clock() / interval) !== Math.floor(seg.createdMs / interval);
+    const late =
+      interval !== null &&
+      Math.floor(this.opts.clock() / interval) !== Math.floor(seg.createdMs / interval);
     if (!(full || late) || seg.recordCount + this.pendingRecords - this.batchRecords === 0) return;
     const frames = Buffer.from(this.pending.subarray(this.batchOff, this.pendingBytes));
     const records = this.batchRecords;
@@ -639,16 +703,21 @@ export class Appender {
   }
 
   private afterAppend(): void {
-    if (this.opts.fsync === 'record' || this.pendingBytes >= this.opts.writeBufferBytes) this.flush();
+    if (this.opts.fsync === 'record' || this.pendingBytes >= this.opts.writeBufferBytes)
+      this.flush();
   }
 
   /** Rolls before adding `bytes` of frames if the segment is full or its time window is over. */
   private rollIfDue(bytes: number): void {
     const seg = this.seg;
     if (seg.recordCount + this.pendingRecords === 0) return;
-    const full = seg.fileBytes + this.pendingBytes + bytes + END_OF_SEGMENT_FRAME_BYTES > this.opts.segmentBytes;
+    const full =
+      seg.fileBytes + this.pendingBytes + bytes + END_OF_SEGMENT_FRAME_BYTES >
+      this.opts.segmentBytes;
     const interval = this.opts.rollIntervalMs;
-    const late = interval !== null && Math.floor(this.opts.clock() / interval) !== Math.floor(seg.createdMs / interval);
+    const late =
+      interval !== null &&
+      Math.floor(this.opts.clock() / interval) !== Math.floor(seg.createdMs / interval);
     if (full || late) this.roll();
   }
 
@@ -696,7 +765,13 @@ export class Appender {
       crashNow();
     }
     writeFully(seg.fd, this.pending, 0, bytes, seg.fileBytes);
-    writeFully(seg.idxFd, this.pendingIndex, 0, this.pendingRecords * INDEX_ENTRY_BYTES, seg.recordCount * INDEX_ENTRY_BYTES);
+    writeFully(
+      seg.idxFd,
+      this.pendingIndex,
+      0,
+      this.pendingRecords * INDEX_ENTRY_BYTES,
+      seg.recordCount * INDEX_ENTRY_BYTES,
+    );
     if (sync) fs.fdatasyncSync(seg.fd);
     seg.fileBytes += bytes;
     seg.recordCount += this.pendingRecords;
@@ -706,8 +781,10 @@ export class Appender {
 }
 
 function checkPayload(payload: Uint8Array, i: number): void {
-  if (!(payload instanceof Uint8Array)) throw new Error(`payload ${i} must be a Uint8Array, got ${typeof payload}`);
-  if (payload.length > RECORD_BYTES_MAX) throw new Error(`payload ${i} must be <= ${RECORD_BYTES_MAX} bytes, length=${payload.length}`);
+  if (!(payload instanceof Uint8Array))
+    throw new Error(`payload ${i} must be a Uint8Array, got ${typeof payload}`);
+  if (payload.length > RECORD_BYTES_MAX)
+    throw new Error(`payload ${i} must be <= ${RECORD_BYTES_MAX} bytes, length=${payload.length}`);
 }
 
 function grow(buf: Buffer, used: number, needed: number): Buffer {
@@ -767,7 +844,13 @@ function createSegment(opts: ResolvedOptions, faults: FaultInjector, first: numb
   try {
     writeFully(fd, header, 0, SEGMENT_COMPLETE_MARKER_OFFSET, 0);
     if (faults.hit('torn-segment-header')) crashNow();
-    writeFully(fd, header, SEGMENT_COMPLETE_MARKER_OFFSET, SEGMENT_HEADER_BYTES - SEGMENT_COMPLETE_MARKER_OFFSET, SEGMENT_COMPLETE_MARKER_OFFSET);
+    writeFully(
+      fd,
+      header,
+      SEGMENT_COMPLETE_MARKER_OFFSET,
+      SEGMENT_HEADER_BYTES - SEGMENT_COMPLETE_MARKER_OFFSET,
+      SEGMENT_COMPLETE_MARKER_OFFSET,
+    );
     idxFd = fs.openSync(indexPath(opts.dir, first), 'w+');
     if (opts.fsync !== 'none') {
       fs.fsyncSync(fd);
@@ -779,5 +862,13 @@ function createSegment(opts: ResolvedOptions, faults: FaultInjector, first: numb
     if (idxFd >= 0) fs.closeSync(idxFd);
     throw e;
   }
-  return { first, path: segPath, fd, idxFd, fileBytes: SEGMENT_HEADER_BYTES, recordCount: 0, createdMs };
+  return {
+    first,
+    path: segPath,
+    fd,
+    idxFd,
+    fileBytes: SEGMENT_HEADER_BYTES,
+    recordCount: 0,
+    createdMs,
+  };
 }

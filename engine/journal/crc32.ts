@@ -37,8 +37,15 @@ export function crc32Js(bytes: Uint8Array, start = 0, end = bytes.length): numbe
   let i = start;
   for (; i + 8 <= end; i += 8) {
     const a = c ^ (bytes[i] | (bytes[i + 1] << 8) | (bytes[i + 2] << 16) | (bytes[i + 3] << 24));
-    c = t[1792 + (a & 0xff)] ^ t[1536 + ((a >>> 8) & 0xff)] ^ t[1280 + ((a >>> 16) & 0xff)] ^ t[1024 + (a >>> 24)] ^
-      t[768 + bytes[i + 4]] ^ t[512 + bytes[i + 5]] ^ t[256 + bytes[i + 6]] ^ t[bytes[i + 7]];
+    c =
+      t[1792 + (a & 0xff)] ^
+      t[1536 + ((a >>> 8) & 0xff)] ^
+      t[1280 + ((a >>> 16) & 0xff)] ^
+      t[1024 + (a >>> 24)] ^
+      t[768 + bytes[i + 4]] ^
+      t[512 + bytes[i + 5]] ^
+      t[256 + bytes[i + 6]] ^
+      t[bytes[i + 7]];
   }
   for (; i < end; i++) c = t[(c ^ bytes[i]) & 0xff] ^ (c >>> 8);
   return (c ^ -1) >>> 0;
@@ -48,6 +55,7 @@ const native = (zlib as { crc32?: (data: Uint8Array, value?: number) => number }
 
 /** CRC-32 of `bytes[start, end)` as an unsigned 32-bit number. */
 export function crc32(bytes: Uint8Array, start = 0, end = bytes.length): number {
-  if (native !== undefined && end - start >= NATIVE_MIN_BYTES) return native(bytes.subarray(start, end));
+  if (native !== undefined && end - start >= NATIVE_MIN_BYTES)
+    return native(bytes.subarray(start, end));
   return crc32Js(bytes, start, end);
 }

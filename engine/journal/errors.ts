@@ -36,10 +36,13 @@ export class JournalLockedError extends Error {
   readonly ownerThreadId: number | null;
 
   constructor(file: string, ownerPid: number, ownerThreadId: number | null = null) {
-    const owner = ownerThreadId === null
-      ? `live process ${ownerPid}`
-      : `live worker thread ${ownerThreadId} of this process (pid ${ownerPid})`;
-    super(`${file}: queue is locked by ${owner}; exactly one Appender may be open per queue directory`);
+    const owner =
+      ownerThreadId === null
+        ? `live process ${ownerPid}`
+        : `live worker thread ${ownerThreadId} of this process (pid ${ownerPid})`;
+    super(
+      `${file}: queue is locked by ${owner}; exactly one Appender may be open per queue directory`,
+    );
     this.name = 'JournalLockedError';
     this.file = file;
     this.ownerPid = ownerPid;

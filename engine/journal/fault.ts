@@ -25,7 +25,10 @@ export function readFaultPlan(env: NodeJS.ProcessEnv = process.env): FaultPlan |
   const raw = env[FAULT_ENV];
   if (raw === undefined || raw === '') return null;
   const m = /^(torn-write|torn-segment-header)@([1-9]\d*)$/.exec(raw);
-  if (!m) throw new Error(`${FAULT_ENV} must be "torn-write@<n>" or "torn-segment-header@<n>", ${FAULT_ENV}=${JSON.stringify(raw)}`);
+  if (!m)
+    throw new Error(
+      `${FAULT_ENV} must be "torn-write@<n>" or "torn-segment-header@<n>", ${FAULT_ENV}=${JSON.stringify(raw)}`,
+    );
   return { point: m[1] as FaultPoint, occurrence: Number(m[2]) };
 }
 

@@ -68,7 +68,13 @@ export function frameBytes(length: number): number {
  * length, flags, seq, zero padding, then the checksum over them. `buf` must hold
  * `frameBytes(length)` bytes from `off`.
  */
-export function sealFrame(buf: Buffer, off: number, length: number, flags: number, seq: number): void {
+export function sealFrame(
+  buf: Buffer,
+  off: number,
+  length: number,
+  flags: number,
+  seq: number,
+): void {
   putU32(buf, off + FRAME_LENGTH_OFFSET, length);
   putU32(buf, off + FRAME_FLAGS_OFFSET, flags);
   putU32(buf, off + FRAME_SEQ_OFFSET, seq);
@@ -112,29 +118,47 @@ export const enum FrameCheck {
  * Checks the frame at `buf[off]` with `avail` bytes readable from `off`. `expectedSeq` < 0 skips
  * the seq check. Pure; never throws.
  */
-export function checkFrame(buf: Buffer, off: number, avail: number, expectedSeq: number): FrameCheck {
+export function checkFrame(
+  buf: Buffer,
+  off: number,
+  avail: number,
+  expectedSeq: number,
+): FrameCheck {
   if (avail < FRAME_HEADER_BYTES) return FrameCheck.incomplete;
   const length = getU32(buf, off + FRAME_LENGTH_OFFSET);
   if (length > RECORD_BYTES_MAX) return FrameCheck.badLength;
   if (avail < FRAME_HEADER_BYTES + length) return FrameCheck.incomplete;
   const flags = getU32(buf, off + FRAME_FLAGS_OFFSET);
   if ((flags & ~FLAGS_KNOWN) !== 0) return FrameCheck.badFlags;
-  if ((flags & FLAG_END_OF_SEGMENT) !== 0 && (length !== 0 || flags !== FLAG_END_OF_SEGMENT)) return FrameCheck.badFlags;
+  if ((flags & FLAG_END_OF_SEGMENT) !== 0 && (length !== 0 || flags !== FLAG_END_OF_SEGMENT))
+    return FrameCheck.badFlags;
   const sum = crc32(buf, off + FRAME_LENGTH_OFFSET, off + FRAME_HEADER_BYTES + length);
   if (sum !== getU32(buf, off + FRAME_CHECKSUM_OFFSET)) return FrameCheck.badChecksum;
-  if (expectedSeq >= 0 && getU32(buf, off + FRAME_SEQ_OFFSET) !== expectedSeq) return FrameCheck.badSeq;
+  if (expectedSeq >= 0 && getU32(buf, off + FRAME_SEQ_OFFSET) !== expectedSeq)
+    return FrameCheck.badSeq;
   return FrameCheck.ok;
 }
 
 /** Human words for a failed check, for error messages. */
-export function describeFrameCheck(check: FrameCheck, buf: Buffer, off: number, expectedSeq: number): string {
+export function describeFrameCheck(
+  check: FrameCheck,
+  buf: Buffer,
+  off: number,
+  expectedSeq: number,
+): string {
   switch (check) {
-    case FrameCheck.ok: return 'ok';
-    case FrameCheck.incomplete: return 'frame extends beyond the end of the file';
-    case FrameCheck.badLength: return `length ${getU32(buf, off + FRAME_LENGTH_OFFSET)} exceeds the ${RECORD_BYTES_MAX}-byte record limit`;
-    case FrameCheck.badFlags: return `invalid flags 0x${getU32(buf, off + FRAME_FLAGS_OFFSET).toString(16)}`;
-    case FrameCheck.badChecksum: return 'checksum mismatch';
-    case FrameCheck.badSeq: return `seq ${getU32(buf, off + FRAME_SEQ_OFFSET)} where ${expectedSeq} was expected`;
+    case FrameCheck.ok:
+      return 'ok';
+    case FrameCheck.incomplete:
+      return 'frame extends beyond the end of the file';
+    case FrameCheck.badLength:
+      return `length ${getU32(buf, off + FRAME_LENGTH_OFFSET)} exceeds the ${RECORD_BYTES_MAX}-byte record limit`;
+    case FrameCheck.badFlags:
+      return `invalid flags 0x${getU32(buf, off + FRAME_FLAGS_OFFSET).toString(16)}`;
+    case FrameCheck.badChecksum:
+      return 'checksum mismatch';
+    case FrameCheck.badSeq:
+      return `seq ${getU32(buf, off + FRAME_SEQ_OFFSET)} where ${expectedSeq} was expected`;
   }
 }
 

@@ -10,10 +10,20 @@
  */
 export { Appender, type RecoveryReport } from './appender.js';
 export { Tailer, type JournalRecord, type TailerStats } from './tailer.js';
-export { createQueueNotifier, registerQueueNotifier, registeredQueueNotifier, watchQueueAppends } from './notifier.js';
+export {
+  createQueueNotifier,
+  registerQueueNotifier,
+  registeredQueueNotifier,
+  watchQueueAppends,
+} from './notifier.js';
 export { JournalCorruptionError, JournalLockedError } from './errors.js';
 export { acquireAppenderLock, type AppenderLock } from './lock.js';
-export { JOURNAL_DEFAULTS, type FsyncPolicy, type JournalOptions, type TailerOptions } from './options.js';
+export {
+  JOURNAL_DEFAULTS,
+  type FsyncPolicy,
+  type JournalOptions,
+  type TailerOptions,
+} from './options.js';
 export { RECORD_BYTES_MAX } from './frame.js';
 export { listSegments } from './segment.js';
 export { rewriteSealedSegment, removeRewriteLeftovers, type RewriteStepHook } from './rewrite.js';

@@ -144,7 +144,10 @@ export function acquireAppenderLock(dir: string, fileName = LOCK_FILE_NAME): App
       continue;
     }
     try {
-      fs.writeSync(fd, `${process.pid} thread=${threadId}${OWN_TID === null ? '' : ` tid=${osThreadId()}`}\n`);
+      fs.writeSync(
+        fd,
+        `${process.pid} thread=${threadId}${OWN_TID === null ? '' : ` tid=${osThreadId()}`}\n`,
+      );
     } finally {
       fs.closeSync(fd);
     }
@@ -165,5 +168,7 @@ export function acquireAppenderLock(dir: string, fileName = LOCK_FILE_NAME): App
       },
     };
   }
-  throw new Error(`${file}: could not take the appender lock after ${TAKEOVER_ATTEMPTS_MAX} attempts (another process is taking it over)`);
+  throw new Error(
+    `${file}: could not take the appender lock after ${TAKEOVER_ATTEMPTS_MAX} attempts (another process is taking it over)`,
+  );
 }

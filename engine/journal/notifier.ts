@@ -33,7 +33,9 @@ export function createQueueNotifier(): SharedArrayBuffer {
 /** Throws unless `sab` looks like a queue notifier. */
 export function checkNotifier(sab: unknown): Int32Array {
   if (!(sab instanceof SharedArrayBuffer) || sab.byteLength < NOTIFIER_BYTES) {
-    throw new Error(`notifier must be a SharedArrayBuffer from createQueueNotifier() (>= ${NOTIFIER_BYTES} bytes)`);
+    throw new Error(
+      `notifier must be a SharedArrayBuffer from createQueueNotifier() (>= ${NOTIFIER_BYTES} bytes)`,
+    );
   }
   return new Int32Array(sab, 0, NOTIFIER_BYTES / 4);
 }

@@ -90,22 +90,48 @@ function intInRange(name: string, v: unknown, min: number, max: number): number 
 
 /** Validates `opts` up front and fills defaults. Throws Error naming the bad option. */
 export function resolveOptions(opts: JournalOptions): ResolvedOptions {
-  if (opts === null || typeof opts !== 'object') throw new Error('journal options must be an object');
-  if (typeof opts.dir !== 'string' || opts.dir === '') throw new Error(`dir must be a non-empty string, dir=${String(opts.dir)}`);
+  if (opts === null || typeof opts !== 'object')
+    throw new Error('journal options must be an object');
+  if (typeof opts.dir !== 'string' || opts.dir === '')
+    throw new Error(`dir must be a non-empty string, dir=${String(opts.dir)}`);
   const fsync = opts.fsync ?? JOURNAL_DEFAULTS.fsync;
   if (fsync !== 'none' && fsync !== 'batch' && fsync !== 'record') {
     throw new Error(`fsync must be 'none', 'batch' or 'record', fsync=${String(fsync)}`);
   }
-  if (opts.clock !== undefined && typeof opts.clock !== 'function') throw new Error('clock must be a function returning ms');
+  if (opts.clock !== undefined && typeof opts.clock !== 'function')
+    throw new Error('clock must be a function returning ms');
   return {
     dir: opts.dir,
-    segmentBytes: intInRange('segmentBytes', opts.segmentBytes ?? JOURNAL_DEFAULTS.segmentBytes, SEGMENT_BYTES_MIN, SEGMENT_BYTES_MAX),
-    rollIntervalMs: opts.rollIntervalMs === undefined ? null : intInRange('rollIntervalMs', opts.rollIntervalMs, 1, Number.MAX_SAFE_INTEGER),
+    segmentBytes: intInRange(
+      'segmentBytes',
+      opts.segmentBytes ?? JOURNAL_DEFAULTS.segmentBytes,
+      SEGMENT_BYTES_MIN,
+      SEGMENT_BYTES_MAX,
+    ),
+    rollIntervalMs:
+      opts.rollIntervalMs === undefined
+        ? null
+        : intInRange('rollIntervalMs', opts.rollIntervalMs, 1, Number.MAX_SAFE_INTEGER),
     fsync,
     notifier: opts.notifier === undefined ? null : checkNotifier(opts.notifier),
     clock: opts.clock ?? Date.now,
-    writeBufferBytes: intInRange('writeBufferBytes', opts.writeBufferBytes ?? JOURNAL_DEFAULTS.writeBufferBytes, BUFFER_BYTES_MIN, BUFFER_BYTES_MAX),
-    readBufferBytes: intInRange('readBufferBytes', opts.readBufferBytes ?? JOURNAL_DEFAULTS.readBufferBytes, BUFFER_BYTES_MIN, BUFFER_BYTES_MAX),
-    pollIntervalMs: intInRange('pollIntervalMs', opts.pollIntervalMs ?? JOURNAL_DEFAULTS.pollIntervalMs, 1, 60_000),
+    writeBufferBytes: intInRange(
+      'writeBufferBytes',
+      opts.writeBufferBytes ?? JOURNAL_DEFAULTS.writeBufferBytes,
+      BUFFER_BYTES_MIN,
+      BUFFER_BYTES_MAX,
+    ),
+    readBufferBytes: intInRange(
+      'readBufferBytes',
+      opts.readBufferBytes ?? JOURNAL_DEFAULTS.readBufferBytes,
+      BUFFER_BYTES_MIN,
+      BUFFER_BYTES_MAX,
+    ),
+    pollIntervalMs: intInRange(
+      'pollIntervalMs',
+      opts.pollIntervalMs ?? JOURNAL_DEFAULTS.pollIntervalMs,
+      1,
+      60_000,
+    ),
   };
 }

@@ -25,7 +25,12 @@ import {
   frameFlags,
   frameLength,
 } from './frame.js';
-import { INDEX_ENTRY_BYTES, encodeIndexEntry, indexEntryIsUnitStart, indexEntryOffset } from './offset-index.js';
+import {
+  INDEX_ENTRY_BYTES,
+  encodeIndexEntry,
+  indexEntryIsUnitStart,
+  indexEntryOffset,
+} from './offset-index.js';
 import { SEGMENT_HEADER_BYTES, readFully, writeFully } from './segment.js';
 import { findCompleteFrameAfter } from './scan.js';
 import { JournalCorruptionError } from './errors.js';
@@ -63,7 +68,11 @@ function readFrameAt(fd: number, offset: number, fileBytes: number): Buffer | nu
 }
 
 /** The last index entry that begins a unit and points at a frame that verifies, or the segment start. */
-function findScanStart(fd: number, idxFd: number, fileBytes: number): { offset: number; seq: number } {
+function findScanStart(
+  fd: number,
+  idxFd: number,
+  fileBytes: number,
+): { offset: number; seq: number } {
   const entries = Math.floor(fs.fstatSync(idxFd).size / INDEX_ENTRY_BYTES);
   const n = Math.min(entries, INDEX_WALK_BACK_ENTRIES_MAX);
   if (n > 0) {
@@ -78,7 +87,11 @@ function findScanStart(fd: number, idxFd: number, fileBytes: number): { offset: 
       const offset = indexEntryOffset(entry);
       if (offset < SEGMENT_HEADER_BYTES) continue;
       const frame = readFrameAt(fd, offset, fileBytes);
-      if (frame && checkFrame(frame, 0, frame.length, seq) === FrameCheck.ok && (frameFlags(frame, 0) & FLAG_BEGIN) !== 0) {
+      if (
+        frame &&
+        checkFrame(frame, 0, frame.length, seq) === FrameCheck.ok &&
+        (frameFlags(frame, 0) & FLAG_BEGIN) !== 0
+      ) {
         return { offset, seq };
       }
     }
@@ -99,7 +112,9 @@ export function recoverSegment(segPath: string, idxPath: string): SegmentRecover
     const fileBytes = fs.fstatSync(fd).size;
     const start = findScanStart(fd, idxFd, fileBytes);
 
-    let buf = Buffer.alloc(Math.min(READ_CHUNK_BYTES, Math.max(FRAME_HEADER_BYTES, fileBytes - start.offset)));
+    let buf = Buffer.alloc(
+      Math.min(READ_CHUNK_BYTES, Math.max(FRAME_HEADER_BYTES, fileBytes - start.offset)),
+    );
     let bufStart = start.offset;
     let bufLen = 0;
     let pos = start.offset;
@@ -116,7 +131,9 @@ export function recoverSegment(segPath: string, idxPath: string): SegmentRecover
       const needHeader = avail < FRAME_HEADER_BYTES;
       const needPayload = !needHeader && avail < FRAME_HEADER_BYTES + frameLength(buf, off);
       if (needHeader || needPayload) {
-        const want = needHeader ? READ_CHUNK_BYTES : Math.max(READ_CHUNK_BYTES, FRAME_HEADER_BYTES + frameLength(buf, off));
+        const want = needHeader
+          ? READ_CHUNK_BYTES
+          : Math.max(READ_CHUNK_BYTES, FRAME_HEADER_BYTES + frameLength(buf, off));
         const len = Math.min(want, fileBytes - pos);
         if (buf.length < len) buf = Buffer.alloc(len);
         bufStart = pos;
@@ -128,21 +145,34 @@ export function recoverSegment(segPath: string, idxPath: string): SegmentRecover
       if (check !== FrameCheck.ok) {
         const after = findCompleteFrameAfter(fd, fileBytes, pos + FRAME_ALIGNMENT, seq + 1);
         if (after >= 0) {
-          throw new JournalCorruptionError(segPath, pos, `${describeFrameCheck(check, buf, off, seq)} (record ${seq} of the segment), ` +
-            `but a complete frame follows at offset ${after}: damage, not a torn tail; refusing to drop the records after it`);
+          throw new JournalCorruptionError(
+            segPath,
+            pos,
+            `${describeFrameCheck(check, buf, off, seq)} (record ${seq} of the segment), ` +
+              `but a complete frame follows at offset ${after}: damage, not a torn tail; refusing to drop the records after it`,
+          );
         }
         break;
       }
       const flags = frameFlags(buf, off);
       if ((flags & FLAG_END_OF_SEGMENT) !== 0) {
         if (pos !== commitPos) {
-          throw new JournalCorruptionError(segPath, pos, `end-of-segment frame inside an unfinished batch (batch began at offset ${commitPos})`);
+          throw new JournalCorruptionError(
+            segPath,
+            pos,
+            `end-of-segment frame inside an unfinished batch (batch began at offset ${commitPos})`,
+          );
         }
         commitPos = pos + FRAME_HEADER_BYTES;
         sealed = true;
         if (commitPos < fileBytes) {
           const after = findCompleteFrameAfter(fd, fileBytes, commitPos, seq);
-          if (after >= 0) throw new JournalCorruptionError(segPath, after, `complete frame after the end-of-segment frame at offset ${pos}`);
+          if (after >= 0)
+            throw new JournalCorruptionError(
+              segPath,
+              after,
+              `complete frame after the end-of-segment frame at offset ${pos}`,
+            );
         }
         break;
       }

@@ -14,9 +14,25 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { END_OF_SEGMENT_FRAME_BYTES, FRAME_HEADER_BYTES, FLAG_BEGIN, FLAG_END, FLAG_END_OF_SEGMENT, frameBytes, sealFrame } from './frame.js';
+import {
+  END_OF_SEGMENT_FRAME_BYTES,
+  FRAME_HEADER_BYTES,
+  FLAG_BEGIN,
+  FLAG_END,
+  FLAG_END_OF_SEGMENT,
+  frameBytes,
+  sealFrame,
+} from './frame.js';
 import { INDEX_ENTRY_BYTES, encodeIndexEntry } from './offset-index.js';
-import { SEGMENT_HEADER_BYTES, encodeSegmentHeader, fsyncDir, indexPath, readSegmentHeader, segmentPath, writeFully } from './segment.js';
+import {
+  SEGMENT_HEADER_BYTES,
+  encodeSegmentHeader,
+  fsyncDir,
+  indexPath,
+  readSegmentHeader,
+  segmentPath,
+  writeFully,
+} from './segment.js';
 
 const NEW_SUFFIX = '.new';
 
@@ -29,13 +45,21 @@ export type RewriteStepHook = (step: 'written' | 'index-removed' | 'segment-repl
  * not exist or its header is damaged; rethrows I/O errors (then the old segment is still there
  * or the new one is, whole).
  */
-export function rewriteSealedSegment(dir: string, first: number, payloads: readonly Uint8Array[], onStep?: RewriteStepHook): void {
+export function rewriteSealedSegment(
+  dir: string,
+  first: number,
+  payloads: readonly Uint8Array[],
+  onStep?: RewriteStepHook,
+): void {
   const segFile = segmentPath(dir, first);
   const fd0 = fs.openSync(segFile, 'r');
   let createdMs: number;
   try {
     const h = readSegmentHeader(fd0);
-    if (!h.complete) throw new Error(`${segFile}: cannot rewrite a segment whose header is not complete (${h.reason})`);
+    if (!h.complete)
+      throw new Error(
+        `${segFile}: cannot rewrite a segment whose header is not complete (${h.reason})`,
+      );
     createdMs = h.createdMs;
   } finally {
     fs.closeSync(fd0);

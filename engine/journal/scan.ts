@@ -6,7 +6,17 @@
  * damaged after they were written, and the journal must refuse rather than drop good records.
  */
 import fs from 'node:fs';
-import { FLAG_END_OF_SEGMENT, FRAME_HEADER_BYTES, FRAME_ALIGNMENT, FrameCheck, RECORD_BYTES_MAX, checkFrame, frameFlags, frameLength, frameSeq } from './frame.js';
+import {
+  FLAG_END_OF_SEGMENT,
+  FRAME_HEADER_BYTES,
+  FRAME_ALIGNMENT,
+  FrameCheck,
+  RECORD_BYTES_MAX,
+  checkFrame,
+  frameFlags,
+  frameLength,
+  frameSeq,
+} from './frame.js';
 import { SEGMENT_HEADER_BYTES, readFully, segmentPath } from './segment.js';
 
 const SCAN_CHUNK_BYTES = 1024 * 1024;
@@ -17,17 +27,29 @@ const SCAN_CHUNK_BYTES = 1024 * 1024;
  * (seq in `[seqMin, seqMin + remaining / 16]`), or -1. Reads the file in 1 MiB chunks; used only
  * on the error path (O(bytes after X)).
  */
-export function findCompleteFrameAfter(fd: number, fileBytes: number, from: number, seqMin: number): number {
+export function findCompleteFrameAfter(
+  fd: number,
+  fileBytes: number,
+  from: number,
+  seqMin: number,
+): number {
   const start = Math.ceil(from / FRAME_ALIGNMENT) * FRAME_ALIGNMENT;
   const seqMax = seqMin + Math.floor((fileBytes - start) / FRAME_HEADER_BYTES) + 1;
   // Sized to what is there: at a live tail only a few bytes follow `from`.
-  const buf = Buffer.alloc(Math.min(SCAN_CHUNK_BYTES, Math.max(0, fileBytes - start)) + FRAME_HEADER_BYTES);
-  for (let chunkStart = start; chunkStart + FRAME_HEADER_BYTES <= fileBytes; chunkStart += SCAN_CHUNK_BYTES) {
+  const buf = Buffer.alloc(
+    Math.min(SCAN_CHUNK_BYTES, Math.max(0, fileBytes - start)) + FRAME_HEADER_BYTES,
+  );
+  for (
+    let chunkStart = start;
+    chunkStart + FRAME_HEADER_BYTES <= fileBytes;
+    chunkStart += SCAN_CHUNK_BYTES
+  ) {
     const n = readFully(fd, buf, 0, Math.min(buf.length, fileBytes - chunkStart), chunkStart);
     const last = Math.min(SCAN_CHUNK_BYTES, n - FRAME_HEADER_BYTES);
     for (let o = 0; o <= last; o += FRAME_ALIGNMENT) {
       const length = frameLength(buf, o);
-      if (length > RECORD_BYTES_MAX || chunkStart + o + FRAME_HEADER_BYTES + length > fileBytes) continue;
+      if (length > RECORD_BYTES_MAX || chunkStart + o + FRAME_HEADER_BYTES + length > fileBytes)
+        continue;
       const seq = frameSeq(buf, o);
       if (seq < seqMin || seq > seqMax) continue;
       if (o + FRAME_HEADER_BYTES + length <= n) {
@@ -49,8 +71,15 @@ export function findCompleteFrameAfter(fd: number, fileBytes: number, from: numb
 export function readEndOfSegment(fd: number, fileBytes: number): number {
   if (fileBytes < SEGMENT_HEADER_BYTES + FRAME_HEADER_BYTES) return -1;
   const tail = Buffer.alloc(FRAME_HEADER_BYTES);
-  if (readFully(fd, tail, 0, FRAME_HEADER_BYTES, fileBytes - FRAME_HEADER_BYTES) < FRAME_HEADER_BYTES) return -1;
-  if (checkFrame(tail, 0, FRAME_HEADER_BYTES, -1) !== FrameCheck.ok || frameFlags(tail, 0) !== FLAG_END_OF_SEGMENT) return -1;
+  if (
+    readFully(fd, tail, 0, FRAME_HEADER_BYTES, fileBytes - FRAME_HEADER_BYTES) < FRAME_HEADER_BYTES
+  )
+    return -1;
+  if (
+    checkFrame(tail, 0, FRAME_HEADER_BYTES, -1) !== FrameCheck.ok ||
+    frameFlags(tail, 0) !== FLAG_END_OF_SEGMENT
+  )
+    return -1;
   return frameSeq(tail, 0);
 }
 

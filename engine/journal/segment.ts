@@ -96,24 +96,37 @@ export function encodeSegmentHeader(firstIndex: number, createdMs: number): Buff
 }
 
 export type SegmentHeader =
-  | { complete: true; firstIndex: number; createdMs: number }
-  | { complete: false; reason: string };
+  { complete: true; firstIndex: number; createdMs: number } | { complete: false; reason: string };
 
 /** Reads and checks the header of an open segment file. Never throws for bad contents. */
 export function readSegmentHeader(fd: number): SegmentHeader {
   const b = Buffer.alloc(SEGMENT_HEADER_BYTES);
   const n = fs.readSync(fd, b, 0, SEGMENT_HEADER_BYTES, 0);
-  if (n < SEGMENT_HEADER_BYTES) return { complete: false, reason: `header has ${n} of ${SEGMENT_HEADER_BYTES} bytes` };
+  if (n < SEGMENT_HEADER_BYTES)
+    return { complete: false, reason: `header has ${n} of ${SEGMENT_HEADER_BYTES} bytes` };
   if (!b.subarray(0, MAGIC.length).equals(MAGIC)) return { complete: false, reason: 'bad magic' };
-  if (!b.subarray(SEGMENT_COMPLETE_MARKER_OFFSET).equals(COMPLETE)) return { complete: false, reason: 'header complete marker missing' };
-  if (crc32(b, 0, HEADER_CHECKSUM_OFFSET) !== b.readUInt32LE(HEADER_CHECKSUM_OFFSET)) return { complete: false, reason: 'header checksum mismatch' };
+  if (!b.subarray(SEGMENT_COMPLETE_MARKER_OFFSET).equals(COMPLETE))
+    return { complete: false, reason: 'header complete marker missing' };
+  if (crc32(b, 0, HEADER_CHECKSUM_OFFSET) !== b.readUInt32LE(HEADER_CHECKSUM_OFFSET))
+    return { complete: false, reason: 'header checksum mismatch' };
   const version = b.readUInt32LE(VERSION_OFFSET);
-  if (version !== SEGMENT_VERSION) return { complete: false, reason: `unsupported version ${version}` };
-  return { complete: true, firstIndex: b.readDoubleLE(FIRST_INDEX_OFFSET), createdMs: b.readDoubleLE(CREATED_MS_OFFSET) };
+  if (version !== SEGMENT_VERSION)
+    return { complete: false, reason: `unsupported version ${version}` };
+  return {
+    complete: true,
+    firstIndex: b.readDoubleLE(FIRST_INDEX_OFFSET),
+    createdMs: b.readDoubleLE(CREATED_MS_OFFSET),
+  };
 }
 
 /** Writes all of `buf[off, off+len)` at file `position`, looping over short writes. */
-export function writeFully(fd: number, buf: Uint8Array, off: number, len: number, position: number): void {
+export function writeFully(
+  fd: number,
+  buf: Uint8Array,
+  off: number,
+  len: number,
+  position: number,
+): void {
   while (len > 0) {
     const n = fs.writeSync(fd, buf, off, len, position);
     off += n;
@@ -123,7 +136,13 @@ export function writeFully(fd: number, buf: Uint8Array, off: number, len: number
 }
 
 /** Reads up to `len` bytes at `position`, looping until EOF; returns the bytes read. */
-export function readFully(fd: number, buf: Uint8Array, off: number, len: number, position: number): number {
+export function readFully(
+  fd: number,
+  buf: Uint8Array,
+  off: number,
+  len: number,
+  position: number,
+): number {
   let total = 0;
   while (total < len) {
     const n = fs.readSync(fd, buf, off + total, len - total, position + total);

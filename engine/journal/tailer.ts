@@ -31,11 +31,23 @@ import {
   frameSeq,
 } from './frame.js';
 import { INDEX_ENTRY_BYTES, indexEntryIsUnitStart, indexEntryOffset } from './offset-index.js';
-import { SEGMENT_HEADER_BYTES, indexPath, listSegments, readFully, readSegmentHeader, segmentPath } from './segment.js';
+import {
+  SEGMENT_HEADER_BYTES,
+  indexPath,
+  listSegments,
+  readFully,
+  readSegmentHeader,
+  segmentPath,
+} from './segment.js';
 import { findCompleteFrameAfter, handsOverTo, readEndOfSegment } from './scan.js';
 import { JournalCorruptionError } from './errors.js';
 import { loadPublishSeq, parkUntilPublished } from './notifier.js';
-import { JOURNAL_DEFAULTS, resolveOptions, type ResolvedOptions, type TailerOptions } from './options.js';
+import {
+  JOURNAL_DEFAULTS,
+  resolveOptions,
+  type ResolvedOptions,
+  type TailerOptions,
+} from './options.js';
 
 /**
  * A record read from a queue: its queue index and its payload. `bytes` is a view into the
@@ -123,7 +135,8 @@ export class Tailer {
   static open(options: TailerOptions): Tailer {
     const opts = resolveOptions(options);
     const from = options.from ?? 'start';
-    if (from !== 'start' && from !== 'end') throw new Error(`from must be 'start' or 'end', from=${String(from)}`);
+    if (from !== 'start' && from !== 'end')
+      throw new Error(`from must be 'start' or 'end', from=${String(from)}`);
     const t = new Tailer(opts);
     if (from === 'start') t.moveToStart();
     else t.moveToEnd();
@@ -147,7 +160,10 @@ export class Tailer {
     if (!this.advanceAvailable()) return null;
     const o = this.readPos - this.bufStart;
     const length = frameLength(this.buf, o);
-    const rec = { index: this.idx, bytes: this.buf.subarray(o + FRAME_HEADER_BYTES, o + FRAME_HEADER_BYTES + length) };
+    const rec = {
+      index: this.idx,
+      bytes: this.buf.subarray(o + FRAME_HEADER_BYTES, o + FRAME_HEADER_BYTES + length),
+    };
     this.readPos += frameBytes(length);
     this.idx++;
     return rec;
@@ -181,17 +197,30 @@ export class Tailer {
           this.verifiedEnd = offset + frameBytes(length);
           this.idx = target;
           this.wantSegment = -1;
-          return { index: target, bytes: this.buf.subarray(o + FRAME_HEADER_BYTES, o + FRAME_HEADER_BYTES + length) };
+          return {
+            index: target,
+            bytes: this.buf.subarray(o + FRAME_HEADER_BYTES, o + FRAME_HEADER_BYTES + length),
+          };
         }
         if (check === FrameCheck.badChecksum && frameSeq(this.buf, o) === k) {
-          throw new JournalCorruptionError(this.segPath, offset, `${describeFrameCheck(check, this.buf, o, k)} (record ${target}, read backwards)`);
+          throw new JournalCorruptionError(
+            this.segPath,
+            offset,
+            `${describeFrameCheck(check, this.buf, o, k)} (record ${target}, read backwards)`,
+          );
         }
       }
     }
     // No usable index entry: read forwards from the nearest unit start, then step back once.
-    if (!this.positionAt(target)) throw new Error(`record ${target} is behind the tailer's position but could not be read in ${this.opts.dir}`);
+    if (!this.positionAt(target))
+      throw new Error(
+        `record ${target} is behind the tailer's position but could not be read in ${this.opts.dir}`,
+      );
     const rec = this.next();
-    if (rec === null) throw new Error(`record ${target} is behind the tailer's position but could not be read in ${this.opts.dir}`);
+    if (rec === null)
+      throw new Error(
+        `record ${target} is behind the tailer's position but could not be read in ${this.opts.dir}`,
+      );
     this.readPos -= frameBytes(rec.bytes.length);
     this.idx = target;
     return rec;
@@ -211,7 +240,8 @@ export class Tailer {
     }
     const saved = this.idx;
     if (this.positionAt(index)) return true;
-    if (!this.positionAt(saved)) throw new Error(`could not return to index ${saved} in ${this.opts.dir}`);
+    if (!this.positionAt(saved))
+      throw new Error(`could not return to index ${saved} in ${this.opts.dir}`);
     return false;
   }
 
@@ -240,7 +270,9 @@ export class Tailer {
         this.readPos = this.verifiedEnd = start.offset;
         this.idx = first + start.seq;
       }
-      while (this.next() !== null) { /* skip to the end */ }
+      while (this.next() !== null) {
+        /* skip to the end */
+      }
       return;
     }
     this.moveToStart();
@@ -302,12 +334,21 @@ export class Tailer {
     const header = readSegmentHeader(fd);
     if (!header.complete || header.firstIndex !== first) {
       fs.closeSync(fd);
-      if (header.complete) throw new JournalCorruptionError(file, 0, `header says first index ${header.firstIndex} but the file name says ${first}`);
+      if (header.complete)
+        throw new JournalCorruptionError(
+          file,
+          0,
+          `header says first index ${header.firstIndex} but the file name says ${first}`,
+        );
       // Half-created (a crash while rolling; the next appender replaces it): wait, unless a newer
       // segment exists, which proves this one will never be finished.
       this.segments = listSegments(this.opts.dir);
       if (this.segments[this.segments.length - 1] > first) {
-        throw new JournalCorruptionError(file, 0, `segment header is damaged (${header.reason}) and newer segments exist`);
+        throw new JournalCorruptionError(
+          file,
+          0,
+          `segment header is damaged (${header.reason}) and newer segments exist`,
+        );
       }
       return false;
     }
@@ -348,7 +389,8 @@ export class Tailer {
    */
   private openSegmentContaining(index: number): number {
     const segs = this.segments;
-    if (segs.length === 0 || index >= segs[segs.length - 1] || index < segs[0]) this.segments = listSegments(this.opts.dir);
+    if (segs.length === 0 || index >= segs[segs.length - 1] || index < segs[0])
+      this.segments = listSegments(this.opts.dir);
     const list = this.segments;
     let lo = 0;
     let hi = list.length - 1;
@@ -388,7 +430,9 @@ export class Tailer {
       this.readPos = this.verifiedEnd = start.offset;
       this.idx = first + start.seq;
     }
-    while (this.idx < target && this.next() !== null) { /* step to target */ }
+    while (this.idx < target && this.next() !== null) {
+      /* step to target */
+    }
     return this.idx === target;
   }
 
@@ -406,7 +450,11 @@ export class Tailer {
       if (entry < 0) return null;
       if (!indexEntryIsUnitStart(entry)) continue;
       const offset = indexEntryOffset(entry);
-      if (offset < SEGMENT_HEADER_BYTES || readFully(this.fd, head, 0, FRAME_HEADER_BYTES, offset) < FRAME_HEADER_BYTES) return null;
+      if (
+        offset < SEGMENT_HEADER_BYTES ||
+        readFully(this.fd, head, 0, FRAME_HEADER_BYTES, offset) < FRAME_HEADER_BYTES
+      )
+        return null;
       if (frameSeq(head, 0) !== e || (frameFlags(head, 0) & FLAG_BEGIN) === 0) return null;
       return { offset, seq: e };
     }
@@ -431,13 +479,23 @@ export class Tailer {
 
   /** Entry `k` of the open segment's offset index, or -1 if not (yet) written. */
   private indexEntry(k: number): number {
-    if (this.idxCacheSeg === this.segFirst && k >= this.idxCacheFrom && k < this.idxCacheFrom + this.idxCacheCount) {
+    if (
+      this.idxCacheSeg === this.segFirst &&
+      k >= this.idxCacheFrom &&
+      k < this.idxCacheFrom + this.idxCacheCount
+    ) {
       return this.idxCache.readUInt32LE((k - this.idxCacheFrom) * INDEX_ENTRY_BYTES);
     }
     if (!this.openIndex()) return -1;
     // Read a block ending at k: lookups walk backwards (previous(), unit starts).
     const from = Math.max(0, k - INDEX_CACHE_ENTRIES + 1);
-    const n = readFully(this.idxFd, this.idxCache, 0, (k - from + 1) * INDEX_ENTRY_BYTES, from * INDEX_ENTRY_BYTES);
+    const n = readFully(
+      this.idxFd,
+      this.idxCache,
+      0,
+      (k - from + 1) * INDEX_ENTRY_BYTES,
+      from * INDEX_ENTRY_BYTES,
+    );
     this.idxCacheSeg = this.segFirst;
     this.idxCacheFrom = from;
     this.idxCacheCount = Math.floor(n / INDEX_ENTRY_BYTES);
@@ -474,7 +532,9 @@ export class Tailer {
    */
   private verifyUnit(): Unit {
     const start = this.readPos;
-    const startsFresh = !(start >= this.bufStart && start + FRAME_HEADER_BYTES <= this.bufStart + this.bufLen);
+    const startsFresh = !(
+      start >= this.bufStart && start + FRAME_HEADER_BYTES <= this.bufStart + this.bufLen
+    );
     const first = this.scanUnit(start);
     if (first !== null) return first;
     if (!startsFresh) {
@@ -506,7 +566,11 @@ export class Tailer {
           const flags = frameFlags(this.buf, o);
           if ((flags & FLAG_END_OF_SEGMENT) !== 0) {
             if (pos === start) return Unit.endOfSegment;
-            throw new JournalCorruptionError(this.segPath, pos, `end-of-segment frame inside a batch that began at offset ${start}`);
+            throw new JournalCorruptionError(
+              this.segPath,
+              pos,
+              `end-of-segment frame inside a batch that began at offset ${start}`,
+            );
           }
           pos += frameBytes(frameLength(this.buf, o));
           seq++;
@@ -542,7 +606,8 @@ export class Tailer {
       // The refill may have brought newer bytes for this header too.
       length = frameLength(this.buf, pos - this.bufStart);
       if (length > RECORD_BYTES_MAX) return FrameCheck.badLength;
-      if (pos + FRAME_HEADER_BYTES + length > this.bufStart + this.bufLen) return FrameCheck.incomplete;
+      if (pos + FRAME_HEADER_BYTES + length > this.bufStart + this.bufLen)
+        return FrameCheck.incomplete;
     }
     return FrameCheck.ok;
   }
@@ -561,11 +626,20 @@ export class Tailer {
       const last = this.segments.length > 0 ? this.segments[this.segments.length - 1]! : -1;
       if (last <= this.segFirst) return Unit.none;
       const fileBytes = fs.fstatSync(this.fd).size;
-      if (this.tornSeg === this.segFirst && this.tornPos === pos && this.tornFileBytes === fileBytes) return Unit.none;
+      if (
+        this.tornSeg === this.segFirst &&
+        this.tornPos === pos &&
+        this.tornFileBytes === fileBytes
+      )
+        return Unit.none;
       const successor = this.successorWithFrames(false);
       if (successor !== null) {
-        throw new JournalCorruptionError(this.segPath, Math.min(pos, fileBytes), `the segment ends without an end-of-segment frame ` +
-          `(after record ${this.segFirst + seq - 1}), but the later segment ${path.basename(successor)} holds records: damage, not a torn tail`);
+        throw new JournalCorruptionError(
+          this.segPath,
+          Math.min(pos, fileBytes),
+          `the segment ends without an end-of-segment frame ` +
+            `(after record ${this.segFirst + seq - 1}), but the later segment ${path.basename(successor)} holds records: damage, not a torn tail`,
+        );
       }
       this.tornSeg = this.segFirst;
       this.tornPos = pos;
@@ -573,11 +647,16 @@ export class Tailer {
       return Unit.none;
     }
     const fileBytes = fs.fstatSync(this.fd).size;
-    if (this.tornSeg === this.segFirst && this.tornPos === pos && this.tornFileBytes === fileBytes) return Unit.none;
+    if (this.tornSeg === this.segFirst && this.tornPos === pos && this.tornFileBytes === fileBytes)
+      return Unit.none;
     const o = pos - this.bufStart;
     const problem = describeFrameCheck(check, this.buf, o, seq);
     if (this.isSealed(fileBytes, seq)) {
-      throw new JournalCorruptionError(this.segPath, pos, `${problem} (record ${this.segFirst + seq}) in a sealed segment`);
+      throw new JournalCorruptionError(
+        this.segPath,
+        pos,
+        `${problem} (record ${this.segFirst + seq}) in a sealed segment`,
+      );
     }
     // Also for an incomplete frame: a damaged length field can point past the end of the file.
     // At the live tail the search costs little (only what follows pos, less than one flush) and
@@ -589,14 +668,22 @@ export class Tailer {
       // page before the write reached it and a later page after, so the bytes failed here may
       // be a write that finished since. Damage only if the frame still fails on a fresh read.
       if (this.frameNowComplete(pos, seq)) return Unit.none;
-      throw new JournalCorruptionError(this.segPath, pos, `${problem} (record ${this.segFirst + seq}), but a complete frame follows at offset ${after}: damage, not a torn tail`);
+      throw new JournalCorruptionError(
+        this.segPath,
+        pos,
+        `${problem} (record ${this.segFirst + seq}), but a complete frame follows at offset ${after}: damage, not a torn tail`,
+      );
     }
     const successor = this.successorWithFrames(true);
     if (successor !== null) {
       // The appender seals a segment (END_OF_SEGMENT, synced) before it creates the next one, so
       // a later segment holding frames proves nothing more will be written here.
-      throw new JournalCorruptionError(this.segPath, pos, `${problem} (record ${this.segFirst + seq}) where the segment should ` +
-        `continue or end with an end-of-segment frame, but the later segment ${path.basename(successor)} holds records: damage, not a torn tail`);
+      throw new JournalCorruptionError(
+        this.segPath,
+        pos,
+        `${problem} (record ${this.segFirst + seq}) where the segment should ` +
+          `continue or end with an end-of-segment frame, but the later segment ${path.basename(successor)} holds records: damage, not a torn tail`,
+      );
     }
     this.tornSeg = this.segFirst;
     this.tornPos = pos;
@@ -664,9 +751,16 @@ export class Tailer {
    * the records before it are read by the same pread. False if the frame is not in the file.
    */
   private loadBackward(offset: number): boolean {
-    const covers = (n: number): boolean => offset >= this.bufStart && offset + n <= this.bufStart + this.bufLen;
-    if (!covers(FRAME_HEADER_BYTES) || !covers(FRAME_HEADER_BYTES + frameLength(this.buf, offset - this.bufStart))) {
-      const windowStart = Math.max(SEGMENT_HEADER_BYTES, offset + BACKWARD_WINDOW_SLACK_BYTES - this.buf.length);
+    const covers = (n: number): boolean =>
+      offset >= this.bufStart && offset + n <= this.bufStart + this.bufLen;
+    if (
+      !covers(FRAME_HEADER_BYTES) ||
+      !covers(FRAME_HEADER_BYTES + frameLength(this.buf, offset - this.bufStart))
+    ) {
+      const windowStart = Math.max(
+        SEGMENT_HEADER_BYTES,
+        offset + BACKWARD_WINDOW_SLACK_BYTES - this.buf.length,
+      );
       this.refill(windowStart - ((windowStart - SEGMENT_HEADER_BYTES) % FRAME_ALIGNMENT), 0);
       if (!covers(FRAME_HEADER_BYTES)) return false;
       const need = FRAME_HEADER_BYTES + frameLength(this.buf, offset - this.bufStart);

@@ -10,11 +10,35 @@
  * await sub.ready; ...; await sub.stop()
  * ```
  */
-export { bytesCodec, jsonCodec, stringCodec, type Codec } from './codec.js'
-export { PATTERN_DEFAULTS, type PatternRecord, type Subscription } from './subscription.js'
-export { partitionTransactionalId, startDurable, type DurableOptions, type DurableOutcome, type DurableProcessor, type DurableStats } from './durable.js'
-export { startPubSub, type PubSubOptions, type PubSubProcessor } from './pubsub.js'
-export { startCompacted, type CompactedOptions, type CompactedProcessor } from './compacted.js'
-export { startStateAndEvent, type StateAndEventListener, type StateAndEventOptions, type StateAndEventProcessor, type StateAndEventResult } from './state-and-event.js'
-export { RPC_TIMEOUT_MS_DEFAULT, RpcConnectionError, RpcRemoteError, RpcTimeoutError, startRpcResponder, startRpcSender, type RpcProcessor, type RpcResponderOptions, type RpcSender, type RpcSenderOptions } from './rpc.js'
-export type { ProcessorContext } from './processor.js'
+export { bytesCodec, jsonCodec, stringCodec, type Codec } from './codec.js';
+export { PATTERN_DEFAULTS, type PatternRecord, type Subscription } from './subscription.js';
+export {
+  partitionTransactionalId,
+  startDurable,
+  type DurableOptions,
+  type DurableOutcome,
+  type DurableProcessor,
+  type DurableStats,
+} from './durable.js';
+export { startPubSub, type PubSubOptions, type PubSubProcessor } from './pubsub.js';
+export { startCompacted, type CompactedOptions, type CompactedProcessor } from './compacted.js';
+export {
+  startStateAndEvent,
+  type StateAndEventListener,
+  type StateAndEventOptions,
+  type StateAndEventProcessor,
+  type StateAndEventResult,
+} from './state-and-event.js';
+export {
+  RPC_TIMEOUT_MS_DEFAULT,
+  RpcConnectionError,
+  RpcRemoteError,
+  RpcTimeoutError,
+  startRpcResponder,
+  startRpcSender,
+  type RpcProcessor,
+  type RpcResponderOptions,
+  type RpcSender,
+  type RpcSenderOptions,
+} from './rpc.js';
+export type { ProcessorContext } from './processor.js';

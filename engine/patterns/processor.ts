@@ -17,22 +17,22 @@
  * Optional members besides the handlers: `listener` (durable: a RebalanceListener;
  * state-and-event: a StateAndEventListener), `onError` (pubsub, compacted).
  */
-import type { BusBackend } from '../bus/index.js'
+import type { BusBackend } from '../bus/index.js';
 
 /** What a handler factory is given. */
 export interface ProcessorContext {
   /** The processor's name in the topology. */
-  name: string
+  name: string;
   /** 'durable' | 'state-and-event' | 'pubsub' | 'compacted' | 'rpc'. */
-  pattern: string
+  pattern: string;
   /** Input topics, as in the topology. */
-  inputs: string[]
+  inputs: string[];
   /** Output topics the handler may write (a record to any other topic fails its batch). */
-  outputs: string[]
+  outputs: string[];
   /** state-and-event: the state topic. */
-  stateTopic?: string
+  stateTopic?: string;
   /** `settings` of the topology entry (plain data). */
-  settings: Record<string, unknown>
+  settings: Record<string, unknown>;
   /** The bus the pattern runs on, for `allocValue`; do not consume or produce through it. */
-  bus: BusBackend
+  bus: BusBackend;
 }

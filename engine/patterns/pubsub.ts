@@ -4,24 +4,31 @@
  * started are never seen. No outputs, no committed positions: at-most-once (a record whose
  * processing throws is reported to `onError` and skipped; a crash loses what was not processed).
  */
-import type { BusBackend, BusConsumer } from '../bus/index.js'
-import type { Codec } from './codec.js'
-import { decodeRecord, deferred, settleLoop, PATTERN_DEFAULTS, type PatternRecord, type Subscription } from './subscription.js'
+import type { BusBackend, BusConsumer } from '../bus/index.js';
+import type { Codec } from './codec.js';
+import {
+  decodeRecord,
+  deferred,
+  settleLoop,
+  PATTERN_DEFAULTS,
+  type PatternRecord,
+  type Subscription,
+} from './subscription.js';
 
 /** The application side of a pub/sub subscription. */
 export interface PubSubProcessor<V> {
   /** One record at a time, in offset order per partition. Throwing skips the record. */
-  onNext(record: PatternRecord<V>): void | Promise<void>
+  onNext(record: PatternRecord<V>): void | Promise<void>;
 }
 
 /** Options of {@link startPubSub}. */
 export interface PubSubOptions<V> {
-  bus: BusBackend
-  topic: string
-  codec: Codec<V>
-  processor: PubSubProcessor<V>
+  bus: BusBackend;
+  topic: string;
+  codec: Codec<V>;
+  processor: PubSubProcessor<V>;
   /** Processing and decode errors (the record is skipped). Default: ignored. */
-  onError?(error: unknown, record: { topic: string; partition: number; offset: number }): void
+  onError?(error: unknown, record: { topic: string; partition: number; offset: number }): void;
 }
 
 /**
@@ -30,29 +37,37 @@ export interface PubSubOptions<V> {
  * BusError 'unknown-topic'.
  */
 export function startPubSub<V>(opts: PubSubOptions<V>): Subscription {
-  const ready = deferred()
-  const done = deferred()
-  let stopping = false
-  let consumer: BusConsumer | null = null
+  const ready = deferred();
+  const done = deferred();
+  let stopping = false;
+  let consumer: BusConsumer | null = null;
 
   const run = async (): Promise<void> => {
-    const n = await opts.bus.partitionCount(opts.topic)
-    if (n === null) throw new Error(`pub/sub topic does not exist, topic=${opts.topic}`)
-    const tps = Array.from({ length: n }, (_, partition) => ({ topic: opts.topic, partition }))
-    consumer = await opts.bus.consumer({ autoOffsetReset: 'latest' })
-    await consumer.assign(tps)
-    await consumer.seekToEnd(tps)
-    ready.resolve()
+    const n = await opts.bus.partitionCount(opts.topic);
+    if (n === null) throw new Error(`pub/sub topic does not exist, topic=${opts.topic}`);
+    const tps = Array.from({ length: n }, (_, partition) => ({ topic: opts.topic, partition }));
+    consumer = await opts.bus.consumer({ autoOffsetReset: 'latest' });
+    await consumer.assign(tps);
+    await consumer.seekToEnd(tps);
+    ready.resolve();
     while (!stopping) {
       for (const r of await consumer.poll({ timeoutMs: PATTERN_DEFAULTS.pollTimeoutMs })) {
         try {
-          await opts.processor.onNext(decodeRecord(r, opts.codec))
+          await opts.processor.onNext(decodeRecord(r, opts.codec));
         } catch (e) {
-          opts.onError?.(e, r)
+          opts.onError?.(e, r);
         }
       }
     }
-  }
+  };
 
-  return settleLoop(run(), async () => consumer?.close().catch(() => {}), ready, done, () => { stopping = true })
+  return settleLoop(
+    run(),
+    async () => consumer?.close().catch(() => {}),
+    ready,
+    done,
+    () => {
+      stopping = true;
+    },
+  );
 }

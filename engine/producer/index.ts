@@ -20,8 +20,18 @@
  * RECORD_BYTES_MAX.
  */
 import path from 'node:path';
-import { Appender, RECORD_BYTES_MAX, registerQueueNotifier, watchQueueAppends } from '../journal/index.js';
-import { EnvelopeWriter, encodeJson, EVENT_TYPE_JSON, USER_EVENT_TYPE_MIN } from '../codec/index.js';
+import {
+  Appender,
+  RECORD_BYTES_MAX,
+  registerQueueNotifier,
+  watchQueueAppends,
+} from '../journal/index.js';
+import {
+  EnvelopeWriter,
+  encodeJson,
+  EVENT_TYPE_JSON,
+  USER_EVENT_TYPE_MIN,
+} from '../codec/index.js';
 import { keyHash } from '../cdc/index.js';
 import type { Topology } from '../config/index.js';
 
@@ -47,13 +57,22 @@ export interface QueueAppender {
    * @throws RecordInputError if `key` is not a well-formed string, `value` has no JSON form or
    *   is nested deeper than JSON_DEPTH_MAX, or the record exceeds recordBytesMax.
    */
-  appendJson(key: string, value: unknown, options?: { partition?: number; eventTimeMs?: number }): [number, number];
+  appendJson(
+    key: string,
+    value: unknown,
+    options?: { partition?: number; eventTimeMs?: number },
+  ): [number, number];
   /**
    * Appends raw bytes of a user event type (>= 100); returns [partition, index].
    * @throws RecordInputError for a key as appendJson, a payload that is not a Uint8Array, or a
    *   record over recordBytesMax.
    */
-  appendBytes(type: number, key: string, payload: Uint8Array, options?: { partition?: number; eventTimeMs?: number }): [number, number];
+  appendBytes(
+    type: number,
+    key: string,
+    payload: Uint8Array,
+    options?: { partition?: number; eventTimeMs?: number },
+  ): [number, number];
   /** Writes what was appended and fsyncs per the queue's policy; readers see it after this. */
   flush(): void;
   /** Flushes and releases every partition's lock. */
@@ -68,16 +87,30 @@ export interface QueueAppender {
  */
 export function openQueueAppender(topology: Topology, queue: string): QueueAppender {
   const q = topology.queues.find((x) => x.name === queue);
-  if (!q) throw new Error(`unknown queue "${queue}" (known: ${topology.queues.map((x) => x.name).join(', ')})`);
+  if (!q)
+    throw new Error(
+      `unknown queue "${queue}" (known: ${topology.queues.map((x) => x.name).join(', ')})`,
+    );
   if (topology.bus.kind === 'kafka') {
     // It would append to journal files no actor of this topology reads.
-    throw new Error(`queue "${queue}" is a Kafka topic (${topology.file}: bus kind kafka); appending to a kafka bus is not supported yet: produce its envelopes with a Kafka producer`);
+    throw new Error(
+      `queue "${queue}" is a Kafka topic (${topology.file}: bus kind kafka); appending to a kafka bus is not supported yet: produce its envelopes with a Kafka producer`,
+    );
   }
-  const writer = topology.services.find((s) => s.output === queue)?.name ?? topology.capture.find((c) => c.tables.some((t) => t.target === queue))?.name;
-  if (writer) throw new Error(`queue "${queue}" is written by "${writer}" in ${topology.file}; a queue has one writer`);
+  const writer =
+    topology.services.find((s) => s.output === queue)?.name ??
+    topology.capture.find((c) => c.tables.some((t) => t.target === queue))?.name;
+  if (writer)
+    throw new Error(
+      `queue "${queue}" is written by "${writer}" in ${topology.file}; a queue has one writer`,
+    );
   const appenders: (Appender | null)[] = Array.from({ length: q.partitions }, () => null);
   const open = (p: number) =>
-    (appenders[p] ??= Appender.open({ dir: path.join(topology.dataDir, 'queues', queue, String(p)), segmentBytes: q.segmentBytes, fsync: q.fsync }));
+    (appenders[p] ??= Appender.open({
+      dir: path.join(topology.dataDir, 'queues', queue, String(p)),
+      segmentBytes: q.segmentBytes,
+      fsync: q.fsync,
+    }));
   const envelopes = new EnvelopeWriter();
   const readByService = topology.services.some((s) => s.inputs.includes(queue));
   // A queue reader hands a record over a ring's share by reference (the service reads it from
@@ -88,21 +121,35 @@ export function openQueueAppender(topology: Topology, queue: string): QueueAppen
   const pick = (key: string, partition: number | undefined) => {
     if (partition === undefined) return keyHash(key) % q.partitions;
     if (!Number.isInteger(partition) || partition < 0 || partition >= q.partitions) {
-      throw new Error(`queue "${queue}" has partitions 0..${q.partitions - 1}, partition=${partition}`);
+      throw new Error(
+        `queue "${queue}" has partitions 0..${q.partitions - 1}, partition=${partition}`,
+      );
     }
     return partition;
   };
-  const append = (type: number, key: string, payload: Uint8Array, options: { partition?: number; eventTimeMs?: number }): [number, number] => {
+  const append = (
+    type: number,
+    key: string,
+    payload: Uint8Array,
+    options: { partition?: number; eventTimeMs?: number },
+  ): [number, number] => {
     checkKey(key);
     const p = pick(key, options.partition);
     // Encode once: the envelope is built in the writer's builder and copied straight into the
     // appender's write buffer (claim/commit), not into a record of its own first.
-    const length = envelopes.build({ type, key, eventTimeMs: options.eventTimeMs ?? Date.now(), payload });
+    const length = envelopes.build({
+      type,
+      key,
+      eventTimeMs: options.eventTimeMs ?? Date.now(),
+      payload,
+    });
     if (length > recordBytesMax) {
       const why = readByService
         ? `rings.recordBytesMax: a service reads "${queue}"`
         : 'the journal record limit';
-      throw new RecordInputError(`record of ${length} bytes exceeds the ${recordBytesMax}-byte limit of queue "${queue}" (${why})`);
+      throw new RecordInputError(
+        `record of ${length} bytes exceeds the ${recordBytesMax}-byte limit of queue "${queue}" (${why})`,
+      );
     }
     const a = open(p);
     const off = a.claim(length);
@@ -113,10 +160,13 @@ export function openQueueAppender(topology: Topology, queue: string): QueueAppen
     queue,
     partitions: q.partitions,
     recordBytesMax,
-    appendJson: (key, value, options = {}) => append(EVENT_TYPE_JSON, key, jsonPayload(value), options),
+    appendJson: (key, value, options = {}) =>
+      append(EVENT_TYPE_JSON, key, jsonPayload(value), options),
     appendBytes: (type, key, payload, options = {}) => {
-      if (!Number.isInteger(type) || type < USER_EVENT_TYPE_MIN) throw new Error(`user event types are integers >= ${USER_EVENT_TYPE_MIN}, type=${type}`);
-      if (!(payload instanceof Uint8Array)) throw new RecordInputError(`payload must be a Uint8Array, got ${describe(payload)}`);
+      if (!Number.isInteger(type) || type < USER_EVENT_TYPE_MIN)
+        throw new Error(`user event types are integers >= ${USER_EVENT_TYPE_MIN}, type=${type}`);
+      if (!(payload instanceof Uint8Array))
+        throw new RecordInputError(`payload must be a Uint8Array, got ${describe(payload)}`);
       return append(type, key, payload, options);
     },
     flush: () => {
@@ -142,8 +192,10 @@ function describe(v: unknown): string {
 const LONE_SURROGATE = /\p{Cs}/u;
 
 function checkKey(key: unknown): void {
-  if (typeof key !== 'string') throw new RecordInputError(`key must be a string, got ${describe(key)}`);
-  if (LONE_SURROGATE.test(key)) throw new RecordInputError('key is not well-formed Unicode (it has a lone surrogate)');
+  if (typeof key !== 'string')
+    throw new RecordInputError(`key must be a string, got ${describe(key)}`);
+  if (LONE_SURROGATE.test(key))
+    throw new RecordInputError('key is not well-formed Unicode (it has a lone surrogate)');
 }
 
 /** Depth of nested arrays and objects in `value`, iteratively; stops counting past `max`. */
@@ -162,7 +214,9 @@ function jsonDepth(value: unknown, max: number): number {
 
 function jsonPayload(value: unknown): Uint8Array {
   if (jsonDepth(value, JSON_DEPTH_MAX) > JSON_DEPTH_MAX) {
-    throw new RecordInputError(`value is nested more than ${JSON_DEPTH_MAX} levels deep (arrays and objects), or is cyclic`);
+    throw new RecordInputError(
+      `value is nested more than ${JSON_DEPTH_MAX} levels deep (arrays and objects), or is cyclic`,
+    );
   }
   try {
     return encodeJson(value);
@@ -179,7 +233,10 @@ function jsonPayload(value: unknown): Uint8Array {
  * only producers do, maybe in other processes), watches the partition directories
  * (watchQueueAppends). Returns a function that undoes both.
  */
-export function linkProducerNotifiers(topology: Topology, notifiers: ReadonlyMap<string, SharedArrayBuffer>): () => void {
+export function linkProducerNotifiers(
+  topology: Topology,
+  notifiers: ReadonlyMap<string, SharedArrayBuffer>,
+): () => void {
   const undo: (() => void)[] = [];
   const written = new Set<string>([
     ...topology.services.map((s) => s.output),

@@ -3,10 +3,30 @@
  * snapshots) and the scans and replays a restart runs over them. Restart strategies after
  * Chronicle Services: LAST_WRITTEN, INPUTS, OUTPUT, OUTPUT_REVERSE, snapshots.
  */
-export { EVENT_TYPE_PROCESSED, ProcessedRecorder, decodeProcessed, type ReplayInput, type ProcessedRecord } from './processed.js';
-export { EVENT_TYPE_SNAPSHOT_END, SNAPSHOT_DEFAULTS, encodeSnapshot, decodeSnapshotMarker, type SnapshotMarker } from './snapshot.js';
+export {
+  EVENT_TYPE_PROCESSED,
+  ProcessedRecorder,
+  decodeProcessed,
+  type ReplayInput,
+  type ProcessedRecord,
+} from './processed.js';
+export {
+  EVENT_TYPE_SNAPSHOT_END,
+  SNAPSHOT_DEFAULTS,
+  encodeSnapshot,
+  decodeSnapshotMarker,
+  type SnapshotMarker,
+} from './snapshot.js';
 export { scanOutput, type OutputScan, type OutputBackwardReader } from './scan.js';
-export { replayProcessed, replayRange, journalReplaySource, type ReplayInputDir, type ReplayApply, type ReplaySource, type ReplayTailer } from './replay.js';
+export {
+  replayProcessed,
+  replayRange,
+  journalReplaySource,
+  type ReplayInputDir,
+  type ReplayApply,
+  type ReplaySource,
+  type ReplayTailer,
+} from './replay.js';
 export {
   KvStore,
   restoreKvStore,

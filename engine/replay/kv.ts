@@ -83,7 +83,10 @@ export class KvStore implements KeyValueStore {
     private readonly cause: () => KvCause,
     private readonly snapshotBatchSize: number = KV_DEFAULTS.snapshotBatchSize,
   ) {
-    if (!(Number.isInteger(snapshotBatchSize) && snapshotBatchSize >= 1)) throw new Error(`snapshotBatchSize must be an integer >= 1, snapshotBatchSize=${snapshotBatchSize}`);
+    if (!(Number.isInteger(snapshotBatchSize) && snapshotBatchSize >= 1))
+      throw new Error(
+        `snapshotBatchSize must be an integer >= 1, snapshotBatchSize=${snapshotBatchSize}`,
+      );
   }
 
   get size(): number {
@@ -105,17 +108,37 @@ export class KvStore implements KeyValueStore {
     if (old && equalBytes(old.bytes, bytes)) return;
     // Keep private copies: encodeJson results may share a slab, and the caller may mutate an
     // object it put (primitives are immutable: no decode needed).
-    this.map.set(key, { value: typeof value === 'object' && value !== null ? decodeJson(bytes) : value, bytes: bytes.slice() });
+    this.map.set(key, {
+      value: typeof value === 'object' && value !== null ? decodeJson(bytes) : value,
+      bytes: bytes.slice(),
+    });
     if (!this.logging) return;
     const c = this.cause();
-    this.sink(this.writer.encode({ type: EVENT_TYPE_KV_PUT, key, causeQueue: c.queue, causePartition: c.partition, causeIndex: c.index, payload: bytes }));
+    this.sink(
+      this.writer.encode({
+        type: EVENT_TYPE_KV_PUT,
+        key,
+        causeQueue: c.queue,
+        causePartition: c.partition,
+        causeIndex: c.index,
+        payload: bytes,
+      }),
+    );
   }
 
   remove(key: string): boolean {
     if (!this.map.delete(key)) return false;
     if (this.logging) {
       const c = this.cause();
-      this.sink(this.writer.encode({ type: EVENT_TYPE_KV_REMOVE, key, causeQueue: c.queue, causePartition: c.partition, causeIndex: c.index }));
+      this.sink(
+        this.writer.encode({
+          type: EVENT_TYPE_KV_REMOVE,
+          key,
+          causeQueue: c.queue,
+          causePartition: c.partition,
+          causeIndex: c.index,
+        }),
+      );
     }
     return true;
   }
@@ -134,7 +157,12 @@ export class KvStore implements KeyValueStore {
     if (!this.cycleKeys) {
       this.cycleKeys = [...this.map.keys()];
       this.cyclePos = 0;
-      this.sink(this.writer.encode({ type: EVENT_TYPE_KV_CYCLE_START, payload: encodeJson({ cycle: this.cycle, entries: this.cycleKeys.length }) }));
+      this.sink(
+        this.writer.encode({
+          type: EVENT_TYPE_KV_CYCLE_START,
+          payload: encodeJson({ cycle: this.cycle, entries: this.cycleKeys.length }),
+        }),
+      );
     }
     const keys = this.cycleKeys;
     let written = 0;
@@ -146,7 +174,12 @@ export class KvStore implements KeyValueStore {
       written++;
     }
     if (this.cyclePos >= keys.length) {
-      this.sink(this.writer.encode({ type: EVENT_TYPE_KV_CYCLE_END, payload: encodeJson({ cycle: this.cycle }) }));
+      this.sink(
+        this.writer.encode({
+          type: EVENT_TYPE_KV_CYCLE_END,
+          payload: encodeJson({ cycle: this.cycle }),
+        }),
+      );
       this.cycle++;
       this.cycleKeys = null;
     }
@@ -194,7 +227,11 @@ export interface KvOutputReader {
  * @returns the output index replay started at and the records read.
  * @throws Error if a cycle end has no start before it (damaged output).
  */
-export function restoreKvStore(store: KvStore, out: KvOutputReader, where: string): { fromIndex: number; scanned: number; applied: number } {
+export function restoreKvStore(
+  store: KvStore,
+  out: KvOutputReader,
+  where: string,
+): { fromIndex: number; scanned: number; applied: number } {
   const view = new EnvelopeView();
   let scanned = 0;
   let endCycle = -1;
@@ -204,10 +241,14 @@ export function restoreKvStore(store: KvStore, out: KvOutputReader, where: strin
     scanned++;
     view.wrap(rec.bytes, 0, rec.bytes.length);
     if (endCycle < 0) {
-      if (view.type === EVENT_TYPE_KV_CYCLE_END) endCycle = (decodeJson(view.payload) as { cycle: number }).cycle;
+      if (view.type === EVENT_TYPE_KV_CYCLE_END)
+        endCycle = (decodeJson(view.payload) as { cycle: number }).cycle;
       continue;
     }
-    if (view.type === EVENT_TYPE_KV_CYCLE_START && (decodeJson(view.payload) as { cycle: number }).cycle === endCycle) {
+    if (
+      view.type === EVENT_TYPE_KV_CYCLE_START &&
+      (decodeJson(view.payload) as { cycle: number }).cycle === endCycle
+    ) {
       from = rec.index;
       break;
     }
@@ -217,7 +258,8 @@ export function restoreKvStore(store: KvStore, out: KvOutputReader, where: strin
     if (!out.moveToIndex(0)) throw new Error(`${where}: cannot move to the start`);
     const first = out.next();
     view.wrap(first!.bytes, 0, first!.bytes.length);
-    if (view.type !== EVENT_TYPE_KV_CYCLE_START) throw new Error(`${where}: key-value cycle ${endCycle} ends but never starts`);
+    if (view.type !== EVENT_TYPE_KV_CYCLE_START)
+      throw new Error(`${where}: key-value cycle ${endCycle} ends but never starts`);
   }
   const logging = store.logging;
   store.logging = false;

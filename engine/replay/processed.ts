@@ -65,8 +65,15 @@ export class ProcessedRecorder {
    *   aborted records take offsets no reader sees): a forward jump then starts a new run.
    * @throws Error if the lengths differ.
    */
-  constructor(inputs: readonly ReplayInput[], positions: readonly number[], private readonly gaps = false) {
-    if (inputs.length !== positions.length) throw new Error(`positions.length must equal inputs.length, ${positions.length} != ${inputs.length}`);
+  constructor(
+    inputs: readonly ReplayInput[],
+    positions: readonly number[],
+    private readonly gaps = false,
+  ) {
+    if (inputs.length !== positions.length)
+      throw new Error(
+        `positions.length must equal inputs.length, ${positions.length} != ${inputs.length}`,
+      );
     this.ids = inputs.map((i) => queueId(i.queue));
     this.partitions = inputs.map((i) => i.partition);
     this.positions = positions.slice();
@@ -85,7 +92,9 @@ export class ProcessedRecorder {
   note(input: number, index: number): void {
     const expected = this.positions[input] + 1;
     if (index !== expected && !(this.gaps && index > expected)) {
-      throw new Error(`processed input ${input} index ${index}, expected ${expected} (a gap or a repeat)`);
+      throw new Error(
+        `processed input ${input} index ${index}, expected ${expected} (a gap or a repeat)`,
+      );
     }
     this.positions[input] = index;
     const n = this.runInput.length;
@@ -132,13 +141,23 @@ export class ProcessedRecorder {
  * @throws Error if the payload is malformed, or a run names an input partition that is not in
  *         `inputs` (the service's inputs changed since it was written; `where` names the record).
  */
-export function decodeProcessed(payload: Uint8Array, inputs: readonly ReplayInput[], where: string): ProcessedRecord {
-  if (payload.length < HEADER_BYTES) throw new Error(`${where}: processed record of ${payload.length} bytes, header needs ${HEADER_BYTES}`);
+export function decodeProcessed(
+  payload: Uint8Array,
+  inputs: readonly ReplayInput[],
+  where: string,
+): ProcessedRecord {
+  if (payload.length < HEADER_BYTES)
+    throw new Error(
+      `${where}: processed record of ${payload.length} bytes, header needs ${HEADER_BYTES}`,
+    );
   const v = new DataView(payload.buffer, payload.byteOffset, payload.byteLength);
   const inputCount = v.getUint32(0, true);
   const runCount = v.getUint32(4, true);
   const want = HEADER_BYTES + ENTRY_BYTES * (inputCount + runCount);
-  if (payload.length !== want) throw new Error(`${where}: processed record of ${payload.length} bytes, its counts need ${want}`);
+  if (payload.length !== want)
+    throw new Error(
+      `${where}: processed record of ${payload.length} bytes, its counts need ${want}`,
+    );
   const ordinal = new Map<string, number>();
   inputs.forEach((i, n) => ordinal.set(`${queueId(i.queue)}/${i.partition}`, n));
   const positions = inputs.map(() => -1);
@@ -158,7 +177,10 @@ export function decodeProcessed(payload: Uint8Array, inputs: readonly ReplayInpu
     const first = v.getFloat64(o + 8, true);
     if (at >= inputCount) throw new Error(`${where}: run ${r} names input ${at} of ${inputCount}`);
     const input = map[at];
-    if (input < 0) throw new Error(`${where}: run ${r} is of an input partition (queue id ${v.getUint32(HEADER_BYTES + at * ENTRY_BYTES, true)}) that is no longer an input of the service`);
+    if (input < 0)
+      throw new Error(
+        `${where}: run ${r} is of an input partition (queue id ${v.getUint32(HEADER_BYTES + at * ENTRY_BYTES, true)}) that is no longer an input of the service`,
+      );
     runs.push({ input, first, count });
   }
   return { positions, runs };

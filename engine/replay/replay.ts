@@ -27,7 +27,10 @@ export interface ReplayTailer {
 export type ReplaySource = (input?: number) => ReplayTailer;
 
 /** Tailers over the journal directories of the output and of `inputs`. */
-export function journalReplaySource(outputDir: string, inputs: readonly ReplayInputDir[]): ReplaySource {
+export function journalReplaySource(
+  outputDir: string,
+  inputs: readonly ReplayInputDir[],
+): ReplaySource {
   return (input) => Tailer.open({ dir: input === undefined ? outputDir : inputs[input].dir });
 }
 
@@ -59,7 +62,10 @@ export function replayProcessed(
   const view = new EnvelopeView();
   let replayed = 0;
   try {
-    if (!out.moveToIndex(fromOutput)) throw new Error(`${where}: replay from output index ${fromOutput} is beyond the end (${out.index})`);
+    if (!out.moveToIndex(fromOutput))
+      throw new Error(
+        `${where}: replay from output index ${fromOutput} is beyond the end (${out.index})`,
+      );
     for (let rec = out.next(); rec; rec = out.next()) {
       view.wrap(rec.bytes, 0, rec.bytes.length);
       if (view.type !== EVENT_TYPE_PROCESSED) continue;
@@ -69,16 +75,23 @@ export function replayProcessed(
       for (const run of runs) {
         const input = inputs[run.input];
         if (run.first <= positions[run.input]) {
-          throw new Error(`${at}: run ${input.queue}/${input.partition} ${run.first}..${run.first + run.count - 1} repeats inputs already replayed (through ${positions[run.input]})`);
+          throw new Error(
+            `${at}: run ${input.queue}/${input.partition} ${run.first}..${run.first + run.count - 1} repeats inputs already replayed (through ${positions[run.input]})`,
+          );
         }
         let t = tailers[run.input];
         if (!t) t = tailers[run.input] = open(run.input);
         if (t.index !== run.first && !t.moveToIndex(run.first)) {
-          throw new Error(`${at}: input ${input.queue}/${input.partition} ends at ${t.index}, the run starts at ${run.first}`);
+          throw new Error(
+            `${at}: input ${input.queue}/${input.partition} ends at ${t.index}, the run starts at ${run.first}`,
+          );
         }
         for (let n = 0; n < run.count; n++) {
           const r = t.next();
-          if (!r) throw new Error(`${at}: input ${input.queue}/${input.partition} ends at ${t.index}, the run ends at ${run.first + run.count - 1}`);
+          if (!r)
+            throw new Error(
+              `${at}: input ${input.queue}/${input.partition} ends at ${t.index}, the run ends at ${run.first + run.count - 1}`,
+            );
           apply(run.input, r.index, r.bytes);
         }
         positions[run.input] = run.first + run.count - 1;
@@ -113,10 +126,16 @@ export function replayRange(
   const t = open(input);
   let n = 0;
   try {
-    if (!t.moveToIndex(first)) throw new Error(`${where}: input ${i.queue}/${i.partition} ends at ${t.index} but replay starts at ${first}`);
+    if (!t.moveToIndex(first))
+      throw new Error(
+        `${where}: input ${i.queue}/${i.partition} ends at ${t.index} but replay starts at ${first}`,
+      );
     while (t.index <= last) {
       const rec = t.next();
-      if (!rec) throw new Error(`${where}: input ${i.queue}/${i.partition} ends at ${t.index} but replay runs through ${last}`);
+      if (!rec)
+        throw new Error(
+          `${where}: input ${i.queue}/${i.partition} ends at ${t.index} but replay runs through ${last}`,
+        );
       apply(input, rec.index, rec.bytes);
       n++;
       if (progress && (n & 0xfff) === 0) progress(n);

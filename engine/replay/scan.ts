@@ -37,7 +37,12 @@ export interface OutputScan {
  * @param where names the output queue in errors.
  * @throws Error if a marker's chunks are missing or of another type (damaged output).
  */
-export function scanOutput(back: OutputBackwardReader, inputs: readonly ReplayInput[], snapshotType: number | undefined, where: string): OutputScan {
+export function scanOutput(
+  back: OutputBackwardReader,
+  inputs: readonly ReplayInput[],
+  snapshotType: number | undefined,
+  where: string,
+): OutputScan {
   const result: OutputScan = { positions: null, snapshot: null, scanned: 0 };
   const view = new EnvelopeView();
   const keys = inputs.map((i) => `${i.queue}/${i.partition}`);
@@ -48,10 +53,12 @@ export function scanOutput(back: OutputBackwardReader, inputs: readonly ReplayIn
     result.scanned++;
     view.wrap(rec.bytes, 0, rec.bytes.length);
     if (view.type === EVENT_TYPE_PROCESSED) {
-      if (!result.positions) result.positions = decodeProcessed(view.payload, inputs, `${where}#${rec.index}`).positions;
+      if (!result.positions)
+        result.positions = decodeProcessed(view.payload, inputs, `${where}#${rec.index}`).positions;
       continue;
     }
-    if (view.type !== EVENT_TYPE_SNAPSHOT_END || snapshotType === undefined || result.snapshot) continue;
+    if (view.type !== EVENT_TYPE_SNAPSHOT_END || snapshotType === undefined || result.snapshot)
+      continue;
     const at = `${where}#${rec.index}`;
     const marker = decodeSnapshotMarker(view.payload, at);
     // A snapshot of another type (the declaration changed) is not ours: keep looking.
@@ -59,10 +66,16 @@ export function scanOutput(back: OutputBackwardReader, inputs: readonly ReplayIn
     const chunks: Uint8Array[] = [];
     for (let c = 0; c < marker.chunks; c++) {
       const chunk = back.previous();
-      if (!chunk) throw new Error(`${at}: snapshot end marker names ${marker.chunks} chunks, the queue starts after ${c}`);
+      if (!chunk)
+        throw new Error(
+          `${at}: snapshot end marker names ${marker.chunks} chunks, the queue starts after ${c}`,
+        );
       result.scanned++;
       view.wrap(chunk.bytes, 0, chunk.bytes.length);
-      if (view.type !== marker.type) throw new Error(`${where}#${chunk.index}: snapshot chunk of type ${view.type}, expected ${marker.type} (marker ${at})`);
+      if (view.type !== marker.type)
+        throw new Error(
+          `${where}#${chunk.index}: snapshot chunk of type ${view.type}, expected ${marker.type} (marker ${at})`,
+        );
       chunks.push(view.payload.slice());
     }
     const bytes = new Uint8Array(marker.bytes);
@@ -71,8 +84,13 @@ export function scanOutput(back: OutputBackwardReader, inputs: readonly ReplayIn
       bytes.set(chunks[c], o);
       o += chunks[c].length;
     }
-    if (o !== marker.bytes) throw new Error(`${at}: snapshot chunks hold ${o} bytes, the marker says ${marker.bytes}`);
-    result.snapshot = { bytes, positions: keys.map((k) => marker.positions[k] ?? -1), markerIndex: rec.index };
+    if (o !== marker.bytes)
+      throw new Error(`${at}: snapshot chunks hold ${o} bytes, the marker says ${marker.bytes}`);
+    result.snapshot = {
+      bytes,
+      positions: keys.map((k) => marker.positions[k] ?? -1),
+      markerIndex: rec.index,
+    };
   }
   return result;
 }

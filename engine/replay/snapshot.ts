@@ -47,16 +47,25 @@ export function encodeSnapshot(
   eventTimeMs: number,
   chunkBytes: number = SNAPSHOT_DEFAULTS.chunkBytes,
 ): Uint8Array[] {
-  if (!(Number.isInteger(type) && type >= 100)) throw new Error(`snapshot type must be a user type id >= 100, type=${type}`);
+  if (!(Number.isInteger(type) && type >= 100))
+    throw new Error(`snapshot type must be a user type id >= 100, type=${type}`);
   if (!(chunkBytes > 0)) throw new Error(`chunkBytes must be > 0, chunkBytes=${chunkBytes}`);
   const out: Uint8Array[] = [];
   let chunks = 0;
   for (let o = 0; o < bytes.length || chunks === 0; o += chunkBytes) {
-    out.push(writer.encode({ type, eventTimeMs, payload: bytes.subarray(o, Math.min(bytes.length, o + chunkBytes)) }));
+    out.push(
+      writer.encode({
+        type,
+        eventTimeMs,
+        payload: bytes.subarray(o, Math.min(bytes.length, o + chunkBytes)),
+      }),
+    );
     chunks++;
   }
   const marker: SnapshotMarker = { type, chunks, bytes: bytes.length, positions };
-  out.push(writer.encode({ type: EVENT_TYPE_SNAPSHOT_END, eventTimeMs, payload: encodeJson(marker) }));
+  out.push(
+    writer.encode({ type: EVENT_TYPE_SNAPSHOT_END, eventTimeMs, payload: encodeJson(marker) }),
+  );
   return out;
 }
 
@@ -66,7 +75,14 @@ export function encodeSnapshot(
  */
 export function decodeSnapshotMarker(payload: Uint8Array, where: string): SnapshotMarker {
   const m = decodeJson(payload) as Partial<SnapshotMarker> | null;
-  if (!m || typeof m.type !== 'number' || typeof m.chunks !== 'number' || typeof m.bytes !== 'number' || typeof m.positions !== 'object' || !m.positions) {
+  if (
+    !m ||
+    typeof m.type !== 'number' ||
+    typeof m.chunks !== 'number' ||
+    typeof m.bytes !== 'number' ||
+    typeof m.positions !== 'object' ||
+    !m.positions
+  ) {
     throw new Error(`${where}: malformed snapshot end marker`);
   }
   return m as SnapshotMarker;

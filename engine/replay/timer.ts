@@ -16,6 +16,16 @@ export const TIMER_DEFAULTS = {
 } as const;
 
 /** Encodes one timer event. */
-export function encodeTimer(writer: EnvelopeWriter, tick: number, intervalMs: number, nowMs: number): Uint8Array {
-  return writer.encode({ type: EVENT_TYPE_TIMER, key: 'timer', eventTimeMs: nowMs, payload: encodeJson({ tick, intervalMs }) });
+export function encodeTimer(
+  writer: EnvelopeWriter,
+  tick: number,
+  intervalMs: number,
+  nowMs: number,
+): Uint8Array {
+  return writer.encode({
+    type: EVENT_TYPE_TIMER,
+    key: 'timer',
+    eventTimeMs: nowMs,
+    payload: encodeJson({ tick, intervalMs }),
+  });
 }

@@ -5,8 +5,14 @@
 import { RING_DEFAULTS } from './defaults.js';
 import { BackoffIdleStrategy, type IdleStrategy, type Parker } from './idle.js';
 import {
-  PADDING_TYPE_ID, RECORD_ALIGNMENT_BYTES, RECORD_HEADER_BYTES, WAITING_BIT, capacityBytesOf,
-  lengthIndex, trailerIndexes, typeIndex,
+  PADDING_TYPE_ID,
+  RECORD_ALIGNMENT_BYTES,
+  RECORD_HEADER_BYTES,
+  WAITING_BIT,
+  capacityBytesOf,
+  lengthIndex,
+  trailerIndexes,
+  typeIndex,
 } from './layout.js';
 
 // Hot-path copies of layout.ts values: Node 20's JIT folds a module's own constants but reads an
@@ -22,8 +28,12 @@ const PADDING_TYPE = PADDING_TYPE_ID;
  * Receives one record, zero-copy: the payload is `bytes[offset, offset + length)` (contiguous,
  * 8-byte aligned offset), valid only during the call. `bytes` is the consumer's data-area view.
  */
-export type RecordHandler =
-  (typeId: number, bytes: Uint8Array, offset: number, length: number) => void;
+export type RecordHandler = (
+  typeId: number,
+  bytes: Uint8Array,
+  offset: number,
+  length: number,
+) => void;
 
 /** Mask that clears WAITING_BIT from a position word. */
 const POSITION_MASK = ~WAITING_BIT;
@@ -166,8 +176,10 @@ export class RingConsumer {
     const i32 = this.i32;
     // The producer sets closed before its final tail exchange; read in the opposite order, a
     // true closed flag guarantees the tail loaded after it is final.
-    return Atomics.load(i32, this.closedIndex) !== 0 &&
-      this.head === (Atomics.load(i32, this.tailPositionIndex) & POSITION_MASK);
+    return (
+      Atomics.load(i32, this.closedIndex) !== 0 &&
+      this.head === (Atomics.load(i32, this.tailPositionIndex) & POSITION_MASK)
+    );
   }
 
   private publishHead(head: number): void {

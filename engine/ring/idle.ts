@@ -113,8 +113,10 @@ export class BackoffIdleStrategy implements IdleStrategy {
     checkPositiveMs('parkMsMin', parkMsMin);
     checkPositiveMs('parkMsMax', parkMsMax);
     if (parkMsMax < parkMsMin) {
-      throw new Error(`backoff parkMsMax must be >= parkMsMin, parkMsMin=${parkMsMin} ` +
-        `parkMsMax=${parkMsMax}`);
+      throw new Error(
+        `backoff parkMsMax must be >= parkMsMin, parkMsMin=${parkMsMin} ` +
+          `parkMsMax=${parkMsMax}`,
+      );
     }
     this.spinsMax = spinsMax;
     this.parkMsMin = parkMsMin;
@@ -156,14 +158,20 @@ export type IdleStrategyConfig =
  */
 export function createIdleStrategy(config: IdleStrategyConfig): IdleStrategy {
   switch (config.kind) {
-    case 'busy-spin': return new BusySpinIdleStrategy();
-    case 'no-op': return new NoOpIdleStrategy();
-    case 'park': return new ParkingIdleStrategy(config.parkMs);
-    case 'backoff': return new BackoffIdleStrategy(config);
+    case 'busy-spin':
+      return new BusySpinIdleStrategy();
+    case 'no-op':
+      return new NoOpIdleStrategy();
+    case 'park':
+      return new ParkingIdleStrategy(config.parkMs);
+    case 'backoff':
+      return new BackoffIdleStrategy(config);
     default: {
       const kind = (config as { kind: unknown }).kind;
-      throw new Error(`idle strategy kind must be one of busy-spin, no-op, park, backoff, ` +
-        `kind=${String(kind)}`);
+      throw new Error(
+        `idle strategy kind must be one of busy-spin, no-op, park, backoff, ` +
+          `kind=${String(kind)}`,
+      );
     }
   }
 }

@@ -170,10 +170,15 @@ export function maxRecordBytesFor(capacityBytes: number): number {
  * integer power of two in [CAPACITY_BYTES_MIN, CAPACITY_BYTES_MAX].
  */
 export function checkCapacityBytes(capacityBytes: number): void {
-  if (!Number.isInteger(capacityBytes) || capacityBytes < CAPACITY_BYTES_MIN ||
-      capacityBytes > CAPACITY_BYTES_MAX) {
-    throw new Error(`ring capacityBytes must be an integer in [${CAPACITY_BYTES_MIN}, ` +
-      `${CAPACITY_BYTES_MAX}], capacityBytes=${capacityBytes}`);
+  if (
+    !Number.isInteger(capacityBytes) ||
+    capacityBytes < CAPACITY_BYTES_MIN ||
+    capacityBytes > CAPACITY_BYTES_MAX
+  ) {
+    throw new Error(
+      `ring capacityBytes must be an integer in [${CAPACITY_BYTES_MIN}, ` +
+        `${CAPACITY_BYTES_MAX}], capacityBytes=${capacityBytes}`,
+    );
   }
   if ((capacityBytes & (capacityBytes - 1)) !== 0) {
     throw new Error(`ring capacityBytes must be a power of two, capacityBytes=${capacityBytes}`);
@@ -192,8 +197,11 @@ export function capacityBytesOf(sab: SharedArrayBuffer): number {
   try {
     checkCapacityBytes(capacityBytes);
   } catch (cause) {
-    throw new Error(`ring buffer byteLength=${sab.byteLength} is not a power-of-two data area ` +
-      `plus the ${TRAILER_BYTES}-byte trailer; make it with createRing()`, { cause });
+    throw new Error(
+      `ring buffer byteLength=${sab.byteLength} is not a power-of-two data area ` +
+        `plus the ${TRAILER_BYTES}-byte trailer; make it with createRing()`,
+      { cause },
+    );
   }
   return capacityBytes;
 }

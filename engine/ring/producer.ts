@@ -5,8 +5,15 @@
 import { RING_DEFAULTS } from './defaults.js';
 import { BackoffIdleStrategy, type IdleStrategy, type Parker } from './idle.js';
 import {
-  PADDING_TYPE_ID, RECORD_ALIGNMENT_BYTES, RECORD_HEADER_BYTES, WAITING_BIT, capacityBytesOf,
-  lengthIndex, maxRecordBytesFor, trailerIndexes, typeIndex,
+  PADDING_TYPE_ID,
+  RECORD_ALIGNMENT_BYTES,
+  RECORD_HEADER_BYTES,
+  WAITING_BIT,
+  capacityBytesOf,
+  lengthIndex,
+  maxRecordBytesFor,
+  trailerIndexes,
+  typeIndex,
 } from './layout.js';
 
 // Hot-path copies of layout.ts values. Node 20's JIT folds a module's own constants into the
@@ -102,8 +109,10 @@ export class RingProducer {
     const capacityBytes = this.capacityBytes;
     // Common case first: the record fits before the end of the data area and below the cached
     // head, so no padding and no head load.
-    if (recordOffset + recordBytes <= capacityBytes &&
-        ((tail - this.headCache) | 0) <= capacityBytes - recordBytes) {
+    if (
+      recordOffset + recordBytes <= capacityBytes &&
+      ((tail - this.headCache) | 0) <= capacityBytes - recordBytes
+    ) {
       const i32 = this.i32;
       i32[(recordOffset >> 2) + LENGTH_WORD] = recordLength;
       i32[(recordOffset >> 2) + TYPE_WORD] = typeId;
@@ -178,9 +187,11 @@ export class RingProducer {
    */
   commit(offset: number): void {
     if (offset !== this.claimedOffset) {
-      throw new Error(this.claimedOffset === NO_CLAIM
-        ? `commit(offset=${offset}) without an outstanding claim`
-        : `commit(offset=${offset}) does not match the claimed offset ${this.claimedOffset}`);
+      throw new Error(
+        this.claimedOffset === NO_CLAIM
+          ? `commit(offset=${offset}) without an outstanding claim`
+          : `commit(offset=${offset}) does not match the claimed offset ${this.claimedOffset}`,
+      );
     }
     this.claimedOffset = NO_CLAIM;
     if (this.batching && ++this.stagedRecords < PUBLISH_BATCH_RECORDS_MAX) return;
@@ -207,8 +218,10 @@ export class RingProducer {
   endBatch(): void {
     if (!this.batching) throw new Error('endBatch() without beginBatch()');
     if (this.claimedOffset !== NO_CLAIM) {
-      throw new Error(`endBatch() while the record claimed at offset ${this.claimedOffset} is ` +
-        'not committed; commit it first');
+      throw new Error(
+        `endBatch() while the record claimed at offset ${this.claimedOffset} is ` +
+          'not committed; commit it first',
+      );
     }
     this.batching = false;
     if (this.stagedRecords !== 0) this.publishTail();
@@ -220,10 +233,14 @@ export class RingProducer {
    * or as tryClaim (e.g. "record of N bytes exceeds ring maxRecordBytes=M (capacity C)").
    */
   write(typeId: number, src: Uint8Array, srcOff = 0, len: number = src.length - srcOff): void {
-    if (!(srcOff >= 0 && len >= 0 && srcOff + len <= src.length) ||
-        (srcOff | 0) !== srcOff || (len | 0) !== len) {
-      throw new Error(`write range [${srcOff}, ${srcOff + len}) is outside src of ` +
-        `${src.length} bytes`);
+    if (
+      !(srcOff >= 0 && len >= 0 && srcOff + len <= src.length) ||
+      (srcOff | 0) !== srcOff ||
+      (len | 0) !== len
+    ) {
+      throw new Error(
+        `write range [${srcOff}, ${srcOff + len}) is outside src of ` + `${src.length} bytes`,
+      );
     }
     // Fast path, tryClaim + commit folded together: no claim outstanding, ring open, valid type,
     // and the record fits before both the end of the data area and the cached head. Anything
@@ -234,10 +251,15 @@ export class RingProducer {
     const tail = this.tail;
     const recordOffset = tail & this.mask;
     const capacityBytes = this.capacityBytes;
-    if (this.claimedOffset === NO_CLAIM && !this.closed && typeId > 0 &&
-        (typeId | 0) === typeId && len <= this.maxRecordBytes &&
-        recordOffset + recordBytes <= capacityBytes &&
-        ((tail - this.headCache) | 0) <= capacityBytes - recordBytes) {
+    if (
+      this.claimedOffset === NO_CLAIM &&
+      !this.closed &&
+      typeId > 0 &&
+      (typeId | 0) === typeId &&
+      len <= this.maxRecordBytes &&
+      recordOffset + recordBytes <= capacityBytes &&
+      ((tail - this.headCache) | 0) <= capacityBytes - recordBytes
+    ) {
       const i32 = this.i32;
       i32[(recordOffset >> 2) + LENGTH_WORD] = recordLength;
       i32[(recordOffset >> 2) + TYPE_WORD] = typeId;
@@ -268,8 +290,10 @@ export class RingProducer {
    */
   close(): void {
     if (this.claimedOffset !== NO_CLAIM) {
-      throw new Error(`close() while the record claimed at offset ${this.claimedOffset} is not ` +
-        'committed; commit it first');
+      throw new Error(
+        `close() while the record claimed at offset ${this.claimedOffset} is not ` +
+          'committed; commit it first',
+      );
     }
     if (this.closed) return;
     this.closed = true;
@@ -320,14 +344,18 @@ export class RingProducer {
       throw new Error(`typeId must be an integer > 0, typeId=${typeId}`);
     }
     if (!(length >= 0 && length <= this.maxRecordBytes) || (length | 0) !== length) {
-      throw new Error(length > this.maxRecordBytes
-        ? `record of ${length} bytes exceeds ring maxRecordBytes=${this.maxRecordBytes} ` +
-          `(capacity ${this.capacityBytes})`
-        : `record length must be an integer >= 0, length=${length}`);
+      throw new Error(
+        length > this.maxRecordBytes
+          ? `record of ${length} bytes exceeds ring maxRecordBytes=${this.maxRecordBytes} ` +
+              `(capacity ${this.capacityBytes})`
+          : `record length must be an integer >= 0, length=${length}`,
+      );
     }
     if (this.claimedOffset !== NO_CLAIM) {
-      throw new Error(`claim while the record claimed at offset ${this.claimedOffset} is not ` +
-        'committed; one claim at a time');
+      throw new Error(
+        `claim while the record claimed at offset ${this.claimedOffset} is not ` +
+          'committed; one claim at a time',
+      );
     }
     if (this.closed) throw new Error('claim on a closed ring');
   }
@@ -338,8 +366,13 @@ export class RingProducer {
  * a byte loop even at 64 bytes on shared memory (measured: 15 ns vs 72 ns); subarray() allocates,
  * so it is only used for a partial source.
  */
-function copyBytes(dst: Uint8Array, dstOff: number, src: Uint8Array, srcOff: number,
-    len: number): void {
+function copyBytes(
+  dst: Uint8Array,
+  dstOff: number,
+  src: Uint8Array,
+  srcOff: number,
+  len: number,
+): void {
   if (srcOff === 0 && len === src.length) dst.set(src, dstOff);
   else dst.set(src.subarray(srcOff, srcOff + len), dstOff);
 }

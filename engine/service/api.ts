@@ -54,7 +54,11 @@ export interface ServiceContext {
    * while running (`PUT /log-level`, `sluice log-level`). Levels: trace, debug, info, warn,
    * error, fatal. `fields` must be plain data. Logs nothing during replay below `warn`.
    */
-  log(level: 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal', msg: string, fields?: Record<string, unknown>): void;
+  log(
+    level: 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal',
+    msg: string,
+    fields?: Record<string, unknown>,
+  ): void;
 }
 
 /** Handler for one event type. */
@@ -148,11 +152,17 @@ export interface ServiceReplayConfig {
  * @returns problems as `[field, message]` pairs (field relative to the topology's service entry,
  *          e.g. `inputsReplay`, `snapshot.type`); empty when it is fine.
  */
-export function replayProblems(def: ServiceDefinition, cfg: ServiceReplayConfig): [string, string][] {
+export function replayProblems(
+  def: ServiceDefinition,
+  cfg: ServiceReplayConfig,
+): [string, string][] {
   const problems: [string, string][] = [];
   const s = `service "${cfg.service}"`;
   if (cfg.inputsReplay === 'OUTPUT_REVERSE' && typeof def.replayOutput !== 'function') {
-    problems.push(['inputsReplay', `${s}: inputsReplay OUTPUT_REVERSE needs an output-replay handler replayOutput(state, event) => boolean in the service definition`]);
+    problems.push([
+      'inputsReplay',
+      `${s}: inputsReplay OUTPUT_REVERSE needs an output-replay handler replayOutput(state, event) => boolean in the service definition`,
+    ]);
   }
   const every = cfg.settings.snapshotEveryInputs;
   const everyTimers = cfg.settings.snapshotEveryTimerEvents;
@@ -161,59 +171,131 @@ export function replayProblems(def: ServiceDefinition, cfg: ServiceReplayConfig)
     if (snap === null || typeof snap !== 'object') {
       problems.push(['snapshot', `${s}: snapshot must be an object { type, write, restore }`]);
     } else {
-      if (snap.type === undefined) problems.push(['snapshot.type', `${s}: snapshot.type is not declared: declare the snapshot event type, a user type id >= 100`]);
-      else if (!(Number.isInteger(snap.type) && snap.type >= 100 && snap.type <= 0xffffffff)) problems.push(['snapshot.type', `${s}: snapshot.type must be a user type id >= 100, type=${String(snap.type)}`]);
-      else if (def.handlers[snap.type]) problems.push(['snapshot.type', `${s}: snapshot.type ${snap.type} also has a handler; snapshot events must have a type of their own`]);
-      if (typeof snap.write !== 'function') problems.push(['snapshot.write', `${s}: snapshot.write(state) => Uint8Array is missing`]);
-      if (typeof snap.restore !== 'function') problems.push(['snapshot.restore', `${s}: snapshot.restore(bytes, init) => state is missing`]);
-      if (snap.everyInputs !== undefined && !(Number.isInteger(snap.everyInputs) && snap.everyInputs >= 1)) problems.push(['snapshot.everyInputs', `${s}: snapshot.everyInputs must be an integer >= 1, everyInputs=${String(snap.everyInputs)}`]);
+      if (snap.type === undefined)
+        problems.push([
+          'snapshot.type',
+          `${s}: snapshot.type is not declared: declare the snapshot event type, a user type id >= 100`,
+        ]);
+      else if (!(Number.isInteger(snap.type) && snap.type >= 100 && snap.type <= 0xffffffff))
+        problems.push([
+          'snapshot.type',
+          `${s}: snapshot.type must be a user type id >= 100, type=${String(snap.type)}`,
+        ]);
+      else if (def.handlers[snap.type])
+        problems.push([
+          'snapshot.type',
+          `${s}: snapshot.type ${snap.type} also has a handler; snapshot events must have a type of their own`,
+        ]);
+      if (typeof snap.write !== 'function')
+        problems.push(['snapshot.write', `${s}: snapshot.write(state) => Uint8Array is missing`]);
+      if (typeof snap.restore !== 'function')
+        problems.push([
+          'snapshot.restore',
+          `${s}: snapshot.restore(bytes, init) => state is missing`,
+        ]);
+      if (
+        snap.everyInputs !== undefined &&
+        !(Number.isInteger(snap.everyInputs) && snap.everyInputs >= 1)
+      )
+        problems.push([
+          'snapshot.everyInputs',
+          `${s}: snapshot.everyInputs must be an integer >= 1, everyInputs=${String(snap.everyInputs)}`,
+        ]);
       const perTimers = snap.everyTimerEvents;
       if (perTimers !== undefined && !(Number.isInteger(perTimers) && perTimers >= 1)) {
-        problems.push(['snapshot.everyTimerEvents',
+        problems.push([
+          'snapshot.everyTimerEvents',
           `${s}: snapshot.everyTimerEvents must be an integer >= 1, ` +
-            `everyTimerEvents=${String(perTimers)}`]);
+            `everyTimerEvents=${String(perTimers)}`,
+        ]);
       }
       if ((everyTimers ?? perTimers) !== undefined && cfg.settings.timerQueue === undefined) {
-        const field = everyTimers !== undefined
-          ? 'settings.snapshotEveryTimerEvents'
-          : 'snapshot.everyTimerEvents';
-        problems.push([field,
+        const field =
+          everyTimers !== undefined
+            ? 'settings.snapshotEveryTimerEvents'
+            : 'snapshot.everyTimerEvents';
+        problems.push([
+          field,
           `${s}: snapshots every N periodic update events need them: ` +
-            'set settings.timerQueue and settings.timerIntervalMs']);
+            'set settings.timerQueue and settings.timerIntervalMs',
+        ]);
       }
     }
-    if (cfg.inputsReplay === 'OUTPUT_REVERSE') problems.push(['inputsReplay', `${s}: snapshots and inputsReplay OUTPUT_REVERSE are alternatives; use NONE, INPUTS or OUTPUT with snapshots`]);
+    if (cfg.inputsReplay === 'OUTPUT_REVERSE')
+      problems.push([
+        'inputsReplay',
+        `${s}: snapshots and inputsReplay OUTPUT_REVERSE are alternatives; use NONE, INPUTS or OUTPUT with snapshots`,
+      ]);
   } else if (every !== undefined) {
     // (snapshotEveryInputs without a snapshot)
-    problems.push(['settings.snapshotEveryInputs', `${s}: settings.snapshotEveryInputs is set but the service definition declares no snapshot`]);
+    problems.push([
+      'settings.snapshotEveryInputs',
+      `${s}: settings.snapshotEveryInputs is set but the service definition declares no snapshot`,
+    ]);
   } else if (everyTimers !== undefined) {
-    problems.push(['settings.snapshotEveryTimerEvents',
+    problems.push([
+      'settings.snapshotEveryTimerEvents',
       `${s}: settings.snapshotEveryTimerEvents is set but the service definition declares ` +
-        'no snapshot']);
+        'no snapshot',
+    ]);
   }
   const timersValid = Number.isInteger(everyTimers) && (everyTimers as number) >= 1;
   if (everyTimers !== undefined && !timersValid) {
-    problems.push(['settings.snapshotEveryTimerEvents', `${s}: settings.snapshotEveryTimerEvents ` +
-      `must be an integer >= 1, snapshotEveryTimerEvents=${String(everyTimers)}`]);
+    problems.push([
+      'settings.snapshotEveryTimerEvents',
+      `${s}: settings.snapshotEveryTimerEvents ` +
+        `must be an integer >= 1, snapshotEveryTimerEvents=${String(everyTimers)}`,
+    ]);
   }
   if (def.kvStore !== undefined) {
     const b = cfg.settings.kvSnapshotBatchSize ?? def.kvStore?.snapshotBatchSize;
-    if (b !== undefined && !(Number.isInteger(b) && (b as number) >= 1)) problems.push(['kvStore.snapshotBatchSize', `${s}: the key-value store's snapshotBatchSize must be an integer >= 1, snapshotBatchSize=${String(b)}`]);
-    if (cfg.inputsReplay !== 'NONE') problems.push(['inputsReplay', `${s}: a service with a key-value store rebuilds it from its output; inputsReplay must be NONE, not ${cfg.inputsReplay}`]);
-    if (def.snapshot !== undefined) problems.push(['snapshot', `${s}: snapshots and the key-value store are alternatives`]);
+    if (b !== undefined && !(Number.isInteger(b) && (b as number) >= 1))
+      problems.push([
+        'kvStore.snapshotBatchSize',
+        `${s}: the key-value store's snapshotBatchSize must be an integer >= 1, snapshotBatchSize=${String(b)}`,
+      ]);
+    if (cfg.inputsReplay !== 'NONE')
+      problems.push([
+        'inputsReplay',
+        `${s}: a service with a key-value store rebuilds it from its output; inputsReplay must be NONE, not ${cfg.inputsReplay}`,
+      ]);
+    if (def.snapshot !== undefined)
+      problems.push(['snapshot', `${s}: snapshots and the key-value store are alternatives`]);
   } else if (cfg.settings.kvSnapshotBatchSize !== undefined) {
-    problems.push(['settings.kvSnapshotBatchSize', `${s}: settings.kvSnapshotBatchSize is set but the service definition declares no kvStore`]);
+    problems.push([
+      'settings.kvSnapshotBatchSize',
+      `${s}: settings.kvSnapshotBatchSize is set but the service definition declares no kvStore`,
+    ]);
   }
-  if (cfg.settings.timerQueue !== undefined && typeof def.onTimer !== 'function' && def.kvStore === undefined) {
-    problems.push(['settings.timerQueue', `${s}: settings.timerQueue is set but the service definition has no onTimer(state, event, ctx) and no kvStore, so its timer events would be dropped`]);
+  if (
+    cfg.settings.timerQueue !== undefined &&
+    typeof def.onTimer !== 'function' &&
+    def.kvStore === undefined
+  ) {
+    problems.push([
+      'settings.timerQueue',
+      `${s}: settings.timerQueue is set but the service definition has no onTimer(state, event, ctx) and no kvStore, so its timer events would be dropped`,
+    ]);
   }
   const tq = cfg.settings.timerQueue;
   const ti = cfg.settings.timerIntervalMs;
-  if ((tq === undefined) !== (ti === undefined)) problems.push([tq === undefined ? 'settings.timerQueue' : 'settings.timerIntervalMs', `${s}: settings.timerQueue and settings.timerIntervalMs go together`]);
-  if (tq !== undefined && typeof tq !== 'string') problems.push(['settings.timerQueue', `${s}: settings.timerQueue must be a queue name`]);
-  if (ti !== undefined && !(typeof ti === 'number' && Number.isInteger(ti) && ti >= 1)) problems.push(['settings.timerIntervalMs', `${s}: settings.timerIntervalMs must be an integer >= 1 (ms), timerIntervalMs=${String(ti)}`]);
+  if ((tq === undefined) !== (ti === undefined))
+    problems.push([
+      tq === undefined ? 'settings.timerQueue' : 'settings.timerIntervalMs',
+      `${s}: settings.timerQueue and settings.timerIntervalMs go together`,
+    ]);
+  if (tq !== undefined && typeof tq !== 'string')
+    problems.push(['settings.timerQueue', `${s}: settings.timerQueue must be a queue name`]);
+  if (ti !== undefined && !(typeof ti === 'number' && Number.isInteger(ti) && ti >= 1))
+    problems.push([
+      'settings.timerIntervalMs',
+      `${s}: settings.timerIntervalMs must be an integer >= 1 (ms), timerIntervalMs=${String(ti)}`,
+    ]);
   if (every !== undefined && !(Number.isInteger(every) && (every as number) >= 1)) {
-    problems.push(['settings.snapshotEveryInputs', `${s}: settings.snapshotEveryInputs must be an integer >= 1, snapshotEveryInputs=${String(every)}`]);
+    problems.push([
+      'settings.snapshotEveryInputs',
+      `${s}: settings.snapshotEveryInputs must be an integer >= 1, snapshotEveryInputs=${String(every)}`,
+    ]);
   }
   return problems;
 }
@@ -229,13 +311,20 @@ export function defineService<S>(definition: ServiceDefinition<S>): ServiceDefin
  */
 export function assertServiceDefinition(mod: unknown, file: string): ServiceDefinition {
   const def = (mod as { default?: unknown })?.default as Partial<ServiceDefinition> | undefined;
-  if (!def || typeof def !== 'object') throw new Error(`${file}: a service module must have a default export made with defineService({ init, handlers })`);
-  if (typeof def.init !== 'function') throw new Error(`${file}: service definition has no init(init) function`);
-  if (!def.handlers || typeof def.handlers !== 'object') throw new Error(`${file}: service definition has no handlers object`);
+  if (!def || typeof def !== 'object')
+    throw new Error(
+      `${file}: a service module must have a default export made with defineService({ init, handlers })`,
+    );
+  if (typeof def.init !== 'function')
+    throw new Error(`${file}: service definition has no init(init) function`);
+  if (!def.handlers || typeof def.handlers !== 'object')
+    throw new Error(`${file}: service definition has no handlers object`);
   for (const [k, h] of Object.entries(def.handlers)) {
     if (typeof h !== 'function') throw new Error(`${file}: handlers.${k} must be a function`);
     if (k !== 'change' && k !== 'json' && !(Number(k) >= 100)) {
-      throw new Error(`${file}: handlers.${k}: handler keys are "change", "json" or a user type id >= 100`);
+      throw new Error(
+        `${file}: handlers.${k}: handler keys are "change", "json" or a user type id >= 100`,
+      );
     }
   }
   return def as ServiceDefinition;

@@ -17,7 +17,12 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import {
-  EnvelopeView, EnvelopeWriter, decodeJson, encodeJson, queueId, EVENT_TYPE_JSON,
+  EnvelopeView,
+  EnvelopeWriter,
+  decodeJson,
+  encodeJson,
+  queueId,
+  EVENT_TYPE_JSON,
 } from '../codec/index.js';
 import { Appender, Tailer } from '../journal/index.js';
 import { keyHash } from '../cdc/key-hash.js';
@@ -72,9 +77,13 @@ export function encodeDeadLetter(writer: EnvelopeWriter, d: DeadLetter): Uint8Ar
  * logs' tailer of the dead-letter topic).
  */
 export function deadLetteredPositions(
-  dir: string, inputs: InputPartition[],
-  open: () => { moveToEnd(): void; previous(): { index: number; bytes: Uint8Array } | null; close(): void } =
-    () => Tailer.open({ dir }),
+  dir: string,
+  inputs: InputPartition[],
+  open: () => {
+    moveToEnd(): void;
+    previous(): { index: number; bytes: Uint8Array } | null;
+    close(): void;
+  } = () => Tailer.open({ dir }),
 ): Record<string, number> {
   const back = open();
   try {
@@ -101,7 +110,8 @@ export interface DeadLetterEntry extends DeadLetter {
  */
 export function readDeadLetters(
   dir: string,
-  open: () => { next(): { index: number; bytes: Uint8Array } | null; close(): void } = () => Tailer.open({ dir }),
+  open: () => { next(): { index: number; bytes: Uint8Array } | null; close(): void } = () =>
+    Tailer.open({ dir }),
 ): DeadLetterEntry[] {
   const t = open();
   const view = new EnvelopeView();
@@ -138,7 +148,8 @@ function deadLetterOwner(topology: Topology, queue: string): string {
   const known = writers.map((s) => s.errors.deadLetterQueue).join(', ') || 'none';
   throw new Error(
     `queue "${queue}" is not a dead-letter queue in ${topology.file} ` +
-      `(dead-letter queues: ${known})`);
+      `(dead-letter queues: ${known})`,
+  );
 }
 
 /**
@@ -167,15 +178,19 @@ export interface ReplayedDeadLetter {
  *   written by a service or capture source (a queue has one writer) or locked by an appender.
  */
 export function replayDeadLetterQueue(
-  topology: Topology, queue: string, options: { to?: string; indexes?: number[] } = {},
+  topology: Topology,
+  queue: string,
+  options: { to?: string; indexes?: number[] } = {},
 ): ReplayedDeadLetter[] {
   let entries = listDeadLetters(topology, queue);
   if (options.indexes) {
     const want = new Set(options.indexes);
     const missing = options.indexes.filter((n) => !entries.some((e) => e.dlqIndex === n));
     if (missing.length > 0) {
-      throw new Error(`dead-letter queue "${queue}" has no index ${missing.join(', ')} ` +
-        `(it has ${entries.length} records)`);
+      throw new Error(
+        `dead-letter queue "${queue}" has no index ${missing.join(', ')} ` +
+          `(it has ${entries.length} records)`,
+      );
     }
     entries = entries.filter((e) => want.has(e.dlqIndex));
   }
@@ -183,19 +198,24 @@ export function replayDeadLetterQueue(
   const byTarget = new Map<string, Target>();
   for (const e of entries) {
     if (e.bytes.length === 0) {
-      throw new Error(`dead letter ${e.dlqIndex} of "${queue}" has no event (${e.error}); ` +
-        `it is still at ${e.queue}/${e.partition} index ${e.index}`);
+      throw new Error(
+        `dead letter ${e.dlqIndex} of "${queue}" has no event (${e.error}); ` +
+          `it is still at ${e.queue}/${e.partition} index ${e.index}`,
+      );
     }
     const target = options.to ?? e.queue;
     const q = topology.queues.find((x) => x.name === target);
     if (!q) {
       throw new Error(`unknown queue "${target}" in ${topology.file} (dead letter ${e.dlqIndex})`);
     }
-    const writer = topology.services.find((s) => s.output === target)?.name
-      ?? topology.capture.find((c) => c.tables.some((t) => t.target === target))?.name;
+    const writer =
+      topology.services.find((s) => s.output === target)?.name ??
+      topology.capture.find((c) => c.tables.some((t) => t.target === target))?.name;
     if (writer) {
-      throw new Error(`queue "${target}" is written by "${writer}" in ${topology.file}; ` +
-        'a queue has one writer (replay to another queue with --to)');
+      throw new Error(
+        `queue "${target}" is written by "${writer}" in ${topology.file}; ` +
+          'a queue has one writer (replay to another queue with --to)',
+      );
     }
     const partition = options.to === undefined ? e.partition : keyHash(e.key) % q.partitions;
     const k = `${target}/${partition}`;
@@ -246,7 +266,8 @@ export interface QueueTarget {
  * indexes they got. The target's appender lock must be free (the topology stopped).
  */
 export function replayDeadLetters(
-  entries: readonly DeadLetterEntry[], target: QueueTarget,
+  entries: readonly DeadLetterEntry[],
+  target: QueueTarget,
 ): number[] {
   const appender = Appender.open(target);
   try {

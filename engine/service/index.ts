@@ -11,7 +11,12 @@ export {
   type ServiceContext,
   type ServiceInit,
 } from './api.js';
-export { computeLastWritten, inputKey, type InputPartition, type BackwardReader } from './last-written.js';
+export {
+  computeLastWritten,
+  inputKey,
+  type InputPartition,
+  type BackwardReader,
+} from './last-written.js';
 export {
   EVENT_TYPE_DEAD_LETTERED,
   encodeDeadLetter,
@@ -39,7 +44,14 @@ export {
   type PartitionAppender,
   type AppenderSpec,
 } from './queue-logs.js';
-export { SyncKafka, SyncKafkaError, SYNC_KAFKA_DEFAULTS, kafkaBusOptionsOf, type KafkaConnection, type KafkaLogRecord } from './kafka-sync.js';
+export {
+  SyncKafka,
+  SyncKafkaError,
+  SYNC_KAFKA_DEFAULTS,
+  kafkaBusOptionsOf,
+  type KafkaConnection,
+  type KafkaLogRecord,
+} from './kafka-sync.js';
 export {
   startFromStrategy,
   START_FROM_STRATEGIES,

@@ -10,18 +10,28 @@
  * waits, `onWait` runs every `waitSliceMs` (the host's heartbeat, so a slow broker is waited out
  * instead of being taken for a hung actor).
  */
-import { MessageChannel, Worker, receiveMessageOnPort, type MessagePort } from 'node:worker_threads'
-import { kafkaBusOptionsOf as busOptionsOf, type KafkaBusOptions } from '../bus/index.js'
+import {
+  MessageChannel,
+  Worker,
+  receiveMessageOnPort,
+  type MessagePort,
+} from 'node:worker_threads';
+import { kafkaBusOptionsOf as busOptionsOf, type KafkaBusOptions } from '../bus/index.js';
 
 /** How an actor reaches the topology's Kafka cluster (topology `bus` with kind kafka). */
 export interface KafkaConnection {
   /** Bootstrap servers, `host:port`. */
-  brokers: string[]
-  clientId: string
+  brokers: string[];
+  clientId: string;
   /** TLS; files are PEM, read by the helper when it connects. Absent: plaintext. */
-  tls?: { caFile?: string; certFile?: string; keyFile?: string; rejectUnauthorized: boolean }
+  tls?: { caFile?: string; certFile?: string; keyFile?: string; rejectUnauthorized: boolean };
   /** SASL; exactly one of password and passwordFile. Absent: no authentication. */
-  sasl?: { mechanism: 'plain' | 'scram-sha-256' | 'scram-sha-512'; username: string; password?: string; passwordFile?: string }
+  sasl?: {
+    mechanism: 'plain' | 'scram-sha-256' | 'scram-sha-512';
+    username: string;
+    password?: string;
+    passwordFile?: string;
+  };
 }
 
 /**
@@ -30,7 +40,7 @@ export interface KafkaConnection {
  * @throws BusError 'bad-input' naming the setting and file when one cannot be read.
  */
 export function kafkaBusOptionsOf(c: KafkaConnection): KafkaBusOptions {
-  return busOptionsOf({ kind: 'kafka', ...c })
+  return busOptionsOf({ kind: 'kafka', ...c });
 }
 
 /** Defaults of {@link SyncKafka}. */
@@ -39,55 +49,72 @@ export const SYNC_KAFKA_DEFAULTS = {
   callTimeoutMs: 120_000,
   /** How often a blocked call runs `onWait`, ms. */
   waitSliceMs: 500,
-} as const
+} as const;
 
 /** Records as the helper sends them: values back to back, `ends[i]` the end of value i. */
 export interface PackedRecords {
-  bytes: ArrayBuffer
-  ends: ArrayBuffer
-  offsets: ArrayBuffer
+  bytes: ArrayBuffer;
+  ends: ArrayBuffer;
+  offsets: ArrayBuffer;
   /** The consumer's position after these records (past markers and aborted records). */
-  position: number
+  position: number;
 }
 
 /** A request to the helper (one per call). */
 export type SyncKafkaRequest =
   | { op: 'offsets'; topic: string; partition: number }
-  | { op: 'read'; topic: string; partition: number; from: number; recordsMax: number; waitMs: number }
+  | {
+      op: 'read';
+      topic: string;
+      partition: number;
+      from: number;
+      recordsMax: number;
+      waitMs: number;
+    }
   | { op: 'range'; topic: string; partition: number; lo: number; hi: number }
   | { op: 'producer'; transactionalId: string }
-  | { op: 'commit'; transactionalId: string; topic: string; partition: number; bytes: ArrayBuffer; ends: ArrayBuffer }
+  | {
+      op: 'commit';
+      transactionalId: string;
+      topic: string;
+      partition: number;
+      bytes: ArrayBuffer;
+      ends: ArrayBuffer;
+    }
   | { op: 'send'; topic: string; partition: number; bytes: ArrayBuffer; ends: ArrayBuffer }
-  | { op: 'close' }
+  | { op: 'close' };
 
 /** The helper's answer. */
 export type SyncKafkaReply =
   | { ok: true; value: PackedRecords | { start: number; end: number } | null }
-  | { ok: false; error: string; code?: string }
+  | { ok: false; error: string; code?: string };
 
 /** A record read by {@link SyncKafka.read} / {@link SyncKafka.range}; `bytes` is its own copy. */
 export interface KafkaLogRecord {
   /** The record's offset (the queue index of the journal). */
-  index: number
-  bytes: Uint8Array
+  index: number;
+  bytes: Uint8Array;
 }
 
 /** A failed call; `code` is the bus's BusError code when the bus gave one (e.g. 'fenced'). */
 export class SyncKafkaError extends Error {
-  override readonly name = 'SyncKafkaError'
-  constructor(message: string, readonly code: string | undefined) {
-    super(message)
+  override readonly name = 'SyncKafkaError';
+  constructor(
+    message: string,
+    readonly code: string | undefined,
+  ) {
+    super(message);
   }
 }
 
-const helperFile = new URL('./kafka-sync.worker.js', import.meta.url)
+const helperFile = new URL('./kafka-sync.worker.js', import.meta.url);
 
 /** See the module comment. One helper worker per instance; close() ends it. */
 export class SyncKafka {
-  private readonly worker: Worker
-  private readonly port: MessagePort
-  private readonly flag = new Int32Array(new SharedArrayBuffer(4))
-  private closed = false
+  private readonly worker: Worker;
+  private readonly port: MessagePort;
+  private readonly flag = new Int32Array(new SharedArrayBuffer(4));
+  private closed = false;
 
   /**
    * Starts the helper (it connects lazily, at the first call).
@@ -98,53 +125,65 @@ export class SyncKafka {
     private readonly onWait: () => void = () => undefined,
     private readonly callTimeoutMs: number = SYNC_KAFKA_DEFAULTS.callTimeoutMs,
   ) {
-    const { port1, port2 } = new MessageChannel()
-    this.port = port1
+    const { port1, port2 } = new MessageChannel();
+    this.port = port1;
     this.worker = new Worker(helperFile, {
       workerData: { connection, port: port2, flag: this.flag.buffer },
       transferList: [port2],
-    })
-    this.worker.unref()
+    });
+    this.worker.unref();
   }
 
   private call(req: SyncKafkaRequest, transfer: ArrayBuffer[] = []): SyncKafkaReply & { ok: true } {
-    if (this.closed) throw new SyncKafkaError('kafka client is closed', 'closed')
-    Atomics.store(this.flag, 0, 0)
-    this.port.postMessage(req, transfer)
-    const deadline = Date.now() + this.callTimeoutMs
+    if (this.closed) throw new SyncKafkaError('kafka client is closed', 'closed');
+    Atomics.store(this.flag, 0, 0);
+    this.port.postMessage(req, transfer);
+    const deadline = Date.now() + this.callTimeoutMs;
     for (;;) {
-      Atomics.wait(this.flag, 0, 0, SYNC_KAFKA_DEFAULTS.waitSliceMs)
+      Atomics.wait(this.flag, 0, 0, SYNC_KAFKA_DEFAULTS.waitSliceMs);
       if (Atomics.load(this.flag, 0) === 1) {
-        const m = receiveMessageOnPort(this.port)
+        const m = receiveMessageOnPort(this.port);
         if (m) {
-          const reply = m.message as SyncKafkaReply
-          if (!reply.ok) throw new SyncKafkaError(reply.error, reply.code)
-          return reply
+          const reply = m.message as SyncKafkaReply;
+          if (!reply.ok) throw new SyncKafkaError(reply.error, reply.code);
+          return reply;
         }
       }
       if (Date.now() > deadline) {
-        throw new SyncKafkaError(`kafka ${req.op} did not answer within ${this.callTimeoutMs} ms (brokers ${this.connection.brokers.join(',')})`, 'backend')
+        throw new SyncKafkaError(
+          `kafka ${req.op} did not answer within ${this.callTimeoutMs} ms (brokers ${this.connection.brokers.join(',')})`,
+          'backend',
+        );
       }
-      this.onWait()
+      this.onWait();
     }
   }
 
   /** First offset still stored and last stable offset of a partition. */
   offsets(topic: string, partition: number): { start: number; end: number } {
-    return this.call({ op: 'offsets', topic, partition }).value as { start: number; end: number }
+    return this.call({ op: 'offsets', topic, partition }).value as { start: number; end: number };
   }
 
   /**
    * Up to recordsMax committed records from offset `from` on, waiting up to waitMs for the first
    * (longer when the broker has records there), and the position after them.
    */
-  read(topic: string, partition: number, from: number, recordsMax: number, waitMs: number): { records: KafkaLogRecord[]; position: number } {
-    return unpack(this.call({ op: 'read', topic, partition, from, recordsMax, waitMs }).value as PackedRecords)
+  read(
+    topic: string,
+    partition: number,
+    from: number,
+    recordsMax: number,
+    waitMs: number,
+  ): { records: KafkaLogRecord[]; position: number } {
+    return unpack(
+      this.call({ op: 'read', topic, partition, from, recordsMax, waitMs }).value as PackedRecords,
+    );
   }
 
   /** Every committed record with lo <= offset < hi (hi at most the last stable offset), oldest first. */
   range(topic: string, partition: number, lo: number, hi: number): KafkaLogRecord[] {
-    return unpack(this.call({ op: 'range', topic, partition, lo, hi }).value as PackedRecords).records
+    return unpack(this.call({ op: 'range', topic, partition, lo, hi }).value as PackedRecords)
+      .records;
   }
 
   /**
@@ -152,7 +191,7 @@ export class SyncKafka {
    * with that id, in any process, is fenced and its open transaction aborted before this returns.
    */
   openProducer(transactionalId: string): void {
-    this.call({ op: 'producer', transactionalId })
+    this.call({ op: 'producer', transactionalId });
   }
 
   /**
@@ -160,9 +199,14 @@ export class SyncKafka {
    * commits it: read_committed consumers see all of them or, after a crash, none.
    * @throws SyncKafkaError code 'fenced' when a newer producer with that id exists.
    */
-  commit(transactionalId: string, topic: string, partition: number, values: readonly Uint8Array[]): void {
-    const { bytes, ends } = packValues(values)
-    this.call({ op: 'commit', transactionalId, topic, partition, bytes, ends }, [bytes, ends])
+  commit(
+    transactionalId: string,
+    topic: string,
+    partition: number,
+    values: readonly Uint8Array[],
+  ): void {
+    const { bytes, ends } = packValues(values);
+    this.call({ op: 'commit', transactionalId, topic, partition, bytes, ends }, [bytes, ends]);
   }
 
   /**
@@ -171,47 +215,47 @@ export class SyncKafka {
    * the acknowledgement of every one.
    */
   send(topic: string, partition: number, values: readonly Uint8Array[]): void {
-    const { bytes, ends } = packValues(values)
-    this.call({ op: 'send', topic, partition, bytes, ends }, [bytes, ends])
+    const { bytes, ends } = packValues(values);
+    this.call({ op: 'send', topic, partition, bytes, ends }, [bytes, ends]);
   }
 
   /** Closes producers and consumers, then ends the helper. Idempotent. */
   close(): void {
-    if (this.closed) return
+    if (this.closed) return;
     try {
-      this.call({ op: 'close' })
+      this.call({ op: 'close' });
     } catch {
       // the helper is ended below either way
     } finally {
-      this.closed = true
-      void this.worker.terminate()
-      this.port.close()
+      this.closed = true;
+      void this.worker.terminate();
+      this.port.close();
     }
   }
 }
 
 function packValues(values: readonly Uint8Array[]): { bytes: ArrayBuffer; ends: ArrayBuffer } {
-  let total = 0
-  for (const v of values) total += v.length
-  const bytes = new Uint8Array(total)
-  const ends = new Float64Array(values.length)
-  let o = 0
+  let total = 0;
+  for (const v of values) total += v.length;
+  const bytes = new Uint8Array(total);
+  const ends = new Float64Array(values.length);
+  let o = 0;
   values.forEach((v, i) => {
-    bytes.set(v, o)
-    ends[i] = o += v.length
-  })
-  return { bytes: bytes.buffer, ends: ends.buffer }
+    bytes.set(v, o);
+    ends[i] = o += v.length;
+  });
+  return { bytes: bytes.buffer, ends: ends.buffer };
 }
 
 function unpack(p: PackedRecords): { records: KafkaLogRecord[]; position: number } {
-  const bytes = new Uint8Array(p.bytes)
-  const ends = new Float64Array(p.ends)
-  const offsets = new Float64Array(p.offsets)
-  const records: KafkaLogRecord[] = new Array(ends.length)
-  let start = 0
+  const bytes = new Uint8Array(p.bytes);
+  const ends = new Float64Array(p.ends);
+  const offsets = new Float64Array(p.offsets);
+  const records: KafkaLogRecord[] = new Array(ends.length);
+  let start = 0;
   for (let i = 0; i < ends.length; i++) {
-    records[i] = { index: offsets[i], bytes: bytes.subarray(start, ends[i]) }
-    start = ends[i]
+    records[i] = { index: offsets[i], bytes: bytes.subarray(start, ends[i]) };
+    start = ends[i];
   }
-  return { records, position: p.position }
+  return { records, position: p.position };
 }

@@ -8,61 +8,80 @@
  * an offsets array, transferred (not cloned), because kafkajs' values are views into a fetch
  * response and cloning each would copy that whole response per record.
  */
-import { workerData, type MessagePort } from 'node:worker_threads'
-import { createKafkaBus, BusError, type BusConsumer, type BusProducer, type BusBackend } from '../bus/index.js'
-import { kafkaBusOptionsOf, type KafkaConnection, type SyncKafkaReply, type SyncKafkaRequest, type PackedRecords } from './kafka-sync.js'
+import { workerData, type MessagePort } from 'node:worker_threads';
+import {
+  createKafkaBus,
+  BusError,
+  type BusConsumer,
+  type BusProducer,
+  type BusBackend,
+} from '../bus/index.js';
+import {
+  kafkaBusOptionsOf,
+  type KafkaConnection,
+  type SyncKafkaReply,
+  type SyncKafkaRequest,
+  type PackedRecords,
+} from './kafka-sync.js';
 
 const { connection, port, flag } = workerData as {
-  connection: KafkaConnection
-  port: MessagePort
-  flag: SharedArrayBuffer
-}
-const done = new Int32Array(flag)
+  connection: KafkaConnection;
+  port: MessagePort;
+  flag: SharedArrayBuffer;
+};
+const done = new Int32Array(flag);
 
 /** Longest wait for records the broker already has (below the last stable offset), ms. */
-const CATCH_UP_WAIT_MS_MAX = 30_000
+const CATCH_UP_WAIT_MS_MAX = 30_000;
 
 /** Largest sum of record bytes in one send of a transaction (see the commit op). */
-const SEND_BYTES_MAX = 512 * 1024
+const SEND_BYTES_MAX = 512 * 1024;
 
-let bus: BusBackend | null = null
-const consumers = new Map<string, Promise<BusConsumer>>()
-const producers = new Map<string, BusProducer>()
-let plain: BusProducer | null = null
+let bus: BusBackend | null = null;
+const consumers = new Map<string, Promise<BusConsumer>>();
+const producers = new Map<string, BusProducer>();
+let plain: BusProducer | null = null;
 
 function busOf(): BusBackend {
-  return (bus ??= createKafkaBus(kafkaBusOptionsOf(connection)))
+  return (bus ??= createKafkaBus(kafkaBusOptionsOf(connection)));
 }
 
 /** One assigned (group-less) read_committed consumer per topic partition. */
 function consumerOf(topic: string, partition: number): Promise<BusConsumer> {
-  const k = `${topic}/${partition}`
-  let c = consumers.get(k)
+  const k = `${topic}/${partition}`;
+  let c = consumers.get(k);
   if (!c) {
-    c = busOf().consumer({ clientId: connection.clientId }).then(async (x) => {
-      await x.assign([{ topic, partition }])
-      return x
-    })
-    c.catch(() => consumers.delete(k))
-    consumers.set(k, c)
+    c = busOf()
+      .consumer({ clientId: connection.clientId })
+      .then(async (x) => {
+        await x.assign([{ topic, partition }]);
+        return x;
+      });
+    c.catch(() => consumers.delete(k));
+    consumers.set(k, c);
   }
-  return c
+  return c;
 }
 
 function pack(values: (Uint8Array | null)[], offsets: number[], position: number): PackedRecords {
-  let total = 0
-  for (const v of values) total += v ? v.length : 0
-  const bytes = new Uint8Array(total)
-  const ends = new Float64Array(values.length)
-  let o = 0
+  let total = 0;
+  for (const v of values) total += v ? v.length : 0;
+  const bytes = new Uint8Array(total);
+  const ends = new Float64Array(values.length);
+  let o = 0;
   values.forEach((v, i) => {
     if (v) {
-      bytes.set(v, o)
-      o += v.length
+      bytes.set(v, o);
+      o += v.length;
     }
-    ends[i] = o
-  })
-  return { bytes: bytes.buffer, ends: ends.buffer, offsets: Float64Array.from(offsets).buffer, position }
+    ends[i] = o;
+  });
+  return {
+    bytes: bytes.buffer,
+    ends: ends.buffer,
+    offsets: Float64Array.from(offsets).buffer,
+    position,
+  };
 }
 
 /**
@@ -70,128 +89,156 @@ function pack(values: (Uint8Array | null)[], offsets: number[], position: number
  * kafkajs puts one send's records for a partition in one record batch, and the broker refuses
  * batches over message.max.bytes (1 MiB by default).
  */
-function sendChunks(req: { topic: string; partition: number; bytes: ArrayBuffer; ends: ArrayBuffer }) {
-  const all = new Uint8Array(req.bytes)
-  const chunks: { topic: string; partition: number; key: null; value: Uint8Array }[][] = []
-  let chunk: { topic: string; partition: number; key: null; value: Uint8Array }[] = []
-  let start = 0
-  let sent = 0
+function sendChunks(req: {
+  topic: string;
+  partition: number;
+  bytes: ArrayBuffer;
+  ends: ArrayBuffer;
+}) {
+  const all = new Uint8Array(req.bytes);
+  const chunks: { topic: string; partition: number; key: null; value: Uint8Array }[][] = [];
+  let chunk: { topic: string; partition: number; key: null; value: Uint8Array }[] = [];
+  let start = 0;
+  let sent = 0;
   for (const end of new Float64Array(req.ends)) {
-    const value = all.subarray(start, end)
-    start = end
+    const value = all.subarray(start, end);
+    start = end;
     if (chunk.length > 0 && sent + value.length > SEND_BYTES_MAX) {
-      chunks.push(chunk)
-      chunk = []
-      sent = 0
+      chunks.push(chunk);
+      chunk = [];
+      sent = 0;
     }
-    chunk.push({ topic: req.topic, partition: req.partition, key: null, value })
-    sent += value.length
+    chunk.push({ topic: req.topic, partition: req.partition, key: null, value });
+    sent += value.length;
   }
-  if (chunk.length > 0) chunks.push(chunk)
-  return chunks
+  if (chunk.length > 0) chunks.push(chunk);
+  return chunks;
 }
 
 async function endOf(topic: string, partition: number): Promise<number> {
-  return (await busOf().offsets([{ topic, partition }]))[0].end
+  return (await busOf().offsets([{ topic, partition }]))[0].end;
 }
 
 async function handle(req: SyncKafkaRequest): Promise<(SyncKafkaReply & { ok: true })['value']> {
   switch (req.op) {
     case 'offsets':
-      return (await busOf().offsets([{ topic: req.topic, partition: req.partition }]))[0]
+      return (await busOf().offsets([{ topic: req.topic, partition: req.partition }]))[0];
     case 'read': {
       // Up to recordsMax records from `from`, waiting up to waitMs for the first; records the
       // broker already has (below its last stable offset) are waited for longer, so an empty
       // answer means `from` is at the end.
-      const tp = { topic: req.topic, partition: req.partition }
-      const c = await consumerOf(req.topic, req.partition)
-      if (c.position(tp) !== req.from) c.seek(tp, req.from)
-      let recs = await c.poll({ timeoutMs: req.waitMs, recordsMax: req.recordsMax })
+      const tp = { topic: req.topic, partition: req.partition };
+      const c = await consumerOf(req.topic, req.partition);
+      if (c.position(tp) !== req.from) c.seek(tp, req.from);
+      let recs = await c.poll({ timeoutMs: req.waitMs, recordsMax: req.recordsMax });
       if (recs.length === 0) {
-        const deadline = Date.now() + CATCH_UP_WAIT_MS_MAX
+        const deadline = Date.now() + CATCH_UP_WAIT_MS_MAX;
         while (recs.length === 0 && c.position(tp) < (await endOf(req.topic, req.partition))) {
           if (Date.now() > deadline) {
-            throw new Error(`kafka ${req.topic}/${req.partition}: no record from offset ${c.position(tp)} within ${CATCH_UP_WAIT_MS_MAX} ms although the partition's last stable offset is beyond it`)
+            throw new Error(
+              `kafka ${req.topic}/${req.partition}: no record from offset ${c.position(tp)} within ${CATCH_UP_WAIT_MS_MAX} ms although the partition's last stable offset is beyond it`,
+            );
           }
-          recs = await c.poll({ timeoutMs: 500, recordsMax: req.recordsMax })
+          recs = await c.poll({ timeoutMs: 500, recordsMax: req.recordsMax });
         }
       }
-      return pack(recs.map((r) => r.value), recs.map((r) => r.offset), c.position(tp))
+      return pack(
+        recs.map((r) => r.value),
+        recs.map((r) => r.offset),
+        c.position(tp),
+      );
     }
     case 'range': {
       // Every record with lo <= offset < hi (hi at most the last stable offset).
-      const tp = { topic: req.topic, partition: req.partition }
-      const c = await consumerOf(req.topic, req.partition)
-      c.seek(tp, req.lo)
-      const values: (Uint8Array | null)[] = []
-      const offsets: number[] = []
-      const deadline = Date.now() + CATCH_UP_WAIT_MS_MAX
+      const tp = { topic: req.topic, partition: req.partition };
+      const c = await consumerOf(req.topic, req.partition);
+      c.seek(tp, req.lo);
+      const values: (Uint8Array | null)[] = [];
+      const offsets: number[] = [];
+      const deadline = Date.now() + CATCH_UP_WAIT_MS_MAX;
       while (c.position(tp) < req.hi) {
-        const recs = await c.poll({ timeoutMs: 500 })
+        const recs = await c.poll({ timeoutMs: 500 });
         for (const r of recs) {
-          if (r.offset >= req.hi) break
-          values.push(r.value)
-          offsets.push(r.offset)
+          if (r.offset >= req.hi) break;
+          values.push(r.value);
+          offsets.push(r.offset);
         }
-        if (recs.length > 0 && recs[recs.length - 1].offset >= req.hi) break
+        if (recs.length > 0 && recs[recs.length - 1].offset >= req.hi) break;
         if (recs.length === 0 && Date.now() > deadline) {
-          throw new Error(`kafka ${req.topic}/${req.partition}: reading offsets ${req.lo}..${req.hi - 1} stalled at ${c.position(tp)} for ${CATCH_UP_WAIT_MS_MAX} ms`)
+          throw new Error(
+            `kafka ${req.topic}/${req.partition}: reading offsets ${req.lo}..${req.hi - 1} stalled at ${c.position(tp)} for ${CATCH_UP_WAIT_MS_MAX} ms`,
+          );
         }
       }
-      return pack(values, offsets, c.position(tp))
+      return pack(values, offsets, c.position(tp));
     }
     case 'producer': {
       // Creating it sends InitProducerId: older producers with this id are fenced and their open
       // transaction is aborted before this returns.
-      const old = producers.get(req.transactionalId)
-      if (old) await old.close()
-      producers.set(req.transactionalId, await busOf().producer({ transactionalId: req.transactionalId, clientId: connection.clientId }))
-      return null
+      const old = producers.get(req.transactionalId);
+      if (old) await old.close();
+      producers.set(
+        req.transactionalId,
+        await busOf().producer({
+          transactionalId: req.transactionalId,
+          clientId: connection.clientId,
+        }),
+      );
+      return null;
     }
     case 'commit': {
-      const p = producers.get(req.transactionalId)
-      if (!p) throw new Error(`kafka: no producer ${req.transactionalId} (open it first)`)
-      const txn = await p.begin()
+      const p = producers.get(req.transactionalId);
+      if (!p) throw new Error(`kafka: no producer ${req.transactionalId} (open it first)`);
+      const txn = await p.begin();
       try {
-        for (const chunk of sendChunks(req)) await txn.send(chunk)
-        await txn.commit()
+        for (const chunk of sendChunks(req)) await txn.send(chunk);
+        await txn.commit();
       } catch (e) {
-        await txn.abort().catch(() => undefined)
-        throw e
+        await txn.abort().catch(() => undefined);
+        throw e;
       }
-      return null
+      return null;
     }
     case 'send': {
-      plain ??= await busOf().producer({ clientId: connection.clientId })
-      for (const chunk of sendChunks(req)) await plain.send(chunk)
-      return null
+      plain ??= await busOf().producer({ clientId: connection.clientId });
+      for (const chunk of sendChunks(req)) await plain.send(chunk);
+      return null;
     }
     case 'close': {
-      const b = bus
-      bus = null
-      consumers.clear()
-      producers.clear()
-      plain = null
-      await b?.close()
-      return null
+      const b = bus;
+      bus = null;
+      consumers.clear();
+      producers.clear();
+      plain = null;
+      await b?.close();
+      return null;
     }
   }
 }
 
 port.on('message', (req: SyncKafkaRequest) => {
-  void handle(req).then(
-    (value) => {
-      const reply: SyncKafkaReply = { ok: true, value }
-      const transfer = value && typeof value === 'object' && 'bytes' in value ? [value.bytes, value.ends, value.offsets] : []
-      port.postMessage(reply, transfer as ArrayBuffer[])
-    },
-    (e: unknown) => {
-      const code = e instanceof BusError ? e.code : undefined
-      const reply: SyncKafkaReply = { ok: false, error: e instanceof Error ? e.message : String(e), code }
-      port.postMessage(reply)
-    },
-  ).finally(() => {
-    Atomics.store(done, 0, 1)
-    Atomics.notify(done, 0)
-  })
-})
+  void handle(req)
+    .then(
+      (value) => {
+        const reply: SyncKafkaReply = { ok: true, value };
+        const transfer =
+          value && typeof value === 'object' && 'bytes' in value
+            ? [value.bytes, value.ends, value.offsets]
+            : [];
+        port.postMessage(reply, transfer as ArrayBuffer[]);
+      },
+      (e: unknown) => {
+        const code = e instanceof BusError ? e.code : undefined;
+        const reply: SyncKafkaReply = {
+          ok: false,
+          error: e instanceof Error ? e.message : String(e),
+          code,
+        };
+        port.postMessage(reply);
+      },
+    )
+    .finally(() => {
+      Atomics.store(done, 0, 1);
+      Atomics.notify(done, 0);
+    });
+});

@@ -17,76 +17,76 @@
  * and aborts its open transaction before the open returns, so a scan of the partition that
  * follows sees only committed batches.
  */
-import { Appender, Tailer } from '../journal/index.js'
-import { SyncKafka, type KafkaConnection, type KafkaLogRecord } from './kafka-sync.js'
+import { Appender, Tailer } from '../journal/index.js';
+import { SyncKafka, type KafkaConnection, type KafkaLogRecord } from './kafka-sync.js';
 
 /** One queue partition: its name, number and (journal) directory. */
 export interface QueuePartition {
-  queue: string
-  partition: number
+  queue: string;
+  partition: number;
   /** Journal directory of the partition (unused on Kafka, where the topic is the queue's name). */
-  dir: string
+  dir: string;
 }
 
 /** A record read by a {@link PartitionTailer}; `bytes` is valid until the next call on the tailer. */
 export interface PartitionRecord {
-  index: number
-  bytes: Uint8Array
+  index: number;
+  bytes: Uint8Array;
 }
 
 /** Reads one queue partition (the subset of engine/journal's Tailer the actors use). */
 export interface PartitionTailer {
   /** Index of the next record next() returns (after moveToEnd: the end). */
-  readonly index: number
+  readonly index: number;
   /** Moves to `index`; false (nothing moved) if it is beyond the end. */
-  moveToIndex(index: number): boolean
-  moveToEnd(): void
-  next(): PartitionRecord | null
-  previous(): PartitionRecord | null
+  moveToIndex(index: number): boolean;
+  moveToEnd(): void;
+  next(): PartitionRecord | null;
+  previous(): PartitionRecord | null;
   /** Waits up to timeoutMs for a record after the end; true if one may be there. */
-  waitForAppend(timeoutMs: number): boolean
-  close(): void
+  waitForAppend(timeoutMs: number): boolean;
+  close(): void;
 }
 
 /** The single writer of one queue partition (the subset of engine/journal's Appender the actors use). */
 export interface PartitionAppender {
   /** Index the next appended record gets (Kafka: the partition's last stable offset). */
-  readonly nextIndex: number
-  append(bytes: Uint8Array): void
+  readonly nextIndex: number;
+  append(bytes: Uint8Array): void;
   /** Queues `batch` for the next flush; the arrays must stay unchanged until then. */
-  appendBatch(batch: readonly Uint8Array[]): void
+  appendBatch(batch: readonly Uint8Array[]): void;
   /**
    * Makes everything appended since the last flush durable, atomically on Kafka. `mayDefer`
    * (Kafka): the batch may stay in the open transaction until it is commitIntervalMs old (see
    * {@link KAFKA_APPENDER_DEFAULTS}); call flush() again before idling so it is not held back.
    */
-  flush(mayDefer?: boolean): void
+  flush(mayDefer?: boolean): void;
   /** Kafka: records whose flush was deferred (still in the open transaction). */
-  readonly deferred?: boolean
-  close(): void
+  readonly deferred?: boolean;
+  close(): void;
 }
 
 /** An appender's journal settings and, on Kafka, its producer's transactional id. */
 export interface AppenderSpec extends QueuePartition {
-  segmentBytes: number
-  fsync: 'none' | 'batch' | 'record'
+  segmentBytes: number;
+  fsync: 'none' | 'batch' | 'record';
   /**
    * Kafka: the transactional.id of the partition's producer (one per writer, stable across
    * restarts); '' for a plain idempotent producer (no transactions, no fencing; offsets stay
    * contiguous), for writers whose batches need no atomicity, such as the timer's ticks.
    */
-  transactionalId: string
+  transactionalId: string;
 }
 
 /** The bus of a topology as an actor needs it (crosses to workers in start data). */
-export type ActorBus = { kind: 'journal' } | { kind: 'kafka'; connection: KafkaConnection }
+export type ActorBus = { kind: 'journal' } | { kind: 'kafka'; connection: KafkaConnection };
 
 /** Opens tailers and appenders on one bus; close() releases what it opened (Kafka: its client). */
 export interface QueueLogs {
-  readonly kind: 'journal' | 'kafka'
-  tailer(p: QueuePartition, notifier?: SharedArrayBuffer): PartitionTailer
-  appender(spec: AppenderSpec, notifier?: SharedArrayBuffer): PartitionAppender
-  close(): void
+  readonly kind: 'journal' | 'kafka';
+  tailer(p: QueuePartition, notifier?: SharedArrayBuffer): PartitionTailer;
+  appender(spec: AppenderSpec, notifier?: SharedArrayBuffer): PartitionAppender;
+  close(): void;
 }
 
 /**
@@ -98,18 +98,19 @@ export function openQueueLogs(bus: ActorBus, onWait?: () => void): QueueLogs {
     return {
       kind: 'journal',
       tailer: (p, notifier) => Tailer.open({ dir: p.dir, notifier }),
-      appender: (s, notifier) => Appender.open({ dir: s.dir, segmentBytes: s.segmentBytes, fsync: s.fsync, notifier }),
+      appender: (s, notifier) =>
+        Appender.open({ dir: s.dir, segmentBytes: s.segmentBytes, fsync: s.fsync, notifier }),
       close: () => undefined,
-    }
+    };
   }
-  let client: SyncKafka | null = null
-  const kafka = (): SyncKafka => (client ??= new SyncKafka(bus.connection, onWait))
+  let client: SyncKafka | null = null;
+  const kafka = (): SyncKafka => (client ??= new SyncKafka(bus.connection, onWait));
   return {
     kind: 'kafka',
     tailer: (p) => new KafkaTailer(kafka(), p.queue, p.partition),
     appender: (s) => new KafkaAppender(kafka(), s.queue, s.partition, s.transactionalId),
     close: () => client?.close(),
-  }
+  };
 }
 
 /** Defaults of {@link KafkaAppender}. */
@@ -124,13 +125,13 @@ export const KAFKA_APPENDER_DEFAULTS = {
   commitIntervalMs: 100,
   /** Bytes a deferred flush holds at most before it commits. */
   deferredBytesMax: 8 * 1024 * 1024,
-} as const
+} as const;
 
 /** Records fetched per forward read. */
-const READ_RECORDS_MAX = 2000
+const READ_RECORDS_MAX = 2000;
 /** Offsets per backward window at first, and at most (it doubles while windows come back empty). */
-const BACK_WINDOW_MIN = 256
-const BACK_WINDOW_MAX = 65_536
+const BACK_WINDOW_MIN = 256;
+const BACK_WINDOW_MAX = 65_536;
 
 /**
  * A {@link PartitionTailer} over a Kafka topic partition (read_committed). Forwards it reads ahead
@@ -138,89 +139,103 @@ const BACK_WINDOW_MAX = 65_536
  * (Kafka has no backwards read: a window [lo, hi) is read forwards and walked from its end).
  */
 export class KafkaTailer implements PartitionTailer {
-  private pos = 0
-  private ahead: KafkaLogRecord[] = []
-  private aheadAt = 0
+  private pos = 0;
+  private ahead: KafkaLogRecord[] = [];
+  private aheadAt = 0;
   /** Position after the last record of `ahead`. */
-  private aheadEnd = 0
-  private behind: KafkaLogRecord[] = []
+  private aheadEnd = 0;
+  private behind: KafkaLogRecord[] = [];
   /** Records of `behind` before this one are still to be returned by previous(). */
-  private behindAt = 0
+  private behindAt = 0;
 
-  constructor(private readonly kafka: SyncKafka, readonly topic: string, readonly partition: number) {}
+  constructor(
+    private readonly kafka: SyncKafka,
+    readonly topic: string,
+    readonly partition: number,
+  ) {}
 
   get index(): number {
-    return this.pos
+    return this.pos;
   }
 
   private drop(): void {
-    this.ahead = []
-    this.aheadAt = 0
-    this.behind = []
-    this.behindAt = 0
+    this.ahead = [];
+    this.aheadAt = 0;
+    this.behind = [];
+    this.behindAt = 0;
   }
 
   moveToIndex(index: number): boolean {
-    const { start, end } = this.kafka.offsets(this.topic, this.partition)
-    if (index > end) return false
-    this.drop()
-    this.pos = Math.max(index, start)
-    return true
+    const { start, end } = this.kafka.offsets(this.topic, this.partition);
+    if (index > end) return false;
+    this.drop();
+    this.pos = Math.max(index, start);
+    return true;
   }
 
   moveToEnd(): void {
-    this.drop()
-    this.pos = this.kafka.offsets(this.topic, this.partition).end
+    this.drop();
+    this.pos = this.kafka.offsets(this.topic, this.partition).end;
   }
 
   private fill(waitMs: number): boolean {
-    this.behind = []
-    this.behindAt = 0
-    const { records, position } = this.kafka.read(this.topic, this.partition, this.pos, READ_RECORDS_MAX, waitMs)
-    this.ahead = records
-    this.aheadAt = 0
-    this.aheadEnd = position
-    if (records.length === 0) this.pos = Math.max(this.pos, position)
-    return records.length > 0
+    this.behind = [];
+    this.behindAt = 0;
+    const { records, position } = this.kafka.read(
+      this.topic,
+      this.partition,
+      this.pos,
+      READ_RECORDS_MAX,
+      waitMs,
+    );
+    this.ahead = records;
+    this.aheadAt = 0;
+    this.aheadEnd = position;
+    if (records.length === 0) this.pos = Math.max(this.pos, position);
+    return records.length > 0;
   }
 
   next(): PartitionRecord | null {
-    if (this.aheadAt >= this.ahead.length && !this.fill(0)) return null
-    const r = this.ahead[this.aheadAt++]
-    this.pos = this.aheadAt === this.ahead.length ? this.aheadEnd : r.index + 1
-    return r
+    if (this.aheadAt >= this.ahead.length && !this.fill(0)) return null;
+    const r = this.ahead[this.aheadAt++];
+    this.pos = this.aheadAt === this.ahead.length ? this.aheadEnd : r.index + 1;
+    return r;
   }
 
   previous(): PartitionRecord | null {
-    this.ahead = []
-    this.aheadAt = 0
+    this.ahead = [];
+    this.aheadAt = 0;
     if (this.behindAt > 0 && this.behind[this.behindAt - 1].index < this.pos) {
-      const r = this.behind[--this.behindAt]
-      this.pos = r.index
-      return r
+      const r = this.behind[--this.behindAt];
+      this.pos = r.index;
+      return r;
     }
-    const start = this.kafka.offsets(this.topic, this.partition).start
-    for (let width = BACK_WINDOW_MIN; this.pos > start; width = Math.min(width * 2, BACK_WINDOW_MAX)) {
-      const lo = Math.max(start, this.pos - width)
-      this.behind = this.kafka.range(this.topic, this.partition, lo, this.pos)
-      this.behindAt = this.behind.length
+    const start = this.kafka.offsets(this.topic, this.partition).start;
+    for (
+      let width = BACK_WINDOW_MIN;
+      this.pos > start;
+      width = Math.min(width * 2, BACK_WINDOW_MAX)
+    ) {
+      const lo = Math.max(start, this.pos - width);
+      this.behind = this.kafka.range(this.topic, this.partition, lo, this.pos);
+      this.behindAt = this.behind.length;
       if (this.behindAt > 0) {
-        const r = this.behind[--this.behindAt]
-        this.pos = r.index
-        return r
+        const r = this.behind[--this.behindAt];
+        this.pos = r.index;
+        return r;
       }
-      this.pos = lo
+      this.pos = lo;
     }
-    return null
+    return null;
   }
 
   waitForAppend(timeoutMs: number): boolean {
-    if (this.aheadAt < this.ahead.length) return true
-    return this.fill(timeoutMs)
+    if (this.aheadAt < this.ahead.length) return true;
+    return this.fill(timeoutMs);
   }
 
   close(): void {
-    this.drop()
+    this.drop();
   }
 }
 
@@ -231,10 +246,10 @@ export class KafkaTailer implements PartitionTailer {
  * aborted by the next open, or never began).
  */
 export class KafkaAppender implements PartitionAppender {
-  private pending: Uint8Array[] = []
-  private pendingBytes = 0
+  private pending: Uint8Array[] = [];
+  private pendingBytes = 0;
   /** Date.now() of the first flush(true) that was deferred; 0: none. */
-  private deferredSinceMs = 0
+  private deferredSinceMs = 0;
 
   constructor(
     private readonly kafka: SyncKafka,
@@ -242,48 +257,48 @@ export class KafkaAppender implements PartitionAppender {
     readonly partition: number,
     readonly transactionalId: string,
   ) {
-    if (transactionalId !== '') kafka.openProducer(transactionalId)
+    if (transactionalId !== '') kafka.openProducer(transactionalId);
   }
 
   get nextIndex(): number {
-    return this.kafka.offsets(this.topic, this.partition).end
+    return this.kafka.offsets(this.topic, this.partition).end;
   }
 
   get deferred(): boolean {
-    return this.deferredSinceMs !== 0
+    return this.deferredSinceMs !== 0;
   }
 
   append(bytes: Uint8Array): void {
-    this.pending.push(bytes.slice())
-    this.pendingBytes += bytes.length
+    this.pending.push(bytes.slice());
+    this.pendingBytes += bytes.length;
   }
 
   appendBatch(batch: readonly Uint8Array[]): void {
     for (const b of batch) {
-      this.pending.push(b)
-      this.pendingBytes += b.length
+      this.pending.push(b);
+      this.pendingBytes += b.length;
     }
   }
 
   flush(mayDefer = false): void {
-    if (this.pending.length === 0) return
+    if (this.pending.length === 0) return;
     if (mayDefer && this.pendingBytes < KAFKA_APPENDER_DEFAULTS.deferredBytesMax) {
-      const now = Date.now()
-      if (this.deferredSinceMs === 0) this.deferredSinceMs = now
-      if (now - this.deferredSinceMs < KAFKA_APPENDER_DEFAULTS.commitIntervalMs) return
+      const now = Date.now();
+      if (this.deferredSinceMs === 0) this.deferredSinceMs = now;
+      if (now - this.deferredSinceMs < KAFKA_APPENDER_DEFAULTS.commitIntervalMs) return;
     }
-    const batch = this.pending
-    this.pending = []
-    this.pendingBytes = 0
-    this.deferredSinceMs = 0
-    if (this.transactionalId === '') this.kafka.send(this.topic, this.partition, batch)
-    else this.kafka.commit(this.transactionalId, this.topic, this.partition, batch)
+    const batch = this.pending;
+    this.pending = [];
+    this.pendingBytes = 0;
+    this.deferredSinceMs = 0;
+    if (this.transactionalId === '') this.kafka.send(this.topic, this.partition, batch);
+    else this.kafka.commit(this.transactionalId, this.topic, this.partition, batch);
   }
 
   /** Drops what was not flushed: it was never committed, as after a crash. */
   close(): void {
-    this.pending = []
-    this.pendingBytes = 0
-    this.deferredSinceMs = 0
+    this.pending = [];
+    this.pendingBytes = 0;
+    this.deferredSinceMs = 0;
   }
 }

@@ -47,9 +47,12 @@ const END: StartFromStrategy = {
 };
 
 /** Every startFrom strategy by its topology name. */
-export const START_FROM_STRATEGIES: Readonly<Record<StartFromStrategy['name'], StartFromStrategy>> = {
-  START, LAST_WRITTEN, END,
-};
+export const START_FROM_STRATEGIES: Readonly<Record<StartFromStrategy['name'], StartFromStrategy>> =
+  {
+    START,
+    LAST_WRITTEN,
+    END,
+  };
 
 /**
  * The strategy of a topology's `startFrom` value.
@@ -57,6 +60,9 @@ export const START_FROM_STRATEGIES: Readonly<Record<StartFromStrategy['name'], S
  */
 export function startFromStrategy(name: string): StartFromStrategy {
   const s = (START_FROM_STRATEGIES as Record<string, StartFromStrategy | undefined>)[name];
-  if (!s) throw new Error(`startFrom must be one of ${Object.keys(START_FROM_STRATEGIES).join(', ')}, startFrom=${name}`);
+  if (!s)
+    throw new Error(
+      `startFrom must be one of ${Object.keys(START_FROM_STRATEGIES).join(', ')}, startFrom=${name}`,
+    );
   return s;
 }

@@ -221,7 +221,8 @@ export class Supervisor extends EventEmitter {
     this.options = { ...SUPERVISOR_DEFAULTS, ...options };
     for (const [k, v] of Object.entries(this.options)) {
       if (k === 'restartsMax' && v === Infinity) continue;
-      if (!Number.isFinite(v) || v < 0) throw new Error(`supervisor option ${k} must be a number >= 0, ${k}=${v}`);
+      if (!Number.isFinite(v) || v < 0)
+        throw new Error(`supervisor option ${k} must be a number >= 0, ${k}=${v}`);
     }
     this.done = new Promise<void>((res, rej) => {
       this.doneResolve = res;
@@ -242,9 +243,15 @@ export class Supervisor extends EventEmitter {
       if (names.has(g.name)) throw new Error(`duplicate group name "${g.name}"`);
       names.add(g.name);
       this.groups.set(g.name, {
-        spec: g, generation: 0, actors: [], restartTimes: [], restarts: 0, timer: null,
+        spec: g,
+        generation: 0,
+        actors: [],
+        restartTimes: [],
+        restarts: 0,
+        timer: null,
         status: { state: 'starting', restarts: 0, lastError: null, restartDelayMs: 0 },
-        failure: null, startedGeneration: 0,
+        failure: null,
+        startedGeneration: 0,
       });
     }
     const ordered = [...this.groups.values()].sort((a, b) => b.spec.stage - a.spec.stage);
@@ -285,9 +292,15 @@ export class Supervisor extends EventEmitter {
     for (const g of this.groups.values()) {
       for (const a of g.actors) {
         out.push({
-          name: a.spec.name, group: g.spec.name, stage: g.spec.stage, restarts: g.restarts,
-          data: a.spec.data, shared: a.spec.shared ?? {}, counters: readCounters(a.counters),
-          startedMs: a.startedMs, lastError: a.lastError,
+          name: a.spec.name,
+          group: g.spec.name,
+          stage: g.spec.stage,
+          restarts: g.restarts,
+          data: a.spec.data,
+          shared: a.spec.shared ?? {},
+          counters: readCounters(a.counters),
+          startedMs: a.startedMs,
+          lastError: a.lastError,
         });
       }
     }
@@ -297,10 +310,18 @@ export class Supervisor extends EventEmitter {
   /** Health of every group (see {@link GroupHealth}); clears a failure once the group is live. */
   health(): GroupHealth[] {
     return [...this.groups.values()].map((g) => {
-      const live = g.startedGeneration === g.generation && g.actors.length > 0 &&
+      const live =
+        g.startedGeneration === g.generation &&
+        g.actors.length > 0 &&
         g.actors.every((a) => readCounters(a.counters).state === 'live');
       if (live) g.failure = null;
-      return { name: g.spec.name, stage: g.spec.stage, restarts: g.restarts, live, failure: g.failure };
+      return {
+        name: g.spec.name,
+        stage: g.spec.stage,
+        restarts: g.restarts,
+        live,
+        failure: g.failure,
+      };
     });
   }
 
@@ -316,7 +337,8 @@ export class Supervisor extends EventEmitter {
    * @throws Error when the actor is unknown or the level is not a number.
    */
   setLogLevel(level: number, actor?: string): void {
-    if (typeof level !== 'number' || Number.isNaN(level)) throw new Error(`log level must be a number, level=${level}`);
+    if (typeof level !== 'number' || Number.isNaN(level))
+      throw new Error(`log level must be a number, level=${level}`);
     if (actor !== undefined) {
       if (!this.actors().some((a) => a.name === actor)) throw new Error(`unknown actor "${actor}"`);
       this.logLevels.set(actor, level);
@@ -345,7 +367,9 @@ export class Supervisor extends EventEmitter {
       if (g.timer) clearTimeout(g.timer);
       g.timer = null;
     }
-    const stages = [...new Set([...this.groups.values()].map((g) => g.spec.stage))].sort((a, b) => a - b);
+    const stages = [...new Set([...this.groups.values()].map((g) => g.spec.stage))].sort(
+      (a, b) => a - b,
+    );
     for (const stage of stages) {
       const inStage = [...this.groups.values()].filter((g) => g.spec.stage === stage);
       await Promise.all(inStage.map((g) => this.drainGroup(g, result)));
@@ -371,7 +395,10 @@ export class Supervisor extends EventEmitter {
           const outcome = await Promise.race([a.exited, timeout]);
           if (outcome === 'timeout') {
             result.terminated.push(a.spec.name);
-            this.emit('log', `actor ${a.spec.name} did not drain within ${this.options.drainTimeoutMs} ms; terminated`);
+            this.emit(
+              'log',
+              `actor ${a.spec.name} did not drain within ${this.options.drainTimeoutMs} ms; terminated`,
+            );
             await a.worker.terminate();
           }
           result.summaries[a.spec.name] = a.stopped ? a.summary : null;
@@ -409,7 +436,8 @@ export class Supervisor extends EventEmitter {
   }
 
   private launch(g: GroupState, generation: number, spec: ActorSpec): ActorHandle {
-    if (g.actors.some((a) => a.spec.name === spec.name)) throw new Error(`duplicate actor name "${spec.name}"`);
+    if (g.actors.some((a) => a.spec.name === spec.name))
+      throw new Error(`duplicate actor name "${spec.name}"`);
     const counters = createCounters();
     const controlSab = createControl();
     const wd: ActorWorkerData = {
@@ -421,7 +449,12 @@ export class Supervisor extends EventEmitter {
       ports: spec.ports ?? {},
       restarts: g.restarts,
     };
-    const worker = new Worker(spec.module, { workerData: wd, stdout: false, stderr: false, transferList: Object.values(spec.ports ?? {}) });
+    const worker = new Worker(spec.module, {
+      workerData: wd,
+      stdout: false,
+      stderr: false,
+      transferList: Object.values(spec.ports ?? {}),
+    });
     let exitResolve!: (code: number) => void;
     const control = new Control(controlSab);
     control.setLogLevel(this.logLevel(spec.name));
@@ -442,8 +475,10 @@ export class Supervisor extends EventEmitter {
     g.actors.push(running);
     const fail = (message: string) => {
       running.lastError = message;
-      for (const w of running.readyWaiters.splice(0)) w.reject(new Error(`actor ${spec.name} failed: ${message}`));
-      if (g.generation === generation && this.state === 'running') this.onFailure(g, generation, spec.name, message);
+      for (const w of running.readyWaiters.splice(0))
+        w.reject(new Error(`actor ${spec.name} failed: ${message}`));
+      if (g.generation === generation && this.state === 'running')
+        this.onFailure(g, generation, spec.name, message);
     };
     worker.on('message', (m: ActorMessage) => {
       switch (m.type) {
@@ -458,29 +493,45 @@ export class Supervisor extends EventEmitter {
         case 'failed':
           running.lastError = m.message;
           // One line unless SLUICE_DEBUG is set (then the worker's stack trace too).
-          this.emit('log', `actor ${spec.name} failed: ${process.env.SLUICE_DEBUG ? (m.stack ?? m.message) : m.message}`);
+          this.emit(
+            'log',
+            `actor ${spec.name} failed: ${process.env.SLUICE_DEBUG ? (m.stack ?? m.message) : m.message}`,
+          );
           break;
         case 'live':
           break;
         case 'log':
-          this.emit('actorLog', { actor: spec.name, level: m.level, msg: m.msg, fields: m.fields } satisfies ActorLogEvent);
+          this.emit('actorLog', {
+            actor: spec.name,
+            level: m.level,
+            msg: m.msg,
+            fields: m.fields,
+          } satisfies ActorLogEvent);
           break;
       }
     });
     worker.on('error', (err) => {
       running.lastError = err.message;
-      this.emit('log', `actor ${spec.name} threw: ${process.env.SLUICE_DEBUG ? (err.stack ?? err.message) : err.message}`);
+      this.emit(
+        'log',
+        `actor ${spec.name} threw: ${process.env.SLUICE_DEBUG ? (err.stack ?? err.message) : err.message}`,
+      );
     });
     worker.on('exit', (code) => {
       exitResolve(code);
       if (running.stopped && code === 0) return;
       if (this.state === 'draining' || this.state === 'stopped') {
         // An actor that exits during a drain without a clean stop is reported, not restarted.
-        if (!running.stopped) this.emit('log', `actor ${spec.name} exited with code ${code} while draining`);
-        for (const w of running.readyWaiters.splice(0)) w.reject(new Error(`actor ${spec.name} exited while draining`));
+        if (!running.stopped)
+          this.emit('log', `actor ${spec.name} exited with code ${code} while draining`);
+        for (const w of running.readyWaiters.splice(0))
+          w.reject(new Error(`actor ${spec.name} exited while draining`));
         return;
       }
-      fail(running.lastError ?? `exited with code ${code}${running.stopped ? ' after stopping' : ' unexpectedly'}`);
+      fail(
+        running.lastError ??
+          `exited with code ${code}${running.stopped ? ' after stopping' : ' unexpectedly'}`,
+      );
     });
     return {
       name: spec.name,
@@ -488,7 +539,8 @@ export class Supervisor extends EventEmitter {
         running.readyInfo
           ? Promise.resolve(running.readyInfo.value)
           : new Promise((resolve, reject) => {
-              if (running.lastError) reject(new Error(`actor ${spec.name} failed: ${running.lastError}`));
+              if (running.lastError)
+                reject(new Error(`actor ${spec.name} failed: ${running.lastError}`));
               else running.readyWaiters.push({ resolve, reject });
             }),
     };
@@ -520,10 +572,18 @@ export class Supervisor extends EventEmitter {
     const { backoffMaxMs, backoffInitialMs } = this.options;
     const delayMs = Math.min(backoffMaxMs, backoffInitialMs * 2 ** doublings);
     g.status = {
-      state: 'restarting', restarts: g.restarts, lastError: `${actor}: ${message}`,
+      state: 'restarting',
+      restarts: g.restarts,
+      lastError: `${actor}: ${message}`,
       restartDelayMs: delayMs,
     };
-    this.emit('restart', { group: g.spec.name, actor, error: message, attempt: g.restarts, delayMs } satisfies RestartEvent);
+    this.emit('restart', {
+      group: g.spec.name,
+      actor,
+      error: message,
+      attempt: g.restarts,
+      delayMs,
+    } satisfies RestartEvent);
     const superseded = g.generation;
     g.timer = setTimeout(() => {
       g.timer = null;

@@ -6,7 +6,11 @@
  * TRUNCATE guard references it). Tables are InnoDB.
  */
 import mysql from 'mysql2/promise';
-import { PGBENCH_ACCOUNTS_PER_BRANCH, PGBENCH_SCALE_MAX, PGBENCH_TELLERS_PER_BRANCH } from './pgbench.js';
+import {
+  PGBENCH_ACCOUNTS_PER_BRANCH,
+  PGBENCH_SCALE_MAX,
+  PGBENCH_TELLERS_PER_BRANCH,
+} from './pgbench.js';
 
 /** MariaDB errors after which a TPC-B transaction is rolled back and retried. */
 const RETRIED_ERRNOS = new Set([1213 /* deadlock */, 1205 /* lock wait timeout */]);
@@ -15,9 +19,13 @@ const RETRIED_ERRNOS = new Set([1213 /* deadlock */, 1205 /* lock wait timeout *
 export function mariaDbConnectionOptions(url: string): mysql.ConnectionOptions {
   const u = new URL(url);
   return {
-    host: u.hostname, port: u.port === '' ? 3306 : Number(u.port), user: decodeURIComponent(u.username),
-    password: decodeURIComponent(u.password), database: decodeURIComponent(u.pathname.slice(1)) || undefined,
-    charset: 'utf8mb4', multipleStatements: true,
+    host: u.hostname,
+    port: u.port === '' ? 3306 : Number(u.port),
+    user: decodeURIComponent(u.username),
+    password: decodeURIComponent(u.password),
+    database: decodeURIComponent(u.pathname.slice(1)) || undefined,
+    charset: 'utf8mb4',
+    multipleStatements: true,
   };
 }
 
@@ -28,7 +36,9 @@ export async function ensureMariaDbDatabase(url: string): Promise<void> {
   if (!name) throw new Error(`MariaDB url names no database: ${url}`);
   const conn = await mysql.createConnection({ ...options, database: undefined });
   try {
-    await conn.query(`CREATE DATABASE IF NOT EXISTS \`${name.replaceAll('`', '``')}\` CHARACTER SET utf8mb4`);
+    await conn.query(
+      `CREATE DATABASE IF NOT EXISTS \`${name.replaceAll('`', '``')}\` CHARACTER SET utf8mb4`,
+    );
   } finally {
     await conn.end();
   }
@@ -94,11 +104,23 @@ export async function runTpcbMariaDb(o: TpcbMariaDbOptions): Promise<{ transacti
         const delta = rnd(-5000, 5000);
         try {
           await conn.query('BEGIN');
-          await conn.query('UPDATE pgbench_accounts SET abalance = abalance + ? WHERE aid = ?', [delta, aid]);
+          await conn.query('UPDATE pgbench_accounts SET abalance = abalance + ? WHERE aid = ?', [
+            delta,
+            aid,
+          ]);
           await conn.query('SELECT abalance FROM pgbench_accounts WHERE aid = ?', [aid]);
-          await conn.query('UPDATE pgbench_tellers SET tbalance = tbalance + ? WHERE tid = ?', [delta, tid]);
-          await conn.query('UPDATE pgbench_branches SET bbalance = bbalance + ? WHERE bid = ?', [delta, bid]);
-          await conn.query('INSERT INTO pgbench_history (tid, bid, aid, delta, mtime) VALUES (?, ?, ?, ?, CURRENT_TIMESTAMP)', [tid, bid, aid, delta]);
+          await conn.query('UPDATE pgbench_tellers SET tbalance = tbalance + ? WHERE tid = ?', [
+            delta,
+            tid,
+          ]);
+          await conn.query('UPDATE pgbench_branches SET bbalance = bbalance + ? WHERE bid = ?', [
+            delta,
+            bid,
+          ]);
+          await conn.query(
+            'INSERT INTO pgbench_history (tid, bid, aid, delta, mtime) VALUES (?, ?, ?, ?, CURRENT_TIMESTAMP)',
+            [tid, bid, aid, delta],
+          );
           await conn.query('COMMIT');
           done++;
         } catch (err) {
@@ -116,11 +138,18 @@ export async function runTpcbMariaDb(o: TpcbMariaDbOptions): Promise<{ transacti
 }
 
 /** Branch balances and the changed account balances, for the bank job's verification. */
-export async function readBalancesMariaDb(url: string): Promise<{ branches: { bid: number; bbalance: number }[]; accounts: { aid: number; abalance: number }[] }> {
+export async function readBalancesMariaDb(url: string): Promise<{
+  branches: { bid: number; bbalance: number }[];
+  accounts: { aid: number; abalance: number }[];
+}> {
   const conn = await mysql.createConnection(mariaDbConnectionOptions(url));
   try {
-    const [branches] = await conn.query<mysql.RowDataPacket[]>('SELECT bid, bbalance FROM pgbench_branches ORDER BY bid');
-    const [accounts] = await conn.query<mysql.RowDataPacket[]>('SELECT aid, abalance FROM pgbench_accounts WHERE abalance <> 0');
+    const [branches] = await conn.query<mysql.RowDataPacket[]>(
+      'SELECT bid, bbalance FROM pgbench_branches ORDER BY bid',
+    );
+    const [accounts] = await conn.query<mysql.RowDataPacket[]>(
+      'SELECT aid, abalance FROM pgbench_accounts WHERE abalance <> 0',
+    );
     return {
       branches: branches.map((r) => ({ bid: Number(r.bid), bbalance: Number(r.bbalance) })),
       accounts: accounts.map((r) => ({ aid: Number(r.aid), abalance: Number(r.abalance) })),
@@ -135,9 +164,12 @@ export async function keptScaleMariaDb(url: string): Promise<number | null> {
   const conn = await mysql.createConnection(mariaDbConnectionOptions(url));
   try {
     const [t] = await conn.query<mysql.RowDataPacket[]>(
-      `SELECT COUNT(*) AS n FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'pgbench_branches'`);
+      `SELECT COUNT(*) AS n FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'pgbench_branches'`,
+    );
     if (Number(t[0]?.n) === 0) return null;
-    const [r] = await conn.query<mysql.RowDataPacket[]>('SELECT COUNT(*) AS n FROM pgbench_branches');
+    const [r] = await conn.query<mysql.RowDataPacket[]>(
+      'SELECT COUNT(*) AS n FROM pgbench_branches',
+    );
     return Number(r[0]?.n);
   } finally {
     await conn.end();

@@ -50,7 +50,9 @@ export function createPgbenchSchema(db: Database.Database, scale: number): void 
     `);
     const branch = db.prepare('INSERT INTO pgbench_branches (bid, bbalance) VALUES (?, 0)');
     const teller = db.prepare('INSERT INTO pgbench_tellers (tid, bid, tbalance) VALUES (?, ?, 0)');
-    const account = db.prepare('INSERT INTO pgbench_accounts (aid, bid, abalance, filler) VALUES (?, ?, 0, ?)');
+    const account = db.prepare(
+      'INSERT INTO pgbench_accounts (aid, bid, abalance, filler) VALUES (?, ?, 0, ?)',
+    );
     for (let bid = 1; bid <= scale; bid++) branch.run(bid);
     for (let tid = 1; tid <= PGBENCH_TELLERS_PER_BRANCH * scale; tid++) {
       teller.run(tid, Math.floor((tid - 1) / PGBENCH_TELLERS_PER_BRANCH) + 1);
@@ -120,21 +122,33 @@ export const TPCB_DEFAULTS = {
  */
 export function runTpcbClient(db: Database.Database, options: TpcbClientOptions): TpcbClientResult {
   const { durationMs, transactionsMax } = options;
-  if (durationMs === undefined && transactionsMax === undefined) throw new Error('runTpcbClient needs durationMs or transactionsMax');
-  if (durationMs !== undefined && !(Number.isFinite(durationMs) && durationMs >= 0)) throw new Error(`durationMs must be >= 0, durationMs=${durationMs}`);
-  if (transactionsMax !== undefined && !(Number.isInteger(transactionsMax) && transactionsMax >= 0)) {
+  if (durationMs === undefined && transactionsMax === undefined)
+    throw new Error('runTpcbClient needs durationMs or transactionsMax');
+  if (durationMs !== undefined && !(Number.isFinite(durationMs) && durationMs >= 0))
+    throw new Error(`durationMs must be >= 0, durationMs=${durationMs}`);
+  if (
+    transactionsMax !== undefined &&
+    !(Number.isInteger(transactionsMax) && transactionsMax >= 0)
+  ) {
     throw new Error(`transactionsMax must be an integer >= 0, transactionsMax=${transactionsMax}`);
   }
   const busyRetriesMax = options.busyRetriesMax ?? TPCB_DEFAULTS.busyRetriesMax;
-  if (!Number.isInteger(busyRetriesMax) || busyRetriesMax < 0) throw new Error(`busyRetriesMax must be an integer >= 0, busyRetriesMax=${busyRetriesMax}`);
-  const scale = options.scale ?? (db.prepare('SELECT count(*) FROM pgbench_branches').pluck().get() as number);
-  if (!Number.isInteger(scale) || scale < 1) throw new Error(`scale must be an integer >= 1 (is pgbench_branches empty?), scale=${scale}`);
+  if (!Number.isInteger(busyRetriesMax) || busyRetriesMax < 0)
+    throw new Error(`busyRetriesMax must be an integer >= 0, busyRetriesMax=${busyRetriesMax}`);
+  const scale =
+    options.scale ?? (db.prepare('SELECT count(*) FROM pgbench_branches').pluck().get() as number);
+  if (!Number.isInteger(scale) || scale < 1)
+    throw new Error(`scale must be an integer >= 1 (is pgbench_branches empty?), scale=${scale}`);
 
-  const updAccount = db.prepare('UPDATE pgbench_accounts SET abalance = abalance + ? WHERE aid = ?');
+  const updAccount = db.prepare(
+    'UPDATE pgbench_accounts SET abalance = abalance + ? WHERE aid = ?',
+  );
   const selAccount = db.prepare('SELECT abalance FROM pgbench_accounts WHERE aid = ?').pluck();
   const updTeller = db.prepare('UPDATE pgbench_tellers SET tbalance = tbalance + ? WHERE tid = ?');
   const updBranch = db.prepare('UPDATE pgbench_branches SET bbalance = bbalance + ? WHERE bid = ?');
-  const insHistory = db.prepare('INSERT INTO pgbench_history (tid, bid, aid, delta, mtime) VALUES (?, ?, ?, ?, CURRENT_TIMESTAMP)');
+  const insHistory = db.prepare(
+    'INSERT INTO pgbench_history (tid, bid, aid, delta, mtime) VALUES (?, ?, ?, ?, CURRENT_TIMESTAMP)',
+  );
   const tx = db.transaction((aid: number, bid: number, tid: number, delta: number) => {
     updAccount.run(delta, aid);
     selAccount.get(aid);
@@ -146,14 +160,22 @@ export function runTpcbClient(db: Database.Database, options: TpcbClientOptions)
   let s = (options.seed ?? Math.floor(Math.random() * 0xffffffff)) >>> 0 || 0x9e3779b9;
   // xorshift32 (Marsaglia): cheap, reproducible with a seed; uniform enough for a workload.
   const random = (min: number, max: number): number => {
-    s ^= s << 13; s >>>= 0; s ^= s >>> 17; s ^= s << 5; s >>>= 0;
+    s ^= s << 13;
+    s >>>= 0;
+    s ^= s >>> 17;
+    s ^= s << 5;
+    s >>>= 0;
     return min + (s % (max - min + 1));
   };
 
   const deadline = durationMs === undefined ? Infinity : Date.now() + durationMs;
   const result: TpcbClientResult = { transactions: 0, errors: 0, busyRetries: 0 };
   const stop = options.stop;
-  while (Date.now() < deadline && (transactionsMax === undefined || result.transactions < transactionsMax) && (!stop || Atomics.load(stop, 0) === 0)) {
+  while (
+    Date.now() < deadline &&
+    (transactionsMax === undefined || result.transactions < transactionsMax) &&
+    (!stop || Atomics.load(stop, 0) === 0)
+  ) {
     const aid = random(1, PGBENCH_ACCOUNTS_PER_BRANCH * scale);
     const bid = random(1, scale);
     const tid = random(1, PGBENCH_TELLERS_PER_BRANCH * scale);

@@ -13,12 +13,21 @@ try {
   const db = new Database(data.file, { timeout: data.busyTimeoutMs });
   try {
     db.pragma('journal_mode = WAL');
-    const result = runTpcbClient(db, { durationMs: data.durationMs, scale: data.scale, seed: data.seed, busyRetriesMax: data.busyRetriesMax, stop: data.stop ? new Int32Array(data.stop) : undefined });
+    const result = runTpcbClient(db, {
+      durationMs: data.durationMs,
+      scale: data.scale,
+      seed: data.seed,
+      busyRetriesMax: data.busyRetriesMax,
+      stop: data.stop ? new Int32Array(data.stop) : undefined,
+    });
     message = { type: 'result', result };
   } finally {
     db.close();
   }
 } catch (err) {
-  message = err instanceof Error ? { type: 'error', message: err.message, stack: err.stack } : { type: 'error', message: String(err) };
+  message =
+    err instanceof Error
+      ? { type: 'error', message: err.message, stack: err.stack }
+      : { type: 'error', message: String(err) };
 }
 parentPort!.postMessage(message);

@@ -18,5 +18,4 @@ export interface TpcbWorkerData {
 
 /** The one message a client worker posts: its result, or the error that stopped it. */
 export type TpcbWorkerMessage =
-  | { type: 'result'; result: TpcbClientResult }
-  | { type: 'error'; message: string; stack?: string };
+  { type: 'result'; result: TpcbClientResult } | { type: 'error'; message: string; stack?: string };

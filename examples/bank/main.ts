@@ -25,7 +25,10 @@ import { verifyBank } from './verify.js';
 import { openStaging } from '../../engine/cdc/index.js';
 import { createPgbenchSchema, runTpcb, PGBENCH_SCALE_MAX, TPCB_DEFAULTS } from 'sluice/testing';
 import {
-  createPgbenchSchemaMariaDb, ensureMariaDbDatabase, keptScaleMariaDb, runTpcbMariaDb,
+  createPgbenchSchemaMariaDb,
+  ensureMariaDbDatabase,
+  keptScaleMariaDb,
+  runTpcbMariaDb,
 } from '../../engine/workload/index.js';
 import { parseHttpAddress } from '../../cli/ops-commands.js';
 
@@ -39,7 +42,9 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.on(signal, () => {
     if (interruptedBy) process.exit(signal === 'SIGINT' ? 130 : 143);
     interruptedBy = signal;
-    console.error(`bank: ${signal}: stopping the workload, then draining and verifying (again to exit at once)`);
+    console.error(
+      `bank: ${signal}: stopping the workload, then draining and verifying (again to exit at once)`,
+    );
     interrupt.abort();
   });
 }
@@ -62,7 +67,11 @@ interface Options {
  * SIGINT/SIGTERM (a terminal's Ctrl-C reaches it directly, maybe before our listener runs); then
  * `interrupted` is true.
  */
-function run(cmd: string, args: string[], signal?: AbortSignal): Promise<{ out: string; interrupted: boolean }> {
+function run(
+  cmd: string,
+  args: string[],
+  signal?: AbortSignal,
+): Promise<{ out: string; interrupted: boolean }> {
   return new Promise((resolve, reject) => {
     const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
@@ -74,7 +83,8 @@ function run(cmd: string, args: string[], signal?: AbortSignal): Promise<{ out: 
     signal?.addEventListener('abort', onAbort, { once: true });
     child.on('exit', (code, killedBy) => {
       signal?.removeEventListener('abort', onAbort);
-      const interrupted = !!signal && (signal.aborted || killedBy === 'SIGINT' || killedBy === 'SIGTERM');
+      const interrupted =
+        !!signal && (signal.aborted || killedBy === 'SIGINT' || killedBy === 'SIGTERM');
       if (code === 0 || interrupted) resolve({ out, interrupted });
       else reject(new Error(`${cmd} ${args.join(' ')} exited ${code}:\n${out}`));
     });
@@ -147,8 +157,14 @@ async function main(o: Options): Promise<number> {
     const client = new pg.Client({ connectionString: db.url });
     await client.connect();
     try {
-      kept = o.keep && (await client.query(`SELECT to_regclass('pgbench_branches') IS NOT NULL AS present`)).rows[0].present === true;
-      if (kept) keptScale = Number((await client.query('SELECT count(*) AS n FROM pgbench_branches')).rows[0].n);
+      kept =
+        o.keep &&
+        (await client.query(`SELECT to_regclass('pgbench_branches') IS NOT NULL AS present`))
+          .rows[0].present === true;
+      if (kept)
+        keptScale = Number(
+          (await client.query('SELECT count(*) AS n FROM pgbench_branches')).rows[0].n,
+        );
     } finally {
       await client.end();
     }
@@ -156,33 +172,55 @@ async function main(o: Options): Promise<number> {
   }
   if (keptScale !== null) {
     if (o.scale !== undefined && o.scale !== keptScale) {
-      throw new Error(`--scale ${o.scale} with --keep, but the kept database has scale ${keptScale} (pgbench_branches rows); drop --scale, or drop --keep to start over at scale ${o.scale}`);
+      throw new Error(
+        `--scale ${o.scale} with --keep, but the kept database has scale ${keptScale} (pgbench_branches rows); drop --scale, or drop --keep to start over at scale ${o.scale}`,
+      );
     }
     scale = keptScale;
   }
   const staging = await openStaging(source);
   await staging.install();
   await staging.close();
-  console.log(`bank: ${db.dialect} database ${kept ? `kept from the last run (scale ${scale})` : `ready (scale ${scale})`} in ${Date.now() - t0} ms`);
+  console.log(
+    `bank: ${db.dialect} database ${kept ? `kept from the last run (scale ${scale})` : `ready (scale ${scale})`} in ${Date.now() - t0} ms`,
+  );
 
   // 2. the engine
   const running = await startTopology(topology, { http: o.http });
   const restarts: string[] = [];
-  running.supervisor.on('restart', (e: { actor: string; error: string }) => restarts.push(`${e.actor}: ${e.error}`));
+  running.supervisor.on('restart', (e: { actor: string; error: string }) =>
+    restarts.push(`${e.actor}: ${e.error}`),
+  );
 
   // 3. the workload
   console.log(`bank: workload running (${o.clients} clients, ${o.durationS} s)`);
   const w0 = Date.now();
   let transactions: number;
   if (db.dialect === 'sqlite') {
-    const r = await runTpcb({ file: db.file, clients: o.clients, durationMs: o.durationS * 1000, scale, signal: interrupt.signal });
+    const r = await runTpcb({
+      file: db.file,
+      clients: o.clients,
+      durationMs: o.durationS * 1000,
+      scale,
+      signal: interrupt.signal,
+    });
     transactions = r.transactions;
   } else if (db.dialect === 'mariadb' || db.dialect === 'mysql') {
-    const r = await runTpcbMariaDb({ url: db.url, clients: o.clients, durationMs: o.durationS * 1000, scale, signal: interrupt.signal });
+    const r = await runTpcbMariaDb({
+      url: db.url,
+      clients: o.clients,
+      durationMs: o.durationS * 1000,
+      scale,
+      signal: interrupt.signal,
+    });
     transactions = r.transactions;
   } else {
     const historyBefore = await pgHistoryRows(db.url);
-    const { out, interrupted } = await run('pgbench', ['-c', String(o.clients), '-j', '2', '-T', String(o.durationS), db.url], interrupt.signal);
+    const { out, interrupted } = await run(
+      'pgbench',
+      ['-c', String(o.clients), '-j', '2', '-T', String(o.durationS), db.url],
+      interrupt.signal,
+    );
     const m = /number of transactions actually processed: (\d+)/.exec(out);
     if (m) transactions = Number(m[1]);
     // An interrupted pgbench prints no totals: count the history rows its transactions inserted.
@@ -194,7 +232,9 @@ async function main(o: Options): Promise<number> {
   // 4. drain: pumps empty the staging table, readers reach the queue ends, services finish
   const result = await running.stop();
   const totalMs = Date.now() - w0;
-  const services = Object.values(result.summaries).filter((s): s is ServiceSummary => !!s && typeof s === 'object' && 'service' in s);
+  const services = Object.values(result.summaries).filter(
+    (s): s is ServiceSummary => !!s && typeof s === 'object' && 'service' in s,
+  );
   const captured = Object.entries(result.counters)
     .filter(([name]) => name.startsWith('pump:'))
     .reduce((n, [, c]) => n + c.eventsIn, 0);
@@ -203,7 +243,9 @@ async function main(o: Options): Promise<number> {
 
   if (o.verbose) {
     for (const [name, c] of Object.entries(result.counters)) {
-      console.log(`  ${name.padEnd(44)} in=${c.eventsIn} out=${c.eventsOut} batches=${c.batches} waits=${c.waits} replayed=${c.replayed}`);
+      console.log(
+        `  ${name.padEnd(44)} in=${c.eventsIn} out=${c.eventsOut} batches=${c.batches} waits=${c.waits} replayed=${c.replayed}`,
+      );
     }
   }
 
@@ -215,15 +257,27 @@ async function main(o: Options): Promise<number> {
   const lagP50 = Math.max(...services.map((s) => s.lagMs.p50));
   const lagP99 = Math.max(...services.map((s) => s.lagMs.p99));
   console.log('');
-  console.log(`bank summary (${db.dialect}, scale ${scale}, ${o.clients} clients, ${(workloadMs / 1000).toFixed(1)} s workload${interruptedBy ? `, stopped early by ${interruptedBy}` : ''})`);
-  console.log(`  transactions run          ${transactions} (${workloadMs > 0 ? Math.round(transactions / (workloadMs / 1000)) : 0} tps)`);
+  console.log(
+    `bank summary (${db.dialect}, scale ${scale}, ${o.clients} clients, ${(workloadMs / 1000).toFixed(1)} s workload${interruptedBy ? `, stopped early by ${interruptedBy}` : ''})`,
+  );
+  console.log(
+    `  transactions run          ${transactions} (${workloadMs > 0 ? Math.round(transactions / (workloadMs / 1000)) : 0} tps)`,
+  );
   console.log(`  changes captured          ${captured}`);
-  console.log(`  events processed          ${processed} (${services.map((s) => `${s.service} ${s.eventsIn}`).join(', ')})${replayed ? `, after replaying ${replayed} from earlier runs` : ''}`);
-  console.log(`  events/s                  ${totalMs > 0 ? Math.round(processed / (totalMs / 1000)) : 0} (workload start to drained)`);
+  console.log(
+    `  events processed          ${processed} (${services.map((s) => `${s.service} ${s.eventsIn}`).join(', ')})${replayed ? `, after replaying ${replayed} from earlier runs` : ''}`,
+  );
+  console.log(
+    `  events/s                  ${totalMs > 0 ? Math.round(processed / (totalMs / 1000)) : 0} (workload start to drained)`,
+  );
   console.log(`  capture-to-service lag    p50 ${lagP50} ms, p99 ${lagP99} ms`);
-  console.log(`  actor restarts            ${restarts.length}${restarts.length ? ': ' + restarts.join('; ') : ''}`);
+  console.log(
+    `  actor restarts            ${restarts.length}${restarts.length ? ': ' + restarts.join('; ') : ''}`,
+  );
   if (mismatches.length === 0) {
-    console.log(`  verification              OK: ${verdict.branches} branch totals and ${verdict.changedAccounts} changed accounts match the database`);
+    console.log(
+      `  verification              OK: ${verdict.branches} branch totals and ${verdict.changedAccounts} changed accounts match the database`,
+    );
     return 0;
   }
   console.log(`  verification              FAILED: ${mismatches.length} mismatches`);
@@ -235,7 +289,8 @@ async function main(o: Options): Promise<number> {
 function oneLine(e: unknown): string {
   if (!(e instanceof Error)) return String(e);
   if (process.env.SLUICE_DEBUG) return e.stack ?? e.message;
-  const cause = e.cause instanceof Error ? e.cause.message : e.cause !== undefined ? String(e.cause) : '';
+  const cause =
+    e.cause instanceof Error ? e.cause.message : e.cause !== undefined ? String(e.cause) : '';
   return cause && !e.message.includes(cause) ? `${e.message} (cause: ${cause})` : e.message;
 }
 
@@ -243,7 +298,10 @@ function oneLine(e: unknown): string {
 function intIn(name: string, min: number, max: number) {
   return (value: string): number => {
     const n = Number(value);
-    if (!Number.isInteger(n) || n < min || n > max) throw new InvalidArgumentError(`${name} must be an integer in [${min}, ${max}], got "${value}"`);
+    if (!Number.isInteger(n) || n < min || n > max)
+      throw new InvalidArgumentError(
+        `${name} must be an integer in [${min}, ${max}], got "${value}"`,
+      );
     return n;
   };
 }
@@ -253,14 +311,44 @@ const program = new Command()
   .name('bank')
   .exitOverride((err) => process.exit(err.exitCode === 0 ? 0 : 2))
   .option('--topology <file>', 'topology file', path.join(repoRoot, 'examples/bank/topology.yaml'))
-  .option('--scale <n>', 'pgbench scale factor (100,000 accounts each; default 1, or with --keep the kept database\'s)', intIn('--scale', 1, PGBENCH_SCALE_MAX))
-  .option('--duration-s <s>', 'workload duration in seconds', intIn('--duration-s', 1, 24 * 3600), 20)
-  .option('--clients <n>', 'concurrent client loops', intIn('--clients', 1, TPCB_DEFAULTS.clientsMax), 4)
-  .option('--keep', 'continue from the last run: keep its database and queues (services replay their inputs, then resume after LAST_WRITTEN)', false)
-  .option('--verbose', 'print every actor\'s counters at the end', false)
-  .option('--http <[host:]port>', 'serve the operations API and dashboard while it runs (e.g. 127.0.0.1:8080)', parseHttpAddress)
+  .option(
+    '--scale <n>',
+    "pgbench scale factor (100,000 accounts each; default 1, or with --keep the kept database's)",
+    intIn('--scale', 1, PGBENCH_SCALE_MAX),
+  )
+  .option(
+    '--duration-s <s>',
+    'workload duration in seconds',
+    intIn('--duration-s', 1, 24 * 3600),
+    20,
+  )
+  .option(
+    '--clients <n>',
+    'concurrent client loops',
+    intIn('--clients', 1, TPCB_DEFAULTS.clientsMax),
+    4,
+  )
+  .option(
+    '--keep',
+    'continue from the last run: keep its database and queues (services replay their inputs, then resume after LAST_WRITTEN)',
+    false,
+  )
+  .option('--verbose', "print every actor's counters at the end", false)
+  .option(
+    '--http <[host:]port>',
+    'serve the operations API and dashboard while it runs (e.g. 127.0.0.1:8080)',
+    parseHttpAddress,
+  )
   .parse();
-const raw = program.opts<{ topology: string; scale?: number; durationS: number; clients: number; keep: boolean; verbose: boolean; http?: { host: string; port: number } }>();
+const raw = program.opts<{
+  topology: string;
+  scale?: number;
+  durationS: number;
+  clients: number;
+  keep: boolean;
+  verbose: boolean;
+  http?: { host: string; port: number };
+}>();
 main(raw).then(
   (code) => process.exit(code),
   (e: unknown) => {

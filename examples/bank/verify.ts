@@ -44,8 +44,12 @@ export async function readBankBalances(topology: Topology): Promise<BankBalances
   if (db.dialect === 'sqlite') {
     const sqlite = new Database(db.file, { readonly: true });
     try {
-      const branches = sqlite.prepare('SELECT bid, bbalance FROM pgbench_branches ORDER BY bid').all() as BankBalances['branches'];
-      const rows = sqlite.prepare('SELECT aid, abalance FROM pgbench_accounts WHERE abalance <> 0').all() as { aid: number; abalance: number }[];
+      const branches = sqlite
+        .prepare('SELECT bid, bbalance FROM pgbench_branches ORDER BY bid')
+        .all() as BankBalances['branches'];
+      const rows = sqlite
+        .prepare('SELECT aid, abalance FROM pgbench_accounts WHERE abalance <> 0')
+        .all() as { aid: number; abalance: number }[];
       return { branches, changedAccounts: new Map(rows.map((r) => [r.aid, r.abalance])) };
     } finally {
       sqlite.close();
@@ -53,13 +57,19 @@ export async function readBankBalances(topology: Topology): Promise<BankBalances
   }
   if (db.dialect === 'mariadb' || db.dialect === 'mysql') {
     const read = await readBalancesMariaDb(db.url);
-    return { branches: read.branches, changedAccounts: new Map(read.accounts.map((r) => [r.aid, r.abalance])) };
+    return {
+      branches: read.branches,
+      changedAccounts: new Map(read.accounts.map((r) => [r.aid, r.abalance])),
+    };
   }
   const client = new pg.Client({ connectionString: db.url });
   await client.connect();
   try {
-    const branches = (await client.query('SELECT bid, bbalance FROM pgbench_branches ORDER BY bid')).rows as BankBalances['branches'];
-    const rows = (await client.query('SELECT aid, abalance FROM pgbench_accounts WHERE abalance <> 0')).rows as { aid: number; abalance: number }[];
+    const branches = (await client.query('SELECT bid, bbalance FROM pgbench_branches ORDER BY bid'))
+      .rows as BankBalances['branches'];
+    const rows = (
+      await client.query('SELECT aid, abalance FROM pgbench_accounts WHERE abalance <> 0')
+    ).rows as { aid: number; abalance: number }[];
     return { branches, changedAccounts: new Map(rows.map((r) => [r.aid, r.abalance])) };
   } finally {
     await client.end();
@@ -84,14 +94,23 @@ export async function verifyBank(topology: Topology): Promise<BankVerdict> {
   const mismatches: string[] = [];
   for (const b of branches) {
     const seen = branchTotals.get(String(b.bid))?.total ?? 0;
-    if (seen !== b.bbalance) mismatches.push(`branch ${b.bid}: service total ${seen} != pgbench_branches.bbalance ${b.bbalance}`);
+    if (seen !== b.bbalance)
+      mismatches.push(
+        `branch ${b.bid}: service total ${seen} != pgbench_branches.bbalance ${b.bbalance}`,
+      );
   }
   for (const [aid, v] of accountBalances) {
     const dbValue = changedAccounts.get(v.aid) ?? 0;
-    if (v.abalance !== dbValue) mismatches.push(`account ${aid}: service abalance ${v.abalance} != pgbench_accounts.abalance ${dbValue}`);
+    if (v.abalance !== dbValue)
+      mismatches.push(
+        `account ${aid}: service abalance ${v.abalance} != pgbench_accounts.abalance ${dbValue}`,
+      );
   }
   for (const [aid, abalance] of changedAccounts) {
-    if (!accountBalances.has(String(aid))) mismatches.push(`account ${aid}: changed in the database (abalance ${abalance}) but never seen by the service`);
+    if (!accountBalances.has(String(aid)))
+      mismatches.push(
+        `account ${aid}: changed in the database (abalance ${abalance}) but never seen by the service`,
+      );
   }
   return { mismatches, branches: branches.length, changedAccounts: changedAccounts.size };
 }

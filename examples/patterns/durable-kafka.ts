@@ -37,35 +37,48 @@
  *   {"event":"stopped","stats":{..}}                  after SIGTERM/SIGINT: drained, exits 0
  * Each invoice carries headers `source` (orders:partition:offset) and `batch` (instance:N).
  */
-import { pathToFileURL } from 'node:url'
-import { createKafkaBus, type BusBackend, type KafkaBusOptions, type TopicPartition } from 'sluice/bus'
-import { jsonCodec, startDurable, type DurableStats, type Subscription } from 'sluice/patterns'
+import { pathToFileURL } from 'node:url';
+import {
+  createKafkaBus,
+  type BusBackend,
+  type KafkaBusOptions,
+  type TopicPartition,
+} from 'sluice/bus';
+import { jsonCodec, startDurable, type DurableStats, type Subscription } from 'sluice/patterns';
 
 /** An order, keyed by customer on the input topic. */
-export interface Order { id: string; customer: string; amountCents: number }
+export interface Order {
+  id: string;
+  customer: string;
+  amountCents: number;
+}
 /** The invoice of one order, keyed by customer on the output topic. */
-export interface Invoice { orderId: string; customer: string; totalCents: number }
+export interface Invoice {
+  orderId: string;
+  customer: string;
+  totalCents: number;
+}
 
 /** Codecs of both topics, shared with producers and readers of them. */
-export const orderCodec = jsonCodec<Order>()
-export const invoiceCodec = jsonCodec<Invoice>()
+export const orderCodec = jsonCodec<Order>();
+export const invoiceCodec = jsonCodec<Invoice>();
 
 /** Settings of one billing process. */
 export interface BillingOptions {
-  bus: BusBackend
-  groupId: string
+  bus: BusBackend;
+  groupId: string;
   /** Names this process (logs, `batch` header); with `fencing: 'member'` its transactionalId is `<groupId>-<instance>`. */
-  instance: string
+  instance: string;
   /**
    * Default 'partition': transactionalId prefix `groupId`, the same in every process, one
    * producer per order partition (`<groupId>:<input>:<partition>`).
    */
-  fencing?: 'member' | 'partition'
-  input: string
-  output: string
-  sessionTimeoutMs?: number
+  fencing?: 'member' | 'partition';
+  input: string;
+  output: string;
+  sessionTimeoutMs?: number;
   /** Receives one event object per line of the program's stdout (see the file comment). */
-  log: (event: Record<string, unknown>) => void
+  log: (event: Record<string, unknown>) => void;
 }
 
 /**
@@ -73,61 +86,91 @@ export interface BillingOptions {
  * invoice (20% added). Logs assignments and the outcome of every batch's transaction.
  */
 export function startBilling(o: BillingOptions): Subscription & { readonly stats: DurableStats } {
-  let batch = 0
+  let batch = 0;
   // The pattern reports outcomes in onNext order, each covering one or more batches (one
   // transaction may hold several batches: group commit).
-  let reported = 0
-  const partitions = (tps: TopicPartition[]): number[] => tps.map((tp) => tp.partition).sort((a, b) => a - b)
+  let reported = 0;
+  const partitions = (tps: TopicPartition[]): number[] =>
+    tps.map((tp) => tp.partition).sort((a, b) => a - b);
   return startDurable({
-    bus: o.bus, groupId: o.groupId, topics: [o.input], codec: orderCodec,
+    bus: o.bus,
+    groupId: o.groupId,
+    topics: [o.input],
+    codec: orderCodec,
     fencing: o.fencing ?? 'partition',
-    transactionalId: (o.fencing ?? 'partition') === 'partition' ? o.groupId : `${o.groupId}-${o.instance}`,
+    transactionalId:
+      (o.fencing ?? 'partition') === 'partition' ? o.groupId : `${o.groupId}-${o.instance}`,
     sessionTimeoutMs: o.sessionTimeoutMs,
     listener: {
-      assigned: async (tps) => o.log({ event: 'assigned', partitions: partitions(tps), committed: await o.bus.committed(o.groupId, tps) }),
+      assigned: async (tps) =>
+        o.log({
+          event: 'assigned',
+          partitions: partitions(tps),
+          committed: await o.bus.committed(o.groupId, tps),
+        }),
       revoked: (tps) => o.log({ event: 'revoked', partitions: partitions(tps) }),
     },
     onOutcome: (outcome) => {
-      for (let i = 0; i < outcome.batches; i++) o.log({ event: outcome.committed ? 'committed' : 'failed', n: ++reported })
+      for (let i = 0; i < outcome.batches; i++)
+        o.log({ event: outcome.committed ? 'committed' : 'failed', n: ++reported });
     },
     processor: {
       // Outputs are returned, never sent: the pattern commits them with the consumed positions.
       onNext: (records) => {
-        o.log({ event: 'batch', n: ++batch, records: records.length })
+        o.log({ event: 'batch', n: ++batch, records: records.length });
         return records.map((r) => {
-          const order = r.value!
+          const order = r.value!;
           return {
-            topic: o.output, key: order.customer,
-            value: invoiceCodec.encode({ orderId: order.id, customer: order.customer, totalCents: Math.round(order.amountCents * 1.2) }),
-            headers: { source: `${r.topic}:${r.partition}:${r.offset}`, batch: `${o.instance}:${batch}` },
-          }
-        })
+            topic: o.output,
+            key: order.customer,
+            value: invoiceCodec.encode({
+              orderId: order.id,
+              customer: order.customer,
+              totalCents: Math.round(order.amountCents * 1.2),
+            }),
+            headers: {
+              source: `${r.topic}:${r.partition}:${r.offset}`,
+              batch: `${o.instance}:${batch}`,
+            },
+          };
+        });
       },
     },
-  })
+  });
 }
 
 function arg(args: string[], name: string, fallback?: string): string {
-  const i = args.indexOf(`--${name}`)
-  if (i >= 0 && (args[i + 1] === undefined || args[i + 1].startsWith('--'))) throw new Error(`--${name} needs a value`)
-  const v = i >= 0 ? args[i + 1] : fallback
-  if (v === undefined) throw new Error(`--${name} is required`)
-  return v
+  const i = args.indexOf(`--${name}`);
+  if (i >= 0 && (args[i + 1] === undefined || args[i + 1].startsWith('--')))
+    throw new Error(`--${name} needs a value`);
+  const v = i >= 0 ? args[i + 1] : fallback;
+  if (v === undefined) throw new Error(`--${name} is required`);
+  return v;
 }
 
 /**
  * Sends `count` orders to `input` (customers c1..c4 as keys, ids unique per call) with a plain
  * producer of `bus`, and returns their ids.
  */
-export async function produceOrders(bus: BusBackend, input: string, count: number): Promise<string[]> {
-  const producer = await bus.producer()
+export async function produceOrders(
+  bus: BusBackend,
+  input: string,
+  count: number,
+): Promise<string[]> {
+  const producer = await bus.producer();
   try {
-    const run = Date.now().toString(36)
-    const orders: Order[] = Array.from({ length: count }, (_, i) => ({ id: `o-${run}-${i + 1}`, customer: `c${(i % 4) + 1}`, amountCents: 1000 + i }))
-    await producer.send(orders.map((o) => ({ topic: input, key: o.customer, value: orderCodec.encode(o) })))
-    return orders.map((o) => o.id)
+    const run = Date.now().toString(36);
+    const orders: Order[] = Array.from({ length: count }, (_, i) => ({
+      id: `o-${run}-${i + 1}`,
+      customer: `c${(i % 4) + 1}`,
+      amountCents: 1000 + i,
+    }));
+    await producer.send(
+      orders.map((o) => ({ topic: input, key: o.customer, value: orderCodec.encode(o) })),
+    );
+    return orders.map((o) => o.id);
   } finally {
-    await producer.close()
+    await producer.close();
   }
 }
 
@@ -136,59 +179,82 @@ export async function produceOrders(bus: BusBackend, input: string, count: numbe
  * until SIGTERM or SIGINT, then drains and exits 0.
  */
 export async function main(args: string[]): Promise<void> {
-  const log = (e: Record<string, unknown>): void => void process.stdout.write(`${JSON.stringify(e)}\n`)
-  const logLevel = arg(args, 'log-level', 'NOTHING') as KafkaBusOptions['logLevel']
-  const produce = args.includes('--produce') ? Number(arg(args, 'produce')) : null
-  if (produce !== null && !(Number.isInteger(produce) && produce > 0)) throw new Error(`--produce needs a positive integer, --produce ${arg(args, 'produce')}`)
+  const log = (e: Record<string, unknown>): void =>
+    void process.stdout.write(`${JSON.stringify(e)}\n`);
+  const logLevel = arg(args, 'log-level', 'NOTHING') as KafkaBusOptions['logLevel'];
+  const produce = args.includes('--produce') ? Number(arg(args, 'produce')) : null;
+  if (produce !== null && !(Number.isInteger(produce) && produce > 0))
+    throw new Error(`--produce needs a positive integer, --produce ${arg(args, 'produce')}`);
   const bus = createKafkaBus({
-    brokers: arg(args, 'brokers').split(','), clientId: produce !== null || args.includes('--create-topics') ? 'billing-producer' : `billing-${arg(args, 'instance')}`, logLevel,
-  })
+    brokers: arg(args, 'brokers').split(','),
+    clientId:
+      produce !== null || args.includes('--create-topics')
+        ? 'billing-producer'
+        : `billing-${arg(args, 'instance')}`,
+    logLevel,
+  });
   if (args.includes('--create-topics')) {
-    const partitions = Number(arg(args, 'create-topics'))
-    const topics = [arg(args, 'input', 'orders'), arg(args, 'output', 'invoices')]
+    const partitions = Number(arg(args, 'create-topics'));
+    const topics = [arg(args, 'input', 'orders'), arg(args, 'output', 'invoices')];
     try {
-      await bus.createTopics(topics.map((name) => ({ name, partitions })))
-      log({ event: 'topics', topics, partitions })
+      await bus.createTopics(topics.map((name) => ({ name, partitions })));
+      log({ event: 'topics', topics, partitions });
     } finally {
-      await bus.close()
+      await bus.close();
     }
-    return
+    return;
   }
   if (produce !== null) {
     try {
-      const ids = await produceOrders(bus, arg(args, 'input', 'orders'), produce)
-      log({ event: 'produced', topic: arg(args, 'input', 'orders'), orders: ids.length, first: ids[0], last: ids[ids.length - 1] })
+      const ids = await produceOrders(bus, arg(args, 'input', 'orders'), produce);
+      log({
+        event: 'produced',
+        topic: arg(args, 'input', 'orders'),
+        orders: ids.length,
+        first: ids[0],
+        last: ids[ids.length - 1],
+      });
     } finally {
-      await bus.close()
+      await bus.close();
     }
-    return
+    return;
   }
-  const sessionTimeoutMs = Number(arg(args, 'session-timeout-ms', '10000'))
-  if (!(Number.isInteger(sessionTimeoutMs) && sessionTimeoutMs > 0)) throw new Error(`--session-timeout-ms needs a positive integer (ms), --session-timeout-ms ${arg(args, 'session-timeout-ms')}`)
-  const fencing = arg(args, 'fencing', 'partition')
-  if (fencing !== 'partition' && fencing !== 'member') throw new Error(`--fencing is partition or member, --fencing ${fencing}`)
+  const sessionTimeoutMs = Number(arg(args, 'session-timeout-ms', '10000'));
+  if (!(Number.isInteger(sessionTimeoutMs) && sessionTimeoutMs > 0))
+    throw new Error(
+      `--session-timeout-ms needs a positive integer (ms), --session-timeout-ms ${arg(args, 'session-timeout-ms')}`,
+    );
+  const fencing = arg(args, 'fencing', 'partition');
+  if (fencing !== 'partition' && fencing !== 'member')
+    throw new Error(`--fencing is partition or member, --fencing ${fencing}`);
   const billing = startBilling({
-    bus, groupId: arg(args, 'group', 'billing'), instance: arg(args, 'instance'),
-    input: arg(args, 'input', 'orders'), output: arg(args, 'output', 'invoices'), sessionTimeoutMs, log, fencing,
-  })
+    bus,
+    groupId: arg(args, 'group', 'billing'),
+    instance: arg(args, 'instance'),
+    input: arg(args, 'input', 'orders'),
+    output: arg(args, 'output', 'invoices'),
+    sessionTimeoutMs,
+    log,
+    fencing,
+  });
   const stop = new Promise<string>((resolve) => {
-    process.once('SIGTERM', () => resolve('SIGTERM'))
-    process.once('SIGINT', () => resolve('SIGINT'))
-  })
-  await billing.ready
-  log({ event: 'ready', instance: arg(args, 'instance'), pid: process.pid })
-  const reason = await Promise.race([stop, billing.done.then(() => 'done')])
-  await billing.stop()
-  log({ event: 'stopped', reason, stats: billing.stats })
-  await bus.close()
+    process.once('SIGTERM', () => resolve('SIGTERM'));
+    process.once('SIGINT', () => resolve('SIGINT'));
+  });
+  await billing.ready;
+  log({ event: 'ready', instance: arg(args, 'instance'), pid: process.pid });
+  const reason = await Promise.race([stop, billing.done.then(() => 'done')]);
+  await billing.stop();
+  log({ event: 'stopped', reason, stats: billing.stats });
+  await bus.close();
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   main(process.argv.slice(2)).then(
     () => process.exit(0),
     (e: Error) => {
-      process.stderr.write(`durable-kafka: ${e.message}\n`)
-      process.exit(1)
+      process.stderr.write(`durable-kafka: ${e.message}\n`);
+      process.exit(1);
     },
-  )
+  );
 }

@@ -18,7 +18,13 @@ import fs from 'node:fs';
 import { Command } from 'commander';
 import { loadTopology, startTopology, partitionDir, type Topology } from 'sluice';
 import { Appender, Tailer } from '../../engine/journal/index.js';
-import { EnvelopeView, EnvelopeWriter, EVENT_TYPE_JSON, decodeJson, encodeJson } from '../../engine/codec/index.js';
+import {
+  EnvelopeView,
+  EnvelopeWriter,
+  EVENT_TYPE_JSON,
+  decodeJson,
+  encodeJson,
+} from '../../engine/codec/index.js';
 import { KvStore, restoreKvStore } from '../../engine/replay/index.js';
 import type { PositionsOutput } from './services/positions.js';
 
@@ -33,7 +39,11 @@ function outputState(topology: Topology): PositionsOutput | null {
   const view = new EnvelopeView();
   try {
     if (topology.services[0].module.endsWith('positions-kv.js')) {
-      const store = new KvStore(new EnvelopeWriter(), () => {}, () => ({ queue: 0, partition: 0, index: 0 }));
+      const store = new KvStore(
+        new EnvelopeWriter(),
+        () => {},
+        () => ({ queue: 0, partition: 0, index: 0 }),
+      );
       restoreKvStore(store, t, 'positions-out');
       const o = store.toObject();
       const positions = Object.keys(o)
@@ -73,14 +83,25 @@ function reference(topology: Topology): PositionsOutput {
   timer.moveToEnd();
   const ticks = timer.index;
   timer.close();
-  return { trades, ticks, positions: [...positions.entries()].sort((a, b) => (a[0] < b[0] ? -1 : 1)).map(([i, [q, c]]) => [i, q, c]) };
+  return {
+    trades,
+    ticks,
+    positions: [...positions.entries()]
+      .sort((a, b) => (a[0] < b[0] ? -1 : 1))
+      .map(([i, [q, c]]) => [i, q, c]),
+  };
 }
 
 async function main(): Promise<number> {
   const program = new Command()
     .option('--topology <file>', 'topology file', 'examples/positions/topology.output.yaml')
     .option('--trades <n>', 'trades appended per round', (v) => Number(v), 20000)
-    .option('--rounds <n>', 'start/stop rounds (the 2nd and later are restarts)', (v) => Number(v), 3)
+    .option(
+      '--rounds <n>',
+      'start/stop rounds (the 2nd and later are restarts)',
+      (v) => Number(v),
+      3,
+    )
     .option('--fresh', 'delete the data directory first')
     .parse();
   const o = program.opts<{ topology: string; trades: number; rounds: number; fresh?: boolean }>();
@@ -89,7 +110,7 @@ async function main(): Promise<number> {
   const writer = new EnvelopeWriter();
   const restartMs: number[] = [];
   let seed = 12345;
-  const random = () => ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 4294967296);
+  const random = () => (seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 4294967296;
   // Trades already in the queue from earlier runs (without --fresh the example continues them).
   const tail = Tailer.open({ dir: partitionDir(topology, 'trades', 0) });
   tail.moveToEnd();
@@ -100,14 +121,27 @@ async function main(): Promise<number> {
     const batch: Uint8Array[] = [];
     for (let n = 0; n < o.trades; n++) {
       const instrument = INSTRUMENTS[Math.floor(random() * INSTRUMENTS.length)];
-      const trade = { instrument, qty: Math.floor(random() * 200) - 100, price: 10000 + Math.floor(random() * 5000) };
-      batch.push(writer.encode({ type: EVENT_TYPE_JSON, key: instrument, eventTimeMs: Date.now(), payload: encodeJson(trade) }));
+      const trade = {
+        instrument,
+        qty: Math.floor(random() * 200) - 100,
+        price: 10000 + Math.floor(random() * 5000),
+      };
+      batch.push(
+        writer.encode({
+          type: EVENT_TYPE_JSON,
+          key: instrument,
+          eventTimeMs: Date.now(),
+          payload: encodeJson(trade),
+        }),
+      );
     }
     appender.appendBatch(batch);
     appender.close();
 
     const t0 = performance.now();
-    const running = await startTopology(topology, { log: (l) => process.stderr.write(`positions: ${l}\n`) });
+    const running = await startTopology(topology, {
+      log: (l) => process.stderr.write(`positions: ${l}\n`),
+    });
     restartMs.push(Math.round(performance.now() - t0));
     const trades = earlier + round * o.trades + o.trades;
     for (;;) {
@@ -120,8 +154,20 @@ async function main(): Promise<number> {
   const want = reference(topology);
   const got = outputState(topology);
   const match = JSON.stringify(got) === JSON.stringify(want);
-  process.stdout.write(JSON.stringify({ topology: topology.name, rounds: o.rounds, restartMs, trades: want.trades, ticks: want.ticks, match }) + '\n');
-  if (!match) process.stderr.write(`positions: newest output ${JSON.stringify(got)}\n  reference ${JSON.stringify(want)}\n`);
+  process.stdout.write(
+    JSON.stringify({
+      topology: topology.name,
+      rounds: o.rounds,
+      restartMs,
+      trades: want.trades,
+      ticks: want.ticks,
+      match,
+    }) + '\n',
+  );
+  if (!match)
+    process.stderr.write(
+      `positions: newest output ${JSON.stringify(got)}\n  reference ${JSON.stringify(want)}\n`,
+    );
   return match ? 0 : 1;
 }
 

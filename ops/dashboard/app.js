@@ -296,7 +296,9 @@ let lastConfig = 0;
 
 function diffText(v) {
   if (v.diff.length === 0) return `version ${v.version}: no change`;
-  const lines = [`version ${v.version} (${v.action}${v.restoredFrom !== undefined ? ` of version ${v.restoredFrom}` : ''} by ${v.user} at ${v.time})`];
+  const lines = [
+    `version ${v.version} (${v.action}${v.restoredFrom !== undefined ? ` of version ${v.restoredFrom}` : ''} by ${v.user} at ${v.time})`,
+  ];
   for (const d of v.diff) {
     if (d.before !== null) lines.push(`- ${d.path}: ${JSON.stringify(d.before)}`);
     if (d.after !== null) lines.push(`+ ${d.path}: ${JSON.stringify(d.after)}`);

@@ -29,7 +29,12 @@ export interface TestBackend {
   /** Creates the queues' topics (Kafka; a no-op on the journal, whose appenders create them). */
   createQueues(queues: readonly { name: string; partitions: number }[]): Promise<void>;
   /** Appends records to a partition, durably, in order. */
-  append(dataDir: string, queue: string, partition: number, batch: readonly Uint8Array[]): Promise<void>;
+  append(
+    dataDir: string,
+    queue: string,
+    partition: number,
+    batch: readonly Uint8Array[],
+  ): Promise<void>;
   /** A tailer over a partition (call close() on it). */
   tailer(dataDir: string, queue: string, partition: number): PartitionTailer;
   /** Deletes the topics it made (Kafka) and closes its clients. */
@@ -52,7 +57,12 @@ export function journalBackend(): TestBackend {
         a.close();
       }
     },
-    tailer: (dataDir, queue, partition) => openQueueLogs({ kind: 'journal' }).tailer({ queue, partition, dir: path.join(dataDir, 'queues', queue, String(partition)) }),
+    tailer: (dataDir, queue, partition) =>
+      openQueueLogs({ kind: 'journal' }).tailer({
+        queue,
+        partition,
+        dir: path.join(dataDir, 'queues', queue, String(partition)),
+      }),
     close: async () => undefined,
   };
 }
@@ -88,20 +98,31 @@ export async function kafkaBackend(tag: string, broker: TestKafka): Promise<Test
     async append(_dataDir, queue, partition, batch) {
       made.add(queue);
       const n = await bus.partitionCount(queue);
-      if (n === null) throw new Error(`append: topic ${queue} does not exist (start the topology once first, or create it)`);
+      if (n === null)
+        throw new Error(
+          `append: topic ${queue} does not exist (start the topology once first, or create it)`,
+        );
       producer ??= await bus.producer();
       for (let i = 0; i < batch.length; i += 1000) {
-        await producer.send(batch.slice(i, i + 1000).map((value) => ({ topic: queue, partition, key: null, value })));
+        await producer.send(
+          batch.slice(i, i + 1000).map((value) => ({ topic: queue, partition, key: null, value })),
+        );
       }
     },
     tailer: (_dataDir, queue, partition) => {
-      logs ??= openQueueLogs({ kind: 'kafka', connection: { brokers: broker.brokers, clientId: 'svckafka-test' } });
+      logs ??= openQueueLogs({
+        kind: 'kafka',
+        connection: { brokers: broker.brokers, clientId: 'svckafka-test' },
+      });
       return logs.tailer({ queue, partition, dir: '' });
     },
     async close() {
       logs?.close();
       await bus.close();
-      const admin = new kafkajs.Kafka({ brokers: broker.brokers, logLevel: kafkajs.logLevel.NOTHING }).admin();
+      const admin = new kafkajs.Kafka({
+        brokers: broker.brokers,
+        logLevel: kafkajs.logLevel.NOTHING,
+      }).admin();
       try {
         await admin.connect();
         const existing = new Set(await admin.listTopics());
@@ -114,4 +135,3 @@ export async function kafkaBackend(tag: string, broker: TestKafka): Promise<Test
     },
   };
 }
-

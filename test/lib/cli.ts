@@ -18,7 +18,11 @@ export interface CliResult {
  * before reading all of it). Killed with SIGKILL after `timeoutMs` (default 60 s), which then
  * resolves with code null. Never rejects.
  */
-export function sluice(args: string[], stdin: string | Buffer = '', timeoutMs = 60_000): Promise<CliResult> {
+export function sluice(
+  args: string[],
+  stdin: string | Buffer = '',
+  timeoutMs = 60_000,
+): Promise<CliResult> {
   return new Promise((resolve) => {
     const p = spawn(process.execPath, [SLUICE_CLI, ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
     let out = '';

@@ -23,9 +23,22 @@ export interface ReadRecord {
  * (or `timeoutMs` passed), then `settleMs` more, so that records beyond the expected count (a
  * duplicate) are seen too. Records are in offset order per partition.
  */
-export async function readCommitted(brokers: string[], topics: string[], expected: number, opts: { timeoutMs?: number; settleMs?: number } = {}): Promise<ReadRecord[]> {
-  const kafka = new Kafka({ clientId: 'capkafka-test-reader', brokers, logLevel: logLevel.NOTHING });
-  const consumer = kafka.consumer({ groupId: `capkafka-test-${randomBytes(6).toString('hex')}`, readUncommitted: false, maxWaitTimeInMs: 100 });
+export async function readCommitted(
+  brokers: string[],
+  topics: string[],
+  expected: number,
+  opts: { timeoutMs?: number; settleMs?: number } = {},
+): Promise<ReadRecord[]> {
+  const kafka = new Kafka({
+    clientId: 'capkafka-test-reader',
+    brokers,
+    logLevel: logLevel.NOTHING,
+  });
+  const consumer = kafka.consumer({
+    groupId: `capkafka-test-${randomBytes(6).toString('hex')}`,
+    readUncommitted: false,
+    maxWaitTimeInMs: 100,
+  });
   const out: ReadRecord[] = [];
   await consumer.connect();
   try {
@@ -34,28 +47,52 @@ export async function readCommitted(brokers: string[], topics: string[], expecte
       autoCommit: false,
       eachMessage: async ({ topic, partition, message }) => {
         const headers: Record<string, string> = {};
-        for (const [k, v] of Object.entries(message.headers ?? {})) if (v !== undefined) headers[k] = String(Array.isArray(v) ? v[v.length - 1] : v);
+        for (const [k, v] of Object.entries(message.headers ?? {}))
+          if (v !== undefined) headers[k] = String(Array.isArray(v) ? v[v.length - 1] : v);
         out.push({
-          topic, partition, offset: Number(message.offset), key: message.key?.toString('utf8') ?? null,
-          value: message.value, headers, timestampMs: Number(message.timestamp),
+          topic,
+          partition,
+          offset: Number(message.offset),
+          key: message.key?.toString('utf8') ?? null,
+          value: message.value,
+          headers,
+          timestampMs: Number(message.timestamp),
         });
       },
     });
     const deadline = Date.now() + (opts.timeoutMs ?? 60_000);
-    while (out.length < expected && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    while (out.length < expected && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 50));
     await new Promise((r) => setTimeout(r, opts.settleMs ?? 1000));
   } finally {
     await consumer.disconnect();
   }
-  return out.sort((a, b) => (a.topic < b.topic ? -1 : a.topic > b.topic ? 1 : a.partition - b.partition || a.offset - b.offset));
+  return out.sort((a, b) =>
+    a.topic < b.topic
+      ? -1
+      : a.topic > b.topic
+        ? 1
+        : a.partition - b.partition || a.offset - b.offset,
+  );
 }
 
 /** Creates `topic` with `partitions` (test setup of a conflicting topic). */
-export async function createTopic(brokers: string[], topic: string, partitions: number): Promise<void> {
-  const admin = new Kafka({ clientId: 'capkafka-test-admin', brokers, logLevel: logLevel.NOTHING }).admin();
+export async function createTopic(
+  brokers: string[],
+  topic: string,
+  partitions: number,
+): Promise<void> {
+  const admin = new Kafka({
+    clientId: 'capkafka-test-admin',
+    brokers,
+    logLevel: logLevel.NOTHING,
+  }).admin();
   await admin.connect();
   try {
-    await admin.createTopics({ topics: [{ topic, numPartitions: partitions }], waitForLeaders: true });
+    await admin.createTopics({
+      topics: [{ topic, numPartitions: partitions }],
+      waitForLeaders: true,
+    });
   } finally {
     await admin.disconnect();
   }
@@ -63,7 +100,11 @@ export async function createTopic(brokers: string[], topic: string, partitions: 
 
 /** Deletes the topics (missing ones are ignored). */
 export async function deleteTopics(brokers: string[], topics: string[]): Promise<void> {
-  const admin = new Kafka({ clientId: 'capkafka-test-admin', brokers, logLevel: logLevel.NOTHING }).admin();
+  const admin = new Kafka({
+    clientId: 'capkafka-test-admin',
+    brokers,
+    logLevel: logLevel.NOTHING,
+  }).admin();
   await admin.connect();
   try {
     const existing = new Set(await admin.listTopics());

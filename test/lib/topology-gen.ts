@@ -41,14 +41,18 @@ const dataDir = fc.oneof(
   { weight: 6, arbitrary: fc.constantFrom('./data', 'data/q', './state/x.y') },
   {
     weight: 1,
-    arbitrary: fc.array(fc.integer({ min: 1, max: S.pathComponentBytesMax }), { minLength: 1, maxLength: 4 })
-      .map((lengths) => './' + lengths.map((n, i) => String.fromCharCode(97 + i).repeat(n)).join('/')),
+    arbitrary: fc
+      .array(fc.integer({ min: 1, max: S.pathComponentBytesMax }), { minLength: 1, maxLength: 4 })
+      .map(
+        (lengths) => './' + lengths.map((n, i) => String.fromCharCode(97 + i).repeat(n)).join('/'),
+      ),
   },
 );
 
 const pow2 = (min: number, max: number) =>
   fc.integer({ min: Math.log2(min), max: Math.min(Math.log2(max), 24) }).map((e) => 2 ** e);
-const inRange = (r: readonly [number, number], cap = r[1]) => fc.integer({ min: r[0], max: Math.min(r[1], cap) });
+const inRange = (r: readonly [number, number], cap = r[1]) =>
+  fc.integer({ min: r[0], max: Math.min(r[1], cap) });
 
 interface Shape {
   sources: Array<{ name: string; partitions: number; segmentBytes?: number; fsync?: string }>;
@@ -60,26 +64,40 @@ const queueName = dottedName(S.queueNameLengthMax);
 const serviceName = dottedName(S.serviceNameLengthMax);
 const shape: fc.Arbitrary<Shape> = fc
   .uniqueArray(queueName, { minLength: 1, maxLength: 7 })
-  .chain((names) => fc.integer({ min: 1, max: names.length }).chain((nSources) => {
-    const queueOpts = fc.record({
-      segmentBytes: fc.option(inRange(TOPOLOGY_LIMITS.segmentBytes, 1 << 22), { nil: undefined }),
-      fsync: fc.option(fc.constantFrom('none', 'batch', 'record'), { nil: undefined }),
-    });
-    return fc.record({
-      sources: fc.tuple(...names.slice(0, nSources).map((name) =>
-        fc.tuple(queueOpts, fc.integer({ min: 1, max: 3 })).map(([o, partitions]) => ({ name, partitions, ...o })))),
-      outputs: names.length > nSources
-        ? fc.tuple(...names.slice(nSources).map((name) => queueOpts.map((o) => ({ name, ...o }))))
-        : fc.constant([]),
-    });
-  }));
+  .chain((names) =>
+    fc.integer({ min: 1, max: names.length }).chain((nSources) => {
+      const queueOpts = fc.record({
+        segmentBytes: fc.option(inRange(TOPOLOGY_LIMITS.segmentBytes, 1 << 22), { nil: undefined }),
+        fsync: fc.option(fc.constantFrom('none', 'batch', 'record'), { nil: undefined }),
+      });
+      return fc.record({
+        sources: fc.tuple(
+          ...names
+            .slice(0, nSources)
+            .map((name) =>
+              fc
+                .tuple(queueOpts, fc.integer({ min: 1, max: 3 }))
+                .map(([o, partitions]) => ({ name, partitions, ...o })),
+            ),
+        ),
+        outputs:
+          names.length > nSources
+            ? fc.tuple(
+                ...names.slice(nSources).map((name) => queueOpts.map((o) => ({ name, ...o }))),
+              )
+            : fc.constant([]),
+      });
+    }),
+  );
 
 /** `value` with "$" in strings replaced: "${" would be an environment variable reference. */
 function noDollar(value: unknown): Json {
   if (typeof value === 'string') return value.replace(/\$/g, '_');
   if (Array.isArray(value)) return value.map(noDollar);
   if (value !== null && typeof value === 'object') {
-    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k.replace(/\$/g, '_'), noDollar(v)]));
+    return Object.fromEntries(
+      Object.entries(value).map(([k, v]) => [k.replace(/\$/g, '_'), noDollar(v)]),
+    );
   }
   return value as Json;
 }
@@ -103,77 +121,147 @@ export interface GenOptions {
  * (tables CAPTURE_TABLES, provided by the test).
  */
 export function validTopology(options: GenOptions): fc.Arbitrary<Obj> {
-  return fc.tuple(shape, topologyName, fc.option(dataDir, { nil: undefined }), fc.nat(), fc.nat()).chain(
-    ([sh, name, dir, seedA, seedB]) => {
+  return fc
+    .tuple(shape, topologyName, fc.option(dataDir, { nil: undefined }), fc.nat(), fc.nat())
+    .chain(([sh, name, dir, seedA, seedB]) => {
       const serviceNames = fc.uniqueArray(serviceName, {
-        minLength: sh.outputs.length, maxLength: sh.outputs.length,
+        minLength: sh.outputs.length,
+        maxLength: sh.outputs.length,
       });
       // Source queues with the same partition count can be the targets of one capture source.
       const byPartitions = new Map<number, string[]>();
       sh.sources.forEach((q, i) => {
         // About half the source queues are capture targets (chosen by the seeds).
-        if (((seedA >>> i) & 1) === 1) byPartitions.set(q.partitions, [...(byPartitions.get(q.partitions) ?? []), q.name]);
+        if (((seedA >>> i) & 1) === 1)
+          byPartitions.set(q.partitions, [...(byPartitions.get(q.partitions) ?? []), q.name]);
       });
       const groups = [...byPartitions.entries()];
-      const captureNames = fc.uniqueArray(serviceName, { minLength: groups.length, maxLength: groups.length });
-      const services = serviceNames.chain((names) => fc.tuple(...names.map((svcName, i) => {
-        const upstream = [...sh.sources.map((q) => q.name), ...sh.outputs.slice(0, i).map((q) => q.name)];
-        return fc.record({
-          inputs: fc.shuffledSubarray(upstream, { minLength: 1, maxLength: Math.min(upstream.length, S.inputsMax) }),
-          startFrom: fc.option(fc.constantFrom('LAST_WRITTEN', 'END'), { nil: undefined }),
-          inputsReplay: fc.option(fc.constantFrom('NONE', 'INPUTS', 'OUTPUT'), { nil: undefined }),
-          batchSizeMax: fc.option(inRange(TOPOLOGY_LIMITS.serviceBatchSizeMax), { nil: undefined }),
-          settings: fc.option(fc.dictionary(settingsKey, fc.jsonValue({ maxDepth: 3 }).map(noDollar), { maxKeys: 3 }), { nil: undefined }),
-        }).map((s) => stripUndefined({ name: svcName, module: options.module, ...s, output: sh.outputs[i]!.name }));
-      })));
-      const capture = captureNames.chain((names) => fc.tuple(...groups.map(([partitions, targets], i) => {
-        const postgres = options.postgres === true && ((seedB >>> i) & 1) === 1;
-        const table = fc.record({
-          operations: fc.subarray(['insert', 'update', 'delete'], { minLength: 1 }),
-          columns: fc.option(fc.subarray([...CAPTURE_COLUMNS], { minLength: 1 }), { nil: undefined }),
-          suppressNoopUpdates: fc.option(fc.boolean(), { nil: undefined }),
-          target: fc.constantFrom(...targets),
-        });
-        return fc.record({
-          tables: fc.uniqueArray(fc.constantFrom(...CAPTURE_TABLES), { minLength: 1, maxLength: 3 })
-            .chain((ts) => fc.tuple(...ts.map((t) => table.map((x) => stripUndefined({ table: t, ...x }))))),
-          batchSizeMax: fc.option(inRange(TOPOLOGY_LIMITS.captureBatchSizeMax), { nil: undefined }),
-          pollIntervalMs: fc.option(fc.integer({ min: 1, max: 50 }), { nil: undefined }),
-          stagingTable: fc.option(fc.constantFrom('sluice_staging', 'st_' + 'q'.repeat(S.stagingTableLengthMax - 3)), { nil: undefined }),
-        }).map((c) => {
-          // Every target of the source must be one of its tables' targets to be written by it;
-          // the others stay plain source queues, which is also valid.
-          return stripUndefined({
-            name: names[i]!,
-            database: postgres
-              ? { dialect: 'postgres', url: 'postgres://postgres@127.0.0.1:5432/test' }
-              : { dialect: 'sqlite', file: './capture.db' },
-            pumps: partitions,
-            ...c,
-          });
-        });
-      })));
-      return fc.record({
-        services,
-        capture,
-        rings: fc.option(pow2(TOPOLOGY_LIMITS.ringCapacityBytes[0], TOPOLOGY_LIMITS.ringCapacityBytes[1]).map((capacityBytes) => ({ capacityBytes })), { nil: undefined }),
-        supervisor: fc.option(fc.tuple(fc.integer({ min: 0, max: 500 }), fc.integer({ min: 0, max: 500 })).map(([a, b]) => ({
-          backoffInitialMs: Math.min(a, b), backoffMaxMs: Math.max(a, b), restartsMax: 3,
-        })), { nil: undefined }),
-      }).map((r) => stripUndefined({
-        name,
-        dataDir: dir,
-        rings: r.rings,
-        supervisor: r.supervisor,
-        queues: [
-          ...sh.sources.map((q) => stripUndefined({ ...q })),
-          ...sh.outputs.map((q) => stripUndefined({ ...q })),
-        ],
-        services: r.services.length > 0 ? r.services : undefined,
-        capture: r.capture.length > 0 ? r.capture : undefined,
-      }));
-    },
-  );
+      const captureNames = fc.uniqueArray(serviceName, {
+        minLength: groups.length,
+        maxLength: groups.length,
+      });
+      const services = serviceNames.chain((names) =>
+        fc.tuple(
+          ...names.map((svcName, i) => {
+            const upstream = [
+              ...sh.sources.map((q) => q.name),
+              ...sh.outputs.slice(0, i).map((q) => q.name),
+            ];
+            return fc
+              .record({
+                inputs: fc.shuffledSubarray(upstream, {
+                  minLength: 1,
+                  maxLength: Math.min(upstream.length, S.inputsMax),
+                }),
+                startFrom: fc.option(fc.constantFrom('LAST_WRITTEN', 'END'), { nil: undefined }),
+                inputsReplay: fc.option(fc.constantFrom('NONE', 'INPUTS', 'OUTPUT'), {
+                  nil: undefined,
+                }),
+                batchSizeMax: fc.option(inRange(TOPOLOGY_LIMITS.serviceBatchSizeMax), {
+                  nil: undefined,
+                }),
+                settings: fc.option(
+                  fc.dictionary(settingsKey, fc.jsonValue({ maxDepth: 3 }).map(noDollar), {
+                    maxKeys: 3,
+                  }),
+                  { nil: undefined },
+                ),
+              })
+              .map((s) =>
+                stripUndefined({
+                  name: svcName,
+                  module: options.module,
+                  ...s,
+                  output: sh.outputs[i]!.name,
+                }),
+              );
+          }),
+        ),
+      );
+      const capture = captureNames.chain((names) =>
+        fc.tuple(
+          ...groups.map(([partitions, targets], i) => {
+            const postgres = options.postgres === true && ((seedB >>> i) & 1) === 1;
+            const table = fc.record({
+              operations: fc.subarray(['insert', 'update', 'delete'], { minLength: 1 }),
+              columns: fc.option(fc.subarray([...CAPTURE_COLUMNS], { minLength: 1 }), {
+                nil: undefined,
+              }),
+              suppressNoopUpdates: fc.option(fc.boolean(), { nil: undefined }),
+              target: fc.constantFrom(...targets),
+            });
+            return fc
+              .record({
+                tables: fc
+                  .uniqueArray(fc.constantFrom(...CAPTURE_TABLES), { minLength: 1, maxLength: 3 })
+                  .chain((ts) =>
+                    fc.tuple(
+                      ...ts.map((t) => table.map((x) => stripUndefined({ table: t, ...x }))),
+                    ),
+                  ),
+                batchSizeMax: fc.option(inRange(TOPOLOGY_LIMITS.captureBatchSizeMax), {
+                  nil: undefined,
+                }),
+                pollIntervalMs: fc.option(fc.integer({ min: 1, max: 50 }), { nil: undefined }),
+                stagingTable: fc.option(
+                  fc.constantFrom(
+                    'sluice_staging',
+                    'st_' + 'q'.repeat(S.stagingTableLengthMax - 3),
+                  ),
+                  { nil: undefined },
+                ),
+              })
+              .map((c) => {
+                // Every target of the source must be one of its tables' targets to be written by it;
+                // the others stay plain source queues, which is also valid.
+                return stripUndefined({
+                  name: names[i]!,
+                  database: postgres
+                    ? { dialect: 'postgres', url: 'postgres://postgres@127.0.0.1:5432/test' }
+                    : { dialect: 'sqlite', file: './capture.db' },
+                  pumps: partitions,
+                  ...c,
+                });
+              });
+          }),
+        ),
+      );
+      return fc
+        .record({
+          services,
+          capture,
+          rings: fc.option(
+            pow2(TOPOLOGY_LIMITS.ringCapacityBytes[0], TOPOLOGY_LIMITS.ringCapacityBytes[1]).map(
+              (capacityBytes) => ({ capacityBytes }),
+            ),
+            { nil: undefined },
+          ),
+          supervisor: fc.option(
+            fc
+              .tuple(fc.integer({ min: 0, max: 500 }), fc.integer({ min: 0, max: 500 }))
+              .map(([a, b]) => ({
+                backoffInitialMs: Math.min(a, b),
+                backoffMaxMs: Math.max(a, b),
+                restartsMax: 3,
+              })),
+            { nil: undefined },
+          ),
+        })
+        .map((r) =>
+          stripUndefined({
+            name,
+            dataDir: dir,
+            rings: r.rings,
+            supervisor: r.supervisor,
+            queues: [
+              ...sh.sources.map((q) => stripUndefined({ ...q })),
+              ...sh.outputs.map((q) => stripUndefined({ ...q })),
+            ],
+            services: r.services.length > 0 ? r.services : undefined,
+            capture: r.capture.length > 0 ? r.capture : undefined,
+          }),
+        );
+    });
 }
 
 /** Paths (keys and indexes) of every node of `value`, the root excluded. */
@@ -182,14 +270,33 @@ function pathsOf(value: Json, prefix: Array<string | number> = []): Array<Array<
   if (Array.isArray(value)) {
     value.forEach((v, i) => out.push([...prefix, i], ...pathsOf(v, [...prefix, i])));
   } else if (value !== null && typeof value === 'object') {
-    for (const [k, v] of Object.entries(value)) out.push([...prefix, k], ...pathsOf(v, [...prefix, k]));
+    for (const [k, v] of Object.entries(value))
+      out.push([...prefix, k], ...pathsOf(v, [...prefix, k]));
   }
   return out;
 }
 
 /** Replacement values: other types, edge numbers, long and odd strings. */
 const oddValue: fc.Arbitrary<Json> = fc.oneof(
-  fc.constantFrom<Json>(null, true, false, 0, -1, 1.5, 2 ** 31, 2 ** 53, -(2 ** 53), '', ' ', '\u0000', '${UNSET}', '../../..', ':memory:', [], {}),
+  fc.constantFrom<Json>(
+    null,
+    true,
+    false,
+    0,
+    -1,
+    1.5,
+    2 ** 31,
+    2 ** 53,
+    -(2 ** 53),
+    '',
+    ' ',
+    '\u0000',
+    '${UNSET}',
+    '../../..',
+    ':memory:',
+    [],
+    {},
+  ),
   // Just past the limits (65, 129, 257: NAME_MAX, 1025, 4097) and one far past (200,000).
   fc.constantFrom(65, 129, 257, 1025, 4097, 200_000).map((n) => 'a'.repeat(n)),
   fc.string({ maxLength: 12, unit: 'binary' }),
@@ -206,7 +313,12 @@ type DataMutation =
 const dataMutation: fc.Arbitrary<DataMutation> = fc.oneof(
   fc.record({ kind: fc.constant('delete' as const), pick: fc.nat() }),
   fc.record({ kind: fc.constant('replace' as const), pick: fc.nat(), value: oddValue }),
-  fc.record({ kind: fc.constant('unknown' as const), pick: fc.nat(), key: fc.string({ minLength: 1, maxLength: 10 }), value: oddValue }),
+  fc.record({
+    kind: fc.constant('unknown' as const),
+    pick: fc.nat(),
+    key: fc.string({ minLength: 1, maxLength: 10 }),
+    value: oddValue,
+  }),
   fc.record({ kind: fc.constant('duplicate' as const), pick: fc.nat() }),
 );
 
@@ -216,7 +328,8 @@ function applyDataMutation(doc: Obj, m: DataMutation): Obj {
   if (paths.length === 0) return copy;
   const p = paths[m.pick % paths.length]!;
   let parent: Json = copy;
-  for (const seg of p.slice(0, -1)) parent = (parent as Record<string | number, Json>)[seg as never]!;
+  for (const seg of p.slice(0, -1))
+    parent = (parent as Record<string | number, Json>)[seg as never]!;
   const last = p[p.length - 1]!;
   const container = parent as Record<string | number, Json> & Json[];
   switch (m.kind) {
@@ -229,7 +342,8 @@ function applyDataMutation(doc: Obj, m: DataMutation): Obj {
       break;
     case 'unknown': {
       const target = container[last];
-      if (target !== null && typeof target === 'object' && !Array.isArray(target)) (target as Obj)[m.key] = m.value;
+      if (target !== null && typeof target === 'object' && !Array.isArray(target))
+        (target as Obj)[m.key] = m.value;
       else (container as Record<string, Json>)[m.key] = m.value;
       break;
     }
@@ -253,10 +367,34 @@ const textMutation: fc.Arbitrary<TextMutation> = fc.oneof(
     at: fc.nat(),
     text: fc.oneof(
       fc.string({ minLength: 1, maxLength: 8, unit: 'binary' }),
-      fc.constantFrom(':', '- ', '\t', '\n', '  ', '{', '[', '"', "'", '&a', '*a', '!!binary', '%YAML 1.2\n', '---\n', '? ', '#', '${X}', '\u0000', '\ufeff'),
+      fc.constantFrom(
+        ':',
+        '- ',
+        '\t',
+        '\n',
+        '  ',
+        '{',
+        '[',
+        '"',
+        "'",
+        '&a',
+        '*a',
+        '!!binary',
+        '%YAML 1.2\n',
+        '---\n',
+        '? ',
+        '#',
+        '${X}',
+        '\u0000',
+        '\ufeff',
+      ),
     ),
   }),
-  fc.record({ kind: fc.constant('remove' as const), at: fc.nat(), length: fc.integer({ min: 1, max: 20 }) }),
+  fc.record({
+    kind: fc.constant('remove' as const),
+    at: fc.nat(),
+    length: fc.integer({ min: 1, max: 20 }),
+  }),
   fc.record({ kind: fc.constant('truncate' as const), at: fc.nat() }),
   fc.record({ kind: fc.constant('repeat-line' as const), at: fc.nat() }),
 );
@@ -264,9 +402,12 @@ const textMutation: fc.Arbitrary<TextMutation> = fc.oneof(
 function applyTextMutation(text: string, m: TextMutation): string {
   const at = text.length === 0 ? 0 : m.at % text.length;
   switch (m.kind) {
-    case 'insert': return text.slice(0, at) + m.text + text.slice(at);
-    case 'remove': return text.slice(0, at) + text.slice(at + m.length);
-    case 'truncate': return text.slice(0, at);
+    case 'insert':
+      return text.slice(0, at) + m.text + text.slice(at);
+    case 'remove':
+      return text.slice(0, at) + text.slice(at + m.length);
+    case 'truncate':
+      return text.slice(0, at);
     case 'repeat-line': {
       const lines = text.split('\n');
       const i = m.at % lines.length;
@@ -291,21 +432,25 @@ export interface GeneratedFile {
 
 /** Valid files (a quarter) and files with one to three data and text mutations. */
 export function topologyFile(options: GenOptions): fc.Arbitrary<GeneratedFile> {
-  return fc.tuple(
-    validTopology({ ...options, postgres: true }),
-    fc.boolean(),
-    fc.integer({ min: 0, max: 3 }),
-    fc.array(dataMutation, { maxLength: 3 }),
-    fc.array(textMutation, { maxLength: 2 }),
-  ).map(([doc, flow, mode, dataMs, textMs]) => {
-    if (mode === 0) return { text: toYaml(doc, flow), valid: true, mutations: [] };
-    const useData = mode !== 2 && dataMs.length > 0;
-    const useText = mode !== 1 && textMs.length > 0;
-    let mutated = doc;
-    if (useData) for (const m of dataMs) mutated = applyDataMutation(mutated, m);
-    let text = toYaml(mutated, flow);
-    if (useText) for (const m of textMs) text = applyTextMutation(text, m);
-    const mutations = [...(useData ? dataMs : []), ...(useText ? textMs : [])].map((m) => JSON.stringify(m).slice(0, 200));
-    return { text, valid: !useData && !useText, mutations };
-  });
+  return fc
+    .tuple(
+      validTopology({ ...options, postgres: true }),
+      fc.boolean(),
+      fc.integer({ min: 0, max: 3 }),
+      fc.array(dataMutation, { maxLength: 3 }),
+      fc.array(textMutation, { maxLength: 2 }),
+    )
+    .map(([doc, flow, mode, dataMs, textMs]) => {
+      if (mode === 0) return { text: toYaml(doc, flow), valid: true, mutations: [] };
+      const useData = mode !== 2 && dataMs.length > 0;
+      const useText = mode !== 1 && textMs.length > 0;
+      let mutated = doc;
+      if (useData) for (const m of dataMs) mutated = applyDataMutation(mutated, m);
+      let text = toYaml(mutated, flow);
+      if (useText) for (const m of textMs) text = applyTextMutation(text, m);
+      const mutations = [...(useData ? dataMs : []), ...(useText ? textMs : [])].map((m) =>
+        JSON.stringify(m).slice(0, 200),
+      );
+      return { text, valid: !useData && !useText, mutations };
+    });
 }

@@ -12,27 +12,27 @@
  * ```
  * Partition keys are engine/bus/partitioner tpKey strings.
  */
-import fs from 'node:fs'
-import path from 'node:path'
-import { fsyncDir } from '../../journal/segment.js'
+import fs from 'node:fs';
+import path from 'node:path';
+import { fsyncDir } from '../../journal/segment.js';
 
-const FORMAT = 'sluice-journal-bus-checkpoint'
-const VERSION = 1
+const FORMAT = 'sluice-journal-bus-checkpoint';
+const VERSION = 1;
 
 /** An inclusive range of transaction seqs. */
 export interface SeqRange {
-  from: number
-  to: number
+  from: number;
+  to: number;
 }
 
 /** The contents of a checkpoint. */
 export interface Checkpoint {
-  seq: number
-  skipped: SeqRange[]
+  seq: number;
+  skipped: SeqRange[];
   /** groupId -> tpKey -> committed offset. */
-  committed: Map<string, Map<string, number>>
+  committed: Map<string, Map<string, number>>;
   /** tpKey -> end offset. */
-  ends: Map<string, number>
+  ends: Map<string, number>;
 }
 
 /** Writes `ck` to `file`, replacing the previous checkpoint atomically. */
@@ -44,21 +44,21 @@ export function writeCheckpoint(file: string, ck: Checkpoint): void {
     skipped: ck.skipped.map((r) => [r.from, r.to]),
     committed: [...ck.committed].map(([g, m]) => [g, [...m]]),
     ends: [...ck.ends],
-  })
-  const tmp = `${file}.tmp`
-  const fd = fs.openSync(tmp, 'w')
+  });
+  const tmp = `${file}.tmp`;
+  const fd = fs.openSync(tmp, 'w');
   try {
-    fs.writeFileSync(fd, body)
-    fs.fsyncSync(fd)
+    fs.writeFileSync(fd, body);
+    fs.fsyncSync(fd);
   } finally {
-    fs.closeSync(fd)
+    fs.closeSync(fd);
   }
-  fs.renameSync(tmp, file)
-  fsyncDir(path.dirname(path.resolve(file)))
+  fs.renameSync(tmp, file);
+  fsyncDir(path.dirname(path.resolve(file)));
 }
 
 function isInt(v: unknown): v is number {
-  return Number.isSafeInteger(v) && (v as number) >= 0
+  return Number.isSafeInteger(v) && (v as number) >= 0;
 }
 
 /**
@@ -67,44 +67,47 @@ function isInt(v: unknown): v is number {
  * a checkpoint of this version.
  */
 export function readCheckpoint(file: string): Checkpoint | null {
-  let text: string
+  let text: string;
   try {
-    text = fs.readFileSync(file, 'utf8')
+    text = fs.readFileSync(file, 'utf8');
   } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return null
-    throw e
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return null;
+    throw e;
   }
-  const bad = (field: string): Error => new Error(`${file}: not a journal bus checkpoint of version ${VERSION}: bad field ${field}`)
-  let j: Record<string, unknown>
+  const bad = (field: string): Error =>
+    new Error(`${file}: not a journal bus checkpoint of version ${VERSION}: bad field ${field}`);
+  let j: Record<string, unknown>;
   try {
-    j = JSON.parse(text) as Record<string, unknown>
+    j = JSON.parse(text) as Record<string, unknown>;
   } catch (e) {
-    throw new Error(`${file}: not a journal bus checkpoint: ${(e as Error).message}`)
+    throw new Error(`${file}: not a journal bus checkpoint: ${(e as Error).message}`);
   }
-  if (j?.format !== FORMAT) throw bad('format')
-  if (j.version !== VERSION) throw bad('version')
-  if (!isInt(j.seq)) throw bad('seq')
-  if (!Array.isArray(j.skipped)) throw bad('skipped')
+  if (j?.format !== FORMAT) throw bad('format');
+  if (j.version !== VERSION) throw bad('version');
+  if (!isInt(j.seq)) throw bad('seq');
+  if (!Array.isArray(j.skipped)) throw bad('skipped');
   const skipped = j.skipped.map((r: unknown, i: number) => {
-    if (!Array.isArray(r) || !isInt(r[0]) || !isInt(r[1])) throw bad(`skipped[${i}]`)
-    return { from: r[0], to: r[1] }
-  })
-  if (!Array.isArray(j.committed)) throw bad('committed')
-  const committed = new Map<string, Map<string, number>>()
+    if (!Array.isArray(r) || !isInt(r[0]) || !isInt(r[1])) throw bad(`skipped[${i}]`);
+    return { from: r[0], to: r[1] };
+  });
+  if (!Array.isArray(j.committed)) throw bad('committed');
+  const committed = new Map<string, Map<string, number>>();
   j.committed.forEach((e: unknown, i: number) => {
-    if (!Array.isArray(e) || typeof e[0] !== 'string' || !Array.isArray(e[1])) throw bad(`committed[${i}]`)
-    const m = new Map<string, number>()
+    if (!Array.isArray(e) || typeof e[0] !== 'string' || !Array.isArray(e[1]))
+      throw bad(`committed[${i}]`);
+    const m = new Map<string, number>();
     for (const p of e[1] as unknown[]) {
-      if (!Array.isArray(p) || typeof p[0] !== 'string' || !isInt(p[1])) throw bad(`committed[${i}]`)
-      m.set(p[0], p[1])
+      if (!Array.isArray(p) || typeof p[0] !== 'string' || !isInt(p[1]))
+        throw bad(`committed[${i}]`);
+      m.set(p[0], p[1]);
     }
-    committed.set(e[0], m)
-  })
-  if (!Array.isArray(j.ends)) throw bad('ends')
-  const ends = new Map<string, number>()
+    committed.set(e[0], m);
+  });
+  if (!Array.isArray(j.ends)) throw bad('ends');
+  const ends = new Map<string, number>();
   j.ends.forEach((e: unknown, i: number) => {
-    if (!Array.isArray(e) || typeof e[0] !== 'string' || !isInt(e[1])) throw bad(`ends[${i}]`)
-    ends.set(e[0], e[1])
-  })
-  return { seq: j.seq, skipped, committed, ends }
+    if (!Array.isArray(e) || typeof e[0] !== 'string' || !isInt(e[1])) throw bad(`ends[${i}]`);
+    ends.set(e[0], e[1]);
+  });
+  return { seq: j.seq, skipped, committed, ends };
 }

@@ -56,22 +56,37 @@
  * per directory (every queue's appender lock, across processes and worker threads); consumer
  * groups are members of this process only.
  */
-import fs from 'node:fs'
-import path from 'node:path'
-import { Appender, Tailer, removeRewriteLeftovers, type FsyncPolicy } from '../../journal/index.js'
-import { fsyncDir } from '../../journal/segment.js'
-import { tpKey } from '../partitioner.js'
-import { createStoredBus } from '../memory/index.js'
-import type { HotWindowLimits } from '../memory/log.js'
-import { BusError, type BusBackend, type TopicSpec } from '../types.js'
-import type { BusStore, GroupWrite, PartitionWrite, RestoredBus } from '../store.js'
-import { EntryWriter, decodeBatchHeader, decodeGroupEntry, decodeTopic, decodeTxn, decodeTxnSeq, encodeTopic, encodeTxn } from './codec.js'
-import { JournalColdPartition, READ_BUFFER_BYTES, type PartitionFiles } from './cold.js'
-import { readCheckpoint, writeCheckpoint, type Checkpoint, type SeqRange } from './checkpoint.js'
-import { applyRetention, compactPartition, emptyReport, type MaintainedPartition, type MaintenanceReport } from './maintenance.js'
+import fs from 'node:fs';
+import path from 'node:path';
+import { Appender, Tailer, removeRewriteLeftovers, type FsyncPolicy } from '../../journal/index.js';
+import { fsyncDir } from '../../journal/segment.js';
+import { tpKey } from '../partitioner.js';
+import { createStoredBus } from '../memory/index.js';
+import type { HotWindowLimits } from '../memory/log.js';
+import { BusError, type BusBackend, type TopicSpec } from '../types.js';
+import type { BusStore, GroupWrite, PartitionWrite, RestoredBus } from '../store.js';
+import {
+  EntryWriter,
+  decodeBatchHeader,
+  decodeGroupEntry,
+  decodeTopic,
+  decodeTxn,
+  decodeTxnSeq,
+  encodeTopic,
+  encodeTxn,
+} from './codec.js';
+import { JournalColdPartition, READ_BUFFER_BYTES, type PartitionFiles } from './cold.js';
+import { readCheckpoint, writeCheckpoint, type Checkpoint, type SeqRange } from './checkpoint.js';
+import {
+  applyRetention,
+  compactPartition,
+  emptyReport,
+  type MaintainedPartition,
+  type MaintenanceReport,
+} from './maintenance.js';
 
-export type { MaintenanceReport } from './maintenance.js'
-export { COMPACTION_DEFAULTS } from './maintenance.js'
+export type { MaintenanceReport } from './maintenance.js';
+export { COMPACTION_DEFAULTS } from './maintenance.js';
 
 /** The journal bus: a {@link BusBackend} plus its maintenance run. */
 export interface JournalBus extends BusBackend {
@@ -81,29 +96,29 @@ export interface JournalBus extends BusBackend {
    * Throws BusError 'closed' after close(), 'backend' for an I/O error (the files stay
    * consistent: every segment is old or new).
    */
-  maintain(nowMs?: number): MaintenanceReport
+  maintain(nowMs?: number): MaintenanceReport;
 }
 
 /** Options of {@link createJournalBus}. */
 export interface JournalBusOptions {
   /** Directory holding the bus; created if missing. One appender per queue: one open bus per directory. */
-  dir: string
+  dir: string;
   /** engine/journal fsync policy of the transaction log. Default 'batch': one fdatasync per commit/send. */
-  fsync?: FsyncPolicy
+  fsync?: FsyncPolicy;
   /** Segment roll size of each queue, bytes. Default: engine/journal's (64 MiB). */
-  segmentBytes?: number
+  segmentBytes?: number;
   /** Most offsets of one partition held in memory. Default {@link JOURNAL_BUS_DEFAULTS}. */
-  hotRecordsMax?: number
+  hotRecordsMax?: number;
   /** Most key and value bytes of one partition held in memory. Default {@link JOURNAL_BUS_DEFAULTS}. */
-  hotBytesMax?: number
+  hotBytesMax?: number;
   /**
    * Transaction-log bytes written between checkpoints: a checkpoint makes the partitions durable,
    * records the group positions, and deletes the log's segments it covers. Default
    * {@link JOURNAL_BUS_DEFAULTS}.
    */
-  checkpointBytes?: number
+  checkpointBytes?: number;
   /** Period of the retention and compaction run, ms; 0 = only on maintain(). Default {@link JOURNAL_BUS_DEFAULTS}. */
-  maintenanceIntervalMs?: number
+  maintenanceIntervalMs?: number;
 }
 
 /** Defaults of {@link JournalBusOptions}. */
@@ -112,7 +127,7 @@ export const JOURNAL_BUS_DEFAULTS = {
   hotBytesMax: 32 * 1024 * 1024,
   checkpointBytes: 64 * 1024 * 1024,
   maintenanceIntervalMs: 60_000,
-} as const
+} as const;
 
 /**
  * Opens (or creates) a journal bus at `opts.dir`, recovering it first (see the module doc).
@@ -123,28 +138,32 @@ export const JOURNAL_BUS_DEFAULTS = {
  * bad option.
  */
 export function createJournalBus(opts: JournalBusOptions): Promise<JournalBus> {
-  let store: JournalStore
+  let store: JournalStore;
   try {
-    store = new JournalStore(opts)
+    store = new JournalStore(opts);
   } catch (e) {
-    return Promise.reject(e)
+    return Promise.reject(e);
   }
   try {
-    const restored = store.recover()
-    const bus = createStoredBus('journal', store, restored)
+    const restored = store.recover();
+    const bus = createStoredBus('journal', store, restored);
     const maintain = (nowMs?: number): MaintenanceReport => {
-      bus.allocValue(0) // throws BusError 'closed' after close()
+      bus.allocValue(0); // throws BusError 'closed' after close()
       try {
-        return store.maintain(nowMs)
+        return store.maintain(nowMs);
       } catch (e) {
-        throw new BusError('backend', `journal bus maintenance failed, dir=${opts.dir}: ${(e as Error).message}`, { cause: e })
+        throw new BusError(
+          'backend',
+          `journal bus maintenance failed, dir=${opts.dir}: ${(e as Error).message}`,
+          { cause: e },
+        );
       }
-    }
-    store.startMaintenance()
-    return Promise.resolve(Object.assign(bus, { maintain }))
+    };
+    store.startMaintenance();
+    return Promise.resolve(Object.assign(bus, { maintain }));
   } catch (e) {
-    store.close()
-    return Promise.reject(e)
+    store.close();
+    return Promise.reject(e);
   }
 }
 
@@ -160,41 +179,46 @@ export function createJournalBus(opts: JournalBusOptions): Promise<JournalBus> {
  * `compaction-after-first-segment` (the first segment replaced, the second's new files written).
  */
 function faultAt(point: string): boolean {
-  return process.env.SLUICE_BUS_FAULT === point
+  return process.env.SLUICE_BUS_FAULT === point;
 }
 
 function die(): never {
-  process.kill(process.pid, 'SIGKILL')
-  throw new Error('unreachable: SIGKILL to self returned')
+  process.kill(process.pid, 'SIGKILL');
+  throw new Error('unreachable: SIGKILL to self returned');
 }
 
 /** Calls `each` with every record of the queue at `dir` and a name for errors (`<queue> record <i>`). */
-function readAll(dir: string, queue: string, each: (bytes: Uint8Array, where: string) => void): void {
-  const t = Tailer.open({ dir })
+function readAll(
+  dir: string,
+  queue: string,
+  each: (bytes: Uint8Array, where: string) => void,
+): void {
+  const t = Tailer.open({ dir });
   try {
-    for (let r = t.next(); r !== null; r = t.next()) each(r.bytes, `${queue} record ${r.index}`)
+    for (let r = t.next(); r !== null; r = t.next()) each(r.bytes, `${queue} record ${r.index}`);
   } finally {
-    t.close()
+    t.close();
   }
 }
 
 function positiveInteger(name: string, v: number | undefined, dflt: number): number {
-  if (v === undefined) return dflt
-  if (!Number.isSafeInteger(v) || v < 1) throw new Error(`journal bus option ${name} must be an integer >= 1, ${name}=${String(v)}`)
-  return v
+  if (v === undefined) return dflt;
+  if (!Number.isSafeInteger(v) || v < 1)
+    throw new Error(`journal bus option ${name} must be an integer >= 1, ${name}=${String(v)}`);
+  return v;
 }
 
 class PartitionState implements PartitionFiles, MaintainedPartition {
   /** End offset after the last write handed to the appender (markers included). */
-  end = 0
+  end = 0;
   /** Highest transaction sequence applied to this partition (in its queue or its appender's buffer). */
-  appliedSeq = 0
+  appliedSeq = 0;
   /** Written since the last checkpoint. */
-  dirty = false
+  dirty = false;
   /** The appender's nextIndex at the last checkpoint: sync() from there. */
-  syncedIndex = 0
-  generation = 0
-  readonly cold: JournalColdPartition
+  syncedIndex = 0;
+  generation = 0;
+  readonly cold: JournalColdPartition;
 
   constructor(
     readonly topic: string,
@@ -203,156 +227,167 @@ class PartitionState implements PartitionFiles, MaintainedPartition {
     readonly appender: Appender,
     private readonly store: JournalStore,
   ) {
-    this.syncedIndex = appender.nextIndex
-    this.cold = new JournalColdPartition(this)
+    this.syncedIndex = appender.nextIndex;
+    this.cold = new JournalColdPartition(this);
   }
 
   nextIndex(): number {
-    return this.appender.nextIndex
+    return this.appender.nextIndex;
   }
 
   flush(): void {
-    this.appender.flush()
+    this.appender.flush();
   }
 
   isValid(seq: number): boolean {
-    return this.store.isValid(seq)
+    return this.store.isValid(seq);
   }
 
   endOffset(): number {
-    return this.end
+    return this.end;
   }
 
   activeSegmentFirstIndex(): number {
-    return this.appender.activeSegmentFirstIndex
+    return this.appender.activeSegmentFirstIndex;
   }
 
   dropSegmentsBefore(index: number): number[] {
-    return this.appender.dropSegmentsBefore(index)
+    return this.appender.dropSegmentsBefore(index);
   }
 
   isSettled(seq: number): boolean {
-    return this.store.isValid(seq) && seq <= this.store.settledSeq
+    return this.store.isValid(seq) && seq <= this.store.settledSeq;
   }
 
   holdOffset(): number | null {
-    return this.store.holdOffset(this.topic, this.partition)
+    return this.store.holdOffset(this.topic, this.partition);
   }
 
   filesChanged(): void {
-    this.generation++
+    this.generation++;
   }
 }
 
 /** A commit written to the log whose fdatasync has not finished. */
 interface Syncing {
-  seq: number
+  seq: number;
   /** Queue index of the commit's log entry. */
-  logIndex: number
-  groups: GroupWrite[]
-  first: PartitionState | null
-  resolve: () => void
-  reject: (e: Error) => void
+  logIndex: number;
+  groups: GroupWrite[];
+  first: PartitionState | null;
+  resolve: () => void;
+  reject: (e: Error) => void;
 }
 
 class JournalStore implements BusStore {
-  readonly hotWindow: HotWindowLimits
-  private readonly dir: string
-  private readonly fsync: FsyncPolicy | undefined
-  private readonly segmentBytes: number | undefined
-  private readonly checkpointBytes: number
-  private readonly maintenanceIntervalMs: number
-  private maintenanceTimer: NodeJS.Timeout | null = null
+  readonly hotWindow: HotWindowLimits;
+  private readonly dir: string;
+  private readonly fsync: FsyncPolicy | undefined;
+  private readonly segmentBytes: number | undefined;
+  private readonly checkpointBytes: number;
+  private readonly maintenanceIntervalMs: number;
+  private maintenanceTimer: NodeJS.Timeout | null = null;
   /** The last failure of a timed maintenance run (the bus goes on; maintain() throws it). */
-  maintenanceError: Error | null = null
-  private readonly topics = new Map<string, TopicSpec>()
-  private readonly partitions = new Map<string, PartitionState>()
+  maintenanceError: Error | null = null;
+  private readonly topics = new Map<string, TopicSpec>();
+  private readonly partitions = new Map<string, PartitionState>();
   /** Scratch every entry is encoded into (the appenders copy it). */
-  private readonly writer = new EntryWriter()
-  private topicLog: Appender | null = null
-  private txnLog: Appender | null = null
-  private txnSeq = 0
-  private readonly syncing: Syncing[] = []
+  private readonly writer = new EntryWriter();
+  private topicLog: Appender | null = null;
+  private txnLog: Appender | null = null;
+  private txnSeq = 0;
+  private readonly syncing: Syncing[] = [];
   /** Highest seq known durable in the log, and the queue index after its entry. */
-  private durableSeq = 0
-  private durableLogNext = 0
+  private durableSeq = 0;
+  private durableLogNext = 0;
   /** Committed group positions of durable transactions: groupId -> tpKey -> offset. */
-  private readonly committed = new Map<string, Map<string, number>>()
+  private readonly committed = new Map<string, Map<string, number>>();
   /** Seqs of partition batches that never counted (their log entries were lost). */
-  private skipped: SeqRange[] = []
+  private skipped: SeqRange[] = [];
   /** Batches with a seq above this do not count (while recovering; after a failure). */
-  private validMax = Infinity
-  private logBytesSinceCheckpoint = 0
+  private validMax = Infinity;
+  private logBytesSinceCheckpoint = 0;
   /** The first failed log write or sync: the store refuses every later write. */
-  private failure: Error | null = null
-  private closed = false
+  private failure: Error | null = null;
+  private closed = false;
 
   constructor(opts: JournalBusOptions) {
-    if (typeof opts?.dir !== 'string' || opts.dir === '') throw new Error(`dir must be a non-empty string, dir=${String(opts?.dir)}`)
-    this.dir = opts.dir
-    this.fsync = opts.fsync
-    this.segmentBytes = opts.segmentBytes
+    if (typeof opts?.dir !== 'string' || opts.dir === '')
+      throw new Error(`dir must be a non-empty string, dir=${String(opts?.dir)}`);
+    this.dir = opts.dir;
+    this.fsync = opts.fsync;
+    this.segmentBytes = opts.segmentBytes;
     this.hotWindow = {
-      recordsMax: Math.max(2, positiveInteger('hotRecordsMax', opts.hotRecordsMax, JOURNAL_BUS_DEFAULTS.hotRecordsMax)),
+      recordsMax: Math.max(
+        2,
+        positiveInteger('hotRecordsMax', opts.hotRecordsMax, JOURNAL_BUS_DEFAULTS.hotRecordsMax),
+      ),
       bytesMax: positiveInteger('hotBytesMax', opts.hotBytesMax, JOURNAL_BUS_DEFAULTS.hotBytesMax),
-    }
-    this.checkpointBytes = positiveInteger('checkpointBytes', opts.checkpointBytes, JOURNAL_BUS_DEFAULTS.checkpointBytes)
-    const interval = opts.maintenanceIntervalMs ?? JOURNAL_BUS_DEFAULTS.maintenanceIntervalMs
-    if (!Number.isSafeInteger(interval) || interval < 0) throw new Error(`journal bus option maintenanceIntervalMs must be an integer >= 0, maintenanceIntervalMs=${String(interval)}`)
-    this.maintenanceIntervalMs = interval
+    };
+    this.checkpointBytes = positiveInteger(
+      'checkpointBytes',
+      opts.checkpointBytes,
+      JOURNAL_BUS_DEFAULTS.checkpointBytes,
+    );
+    const interval = opts.maintenanceIntervalMs ?? JOURNAL_BUS_DEFAULTS.maintenanceIntervalMs;
+    if (!Number.isSafeInteger(interval) || interval < 0)
+      throw new Error(
+        `journal bus option maintenanceIntervalMs must be an integer >= 0, maintenanceIntervalMs=${String(interval)}`,
+      );
+    this.maintenanceIntervalMs = interval;
   }
 
   /** Highest seq whose transaction is durable in the log. */
   get settledSeq(): number {
-    return this.durableSeq
+    return this.durableSeq;
   }
 
   /** Lowest committed position on the partition over the groups that committed there, or null. */
   holdOffset(topic: string, partition: number): number | null {
-    const k = tpKey(topic, partition)
-    let min: number | null = null
+    const k = tpKey(topic, partition);
+    let min: number | null = null;
     for (const m of this.committed.values()) {
-      const o = m.get(k)
-      if (o !== undefined && (min === null || o < min)) min = o
+      const o = m.get(k);
+      if (o !== undefined && (min === null || o < min)) min = o;
     }
-    return min
+    return min;
   }
 
   /** Starts the timed maintenance run (when any topic may need it). */
   startMaintenance(): void {
-    if (this.maintenanceIntervalMs === 0) return
+    if (this.maintenanceIntervalMs === 0) return;
     this.maintenanceTimer = setInterval(() => {
-      if (this.closed || this.failure) return
+      if (this.closed || this.failure) return;
       try {
-        this.maintain()
+        this.maintain();
       } catch (e) {
-        this.maintenanceError = e instanceof Error ? e : new Error(String(e))
+        this.maintenanceError = e instanceof Error ? e : new Error(String(e));
       }
-    }, this.maintenanceIntervalMs)
-    this.maintenanceTimer.unref()
+    }, this.maintenanceIntervalMs);
+    this.maintenanceTimer.unref();
   }
 
   /** Retention and compaction of every topic that configures them (./maintenance.ts). */
   maintain(nowMs = Date.now()): MaintenanceReport {
-    this.checkOpen()
-    const report = emptyReport()
-    const fault = process.env.SLUICE_BUS_FAULT ?? ''
+    this.checkOpen();
+    const report = emptyReport();
+    const fault = process.env.SLUICE_BUS_FAULT ?? '';
     const onStep = fault.startsWith('compaction-')
       ? (done: number, step: string): void => {
-          if (fault === 'compaction-segment-written' && done === 0 && step === 'written') die()
-          if (fault === 'compaction-index-removed' && done === 0 && step === 'index-removed') die()
-          if (fault === 'compaction-after-first-segment' && done === 1 && step === 'written') die()
+          if (fault === 'compaction-segment-written' && done === 0 && step === 'written') die();
+          if (fault === 'compaction-index-removed' && done === 0 && step === 'index-removed') die();
+          if (fault === 'compaction-after-first-segment' && done === 1 && step === 'written') die();
         }
-      : undefined
+      : undefined;
     for (const spec of this.topics.values()) {
-      if (!spec.retention && !spec.compacted) continue
+      if (!spec.retention && !spec.compacted) continue;
       for (let p = 0; p < spec.partitions; p++) {
-        const state = this.partition(spec.name, p)
-        if (spec.compacted) compactPartition(state, spec.compaction ?? {}, nowMs, report, onStep)
-        if (spec.retention) applyRetention(state, spec.retention, nowMs, report)
+        const state = this.partition(spec.name, p);
+        if (spec.compacted) compactPartition(state, spec.compaction ?? {}, nowMs, report, onStep);
+        if (spec.retention) applyRetention(state, spec.retention, nowMs, report);
       }
     }
-    return report
+    return report;
   }
 
   /**
@@ -360,27 +395,31 @@ class JournalStore implements BusStore {
    * from the transaction log on recovery and synced at checkpoints, so one fdatasync per commit.
    */
   private open(dir: string, durable = false): Appender {
-    return Appender.open({ dir, fsync: durable ? this.fsync : 'none', ...(this.segmentBytes === undefined ? {} : { segmentBytes: this.segmentBytes }) })
+    return Appender.open({
+      dir,
+      fsync: durable ? this.fsync : 'none',
+      ...(this.segmentBytes === undefined ? {} : { segmentBytes: this.segmentBytes }),
+    });
   }
 
   private partitionDir(topic: string, partition: number): string {
-    return path.join(this.dir, 't', encodeURIComponent(topic), String(partition))
+    return path.join(this.dir, 't', encodeURIComponent(topic), String(partition));
   }
 
   private openPartition(spec: TopicSpec, p: number): PartitionState {
-    const dir = this.partitionDir(spec.name, p)
+    const dir = this.partitionDir(spec.name, p);
     // A compaction that crashed before renaming its new segment: the old one is whole.
-    removeRewriteLeftovers(dir)
-    const state = new PartitionState(spec.name, p, dir, this.open(dir), this)
-    this.partitions.set(tpKey(spec.name, p), state)
-    return state
+    removeRewriteLeftovers(dir);
+    const state = new PartitionState(spec.name, p, dir, this.open(dir), this);
+    this.partitions.set(tpKey(spec.name, p), state);
+    return state;
   }
 
   /** Whether a partition batch or group entry of transaction `seq` counts. */
   isValid(seq: number): boolean {
-    if (seq > this.validMax) return false
-    for (const r of this.skipped) if (seq >= r.from && seq <= r.to) return false
-    return true
+    if (seq > this.validMax) return false;
+    for (const r of this.skipped) if (seq >= r.from && seq <= r.to) return false;
+    return true;
   }
 
   /**
@@ -389,122 +428,128 @@ class JournalStore implements BusStore {
    * the log (bounded by the checkpoints) and each partition's tail, never a whole partition.
    */
   recover(): RestoredBus {
-    fs.mkdirSync(this.dir, { recursive: true })
-    this.topicLog = this.open(path.join(this.dir, 'topics'), true)
+    fs.mkdirSync(this.dir, { recursive: true });
+    this.topicLog = this.open(path.join(this.dir, 'topics'), true);
     readAll(path.join(this.dir, 'topics'), 'topics', (b, where) => {
-      const spec = decodeTopic(b, where)
-      this.topics.set(spec.name, spec)
-    })
-    const checkpointFile = path.join(this.dir, 'checkpoint')
-    const ck: Checkpoint | null = readCheckpoint(checkpointFile)
+      const spec = decodeTopic(b, where);
+      this.topics.set(spec.name, spec);
+    });
+    const checkpointFile = path.join(this.dir, 'checkpoint');
+    const ck: Checkpoint | null = readCheckpoint(checkpointFile);
     // The log decides what is committed: a partition batch counts only if its transaction is in
     // the log (or was, before a checkpoint truncated it). Seqs are given out one by one and the
     // log loses at most a suffix in a crash, so "in the log" is "at most the highest seq logged
     // and not in a range a recovery found missing". A directory written before checkpoints
     // existed has its whole log: its gaps are the missing ranges.
-    this.txnLog = this.open(path.join(this.dir, 'txn'), true)
-    let logMax = ck?.seq ?? 0
-    const logged: number[] = []
+    this.txnLog = this.open(path.join(this.dir, 'txn'), true);
+    let logMax = ck?.seq ?? 0;
+    const logged: number[] = [];
     readAll(path.join(this.dir, 'txn'), 'txn', (b, where) => {
-      const seq = decodeTxnSeq(b, where)
-      if (seq > logMax) logMax = seq
-      if (!ck) logged.push(seq)
-    })
-    this.skipped = ck ? ck.skipped.map((r) => ({ ...r })) : gapsOf(logged)
-    this.validMax = logMax
-    let maxSeen = logMax
-    let skipped = 0
+      const seq = decodeTxnSeq(b, where);
+      if (seq > logMax) logMax = seq;
+      if (!ck) logged.push(seq);
+    });
+    this.skipped = ck ? ck.skipped.map((r) => ({ ...r })) : gapsOf(logged);
+    this.validMax = logMax;
+    let maxSeen = logMax;
+    let skipped = 0;
     for (const spec of this.topics.values()) {
       for (let p = 0; p < spec.partitions; p++) {
-        const state = this.openPartition(spec, p)
+        const state = this.openPartition(spec, p);
         // From the tail back to the newest batch that counts: batches after it never will.
-        const t = Tailer.open({ dir: state.dir, from: 'end', readBufferBytes: READ_BUFFER_BYTES })
+        const t = Tailer.open({ dir: state.dir, from: 'end', readBufferBytes: READ_BUFFER_BYTES });
         try {
           for (let r = t.previous(); r !== null; r = t.previous()) {
-            const h = decodeBatchHeader(r.bytes, `partition ${spec.name}/${p} record ${r.index}`)
-            if (h.seq > maxSeen) maxSeen = h.seq
+            const h = decodeBatchHeader(r.bytes, `partition ${spec.name}/${p} record ${r.index}`);
+            if (h.seq > maxSeen) maxSeen = h.seq;
             if (this.isValid(h.seq)) {
-              state.appliedSeq = h.seq
-              state.end = h.endOffset
-              break
+              state.appliedSeq = h.seq;
+              state.end = h.endOffset;
+              break;
             }
-            skipped++
+            skipped++;
           }
         } finally {
-          t.close()
+          t.close();
         }
-        if (state.appliedSeq === 0) state.end = ck?.ends.get(tpKey(spec.name, p)) ?? 0
+        if (state.appliedSeq === 0) state.end = ck?.ends.get(tpKey(spec.name, p)) ?? 0;
       }
     }
     if (ck) {
-      for (const [g, m] of ck.committed) this.committed.set(g, new Map(m))
+      for (const [g, m] of ck.committed) this.committed.set(g, new Map(m));
     }
-    let groupsSeq = ck?.seq ?? 0
-    const legacyGroups = path.join(this.dir, 'groups')
+    let groupsSeq = ck?.seq ?? 0;
+    const legacyGroups = path.join(this.dir, 'groups');
     if (!ck && fs.existsSync(legacyGroups)) {
       // The group queue of the layout before checkpoints: positions now live in the checkpoint.
       readAll(legacyGroups, 'groups', (b, where) => {
-        const e = decodeGroupEntry(b, where)
-        if (e.seq > maxSeen) maxSeen = e.seq
+        const e = decodeGroupEntry(b, where);
+        if (e.seq > maxSeen) maxSeen = e.seq;
         if (!this.isValid(e.seq)) {
-          skipped++
-          return
+          skipped++;
+          return;
         }
-        e.groups.forEach((g) => this.applyGroup(g))
-        if (e.seq > groupsSeq) groupsSeq = e.seq
-      })
+        e.groups.forEach((g) => this.applyGroup(g));
+        if (e.seq > groupsSeq) groupsSeq = e.seq;
+      });
     }
-    this.skippedEntries = skipped
+    this.skippedEntries = skipped;
     // Seqs above the log's that some queue holds never count; later seqs are numbered above them.
-    if (maxSeen > logMax) this.skipped.push({ from: logMax + 1, to: maxSeen })
-    this.txnSeq = maxSeen
+    if (maxSeen > logMax) this.skipped.push({ from: logMax + 1, to: maxSeen });
+    this.txnSeq = maxSeen;
     readAll(path.join(this.dir, 'txn'), 'txn', (b, where) => {
-      const txn = decodeTxn(b, where)
+      const txn = decodeTxn(b, where);
       for (const part of txn.parts) {
-        const state = this.partitions.get(tpKey(part.topic, part.partition))
-        if (!state) throw new Error(`transaction-log entry names an unknown partition, ${where} seq=${txn.seq} topic=${part.topic} partition=${part.partition}`)
-        if (state.appliedSeq >= txn.seq) continue
+        const state = this.partitions.get(tpKey(part.topic, part.partition));
+        if (!state)
+          throw new Error(
+            `transaction-log entry names an unknown partition, ${where} seq=${txn.seq} topic=${part.topic} partition=${part.partition}`,
+          );
+        if (state.appliedSeq >= txn.seq) continue;
         // Redo: the queue gets the batch the commit would have appended.
-        state.appender.append(part.batch)
-        state.end = decodeBatchHeader(part.batch, `${where} part ${part.topic}/${part.partition}`).endOffset
-        state.appliedSeq = txn.seq
-        state.dirty = true
+        state.appender.append(part.batch);
+        state.end = decodeBatchHeader(
+          part.batch,
+          `${where} part ${part.topic}/${part.partition}`,
+        ).endOffset;
+        state.appliedSeq = txn.seq;
+        state.dirty = true;
       }
-      if (txn.seq > groupsSeq) txn.groups.forEach((g) => this.applyGroup(g))
-    })
-    this.validMax = Infinity
-    this.durableSeq = this.txnSeq
-    this.durableLogNext = this.txnLog.nextIndex
+      if (txn.seq > groupsSeq) txn.groups.forEach((g) => this.applyGroup(g));
+    });
+    this.validMax = Infinity;
+    this.durableSeq = this.txnSeq;
+    this.durableLogNext = this.txnLog.nextIndex;
     // Also a first checkpoint of a directory of the older layout, after which its group queue
     // goes. Every segment is synced: the previous process may have sealed some unsynced since its
     // last checkpoint, and the log entries that could redo them are about to be deleted.
     for (const s of this.partitions.values()) {
-      s.dirty = true
-      s.syncedIndex = 0
+      s.dirty = true;
+      s.syncedIndex = 0;
     }
-    this.checkpoint()
-    if (fs.existsSync(legacyGroups)) fs.rmSync(legacyGroups, { recursive: true, force: true })
-    const committed = new Map<string, Map<string, number>>()
-    for (const [g, m] of this.committed) committed.set(g, new Map(m))
+    this.checkpoint();
+    if (fs.existsSync(legacyGroups)) fs.rmSync(legacyGroups, { recursive: true, force: true });
+    const committed = new Map<string, Map<string, number>>();
+    for (const [g, m] of this.committed) committed.set(g, new Map(m));
     return {
       topics: [...this.topics.values()].map((spec) => ({
         spec,
         partitions: Array.from({ length: spec.partitions }, (_, p) => {
-          const s = this.partitions.get(tpKey(spec.name, p))!
-          return { endOffset: s.end, cold: s.cold }
+          const s = this.partitions.get(tpKey(spec.name, p))!;
+          return { endOffset: s.end, cold: s.cold };
         }),
       })),
       committed,
-    }
+    };
   }
 
   /** Partition batches and group entries recovery skipped: their seq is not in the log. For tests. */
-  skippedEntries = 0
+  skippedEntries = 0;
 
   private applyGroup(g: GroupWrite): void {
-    let m = this.committed.get(g.groupId)
-    if (!m) this.committed.set(g.groupId, (m = new Map()))
-    for (const p of g.positions) m.set(tpKey(p.topic, p.partition), p.offset)
+    let m = this.committed.get(g.groupId);
+    if (!m) this.committed.set(g.groupId, (m = new Map()));
+    for (const p of g.positions) m.set(tpKey(p.topic, p.partition), p.offset);
   }
 
   /**
@@ -519,49 +564,54 @@ class JournalStore implements BusStore {
    */
   private checkpoint(): void {
     for (const s of this.partitions.values()) {
-      if (!s.dirty) continue
-      s.appender.sync(s.syncedIndex)
-      s.syncedIndex = s.appender.nextIndex
-      s.dirty = false
+      if (!s.dirty) continue;
+      s.appender.sync(s.syncedIndex);
+      s.syncedIndex = s.appender.nextIndex;
+      s.dirty = false;
     }
-    const ends = new Map<string, number>()
-    for (const [k, s] of this.partitions) ends.set(k, s.end)
-    writeCheckpoint(path.join(this.dir, 'checkpoint'), { seq: this.durableSeq, skipped: this.skipped, committed: this.committed, ends })
-    if (faultAt('after-checkpoint-file')) die()
-    this.txnLog!.dropSegmentsBefore(this.durableLogNext)
-    this.logBytesSinceCheckpoint = 0
+    const ends = new Map<string, number>();
+    for (const [k, s] of this.partitions) ends.set(k, s.end);
+    writeCheckpoint(path.join(this.dir, 'checkpoint'), {
+      seq: this.durableSeq,
+      skipped: this.skipped,
+      committed: this.committed,
+      ends,
+    });
+    if (faultAt('after-checkpoint-file')) die();
+    this.txnLog!.dropSegmentsBefore(this.durableLogNext);
+    this.logBytesSinceCheckpoint = 0;
   }
 
   private partition(topic: string, partition: number): PartitionState {
-    const s = this.partitions.get(tpKey(topic, partition))
-    if (!s) throw new Error(`no journal for partition, topic=${topic} partition=${partition}`)
-    return s
+    const s = this.partitions.get(tpKey(topic, partition));
+    if (!s) throw new Error(`no journal for partition, topic=${topic} partition=${partition}`);
+    return s;
   }
 
   coldPartition(topic: string, partition: number): JournalColdPartition {
-    return this.partition(topic, partition).cold
+    return this.partition(topic, partition).cold;
   }
 
   createTopic(spec: TopicSpec): void {
-    this.checkOpen()
-    checkTopicOptions(spec)
-    for (let p = 0; p < spec.partitions; p++) this.openPartition(spec, p)
+    this.checkOpen();
+    checkTopicOptions(spec);
+    for (let p = 0; p < spec.partitions; p++) this.openPartition(spec, p);
     // The spec is written after the partition queues exist, so a recovered spec always has them.
-    this.topicLog!.append(encodeTopic(spec))
-    this.topicLog!.flush()
-    fsyncDir(path.resolve(this.dir))
-    this.topics.set(spec.name, spec)
+    this.topicLog!.append(encodeTopic(spec));
+    this.topicLog!.flush();
+    fsyncDir(path.resolve(this.dir));
+    this.topics.set(spec.name, spec);
   }
 
   appendRecords(writes: PartitionWrite[]): void {
     // Logged like a transaction: the transaction log is the write-ahead log of every write.
-    this.write(writes, [])
-    this.syncNow([])
+    this.write(writes, []);
+    this.syncNow([]);
   }
 
   commitOffsets(group: GroupWrite): void {
-    this.write([], [group])
-    this.syncNow([group])
+    this.write([], [group]);
+    this.syncNow([group]);
   }
 
   /**
@@ -570,21 +620,23 @@ class JournalStore implements BusStore {
    * the CPU works: the pipelining the durable pattern uses).
    */
   commitTransaction(writes: PartitionWrite[], groups: GroupWrite[]): Promise<void> {
-    const first = this.write(writes, groups)
-    const seq = this.txnSeq
-    const logIndex = this.txnLog!.nextIndex - 1
-    let synced: Promise<void>
+    const first = this.write(writes, groups);
+    const seq = this.txnSeq;
+    const logIndex = this.txnLog!.nextIndex - 1;
+    let synced: Promise<void>;
     try {
-      synced = this.txnLog!.flushAsync()
+      synced = this.txnLog!.flushAsync();
     } catch (e) {
-      throw this.fail(e)
+      throw this.fail(e);
     }
-    const done = new Promise<void>((resolve, reject) => this.syncing.push({ seq, logIndex, groups, first, resolve, reject }))
+    const done = new Promise<void>((resolve, reject) =>
+      this.syncing.push({ seq, logIndex, groups, first, resolve, reject }),
+    );
     synced.then(
       () => this.durable(seq, logIndex + 1),
       (e: unknown) => this.fail(e),
-    )
-    return done
+    );
+    return done;
   }
 
   /**
@@ -593,43 +645,43 @@ class JournalStore implements BusStore {
    * by the caller. Returns the first written partition (for the fault points).
    */
   private write(writes: PartitionWrite[], groups: GroupWrite[]): PartitionState | null {
-    this.checkOpen()
+    this.checkOpen();
     // Every partition is resolved before anything is written, so a logged entry always redoes.
-    const states = writes.map((w) => this.partition(w.topic, w.partition))
-    const seq = this.txnSeq + 1
-    const { entry, batches } = encodeTxn(this.writer, seq, writes, groups)
+    const states = writes.map((w) => this.partition(w.topic, w.partition));
+    const seq = this.txnSeq + 1;
+    const { entry, batches } = encodeTxn(this.writer, seq, writes, groups);
     if (faultAt('partitions-before-txn-log')) {
       states.forEach((st, i) => {
-        st.appender.append(batches[i])
-        st.appender.flush()
-      })
-      die()
+        st.appender.append(batches[i]);
+        st.appender.flush();
+      });
+      die();
     }
     try {
-      this.txnLog!.append(entry)
+      this.txnLog!.append(entry);
     } catch (e) {
-      throw this.fail(e)
+      throw this.fail(e);
     }
-    this.txnSeq = seq
-    this.logBytesSinceCheckpoint += entry.length
+    this.txnSeq = seq;
+    this.logBytesSinceCheckpoint += entry.length;
     for (let i = 0; i < states.length; i++) {
-      const st = states[i]
-      st.appender.append(batches[i])
-      st.appliedSeq = seq
-      st.end = writes[i].endOffset
-      st.dirty = true
+      const st = states[i];
+      st.appender.append(batches[i]);
+      st.appliedSeq = seq;
+      st.end = writes[i].endOffset;
+      st.dirty = true;
     }
-    return states[0] ?? null
+    return states[0] ?? null;
   }
 
   /** Writes and fdatasyncs the log on this thread (the synchronous calls); `groups` are the call's own. */
   private syncNow(groups: GroupWrite[]): void {
     try {
-      this.txnLog!.flush()
+      this.txnLog!.flush();
     } catch (e) {
-      throw this.fail(e)
+      throw this.fail(e);
     }
-    this.durable(this.txnSeq, this.txnLog!.nextIndex, groups)
+    this.durable(this.txnSeq, this.txnLog!.nextIndex, groups);
   }
 
   /**
@@ -638,101 +690,119 @@ class JournalStore implements BusStore {
    * is `seq`), then checkpoints if the log has grown by `checkpointBytes` since the last one.
    */
   private durable(seq: number, logNext: number, ownGroups: GroupWrite[] = []): void {
-    if (this.failure) return
+    if (this.failure) return;
     if (seq > this.durableSeq) {
-      this.durableSeq = seq
-      this.durableLogNext = logNext
+      this.durableSeq = seq;
+      this.durableLogNext = logNext;
     }
     while (this.syncing.length > 0 && this.syncing[0].seq <= this.durableSeq) {
-      const c = this.syncing.shift()!
-      if (faultAt('after-txn-log')) die()
+      const c = this.syncing.shift()!;
+      if (faultAt('after-txn-log')) die();
       if (c.first && faultAt('after-first-partition')) {
-        c.first.appender.flush()
-        die()
+        c.first.appender.flush();
+        die();
       }
-      c.groups.forEach((g) => this.applyGroup(g))
-      c.resolve()
+      c.groups.forEach((g) => this.applyGroup(g));
+      c.resolve();
     }
-    ownGroups.forEach((g) => this.applyGroup(g))
+    ownGroups.forEach((g) => this.applyGroup(g));
     if (this.logBytesSinceCheckpoint >= this.checkpointBytes && !this.closed) {
       try {
-        this.checkpoint()
+        this.checkpoint();
       } catch (e) {
-        this.fail(e)
+        this.fail(e);
       }
     }
   }
 
   /** Records the first failure and rejects every commit waiting for a sync; returns the error to throw. */
   private fail(e: unknown): Error {
-    const err = e instanceof Error ? e : new Error(String(e))
+    const err = e instanceof Error ? e : new Error(String(e));
     if (!this.failure) {
-      this.failure = err
+      this.failure = err;
       // What the log may not hold must not be read back from the partition files.
-      this.validMax = this.durableSeq
+      this.validMax = this.durableSeq;
     }
-    for (const c of this.syncing.splice(0)) c.reject(err)
-    return err
+    for (const c of this.syncing.splice(0)) c.reject(err);
+    return err;
   }
 
   private checkOpen(): void {
-    if (this.closed) throw new Error(`journal bus store is closed, dir=${this.dir}`)
-    if (this.failure) throw new Error(`journal bus store failed earlier and takes no more writes (reopen the bus), dir=${this.dir}: ${this.failure.message}`, { cause: this.failure })
+    if (this.closed) throw new Error(`journal bus store is closed, dir=${this.dir}`);
+    if (this.failure)
+      throw new Error(
+        `journal bus store failed earlier and takes no more writes (reopen the bus), dir=${this.dir}: ${this.failure.message}`,
+        { cause: this.failure },
+      );
   }
 
   /** Syncs the log first (confirming commits still syncing), then closes every queue. */
   close(): void {
-    if (this.closed) return
+    if (this.closed) return;
     // Closed first: the confirmations below run no checkpoint on closing queues.
-    this.closed = true
-    if (this.maintenanceTimer) clearInterval(this.maintenanceTimer)
+    this.closed = true;
+    if (this.maintenanceTimer) clearInterval(this.maintenanceTimer);
     try {
-      this.txnLog?.close()
-      if (!this.failure && this.txnLog) this.durable(this.txnSeq, this.txnLog.nextIndex)
+      this.txnLog?.close();
+      if (!this.failure && this.txnLog) this.durable(this.txnSeq, this.txnLog.nextIndex);
     } catch (e) {
-      this.fail(e)
+      this.fail(e);
     }
     for (const s of this.partitions.values()) {
-      s.cold.close()
-      s.appender.close()
+      s.cold.close();
+      s.appender.close();
     }
-    this.topicLog?.close()
+    this.topicLog?.close();
   }
 }
 
 /** The seqs in [1, max] missing from `seqs` (a whole log, ascending), as ranges. */
 function gapsOf(seqs: number[]): SeqRange[] {
-  const out: SeqRange[] = []
-  let expect = 1
+  const out: SeqRange[] = [];
+  let expect = 1;
   for (const seq of seqs) {
-    if (seq > expect) out.push({ from: expect, to: seq - 1 })
-    if (seq >= expect) expect = seq + 1
+    if (seq > expect) out.push({ from: expect, to: seq - 1 });
+    if (seq >= expect) expect = seq + 1;
   }
-  return out
+  return out;
 }
 
 function optionalNumber(topic: string, field: string, v: unknown, min: number): void {
-  if (v === undefined) return
+  if (v === undefined) return;
   if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < min) {
-    throw new BusError('bad-input', `topic option ${field} must be an integer >= ${min}, topic=${topic} ${field}=${String(v)}`)
+    throw new BusError(
+      'bad-input',
+      `topic option ${field} must be an integer >= ${min}, topic=${topic} ${field}=${String(v)}`,
+    );
   }
 }
 
 /** Throws BusError 'bad-input' naming the topic and field for a bad retention or compaction option. */
 function checkTopicOptions(spec: TopicSpec): void {
-  const r = spec.retention
+  const r = spec.retention;
   if (r !== undefined) {
-    if (typeof r !== 'object' || r === null) throw new BusError('bad-input', `topic option retention must be an object, topic=${spec.name}`)
-    optionalNumber(spec.name, 'retention.bytesMax', r.bytesMax, 0)
-    optionalNumber(spec.name, 'retention.ageMsMax', r.ageMsMax, 0)
+    if (typeof r !== 'object' || r === null)
+      throw new BusError(
+        'bad-input',
+        `topic option retention must be an object, topic=${spec.name}`,
+      );
+    optionalNumber(spec.name, 'retention.bytesMax', r.bytesMax, 0);
+    optionalNumber(spec.name, 'retention.ageMsMax', r.ageMsMax, 0);
     if (r.deleteUncommitted !== undefined && typeof r.deleteUncommitted !== 'boolean') {
-      throw new BusError('bad-input', `topic option retention.deleteUncommitted must be a boolean, topic=${spec.name}`)
+      throw new BusError(
+        'bad-input',
+        `topic option retention.deleteUncommitted must be a boolean, topic=${spec.name}`,
+      );
     }
   }
-  const c = spec.compaction
+  const c = spec.compaction;
   if (c !== undefined) {
-    if (!spec.compacted) throw new BusError('bad-input', `topic option compaction needs compacted: true, topic=${spec.name}`)
-    optionalNumber(spec.name, 'compaction.tombstoneRetentionMs', c.tombstoneRetentionMs, 0)
-    optionalNumber(spec.name, 'compaction.keysMax', c.keysMax, 1)
+    if (!spec.compacted)
+      throw new BusError(
+        'bad-input',
+        `topic option compaction needs compacted: true, topic=${spec.name}`,
+      );
+    optionalNumber(spec.name, 'compaction.tombstoneRetentionMs', c.tombstoneRetentionMs, 0);
+    optionalNumber(spec.name, 'compaction.keysMax', c.keysMax, 1);
   }
 }

@@ -19,107 +19,117 @@
  * a key's latest record is never dropped (it is kept in both), so no mix loses or duplicates it.
  * Memory: the key map (at most `keysMax` keys) and one segment's batches while it is rewritten.
  */
-import fs from 'node:fs'
-import { Tailer, listSegments, rewriteSealedSegment, type RewriteStepHook } from '../../journal/index.js'
-import { readSegmentHeader, indexPath, segmentPath } from '../../journal/segment.js'
-import type { CompactionOptions, RetentionOptions } from '../types.js'
-import type { StoredRecord } from '../store.js'
-import { EntryWriter, decodeBatch, decodeBatchHeader, encodePartitionBatch } from './codec.js'
+import fs from 'node:fs';
+import {
+  Tailer,
+  listSegments,
+  rewriteSealedSegment,
+  type RewriteStepHook,
+} from '../../journal/index.js';
+import { readSegmentHeader, indexPath, segmentPath } from '../../journal/segment.js';
+import type { CompactionOptions, RetentionOptions } from '../types.js';
+import type { StoredRecord } from '../store.js';
+import { EntryWriter, decodeBatch, decodeBatchHeader, encodePartitionBatch } from './codec.js';
 
 /** Defaults of compaction options. */
 export const COMPACTION_DEFAULTS = {
   tombstoneRetentionMs: 24 * 60 * 60 * 1000,
   keysMax: 1_000_000,
-} as const
+} as const;
 
 /** What maintenance needs of a partition. */
 export interface MaintainedPartition {
-  readonly topic: string
-  readonly partition: number
-  readonly dir: string
+  readonly topic: string;
+  readonly partition: number;
+  readonly dir: string;
   /** First queue index of the segment being appended to. */
-  activeSegmentFirstIndex(): number
+  activeSegmentFirstIndex(): number;
   /** Deletes the sealed segments before queue index `index` (engine/journal dropSegmentsBefore). */
-  dropSegmentsBefore(index: number): number[]
+  dropSegmentsBefore(index: number): number[];
   /** Writes buffered batches to the files. */
-  flush(): void
+  flush(): void;
   /** Whether batch seq `seq` counts and its transaction is durable. */
-  isSettled(seq: number): boolean
+  isSettled(seq: number): boolean;
   /** Lowest committed position of the groups that committed on the partition, or null. */
-  holdOffset(): number | null
+  holdOffset(): number | null;
   /** Segment files were deleted or replaced: readers must reopen. */
-  filesChanged(): void
+  filesChanged(): void;
 }
 
 /** What one maintenance run did (summed over partitions). */
 export interface MaintenanceReport {
-  segmentsDeleted: number
-  segmentsCompacted: number
+  segmentsDeleted: number;
+  segmentsCompacted: number;
   /** Records compaction dropped (superseded values and expired tombstones). */
-  recordsRemoved: number
+  recordsRemoved: number;
   /** Partitions compaction left alone: more distinct keys than keysMax. */
-  partitionsOverKeysMax: string[]
+  partitionsOverKeysMax: string[];
 }
 
 export function emptyReport(): MaintenanceReport {
-  return { segmentsDeleted: 0, segmentsCompacted: 0, recordsRemoved: 0, partitionsOverKeysMax: [] }
+  return { segmentsDeleted: 0, segmentsCompacted: 0, recordsRemoved: 0, partitionsOverKeysMax: [] };
 }
 
 function fileBytes(file: string): number {
   try {
-    return fs.statSync(file).size
+    return fs.statSync(file).size;
   } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return 0
-    throw e
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return 0;
+    throw e;
   }
 }
 
 function createdMsOf(dir: string, first: number): number {
-  const fd = fs.openSync(segmentPath(dir, first), 'r')
+  const fd = fs.openSync(segmentPath(dir, first), 'r');
   try {
-    const h = readSegmentHeader(fd)
-    return h.complete ? h.createdMs : Infinity
+    const h = readSegmentHeader(fd);
+    return h.complete ? h.createdMs : Infinity;
   } finally {
-    fs.closeSync(fd)
+    fs.closeSync(fd);
   }
 }
 
 /** End offset of the batch at queue index `index` (-1 if it cannot be read). */
 function batchEndAt(t: Tailer, index: number, where: string): number {
-  if (!t.moveToIndex(index)) return -1
-  const r = t.next()
-  return r === null ? -1 : decodeBatchHeader(r.bytes, `${where} record ${r.index}`).endOffset
+  if (!t.moveToIndex(index)) return -1;
+  const r = t.next();
+  return r === null ? -1 : decodeBatchHeader(r.bytes, `${where} record ${r.index}`).endOffset;
 }
 
 /** Applies `opts` to partition `p` (see the module doc); adds what it did to `report`. */
-export function applyRetention(p: MaintainedPartition, opts: RetentionOptions, nowMs: number, report: MaintenanceReport): void {
-  const segs = listSegments(p.dir)
-  const active = p.activeSegmentFirstIndex()
-  let total = 0
-  const sizes = segs.map((f) => fileBytes(segmentPath(p.dir, f)) + fileBytes(indexPath(p.dir, f)))
-  for (const b of sizes) total += b
-  const hold = opts.deleteUncommitted ? null : p.holdOffset()
-  let dropBefore = -1
-  const t = hold === null ? null : Tailer.open({ dir: p.dir, readBufferBytes: 64 * 1024 })
+export function applyRetention(
+  p: MaintainedPartition,
+  opts: RetentionOptions,
+  nowMs: number,
+  report: MaintenanceReport,
+): void {
+  const segs = listSegments(p.dir);
+  const active = p.activeSegmentFirstIndex();
+  let total = 0;
+  const sizes = segs.map((f) => fileBytes(segmentPath(p.dir, f)) + fileBytes(indexPath(p.dir, f)));
+  for (const b of sizes) total += b;
+  const hold = opts.deleteUncommitted ? null : p.holdOffset();
+  let dropBefore = -1;
+  const t = hold === null ? null : Tailer.open({ dir: p.dir, readBufferBytes: 64 * 1024 });
   try {
     for (let i = 0; i + 1 < segs.length && segs[i] < active; i++) {
-      const next = segs[i + 1]
-      const over = opts.bytesMax !== undefined && total > opts.bytesMax
-      const old = opts.ageMsMax !== undefined && nowMs - createdMsOf(p.dir, next) > opts.ageMsMax
-      if (!over && !old) break
+      const next = segs[i + 1];
+      const over = opts.bytesMax !== undefined && total > opts.bytesMax;
+      const old = opts.ageMsMax !== undefined && nowMs - createdMsOf(p.dir, next) > opts.ageMsMax;
+      if (!over && !old) break;
       if (t !== null && hold !== null) {
-        const end = batchEndAt(t, next - 1, p.dir)
-        if (end < 0 || end > hold) break
+        const end = batchEndAt(t, next - 1, p.dir);
+        if (end < 0 || end > hold) break;
       }
-      total -= sizes[i]
-      dropBefore = next
+      total -= sizes[i];
+      dropBefore = next;
     }
   } finally {
-    t?.close()
+    t?.close();
   }
-  if (dropBefore < 0) return
-  report.segmentsDeleted += p.dropSegmentsBefore(dropBefore).length
-  p.filesChanged()
+  if (dropBefore < 0) return;
+  report.segmentsDeleted += p.dropSegmentsBefore(dropBefore).length;
+  p.filesChanged();
 }
 
 /**
@@ -133,80 +143,95 @@ export function compactPartition(
   report: MaintenanceReport,
   onStep?: (segmentsDone: number, step: Parameters<RewriteStepHook>[0]) => void,
 ): void {
-  const keysMax = opts.keysMax ?? COMPACTION_DEFAULTS.keysMax
-  const tombstoneMs = opts.tombstoneRetentionMs ?? COMPACTION_DEFAULTS.tombstoneRetentionMs
-  p.flush()
-  const active = p.activeSegmentFirstIndex()
-  const segs = listSegments(p.dir).filter((f) => f < active)
-  if (segs.length === 0) return
+  const keysMax = opts.keysMax ?? COMPACTION_DEFAULTS.keysMax;
+  const tombstoneMs = opts.tombstoneRetentionMs ?? COMPACTION_DEFAULTS.tombstoneRetentionMs;
+  p.flush();
+  const active = p.activeSegmentFirstIndex();
+  const segs = listSegments(p.dir).filter((f) => f < active);
+  if (segs.length === 0) return;
   // Pass 1: each key's latest offset (offsets are not in queue order: take the highest).
-  const latest = new Map<string, number>()
-  const t = Tailer.open({ dir: p.dir, readBufferBytes: 64 * 1024 })
+  const latest = new Map<string, number>();
+  const t = Tailer.open({ dir: p.dir, readBufferBytes: 64 * 1024 });
   try {
     for (let r = t.next(); r !== null; r = t.next()) {
-      const where = `${p.dir} record ${r.index}`
-      if (!p.isSettled(decodeBatchHeader(r.bytes, where).seq)) continue
+      const where = `${p.dir} record ${r.index}`;
+      if (!p.isSettled(decodeBatchHeader(r.bytes, where).seq)) continue;
       for (const rec of decodeBatch(r.bytes, where).records) {
-        const k = rec.record.key
-        if (k === null) continue
-        const seen = latest.get(k)
-        if (seen === undefined || rec.offset > seen) latest.set(k, rec.offset)
+        const k = rec.record.key;
+        if (k === null) continue;
+        const seen = latest.get(k);
+        if (seen === undefined || rec.offset > seen) latest.set(k, rec.offset);
       }
       if (latest.size > keysMax) {
-        report.partitionsOverKeysMax.push(`${p.topic}/${p.partition}`)
-        return
+        report.partitionsOverKeysMax.push(`${p.topic}/${p.partition}`);
+        return;
       }
     }
     // Pass 2: rewrite each sealed segment that holds a record to drop.
-    const w = new EntryWriter()
-    let done = 0
+    const w = new EntryWriter();
+    let done = 0;
     for (let i = 0; i < segs.length; i++) {
-      const first = segs[i]
-      const next = i + 1 < segs.length ? segs[i + 1] : active
-      if (!t.moveToIndex(first)) break
-      const payloads: Uint8Array[] = []
-      let removed = 0
+      const first = segs[i];
+      const next = i + 1 < segs.length ? segs[i + 1] : active;
+      if (!t.moveToIndex(first)) break;
+      const payloads: Uint8Array[] = [];
+      let removed = 0;
       for (let index = first; index < next; index++) {
-        const r = t.next()
-        if (r === null) throw new Error(`compaction: record ${index} of sealed segment ${first} cannot be read, ${p.dir}`)
-        const where = `${p.dir} record ${r.index}`
-        const bytes = Uint8Array.prototype.slice.call(r.bytes) as Uint8Array
-        const h = decodeBatchHeader(bytes, where)
+        const r = t.next();
+        if (r === null)
+          throw new Error(
+            `compaction: record ${index} of sealed segment ${first} cannot be read, ${p.dir}`,
+          );
+        const where = `${p.dir} record ${r.index}`;
+        const bytes = Uint8Array.prototype.slice.call(r.bytes) as Uint8Array;
+        const h = decodeBatchHeader(bytes, where);
         if (!p.isSettled(h.seq) || h.count === 0) {
-          payloads.push(bytes)
-          continue
+          payloads.push(bytes);
+          continue;
         }
-        const batch = decodeBatch(bytes, where)
-        const keep = batch.records.filter((rec) => keeps(rec, latest, nowMs, tombstoneMs))
+        const batch = decodeBatch(bytes, where);
+        const keep = batch.records.filter((rec) => keeps(rec, latest, nowMs, tombstoneMs));
         if (keep.length === batch.records.length) {
-          payloads.push(bytes)
-          continue
+          payloads.push(bytes);
+          continue;
         }
-        removed += batch.records.length - keep.length
-        payloads.push(encodePartitionBatch(w, h.seq, {
-          topic: p.topic,
-          partition: p.partition,
-          records: keep.map((x) => x.record),
-          offsets: keep.map((x) => x.offset),
-          endOffset: h.endOffset,
-          stableOffset: h.stableOffset,
-        }))
+        removed += batch.records.length - keep.length;
+        payloads.push(
+          encodePartitionBatch(w, h.seq, {
+            topic: p.topic,
+            partition: p.partition,
+            records: keep.map((x) => x.record),
+            offsets: keep.map((x) => x.offset),
+            endOffset: h.endOffset,
+            stableOffset: h.stableOffset,
+          }),
+        );
       }
-      if (removed === 0) continue
-      rewriteSealedSegment(p.dir, first, payloads, onStep ? (step) => onStep(done, step) : undefined)
-      p.filesChanged()
-      done++
-      report.segmentsCompacted++
-      report.recordsRemoved += removed
+      if (removed === 0) continue;
+      rewriteSealedSegment(
+        p.dir,
+        first,
+        payloads,
+        onStep ? (step) => onStep(done, step) : undefined,
+      );
+      p.filesChanged();
+      done++;
+      report.segmentsCompacted++;
+      report.recordsRemoved += removed;
     }
   } finally {
-    t.close()
+    t.close();
   }
 }
 
-function keeps(rec: StoredRecord, latest: Map<string, number>, nowMs: number, tombstoneMs: number): boolean {
-  const k = rec.record.key
-  if (k === null) return true
-  if (latest.get(k) !== rec.offset) return false
-  return rec.record.value !== null || nowMs - rec.record.timestampMs < tombstoneMs
+function keeps(
+  rec: StoredRecord,
+  latest: Map<string, number>,
+  nowMs: number,
+  tombstoneMs: number,
+): boolean {
+  const k = rec.record.key;
+  if (k === null) return true;
+  if (latest.get(k) !== rec.offset) return false;
+  return rec.record.value !== null || nowMs - rec.record.timestampMs < tombstoneMs;
 }

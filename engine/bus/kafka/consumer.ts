@@ -36,9 +36,9 @@
  *
  * Records are read_committed (readUncommitted: false).
  */
-import { randomUUID } from 'node:crypto'
-import type { Consumer, EachBatchPayload, KafkaMessage } from 'kafkajs'
-import { tpKey } from '../partitioner.js'
+import { randomUUID } from 'node:crypto';
+import type { Consumer, EachBatchPayload, KafkaMessage } from 'kafkajs';
+import { tpKey } from '../partitioner.js';
 import {
   BUS_DEFAULTS,
   BusError,
@@ -50,32 +50,32 @@ import {
   type PollOptions,
   type RebalanceListener,
   type TopicPartition,
-} from '../types.js'
-import { toBusError } from './errors.js'
-import type { KafkaBusInternals } from './index.js'
+} from '../types.js';
+import { toBusError } from './errors.js';
+import type { KafkaBusInternals } from './index.js';
 
 interface PartState {
-  tp: TopicPartition
+  tp: TopicPartition;
   /** Next offset poll() returns. */
-  position: number
+  position: number;
   /** Caller's pause(). */
-  paused: boolean
+  paused: boolean;
   /** kafkajs messages fetched ahead of poll(), from `head` on, in offset order; converted by take(). */
-  buffer: KafkaMessage[]
-  head: number
+  buffer: KafkaMessage[];
+  head: number;
   /** Offset the next accepted kafkajs batch must have been fetched from. */
-  fetchOffset: number
+  fetchOffset: number;
   /** A seek to fetchOffset was pushed into kafkajs and no batch from it arrived yet. */
-  seekPending: boolean
+  seekPending: boolean;
   /** Paused in kafkajs because the buffer is full. */
-  fetchPaused: boolean
+  fetchPaused: boolean;
 }
 
 function headerString(v: Buffer | string | (Buffer | string)[] | undefined): string | undefined {
-  if (v === undefined) return undefined
+  if (v === undefined) return undefined;
   // Kafka allows repeated header keys; kafkajs groups them in an array: the last one wins.
-  const last = Array.isArray(v) ? v[v.length - 1] : v
-  return typeof last === 'string' ? last : last?.toString('utf8')
+  const last = Array.isArray(v) ? v[v.length - 1] : v;
+  return typeof last === 'string' ? last : last?.toString('utf8');
 }
 
 /**
@@ -86,15 +86,15 @@ function headerString(v: Buffer | string | (Buffer | string)[] | undefined): str
  * own messages, this loop ~40 ns. Never throws.
  */
 export function decimal(s: string): number {
-  const n = s.length
-  if (n === 0 || n > 15) return Number(s)
-  let v = 0
+  const n = s.length;
+  if (n === 0 || n > 15) return Number(s);
+  let v = 0;
   for (let i = 0; i < n; i++) {
-    const d = s.charCodeAt(i) - 48
-    if (d < 0 || d > 9) return Number(s)
-    v = v * 10 + d
+    const d = s.charCodeAt(i) - 48;
+    if (d < 0 || d > 9) return Number(s);
+    v = v * 10 + d;
   }
-  return v
+  return v;
 }
 
 /**
@@ -103,15 +103,15 @@ export function decimal(s: string): number {
  * per record), and the value stays kafkajs' Buffer (a view into the fetch response, no copy).
  */
 function toRecord(topic: string, partition: number, m: KafkaMessage): ConsumedRecord {
-  const headers: Record<string, string> = {}
-  const h = m.headers
+  const headers: Record<string, string> = {};
+  const h = m.headers;
   if (h) {
     for (const k in h) {
-      const s = headerString(h[k])
-      if (s !== undefined) headers[k] = s
+      const s = headerString(h[k]);
+      if (s !== undefined) headers[k] = s;
     }
   }
-  const key = m.key
+  const key = m.key;
   return {
     topic,
     partition,
@@ -120,49 +120,57 @@ function toRecord(topic: string, partition: number, m: KafkaMessage): ConsumedRe
     value: m.value ?? null,
     headers,
     timestampMs: decimal(m.timestamp),
-  }
+  };
 }
 
 export class KafkaConsumer implements BusConsumer {
-  readonly groupId: string | null
-  private kc: Consumer | null = null
-  private kcTopics: string[] = []
-  private mode: 'none' | 'assign' | 'subscribe' = 'none'
-  private listener: RebalanceListener = {}
-  private readonly owned = new Map<string, PartState>()
+  readonly groupId: string | null;
+  private kc: Consumer | null = null;
+  private kcTopics: string[] = [];
+  private mode: 'none' | 'assign' | 'subscribe' = 'none';
+  private listener: RebalanceListener = {};
+  private readonly owned = new Map<string, PartState>();
   /** Assignment from the last GROUP_JOIN, not yet reconciled by poll() (subscribe mode). */
-  private joined: Map<string, TopicPartition> | null = null
-  private rebalancing = false
-  private memberId = ''
-  private generationId = 0
-  private failure: Error | null = null
-  private waiters = new Set<() => void>()
+  private joined: Map<string, TopicPartition> | null = null;
+  private rebalancing = false;
+  private memberId = '';
+  private generationId = 0;
+  private failure: Error | null = null;
+  private waiters = new Set<() => void>();
   /** A setImmediate that will run notify() is scheduled (see wakeSoon). */
-  private wakeScheduled = false
-  private cursor = 0
-  private closed = false
-  private readonly pollRecordsMax: number
-  private readonly reset: 'earliest' | 'latest'
-  private readonly sessionTimeoutMs: number
-  private readonly lostListeners = new Set<(error: BusError) => void>()
+  private wakeScheduled = false;
+  private cursor = 0;
+  private closed = false;
+  private readonly pollRecordsMax: number;
+  private readonly reset: 'earliest' | 'latest';
+  private readonly sessionTimeoutMs: number;
+  private readonly lostListeners = new Set<(error: BusError) => void>();
 
-  constructor(private readonly bus: KafkaBusInternals, opts: ConsumerOptions, private readonly onClose: () => void) {
-    this.groupId = opts.groupId ?? null
-    this.pollRecordsMax = opts.pollRecordsMax ?? BUS_DEFAULTS.pollRecordsMax
-    this.reset = opts.autoOffsetReset ?? 'earliest'
-    this.sessionTimeoutMs = opts.sessionTimeoutMs ?? BUS_DEFAULTS.sessionTimeoutMs
-    if (!(this.pollRecordsMax >= 1)) throw new BusError('bad-input', `pollRecordsMax must be >= 1, pollRecordsMax=${this.pollRecordsMax}`)
+  constructor(
+    private readonly bus: KafkaBusInternals,
+    opts: ConsumerOptions,
+    private readonly onClose: () => void,
+  ) {
+    this.groupId = opts.groupId ?? null;
+    this.pollRecordsMax = opts.pollRecordsMax ?? BUS_DEFAULTS.pollRecordsMax;
+    this.reset = opts.autoOffsetReset ?? 'earliest';
+    this.sessionTimeoutMs = opts.sessionTimeoutMs ?? BUS_DEFAULTS.sessionTimeoutMs;
+    if (!(this.pollRecordsMax >= 1))
+      throw new BusError(
+        'bad-input',
+        `pollRecordsMax must be >= 1, pollRecordsMax=${this.pollRecordsMax}`,
+      );
   }
 
   private checkOpen(): void {
-    if (this.closed) throw new BusError('closed', `consumer is closed, groupId=${this.groupId}`)
-    if (this.failure) throw toBusError(this.failure, 'kafka consumer crashed')
+    if (this.closed) throw new BusError('closed', `consumer is closed, groupId=${this.groupId}`);
+    if (this.failure) throw toBusError(this.failure, 'kafka consumer crashed');
   }
 
   private notify(): void {
-    const ws = this.waiters
-    this.waiters = new Set()
-    for (const w of ws) w()
+    const ws = this.waiters;
+    this.waiters = new Set();
+    for (const w of ws) w();
   }
 
   /**
@@ -172,154 +180,172 @@ export class KafkaConsumer implements BusConsumer {
    * every batch of a fetch response.
    */
   private wakeSoon(): void {
-    if (this.wakeScheduled || this.waiters.size === 0) return
-    this.wakeScheduled = true
+    if (this.wakeScheduled || this.waiters.size === 0) return;
+    this.wakeScheduled = true;
     setImmediate(() => {
-      this.wakeScheduled = false
-      this.notify()
-    })
+      this.wakeScheduled = false;
+      this.notify();
+    });
   }
 
   private waitForChange(timeoutMs: number): Promise<void> {
     return new Promise((resolve) => {
       const timer = setTimeout(() => {
-        this.waiters.delete(done)
-        resolve()
-      }, timeoutMs)
+        this.waiters.delete(done);
+        resolve();
+      }, timeoutMs);
       const done = (): void => {
-        clearTimeout(timer)
-        resolve()
-      }
-      this.waiters.add(done)
-    })
+        clearTimeout(timer);
+        resolve();
+      };
+      this.waiters.add(done);
+    });
   }
 
   /** (Re)starts the kafkajs consumer for `groupId` on `topics`; resolves once it has joined. */
   private async startKafka(groupId: string, topics: string[]): Promise<void> {
-    await this.stopKafka()
+    await this.stopKafka();
     const kc = this.bus.kafka.consumer({
       groupId,
       sessionTimeout: this.sessionTimeoutMs,
       rebalanceTimeout: Math.max(this.sessionTimeoutMs, 10_000),
-      heartbeatInterval: Math.min(this.bus.opts.heartbeatIntervalMs, Math.floor(this.sessionTimeoutMs / 3)),
+      heartbeatInterval: Math.min(
+        this.bus.opts.heartbeatIntervalMs,
+        Math.floor(this.sessionTimeoutMs / 3),
+      ),
       maxWaitTimeInMs: this.bus.opts.fetchMaxWaitMs,
       readUncommitted: false,
       allowAutoTopicCreation: false,
       // kafkajs restarts a crashed runner on a timer even when the crash comes while
       // disconnect() runs (seen in CI: a closed consumer restarting forever against a stopped
       // cluster, keeping the process alive); a replaced or closed consumer never restarts.
-      retry: { retries: 5, initialRetryTime: 100, restartOnFailure: async () => kc === this.kc && !this.closed },
-      ...(this.bus.opts.partitionAssigners ? { partitionAssigners: this.bus.opts.partitionAssigners } : {}),
-    })
-    this.kc = kc
-    this.kcTopics = [...topics].sort()
+      retry: {
+        retries: 5,
+        initialRetryTime: 100,
+        restartOnFailure: async () => kc === this.kc && !this.closed,
+      },
+      ...(this.bus.opts.partitionAssigners
+        ? { partitionAssigners: this.bus.opts.partitionAssigners }
+        : {}),
+    });
+    this.kc = kc;
+    this.kcTopics = [...topics].sort();
     kc.on(kc.events.GROUP_JOIN, (e) => {
-      if (kc === this.kc) this.onJoin(kc, e.payload.memberId, e.payload.memberAssignment)
-    })
+      if (kc === this.kc) this.onJoin(kc, e.payload.memberId, e.payload.memberAssignment);
+    });
     kc.on(kc.events.REBALANCING, () => {
-      if (kc === this.kc) this.onRebalancing()
-    })
+      if (kc === this.kc) this.onRebalancing();
+    });
     kc.on(kc.events.CRASH, (e) => {
-      if (kc !== this.kc) return
-      if (!e.payload.restart) this.failure = e.payload.error
+      if (kc !== this.kc) return;
+      if (!e.payload.restart) this.failure = e.payload.error;
       else if (!this.closed) {
-        const lost = toBusError(e.payload.error, `connection to the kafka cluster lost (the consumer reconnects), groupId=${this.groupId}`)
-        for (const l of [...this.lostListeners]) l(lost)
+        const lost = toBusError(
+          e.payload.error,
+          `connection to the kafka cluster lost (the consumer reconnects), groupId=${this.groupId}`,
+        );
+        for (const l of [...this.lostListeners]) l(lost);
       }
-      this.notify()
-    })
+      this.notify();
+    });
     kc.on(kc.events.END_BATCH_PROCESS, (e) => {
-      if (kc === this.kc && e.payload.batchSize === 0) this.onFilteredBatch(e.payload.topic, e.payload.partition, Number(e.payload.firstOffset), Number(e.payload.lastOffset))
-    })
+      if (kc === this.kc && e.payload.batchSize === 0)
+        this.onFilteredBatch(
+          e.payload.topic,
+          e.payload.partition,
+          Number(e.payload.firstOffset),
+          Number(e.payload.lastOffset),
+        );
+    });
     try {
-      await kc.connect()
-      await kc.subscribe({ topics, fromBeginning: true })
+      await kc.connect();
+      await kc.subscribe({ topics, fromBeginning: true });
       await kc.run({
         autoCommit: false,
         eachBatchAutoResolve: true,
         partitionsConsumedConcurrently: 1,
         eachBatch: async (payload) => this.onBatch(kc, payload),
-      })
+      });
     } catch (e) {
-      throw toBusError(e, `starting kafka consumer of group ${groupId}`)
+      throw toBusError(e, `starting kafka consumer of group ${groupId}`);
     }
   }
 
   private async stopKafka(): Promise<void> {
-    const kc = this.kc
-    this.kc = null
-    this.kcTopics = []
-    if (kc) await kc.disconnect().catch(() => undefined)
+    const kc = this.kc;
+    this.kc = null;
+    this.kcTopics = [];
+    if (kc) await kc.disconnect().catch(() => undefined);
   }
 
   private onJoin(kc: Consumer, memberId: string, assignment: Record<string, number[]>): void {
-    this.memberId = memberId
-    this.generationId++
-    this.rebalancing = false
-    const next = new Map<string, TopicPartition>()
+    this.memberId = memberId;
+    this.generationId++;
+    this.rebalancing = false;
+    const next = new Map<string, TopicPartition>();
     for (const [topic, partitions] of Object.entries(assignment)) {
-      for (const partition of partitions) next.set(tpKey(topic, partition), { topic, partition })
+      for (const partition of partitions) next.set(tpKey(topic, partition), { topic, partition });
     }
     // kafkajs restarted its fetch offsets from the group's committed ones: restore ours.
     for (const [k, st] of this.owned) {
-      if (this.mode === 'assign' || next.has(k)) this.seekKafka(kc, st)
-      else this.dropBuffer(st)
+      if (this.mode === 'assign' || next.has(k)) this.seekKafka(kc, st);
+      else this.dropBuffer(st);
     }
-    if (this.mode === 'subscribe') this.joined = next
-    this.syncKafkaPauses()
-    this.notify()
+    if (this.mode === 'subscribe') this.joined = next;
+    this.syncKafkaPauses();
+    this.notify();
   }
 
   private onRebalancing(): void {
-    this.rebalancing = true
-    for (const st of this.owned.values()) this.dropBuffer(st)
-    this.notify()
+    this.rebalancing = true;
+    for (const st of this.owned.values()) this.dropBuffer(st);
+    this.notify();
   }
 
   private dropBuffer(st: PartState): void {
-    st.buffer = []
-    st.head = 0
-    st.fetchOffset = st.position
+    st.buffer = [];
+    st.head = 0;
+    st.fetchOffset = st.position;
   }
 
   /** Moves kafkajs' fetch position of `st` to st.position, discarding records fetched ahead. */
   private seekKafka(kc: Consumer, st: PartState): void {
-    this.dropBuffer(st)
-    st.seekPending = true
-    if (st.fetchPaused) st.fetchPaused = false
-    kc.seek({ topic: st.tp.topic, partition: st.tp.partition, offset: String(st.position) })
+    this.dropBuffer(st);
+    st.seekPending = true;
+    if (st.fetchPaused) st.fetchPaused = false;
+    kc.seek({ topic: st.tp.topic, partition: st.tp.partition, offset: String(st.position) });
   }
 
   private onBatch(kc: Consumer, { batch, isStale }: EachBatchPayload): void {
-    if (kc !== this.kc || this.rebalancing || isStale()) return
-    const st = this.owned.get(tpKey(batch.topic, batch.partition))
-    if (!st) return
+    if (kc !== this.kc || this.rebalancing || isStale()) return;
+    const st = this.owned.get(tpKey(batch.topic, batch.partition));
+    if (!st) return;
     // fetchedOffset is set by kafkajs' Batch (src/consumer/batch.js) but missing from its types.
-    const fetched = Number((batch as typeof batch & { fetchedOffset: string }).fetchedOffset)
+    const fetched = Number((batch as typeof batch & { fetchedOffset: string }).fetchedOffset);
     if (fetched !== st.fetchOffset) {
       // A batch from before our last seek, or kafkajs lost the seek: (re)issue it. A forward jump
       // without a pending seek is kafkajs skipping batches of markers/aborted records only.
       if (st.seekPending || fetched < st.fetchOffset) {
-        this.seekKafka(kc, st)
-        return
+        this.seekKafka(kc, st);
+        return;
       }
     }
-    st.seekPending = false
-    const messages = batch.messages
+    st.seekPending = false;
+    const messages = batch.messages;
     // kafkajs builds a fresh filtered array per batch and never touches it after eachBatch: an
     // empty buffer adopts it instead of copying.
     if (st.head === st.buffer.length) {
-      st.buffer = messages
-      st.head = 0
+      st.buffer = messages;
+      st.head = 0;
     } else {
-      for (let i = 0; i < messages.length; i++) st.buffer.push(messages[i])
+      for (let i = 0; i < messages.length; i++) st.buffer.push(messages[i]);
     }
-    st.fetchOffset = Number(batch.lastOffset()) + 1
+    st.fetchOffset = Number(batch.lastOffset()) + 1;
     if (st.buffer.length - st.head >= BUS_DEFAULTS.fetchBufferRecordsMax) {
-      st.fetchPaused = true
-      kc.pause([{ topic: st.tp.topic, partitions: [st.tp.partition] }])
+      st.fetchPaused = true;
+      kc.pause([{ topic: st.tp.topic, partitions: [st.tp.partition] }]);
     }
-    this.wakeSoon()
+    this.wakeSoon();
   }
 
   /**
@@ -329,260 +355,309 @@ export class KafkaConsumer implements BusConsumer {
    * is not a batch fetched before the seek. Without this, a seek to an offset followed only by
    * an aborted transaction (a producer killed mid-transaction, then fenced) never advanced.
    */
-  private onFilteredBatch(topic: string, partition: number, firstOffset: number, lastOffset: number): void {
-    const st = this.owned.get(tpKey(topic, partition))
-    if (!st || this.rebalancing || firstOffset < st.fetchOffset) return
+  private onFilteredBatch(
+    topic: string,
+    partition: number,
+    firstOffset: number,
+    lastOffset: number,
+  ): void {
+    const st = this.owned.get(tpKey(topic, partition));
+    if (!st || this.rebalancing || firstOffset < st.fetchOffset) return;
     if (st.seekPending) {
-      if (firstOffset !== st.fetchOffset) return
-      st.seekPending = false
+      if (firstOffset !== st.fetchOffset) return;
+      st.seekPending = false;
     }
-    st.fetchOffset = Math.max(st.fetchOffset, lastOffset + 1)
-    if (st.head === st.buffer.length) st.position = Math.max(st.position, st.fetchOffset)
+    st.fetchOffset = Math.max(st.fetchOffset, lastOffset + 1);
+    if (st.head === st.buffer.length) st.position = Math.max(st.position, st.fetchOffset);
   }
 
   /** Pauses in kafkajs every fetched partition that is not owned or whose buffer is full. */
   private syncKafkaPauses(): void {
-    const kc = this.kc
-    if (!kc) return
-    const pause: { topic: string; partitions: number[] }[] = []
-    const resume: { topic: string; partitions: number[] }[] = []
+    const kc = this.kc;
+    if (!kc) return;
+    const pause: { topic: string; partitions: number[] }[] = [];
+    const resume: { topic: string; partitions: number[] }[] = [];
     for (const topic of this.kcTopics) {
-      const p: number[] = []
-      const r: number[] = []
+      const p: number[] = [];
+      const r: number[] = [];
       for (const tp of this.joinedAll(topic)) {
-        const st = this.owned.get(tpKey(topic, tp))
-        ;(!st || st.fetchPaused ? p : r).push(tp)
+        const st = this.owned.get(tpKey(topic, tp));
+        (!st || st.fetchPaused ? p : r).push(tp);
       }
-      if (p.length) pause.push({ topic, partitions: p })
-      if (r.length) resume.push({ topic, partitions: r })
+      if (p.length) pause.push({ topic, partitions: p });
+      if (r.length) resume.push({ topic, partitions: r });
     }
-    if (pause.length) kc.pause(pause)
-    if (resume.length) kc.resume(resume)
+    if (pause.length) kc.pause(pause);
+    if (resume.length) kc.resume(resume);
   }
 
   /** Partitions of `topic` kafkajs may fetch: every partition in assign mode, the assignment otherwise. */
   private joinedAll(topic: string): number[] {
-    if (this.mode === 'assign') return this.partitionsOf.get(topic) ?? []
-    return [...this.owned.values()].filter((s) => s.tp.topic === topic).map((s) => s.tp.partition)
+    if (this.mode === 'assign') return this.partitionsOf.get(topic) ?? [];
+    return [...this.owned.values()].filter((s) => s.tp.topic === topic).map((s) => s.tp.partition);
   }
 
-  private readonly partitionsOf = new Map<string, number[]>()
+  private readonly partitionsOf = new Map<string, number[]>();
 
   async subscribe(topics: string[], listener: RebalanceListener = {}): Promise<void> {
-    this.checkOpen()
-    if (this.groupId === null) throw new BusError('bad-input', 'subscribe() needs a consumer with a groupId')
-    if (this.mode === 'assign') throw new BusError('bad-input', `subscribe() after assign() on one consumer, groupId=${this.groupId}`)
-    for (const t of topics) if ((await this.bus.partitionCount(t)) === null) throw new BusError('unknown-topic', `topic does not exist, topic=${t}`)
-    this.mode = 'subscribe'
-    this.listener = listener
+    this.checkOpen();
+    if (this.groupId === null)
+      throw new BusError('bad-input', 'subscribe() needs a consumer with a groupId');
+    if (this.mode === 'assign')
+      throw new BusError(
+        'bad-input',
+        `subscribe() after assign() on one consumer, groupId=${this.groupId}`,
+      );
+    for (const t of topics)
+      if ((await this.bus.partitionCount(t)) === null)
+        throw new BusError('unknown-topic', `topic does not exist, topic=${t}`);
+    this.mode = 'subscribe';
+    this.listener = listener;
     if (this.owned.size > 0) {
-      await this.listener.revoked?.(this.assignment())
-      this.owned.clear()
+      await this.listener.revoked?.(this.assignment());
+      this.owned.clear();
     }
-    await this.startKafka(this.groupId, topics)
+    await this.startKafka(this.groupId, topics);
   }
 
   async assign(partitions: TopicPartition[]): Promise<void> {
-    this.checkOpen()
-    if (this.mode === 'subscribe') throw new BusError('bad-input', `assign() after subscribe() on one consumer, groupId=${this.groupId}`)
-    this.mode = 'assign'
-    const topics = [...new Set(partitions.map((tp) => tp.topic))].sort()
+    this.checkOpen();
+    if (this.mode === 'subscribe')
+      throw new BusError(
+        'bad-input',
+        `assign() after subscribe() on one consumer, groupId=${this.groupId}`,
+      );
+    this.mode = 'assign';
+    const topics = [...new Set(partitions.map((tp) => tp.topic))].sort();
     for (const t of topics) {
-      const n = await this.bus.partitionCount(t)
-      if (n === null) throw new BusError('unknown-topic', `topic does not exist, topic=${t}`)
-      this.partitionsOf.set(t, Array.from({ length: n }, (_, i) => i))
+      const n = await this.bus.partitionCount(t);
+      if (n === null) throw new BusError('unknown-topic', `topic does not exist, topic=${t}`);
+      this.partitionsOf.set(
+        t,
+        Array.from({ length: n }, (_, i) => i),
+      );
     }
     for (const tp of partitions) {
-      if (!(this.partitionsOf.get(tp.topic)!.includes(tp.partition))) {
-        throw new BusError('bad-input', `no such partition, topic=${tp.topic} partition=${tp.partition}`)
+      if (!this.partitionsOf.get(tp.topic)!.includes(tp.partition)) {
+        throw new BusError(
+          'bad-input',
+          `no such partition, topic=${tp.topic} partition=${tp.partition}`,
+        );
       }
     }
-    const wanted = new Map(partitions.map((tp) => [tpKey(tp.topic, tp.partition), tp]))
-    for (const k of [...this.owned.keys()]) if (!wanted.has(k)) this.owned.delete(k)
+    const wanted = new Map(partitions.map((tp) => [tpKey(tp.topic, tp.partition), tp]));
+    for (const k of [...this.owned.keys()]) if (!wanted.has(k)) this.owned.delete(k);
     if (topics.length === 0) {
-      await this.stopKafka()
-      return
+      await this.stopKafka();
+      return;
     }
-    const restart = !this.kc || topics.join('\n') !== this.kcTopics.join('\n')
-    if (restart) await this.stopKafka()
+    const restart = !this.kc || topics.join('\n') !== this.kcTopics.join('\n');
+    if (restart) await this.stopKafka();
     // Own the new partitions before kafkajs joins: GROUP_JOIN then seeks them and leaves them
     // unpaused, so the first Fetch already reads them. Owned after the join, they would be paused
     // by the join and kafkajs' first fetch would find no partition and sleep fetchMaxWaitMs.
-    const fresh = [...wanted].filter(([k]) => !this.owned.has(k)).map(([, tp]) => tp)
-    const positions = await this.initialPositions(fresh)
-    fresh.forEach((tp, i) => this.own(tp, positions[i]))
+    const fresh = [...wanted].filter(([k]) => !this.owned.has(k)).map(([, tp]) => tp);
+    const positions = await this.initialPositions(fresh);
+    fresh.forEach((tp, i) => this.own(tp, positions[i]));
     if (restart) {
       try {
-        await this.startKafka(`${this.groupId ?? this.bus.opts.clientId}.assign.${randomUUID()}`, topics)
+        await this.startKafka(
+          `${this.groupId ?? this.bus.opts.clientId}.assign.${randomUUID()}`,
+          topics,
+        );
       } catch (e) {
-        for (const tp of fresh) this.owned.delete(tpKey(tp.topic, tp.partition))
-        throw e
+        for (const tp of fresh) this.owned.delete(tpKey(tp.topic, tp.partition));
+        throw e;
       }
     }
-    this.syncKafkaPauses()
+    this.syncKafkaPauses();
   }
 
   private own(tp: TopicPartition, position: number): void {
-    const st: PartState = { tp: { topic: tp.topic, partition: tp.partition }, position, paused: false, buffer: [], head: 0, fetchOffset: position, seekPending: false, fetchPaused: false }
-    this.owned.set(tpKey(tp.topic, tp.partition), st)
-    if (this.kc) this.seekKafka(this.kc, st)
+    const st: PartState = {
+      tp: { topic: tp.topic, partition: tp.partition },
+      position,
+      paused: false,
+      buffer: [],
+      head: 0,
+      fetchOffset: position,
+      seekPending: false,
+      fetchPaused: false,
+    };
+    this.owned.set(tpKey(tp.topic, tp.partition), st);
+    if (this.kc) this.seekKafka(this.kc, st);
   }
 
   /** Committed offset of the group, else the reset policy's end of the partition. */
   private async initialPositions(tps: TopicPartition[]): Promise<number[]> {
-    if (tps.length === 0) return []
-    const committed = this.groupId === null ? tps.map(() => null) : await this.bus.committed(this.groupId, tps)
-    const need = tps.filter((_, i) => committed[i] === null)
-    const ends = need.length ? await this.bus.offsets(need) : []
-    let j = 0
+    if (tps.length === 0) return [];
+    const committed =
+      this.groupId === null ? tps.map(() => null) : await this.bus.committed(this.groupId, tps);
+    const need = tps.filter((_, i) => committed[i] === null);
+    const ends = need.length ? await this.bus.offsets(need) : [];
+    let j = 0;
     return committed.map((c) => {
-      if (c !== null) return c
-      const e = ends[j++]
-      return this.reset === 'earliest' ? e.start : e.end
-    })
+      if (c !== null) return c;
+      const e = ends[j++];
+      return this.reset === 'earliest' ? e.start : e.end;
+    });
   }
 
   assignment(): TopicPartition[] {
-    return [...this.owned.values()].map((s) => ({ ...s.tp }))
+    return [...this.owned.values()].map((s) => ({ ...s.tp }));
   }
 
   private stateOf(tp: TopicPartition): PartState {
-    const st = this.owned.get(tpKey(tp.topic, tp.partition))
-    if (!st) throw new BusError('not-assigned', `partition not assigned to this consumer, topic=${tp.topic} partition=${tp.partition} groupId=${this.groupId}`)
-    return st
+    const st = this.owned.get(tpKey(tp.topic, tp.partition));
+    if (!st)
+      throw new BusError(
+        'not-assigned',
+        `partition not assigned to this consumer, topic=${tp.topic} partition=${tp.partition} groupId=${this.groupId}`,
+      );
+    return st;
   }
 
   position(tp: TopicPartition): number {
-    return this.stateOf(tp).position
+    return this.stateOf(tp).position;
   }
 
   seek(tp: TopicPartition, offset: number): void {
-    if (!Number.isInteger(offset) || offset < 0) throw new BusError('bad-input', `offset must be an integer >= 0, offset=${offset}`)
-    const st = this.stateOf(tp)
-    st.position = offset
-    if (this.kc) this.seekKafka(this.kc, st)
-    this.syncKafkaPauses()
+    if (!Number.isInteger(offset) || offset < 0)
+      throw new BusError('bad-input', `offset must be an integer >= 0, offset=${offset}`);
+    const st = this.stateOf(tp);
+    st.position = offset;
+    if (this.kc) this.seekKafka(this.kc, st);
+    this.syncKafkaPauses();
   }
 
   async seekToBeginning(tps: TopicPartition[]): Promise<void> {
-    const o = await this.bus.offsets(tps)
-    tps.forEach((tp, i) => this.seek(tp, o[i].start))
+    const o = await this.bus.offsets(tps);
+    tps.forEach((tp, i) => this.seek(tp, o[i].start));
   }
 
   async seekToEnd(tps: TopicPartition[]): Promise<void> {
-    const o = await this.bus.offsets(tps)
-    tps.forEach((tp, i) => this.seek(tp, o[i].end))
+    const o = await this.bus.offsets(tps);
+    tps.forEach((tp, i) => this.seek(tp, o[i].end));
   }
 
   pause(tps: TopicPartition[]): void {
-    for (const tp of tps) this.stateOf(tp).paused = true
+    for (const tp of tps) this.stateOf(tp).paused = true;
   }
 
   resume(tps: TopicPartition[]): void {
-    for (const tp of tps) this.stateOf(tp).paused = false
+    for (const tp of tps) this.stateOf(tp).paused = false;
   }
 
   /** Applies the last GROUP_JOIN's assignment: revoked callback, new positions, assigned callback. */
   private async reconcile(): Promise<void> {
-    const next = this.joined
-    if (next === null) return
-    this.joined = null
-    const revoked = [...this.owned].filter(([k]) => !next.has(k)).map(([, st]) => ({ ...st.tp }))
+    const next = this.joined;
+    if (next === null) return;
+    this.joined = null;
+    const revoked = [...this.owned].filter(([k]) => !next.has(k)).map(([, st]) => ({ ...st.tp }));
     if (revoked.length > 0) {
-      for (const tp of revoked) this.owned.delete(tpKey(tp.topic, tp.partition))
-      await this.listener.revoked?.(revoked)
+      for (const tp of revoked) this.owned.delete(tpKey(tp.topic, tp.partition));
+      await this.listener.revoked?.(revoked);
     }
-    const fresh = [...next].filter(([k]) => !this.owned.has(k)).map(([, tp]) => tp)
+    const fresh = [...next].filter(([k]) => !this.owned.has(k)).map(([, tp]) => tp);
     if (fresh.length > 0) {
-      const positions = await this.initialPositions(fresh)
-      fresh.forEach((tp, i) => this.own(tp, positions[i]))
-      this.syncKafkaPauses()
-      await this.listener.assigned?.(fresh.map((tp) => ({ ...tp })))
+      const positions = await this.initialPositions(fresh);
+      fresh.forEach((tp, i) => this.own(tp, positions[i]));
+      this.syncKafkaPauses();
+      await this.listener.assigned?.(fresh.map((tp) => ({ ...tp })));
     }
   }
 
   async poll(opts: PollOptions = {}): Promise<ConsumedRecord[]> {
-    const recordsMax = Math.min(opts.recordsMax ?? this.pollRecordsMax, this.pollRecordsMax)
-    const deadline = Date.now() + (opts.timeoutMs ?? BUS_DEFAULTS.pollTimeoutMs)
-    const out: ConsumedRecord[] = []
+    const recordsMax = Math.min(opts.recordsMax ?? this.pollRecordsMax, this.pollRecordsMax);
+    const deadline = Date.now() + (opts.timeoutMs ?? BUS_DEFAULTS.pollTimeoutMs);
+    const out: ConsumedRecord[] = [];
     for (;;) {
-      this.checkOpen()
-      await this.reconcile()
-      if (!this.rebalancing) this.take(recordsMax, out)
-      const left = deadline - Date.now()
-      if (out.length > 0 || left <= 0) return out
-      await this.waitForChange(left)
+      this.checkOpen();
+      await this.reconcile();
+      if (!this.rebalancing) this.take(recordsMax, out);
+      const left = deadline - Date.now();
+      if (out.length > 0 || left <= 0) return out;
+      await this.waitForChange(left);
     }
   }
 
   private take(recordsMax: number, out: ConsumedRecord[]): void {
-    const states = [...this.owned.values()]
-    let resumed = false
+    const states = [...this.owned.values()];
+    let resumed = false;
     for (let i = 0; i < states.length && out.length < recordsMax; i++) {
-      const st = states[(this.cursor + i) % states.length]
-      if (st.paused || st.seekPending) continue
-      const n = Math.min(st.buffer.length - st.head, recordsMax - out.length)
+      const st = states[(this.cursor + i) % states.length];
+      if (st.paused || st.seekPending) continue;
+      const n = Math.min(st.buffer.length - st.head, recordsMax - out.length);
       if (n > 0) {
-        const { topic, partition } = st.tp
-        const buffer = st.buffer
-        const end = st.head + n
-        let r: ConsumedRecord | undefined
-        for (let j = st.head; j < end; j++) out.push((r = toRecord(topic, partition, buffer[j])))
-        st.head = end
-        st.position = r!.offset + 1
+        const { topic, partition } = st.tp;
+        const buffer = st.buffer;
+        const end = st.head + n;
+        let r: ConsumedRecord | undefined;
+        for (let j = st.head; j < end; j++) out.push((r = toRecord(topic, partition, buffer[j])));
+        st.head = end;
+        st.position = r!.offset + 1;
       }
       if (st.head === st.buffer.length) {
-        st.buffer = []
-        st.head = 0
+        st.buffer = [];
+        st.head = 0;
         // Skip markers/aborted records that followed the last returned record.
-        if (st.fetchOffset > st.position) st.position = st.fetchOffset
+        if (st.fetchOffset > st.position) st.position = st.fetchOffset;
         if (st.fetchPaused) {
-          st.fetchPaused = false
-          resumed = true
+          st.fetchPaused = false;
+          resumed = true;
         }
       }
     }
-    this.cursor++
-    if (resumed) this.syncKafkaPauses()
+    this.cursor++;
+    if (resumed) this.syncKafkaPauses();
   }
 
   async commit(positions?: PartitionPosition[]): Promise<void> {
-    this.checkOpen()
-    if (this.groupId === null) throw new BusError('bad-input', 'commit() needs a consumer with a groupId')
+    this.checkOpen();
+    if (this.groupId === null)
+      throw new BusError('bad-input', 'commit() needs a consumer with a groupId');
     if (this.mode !== 'subscribe' || !this.kc) {
-      throw new BusError('bad-input', `commit() needs subscribe() on the kafka backend (kafkajs cannot commit for a group it is not a member of), groupId=${this.groupId}`)
+      throw new BusError(
+        'bad-input',
+        `commit() needs subscribe() on the kafka backend (kafkajs cannot commit for a group it is not a member of), groupId=${this.groupId}`,
+      );
     }
-    const list = positions ?? [...this.owned.values()].map((s) => ({ ...s.tp, offset: s.position }))
-    for (const p of list) this.stateOf(p)
-    if (this.rebalancing) throw new BusError('not-assigned', `group is rebalancing, groupId=${this.groupId}`)
+    const list =
+      positions ?? [...this.owned.values()].map((s) => ({ ...s.tp, offset: s.position }));
+    for (const p of list) this.stateOf(p);
+    if (this.rebalancing)
+      throw new BusError('not-assigned', `group is rebalancing, groupId=${this.groupId}`);
     try {
-      await this.kc.commitOffsets(list.map((p) => ({ topic: p.topic, partition: p.partition, offset: String(p.offset) })))
+      await this.kc.commitOffsets(
+        list.map((p) => ({ topic: p.topic, partition: p.partition, offset: String(p.offset) })),
+      );
     } catch (e) {
-      throw toBusError(e, `commit of group ${this.groupId}`)
+      throw toBusError(e, `commit of group ${this.groupId}`);
     }
   }
 
   async committed(tps: TopicPartition[]): Promise<(number | null)[]> {
-    if (this.groupId === null) throw new BusError('bad-input', 'committed() needs a consumer with a groupId')
-    return this.bus.committed(this.groupId, tps)
+    if (this.groupId === null)
+      throw new BusError('bad-input', 'committed() needs a consumer with a groupId');
+    return this.bus.committed(this.groupId, tps);
   }
 
   onConnectionLost(listener: (error: BusError) => void): () => void {
-    this.lostListeners.add(listener)
-    return () => void this.lostListeners.delete(listener)
+    this.lostListeners.add(listener);
+    return () => void this.lostListeners.delete(listener);
   }
 
   groupMetadata(): GroupMetadata | null {
-    if (this.mode !== 'subscribe' || this.groupId === null) return null
-    return { groupId: this.groupId, memberId: this.memberId, generationId: this.generationId }
+    if (this.mode !== 'subscribe' || this.groupId === null) return null;
+    return { groupId: this.groupId, memberId: this.memberId, generationId: this.generationId };
   }
 
   async close(): Promise<void> {
-    if (this.closed) return
-    this.closed = true
-    this.owned.clear()
-    this.onClose()
-    await this.stopKafka()
-    this.notify()
+    if (this.closed) return;
+    this.closed = true;
+    this.owned.clear();
+    this.onClose();
+    await this.stopKafka();
+    this.notify();
   }
 }

@@ -39,7 +39,10 @@ export interface KafkaSecurityOptions {
  * @throws BusError 'bad-input' naming the setting and file that cannot be read (never its
  *   content), or when SASL has no password or both a password and a passwordFile.
  */
-export function kafkaSecurityOptions(tls?: KafkaTlsSettings, sasl?: KafkaSaslSettings): KafkaSecurityOptions {
+export function kafkaSecurityOptions(
+  tls?: KafkaTlsSettings,
+  sasl?: KafkaSaslSettings,
+): KafkaSecurityOptions {
   const out: KafkaSecurityOptions = {};
   if (tls !== undefined) {
     const read = (field: string, file: string | undefined): Buffer | undefined => {
@@ -47,14 +50,20 @@ export function kafkaSecurityOptions(tls?: KafkaTlsSettings, sasl?: KafkaSaslSet
       try {
         return readFileSync(file);
       } catch (e) {
-        throw new BusError('bad-input', `bus.tls.${field}: cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+        throw new BusError(
+          'bad-input',
+          `bus.tls.${field}: cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`,
+        );
       }
     };
     const ca = read('caFile', tls.caFile);
     const cert = read('certFile', tls.certFile);
     const key = read('keyFile', tls.keyFile);
     if ((cert === undefined) !== (key === undefined)) {
-      throw new BusError('bad-input', 'bus.tls: certFile and keyFile go together (mutual TLS needs both)');
+      throw new BusError(
+        'bad-input',
+        'bus.tls: certFile and keyFile go together (mutual TLS needs both)',
+      );
     }
     out.ssl = {
       rejectUnauthorized: tls.rejectUnauthorized,
@@ -71,10 +80,17 @@ export function kafkaSecurityOptions(tls?: KafkaTlsSettings, sasl?: KafkaSaslSet
       try {
         password = readFileSync(sasl.passwordFile, 'utf8').replace(/\r?\n$/, '');
       } catch (e) {
-        throw new BusError('bad-input', `bus.sasl.passwordFile: cannot read ${sasl.passwordFile}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+        throw new BusError(
+          'bad-input',
+          `bus.sasl.passwordFile: cannot read ${sasl.passwordFile}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`,
+        );
       }
     }
-    out.sasl = { mechanism: sasl.mechanism, username: sasl.username, password: password! } as SASLOptions;
+    out.sasl = {
+      mechanism: sasl.mechanism,
+      username: sasl.username,
+      password: password!,
+    } as SASLOptions;
   }
   return out;
 }
@@ -93,7 +109,10 @@ export interface KafkaTopologyBus {
  * when given, so each actor's connections are told apart in broker logs), TLS and SASL.
  * @throws BusError 'bad-input' as {@link kafkaSecurityOptions}.
  */
-export function kafkaBusOptionsOf(bus: KafkaTopologyBus, part?: string): { brokers: string[]; clientId: string } & KafkaSecurityOptions {
+export function kafkaBusOptionsOf(
+  bus: KafkaTopologyBus,
+  part?: string,
+): { brokers: string[]; clientId: string } & KafkaSecurityOptions {
   return {
     brokers: [...bus.brokers],
     clientId: part === undefined ? bus.clientId : `${bus.clientId}-${part}`,

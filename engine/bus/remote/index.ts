@@ -4,5 +4,5 @@
  * {@link connectBus} as its BusBackend. For the journal bus, which one instance per directory
  * may open: every processor actor of a topology reaches the topology's journal bus this way.
  */
-export { serveBus, type BusServing } from './server.js'
-export { connectBus } from './client.js'
+export { serveBus, type BusServing } from './server.js';
+export { connectBus } from './client.js';

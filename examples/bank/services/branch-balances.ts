@@ -21,7 +21,10 @@ export default defineService<{ totals: Map<string, number> }>({
       if (change.table !== 'pgbench_history') return;
       // insert: only `after`; delete: only `before`; update: both; truncate: neither.
       const touched = new Set<string>();
-      for (const [image, sign] of [[change.before, -1], [change.after, 1]] as const) {
+      for (const [image, sign] of [
+        [change.before, -1],
+        [change.after, 1],
+      ] as const) {
         if (image === null) continue;
         // Images carry exact text; pgbench deltas are small integers, so Number is exact here.
         const row = JSON.parse(image) as HistoryRow;

@@ -4,7 +4,13 @@
  * A restart restores the newest snapshot and replays only the inputs after it.
  */
 import { defineService } from 'sluice/service';
-import { positions, toOutput, fromOutput, type PositionsState, type PositionsOutput } from './positions.js';
+import {
+  positions,
+  toOutput,
+  fromOutput,
+  type PositionsState,
+  type PositionsOutput,
+} from './positions.js';
 
 export default defineService<PositionsState>({
   init: positions.init,

@@ -27,12 +27,18 @@ export interface PositionsOutput {
 }
 
 export function toOutput(s: PositionsState): PositionsOutput {
-  const positions = [...s.positions.entries()].sort((a, b) => (a[0] < b[0] ? -1 : 1)).map(([i, [q, c]]) => [i, q, c] as [string, number, number]);
+  const positions = [...s.positions.entries()]
+    .sort((a, b) => (a[0] < b[0] ? -1 : 1))
+    .map(([i, [q, c]]) => [i, q, c] as [string, number, number]);
   return { trades: s.trades, ticks: s.ticks, positions };
 }
 
 export function fromOutput(o: PositionsOutput): PositionsState {
-  return { trades: o.trades, ticks: o.ticks, positions: new Map(o.positions.map(([i, q, c]) => [i, [q, c]])) };
+  return {
+    trades: o.trades,
+    ticks: o.ticks,
+    positions: new Map(o.positions.map(([i, q, c]) => [i, [q, c]])),
+  };
 }
 
 export const positions = defineService<PositionsState>({

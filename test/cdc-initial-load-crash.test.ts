@@ -1,7 +1,8 @@
 /**
  * Initial load survives kill -9 at random moments (issue 10 item 6): a child process runs the
  * topology (two pump actors, the journal as target) while the parent writes to the loaded rows;
- * the parent SIGKILLs the child at random moments six times during the load, then lets a last
+ * the parent SIGKILLs the child five times, each once the load reached a random fraction of the
+ * table, then lets a last
  * run finish it. The consumer's table, rebuilt from the journal's events, equals the database's,
  * and every staged change is in the journal exactly once. SQLite, PostgreSQL and MariaDB.
  * Rows: SLUICE_LOAD_CRASH_ROWS (default 20,000; MariaDB 10,000).
@@ -25,23 +26,37 @@ const PUMPS = 2;
 const rowsFor = (d: Dialect) =>
   Number(process.env.SLUICE_LOAD_CRASH_ROWS ?? (d === 'mariadb' ? 10_000 : 20_000));
 
-/** Runs the child; kills it with SIGKILL `killAfterMs` after it printed "up" (null: let it finish). */
+/**
+ * Runs the child; once it printed "up", polls `killNow` every 10 ms and kills the child with
+ * SIGKILL when it answers true (null: let it finish). The child may also finish by itself first.
+ */
 function runChild(
   file: string,
-  killAfterMs: number | null,
+  killNow: (() => Promise<boolean>) | null,
 ): Promise<{ code: number | null; signal: string | null; out: string }> {
   return new Promise((resolve) => {
     const env = { ...process.env };
     delete env.SLUICE_FAULT;
     const p = spawn(process.execPath, [child, file], { stdio: ['ignore', 'pipe', 'pipe'], env });
     let out = '';
+    let exited = false;
+    let polling = false;
     p.stdout.on('data', (b: Buffer) => {
       out += b;
-      if (killAfterMs !== null && out.includes('up\n'))
-        setTimeout(() => p.kill('SIGKILL'), killAfterMs);
+      if (killNow === null || polling || !out.includes('up\n')) return;
+      polling = true;
+      const poll = async (): Promise<void> => {
+        if (exited) return;
+        if (await killNow().catch(() => false)) p.kill('SIGKILL');
+        else setTimeout(() => void poll(), 10);
+      };
+      void poll();
     });
     p.stderr.on('data', (b) => (out += b));
-    p.on('exit', (code, signal) => resolve({ code, signal, out }));
+    p.on('exit', (code, signal) => {
+      exited = true;
+      resolve({ code, signal, out });
+    });
   });
 }
 
@@ -83,6 +98,8 @@ for (const dialect of (process.env.INITLOAD_DIALECTS?.split(',') ?? [
     const app = await createAppDb(dialect, 'initload_');
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'initload-crash-'));
     const w = await app.connect();
+    const stop = { now: false };
+    let writing: Promise<number> | null = null;
     try {
       await app.exec(ITEMS_DDL[dialect]);
       await fillItems(app, rows);
@@ -114,14 +131,22 @@ for (const dialect of (process.env.INITLOAD_DIALECTS?.split(',') ?? [
       const topology = loadTopology(file);
       await installCapture(topology);
       const staging = await openStaging(topology.capture[0]!);
-      const stop = { now: false };
-      const writing = writer(w, rows, stop);
+      writing = writer(w, rows, stop);
       let killedDuringLoad = 0;
       for (let i = 0; i < KILLS; i++) {
-        const r = await runChild(file, Math.floor(Math.random() * 700));
-        assert.is(r.signal, 'SIGKILL', `run ${i}:\n${r.out}`);
+        // Killed once the load has got to a random fraction of the table (or at once when a
+        // pump's load is done): the kills land during the load however fast this machine is.
+        const target = Math.random() * 0.9;
+        const r = await runChild(file, async () => {
+          const p = await readLoadProgress(staging);
+          if (p.length === 0) return false;
+          const share = (x: (typeof p)[number]) =>
+            x.done ? 1 : x.total > 0 ? x.scanned / x.total : 0;
+          return p.some((x) => x.done) || p.reduce((a, x) => a + share(x), 0) / p.length >= target;
+        });
+        assert.ok(r.signal === 'SIGKILL' || r.code === 0, `run ${i}: exit ${r.code}:\n${r.out}`);
         const progress = await readLoadProgress(staging);
-        if (!progress.every((p) => p.done)) killedDuringLoad++;
+        if (r.signal === 'SIGKILL' && !progress.every((p) => p.done)) killedDuringLoad++;
       }
       stop.now = true;
       const written = await writing;
@@ -151,6 +176,10 @@ for (const dialect of (process.env.INITLOAD_DIALECTS?.split(',') ?? [
         `  ${dialect}: ${rows} rows, ${KILLS} kills (${killedDuringLoad} during the load), ${written} writes, ${ids.size} changes, ${[...reads.values()].reduce((a, b) => a + b, 0)} read events (${again} keys read again after a kill)`,
       );
     } finally {
+      // The writer stops before its connection closes (else a failed assertion above surfaces as
+      // the writer's "connection is not open" instead of its own message).
+      stop.now = true;
+      await writing?.catch(() => undefined);
       await w.close().catch(() => undefined);
       if (process.env.INITLOAD_KEEP) console.log(`kept ${dir}`);
       else fs.rmSync(dir, { recursive: true, force: true });

@@ -43,6 +43,11 @@ test.before(async () => {
     http: { port: 0, usersFile },
     log: (l) => lines.push(l),
   });
+  // Ready once every actor is live (a reader may still be starting when startTopology resolves);
+  // the rights tests below expect 200 from /health/ready, so wait for it here.
+  for (let i = 0; i < 300 && (await call('/health/ready', 'adam')).status !== 200; i++) {
+    await new Promise((r) => setTimeout(r, 100));
+  }
 });
 
 test.after(async () => {

@@ -403,28 +403,8 @@ program
       }
       const tailer = Tailer.open({ dir: partitionDir(t, queue, opts.partition) });
       const view = new EnvelopeView();
-      const print = (rec: { index: number; bytes: Uint8Array }) => {
-        view.wrap(rec.bytes, 0, rec.bytes.length);
-        const value =
-          view.type === EVENT_TYPE_CHANGE
-            ? decodeChange(view.payload)
-            : view.type === EVENT_TYPE_JSON
-              ? decodeJson(view.payload)
-              : `<${view.payload.length} bytes>`;
-        const cause = view.hasCause
-          ? { queue: view.causeQueue, partition: view.causePartition, index: view.causeIndex }
-          : undefined;
-        console.log(
-          JSON.stringify({
-            index: rec.index,
-            type: view.type,
-            key: view.key,
-            eventTimeMs: view.eventTimeMs,
-            cause,
-            value,
-          }),
-        );
-      };
+      const print = (rec: { index: number; bytes: Uint8Array }) =>
+        console.log(JSON.stringify(tailRecord(view, rec)));
       if (opts.fromStart) {
         for (let i = 0; i < opts.lines; i++) {
           const rec = tailer.next();
@@ -460,12 +440,8 @@ interface TailLine {
   text: string;
 }
 
-/** Decodes a record as `sluice tail` prints it (the partition first when `partition` is given). */
-function tailLine(
-  view: EnvelopeView,
-  rec: { index: number; bytes: Uint8Array },
-  partition: number,
-): TailLine {
+/** A record as `sluice tail` prints it: index, type, key, event time, cause, decoded value. */
+function tailRecord(view: EnvelopeView, rec: { index: number; bytes: Uint8Array }) {
   view.wrap(rec.bytes, 0, rec.bytes.length);
   const value =
     view.type === EVENT_TYPE_CHANGE
@@ -476,16 +452,29 @@ function tailLine(
   const cause = view.hasCause
     ? { queue: view.causeQueue, partition: view.causePartition, index: view.causeIndex }
     : undefined;
-  const text = JSON.stringify({
-    partition,
+  return {
     index: rec.index,
     type: view.type,
     key: view.key,
     eventTimeMs: view.eventTimeMs,
     cause,
     value,
-  });
-  return { partition, index: rec.index, eventTimeMs: view.eventTimeMs, text };
+  };
+}
+
+/** A record of a merged tail: tailRecord with its partition first. */
+function tailLine(
+  view: EnvelopeView,
+  rec: { index: number; bytes: Uint8Array },
+  partition: number,
+): TailLine {
+  const r = tailRecord(view, rec);
+  return {
+    partition,
+    index: rec.index,
+    eventTimeMs: r.eventTimeMs,
+    text: JSON.stringify({ partition, ...r }),
+  };
 }
 
 /** Event time, then partition, then index: the order of a merged tail. */

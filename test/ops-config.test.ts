@@ -12,7 +12,6 @@ import * as assert from 'uvu/assert';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { spawn } from 'node:child_process';
 import Database from 'better-sqlite3';
 import {
   ConfigError,
@@ -22,20 +21,9 @@ import {
   type RunningTopology,
 } from '../index.js';
 import { addUser } from '../ops/index.js';
+import { sluice } from './lib/cli.js';
 
-const cli = new URL('../cli/sluice.js', import.meta.url).pathname;
 const changeLog = new URL('./fixtures/services/change-log.js', import.meta.url).pathname;
-
-function sluice(args: string[]): Promise<{ code: number | null; out: string; err: string }> {
-  return new Promise((resolve) => {
-    const p = spawn(process.execPath, [cli, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    let err = '';
-    p.stdout.on('data', (b) => (out += b));
-    p.stderr.on('data', (b) => (err += b));
-    p.on('exit', (code) => resolve({ code, out, err }));
-  });
-}
 
 function setup(): { dir: string; file: string; dbFile: string } {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ops2-config-'));

@@ -10,7 +10,6 @@ import * as assert from 'uvu/assert';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { spawn } from 'node:child_process';
 import {
   loadTopology,
   startTopology,
@@ -20,9 +19,9 @@ import {
 } from '../index.js';
 import type { StatsSeries } from '../ops/index.js';
 import { createAppDb, LEDGER_DDL, PG_URL, type AppDb, type Dialect } from './cdc-helpers.js';
+import { sluice } from './lib/cli.js';
 
 const changeLog = new URL('./fixtures/services/change-log.js', import.meta.url).pathname;
-const cli = new URL('../cli/sluice.js', import.meta.url).pathname;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const STATS = { intervalMs: 1000, hourIntervals: 5, condenseAfterMs: 3000, captureSampleMs: 100 };
 const HOUR_MS = 5000;
@@ -63,17 +62,6 @@ async function until<T>(
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await sleep(200);
   }
-}
-
-function sluice(args: string[]): Promise<{ code: number | null; out: string; err: string }> {
-  return new Promise((resolve) => {
-    const p = spawn(process.execPath, [cli, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    let err = '';
-    p.stdout.on('data', (b) => (out += b));
-    p.stderr.on('data', (b) => (err += b));
-    p.on('exit', (code) => resolve({ code, out, err }));
-  });
 }
 
 // Known defect (open): in some runs the capture totals in the stats table stay 0 (the pumps ship,

@@ -8,23 +8,9 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { spawn } from 'node:child_process';
+import { sluice } from './lib/cli.js';
 
 const cli = new URL('../cli/sluice.js', import.meta.url).pathname;
-
-function sluice(
-  args: string[],
-  stdin = '',
-): Promise<{ code: number | null; out: string; err: string }> {
-  return new Promise((resolve) => {
-    const p = spawn(process.execPath, [cli, ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
-    let out = '';
-    let err = '';
-    p.stdout.on('data', (b) => (out += b));
-    p.stderr.on('data', (b) => (err += b));
-    p.on('exit', (code) => resolve({ code, out, err }));
-    p.stdin.end(stdin);
-  });
-}
 
 const jsonl = (ns: number[]) => ns.map((n) => JSON.stringify({ key: `k${n}`, n })).join('\n');
 const parsed = (out: string) =>

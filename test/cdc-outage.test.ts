@@ -20,19 +20,9 @@ import {
   sleepMs,
   type LedgerEvent,
 } from './cdc-helpers.js';
+import { sluice, SLUICE_CLI, tailValues } from './lib/cli.js';
 
-const cli = new URL('../cli/sluice.js', import.meta.url).pathname;
-
-function sluice(args: string[]): Promise<{ code: number | null; out: string; err: string }> {
-  return new Promise((resolve) => {
-    const p = spawn(process.execPath, [cli, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    let err = '';
-    p.stdout.on('data', (b) => (out += b));
-    p.stderr.on('data', (b) => (err += b));
-    p.on('exit', (code) => resolve({ code, out, err }));
-  });
-}
+const cli = SLUICE_CLI;
 
 test('postgres: pumps whose sessions are killed every 300 ms under load reconnect by themselves; nothing lost, nothing twice, per-key order kept', async () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-outage-'));
@@ -122,24 +112,7 @@ capture:
     assert.match(err, /capture source "app" is up again after \d+\.\d s down/);
 
     // Verified against the database: every event once, per-key order, final table equal.
-    const events: LedgerEvent[] = [];
-    for (const p of [0, 1]) {
-      const r = await sluice([
-        'tail',
-        file,
-        'ledger-changes',
-        '-p',
-        String(p),
-        '--from-start',
-        '-n',
-        '1000000',
-      ]);
-      for (const line of r.out
-        .trim()
-        .split('\n')
-        .filter((l) => l !== ''))
-        events.push((JSON.parse(line) as { value: (typeof events)[number] }).value);
-    }
+    const events = await tailValues<LedgerEvent>(file, 'ledger-changes', 2);
     await assertLedgerExactlyOnce(app, events);
     assert.ok(changes > 100, `changes written: ${changes}`);
   } finally {

@@ -96,7 +96,7 @@ test('topology.kafka.yaml is topology.yaml with only its bus line changed', () =
 });
 
 test('bank job on Kafka: every branch total and changed account matches the database', async () => {
-  const r = await runBank(['--duration-s', '3', '--clients', '2']);
+  const r = await runBank(['--duration-s', '2', '--clients', '2']);
   assert.is(r.code, 0, r.out);
   assert.match(r.out, `bank: kafka bus ${broker!.brokers[0]}`);
   assert.match(
@@ -150,7 +150,7 @@ test('bank job on Kafka: every branch total and changed account matches the data
 });
 
 test('bank job on Kafka with --keep: services replay their input topics, resume, verification passes', async () => {
-  const r = await runBank(['--duration-s', '2', '--clients', '2', '--keep']);
+  const r = await runBank(['--duration-s', '1', '--clients', '2', '--keep']);
   assert.is(r.code, 0, r.out);
   assert.match(r.out, 'topics kept from the last run');
   assert.match(r.out, 'database kept from the last run');

@@ -42,13 +42,17 @@ import {
   benchRawKafkajs,
   CONSUME_PASSES,
   PARTITIONS,
-  timed,
+  timedCpu,
+  cpuSince,
   VALUE_BYTES,
   type Row,
 } from './lib/raw-kafkajs.js';
 
-/** Produce (plain), produce (transactional), consume, through the bus API. */
-async function benchBus(
+/**
+ * Produce (plain), produce (transactional), consume, through the bus API (the method of the file
+ * comment); closes `bus` at the end.
+ */
+export async function benchBus(
   name: string,
   bus: BusBackend,
   records: number,
@@ -63,11 +67,11 @@ async function benchBus(
   const plain = batches(topic, records, batchRecords);
   const txnBatches = batches(txnTopic, records, batchRecords);
   const p = await bus.producer();
-  const produceMs = await timed(async () => {
+  const { ms: produceMs, cpuUs: produceCpuUs } = await timedCpu(async () => {
     for (const b of plain) await p.send(b);
   });
   const tp = await bus.producer({ transactionalId: `${topic}-tx` });
-  const txnProduceMs = await timed(async () => {
+  const { ms: txnProduceMs, cpuUs: txnProduceCpuUs } = await timedCpu(async () => {
     for (const b of txnBatches) {
       const t = await tp.begin();
       await t.send(b);
@@ -81,16 +85,22 @@ async function benchBus(
   let firstAt = 0;
   let got = 0;
   let consumeMs = 0;
+  let consumeCpuUs = 0;
   const deadline = Date.now() + 120_000;
   for (let pass = 1; pass <= CONSUME_PASSES; pass++) {
     let t0 = 0;
+    let cpu0 = process.cpuUsage();
     while (got < records * pass && Date.now() < deadline) {
       const n = (await c.poll({ timeoutMs: 100 })).length;
-      if (n > 0 && t0 === 0) t0 = performance.now();
+      if (n > 0 && t0 === 0) {
+        t0 = performance.now();
+        cpu0 = process.cpuUsage();
+      }
       if (firstAt === 0) firstAt = t0;
       got += n;
     }
     consumeMs += performance.now() - t0;
+    consumeCpuUs += cpuSince(cpu0);
     if (pass < CONSUME_PASSES) for (const tp of tps) c.seek(tp, 0);
   }
   if (got !== records * CONSUME_PASSES)
@@ -103,11 +113,15 @@ async function benchBus(
     txnProduceMs,
     consumed: got,
     consumeMs,
+    produceCpuUs,
+    txnProduceCpuUs,
+    consumeCpuUs,
     firstRecordMs: [firstAt - ready],
   };
 }
 
-function sum(rows: Row[]): Row {
+/** One row summing `rows` (times, records and per-round first-record waits); the first's label. */
+export function sum(rows: Row[]): Row {
   return rows.reduce((a, r) => ({
     backend: a.backend,
     records: a.records + r.records,
@@ -115,6 +129,9 @@ function sum(rows: Row[]): Row {
     txnProduceMs: a.txnProduceMs + r.txnProduceMs,
     consumed: a.consumed + r.consumed,
     consumeMs: a.consumeMs + r.consumeMs,
+    produceCpuUs: a.produceCpuUs + r.produceCpuUs,
+    txnProduceCpuUs: a.txnProduceCpuUs + r.txnProduceCpuUs,
+    consumeCpuUs: a.consumeCpuUs + r.consumeCpuUs,
     firstRecordMs: [...a.firstRecordMs, ...r.firstRecordMs],
   }));
 }

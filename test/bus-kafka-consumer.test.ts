@@ -5,7 +5,12 @@
  */
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { createKafkaBus, type BusBackend, type ConsumedRecord } from '../engine/bus/index.js';
+import {
+  BUS_DEFAULTS,
+  createKafkaBus,
+  type BusBackend,
+  type ConsumedRecord,
+} from '../engine/bus/index.js';
 import { testKafka } from '../testing/kafka-broker.js';
 import { decimal } from '../engine/bus/kafka/consumer.js';
 
@@ -123,6 +128,49 @@ test('records fetched ahead of poll() come out in offset order per partition, at
         }
       });
     }
+    assert.equal(await c.poll({ timeoutMs: 200 }), [], 'nothing more');
+  });
+});
+
+test('a partition paused at fetchBufferRecordsMax is resumed at half of it: every record once, in order, the buffer bounded', async () => {
+  await withBus({}, async (bus) => {
+    const topic = topicName('watermark');
+    await bus.createTopics([{ name: topic, partitions: 1 }]);
+    const p = await bus.producer();
+    // 200-byte values: a 1 MiB partition fetch holds about 4,500 records, so the 10,000-record
+    // buffer pauses the partition several times on the way through 40,000.
+    const total = 4 * BUS_DEFAULTS.fetchBufferRecordsMax;
+    const value = new Uint8Array(200);
+    for (let i = 0; i < total; i += 2000) {
+      const batch = [];
+      for (let j = i; j < i + 2000; j++) batch.push({ topic, key: `k${j}`, value, partition: 0 });
+      await p.send(batch);
+    }
+    const c = await bus.consumer({ pollRecordsMax: 1000 });
+    await c.assign([{ topic, partition: 0 }]);
+    // Fill the buffer up to the pause before the first poll.
+    await new Promise((r) => setTimeout(r, 1000));
+    const state = (c as unknown as { owned: Map<string, { buffer: unknown[] }> }).owned;
+    let next = 0;
+    let longest = 0;
+    const deadline = Date.now() + 60_000;
+    while (next < total && Date.now() < deadline) {
+      for (const r of await c.poll({ timeoutMs: 200 })) {
+        if (r.offset !== next || r.key !== `k${next}`)
+          assert.unreachable(`record ${next}: offset ${r.offset}, key ${r.key}`);
+        next++;
+      }
+      for (const st of state.values()) longest = Math.max(longest, st.buffer.length);
+      // A slow consumer: the resumed fetch lands while the buffer still holds records.
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    assert.is(next, total, 'every record, once, in offset order');
+    // At most the bound plus the fetches under way when it paused (a few of ~4,500 records), and
+    // never the records already returned (the buffer drops them when a batch is appended).
+    assert.ok(
+      longest <= BUS_DEFAULTS.fetchBufferRecordsMax + 15_000,
+      `buffer held ${longest} kafkajs messages`,
+    );
     assert.equal(await c.poll({ timeoutMs: 200 }), [], 'nothing more');
   });
 });

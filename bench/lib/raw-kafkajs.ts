@@ -11,7 +11,7 @@
  * group join (3 s on the mock) nor the wait for the first fetch is timed.
  */
 import kafkajs from 'kafkajs';
-import type { KafkaMockCluster, ProducerRecord } from '../../engine/bus/index.js';
+import type { ProducerRecord, TopicSpec } from '../../engine/bus/index.js';
 
 export const VALUE_BYTES = 100;
 export const PARTITIONS = 4;
@@ -26,6 +26,14 @@ export interface Row {
   /** Records read, over all passes. */
   consumed: number;
   consumeMs: number;
+  /**
+   * CPU time of this process (user + system, µs) inside the produce, transactional produce and
+   * consume windows: the client's cost, steadier than the rates on a shared machine (the broker
+   * is another process).
+   */
+  produceCpuUs: number;
+  txnProduceCpuUs: number;
+  consumeCpuUs: number;
   /** Per round: ms from the consumer being ready (raw: run() returned; bus: assign() returned) to the first record handed over. */
   firstRecordMs: number[];
 }
@@ -49,11 +57,53 @@ export async function timed(f: () => Promise<void>): Promise<number> {
   return performance.now() - t0;
 }
 
+/** Wall time (ms) and this process's CPU time (user + system, µs) of `f`. */
+export async function timedCpu(f: () => Promise<void>): Promise<{ ms: number; cpuUs: number }> {
+  const c0 = process.cpuUsage();
+  const t0 = performance.now();
+  await f();
+  const ms = performance.now() - t0;
+  const c = process.cpuUsage(c0);
+  return { ms, cpuUs: c.user + c.system };
+}
+
+/** CPU time (user + system, µs) since `c0` (a process.cpuUsage() value). */
+export function cpuSince(c0: NodeJS.CpuUsage): number {
+  const c = process.cpuUsage(c0);
+  return c.user + c.system;
+}
+
+/** Where {@link benchRawKafkajs} runs: librdkafka's mock cluster, or a real broker. */
+export interface RawCluster {
+  brokers: string[];
+  createTopics(topics: TopicSpec[]): Promise<void>;
+}
+
+/** How {@link benchRawKafkajs} labels its row and sets up its plain producer. */
+export interface RawOptions {
+  /** Row label; default 'raw kafkajs (mock)'. */
+  backend?: string;
+  /**
+   * kafkajs `idempotent` of the plain producer (default false: the mock cannot initialise one).
+   * On a real broker, true matches the Kafka backend's plain producer.
+   */
+  idempotent?: boolean;
+  /**
+   * kafkajs `retry` of the client and of the producers (default kafkajs'). On a real broker the
+   * backend's values (engine/bus/kafka/index.ts) matter: after a commit the next transaction's
+   * AddPartitionsToTxn can be answered CONCURRENT_TRANSACTIONS until the markers are written,
+   * and kafkajs waits initialRetryTime (its default 300 ms, the backend's 100 ms) to retry.
+   */
+  clientRetry?: kafkajs.RetryOptions;
+  producerRetry?: kafkajs.RetryOptions;
+}
+
 /** The same three runs with kafkajs directly: sendBatch, transaction per batch, eachBatch consumer. */
 export async function benchRawKafkajs(
-  mock: KafkaMockCluster,
+  mock: RawCluster,
   records: number,
   batchRecords: number,
+  opts: RawOptions = {},
 ): Promise<Row> {
   const topic = `bench-raw-${Date.now()}`;
   await mock.createTopics([
@@ -64,21 +114,23 @@ export async function benchRawKafkajs(
     brokers: mock.brokers,
     clientId: 'bench-raw',
     logLevel: kafkajs.logLevel.NOTHING,
+    ...(opts.clientRetry ? { retry: opts.clientRetry } : {}),
   });
+  const retry = opts.producerRetry ? { retry: opts.producerRetry } : {};
   const buf = Buffer.from(value);
   const msgs = (t: string) =>
     batches(t, records, batchRecords).map((b) => b.map((r) => ({ key: r.key, value: buf })));
-  const p = kafka.producer();
+  const p = kafka.producer({ idempotent: opts.idempotent ?? false, ...retry });
   await p.connect();
   const plain = msgs(topic);
-  const produceMs = await timed(async () => {
+  const { ms: produceMs, cpuUs: produceCpuUs } = await timedCpu(async () => {
     for (const messages of plain)
       await p.sendBatch({ acks: -1, topicMessages: [{ topic, messages }] });
   });
-  const tp = kafka.producer({ transactionalId: `${topic}-tx`, maxInFlightRequests: 1 });
+  const tp = kafka.producer({ transactionalId: `${topic}-tx`, maxInFlightRequests: 1, ...retry });
   await tp.connect();
   const txn = msgs(`${topic}-txn`);
-  const txnProduceMs = await timed(async () => {
+  const { ms: txnProduceMs, cpuUs: txnProduceCpuUs } = await timedCpu(async () => {
     for (const messages of txn) {
       const t = await tp.transaction();
       await t.sendBatch({ acks: -1, topicMessages: [{ topic: `${topic}-txn`, messages }] });
@@ -93,6 +145,8 @@ export async function benchRawKafkajs(
   let got = 0;
   let t0 = 0;
   let consumeMs = 0;
+  let consumeCpuUs = 0;
+  let cpu0 = process.cpuUsage();
   let done: () => void = () => undefined;
   const finished = new Promise<void>((resolve) => (done = resolve));
   let pass = 1;
@@ -102,11 +156,15 @@ export async function benchRawKafkajs(
     eachBatch: async ({ batch, isStale }) => {
       // Batches fetched before the last seek: kafkajs hands them over flagged (the bus drops them too).
       if (isStale()) return;
-      if (t0 === 0) t0 = performance.now();
+      if (t0 === 0) {
+        t0 = performance.now();
+        cpu0 = process.cpuUsage();
+      }
       if (firstAt === 0) firstAt = t0;
       got += batch.messages.length;
       if (got < records * pass) return;
       consumeMs += performance.now() - t0;
+      consumeCpuUs += cpuSince(cpu0);
       t0 = 0;
       if (pass++ === CONSUME_PASSES) done();
       else
@@ -122,12 +180,15 @@ export async function benchRawKafkajs(
   if (got !== records * CONSUME_PASSES)
     throw new Error(`bench raw kafkajs: consumed ${got} of ${records * CONSUME_PASSES} records`);
   return {
-    backend: 'raw kafkajs (mock)',
+    backend: opts.backend ?? 'raw kafkajs (mock)',
     records,
     produceMs,
     txnProduceMs,
     consumed: got,
     consumeMs,
+    produceCpuUs,
+    txnProduceCpuUs,
+    consumeCpuUs,
     firstRecordMs: [firstAt - ready],
   };
 }

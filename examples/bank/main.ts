@@ -3,13 +3,17 @@
  * `branch-balances` and `accounts` services, then a verification against the database.
  *
  *   node dist/examples/bank/main.js [--topology examples/bank/topology.yaml] [--scale 1]
- *        [--duration-s 20] [--clients 4] [--keep]
+ *        [--duration-s 20] [--clients 4] [--keep] [--start-kafka]
  *
  * SQLite topology (embedded default): creates pgbench's tables in a fresh SQLite file and runs
  * the TPC-B transaction from `--clients` worker threads. PostgreSQL topology: runs the real
  * `pgbench -i -s <scale>` then `pgbench -c <clients> -j 2 -T <duration>` against the database.
  * MariaDB topology: creates pgbench's tables (engine/workload/mariadb.ts) and runs the TPC-B
  * transaction from `--clients` connections.
+ * Kafka topology (topology.kafka.yaml, `bus: { kind: kafka }`): the queues are topics on the
+ * brokers; a fresh run (no --keep) deletes the topics of an earlier run first. `--start-kafka`
+ * starts a private single-node broker for the run (tools/kafka/kafka.sh; Java 17) and sets
+ * SLUICE_KAFKA_BROKERS, which topology.kafka.yaml's bus line reads, before the topology loads.
  * Exits 0 when every branch total and every changed account balance match the database, 1 on
  * any mismatch, 2 on an error.
  */
@@ -20,10 +24,16 @@ import { fileURLToPath } from 'node:url';
 import { Command, InvalidArgumentError } from 'commander';
 import Database from 'better-sqlite3';
 import pg from 'pg';
-import { loadTopology, startTopology, type ServiceSummary } from 'sluice';
+import { loadTopology, startTopology, type ServiceSummary, type Topology } from 'sluice';
 import { verifyBank } from './verify.js';
 import { openStaging } from '../../engine/cdc/index.js';
-import { createPgbenchSchema, runTpcb, PGBENCH_SCALE_MAX, TPCB_DEFAULTS } from 'sluice/testing';
+import {
+  createPgbenchSchema,
+  runTpcb,
+  startKafka,
+  PGBENCH_SCALE_MAX,
+  TPCB_DEFAULTS,
+} from 'sluice/testing';
 import {
   createPgbenchSchemaMariaDb,
   ensureMariaDbDatabase,
@@ -31,6 +41,9 @@ import {
   runTpcbMariaDb,
 } from '../../engine/workload/index.js';
 import { parseHttpAddress } from '../../cli/ops-commands.js';
+import kafkajs from 'kafkajs';
+import { kafkaBusOptionsOf } from '../../engine/bus/index.js';
+import { pumpTransactionalId } from '../../actors/kafka-capture.js';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 
@@ -57,6 +70,8 @@ interface Options {
   clients: number;
   keep: boolean;
   verbose: boolean;
+  /** Start a private Kafka broker for the run and point SLUICE_KAFKA_BROKERS at it. */
+  startKafka: boolean;
   /** Serve the operations API and dashboard while the job runs. */
   http?: { host: string; port: number };
 }
@@ -117,7 +132,59 @@ async function ensurePgDatabase(url: string): Promise<void> {
   }
 }
 
+/** Longest wait for the broker to finish deleting the last run's topics, ms. */
+const TOPIC_DELETE_WAIT_MS = 60_000;
+
+/**
+ * Kafka bus, fresh run (no --keep): deletes the topics of the topology's queues left by an earlier
+ * run (the journal's equivalent is removing dataDir) and the pumps' consumer groups (their
+ * reconciliation offsets), and waits until the broker no longer lists the topics, so the
+ * topology's start creates them empty. Returns the number of topics deleted.
+ */
+async function resetKafkaTopics(topology: Topology): Promise<number> {
+  if (topology.bus.kind !== 'kafka') return 0;
+  const admin = new kafkajs.Kafka({
+    ...kafkaBusOptionsOf(topology.bus, 'reset'),
+    logLevel: kafkajs.logLevel.NOTHING,
+  }).admin();
+  await admin.connect();
+  try {
+    const existing = new Set(await admin.listTopics());
+    const topics = topology.queues.map((q) => q.name).filter((t) => existing.has(t));
+    if (topics.length > 0) await admin.deleteTopics({ topics, timeout: TOPIC_DELETE_WAIT_MS });
+    const groups = topology.capture.flatMap((s) =>
+      Array.from({ length: s.pumps }, (_, i) => pumpTransactionalId(topology.name, s.name, i)),
+    );
+    // A group that does not exist is not an error here; deleteGroups reports it per group.
+    await admin.deleteGroups(groups).catch(() => undefined);
+    for (const t0 = Date.now(); ; await new Promise((r) => setTimeout(r, 200))) {
+      const left = new Set(await admin.listTopics());
+      if (!topics.some((t) => left.has(t))) break;
+      if (Date.now() - t0 > TOPIC_DELETE_WAIT_MS)
+        throw new Error(
+          `kafka bus ${topology.bus.brokers.join(',')}: topics ${topics.filter((t) => left.has(t)).join(', ')} still listed ${TOPIC_DELETE_WAIT_MS / 1000} s after their deletion`,
+        );
+    }
+    return topics.length;
+  } finally {
+    await admin.disconnect();
+  }
+}
+
 async function main(o: Options): Promise<number> {
+  if (!o.startKafka) return runJob(o);
+  const k0 = Date.now();
+  const kafka = await startKafka();
+  process.env.SLUICE_KAFKA_BROKERS = kafka.brokers[0];
+  console.log(`bank: kafka broker ${kafka.brokers[0]} started in ${Date.now() - k0} ms`);
+  try {
+    return await runJob(o);
+  } finally {
+    await kafka.stop({ kill: true });
+  }
+}
+
+async function runJob(o: Options): Promise<number> {
   const topology = loadTopology(o.topology);
   const source = topology.capture[0];
   if (!source) throw new Error(`${o.topology}: the bank job needs a capture source`);
@@ -125,6 +192,12 @@ async function main(o: Options): Promise<number> {
   fs.mkdirSync(topology.dataDir, { recursive: true });
   const db = source.database;
   const t0 = Date.now();
+  if (topology.bus.kind === 'kafka') {
+    const deleted = o.keep ? 0 : await resetKafkaTopics(topology);
+    console.log(
+      `bank: kafka bus ${topology.bus.brokers.join(',')}${o.keep ? ', topics kept from the last run' : deleted > 0 ? `, ${deleted} topics of the last run deleted` : ''}`,
+    );
+  }
 
   // 1. the database with pgbench's tables, and the capture triggers; a kept database keeps its
   //    scale (pgbench's rule: the row count of pgbench_branches)
@@ -335,6 +408,11 @@ const program = new Command()
   )
   .option('--verbose', "print every actor's counters at the end", false)
   .option(
+    '--start-kafka',
+    'start a private single-node Kafka broker for the run and set SLUICE_KAFKA_BROKERS to it (for topology.kafka.yaml; needs Java 17)',
+    false,
+  )
+  .option(
     '--http <[host:]port>',
     'serve the operations API and dashboard while it runs (e.g. 127.0.0.1:8080)',
     parseHttpAddress,
@@ -347,6 +425,7 @@ const raw = program.opts<{
   clients: number;
   keep: boolean;
   verbose: boolean;
+  startKafka: boolean;
   http?: { host: string; port: number };
 }>();
 main(raw).then(

@@ -11,22 +11,51 @@ import Database from 'better-sqlite3';
 import pg from 'pg';
 import { partitionDir, type Topology } from '../../index.js';
 import { readBalancesMariaDb } from '../../engine/workload/index.js';
-import { Tailer } from '../../engine/journal/index.js';
+import { openQueueLogs } from '../../engine/service/index.js';
+import { actorBusOf } from '../../actors/plan.js';
 import { EnvelopeView, decodeJson, EVENT_TYPE_JSON } from '../../engine/codec/index.js';
 
-/** Newest JSON value per key in partition 0 of a service's output queue. */
+/** Longest {@link latestByKey} waits for a read to move on before it gives up, ms. */
+const READ_STALL_MS = 30_000;
+
+/**
+ * Newest JSON value per key in partition 0 of a service's output queue, read through the
+ * topology's bus: the journal partition under `dataDir`, or the Kafka topic (read_committed, so
+ * an aborted or open transaction of the service is not seen).
+ */
 export function latestByKey<T>(topology: Topology, queue: string): Map<string, T> {
   const out = new Map<string, T>();
-  const tailer = Tailer.open({ dir: partitionDir(topology, queue, 0) });
-  const view = new EnvelopeView();
+  const logs = openQueueLogs(actorBusOf(topology));
   try {
-    for (let rec = tailer.next(); rec; rec = tailer.next()) {
-      view.wrap(rec.bytes, 0, rec.bytes.length);
-      if (view.type !== EVENT_TYPE_JSON) continue;
-      out.set(view.key ?? '', decodeJson(view.payload) as T);
+    const at = { queue, partition: 0, dir: partitionDir(topology, queue, 0) };
+    // The end when the check begins (Kafka: the last stable offset). A Kafka read can come back
+    // empty before it (transaction markers, aborted batches), so the loop reads up to the end
+    // rather than to the first empty read.
+    const probe = logs.tailer(at);
+    probe.moveToEnd();
+    const end = probe.index;
+    probe.close();
+    const tailer = logs.tailer(at);
+    const view = new EnvelopeView();
+    try {
+      for (let stalledSinceMs = Date.now(); tailer.index < end;) {
+        const from = tailer.index;
+        const rec = tailer.next() ?? (tailer.waitForAppend(1000) ? tailer.next() : null);
+        if (tailer.index > from) stalledSinceMs = Date.now();
+        else if (Date.now() - stalledSinceMs > READ_STALL_MS)
+          throw new Error(
+            `${queue}/0: no progress at index ${from} of ${end} for ${READ_STALL_MS / 1000} s`,
+          );
+        if (!rec) continue;
+        view.wrap(rec.bytes, 0, rec.bytes.length);
+        if (view.type !== EVENT_TYPE_JSON) continue;
+        out.set(view.key ?? '', decodeJson(view.payload) as T);
+      }
+    } finally {
+      tailer.close();
     }
   } finally {
-    tailer.close();
+    logs.close();
   }
   return out;
 }

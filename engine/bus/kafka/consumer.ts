@@ -10,7 +10,9 @@
  * - eachBatch only appends the batch's kafkajs messages to a per-partition buffer and returns;
  *   kafkajs resolves the batch's last offset itself (eachBatchAutoResolve) and fetches on. A
  *   partition whose buffer holds `fetchBufferRecordsMax` records is paused in kafkajs
- *   (backpressure) and resumed when poll() drains it. Nothing is ever committed by kafkajs
+ *   (backpressure) and resumed when poll() has taken it down to half of that, so the next fetch
+ *   is under way while the rest is consumed (resuming only once it is empty left the partition
+ *   idle for a whole fetch round trip each time). Nothing is ever committed by kafkajs
  *   (autoCommit: false).
  * - Hot path: kafkajs fetches one broker at a time and sends the next Fetch only after every
  *   eachBatch of the previous response returned, so work done inside eachBatch stretches every
@@ -98,17 +100,26 @@ export function decimal(s: string): number {
 }
 
 /**
+ * Headers of every consumed record that has none: one frozen object, as on the journal and memory
+ * backends (consumed headers are read-only on every backend). Saves an allocation per record.
+ */
+const NO_HEADERS: Record<string, string> = Object.freeze({});
+
+/**
  * One kafkajs message as a Sluice record. Runs once per returned record, so it allocates only the
- * record, its headers object and the key string: `for...in` instead of Object.entries (one array
- * per record), and the value stays kafkajs' Buffer (a view into the fetch response, no copy).
+ * record, the key string and, when the message has headers, its headers object: `for...in`
+ * instead of Object.entries (one array per record), and the value stays kafkajs' Buffer (a view
+ * into the fetch response, no copy).
  */
 function toRecord(topic: string, partition: number, m: KafkaMessage): ConsumedRecord {
-  const headers: Record<string, string> = {};
+  let headers = NO_HEADERS;
   const h = m.headers;
   if (h) {
     for (const k in h) {
       const s = headerString(h[k]);
-      if (s !== undefined) headers[k] = s;
+      if (s === undefined) continue;
+      if (headers === NO_HEADERS) headers = {};
+      headers[k] = s;
     }
   }
   const key = m.key;
@@ -338,6 +349,12 @@ export class KafkaConsumer implements BusConsumer {
       st.buffer = messages;
       st.head = 0;
     } else {
+      // Drop the records already returned first: with the low-watermark resume the buffer may
+      // never run empty, and its returned prefix would grow without bound.
+      if (st.head > 0) {
+        st.buffer = st.buffer.slice(st.head);
+        st.head = 0;
+      }
       for (let i = 0; i < messages.length; i++) st.buffer.push(messages[i]);
     }
     st.fetchOffset = Number(batch.lastOffset()) + 1;
@@ -596,6 +613,11 @@ export class KafkaConsumer implements BusConsumer {
         for (let j = st.head; j < end; j++) out.push((r = toRecord(topic, partition, buffer[j])));
         st.head = end;
         st.position = r!.offset + 1;
+      }
+      // Low watermark: fetch again while half a buffer is still to be returned.
+      if (st.fetchPaused && st.buffer.length - st.head <= BUS_DEFAULTS.fetchBufferRecordsMax / 2) {
+        st.fetchPaused = false;
+        resumed = true;
       }
       if (st.head === st.buffer.length) {
         st.buffer = [];

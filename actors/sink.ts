@@ -76,7 +76,7 @@ runActor<SinkData>(async (ctx) => {
   const valueOf = (bytes: Uint8Array): Uint8Array | null => {
     if (d.format === 'envelope') return bytes;
     view.wrap(bytes, 0, bytes.length);
-    if (view.type === EVENT_TYPE_JSON) return view.payload.slice();
+    if (view.type === EVENT_TYPE_JSON) return new Uint8Array(view.payload);
     if (view.type !== EVENT_TYPE_CHANGE) return null;
     const ch = decodeChange(view.payload);
     return encodeCaptureJson(
@@ -111,7 +111,9 @@ runActor<SinkData>(async (ctx) => {
       records.push({
         topic: d.topic,
         key: key === '[]' ? null : key,
-        value: value === rec.bytes ? value.slice() : value,
+        // A copy: rec.bytes is a view of the tailer's read buffer (a Buffer, whose slice() does
+        // not copy), which the next reads of this batch may overwrite before the send.
+        value: value === rec.bytes ? new Uint8Array(value) : value,
         timestampMs: view.eventTimeMs,
         headers: { ...at, [SINK_HEADERS.index]: String(rec.index) },
       });

@@ -6,6 +6,8 @@
  */
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
+// First: kafkajs must load with the corrected read_committed filter installed.
+import '../engine/bus/kafka/read-committed.js';
 import kafkajs from 'kafkajs';
 import { BusError, createKafkaBus, type BusBackend } from '../engine/bus/index.js';
 import { testKafka } from '../testing/kafka-broker.js';

@@ -40,7 +40,7 @@ function runChild(
 function readAll(dir: string): Uint8Array[] {
   const t = Tailer.open({ dir });
   const out: Uint8Array[] = [];
-  for (let r = t.next(); r; r = t.next()) out.push(r.bytes.slice());
+  for (let r = t.next(); r; r = t.next()) out.push(new Uint8Array(r.bytes));
   t.close();
   return out;
 }

@@ -1,6 +1,6 @@
 /**
- * Capture into Kafka topics (topology `bus: { kind: kafka }`), on the real broker: SQLite and
- * PostgreSQL changes read back by a plain read_committed kafkajs consumer and compared with the
+ * Capture into Kafka topics (topology `bus: { kind: kafka }`), on the real broker: SQLite,
+ * PostgreSQL and MariaDB changes read back by a plain read_committed kafkajs consumer and compared with the
  * database; per-key order with 2 pumps and 3 partitions; the JSON format; an existing topic
  * with another partition count refused at start.
  */
@@ -39,6 +39,8 @@ function dbYaml(app: AppDb): string {
   if (ref.dialect === 'sqlite') return `{ dialect: sqlite, file: "${ref.file}" }`;
   if (ref.dialect === 'postgres')
     return `{ dialect: postgres, url: "${ref.url}", schema: ${ref.schema}, captureSchema: ${ref.captureSchema} }`;
+  if (ref.dialect === 'mariadb')
+    return `{ dialect: mariadb, url: "${ref.url}", captureSchema: ${ref.captureSchema} }`;
   throw new Error('unused dialect');
 }
 
@@ -255,6 +257,66 @@ test('postgres into a kafka topic with format json: self-describing values, key 
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
     await app.destroy();
+  }
+});
+
+test('mariadb into a kafka topic: 3 pumps, 2 partitions, each change once, per-key order, the table rebuilt equals the database; format json names the source', async () => {
+  const app = await createAppDb('mariadb', 'h_sinkeo_');
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'capkafka-'));
+  const name = unique();
+  const topic = `${name}.ledger`;
+  topics.push(topic);
+  try {
+    await app.exec(LEDGER_DDL.mariadb);
+    const file = await setup(dir, app, { name, topic, partitions: 2, pumps: 3 });
+    const expected = await writeChanges(app);
+    await runUntilShipped(file);
+    const records = await readCommitted(kafka.brokers, [topic], expected);
+    assert.equal(
+      new Set(records.map((r) => r.headers[KAFKA_CAPTURE_HEADERS.pump])),
+      new Set(['app/0', 'app/1', 'app/2']),
+      'every pump shipped',
+    );
+    await assertMatchesDatabase(app, envelopeSeen(records), expected);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+    await app.destroy();
+  }
+  // The JSON format's source block for MariaDB: the database is the schema.
+  const app2 = await createAppDb('mariadb', 'h_sinkeo_');
+  const dir2 = fs.mkdtempSync(path.join(os.tmpdir(), 'capkafka-'));
+  const name2 = unique();
+  const topic2 = `${name2}.ledger-json`;
+  topics.push(topic2);
+  try {
+    await app2.exec(LEDGER_DDL.mariadb);
+    const file = await setup(dir2, app2, {
+      name: name2,
+      topic: topic2,
+      partitions: 1,
+      pumps: 1,
+      format: 'json',
+    });
+    await app2.exec(`INSERT INTO ledger(id, holder, amount) VALUES (1, 'h1', '1.5')`);
+    await app2.exec(`UPDATE ledger SET memo = 'm' WHERE id = 1`);
+    await runUntilShipped(file);
+    const records = await readCommitted(kafka.brokers, [topic2], 2);
+    const values = records.map((r) => JSON.parse(r.value!.toString('utf8')) as CaptureJsonValue);
+    assert.equal(
+      values.map((v) => v.op),
+      ['c', 'u'],
+    );
+    const database = new URL((app2.ref as { url: string }).url).pathname.slice(1);
+    for (const v of values) {
+      assert.is(v.source.dialect, 'mariadb');
+      assert.is(v.source.database, database);
+      assert.is(v.source.table, 'ledger');
+    }
+    assert.is(values[1]!.after!.memo, 'm');
+    assert.is(records[0]!.key, JSON.stringify(['1']));
+  } finally {
+    fs.rmSync(dir2, { recursive: true, force: true });
+    await app2.destroy();
   }
 });
 

@@ -11,6 +11,8 @@
  */
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
+// First: kafkajs must load with the corrected read_committed filter installed.
+import '../engine/bus/kafka/read-committed.js';
 import kafkajs from 'kafkajs';
 import { createKafkaBus } from '../engine/bus/index.js';
 import { startDurable, stringCodec } from '../engine/patterns/index.js';

@@ -10,6 +10,8 @@
  * to 0 between). A pass is timed from the first record handed over to the last, so neither the
  * group join (3 s on the mock) nor the wait for the first fetch is timed.
  */
+// First: kafkajs must load with the corrected read_committed filter installed.
+import '../../engine/bus/kafka/read-committed.js';
 import kafkajs from 'kafkajs';
 import type { ProducerRecord, TopicSpec } from '../../engine/bus/index.js';
 

@@ -51,7 +51,8 @@ import {
 
 /**
  * A record read from a queue: its queue index and its payload. `bytes` is a view into the
- * tailer's read buffer, valid until the next call on that tailer; copy it to keep it.
+ * tailer's read buffer, valid until the next call on that tailer; copy it to keep it, with
+ * `new Uint8Array(bytes)`: it is a Buffer, whose slice() does not copy.
  */
 export interface JournalRecord {
   index: number;

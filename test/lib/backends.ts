@@ -12,6 +12,8 @@ import { Appender } from '../../engine/journal/index.js';
 import { createKafkaBus, type BusBackend, type BusProducer } from '../../engine/bus/index.js';
 import { openQueueLogs, type PartitionTailer, type QueueLogs } from '../../engine/service/index.js';
 import type { TestKafka } from '../../testing/index.js';
+// First: kafkajs must load with the corrected read_committed filter installed.
+import '../../engine/bus/kafka/read-committed.js';
 import kafkajs from 'kafkajs';
 
 /** One bus for a test. */

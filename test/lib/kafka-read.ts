@@ -2,6 +2,8 @@
  * Test helper (not a test file): reads Kafka topics back with a plain kafkajs consumer at
  * read_committed, independent of Sluice's own bus code, and removes test topics.
  */
+// First: kafkajs must load with the corrected read_committed filter installed.
+import '../../engine/bus/kafka/read-committed.js';
 import kafkajs from 'kafkajs';
 import { randomBytes } from 'node:crypto';
 

@@ -14,6 +14,8 @@
  * Topics: kafkajs admin.createTopics, or `createTopics` from the options (librdkafka's mock
  * cluster, kept for request-error injection in tests, does not implement CreateTopics).
  */
+// Before kafkajs: installs the corrected read_committed filter that kafkajs' consumer binds at load.
+import { readCommittedFilterInstalled } from './read-committed.js';
 import kafkajs from 'kafkajs';
 import type {
   Admin,
@@ -404,6 +406,12 @@ class KafkaBus implements BusBackend, KafkaBusInternals {
 
   async consumer(opts: ConsumerOptions = {}): Promise<BusConsumer> {
     this.checkOpen();
+    // Fail closed: kafkajs' own filter can hand out records of aborted transactions.
+    if (!readCommittedFilterInstalled())
+      throw new BusError(
+        'backend',
+        'kafkajs was loaded before sluice could install its read_committed filter (kafkajs 2.2.4 can return records of aborted transactions, see engine/bus/kafka/read-committed.ts): import sluice before kafkajs',
+      );
     const c = new KafkaConsumer(this, opts, () => this.consumers.delete(c));
     this.consumers.add(c);
     return c;

@@ -209,3 +209,34 @@ export interface ProcessorSummary {
   /** Failed batches or handler errors. */
   errors: number;
 }
+
+/**
+ * piscina `workerData` of a processor's pool threads (actors/pool-worker.ts): what the handler
+ * factory's ProcessorContext is built from.
+ */
+export interface PoolWorkerData {
+  name: string;
+  /** Only the stateless patterns take a pool. */
+  pattern: 'durable' | 'pubsub';
+  /** Absolute path of the compiled handler module (the processor's `module`). */
+  module: string;
+  inputs: string[];
+  outputs: string[];
+  settings: Record<string, unknown>;
+}
+
+/** One pool task: a batch of consecutive records of one poll (durable), or of a key group (pubsub). */
+export interface PoolTask {
+  /** Decoded records; byte values are copies owning their buffers (transferred, not cloned). */
+  records: import('../engine/patterns/index.js').PatternRecord<unknown>[];
+  /** durable: isolate a failing batch record by record (the processor has a deadLetterTopic). */
+  isolate: boolean;
+}
+
+/**
+ * A pool task's answer. durable: the batch's segments (actors/processor-records.ts); a batch that
+ * throws without `isolate` rejects the task instead. pubsub: the records that threw, by index.
+ */
+export type PoolResult =
+  | { segments: import('./processor-records.js').RecordSegment[] }
+  | { failed: { index: number; error: string }[] };

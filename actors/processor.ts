@@ -12,7 +12,6 @@
  * COUNTERS_MS; a pattern that ends by itself (retries exhausted, fenced) fails the actor;
  * 5. drain: stop the pattern after its current batch, close the bus connection.
  */
-import { pathToFileURL } from 'node:url';
 import { runActor, Counter } from '../engine/actor/index.js';
 import {
   connectBus,
@@ -30,11 +29,20 @@ import {
   startRpcResponder,
   startStateAndEvent,
   stringCodec,
+  PATTERN_DEFAULTS,
   type Codec,
-  type ProcessorContext,
+  type PatternRecord,
   type Subscription,
 } from '../engine/patterns/index.js';
 import type { TopologyProcessor } from '../engine/config/index.js';
+import { loadHandler, type Handler } from './processor-handler.js';
+import {
+  durableSegments,
+  resolveSegments,
+  type DurableOnNext,
+  type RecordErrorRules,
+} from './processor-records.js';
+import { startPoolStage, type PoolStage } from './pool-stage.js';
 import { PROCESSOR_PORTS, type ProcessorData, type ProcessorSummary } from './contracts.js';
 
 /** How often the pattern's counts are copied into the shared counters, ms (bounds drain latency too). */
@@ -45,41 +53,6 @@ const CODECS: Record<TopologyProcessor['codec'], Codec<unknown>> = {
   string: stringCodec as Codec<unknown>,
   bytes: bytesCodec as Codec<unknown>,
 };
-
-type Handler = Record<string, unknown> & {
-  listener?: unknown;
-  onError?: (e: unknown, r: unknown) => void;
-};
-
-/** The module's default export as a handler: the processor object, or what its factory returns. */
-async function loadHandler(file: string, ctx: ProcessorContext): Promise<Handler> {
-  const mod = (await import(pathToFileURL(file).href)) as { default?: unknown };
-  const exported = mod.default;
-  const handler =
-    typeof exported === 'function'
-      ? await (exported as (c: ProcessorContext) => unknown)(ctx)
-      : exported;
-  if (typeof handler !== 'object' || handler === null) {
-    throw new Error(
-      `processor ${ctx.name}: module ${file} must export default a processor object or a function returning one, got ${handler === null ? 'null' : typeof handler}`,
-    );
-  }
-  const needs: Record<string, string[]> = {
-    durable: ['onNext'],
-    'state-and-event': ['onNext'],
-    pubsub: ['onNext'],
-    compacted: ['onSnapshot', 'onNext'],
-    rpc: ['onRequest'],
-  };
-  for (const m of needs[ctx.pattern] ?? []) {
-    if (typeof (handler as Record<string, unknown>)[m] !== 'function') {
-      throw new Error(
-        `processor ${ctx.name}: the ${ctx.pattern} handler of ${file} has no ${m} function`,
-      );
-    }
-  }
-  return handler as Handler;
-}
 
 /** Records to topics outside `outputs` fail the batch (the outputs are the processor's contract). */
 function checkTopics(
@@ -102,7 +75,13 @@ interface Running {
   count(): void;
 }
 
-function start(d: ProcessorData, bus: BusBackend, h: Handler, c: Float64Array): Running {
+function start(
+  d: ProcessorData,
+  bus: BusBackend,
+  h: Handler,
+  c: Float64Array,
+  stage: PoolStage | null,
+): Running {
   const p = d.processor;
   const codec = CODECS[p.codec];
   const loop = {
@@ -112,6 +91,32 @@ function start(d: ProcessorData, bus: BusBackend, h: Handler, c: Float64Array): 
     ...(p.sessionTimeoutMs !== undefined ? { sessionTimeoutMs: p.sessionTimeoutMs } : {}),
   };
   const handled = (n: number) => (c[Counter.eventsIn] += n);
+  const onNext = h.onNext as DurableOnNext;
+  const rules: RecordErrorRules = {
+    processor: p.name,
+    ...(p.deadLetterTopic !== undefined ? { deadLetterTopic: p.deadLetterTopic } : {}),
+    retriesMax: p.retriesMax ?? PATTERN_DEFAULTS.retriesMax,
+    retryBackoffMs: p.retryBackoffMs ?? PATTERN_DEFAULTS.retryBackoffMs,
+    encode: (v) => codec.encode(v),
+  };
+  /** Rules 1-3 of actors/processor-records.ts, on the pool stage or in this thread. */
+  const durableOutputs = async (records: PatternRecord<unknown>[]): Promise<ProducerRecord[]> => {
+    const isolate = p.deadLetterTopic !== undefined;
+    const segments = stage
+      ? await stage.durable(records, isolate)
+      : await durableSegments(p.name, onNext, records, isolate);
+    for (const s of segments) if (s.outputs) checkTopics(p.name, p.outputs, s.outputs);
+    const retryOne = async (r: PatternRecord<unknown>): Promise<ProducerRecord[]> => {
+      const out = stage
+        ? await stage.one(r)
+        : (await durableSegments(p.name, onNext, [r], false)).flatMap((x) => x.outputs ?? []);
+      checkTopics(p.name, p.outputs, out);
+      return out;
+    };
+    const { outputs, deadLettered } = await resolveSegments(records, segments, retryOne, rules);
+    c[Counter.errors] += deadLettered;
+    return outputs;
+  };
   switch (p.pattern) {
     case 'durable': {
       const fencing = p.fencing ?? (bus.kind === 'kafka' ? 'partition' : 'member');
@@ -131,11 +136,8 @@ function start(d: ProcessorData, bus: BusBackend, h: Handler, c: Float64Array): 
         ...(h.listener !== undefined ? { listener: h.listener as never } : {}),
         processor: {
           onNext: async (records) => {
-            const out = await (
-              h.onNext as (r: typeof records) => ProducerRecord[] | Promise<ProducerRecord[]>
-            )(records);
-            if (Array.isArray(out)) checkTopics(p.name, p.outputs, out);
-            outputs.push(Array.isArray(out) ? out.length : 0);
+            const out = await durableOutputs(records);
+            outputs.push(out.length);
             return out;
           },
         },
@@ -199,6 +201,14 @@ function start(d: ProcessorData, bus: BusBackend, h: Handler, c: Float64Array): 
           handled(1);
           await (h.onNext as (...a: unknown[]) => unknown)(...args);
         },
+        ...(stage
+          ? {
+              onBatch: async (records: PatternRecord<unknown>[]) => {
+                handled(records.length);
+                for (const f of await stage.pubsub(records)) onError(new Error(f.error), f.record);
+              },
+            }
+          : {}),
       };
       const sub =
         p.pattern === 'pubsub'
@@ -252,6 +262,7 @@ runActor<ProcessorData>(async (ctx) => {
       : connectBus(ctx.port(PROCESSOR_PORTS.bus), 'journal');
   const c = ctx.counters;
   let running: Running | null = null;
+  let stage: PoolStage | null = null;
   try {
     const handler = await loadHandler(p.module, {
       name: p.name,
@@ -262,7 +273,9 @@ runActor<ProcessorData>(async (ctx) => {
       settings: p.settings,
       bus,
     });
-    running = start(d, bus, handler, c);
+    // Before the pattern starts: its first poll's records go straight to the pool.
+    if (p.pool !== undefined) stage = startPoolStage({ ...p, pool: p.pool });
+    running = start(d, bus, handler, c, stage);
     const { sub } = running;
     let ended: { error: unknown } | null = null;
     sub.done.then(
@@ -284,6 +297,7 @@ runActor<ProcessorData>(async (ctx) => {
     }
     ctx.setState('drain');
     await sub.stop();
+    await stage?.close();
     running.count();
     const summary: ProcessorSummary = {
       processor: p.name,
@@ -295,6 +309,7 @@ runActor<ProcessorData>(async (ctx) => {
     return summary;
   } finally {
     await running?.sub.stop({ abandon: true }).catch(() => {});
+    await stage?.close().catch(() => {});
     await bus.close().catch(() => {});
   }
 });

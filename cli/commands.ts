@@ -171,8 +171,12 @@ program
     }
     for (const p of t.processors) {
       const state = p.stateTopic !== undefined ? `, state ${p.stateTopic}` : '';
+      const pool =
+        p.pool !== undefined
+          ? `, pool of ${plural(p.pool.threads, 'thread')} (batches of ${p.pool.batchSize}, ${p.pool.batchesInFlightMax} in flight)`
+          : '';
       console.log(
-        `           processor:${p.name}: ${p.pattern} ${p.inputs.join(', ')} -> ${p.outputs.join(', ') || 'nothing'}${state} on the ${t.bus.kind} bus`,
+        `           processor:${p.name}: ${p.pattern} ${p.inputs.join(', ')} -> ${p.outputs.join(', ') || 'nothing'}${state}${pool} on the ${t.bus.kind} bus`,
       );
     }
     if (opts.live) {

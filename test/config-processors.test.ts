@@ -165,6 +165,58 @@ test('a missing module, a duplicate name and member fencing on kafka are reporte
   ]);
 });
 
+test('pool: { threads } on a durable or pubsub processor loads with its defaults (batchSize 64, 2 x threads in flight); options as written', () => {
+  const t = parseTopology(
+    yaml(
+      ...QUEUES,
+      '  - name: billing',
+      '    pattern: durable',
+      '    module: ./echo.ts',
+      '    inputs: [orders]',
+      '    outputs: [invoices]',
+      '    pool: { threads: 3 }',
+      '  - name: audit',
+      '    pattern: pubsub',
+      '    module: ./log-records.ts',
+      '    inputs: [orders]',
+      '    pool: { threads: 2, batchSize: 500, batchesInFlightMax: 1 }',
+    ),
+    file,
+    { env: {} },
+  );
+  assert.equal(t.processors[0]!.pool, { threads: 3, batchSize: 64, batchesInFlightMax: 6 });
+  assert.equal(t.processors[1]!.pool, { threads: 2, batchSize: 500, batchesInFlightMax: 1 });
+});
+
+test('pool is refused on state-and-event, compacted and rpc with the reason, and its fields are checked where they are written', () => {
+  const text = yaml(
+    ...QUEUES,
+    '  - name: bal', //                  10
+    '    pattern: state-and-event', //   11
+    '    module: ./balance.ts', //       12
+    '    inputs: [orders]', //           13
+    '    stateTopic: orders', //         14
+    '    pool: { threads: 2 }', //       15
+    '  - name: a', //                    16
+    '    pattern: durable', //           17
+    '    module: ./echo.ts', //          18
+    '    inputs: [orders]', //           19
+    '    pool: { threads: 0, batchSize: 8, thread: 1 }', // 20
+    '  - name: b', //                    21
+    '    pattern: durable', //           22
+    '    module: ./echo.ts', //          23
+    '    inputs: [orders]', //           24
+    '    pool: { batchSize: 8 }', //     25
+  );
+  assert.equal(problems(text), [
+    '14:17: processors[0].stateTopic: "orders" is also an input or output of the processor; the state topic is written only with the states',
+    "15:5: processors[0].pool: pool does not apply to pattern state-and-event: each event's handler call needs its key's state as the previous event of that key left it; a pool runs stateless handlers only (durable, pubsub)",
+    '20:22: processors[1].pool.threads: must be in [1, 256], got 0',
+    '20:39: processors[1].pool.thread: unknown field "thread" (did you mean "threads"?)',
+    '25:11: processors[2].pool.threads: missing required field',
+  ]);
+});
+
 test.run();
 
 /** A capture source of one table into `target` on the journal bus, then one durable processor. */

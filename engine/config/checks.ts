@@ -484,6 +484,7 @@ const PATTERN_FIELDS: Readonly<Record<string, readonly string[]>> = {
     'retryBackoffMs',
     'sessionTimeoutMs',
     'fencing',
+    'pool',
   ],
   'state-and-event': [
     'group',
@@ -493,9 +494,16 @@ const PATTERN_FIELDS: Readonly<Record<string, readonly string[]>> = {
     'retryBackoffMs',
     'sessionTimeoutMs',
   ],
-  pubsub: [],
+  pubsub: ['pool'],
   compacted: [],
   rpc: [],
+};
+/** Why a pattern refuses `pool` (its handler keeps state, or one call answers in order). */
+const POOL_REFUSED: Readonly<Record<string, string>> = {
+  'state-and-event':
+    "each event's handler call needs its key's state as the previous event of that key left it",
+  compacted: 'its handler updates the one map of the topic, record after record',
+  rpc: 'a responder answers each request as it comes, there is no batch to spread',
 };
 /** Fields every processor takes. */
 const COMMON_PROCESSOR_FIELDS = [
@@ -586,6 +594,14 @@ function checkProcessors(
       const takers = Object.entries(PATTERN_FIELDS)
         .filter(([, f]) => f.includes(field))
         .map(([p]) => p);
+      if (field === 'pool') {
+        report(
+          ['processors', i, field],
+          `pool does not apply to pattern ${pattern}: ${POOL_REFUSED[pattern] ?? 'its handler is not stateless'}; a pool runs stateless handlers only (${takers.join(', ')})`,
+          'key',
+        );
+        continue;
+      }
       report(
         ['processors', i, field],
         `${field} does not apply to pattern ${pattern} (only to ${takers.join(', ')})`,

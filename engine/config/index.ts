@@ -29,6 +29,7 @@ export {
   SASL_MECHANISM_VALUES,
   PROCESSOR_PATTERN_VALUES,
   PROCESSOR_CODEC_VALUES,
+  POOL_DEFAULTS,
   SINK_FORMAT_VALUES,
 } from './topology.js';
 export type {
@@ -36,6 +37,7 @@ export type {
   TopologyQueue,
   TopologyService,
   TopologyProcessor,
+  TopologyProcessorPool,
   ProcessorPattern,
   ProcessorCodec,
   TopologyServiceErrors,

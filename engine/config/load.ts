@@ -22,7 +22,7 @@ import { ConfigError } from './errors.js';
 import type { ConfigProblem } from './errors.js';
 import { formatPath, SourceMap } from './source-map.js';
 import type { Segment } from './source-map.js';
-import { TOPOLOGY_DEFAULTS, TOPOLOGY_SIZE_LIMITS } from './topology.js';
+import { POOL_DEFAULTS, TOPOLOGY_DEFAULTS, TOPOLOGY_SIZE_LIMITS } from './topology.js';
 import type {
   InputsReplay,
   QueueFsync,
@@ -287,8 +287,10 @@ interface TopologyFile {
     errors?: Partial<Topology['services'][number]['errors']>;
   }>;
   processors?: Array<
-    Omit<TopologyProcessor, 'outputs' | 'group' | 'codec' | 'settings'> &
-      Partial<Pick<TopologyProcessor, 'outputs' | 'group' | 'codec' | 'settings'>>
+    Omit<TopologyProcessor, 'outputs' | 'group' | 'codec' | 'settings' | 'pool'> &
+      Partial<Pick<TopologyProcessor, 'outputs' | 'group' | 'codec' | 'settings'>> & {
+        pool?: { threads: number; batchSize?: number; batchesInFlightMax?: number };
+      }
   >;
   capture?: Array<{
     name: string;
@@ -445,7 +447,7 @@ function applyDefaults(f: TopologyFile, file: string, baseDir: string): Topology
       recordBytesMax: c.recordBytesMax ?? CDC_DEFAULTS.recordBytesMax,
       errors: { ...CDC_DEFAULTS.errors, ...c.errors },
     })),
-    processors: (f.processors ?? []).map((pr): TopologyProcessor => {
+    processors: (f.processors ?? []).map(({ pool, ...pr }): TopologyProcessor => {
       const module = resolveModule(pr.module, baseDir);
       if (!module.ok)
         throw new Error(`unreachable: module checked before defaults, ${module.message}`);
@@ -457,6 +459,16 @@ function applyDefaults(f: TopologyFile, file: string, baseDir: string): Topology
         group: pr.group ?? pr.name,
         codec: pr.codec ?? D.processor.codec,
         settings: pr.settings ?? {},
+        ...(pool !== undefined
+          ? {
+              pool: {
+                threads: pool.threads,
+                batchSize: pool.batchSize ?? POOL_DEFAULTS.batchSize,
+                batchesInFlightMax:
+                  pool.batchesInFlightMax ?? POOL_DEFAULTS.batchesInFlightPerThread * pool.threads,
+              },
+            }
+          : {}),
       };
     }),
     sinks: [],

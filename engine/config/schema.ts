@@ -124,6 +124,16 @@ const processor = {
     retryBackoffMs: int(L.processorRetryBackoffMs),
     sessionTimeoutMs: int(L.sessionTimeoutMs),
     fencing: { enum: PROCESSOR_FENCING_VALUES },
+    pool: {
+      type: 'object',
+      required: ['threads'],
+      additionalProperties: false,
+      properties: {
+        threads: int(L.poolThreads),
+        batchSize: int(L.poolBatchSize),
+        batchesInFlightMax: int(L.poolBatchesInFlightMax),
+      },
+    },
     settings: { type: 'object' },
   },
 };

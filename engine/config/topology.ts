@@ -188,6 +188,7 @@ export const PROCESSOR_FENCING_VALUES = ['member', 'partition'] as const;
  * | deadLetterTopic  | yes     |                 |        |           |                 |
  * | batchSizeMax, retriesMax, retryBackoffMs, sessionTimeoutMs | yes | yes | | |          |
  * | commitRecordsMax, fencing | yes |             |        |           |                 |
+ * | pool             | yes     |                 | yes    |           |                 |
  */
 export interface TopologyProcessor {
   /** Unique among processors; matches SERVICE_NAME_PATTERN. Its actor is `processor:<name>`. */
@@ -223,9 +224,32 @@ export interface TopologyProcessor {
   sessionTimeoutMs?: number;
   /** durable: who fences a zombie; default 'partition' on kafka, 'member' on the journal. */
   fencing?: (typeof PROCESSOR_FENCING_VALUES)[number];
+  /**
+   * durable, pubsub: run the handler on a piscina pool of worker threads (actors/pool-stage.ts)
+   * instead of in the processor's own thread. Absent: inline.
+   */
+  pool?: TopologyProcessorPool;
   /** Free-form, given to a handler factory. */
   settings: Record<string, unknown>;
 }
+
+/**
+ * `processors[].pool`: the pool stage of a stateless processor (durable, pubsub). Each poll's
+ * records are cut into batches of `batchSize` records and run by the same handler module in
+ * `threads` piscina threads; at most `batchesInFlightMax` batches are in the pool at once (the
+ * poll waits: backpressure). Outputs keep the poll's input order (total order, so per-key order).
+ */
+export interface TopologyProcessorPool {
+  /** Pool threads, in [1, 256]. */
+  threads: number;
+  /** Records per pool task, in [1, 65536]. Default {@link POOL_DEFAULTS}.batchSize (64). */
+  batchSize: number;
+  /** Tasks in the pool at once, in [1, 4096]. Default 2 x threads (one queued per thread). */
+  batchesInFlightMax: number;
+}
+
+/** Defaults of `processors[].pool` (batchesInFlightMax: `batchesInFlightPerThread` x threads). */
+export const POOL_DEFAULTS = Object.freeze({ batchSize: 64, batchesInFlightPerThread: 2 });
 
 /** A validated topology with every default applied and every path absolute. */
 export interface Topology {
@@ -329,6 +353,8 @@ export interface TopologySink {
  * | processors[].codec                     | json                           |       |
  * | processors[].settings                  | {}                             |       |
  * | processors[] pattern options           | absent = engine/patterns' PATTERN_DEFAULTS |  |
+ * | processors[].pool.batchSize            | 64 (POOL_DEFAULTS)             | records|
+ * | processors[].pool.batchesInFlightMax   | 2 x pool.threads               | tasks |
  * | capture[].tables[].initialLoad         | absent = false (no load)       |       |
  * | capture[].tables[].format              | envelope                       |       |
  * | sinks[].to.topic                       | the `from` queue's name        |       |
@@ -388,6 +414,10 @@ export const TOPOLOGY_LIMITS = deepFreeze({
   processorCommitRecordsMax: [1, 1 << 20],
   processorRetriesMax: [0, 1000],
   processorRetryBackoffMs: [0, 3_600_000],
+  /** piscina threads of one processor's pool stage (the machine's cores bound what helps). */
+  poolThreads: [1, 256],
+  poolBatchSize: [1, 1 << 16],
+  poolBatchesInFlightMax: [1, 4096],
   /** Kafka brokers accept group.min/max.session.timeout.ms of 6 s / 30 min by default. */
   sessionTimeoutMs: [1, 3_600_000],
 } as const);

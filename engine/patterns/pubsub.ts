@@ -19,6 +19,12 @@ import {
 export interface PubSubProcessor<V> {
   /** One record at a time, in offset order per partition. Throwing skips the record. */
   onNext(record: PatternRecord<V>): void | Promise<void>;
+  /**
+   * Optional: when present, called once per poll with the poll's decoded records instead of
+   * onNext per record (a pool stage spreads them over threads). It reports its own records'
+   * failures; if it throws, the error is reported to `onError` for every record of the poll.
+   */
+  onBatch?(records: PatternRecord<V>[]): Promise<void>;
 }
 
 /** Options of {@link startPubSub}. */
@@ -50,8 +56,27 @@ export function startPubSub<V>(opts: PubSubOptions<V>): Subscription {
     await consumer.assign(tps);
     await consumer.seekToEnd(tps);
     ready.resolve();
+    const onBatch = opts.processor.onBatch?.bind(opts.processor);
     while (!stopping) {
-      for (const r of await consumer.poll({ timeoutMs: PATTERN_DEFAULTS.pollTimeoutMs })) {
+      const polled = await consumer.poll({ timeoutMs: PATTERN_DEFAULTS.pollTimeoutMs });
+      if (onBatch !== undefined) {
+        const good: PatternRecord<V>[] = [];
+        for (const r of polled) {
+          try {
+            good.push(decodeRecord(r, opts.codec));
+          } catch (e) {
+            opts.onError?.(e, r);
+          }
+        }
+        if (good.length === 0) continue;
+        try {
+          await onBatch(good);
+        } catch (e) {
+          for (const r of good) opts.onError?.(e, r);
+        }
+        continue;
+      }
+      for (const r of polled) {
         try {
           await opts.processor.onNext(decodeRecord(r, opts.codec));
         } catch (e) {

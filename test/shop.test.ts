@@ -106,6 +106,7 @@ s(
     ).done;
     assert.equal(bad.code, 1, bad.out);
     assert.match(bad.out, `order ${orderId}: invoice subtotalCents`);
+    assert.match(bad.out, `order ${orderId}: invoice signature`);
     assert.match(bad.out, /customer c\d+: balance \d+ cents in \d+ invoices != /);
   },
 );

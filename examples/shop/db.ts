@@ -13,6 +13,7 @@ import path from 'node:path';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import type { CaptureSource } from 'sluice';
+import type { OrderLine } from './model.js';
 
 /** One order as the workload places it. */
 export interface NewOrder {
@@ -39,6 +40,8 @@ export interface ShopDb {
   placeOrder(order: NewOrder, paymentCents?: number): Promise<void>;
   /** Every order with its line count and subtotal (sum of qty * unit_cents). */
   orders(): Promise<OrderRow[]>;
+  /** Every order's lines, by order id, in line_no order. */
+  lines(): Promise<Map<string, OrderLine[]>>;
   /** Per customer: the sum of its payments and their count. */
   payments(): Promise<Map<string, { paidCents: number; payments: number }>>;
   close(): Promise<void>;
@@ -69,8 +72,28 @@ const ORDERS_SQL = (s: string) =>
      coalesce(sum(l.qty * l.unit_cents), 0) AS subtotal
    FROM ${s}shop_orders o LEFT JOIN ${s}shop_order_lines l ON l.order_id = o.id
    GROUP BY o.id, o.customer, o.status ORDER BY o.id`;
+const LINES_SQL = (s: string) =>
+  `SELECT order_id, line_no, sku, qty, unit_cents FROM ${s}shop_order_lines ORDER BY order_id, line_no`;
 const PAYMENTS_SQL = (s: string) =>
   `SELECT customer, sum(amount_cents) AS paid, count(*) AS n FROM ${s}shop_payments GROUP BY customer`;
+
+type LineRow = {
+  order_id: number | string;
+  line_no: number;
+  sku: string;
+  qty: number;
+  unit_cents: number;
+};
+function linesByOrder(rows: LineRow[]): Map<string, OrderLine[]> {
+  const out = new Map<string, OrderLine[]>();
+  for (const r of rows) {
+    const id = String(r.order_id);
+    const list = out.get(id) ?? [];
+    list.push({ lineNo: r.line_no, sku: r.sku, qty: r.qty, unitCents: r.unit_cents });
+    out.set(id, list);
+  }
+  return out;
+}
 
 const quoteIdent = (name: string) => `"${name.replace(/"/g, '""')}"`;
 
@@ -165,6 +188,7 @@ function openSqlite(file: string, busyTimeoutMs: number): ShopDb {
         lines: r.lines,
         subtotalCents: r.subtotal,
       })),
+    lines: async () => linesByOrder(sqlite.prepare(LINES_SQL('')).all() as LineRow[]),
     payments: async () =>
       new Map(
         (
@@ -226,6 +250,9 @@ function openPostgres(url: string, schema: string): ShopDb {
         lines: Number(r.lines),
         subtotalCents: Number(r.subtotal),
       }));
+    },
+    async lines() {
+      return linesByOrder((await pool.query(LINES_SQL(s))).rows as LineRow[]);
     },
     async payments() {
       const rows = (await pool.query(PAYMENTS_SQL(s))).rows as {

@@ -35,6 +35,12 @@ export interface PlacedOrder {
   lines: OrderLine[];
 }
 
+/** A placed order checked and signed by the pool stage (topic checked-orders, key: order id). */
+export interface CheckedOrder extends PlacedOrder {
+  /** processors/validate.ts orderSignature. */
+  signature: string;
+}
+
 /** An invoice (topic invoices, key: customer). */
 export interface Invoice {
   orderId: string;
@@ -44,6 +50,8 @@ export interface Invoice {
   discountCents: number;
   taxCents: number;
   totalCents: number;
+  /** The checked order's signature. */
+  signature: string;
 }
 
 /** balances' state per customer (topic balances, key: customer). */

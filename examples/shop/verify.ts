@@ -3,7 +3,8 @@
  *
  * - every placed order in shop_orders has exactly one invoice, and no invoice names another
  *   order; the invoice's customer, line count and amounts are those the database gives with the
- *   pricing settings of `invoicing` (computed here from the rows, not by the handler's code);
+ *   pricing settings of `invoicing` (computed here from the rows, not by the handler's code),
+ *   and its signature is the one of the order's rows (validate.ts orderSignature, the pool stage);
  * - every customer's newest state in `balances` is the sum of its expected invoice totals, with
  *   the invoice count; no other customer has one;
  * - every customer's newest `payments-out` record is the sum and count of its shop_payments rows.
@@ -32,9 +33,10 @@ import type { BusBackend, BusConsumer, TopicPartition } from 'sluice/bus';
 import { openStaging } from '../../engine/cdc/index.js';
 import { Tailer } from '../../engine/journal/index.js';
 import { EnvelopeView, decodeJson } from '../../engine/codec/index.js';
-import { openShopDb } from './db.js';
+import { openShopDb, type OrderRow } from './db.js';
 import { pricingSettingsOf, type PricingSettings } from './processors/invoicing.js';
-import type { Balance, Invoice, PaidTotal } from './model.js';
+import { orderSignature, signatureRoundsOf } from './processors/validate.js';
+import type { Balance, Invoice, OrderLine, PaidTotal } from './model.js';
 
 const dec = new TextDecoder();
 
@@ -45,6 +47,8 @@ export interface ShopTopics {
   payments: string;
   partitions: Record<string, number>;
   pricing: PricingSettings;
+  /** validate's settings.signatureRounds. */
+  signatureRounds: number;
 }
 
 /** Finds the shop's outputs in `topology` (processors invoicing and balances, service payments). */
@@ -63,6 +67,7 @@ export function shopTopicsOf(topology: Topology): ShopTopics {
     payments: payments.output,
     partitions: Object.fromEntries(topology.queues.map((q) => [q.name, q.partitions])),
     pricing: pricingSettingsOf(invoicing.settings),
+    signatureRounds: signatureRoundsOf(processor('validate').settings),
   };
 }
 
@@ -194,7 +199,13 @@ export async function verifyShop(
       const nowStaged = await stagedRows(topology);
       if (read > 0 || nowStaged !== staged) quietSinceMs = Date.now();
       staged = nowStaged;
-      ({ mismatches, ...counts } = compare(await db.orders(), await db.payments(), outputs, t));
+      ({ mismatches, ...counts } = compare(
+        await db.orders(),
+        await db.lines(),
+        await db.payments(),
+        outputs,
+        t,
+      ));
       if (mismatches.length === 0 && staged === 0) break;
       if (Date.now() - quietSinceMs >= settleMs) {
         if (staged > 0)
@@ -211,8 +222,18 @@ export async function verifyShop(
   }
 }
 
+/** orderSignature, remembered: the check runs again every poll while it waits. */
+const signatures = new Map<string, string>();
+function signatureOf(id: string, customer: string, lines: OrderLine[], rounds: number): string {
+  const k = JSON.stringify([id, customer, lines, rounds]);
+  let v = signatures.get(k);
+  if (v === undefined) signatures.set(k, (v = orderSignature(id, customer, lines, rounds)));
+  return v;
+}
+
 function compare(
-  orders: Awaited<ReturnType<Awaited<ReturnType<typeof openShopDb>>['orders']>>,
+  orders: OrderRow[],
+  lines: Map<string, OrderLine[]>,
   payments: Map<string, { paidCents: number; payments: number }>,
   out: ShopOutputs,
   t: ShopTopics,
@@ -247,6 +268,11 @@ function compare(
         ['discountCents', inv.discountCents, want.discountCents],
         ['taxCents', inv.taxCents, want.taxCents],
         ['totalCents', inv.totalCents, want.totalCents],
+        [
+          'signature',
+          inv.signature,
+          signatureOf(o.id, o.customer, lines.get(o.id) ?? [], t.signatureRounds),
+        ],
       ] as const
     ).filter(([, a, b]) => a !== b);
     for (const [field, a, b] of diffs)

@@ -1,5 +1,5 @@
 /**
- * Durable handler `invoicing` of examples/shop/topology.yaml: prices each placed order and
+ * Durable handler `invoicing` of examples/shop/topology.yaml: prices each checked order and
  * writes its invoice, keyed by customer, to the first output topic. The invoices of a batch and
  * the batch's consumed positions commit in one transaction: each order is invoiced exactly once.
  *
@@ -7,7 +7,7 @@
  * subtotal from `discountFromCents` on; tax `taxPercent` of what is left; each rounded to a cent.
  */
 import type { PatternRecord, ProcessorContext } from 'sluice/patterns';
-import type { Invoice, PlacedOrder } from '../model.js';
+import type { CheckedOrder, Invoice } from '../model.js';
 
 const enc = new TextEncoder();
 
@@ -36,7 +36,7 @@ export function pricingSettingsOf(settings: Record<string, unknown>): PricingSet
 export default (ctx: ProcessorContext) => {
   const pricing = pricingSettingsOf(ctx.settings);
   return {
-    onNext: (orders: PatternRecord<PlacedOrder>[]) =>
+    onNext: (orders: PatternRecord<CheckedOrder>[]) =>
       orders.map((o) => {
         const order = o.value!;
         const subtotalCents = order.lines.reduce((n, l) => n + l.qty * l.unitCents, 0);
@@ -53,6 +53,7 @@ export default (ctx: ProcessorContext) => {
           discountCents,
           taxCents,
           totalCents: subtotalCents - discountCents + taxCents,
+          signature: order.signature,
         };
         return {
           topic: ctx.outputs[0]!,

@@ -13,7 +13,6 @@
  */
 import fs from 'node:fs';
 import { pathToFileURL } from 'node:url';
-import { Kafka, logLevel } from 'kafkajs';
 import { loadTopology, startTopology, type Topology } from 'sluice';
 import { openShopDb } from './db.js';
 import { runShopWorkload, setupShop, type ShopWorkloadResult } from './workload.js';
@@ -45,53 +44,12 @@ export interface ShopRun {
   totalMs: number;
 }
 
-/**
- * Kafka bus: deletes the topology's topics and its consumer groups (processors' groups and the
- * capture pumps' reconciliation groups), and waits until the broker no longer lists the topics.
- */
-async function resetKafka(topology: Topology): Promise<void> {
-  if (topology.bus.kind !== 'kafka') return;
-  const admin = new Kafka({
-    brokers: topology.bus.brokers,
-    clientId: `${topology.bus.clientId}-reset`,
-    logLevel: logLevel.NOTHING,
-  }).admin();
-  await admin.connect();
-  try {
-    const names = new Set(topology.queues.map((q) => q.name));
-    const present = (await admin.listTopics()).filter((t) => names.has(t));
-    if (present.length > 0) await admin.deleteTopics({ topics: present, timeout: 30_000 });
-    const groups = new Set([
-      ...topology.processors.map((p) => p.group ?? p.name),
-      ...topology.capture.flatMap((c) =>
-        Array.from({ length: c.pumps }, (_, i) => `sluice.capture.${topology.name}.${c.name}.${i}`),
-      ),
-    ]);
-    const known = new Set((await admin.listGroups()).groups.map((g) => g.groupId));
-    const stale = [...groups].filter((g) => known.has(g));
-    if (stale.length > 0) await admin.deleteGroups(stale);
-    for (let i = 0; i < 300; i++) {
-      if (!(await admin.listTopics()).some((t) => names.has(t))) return;
-      await new Promise((r) => setTimeout(r, 100));
-    }
-    throw new Error(
-      `kafka ${topology.bus.brokers.join(',')}: topics ${present.join(', ')} still listed 30 s after their deletion`,
-    );
-  } finally {
-    await admin.disconnect();
-  }
-}
-
 /** Runs the shop on `topology` (see the file comment). */
 export async function runShop(topology: Topology, o: ShopOptions = {}): Promise<ShopRun> {
   const log = o.log ?? ((line: string) => console.log(line));
   const source = topology.capture[0];
   if (!source) throw new Error(`${topology.file}: the shop needs a capture source`);
-  if (!o.keep) {
-    fs.rmSync(topology.dataDir, { recursive: true, force: true });
-    await resetKafka(topology);
-    await setupShop(topology);
-  }
+  if (!o.keep) await setupShop(topology);
   fs.mkdirSync(topology.dataDir, { recursive: true });
   log(
     `shop: ${source.database.dialect} tables ${o.keep ? 'kept' : 'created'}, capture installed, ${topology.bus.kind} bus`,

@@ -6,11 +6,13 @@
  *   node dist/examples/shop/workload.js --topology examples/shop/topology.yaml --setup
  *   node dist/examples/shop/workload.js --topology examples/shop/topology.yaml --orders 2000
  *
- * `--setup` creates the tables afresh and installs the capture triggers (`sluice install`'s
- * job); otherwise it places `--orders` orders (or for `--duration-s`) into the topology's
+ * `--setup` starts afresh ({@link setupShop}: data directory and Kafka topics deleted, tables
+ * made again, capture installed); otherwise it places `--orders` orders (or for `--duration-s`) into the topology's
  * capture database, whether or not the topology runs (what is staged waits for the pumps).
  */
+import fs from 'node:fs';
 import { pathToFileURL } from 'node:url';
+import { Kafka, logLevel } from 'kafkajs';
 import { installCapture, loadTopology, type Topology } from 'sluice';
 import { createShopDb, openShopDb, type NewOrder, type ShopDb } from './db.js';
 
@@ -59,10 +61,54 @@ function mulberry32(seed: number): () => number {
   };
 }
 
-/** Creates the shop's tables afresh in the topology's capture database and installs capture. */
+/**
+ * Kafka bus: deletes the topology's topics and its consumer groups (processors' groups and the
+ * capture pumps' reconciliation groups), and waits until the broker no longer lists the topics.
+ */
+async function resetKafka(topology: Topology): Promise<void> {
+  if (topology.bus.kind !== 'kafka') return;
+  const admin = new Kafka({
+    brokers: topology.bus.brokers,
+    clientId: `${topology.bus.clientId}-reset`,
+    logLevel: logLevel.NOTHING,
+  }).admin();
+  await admin.connect();
+  try {
+    const names = new Set(topology.queues.map((q) => q.name));
+    const present = (await admin.listTopics()).filter((t) => names.has(t));
+    if (present.length > 0) await admin.deleteTopics({ topics: present, timeout: 30_000 });
+    const groups = new Set([
+      ...topology.processors.map((p) => p.group ?? p.name),
+      ...topology.capture.flatMap((c) =>
+        Array.from({ length: c.pumps }, (_, i) => `sluice.capture.${topology.name}.${c.name}.${i}`),
+      ),
+    ]);
+    const known = new Set((await admin.listGroups()).groups.map((g) => g.groupId));
+    const stale = [...groups].filter((g) => known.has(g));
+    if (stale.length > 0) await admin.deleteGroups(stale);
+    for (let i = 0; i < 300; i++) {
+      if (!(await admin.listTopics()).some((t) => names.has(t))) return;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    throw new Error(
+      `kafka ${topology.bus.brokers.join(',')}: topics ${present.join(', ')} still listed 30 s after their deletion`,
+    );
+  } finally {
+    await admin.disconnect();
+  }
+}
+
+/**
+ * Starts the shop afresh: deletes the data directory (its queues and journal bus) and, on a kafka
+ * bus, the topology's topics and groups, so no output of an earlier run remains (nor a pump's
+ * record of staging ids, which start at 1 again in a new database); creates the tables afresh in
+ * the topology's capture database and installs capture.
+ */
 export async function setupShop(topology: Topology): Promise<void> {
   const source = topology.capture[0];
   if (!source) throw new Error(`${topology.file}: the shop needs a capture source`);
+  fs.rmSync(topology.dataDir, { recursive: true, force: true });
+  await resetKafka(topology);
   await createShopDb(source.database);
   await installCapture(topology);
 }

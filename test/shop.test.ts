@@ -77,18 +77,27 @@ s(
 
     const first = child([cli, 'run', topology], data);
     await first.until(' is up (');
-    await ok(workload('--orders', '300'));
-    first.kill('SIGKILL'); // pumps, processors and the service are still working through them
+    // kill -9 while the workload writes: pumps ship, processors and the service work.
+    const writing = workload('--orders', '1000');
+    const live = new Database(path.join(data, 'shop.db'), { readonly: true });
+    const count = (sql: string) => live.prepare(sql).pluck().get() as number;
+    while (count('SELECT count(*) FROM shop_orders') < 200)
+      await new Promise((r) => setTimeout(r, 5));
+    first.kill('SIGKILL');
+    const atKill = count('SELECT count(*) FROM shop_orders');
     assert.equal((await first.done).signal, 'SIGKILL');
+    await ok(writing);
+    live.close();
+    console.log(`  kill -9 of sluice run with ${atKill} of 1000 orders placed`);
 
     const second = child([cli, 'run', topology], data);
     await second.until(' is up (');
-    await ok(workload('--orders', '300', '--seed', '7'));
+    await ok(workload('--orders', '200', '--seed', '7'));
     second.kill('SIGTERM');
     await ok(second);
 
     const out = await ok(child([dist('verify.js'), '--topology', topology], data));
-    assert.match(out, /verification {14}OK: 600 placed orders, 600 invoices/);
+    assert.match(out, /verification {14}OK: 1200 placed orders, 1200 invoices/);
 
     // A price changed behind capture's back (lines are captured on insert only): the invoice no
     // longer matches the database, and verify says so with exit 1.

@@ -11,6 +11,12 @@
  * with backoff); 4. live: copy the pattern's counts into the shared counters every
  * COUNTERS_MS; a pattern that ends by itself (retries exhausted, fenced) fails the actor;
  * 5. drain: stop the pattern after its current batch, close the bus connection.
+ *
+ * With `pool: { threads }` (durable, pubsub) the pattern still runs here, and only the handler
+ * calls go to a piscina pool running the same module (actors/pool-stage.ts); the outputs come
+ * back in input order and commit here, in the pattern's transaction, as inline. A handler's
+ * errors follow actors/processor-records.ts on both paths (with a deadLetterTopic: retried
+ * alone, then dead-lettered; without: the batch fails).
  */
 import { runActor, Counter } from '../engine/actor/index.js';
 import {

@@ -1,7 +1,7 @@
 /**
  * `npm run bench`: every benchmark in one run, printed as markdown with the machine described,
  * ready to paste into bench/RESULTS.md.
- *   node dist/bench/run.js [ring] [ring-single] [journal] [codec] [pipeline] [latency] [bus] [bank] [restart] [patterns] [ops] [triggers]  (default: all)
+ *   node dist/bench/run.js [ring] [ring-single] [journal] [codec] [pipeline] [latency] [bus] [bank] [restart] [patterns] [pool] [ops] [triggers]  (default: all)
  * Ratios that matter (ring vs postMessage, Kafka backend vs raw kafkajs) are measured inside
  * one benchmark's run, so a noisy shared machine moves both sides together.
  */
@@ -18,6 +18,7 @@ import { runRestartBench } from './restart.js';
 import { main as runPatternsBench } from './patterns.js';
 import { runOpsOverheadBench } from './ops-overhead.js';
 import { runCaptureTriggersBench } from './capture-triggers.js';
+import { main as runPoolBench } from './pool.js';
 
 /** The bank job's own summary lines (SQLite, default settings but a fixed 20 s workload). */
 async function runBankBench(): Promise<string> {
@@ -48,6 +49,7 @@ const suites: Record<string, () => Promise<string>> = {
   bank: () => runBankBench(),
   restart: () => runRestartBench(),
   patterns: () => runPatternsBench(),
+  pool: () => runPoolBench([]),
   ops: () => runOpsOverheadBench(),
   // PostgreSQL on 127.0.0.1 (SLUICE_BENCH_PG_URL) and pgbench; MariaDB only with SLUICE_BENCH_MARIADB_URL.
   triggers: () => runCaptureTriggersBench(),

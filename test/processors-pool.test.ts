@@ -1,6 +1,7 @@
 /**
  * The pool stage of a processor declared in a topology file (`pool: { threads }`), on the
- * journal bus with real piscina threads: every record once and in order per key, a record the
+ * journal bus with real piscina threads: every record once and in order per key (durable outputs;
+ * pubsub handler calls), a record the
  * handler keeps throwing on goes to the dead-letter topic (pooled and inline alike) while the
  * others pass, and kill -9 of a `sluice run` process mid-run, twice, then a restart, still gives
  * every output exactly once, in order per key.
@@ -112,6 +113,57 @@ s(
       const result = await running.stop();
       assert.equal(result.terminated, [], 'drained, not terminated');
       assert.is((result.summaries['processor:t'] as { eventsIn: number }).eventsIn, 600);
+    }
+  },
+);
+
+s(
+  'a pooled pubsub processor handles every record once, each key in offset order (a key group runs in one call sequence)',
+  async () => {
+    const dir = fs.mkdtempSync(path.join(tmp, 'pubsub-'));
+    const log = path.join(dir, 'seen.jsonl');
+    const file = path.join(dir, 'topology.yaml');
+    fs.writeFileSync(
+      file,
+      [
+        'name: pool-pubsub',
+        `dataDir: ${dir}/data`,
+        'queues:',
+        '  - { name: in, partitions: 4 }',
+        'processors:',
+        '  - name: seen',
+        '    pattern: pubsub',
+        `    module: ${path.join(root, 'test', 'fixtures', 'processors', 'log-records.ts')}`,
+        '    inputs: [in]',
+        '    codec: string',
+        '    pool: { threads: 2, batchSize: 8 }',
+        `    settings: { logFile: ${log} }`,
+      ].join('\n'),
+    );
+    const running = await startTopology(loadTopology(file), { log: () => {} });
+    try {
+      const p = await running.bus!.producer();
+      await p.send(input(300));
+      const lines = () =>
+        fs.existsSync(log) ? fs.readFileSync(log, 'utf8').split('\n').filter(Boolean) : [];
+      for (let waited = 0; lines().length < 300 && waited < 30_000; waited += 50)
+        await new Promise((r) => setTimeout(r, 50));
+      const seen = lines().map(
+        (l) => JSON.parse(JSON.parse(l).value as string) as { k: string; seq: number },
+      );
+      assert.equal(
+        seen.map((v) => v.seq).sort((a, b) => a - b),
+        range(300),
+        'every record once',
+      );
+      const last = new Map<string, number>();
+      for (const v of seen) {
+        assert.ok(v.seq > (last.get(v.k) ?? -1), `key ${v.k}: seq ${v.seq} in order`);
+        last.set(v.k, v.seq);
+      }
+    } finally {
+      const result = await running.stop();
+      assert.equal(result.terminated, []);
     }
   },
 );

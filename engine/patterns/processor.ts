@@ -16,6 +16,14 @@
  * ```
  * Optional members besides the handlers: `listener` (durable: a RebalanceListener;
  * state-and-event: a StateAndEventListener), `onError` (pubsub, compacted).
+ *
+ * With `pool: { threads }` (durable, pubsub; actors/pool-stage.ts) the same module is also loaded
+ * in each pool thread, and its default export (called there with a context whose `bus` throws:
+ * a pool thread neither consumes nor produces) gets the handler calls: `onNext(records)` with a
+ * batch of at most `pool.batchSize` consecutive records of one poll (durable, returning output
+ * records whose values are structured-cloned back), `onNext(record)` (pubsub). `listener` and
+ * `onError` still run in the processor's thread. A handler must therefore be stateless across
+ * calls: consecutive batches run in different threads.
  */
 import type { BusBackend } from '../bus/index.js';
 

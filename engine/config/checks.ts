@@ -537,8 +537,9 @@ const WHAT_TOPICS: Readonly<Record<string, string>> = {
  * processors[]: names unique among processors, every topic a declared queue, the pattern's topic counts and
  * options (PATTERN_FIELDS), partition counts the pattern needs (state topic and rpc response
  * topic at least the input's), module present, and, on the journal bus, no topic that is also
- * a service or capture queue (the journal bus keeps its topics in its own layout under
- * `<dataDir>/bus/`, services and capture theirs under `<dataDir>/queues/`).
+ * a service queue (the journal bus keeps its topics in its own layout under `<dataDir>/bus/`,
+ * services theirs under `<dataDir>/queues/`; a capture target that is a processor topic is
+ * shipped into the bus, so it is not in `journalQueueUsers`).
  */
 function checkProcessors(
   root: Raw,

@@ -1,6 +1,7 @@
 /**
  * examples/shop end to end, as the README walks through it: on the embedded journal (SQLite),
- * `sluice run` killed with kill -9 while it works and started again, then verify.js against the
+ * `sluice run` killed with kill -9 while it works and started again, a pump's crash between its
+ * bus commit and its staging delete (SLUICE_FAULT=after-append), then verify.js against the
  * database (and a price changed behind capture's back makes it fail); on the real Kafka broker,
  * the same topology with its one bus line changed, run by the example's main and verified.
  */
@@ -24,11 +25,11 @@ const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'h_shop_test-'));
 const s = suite('examples/shop');
 const kafka = await testKafka();
 
-/** A node child with SHOP_DATA set; `until(text)` resolves once its output contains text. */
-function child(args: string[], shopData: string) {
+/** A node child with SHOP_DATA (and `env`) set; `until(text)` resolves once its output has text. */
+function child(args: string[], shopData: string, env: Record<string, string> = {}) {
   const p = spawn(process.execPath, args, {
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, SHOP_DATA: shopData },
+    env: { ...process.env, SHOP_DATA: shopData, ...env },
   });
   let out = '';
   const waiters: { text: string; resolve: () => void }[] = [];
@@ -60,6 +61,15 @@ function child(args: string[], shopData: string) {
   };
 }
 
+/** Polls `cond` every `everyMs` until it holds; fails the test after 60 s (a bound, not a timing). */
+async function waitFor(cond: () => boolean, what: string, everyMs: number): Promise<void> {
+  const deadline = Date.now() + 60_000;
+  while (!cond()) {
+    if (Date.now() > deadline) assert.unreachable(`not within 60 s: ${what}`);
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}
+
 const ok = async (c: ReturnType<typeof child>) => {
   const r = await c.done;
   assert.equal(r.code, 0, r.out);
@@ -67,7 +77,7 @@ const ok = async (c: ReturnType<typeof child>) => {
 };
 
 s(
-  'journal bus, SQLite: sluice run killed with kill -9 mid-stream and restarted; verify.js finds every invoice once, every balance and paid total equal to the database',
+  'journal bus, SQLite: sluice run killed with kill -9 mid-stream, and a pump killed between its bus commit and its staging delete; verify.js finds every invoice once, every balance and paid total equal to the database',
   async () => {
     const data = fs.mkdtempSync(path.join(tmp, 'journal-'));
     const topology = example('topology.yaml');
@@ -81,8 +91,7 @@ s(
     const writing = workload('--orders', '1000');
     const live = new Database(path.join(data, 'shop.db'), { readonly: true });
     const count = (sql: string) => live.prepare(sql).pluck().get() as number;
-    while (count('SELECT count(*) FROM shop_orders') < 200)
-      await new Promise((r) => setTimeout(r, 5));
+    await waitFor(() => count('SELECT count(*) FROM shop_orders') >= 200, '200 orders placed', 5);
     first.kill('SIGKILL');
     const atKill = count('SELECT count(*) FROM shop_orders');
     assert.equal((await first.done).signal, 'SIGKILL');
@@ -90,11 +99,38 @@ s(
     live.close();
     console.log(`  kill -9 of sluice run with ${atKill} of 1000 orders placed`);
 
+    // Catch up (staging empty), so that next only order changes are staged.
+    const stagedRows = () => {
+      const db = new Database(path.join(data, 'shop.db'), { readonly: true });
+      try {
+        return ['shop_staging_orders', 'shop_staging_payments']
+          .map((t) => db.prepare(`SELECT count(*) FROM ${t}`).pluck().get() as number)
+          .reduce((a, b) => a + b);
+      } finally {
+        db.close();
+      }
+    };
     const second = child([cli, 'run', topology], data);
     await second.until(' is up (');
-    await ok(workload('--orders', '200', '--seed', '7'));
+    await waitFor(() => stagedRows() === 0, 'the staging tables drained', 50);
     second.kill('SIGTERM');
     await ok(second);
+
+    // An orders pump's crash between its bus commit and its staging delete: with
+    // SLUICE_FAULT=after-append it SIGKILLs the process right after its first committed batch;
+    // the next start must delete those staged rows without shipping them again.
+    await ok(workload('--orders', '200', '--seed', '7', '--payment-every', '0'));
+    const faulty = child([cli, 'run', topology], data, { SLUICE_FAULT: 'after-append' });
+    assert.equal((await faulty.done).signal, 'SIGKILL');
+    const third = child([cli, 'run', topology], data);
+    await third.until(' is up (');
+    await third.until('staged changes the target already held'); // [pump:orders/i] deleted N ...
+    third.kill('SIGTERM');
+    const thirdOut = await ok(third);
+    assert.match(
+      thirdOut,
+      /\[pump:orders\/\d\] deleted \d+ staged changes the target already held/,
+    );
 
     const out = await ok(child([dist('verify.js'), '--topology', topology], data));
     assert.match(out, /verification {14}OK: 1200 placed orders, 1200 invoices/);

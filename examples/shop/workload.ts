@@ -5,6 +5,7 @@
  *
  *   node dist/examples/shop/workload.js --topology examples/shop/topology.yaml --setup
  *   node dist/examples/shop/workload.js --topology examples/shop/topology.yaml --orders 2000
+ *        [--duration-s S] [--clients 2] [--seed 42] [--payment-every 4 (0: no payments)]
  *
  * `--setup` starts afresh ({@link setupShop}: data directory and Kafka topics deleted, tables
  * made again, capture installed); otherwise it places `--orders` orders (or for `--duration-s`) into the topology's
@@ -38,6 +39,8 @@ export interface ShopWorkloadOptions {
   durationMs?: number;
   clients?: number;
   seed?: number;
+  /** One order in paymentEvery comes with a payment; 0: none. Default {@link WORKLOAD_DEFAULTS}. */
+  paymentEvery?: number;
   signal?: AbortSignal;
 }
 
@@ -145,7 +148,8 @@ export async function runShopWorkload(
           unitCents: int(d.unitCentsMin, d.unitCentsMax),
         })),
       };
-      const payment = int(1, d.paymentEvery) === 1 ? int(500, 50_000) : undefined;
+      const every = opts.paymentEvery ?? d.paymentEvery;
+      const payment = every > 0 && int(1, every) === 1 ? int(500, 50_000) : undefined;
       await db.placeOrder(order, payment);
       result.orders++;
       result.lines += order.lines.length;
@@ -190,6 +194,7 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
         durationMs: durationS === undefined ? undefined : durationS * 1000,
         clients: num('--clients'),
         seed: num('--seed'),
+        paymentEvery: arg('--payment-every') === '0' ? 0 : num('--payment-every'),
       });
       console.log(
         `shop: ${r.orders} orders (${r.lines} lines, ${r.payments} payments) in ${r.elapsedMs} ms`,

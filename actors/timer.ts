@@ -3,7 +3,10 @@
  * to one queue partition every `intervalMs`, so that services read their timer events as an
  * input and a replay sees them at the same place among the other inputs. The next deadline is
  * kept on a fixed grid (start + n * intervalMs), so a slow append does not drift the timer;
- * missed deadlines (a stalled process) yield one event, not a burst.
+ * missed deadlines (a stalled process) yield one event, not a burst. Deadlines are on the
+ * monotonic clock (performance.now()), so a wall-clock jump (NTP step, a VM resumed, an
+ * operator's `date -s`) neither stalls the timer (a step back) nor bursts it (a step forward);
+ * the event's time field is the wall clock's (test/faults-clock.test.ts).
  */
 import { runActor, Counter } from '../engine/actor/index.js';
 import { openQueueLogs } from '../engine/service/index.js';
@@ -29,16 +32,16 @@ runActor<TimerData>((ctx) => {
     ctx.send({ type: 'ready', info: { nextIndex: appender.nextIndex } });
     ctx.setState('live');
     ctx.send({ type: 'live' });
-    let next = Date.now() + d.intervalMs;
+    let next = performance.now() + d.intervalMs;
     let ticks = 0;
     while (!ctx.draining()) {
       ctx.heartbeat();
-      const now = Date.now();
+      const now = performance.now();
       if (now < next) {
         Atomics.wait(sleeper, 0, 0, Math.min(SLEEP_MS_MAX, next - now));
         continue;
       }
-      appender.append(encodeTimer(writer, appender.nextIndex, d.intervalMs, now));
+      appender.append(encodeTimer(writer, appender.nextIndex, d.intervalMs, Date.now()));
       appender.flush();
       ticks++;
       ctx.counters[Counter.eventsOut] = ticks;

@@ -36,11 +36,16 @@ import {
   type FaultTarget,
 } from './shape.js';
 
-/** The suite's PostgreSQL objects (its own prefix: other sessions share the server). */
+/**
+ * The suite's PostgreSQL objects (its own prefix: other sessions share the server).
+ * SLUICE_FAULTS_PG_PREFIX (default `faults`) names them, so the soak and a fault run can share
+ * one server.
+ */
+const PG_PREFIX = process.env.SLUICE_FAULTS_PG_PREFIX ?? 'faults';
 export const FAULTS_PG = {
   adminUrl: process.env.SLUICE_FAULTS_PG_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres',
-  database: 'faults_bank',
-  role: 'faults_pump',
+  database: `${PG_PREFIX}_bank`,
+  role: `${PG_PREFIX}_pump`,
 } as const;
 
 function pgUrl(user: string, database: string): string {

@@ -21,6 +21,8 @@ export interface ShapeContext {
   httpPort: number;
   /** `mount -t tmpfs` works here (disk-full and read-only faults). */
   tmpfs: boolean;
+  /** Pause before each fault, [min, max] ms (default [200, 2000]; the soak: minutes). */
+  gapMs?: [number, number];
 }
 
 /** A topology shape with its workload, its faults and its checks. */
@@ -198,7 +200,7 @@ export async function faultLoop(
   ctx: ShapeContext,
   kinds: string[],
   inject: (kind: string) => Promise<boolean>,
-  gapMs: [number, number] = [200, 2000],
+  gapMs: [number, number] = ctx.gapMs ?? [200, 2000],
 ): Promise<number> {
   let n = 0;
   let misses = 0;

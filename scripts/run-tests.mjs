@@ -89,6 +89,7 @@ const SLOW_FIRST = [
   'replay-crash.test',
   'package.test',
   'faults-disk-full',
+  'faults-netem',
   'cdc-initial-load.test',
 ];
 const rank = (f) => {

@@ -256,3 +256,46 @@ export function limitedSink(bytes: number, refused: new (message: string) => Err
   };
   return sink;
 }
+
+/** A captured ledger change as `sluice tail` prints its value. */
+export interface LedgerEvent {
+  stagingId: string;
+  key: string;
+  op: string;
+  after: string | null;
+}
+
+/**
+ * Checks captured ledger events against the database (the outage and network-fault tests): no
+ * staging id twice, none missing (one writer, no rollbacks: staging ids are gapless), per-key
+ * staging-id order, and the table rebuilt from the events by key equals the database's `ledger`.
+ * @throws AssertionError naming the first violation.
+ */
+export async function assertLedgerExactlyOnce(app: AppDb, events: LedgerEvent[]): Promise<void> {
+  const ids = events.map((e) => BigInt(e.stagingId));
+  if (new Set(ids).size !== ids.length) throw new Error('a staging id was delivered twice');
+  const byKey = new Map<string, bigint[]>();
+  for (const e of events) byKey.set(e.key, [...(byKey.get(e.key) ?? []), BigInt(e.stagingId)]);
+  for (const [key, list] of byKey)
+    if (!list.every((v, i) => i === 0 || list[i - 1]! < v))
+      throw new Error(`key ${key} not in staging-id order: ${list.join(',')}`);
+  const sorted = [...ids].sort((a, b) => (a < b ? -1 : 1));
+  const span = sorted.length === 0 ? 0n : sorted[sorted.length - 1]! - sorted[0]! + 1n;
+  if (span !== BigInt(ids.length))
+    throw new Error(`staging ids missing: ${ids.length} delivered over a span of ${span}`);
+  const state = new Map<string, string>();
+  for (const e of [...events].sort((a, b) =>
+    BigInt(a.stagingId) < BigInt(b.stagingId) ? -1 : 1,
+  )) {
+    if (e.op === 'delete') state.delete(e.key);
+    else state.set(e.key, (JSON.parse(e.after!) as { holder: string }).holder);
+  }
+  const rows = await app.query<{ id: string; holder: string }>(
+    app.dialect === 'postgres'
+      ? `SELECT id::text AS id, holder FROM ledger ORDER BY id`
+      : `SELECT CAST(id AS CHAR) AS id, holder FROM ledger ORDER BY id`,
+  );
+  const got = JSON.stringify([...state.entries()].sort());
+  const want = JSON.stringify(rows.map((r) => [`["${r.id}"]`, r.holder]).sort());
+  if (got !== want) throw new Error(`consumer table differs from the database:\n${got}\n${want}`);
+}

@@ -319,6 +319,14 @@ export const CDC_DEFAULTS = {
   pumpLockWaitMs: 5000,
   /** Pause between those retries, ms. */
   pumpLockRetryMs: 50,
+  /**
+   * PostgreSQL: how long a staging session waits to connect, for the answer to one statement,
+   * or for its close, before it counts the connection as lost, ms. A network partition (no
+   * answer, no reset) is then reported as an outage and retried like a dropped connection,
+   * instead of a silent wait (test/faults-netem.test.ts). Longer than any claim, delete or
+   * initial-load chunk takes.
+   */
+  networkTimeoutMs: 10_000,
   /** CaptureSource.recordBytesMax: the journal's largest record (engine/journal RECORD_BYTES_MAX). */
   recordBytesMax: 1 << 28,
   /** CaptureSource.errors. */

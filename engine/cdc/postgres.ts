@@ -620,7 +620,14 @@ export class PgStaging implements StagingClient {
     if (db.dialect !== 'postgres')
       throw new Error(`PgStaging needs dialect "postgres", dialect=${db.dialect}`);
     this.source = source;
-    this.client = new pg.Client({ connectionString: db.url });
+    // Bounded waits (CDC_DEFAULTS.networkTimeoutMs): a partitioned network answers nothing, and
+    // without a client-side timeout a claim would wait for it forever, reported as live.
+    this.client = new pg.Client({
+      connectionString: db.url,
+      connectionTimeoutMillis: CDC_DEFAULTS.networkTimeoutMs,
+      query_timeout: CDC_DEFAULTS.networkTimeoutMs,
+      keepAlive: true,
+    });
     // Without a listener a dropped connection's 'error' event would crash the process.
     this.client.on('error', (err: Error) => {
       this.connectionError = err;
@@ -633,6 +640,12 @@ export class PgStaging implements StagingClient {
   private async connect(schema: string | undefined): Promise<string> {
     await this.client.connect();
     await this.client.query(`SET lock_timeout = ${PG_LOCK_TIMEOUT_MS}`);
+    // The server ends this session about 11 s after its client stopped answering (a partition, a
+    // killed host) instead of the OS default of hours, so the pump's advisory lock is free for
+    // its successor's session by then.
+    await this.client.query(
+      'SET tcp_keepalives_idle = 5; SET tcp_keepalives_interval = 2; SET tcp_keepalives_count = 3',
+    );
     if (schema !== undefined) await this.client.query(`SET search_path TO ${quoteIdent(schema)}`);
     const res = await this.client.query<{ s: string | null }>('SELECT current_schema() AS s');
     const current = res.rows[0]?.s ?? null;
@@ -1005,7 +1018,13 @@ export class PgStaging implements StagingClient {
     } catch {
       // connect failed: nothing to end
     }
+    // end() waits for the server's FIN, which a partitioned network never delivers: after
+    // networkTimeoutMs the socket is destroyed instead.
+    const stream = (this.client as unknown as { connection?: { stream?: { destroy(): void } } })
+      .connection?.stream;
+    const timer = setTimeout(() => stream?.destroy(), CDC_DEFAULTS.networkTimeoutMs);
     await this.client.end().catch(() => undefined);
+    clearTimeout(timer);
   }
 
   /**

@@ -144,6 +144,7 @@ interface GroupState {
   spec: GroupSpec;
   generation: number;
   actors: RunningActor[];
+  /** performance.now() of the restarts within restartWindowMs. */
   restartTimes: number[];
   restarts: number;
   timer: NodeJS.Timeout | null;
@@ -555,7 +556,9 @@ export class Supervisor extends EventEmitter {
     // Restarted only once the old threads are gone: their queues' appender locks are released
     // with their threads (a lock of a live thread is never taken over).
     const terminated = Promise.all(old.map((a) => a.worker.terminate().catch(() => -1)));
-    const now = Date.now();
+    // The restart window is on the monotonic clock: a wall-clock step back must not keep old
+    // restarts in the window (and a step forward must not forget recent ones).
+    const now = performance.now();
     g.restartTimes = g.restartTimes.filter((t) => now - t < this.options.restartWindowMs);
     if (g.restartTimes.length >= this.options.restartsMax) {
       const err = new Error(

@@ -40,3 +40,19 @@ export function sluice(
     p.stdin.end(stdin);
   });
 }
+
+/**
+ * The values of every record of `queue`'s partitions 0..partitions-1, as `sluice tail
+ * --from-start` prints them (partition by partition, each in offset order).
+ * @throws Error when a tail exits non-zero.
+ */
+export async function tailValues<T>(file: string, queue: string, partitions: number): Promise<T[]> {
+  const out: T[] = [];
+  for (let p = 0; p < partitions; p++) {
+    const r = await sluice(['tail', file, queue, '-p', String(p), '--from-start', '-n', '1000000']);
+    if (r.code !== 0) throw new Error(`sluice tail ${queue} -p ${p} exited ${r.code}: ${r.err}`);
+    for (const line of r.out.split('\n'))
+      if (line !== '') out.push((JSON.parse(line) as { value: T }).value);
+  }
+  return out;
+}

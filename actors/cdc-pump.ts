@@ -10,10 +10,12 @@
  *
  * On a kafka bus (PumpData.kafka) the targets are Kafka topics: each cycle's batch is one Kafka
  * transaction of the pump's fixed transactional.id, and the start reconciles against the
- * pump's last committed transaction (engine/cdc/kafka-sink.ts).
+ * pump's last committed transaction (engine/cdc/kafka-sink.ts). On the journal bus, targets
+ * that are processor topics are shipped the same way into the bus (PumpData.kafka without a
+ * connection: the bus is served to this worker over the port PUMP_PORTS.bus).
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { PUMP_SHARED, type PumpData } from './contracts.js';
+import { PUMP_PORTS, PUMP_SHARED, type PumpData } from './contracts.js';
 import { runActor, Counter } from '../engine/actor/index.js';
 import { Appender, Tailer } from '../engine/journal/index.js';
 import {
@@ -90,15 +92,22 @@ runActor<PumpData>(async (ctx) => {
         commitTimeMs: ch.timeMs,
       }),
     });
-  // On a kafka bus each batch is one Kafka transaction (engine/cdc/kafka-sink.ts).
+  // Into bus topics each batch is one bus transaction (engine/cdc/kafka-sink.ts): on a kafka
+  // bus a Kafka transaction; on the journal bus (targets that are processor topics) one atomic
+  // commit of the bus served to this worker over its port.
   let kafkaBus: BusBackend | null = null;
   let kafkaSink: KafkaPumpSink | null = null;
   if (d.kafka) {
     const k = d.kafka;
     const info = jsonSourceInfo(d.source);
-    // Loaded only here: a pump on the journal does not load kafkajs.
-    const { createKafkaBus } = await import('../engine/bus/index.js');
-    kafkaBus = createKafkaBus(kafkaOptionsOf(k.connection));
+    if (k.connection) {
+      // Loaded only here: a pump on the journal does not load kafkajs.
+      const { createKafkaBus } = await import('../engine/bus/index.js');
+      kafkaBus = createKafkaBus(kafkaOptionsOf(k.connection));
+    } else {
+      const { connectBus } = await import('../engine/bus/remote/index.js');
+      kafkaBus = connectBus(ctx.port(PUMP_PORTS.bus), 'journal');
+    }
     kafkaSink = new KafkaPumpSink({
       bus: kafkaBus,
       source: d.source.name,

@@ -128,9 +128,14 @@ export interface PumpData {
   kafka?: PumpKafkaData;
 }
 
-/** A pump on a kafka bus (engine/cdc/kafka-sink.ts). */
+/**
+ * A pump that ships into topics of the topology's bus in transactions (engine/cdc/kafka-sink.ts):
+ * on a kafka bus, the capture targets; on the journal bus, targets that are processor topics
+ * (the bus is reached through the port PUMP_PORTS.bus, served by the thread that opened it).
+ */
 export interface PumpKafkaData {
-  connection: KafkaConnectionData;
+  /** The Kafka cluster; absent on the journal bus (then the bus is the port PUMP_PORTS.bus). */
+  connection?: KafkaConnectionData;
   /** Fixed per topology, source and pump; also the consumer group of its reconciliation offsets. */
   transactionalId: string;
   /** Table name -> value format of its records. */
@@ -157,6 +162,9 @@ export interface SinkData {
 
 /** Shared buffer names: `notifier:<queue>` for each target queue's partition `pump`. */
 export const PUMP_SHARED = { notifier: (queue: string) => `notifier:${queue}` } as const;
+
+/** Port names of a pump actor: its connection to the topology's journal bus (PumpKafkaData without connection). */
+export const PUMP_PORTS = { bus: 'bus' } as const;
 
 /** Start data of a timer actor (periodic update events for a service). */
 export interface TimerData {

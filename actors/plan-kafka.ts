@@ -13,17 +13,38 @@ const here = path.dirname(new URL(import.meta.url).pathname);
 /** Worker entry file of the sink actor. */
 export const SINK_MODULE = path.join(here, 'sink.js');
 
-/** PumpData.kafka of pump `pump` of `source`, or undefined on the journal bus. */
+/**
+ * Whether `source` ships into the topology's bus in transactions: on a kafka bus always; on the
+ * journal bus when its targets are processor topics (engine/config checks a source does not mix
+ * them with journal queues), which live on the bus rather than in engine/journal's layout.
+ */
+export function captureIntoBus(topology: Topology, source: CaptureSource): boolean {
+  if (topology.bus.kind === 'kafka') return true;
+  const topics = new Set(
+    topology.processors.flatMap((p) => [
+      ...p.inputs,
+      ...p.outputs,
+      ...(p.stateTopic !== undefined ? [p.stateTopic] : []),
+      ...(p.deadLetterTopic !== undefined ? [p.deadLetterTopic] : []),
+    ]),
+  );
+  return source.tables.length > 0 && source.tables.every((t) => topics.has(t.target));
+}
+
+/**
+ * PumpData.kafka of pump `pump` of `source`, or undefined when it appends to journal queues
+ * (see captureIntoBus); on the journal bus it has no connection (the pump gets a port).
+ */
 export function pumpKafkaData(
   topology: Topology,
   source: CaptureSource,
   pump: number,
 ): PumpKafkaData | undefined {
-  if (topology.bus.kind !== 'kafka') return undefined;
+  if (!captureIntoBus(topology, source)) return undefined;
   const formats: PumpKafkaData['formats'] = {};
   for (const t of source.tables) formats[t.table] = t.format ?? 'envelope';
   return {
-    connection: kafkaConnectionOf(topology.bus),
+    ...(topology.bus.kind === 'kafka' ? { connection: kafkaConnectionOf(topology.bus) } : {}),
     transactionalId: pumpTransactionalId(topology.name, source.name, pump),
     formats,
   };

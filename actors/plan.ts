@@ -25,11 +25,12 @@ import {
   type ConfigProblem,
   type Topology,
 } from '../engine/config/index.js';
-import { pumpKafkaData, sinkGroups } from './plan-kafka.js';
+import { captureIntoBus, pumpKafkaData, sinkGroups } from './plan-kafka.js';
 import {
   createPositions,
   HOST_SHARED,
   READER_SHARED,
+  PUMP_PORTS,
   PUMP_SHARED,
   TIMER_SHARED,
   type ServiceHostData,
@@ -135,9 +136,8 @@ export function planTopology(topology: Topology, options: PlanOptions = {}): Top
     for (let i = 0; i < source.pumps; i++) {
       const targets: PumpData['targets'] = {};
       const shared: Record<string, SharedArrayBuffer> = {};
-      for (const queue of topology.bus.kind === 'journal'
-        ? new Set(Object.values(tableTargets))
-        : []) {
+      const intoBus = captureIntoBus(topology, source);
+      for (const queue of intoBus ? [] : new Set(Object.values(tableTargets))) {
         const q = queues.get(queue)!;
         targets[queue] = {
           dir: partitionDir(topology, queue, i),
@@ -154,8 +154,23 @@ export function planTopology(topology: Topology, options: PlanOptions = {}): Top
         name: `pump:${source.name}/${i}`,
         stage: 0,
         start: async (launcher) => {
+          // Into the journal bus: a fresh connection per (re)start, like a processor's.
+          let ports: Record<string, MessagePort> = {};
+          if (intoBus && topology.bus.kind === 'journal') {
+            if (!options.connectBus)
+              throw new Error(
+                `pump:${source.name}/${i}: no connection to the topology's journal bus (start the topology with startTopology)`,
+              );
+            ports = { [PUMP_PORTS.bus]: options.connectBus() };
+          }
           await launcher
-            .launch({ name: `pump:${source.name}/${i}`, module: ACTOR_MODULES.pump, data, shared })
+            .launch({
+              name: `pump:${source.name}/${i}`,
+              module: ACTOR_MODULES.pump,
+              data,
+              shared,
+              ports,
+            })
             .ready();
         },
       });

@@ -218,3 +218,56 @@ test('pool is refused on state-and-event, compacted and rpc with the reason, and
 });
 
 test.run();
+
+/** A capture source of one table into `target` on the journal bus, then one durable processor. */
+const captureInto = (pumps: number, ...tables: string[]) =>
+  yaml(
+    'name: t', //                                                            1
+    'queues:', //                                                            2
+    '  - { name: changes, partitions: 4 }', //                               3
+    '  - { name: other, partitions: 1 }', //                                 4
+    'capture:', //                                                           5
+    '  - name: db', //                                                       6
+    '    database: { dialect: postgres, url: "postgres://h@127.0.0.1/x" }', // 7
+    `    pumps: ${pumps}`, //                                                8
+    '    tables:', //                                                        9
+    ...tables, //                                                            10...
+    'processors:',
+    '  - { name: p, pattern: durable, module: ./echo.ts, inputs: [changes] }',
+  );
+
+test('on the journal bus a capture target that is a processor topic is shipped into the bus: any pump count, format json allowed', () => {
+  const t = parseTopology(
+    captureInto(
+      2,
+      '      - { table: a, operations: [insert], target: changes, format: json }',
+      '      - { table: b, operations: [insert], target: changes }',
+    ),
+    file,
+    { env: {} },
+  );
+  assert.equal(t.capture[0]!.pumps, 2);
+  assert.equal(
+    t.capture[0]!.tables.map((x) => [x.table, x.target, x.format ?? 'envelope']),
+    [
+      ['a', 'changes', 'json'],
+      ['b', 'changes', 'envelope'],
+    ],
+  );
+});
+
+test('on the journal bus a capture source that ships into a processor topic and a journal queue is refused at the queue', () => {
+  assert.equal(
+    problems(
+      captureInto(
+        1,
+        '      - { table: a, operations: [insert], target: changes }',
+        '      - { table: b, operations: [insert], target: other, format: json }',
+      ),
+    ),
+    [
+      '11:51: capture[0].tables[1].target: queue "other" is not a processor topic but "changes" of the same capture source is; on the journal bus a capture source ships either into processor topics (the bus) or into journal queues (services), not both: use two capture sources',
+      "11:66: capture[0].tables[1].format: format json needs a kafka bus (bus: { kind: kafka, brokers: [...] }); the journal's readers take the envelope (a sink with format json ships a journal queue to Kafka as JSON)",
+    ],
+  );
+});

@@ -31,6 +31,21 @@ const posInt = (v: unknown): number | undefined =>
  */
 export const KAFKA_BUS_UNSUPPORTED: readonly string[] = [];
 
+/**
+ * Every topic a processor reads or writes (inputs, outputs, state and dead-letter topics), by
+ * name, from the raw file: on the journal bus these live on the bus, so a capture target among
+ * them is shipped into the bus (actors/plan captureIntoBus).
+ */
+function processorTopicNames(root: Raw): Set<string> {
+  const names = new Set<string>();
+  for (const pr of list(root.processors)) {
+    if (!isRecord(pr)) continue;
+    for (const t of [...list(pr.inputs), ...list(pr.outputs), pr.stateTopic, pr.deadLetterTopic])
+      if (typeof t === 'string') names.add(t);
+  }
+  return names;
+}
+
 /** The compiled JavaScript file of a service module, or why there is none. */
 export type ModuleResolution = { ok: true; file: string } | { ok: false; message: string };
 
@@ -175,10 +190,14 @@ export function checkReferences(
     queues.size > 0 ? `known: ${[...queues.keys()].join(', ')}` : 'no queues are defined';
   /** Queues in engine/journal's layout (services, capture), with the first field naming each. */
   const journalQueueUsers = new Map<string, Segment[]>();
+  // On the journal bus a capture target that is also a processor topic lives on the bus (the
+  // pumps ship into it in bus transactions, as on Kafka), not in engine/journal's layout.
+  const processorTopics = processorTopicNames(root);
   const checkQueue = (p: Segment[], name: string): { partitions: number } | undefined => {
     const q = queues.get(name);
     if (q === undefined) report(p, `unknown queue "${name}" (${known})`);
-    if ((p[0] === 'services' || p[0] === 'capture') && !journalQueueUsers.has(name))
+    const onBus = p[0] === 'capture' && processorTopics.has(name);
+    if ((p[0] === 'services' || p[0] === 'capture') && !onBus && !journalQueueUsers.has(name))
       journalQueueUsers.set(name, p);
     return q;
   };
@@ -394,7 +413,7 @@ export function checkReferences(
       // The journal has one appender per partition, so pump i appends partition i. On Kafka a
       // record's partition is murmur2(key) mod partitions and its pump keyHash(key) mod pumps:
       // many producers share a partition (transactions), so the two counts are independent.
-      if (!onKafka && q.partitions !== pumps) {
+      if (!onKafka && !processorTopics.has(target) && q.partitions !== pumps) {
         report(
           p,
           `queue "${target}" has ${q.partitions} partition${q.partitions === 1 ? '' : 's'} but capture source ` +
@@ -403,8 +422,22 @@ export function checkReferences(
         );
       }
     });
+    // A source ships either into the bus (every target a processor topic) or into journal
+    // queues: its pumps have one sink.
+    const targets = list(c.tables).map((t) => (isRecord(t) ? str(t.target) : undefined));
+    const onBus = targets.filter((t) => t !== undefined && processorTopics.has(t));
+    if (!onKafka && onBus.length > 0) {
+      targets.forEach((t, k) => {
+        if (t !== undefined && !processorTopics.has(t))
+          report(
+            ['capture', i, 'tables', k, 'target'],
+            `queue "${t}" is not a processor topic but "${onBus[0]}" of the same capture source is; on the journal bus a capture source ships either into processor topics (the bus) or into journal queues (services), not both: use two capture sources`,
+          );
+      });
+    }
     list(c.tables).forEach((t, k) => {
-      if (isRecord(t) && t.format === 'json' && !onKafka) {
+      const intoBus = isRecord(t) && typeof t.target === 'string' && processorTopics.has(t.target);
+      if (isRecord(t) && t.format === 'json' && !onKafka && !intoBus) {
         report(
           ['capture', i, 'tables', k, 'format'],
           "format json needs a kafka bus (bus: { kind: kafka, brokers: [...] }); the journal's readers take the envelope (a sink with format json ships a journal queue to Kafka as JSON)",
@@ -504,8 +537,9 @@ const WHAT_TOPICS: Readonly<Record<string, string>> = {
  * processors[]: names unique among processors, every topic a declared queue, the pattern's topic counts and
  * options (PATTERN_FIELDS), partition counts the pattern needs (state topic and rpc response
  * topic at least the input's), module present, and, on the journal bus, no topic that is also
- * a service or capture queue (the journal bus keeps its topics in its own layout under
- * `<dataDir>/bus/`, services and capture theirs under `<dataDir>/queues/`).
+ * a service queue (the journal bus keeps its topics in its own layout under `<dataDir>/bus/`,
+ * services theirs under `<dataDir>/queues/`; a capture target that is a processor topic is
+ * shipped into the bus, so it is not in `journalQueueUsers`).
  */
 function checkProcessors(
   root: Raw,

@@ -47,6 +47,7 @@ import {
   type LogFormat,
   type Ops,
   type StatsOptions,
+  type SamplerOptions,
   removeStatsTable,
 } from './ops/index.js';
 
@@ -153,6 +154,12 @@ export interface StartOptions {
    * recorded when `http` is given.
    */
   stats?: Partial<StatsOptions> | false;
+  /**
+   * Bounds of the operations sampler (ops/sampler.ts: `intervalMs`, default 1000, and the
+   * history sizes). A test that takes its samples itself (`ops.sampler.sample()`) gives a long
+   * interval.
+   */
+  sampler?: Partial<SamplerOptions>;
   /** Called with the supervisor before any actor starts, e.g. to watch replay progress in its counters. */
   onSupervisor?: (supervisor: Supervisor) => void;
 }
@@ -219,6 +226,7 @@ export async function startTopology(
       logger,
       http: options.http,
       stats: options.stats,
+      ...(options.sampler ? { sampler: options.sampler } : {}),
     });
     if (ops.server) logger.info(`http: operations API and dashboard at ${ops.server.url}/`);
     await supervisor.start(plan.groups);

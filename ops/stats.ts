@@ -8,7 +8,9 @@
  * `errors` = changes newly parked, `eventsIn` = eventsOut + growth of staging depth + growth of
  * the error table (rows the triggers staged; the target's end is read before the staging depth,
  * so a sample can only undercount and the next makes it up), lag = age of the oldest staged row,
- * sampled every `captureSampleMs` on the recorder's own uncached connection.
+ * sampled every `captureSampleMs` on the recorder's own uncached connection. The target ends are
+ * first read when the recorder opens, before the pumps start, so every record they append is
+ * counted even when the first capture reading comes after a burst was already shipped.
  *
  * Where they go:
  *  1. the engine's own journal: `<dataDir>/ops/stats/minute` and `.../hour`, one journal
@@ -652,6 +654,11 @@ export class StatsRecorder {
       0,
     );
     this.windowStartMs = this.windowOf(Date.now());
+    // The target topics' ends now, before the pumps start (startOps opens the recorder before
+    // the supervisor starts the actors): what the pumps ship from here on is counted, however
+    // late the first capture reading comes (the sampler's first samples can run before the
+    // recorder is wired to it, and a fast topology ships a small burst before then).
+    for (const t of this.tables.values()) t.targetEnd = this.targetEnd(t.target);
   }
 
   private windowOf(ms: number): number {
@@ -730,8 +737,12 @@ export class StatsRecorder {
           acc.dIn += Math.max(0, staged);
           acc.carry = Math.min(0, staged);
         } else {
-          // The first reading: what is staged now came in before it is shipped, count it in.
-          acc.dIn += t.stagingDepth;
+          // The first reading: what was shipped since open() (its baseline end) and what is
+          // staged now both came in; the staging depth at open is not known, so rows staged
+          // before the start and still staged are counted in here, once.
+          const out = acc.targetEnd === null ? 0 : Math.max(0, end - acc.targetEnd);
+          acc.dOut += out;
+          acc.dIn += out + t.stagingDepth;
         }
         acc.depth = t.stagingDepth;
         acc.parked = parked;

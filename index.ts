@@ -20,6 +20,7 @@ import {
   type TopologyBusHost,
 } from './actors/index.js';
 import { prepareKafkaTopics } from './actors/kafka-capture.js';
+import { PumpCounts } from './actors/pump-count.js';
 import type { BusBackend } from './engine/bus/index.js';
 import {
   CaptureTableError,
@@ -87,6 +88,7 @@ export type {
 } from './engine/supervisor/index.js';
 export { checkServiceModules, partitionDir } from './actors/index.js';
 export type { TopologyPlan, ServiceReadyInfo, ServiceSummary } from './actors/index.js';
+export { PumpCounts, PumpCountError, type PumpCountChange } from './actors/pump-count.js';
 export type {
   CaptureSource,
   CaptureTable,
@@ -125,6 +127,12 @@ export interface RunningTopology {
    * brokers. Closed by stop().
    */
   readonly bus: BusBackend | null;
+  /**
+   * The running pump counts of the capture sources: `pumps.set(source, n)` changes one while
+   * the topology runs, keeping each key's order (actors/pump-count.ts). Not audited here (the
+   * HTTP endpoint and `sluice pumps` are).
+   */
+  readonly pumps: PumpCounts;
   /**
    * Drains pumps, then readers, then services (in graph order); flushes and fsyncs every queue;
    * then closes the HTTP server.
@@ -220,6 +228,7 @@ export async function startTopology(
     };
     supervisor.done.then(release, release);
     options.onSupervisor?.(supervisor);
+    const pumps = new PumpCounts(topology, supervisor, plan.notifiers);
     ops = await startOps({
       topology,
       supervisor,
@@ -227,6 +236,7 @@ export async function startTopology(
       http: options.http,
       stats: options.stats,
       ...(options.sampler ? { sampler: options.sampler } : {}),
+      pumps,
     });
     if (ops.server) logger.info(`http: operations API and dashboard at ${ops.server.url}/`);
     await supervisor.start(plan.groups);
@@ -237,7 +247,16 @@ export async function startTopology(
       await opsNow.close();
       return result;
     };
-    return { topology, supervisor, plan, ops: opsNow, logger, bus: host?.bus ?? null, stop };
+    return {
+      topology,
+      supervisor,
+      plan,
+      ops: opsNow,
+      logger,
+      bus: host?.bus ?? null,
+      pumps,
+      stop,
+    };
   } catch (err) {
     await ops?.close();
     unlinkProducers();

@@ -71,6 +71,21 @@ export interface OpsContext {
   auth: Authenticator | null;
   /** The statistics recorder; null or absent: statistics are off (GET /stats reads the journal). */
   stats?: StatsRecorder | null;
+  /** Runtime pump counts (actors/pump-count.ts); absent: PUT /capture/:source/pumps is a 501. */
+  pumps?: PumpCountControl | null;
+}
+
+/**
+ * The running pump counts of the capture sources and their change (actors/pump-count.ts
+ * implements it; the ops layer only calls it). `set` rejects with an error carrying `status`
+ * 400 (a count it cannot apply) or 404 (an unknown source).
+ */
+export interface PumpCountControl {
+  current(source: string): number | null;
+  set(
+    source: string,
+    pumps: number,
+  ): Promise<{ before: number; after: number; terminated: string[]; switchMs: number }>;
 }
 
 /** Directory of the dashboard's files (copied next to this module at build). */
@@ -256,9 +271,80 @@ export async function buildOpsApp(ctx: OpsContext): Promise<FastifyInstance> {
           }),
           { s1: 0, m1: 0 },
         );
-        return { ...s, drainRate: { perSecond1s: drain.s1, perSecond1m: drain.m1 } };
+        return {
+          ...s,
+          pumps: ctx.pumps?.current(s.source) ?? s.pumps,
+          drainRate: { perSecond1s: drain.s1, perSecond1m: drain.m1 },
+        };
       });
       return { topology: ctx.topology.name, sources };
+    },
+  );
+
+  app.get<{ Params: { source: string } }>(
+    '/capture/:source/pumps',
+    {
+      schema: {
+        summary: 'The running pump count of one capture source.',
+        tags: ['capture'],
+        params: S.sourceParams,
+        response: { 200: S.pumpCount, 404: S.error },
+      },
+    },
+    async (req, reply) => {
+      const source = ctx.topology.capture.find((c) => c.name === req.params.source);
+      if (!source)
+        return reply.code(404).send({
+          error: `unknown capture source "${req.params.source}" (GET /capture lists them)`,
+        });
+      return { source: source.name, pumps: ctx.pumps?.current(source.name) ?? source.pumps };
+    },
+  );
+
+  app.put<{ Params: { source: string }; Body: { pumps: number } }>(
+    '/capture/:source/pumps',
+    {
+      schema: {
+        summary:
+          'Changes the pump count of one capture source while it runs: the pumps stop taking claims, finish the batch in flight, then the new set starts (per-key order kept); audited. Resolves once the new pumps run.',
+        tags: ['capture'],
+        params: S.sourceParams,
+        body: S.pumpCountBody,
+        response: { 200: S.pumpCountChange, 400: S.error, 404: S.error, 501: S.error },
+      },
+    },
+    async (req, reply) => {
+      if (!ctx.pumps)
+        return reply.code(501).send({ error: 'this server cannot change pump counts' });
+      let change;
+      try {
+        change = await ctx.pumps.set(req.params.source, req.body.pumps);
+      } catch (err) {
+        const status = (err as { status?: number }).status;
+        if (status === 400 || status === 404)
+          return reply.code(status).send({ error: (err as Error).message });
+        throw err;
+      }
+      const entry = ctx.audit.record({
+        user: userOf(req),
+        remote: req.ip,
+        action: 'pumps',
+        target: req.params.source,
+        before: change.before,
+        after: change.after,
+      });
+      ctx.logger.info(
+        {
+          user: entry.user,
+          target: entry.target,
+          before: change.before,
+          after: change.after,
+          switchMs: change.switchMs,
+          terminated: change.terminated,
+        },
+        'pump count changed',
+      );
+      return { ...entry, switchMs: change.switchMs, terminated: change.terminated };
     },
   );
 

@@ -3,7 +3,7 @@
  *   sluice status --http URL [--interval-ms N] [--once]   the figures of GET /actors, refreshing
  *   sluice log-level --http URL [--actor NAME] [LEVEL]     show or set log levels (audited)
  *   sluice pumps --http URL --source NAME [COUNT]           show or change a capture source's pump count (audited)
- *   sluice user add --file users.json --name N --right R   add a user of the API, print its token
+ *   sluice user add --file users.json --name N --right R [--topology T] [--schema S]   add a user of the API, print its token
  *   sluice stats --http URL [--step minute|hour] [--from T] [--to T]   the statistics (GET /stats)
  *   sluice config export|import|history|restore <topology.yaml> ...   the capture section as JSON
  * and the parser of `sluice run --http [host:]port`.
@@ -227,16 +227,29 @@ export function addOpsCommands(
     .requiredOption('--name <name>', 'user name')
     .requiredOption('--right <right>', `one of ${RIGHTS.join(', ')}`)
     .option('--topology <name>', 'topology the right is for (default: every topology, "*")', '*')
+    .option(
+      '--schema <name>',
+      'the right is for this captured schema only (its error tables, pump counts, configuration), on --topology',
+    )
     .description(
       'add a user (or give an existing one a new token and right); prints the token once',
     )
-    .action((opts: { file: string; name: string; right: string; topology: string }) => {
-      const token = addUser(opts.file, opts.name, opts.right as Right, opts.topology);
-      console.error(
-        `sluice: user "${opts.name}" has ${opts.right} on ${opts.topology === '*' ? 'every topology' : `topology "${opts.topology}"`} in ${opts.file}; the token (shown once):`,
-      );
-      console.log(token);
-    });
+    .action(
+      (opts: { file: string; name: string; right: string; topology: string; schema?: string }) => {
+        const token = addUser(
+          opts.file,
+          opts.name,
+          opts.right as Right,
+          opts.topology,
+          opts.schema,
+        );
+        const where = opts.topology === '*' ? 'every topology' : `topology "${opts.topology}"`;
+        console.error(
+          `sluice: user "${opts.name}" has ${opts.right} on ${opts.schema !== undefined ? `schema "${opts.schema}" of ${where}` : where} in ${opts.file}; the token (shown once):`,
+        );
+        console.log(token);
+      },
+    );
 
   program
     .command('log-level')

@@ -28,6 +28,7 @@ import type { Authenticator, Right } from './auth.js';
 import { setRequestUser, userOf } from './request-user.js';
 import { registerErrorRoutes } from './errors-routes.js';
 import { registerConfigRoutes } from './config-routes.js';
+import { exportCapture, schemaOfSource } from './capture-config.js';
 import { readStats, STATS_DEFAULTS, type StatsRecorder, type StatsStep } from './stats.js';
 
 /**
@@ -41,6 +42,44 @@ function rightNeeded(req: FastifyRequest): Right | null {
   if (req.method !== 'GET' && req.method !== 'HEAD')
     return url.startsWith('/config/') ? 'admin' : 'operate';
   return url === '/audit' ? 'admin' : 'read';
+}
+
+/** Routes about captured schemas (see ops/auth.ts: rights per schema). */
+const SCHEMA_ROUTE = /^\/(capture\/[^/]+\/(errors|pumps)|config\/)/;
+
+/**
+ * The captured schemas a request of SCHEMA_ROUTE concerns: one source's (its error table, its
+ * pump count), the `schema` of an export or import, else every schema of the capture section
+ * (the topology file's, and an import's new sources'). Empty: none known (the topology right
+ * decides; an unknown source is then the route's 404).
+ */
+function schemasOfRequest(ctx: OpsContext, req: FastifyRequest): string[] {
+  const url = req.url.split('?')[0];
+  const one = /^\/capture\/([^/]+)\//.exec(url);
+  if (one) {
+    const name = decodeURIComponent(one[1]!);
+    const source = ctx.topology.capture.find((c) => c.name === name);
+    return source ? [schemaOfSource(source as unknown as Record<string, unknown>)] : [];
+  }
+  const query = req.query as { schema?: unknown } | undefined;
+  const body = req.body as { schema?: unknown; capture?: unknown } | undefined;
+  if (url === '/config/capture' && req.method === 'GET' && typeof query?.schema === 'string')
+    return [query.schema];
+  if (url === '/config/capture' && req.method === 'POST' && typeof body?.schema === 'string')
+    return [body.schema];
+  let section: Array<Record<string, unknown>>;
+  try {
+    section = exportCapture(ctx.topology.file).capture;
+  } catch {
+    section = ctx.topology.capture as unknown as Array<Record<string, unknown>>;
+  }
+  const incoming =
+    url === '/config/capture' && Array.isArray(body?.capture)
+      ? (body.capture as unknown[]).filter(
+          (x): x is Record<string, unknown> => x !== null && typeof x === 'object',
+        )
+      : [];
+  return [...new Set([...section, ...incoming].map((x) => schemaOfSource(x)))];
 }
 
 /** Where the server listens. */
@@ -135,12 +174,22 @@ export async function buildOpsApp(ctx: OpsContext): Promise<FastifyInstance> {
 
   if (ctx.auth) {
     const auth = ctx.auth;
+    // Routes about captured schemas are authorized per schema once the body is parsed.
+    const perSchema = new WeakMap<FastifyRequest, { user: string; needed: Right }>();
     app.addHook('onRequest', async (req, reply) => {
       const needed = rightNeeded(req);
       if (needed === null) return;
-      const outcome = auth.check(req.headers.authorization, req.ip, needed);
+      const scoped = SCHEMA_ROUTE.test(req.url.split('?')[0]);
+      const outcome = auth.check(req.headers.authorization, req.ip, scoped ? null : needed);
       if (!outcome.ok) return reply.code(outcome.status).send({ error: outcome.error });
       setRequestUser(req, outcome.user);
+      if (scoped) perSchema.set(req, { user: outcome.user, needed });
+    });
+    app.addHook('preHandler', async (req, reply) => {
+      const pending = perSchema.get(req);
+      if (!pending) return;
+      const refused = auth.authorize(pending.user, pending.needed, schemasOfRequest(ctx, req));
+      if (refused) return reply.code(refused.status).send({ error: refused.error });
     });
   }
 

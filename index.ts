@@ -20,6 +20,7 @@ import {
   type TopologyBusHost,
 } from './actors/index.js';
 import { prepareKafkaTopics } from './actors/kafka-capture.js';
+import { PumpCounts } from './actors/pump-count.js';
 import type { BusBackend } from './engine/bus/index.js';
 import {
   CaptureTableError,
@@ -47,6 +48,7 @@ import {
   type LogFormat,
   type Ops,
   type StatsOptions,
+  type SamplerOptions,
   removeStatsTable,
 } from './ops/index.js';
 
@@ -86,6 +88,7 @@ export type {
 } from './engine/supervisor/index.js';
 export { checkServiceModules, partitionDir } from './actors/index.js';
 export type { TopologyPlan, ServiceReadyInfo, ServiceSummary } from './actors/index.js';
+export { PumpCounts, PumpCountError, type PumpCountChange } from './actors/pump-count.js';
 export type {
   CaptureSource,
   CaptureTable,
@@ -125,6 +128,12 @@ export interface RunningTopology {
    */
   readonly bus: BusBackend | null;
   /**
+   * The running pump counts of the capture sources: `pumps.set(source, n)` changes one while
+   * the topology runs, keeping each key's order (actors/pump-count.ts). Not audited here (the
+   * HTTP endpoint and `sluice pumps` are).
+   */
+  readonly pumps: PumpCounts;
+  /**
    * Drains pumps, then readers, then services (in graph order); flushes and fsyncs every queue;
    * then closes the HTTP server.
    */
@@ -153,6 +162,12 @@ export interface StartOptions {
    * recorded when `http` is given.
    */
   stats?: Partial<StatsOptions> | false;
+  /**
+   * Bounds of the operations sampler (ops/sampler.ts: `intervalMs`, default 1000, and the
+   * history sizes). A test that takes its samples itself (`ops.sampler.sample()`) gives a long
+   * interval.
+   */
+  sampler?: Partial<SamplerOptions>;
   /** Called with the supervisor before any actor starts, e.g. to watch replay progress in its counters. */
   onSupervisor?: (supervisor: Supervisor) => void;
 }
@@ -213,12 +228,15 @@ export async function startTopology(
     };
     supervisor.done.then(release, release);
     options.onSupervisor?.(supervisor);
+    const pumps = new PumpCounts(topology, supervisor, plan.notifiers);
     ops = await startOps({
       topology,
       supervisor,
       logger,
       http: options.http,
       stats: options.stats,
+      ...(options.sampler ? { sampler: options.sampler } : {}),
+      pumps,
     });
     if (ops.server) logger.info(`http: operations API and dashboard at ${ops.server.url}/`);
     await supervisor.start(plan.groups);
@@ -229,7 +247,16 @@ export async function startTopology(
       await opsNow.close();
       return result;
     };
-    return { topology, supervisor, plan, ops: opsNow, logger, bus: host?.bus ?? null, stop };
+    return {
+      topology,
+      supervisor,
+      plan,
+      ops: opsNow,
+      logger,
+      bus: host?.bus ?? null,
+      pumps,
+      stop,
+    };
   } catch (err) {
     await ops?.close();
     unlinkProducers();

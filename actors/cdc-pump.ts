@@ -1,8 +1,13 @@
 /**
  * Capture pump actor (worker entry): pump i of N for one capture source. Each cycle claims up to
- * batchSizeMax staged changes whose hash(key) mod N = i, in staging-id order, appends them to
- * partition i of their target queues (one atomic batch per queue, flushed and fsynced), and only
- * then deletes them from the staging table (MOVEX CDC's claim/ship/ack cycle).
+ * batchSizeMax staged changes whose hash(key) mod N = i, in staging-id order, appends each to
+ * partition hash(key) mod P of its target queue (P a multiple of N, so that partition is one of
+ * this pump's: p mod N = i; one atomic batch per partition, flushed and fsynced), and only then
+ * deletes them from the staging table (MOVEX CDC's claim/ship/ack cycle).
+ *
+ * Asked to stop now (Command.stop: a runtime change of the pump count, actors/pump-count.ts) it
+ * finishes the cycle in flight (append and ack) and exits without draining the backlog, which
+ * the next set of pumps ships; asked to drain (the topology stopping) it ships the backlog first.
  *
  * Crash between append and delete: on start the sink reports the staging ids of the last
  * batchSizeMax records of each target partition; staged rows with those ids are deleted without
@@ -46,19 +51,23 @@ runActor<PumpData>(async (ctx) => {
   // Opened on first use and closed after any failure: an appender whose write or fsync failed
   // (ENOSPC, EIO) still buffers the failed frames and may have left a partial frame in its
   // segment; only a reopen (recovery cuts the torn tail) makes the next append land right.
+  // `${queue}/${partition}` -> its appender.
   const appenders = new Map<string, Appender>();
   const openAppenders = () => {
     for (const [queue, t] of Object.entries(d.targets)) {
-      if (appenders.has(queue)) continue;
-      appenders.set(
-        queue,
-        Appender.open({
-          dir: t.dir,
-          segmentBytes: t.segmentBytes,
-          fsync: t.fsync,
-          notifier: ctx.shared(PUMP_SHARED.notifier(queue)),
-        }),
-      );
+      for (const [p, dir] of Object.entries(t.dirs)) {
+        const k = `${queue}/${p}`;
+        if (appenders.has(k)) continue;
+        appenders.set(
+          k,
+          Appender.open({
+            dir,
+            segmentBytes: t.segmentBytes,
+            fsync: t.fsync,
+            notifier: ctx.shared(PUMP_SHARED.notifier(queue, Number(p))),
+          }),
+        );
+      }
     }
   };
   const closeAppenders = () => {
@@ -134,15 +143,18 @@ runActor<PumpData>(async (ctx) => {
   const sink: PumpSink = kafkaSink ?? {
     appendBatch(changes: StagedChange[]) {
       // Every record is encoded and checked before any is appended: a refusal appends nothing.
-      const byQueue = new Map<string, Uint8Array[]>();
+      const byPartition = new Map<string, Uint8Array[]>();
       for (const ch of changes) {
         const queue = d.tableTargets[ch.table];
         if (!queue)
           throw new Error(
             `pump ${ctx.name}: staged change ${ch.stagingId} is for table "${ch.table}", which has no target in the topology`,
           );
-        let list = byQueue.get(queue);
-        if (!list) byQueue.set(queue, (list = []));
+        const target = d.targets[queue]!;
+        // The staged key hash (what claim() split the pumps by), so the partition is this pump's.
+        const k = `${queue}/${ch.keyHash % target.partitions}`;
+        let list = byPartition.get(k);
+        if (!list) byPartition.set(k, (list = []));
         const record = envelopeOf(ch);
         if (record.length > recordBytesMax) {
           const many = changes.length > 1 ? ` (in a batch of ${changes.length})` : '';
@@ -152,8 +164,12 @@ runActor<PumpData>(async (ctx) => {
         }
         list.push(record);
       }
-      for (const [queue, list] of byQueue) {
-        const a = appenders.get(queue)!;
+      for (const [k, list] of byPartition) {
+        const a = appenders.get(k);
+        if (!a)
+          throw new Error(
+            `pump ${ctx.name}: claimed a change for ${k}, a partition this pump does not append (pump ${d.pump} of ${d.source.pumps})`,
+          );
         a.appendBatch(list);
         a.flush();
       }
@@ -162,8 +178,8 @@ runActor<PumpData>(async (ctx) => {
     recentStagingIds(limit: number) {
       const ids = new Set<string>();
       const view = new EnvelopeView();
-      for (const t of Object.values(d.targets)) {
-        const tailer = Tailer.open({ dir: t.dir });
+      for (const dir of Object.values(d.targets).flatMap((t) => Object.values(t.dirs))) {
+        const tailer = Tailer.open({ dir });
         try {
           tailer.moveToEnd();
           for (let i = 0; i < limit; i++) {
@@ -277,8 +293,10 @@ runActor<PumpData>(async (ctx) => {
       if (n > 0) {
         c[Counter.eventsIn] += n;
         c[Counter.batches]++;
-        continue;
       }
+      // Stop now: the cycle is acked; what is still staged is the next pumps' (a new count).
+      if (ctx.stopping()) break;
+      if (n > 0) continue;
       // Drain: stop once a cycle finds nothing left for this pump.
       if (ctx.draining()) break;
       c[Counter.waits]++;

@@ -117,10 +117,19 @@ export interface ServiceSummary {
 export interface PumpData {
   source: CaptureSource;
   pump: number;
-  /** Target queue name -> journal directory of partition `pump`, and its journal settings. */
+  /**
+   * Target queue name -> its partition count, the journal directories of the partitions this
+   * pump appends (p with p mod source.pumps = pump; a change goes to keyHash mod partitions),
+   * and its journal settings.
+   */
   targets: Record<
     string,
-    { dir: string; segmentBytes: number; fsync: 'none' | 'batch' | 'record' }
+    {
+      partitions: number;
+      dirs: Record<number, string>;
+      segmentBytes: number;
+      fsync: 'none' | 'batch' | 'record';
+    }
   >;
   /** Table name -> target queue name. */
   tableTargets: Record<string, string>;
@@ -161,7 +170,9 @@ export interface SinkData {
 }
 
 /** Shared buffer names: `notifier:<queue>` for each target queue's partition `pump`. */
-export const PUMP_SHARED = { notifier: (queue: string) => `notifier:${queue}` } as const;
+export const PUMP_SHARED = {
+  notifier: (queue: string, partition: number) => `notifier:${queue}/${partition}`,
+} as const;
 
 /** Port names of a pump actor: its connection to the topology's journal bus (PumpKafkaData without connection). */
 export const PUMP_PORTS = { bus: 'bus' } as const;

@@ -109,6 +109,75 @@ export function deadLetterOf(
   return { queue: q.name, dir, segmentBytes: q.segmentBytes, fsync: q.fsync };
 }
 
+/**
+ * The pump groups of one capture source (stage 0), `pumps` of them (default: the source's):
+ * pump i appends, per target queue, the partitions p with p mod pumps = i (on the journal bus
+ * the partitions are a multiple of the pumps; engine/config/checks.ts). `notifiers` are the
+ * plan's queue notifiers (inputKey(queue, partition) -> notifier). A runtime change of the pump
+ * count (actors/pump-count.ts) replaces a source's groups with these for the new count.
+ * @throws Error when pumps does not divide the partitions of a journal target.
+ */
+export function pumpGroups(
+  topology: Topology,
+  source: Topology['capture'][number],
+  notifiers: Map<string, SharedArrayBuffer>,
+  pumps = source.pumps,
+  connectBus?: () => MessagePort,
+): GroupSpec[] {
+  const queues = new Map(topology.queues.map((q) => [q.name, q]));
+  const tableTargets: Record<string, string> = {};
+  for (const t of source.tables) tableTargets[t.table] = t.target;
+  const journal = topology.bus.kind === 'journal';
+  // Into processor topics (the bus) rather than journal queues: no partition directories.
+  const intoBus = captureIntoBus(topology, source);
+  const run = { ...source, pumps };
+  const groups: GroupSpec[] = [];
+  for (let i = 0; i < pumps; i++) {
+    const targets: PumpData['targets'] = {};
+    const shared: Record<string, SharedArrayBuffer> = {};
+    for (const queue of journal && !intoBus ? new Set(Object.values(tableTargets)) : []) {
+      const q = queues.get(queue)!;
+      if (q.partitions % pumps !== 0)
+        throw new Error(
+          `capture source "${source.name}": ${pumps} pumps do not divide the ${q.partitions} partitions of target queue "${queue}" (on the journal bus the pump count must divide them)`,
+        );
+      const dirs: Record<number, string> = {};
+      for (let p = i; p < q.partitions; p += pumps) {
+        dirs[p] = partitionDir(topology, queue, p);
+        shared[PUMP_SHARED.notifier(queue, p)] = notifiers.get(inputKey(queue, p))!;
+      }
+      targets[queue] = {
+        partitions: q.partitions,
+        dirs,
+        segmentBytes: q.segmentBytes,
+        fsync: q.fsync,
+      };
+    }
+    const kafka = pumpKafkaData(topology, run, i);
+    const data: PumpData = kafka
+      ? { source: run, pump: i, targets: {}, tableTargets, kafka }
+      : { source: run, pump: i, targets, tableTargets };
+    const name = `pump:${source.name}/${i}`;
+    groups.push({
+      name,
+      stage: 0,
+      start: async (launcher) => {
+        // Into the journal bus: a fresh connection per (re)start, like a processor's.
+        let ports: Record<string, MessagePort> = {};
+        if (intoBus && journal) {
+          if (!connectBus)
+            throw new Error(
+              `${name}: no connection to the topology's journal bus (start the topology with startTopology)`,
+            );
+          ports = { [PUMP_PORTS.bus]: connectBus() };
+        }
+        await launcher.launch({ name, module: ACTOR_MODULES.pump, data, shared, ports }).ready();
+      },
+    });
+  }
+  return groups;
+}
+
 /** The groups and the shared notifiers of a topology. */
 export interface TopologyPlan {
   groups: GroupSpec[];
@@ -130,52 +199,8 @@ export function planTopology(topology: Topology, options: PlanOptions = {}): Top
   const groups: GroupSpec[] = [];
   const bus = actorBusOf(topology);
 
-  for (const source of topology.capture) {
-    const tableTargets: Record<string, string> = {};
-    for (const t of source.tables) tableTargets[t.table] = t.target;
-    for (let i = 0; i < source.pumps; i++) {
-      const targets: PumpData['targets'] = {};
-      const shared: Record<string, SharedArrayBuffer> = {};
-      const intoBus = captureIntoBus(topology, source);
-      for (const queue of intoBus ? [] : new Set(Object.values(tableTargets))) {
-        const q = queues.get(queue)!;
-        targets[queue] = {
-          dir: partitionDir(topology, queue, i),
-          segmentBytes: q.segmentBytes,
-          fsync: q.fsync,
-        };
-        shared[PUMP_SHARED.notifier(queue)] = notifiers.get(inputKey(queue, i))!;
-      }
-      const kafka = pumpKafkaData(topology, source, i);
-      const data: PumpData = kafka
-        ? { source, pump: i, targets: {}, tableTargets, kafka }
-        : { source, pump: i, targets, tableTargets };
-      groups.push({
-        name: `pump:${source.name}/${i}`,
-        stage: 0,
-        start: async (launcher) => {
-          // Into the journal bus: a fresh connection per (re)start, like a processor's.
-          let ports: Record<string, MessagePort> = {};
-          if (intoBus && topology.bus.kind === 'journal') {
-            if (!options.connectBus)
-              throw new Error(
-                `pump:${source.name}/${i}: no connection to the topology's journal bus (start the topology with startTopology)`,
-              );
-            ports = { [PUMP_PORTS.bus]: options.connectBus() };
-          }
-          await launcher
-            .launch({
-              name: `pump:${source.name}/${i}`,
-              module: ACTOR_MODULES.pump,
-              data,
-              shared,
-              ports,
-            })
-            .ready();
-        },
-      });
-    }
-  }
+  for (const source of topology.capture)
+    groups.push(...pumpGroups(topology, source, notifiers, source.pumps, options.connectBus));
 
   // Depth of each service in the service graph: fed only by capture/producers = 1.
   const producerOf = new Map(topology.services.map((s) => [s.output, s.name]));

@@ -12,6 +12,7 @@
  *   sluice snapshot <topology.yaml> <source> <table>   initial load of a captured table (snapshot-command.ts)
  *   sluice status --http URL                     a running topology's actors (ops-commands.ts)
  *   sluice log-level --http URL [level]          show or change its log levels
+ *   sluice pumps --http URL --source NAME [n]    show or change a capture source's pump count
  *   sluice stats --http URL                      its per-minute / hourly statistics
  *   sluice config export|import|history|restore  the capture section as JSON (ops-commands.ts)
  * Errors print one line (`sluice: ...`, commander's `error: ...` for usage, or the config

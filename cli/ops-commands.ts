@@ -2,7 +2,8 @@
  * Operations commands of the `sluice` command line, against a running topology's HTTP API:
  *   sluice status --http URL [--interval-ms N] [--once]   the figures of GET /actors, refreshing
  *   sluice log-level --http URL [--actor NAME] [LEVEL]     show or set log levels (audited)
- *   sluice user add --file users.json --name N --right R   add a user of the API, print its token
+ *   sluice pumps --http URL --source NAME [COUNT]           show or change a capture source's pump count (audited)
+ *   sluice user add --file users.json --name N --right R [--topology T] [--schema S]   add a user of the API, print its token
  *   sluice stats --http URL [--step minute|hour] [--from T] [--to T]   the statistics (GET /stats)
  *   sluice config export|import|history|restore <topology.yaml> ...   the capture section as JSON
  * and the parser of `sluice run --http [host:]port`.
@@ -164,7 +165,7 @@ export function statsTable(series: StatsSeries[]): string {
   return [line(head), ...rows.map(line)].join('\n');
 }
 
-/** Adds `status`, `log-level`, `user add` and `stats` to the program. */
+/** Adds `status`, `log-level`, `pumps`, `user add` and `stats` to the program. */
 export function addOpsCommands(
   program: Command,
   intOption: (name: string, min: number) => (v: string) => number,
@@ -226,16 +227,29 @@ export function addOpsCommands(
     .requiredOption('--name <name>', 'user name')
     .requiredOption('--right <right>', `one of ${RIGHTS.join(', ')}`)
     .option('--topology <name>', 'topology the right is for (default: every topology, "*")', '*')
+    .option(
+      '--schema <name>',
+      'the right is for this captured schema only (its error tables, pump counts, configuration), on --topology',
+    )
     .description(
       'add a user (or give an existing one a new token and right); prints the token once',
     )
-    .action((opts: { file: string; name: string; right: string; topology: string }) => {
-      const token = addUser(opts.file, opts.name, opts.right as Right, opts.topology);
-      console.error(
-        `sluice: user "${opts.name}" has ${opts.right} on ${opts.topology === '*' ? 'every topology' : `topology "${opts.topology}"`} in ${opts.file}; the token (shown once):`,
-      );
-      console.log(token);
-    });
+    .action(
+      (opts: { file: string; name: string; right: string; topology: string; schema?: string }) => {
+        const token = addUser(
+          opts.file,
+          opts.name,
+          opts.right as Right,
+          opts.topology,
+          opts.schema,
+        );
+        const where = opts.topology === '*' ? 'every topology' : `topology "${opts.topology}"`;
+        console.error(
+          `sluice: user "${opts.name}" has ${opts.right} on ${opts.schema !== undefined ? `schema "${opts.schema}" of ${where}` : where} in ${opts.file}; the token (shown once):`,
+        );
+        console.log(token);
+      },
+    );
 
   program
     .command('log-level')
@@ -275,6 +289,46 @@ export function addOpsCommands(
           throw new Error(`log-level: HTTP ${r.status}: ${r.body.error ?? JSON.stringify(r.body)}`);
         console.log(
           `${r.body.target}: ${String(r.body.before)} -> ${String(r.body.after)} (by ${r.body.user} at ${r.body.time})`,
+        );
+      },
+    );
+
+  program
+    .command('pumps')
+    .argument('[count]', 'the new pump count (omit to show the running one)')
+    .requiredOption('--http <url>', 'HTTP address of the running topology (sluice run --http)')
+    .requiredOption('--source <name>', 'the capture source')
+    .option('--token <token>', "a user's token when the server has users (default: $SLUICE_TOKEN)")
+    .description(
+      "show or change a capture source's pump count while it runs: the pumps finish the batch in flight, then the new set starts, each key keeping its order (audited)",
+    )
+    .action(
+      async (count: string | undefined, opts: { http: string; source: string; token?: string }) => {
+        const base = baseUrl(opts.http);
+        const route = `/capture/${encodeURIComponent(opts.source)}/pumps`;
+        if (count === undefined) {
+          const r = await getJson<{ source: string; pumps: number; error?: string }>(base, route, {
+            headers: authHeaders(opts.token),
+          });
+          if (r.status !== 200) throw new Error(`pumps: HTTP ${r.status}: ${r.body.error ?? ''}`);
+          console.log(`${r.body.source}  ${r.body.pumps}`);
+          return;
+        }
+        if (!/^\d+$/.test(count))
+          throw new InvalidArgumentError(`pumps: count must be a positive integer, got "${count}"`);
+        const r = await getJson<AuditEntry & { switchMs: number; error?: string }>(base, route, {
+          method: 'PUT',
+          headers: {
+            'content-type': 'application/json',
+            'x-sluice-user': os.userInfo().username,
+            ...authHeaders(opts.token),
+          },
+          body: JSON.stringify({ pumps: Number(count) }),
+        });
+        if (r.status !== 200)
+          throw new Error(`pumps: HTTP ${r.status}: ${r.body.error ?? JSON.stringify(r.body)}`);
+        console.log(
+          `${r.body.target}: ${String(r.body.before)} -> ${String(r.body.after)} pumps in ${r.body.switchMs} ms (by ${r.body.user} at ${r.body.time})`,
         );
       },
     );

@@ -12,6 +12,18 @@
  * log), `operate` (runtime changes: PUT /log-level), `admin` (the audit log too). A user's right
  * for a topology is `rights[<topology name>]`, else `rights["*"]`, else none.
  *
+ * Rights per captured schema (optional `schemas`, `sluice user add --schema S`), for the routes
+ * that concern capture sources: `"schemas": { "public": "operate", "bank/hr": "read" }`. A key is
+ * a schema name (every topology) or `<topology>/<schema>` (that topology only; it wins). A
+ * source's schema is ops/capture-config.ts schemaOfSource (PostgreSQL database.schema, default
+ * public; MariaDB the URL's database; SQLite main). On a route about one source (its error table,
+ * its pump count) or one schema (`GET /config/capture?schema=`, an import with `"schema"`) the
+ * user's right there is the schema's, else the topology's; a route about the whole capture
+ * configuration (export without a schema, import without one, history, restore) needs the right
+ * on every captured schema. So a schema right can narrow a topology right (`"bank": "admin"`,
+ * `"schemas": { "hr": "read" }`: no requeue in hr) or widen it (`"schemas": { "public":
+ * "operate" }` alone: the error tables of public's sources, nothing else).
+ *
  * Failed authentications (a token presented and refused; a request without one is only a 401)
  * are limited per remote address: after `failuresMax` within `windowMs` the address gets 429
  * until the window has passed. Tokens never reach a log line or the audit
@@ -31,6 +43,8 @@ export interface StoredUser {
   tokenHash: string;
   /** Topology name (or `*`) -> right. */
   rights: Record<string, Right>;
+  /** Captured schema (or `<topology>/<schema>`) -> right (see the module comment). */
+  schemas?: Record<string, Right>;
 }
 
 /** scrypt cost parameters (N, r, p) and key length, bytes: OWASP's minimum for scrypt. */
@@ -98,15 +112,40 @@ export function loadUsers(file: string): StoredUser[] {
           `${where}.rights.${t} must be one of ${RIGHTS.join(', ')}, got ${JSON.stringify(r)}`,
         );
     }
-    return { name: u.name, tokenHash: u.tokenHash, rights: u.rights as Record<string, Right> };
+    if (u.schemas !== undefined) {
+      if (u.schemas === null || typeof u.schemas !== 'object' || Array.isArray(u.schemas))
+        throw new Error(`${where}.schemas must be an object of schema -> right`);
+      for (const [k, r] of Object.entries(u.schemas)) {
+        if (!(RIGHTS as readonly string[]).includes(r))
+          throw new Error(
+            `${where}.schemas.${k} must be one of ${RIGHTS.join(', ')}, got ${JSON.stringify(r)}`,
+          );
+      }
+    }
+    return {
+      name: u.name,
+      tokenHash: u.tokenHash,
+      rights: u.rights as Record<string, Right>,
+      ...(u.schemas !== undefined ? { schemas: u.schemas as Record<string, Right> } : {}),
+    };
   });
 }
 
 /**
  * Adds (or replaces) a user in a users file, creating the file. @returns the new token.
- * @throws Error when the name or right is invalid.
+ * With `schema`, `right` is the user's right on that captured schema (`schemas[schema]`, or
+ * `schemas["<topology>/<schema>"]` when `topology` is not `*`) and the topology rights are kept.
+ * @throws Error when the name, right or schema is invalid.
  */
-export function addUser(file: string, name: string, right: Right, topology = '*'): string {
+export function addUser(
+  file: string,
+  name: string,
+  right: Right,
+  topology = '*',
+  schema?: string,
+): string {
+  if (schema !== undefined && !/^[^/\s]{1,128}$/.test(schema))
+    throw new Error(`schema must be a name without "/" or spaces, got "${schema}"`);
   if (!NAME_PATTERN.test(name))
     throw new Error(`user name must match ${NAME_PATTERN}, got "${name}"`);
   if (!(RIGHTS as readonly string[]).includes(right))
@@ -114,10 +153,16 @@ export function addUser(file: string, name: string, right: Right, topology = '*'
   const users = fs.existsSync(file) ? loadUsers(file) : [];
   const token = newToken(name);
   const old = users.find((u) => u.name === name);
+  const schemaKey =
+    schema === undefined ? null : topology === '*' ? schema : `${topology}/${schema}`;
+  const schemas =
+    schemaKey === null ? old?.schemas : { ...(old?.schemas ?? {}), [schemaKey]: right };
   const user: StoredUser = {
     name,
     tokenHash: hashToken(token),
-    rights: { ...(old?.rights ?? {}), [topology]: right },
+    rights:
+      schemaKey === null ? { ...(old?.rights ?? {}), [topology]: right } : (old?.rights ?? {}),
+    ...(schemas !== undefined ? { schemas } : {}),
   };
   const next = users.filter((u) => u.name !== name).concat(user);
   fs.writeFileSync(file, `${JSON.stringify({ users: next }, null, 2)}\n`, { mode: 0o600 });
@@ -140,7 +185,8 @@ export const AUTH_LIMITS_DEFAULTS: AuthLimits = {
 
 /** Outcome of {@link Authenticator.check}. */
 export type AuthOutcome =
-  { ok: true; user: string; right: Right } | { ok: false; status: 401 | 403 | 429; error: string };
+  | { ok: true; user: string; right: Right | null }
+  | { ok: false; status: 401 | 403 | 429; error: string };
 
 /** Checks requests against a users file (see the module comment). */
 export class Authenticator {
@@ -163,8 +209,59 @@ export class Authenticator {
     return u ? (u.rights[this.topology] ?? u.rights['*'] ?? null) : null;
   }
 
-  /** Authenticates `authorization` from `remote` and checks it has `needed`. */
-  check(authorization: string | undefined, remote: string, needed: Right): AuthOutcome {
+  /**
+   * The right `user` has on captured schema `schema` of this topology: `schemas["<topology>/
+   * <schema>"]`, else `schemas[schema]`, else the topology right; null when none.
+   */
+  rightOnSchema(user: string, schema: string): Right | null {
+    const u = this.users.get(user);
+    if (!u) return null;
+    return u.schemas?.[`${this.topology}/${schema}`] ?? u.schemas?.[schema] ?? this.rightOf(user);
+  }
+
+  /**
+   * Whether authenticated `user` has `needed` on every schema of `schemas` (an empty list: on
+   * the topology). @returns null when allowed, else the 403 to send.
+   */
+  authorize(
+    user: string,
+    needed: Right,
+    schemas: string[],
+  ): { ok: false; status: 403; error: string } | null {
+    const enough = (r: Right | null) => r !== null && RIGHTS.indexOf(r) >= RIGHTS.indexOf(needed);
+    if (schemas.length === 0) {
+      const right = this.rightOf(user);
+      if (enough(right)) return null;
+      return {
+        ok: false,
+        status: 403,
+        error: `user "${user}" has ${right ?? 'no'} right on topology "${this.topology}"; this needs ${needed}`,
+      };
+    }
+    for (const schema of schemas) {
+      const right = this.rightOnSchema(user, schema);
+      if (enough(right)) continue;
+      // Without a right of its own on the schema the topology right decided: say that one.
+      const u = this.users.get(user);
+      if (
+        u?.schemas?.[`${this.topology}/${schema}`] === undefined &&
+        u?.schemas?.[schema] === undefined
+      )
+        return this.authorize(user, needed, []);
+      return {
+        ok: false,
+        status: 403,
+        error: `user "${user}" has ${right ?? 'no'} right on schema "${schema}" of topology "${this.topology}"; this needs ${needed}`,
+      };
+    }
+    return null;
+  }
+
+  /**
+   * Authenticates `authorization` from `remote` and checks it has `needed` on the topology; with
+   * `needed` null only authenticates (the caller authorizes per schema once it knows them).
+   */
+  check(authorization: string | undefined, remote: string, needed: Right | null): AuthOutcome {
     const nowMs = Date.now();
     const recent = (this.failures.get(remote) ?? []).filter(
       (t) => nowMs - t < this.limits.windowMs,
@@ -193,14 +290,10 @@ export class Authenticator {
       return required;
     }
     const right = this.rightOf(user);
-    if (right === null || RIGHTS.indexOf(right) < RIGHTS.indexOf(needed)) {
-      return {
-        ok: false,
-        status: 403,
-        error: `user "${user}" has ${right ?? 'no'} right on topology "${this.topology}"; this needs ${needed}`,
-      };
-    }
-    return { ok: true, user, right };
+    if (needed === null) return { ok: true, user, right };
+    const refused = this.authorize(user, needed, []);
+    if (refused) return refused;
+    return { ok: true, user, right: right! };
   }
 
   private authenticate(authorization: string | undefined, nowMs: number): string | null {

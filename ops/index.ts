@@ -12,7 +12,7 @@ import { CaptureStats } from './capture-stats.js';
 import { AuditLog } from './audit.js';
 import { Authenticator, loadUsers } from './auth.js';
 import { healthOf } from './health.js';
-import type { HttpOptions, OpsServer } from './server.js';
+import type { HttpOptions, OpsServer, PumpCountControl } from './server.js';
 import { packageVersion } from './version.js';
 import { StatsRecorder, type StatsOptions } from './stats.js';
 
@@ -51,7 +51,7 @@ export {
 } from './logging.js';
 export { LOG_FORMATS, type LogFormat } from './formats.js';
 export { redactTopology, redactUrl } from './redact.js';
-export type { HttpOptions, OpsServer, OpsContext } from './server.js';
+export type { HttpOptions, OpsServer, OpsContext, PumpCountControl } from './server.js';
 export { packageVersion } from './version.js';
 export {
   StatsRecorder,
@@ -91,6 +91,8 @@ export interface OpsOptions {
    * `http` is given (with STATS_DEFAULTS), not otherwise.
    */
   stats?: Partial<StatsOptions> | false;
+  /** Runtime pump counts (actors/pump-count.ts), for PUT /capture/:source/pumps. */
+  pumps?: PumpCountControl;
 }
 
 /**
@@ -139,6 +141,7 @@ export async function startOps(options: OpsOptions): Promise<Ops> {
           audit,
           auth,
           stats,
+          pumps: options.pumps ?? null,
           version: packageVersion(),
         },
         options.http,

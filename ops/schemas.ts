@@ -3,6 +3,8 @@
  * requests with them and @fastify/swagger publishes them in /openapi.json. Response objects keep
  * `additionalProperties: true` so a field added to a figure is served before the schema names it.
  */
+import { CDC_DEFAULTS } from '../engine/cdc/index.js';
+
 const num = { type: 'number' } as const;
 const int = { type: 'integer' } as const;
 const str = { type: 'string' } as const;
@@ -149,6 +151,20 @@ export const auditQuery = {
   additionalProperties: false,
 } as const;
 export const audit = obj({ entries: { type: 'array', items: auditEntry } });
+
+// ---- the pump count of a capture source ------------------------------------------------------
+export const pumpCount = obj({ source: str, pumps: int });
+export const pumpCountBody = {
+  type: 'object',
+  properties: { pumps: { type: 'integer', minimum: 1, maximum: CDC_DEFAULTS.pumpsMax } },
+  required: ['pumps'],
+  additionalProperties: false,
+} as const;
+export const pumpCountChange = obj({
+  ...auditEntry.properties,
+  switchMs: int,
+  terminated: { type: 'array', items: str },
+});
 
 // ---- the capture error table and the dead-letter queues --------------------------------------
 export const sourceParams = obj({ source: str });

@@ -28,6 +28,7 @@ import type { Authenticator, Right } from './auth.js';
 import { setRequestUser, userOf } from './request-user.js';
 import { registerErrorRoutes } from './errors-routes.js';
 import { registerConfigRoutes } from './config-routes.js';
+import { exportCapture, schemaOfSource } from './capture-config.js';
 import { readStats, STATS_DEFAULTS, type StatsRecorder, type StatsStep } from './stats.js';
 
 /**
@@ -41,6 +42,44 @@ function rightNeeded(req: FastifyRequest): Right | null {
   if (req.method !== 'GET' && req.method !== 'HEAD')
     return url.startsWith('/config/') ? 'admin' : 'operate';
   return url === '/audit' ? 'admin' : 'read';
+}
+
+/** Routes about captured schemas (see ops/auth.ts: rights per schema). */
+const SCHEMA_ROUTE = /^\/(capture\/[^/]+\/(errors|pumps)|config\/)/;
+
+/**
+ * The captured schemas a request of SCHEMA_ROUTE concerns: one source's (its error table, its
+ * pump count), the `schema` of an export or import, else every schema of the capture section
+ * (the topology file's, and an import's new sources'). Empty: none known (the topology right
+ * decides; an unknown source is then the route's 404).
+ */
+function schemasOfRequest(ctx: OpsContext, req: FastifyRequest): string[] {
+  const url = req.url.split('?')[0];
+  const one = /^\/capture\/([^/]+)\//.exec(url);
+  if (one) {
+    const name = decodeURIComponent(one[1]!);
+    const source = ctx.topology.capture.find((c) => c.name === name);
+    return source ? [schemaOfSource(source as unknown as Record<string, unknown>)] : [];
+  }
+  const query = req.query as { schema?: unknown } | undefined;
+  const body = req.body as { schema?: unknown; capture?: unknown } | undefined;
+  if (url === '/config/capture' && req.method === 'GET' && typeof query?.schema === 'string')
+    return [query.schema];
+  if (url === '/config/capture' && req.method === 'POST' && typeof body?.schema === 'string')
+    return [body.schema];
+  let section: Array<Record<string, unknown>>;
+  try {
+    section = exportCapture(ctx.topology.file).capture;
+  } catch {
+    section = ctx.topology.capture as unknown as Array<Record<string, unknown>>;
+  }
+  const incoming =
+    url === '/config/capture' && Array.isArray(body?.capture)
+      ? (body.capture as unknown[]).filter(
+          (x): x is Record<string, unknown> => x !== null && typeof x === 'object',
+        )
+      : [];
+  return [...new Set([...section, ...incoming].map((x) => schemaOfSource(x)))];
 }
 
 /** Where the server listens. */
@@ -71,6 +110,21 @@ export interface OpsContext {
   auth: Authenticator | null;
   /** The statistics recorder; null or absent: statistics are off (GET /stats reads the journal). */
   stats?: StatsRecorder | null;
+  /** Runtime pump counts (actors/pump-count.ts); absent: PUT /capture/:source/pumps is a 501. */
+  pumps?: PumpCountControl | null;
+}
+
+/**
+ * The running pump counts of the capture sources and their change (actors/pump-count.ts
+ * implements it; the ops layer only calls it). `set` rejects with an error carrying `status`
+ * 400 (a count it cannot apply) or 404 (an unknown source).
+ */
+export interface PumpCountControl {
+  current(source: string): number | null;
+  set(
+    source: string,
+    pumps: number,
+  ): Promise<{ before: number; after: number; terminated: string[]; switchMs: number }>;
 }
 
 /** Directory of the dashboard's files (copied next to this module at build). */
@@ -120,12 +174,22 @@ export async function buildOpsApp(ctx: OpsContext): Promise<FastifyInstance> {
 
   if (ctx.auth) {
     const auth = ctx.auth;
+    // Routes about captured schemas are authorized per schema once the body is parsed.
+    const perSchema = new WeakMap<FastifyRequest, { user: string; needed: Right }>();
     app.addHook('onRequest', async (req, reply) => {
       const needed = rightNeeded(req);
       if (needed === null) return;
-      const outcome = auth.check(req.headers.authorization, req.ip, needed);
+      const scoped = SCHEMA_ROUTE.test(req.url.split('?')[0]);
+      const outcome = auth.check(req.headers.authorization, req.ip, scoped ? null : needed);
       if (!outcome.ok) return reply.code(outcome.status).send({ error: outcome.error });
       setRequestUser(req, outcome.user);
+      if (scoped) perSchema.set(req, { user: outcome.user, needed });
+    });
+    app.addHook('preHandler', async (req, reply) => {
+      const pending = perSchema.get(req);
+      if (!pending) return;
+      const refused = auth.authorize(pending.user, pending.needed, schemasOfRequest(ctx, req));
+      if (refused) return reply.code(refused.status).send({ error: refused.error });
     });
   }
 
@@ -256,9 +320,80 @@ export async function buildOpsApp(ctx: OpsContext): Promise<FastifyInstance> {
           }),
           { s1: 0, m1: 0 },
         );
-        return { ...s, drainRate: { perSecond1s: drain.s1, perSecond1m: drain.m1 } };
+        return {
+          ...s,
+          pumps: ctx.pumps?.current(s.source) ?? s.pumps,
+          drainRate: { perSecond1s: drain.s1, perSecond1m: drain.m1 },
+        };
       });
       return { topology: ctx.topology.name, sources };
+    },
+  );
+
+  app.get<{ Params: { source: string } }>(
+    '/capture/:source/pumps',
+    {
+      schema: {
+        summary: 'The running pump count of one capture source.',
+        tags: ['capture'],
+        params: S.sourceParams,
+        response: { 200: S.pumpCount, 404: S.error },
+      },
+    },
+    async (req, reply) => {
+      const source = ctx.topology.capture.find((c) => c.name === req.params.source);
+      if (!source)
+        return reply.code(404).send({
+          error: `unknown capture source "${req.params.source}" (GET /capture lists them)`,
+        });
+      return { source: source.name, pumps: ctx.pumps?.current(source.name) ?? source.pumps };
+    },
+  );
+
+  app.put<{ Params: { source: string }; Body: { pumps: number } }>(
+    '/capture/:source/pumps',
+    {
+      schema: {
+        summary:
+          'Changes the pump count of one capture source while it runs: the pumps stop taking claims, finish the batch in flight, then the new set starts (per-key order kept); audited. Resolves once the new pumps run.',
+        tags: ['capture'],
+        params: S.sourceParams,
+        body: S.pumpCountBody,
+        response: { 200: S.pumpCountChange, 400: S.error, 404: S.error, 501: S.error },
+      },
+    },
+    async (req, reply) => {
+      if (!ctx.pumps)
+        return reply.code(501).send({ error: 'this server cannot change pump counts' });
+      let change;
+      try {
+        change = await ctx.pumps.set(req.params.source, req.body.pumps);
+      } catch (err) {
+        const status = (err as { status?: number }).status;
+        if (status === 400 || status === 404)
+          return reply.code(status).send({ error: (err as Error).message });
+        throw err;
+      }
+      const entry = ctx.audit.record({
+        user: userOf(req),
+        remote: req.ip,
+        action: 'pumps',
+        target: req.params.source,
+        before: change.before,
+        after: change.after,
+      });
+      ctx.logger.info(
+        {
+          user: entry.user,
+          target: entry.target,
+          before: change.before,
+          after: change.after,
+          switchMs: change.switchMs,
+          terminated: change.terminated,
+        },
+        'pump count changed',
+      );
+      return { ...entry, switchMs: change.switchMs, terminated: change.terminated };
     },
   );
 

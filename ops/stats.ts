@@ -6,9 +6,12 @@
  * and the largest input lag at each sample. Per capture table: `eventsOut` = records appended to
  * its target topic (all partitions; tables sharing a target each show the topic's total),
  * `errors` = changes newly parked, `eventsIn` = eventsOut + growth of staging depth + growth of
- * the error table (rows the triggers staged; the target's end is read before the staging depth,
- * so a sample can only undercount and the next makes it up), lag = age of the oldest staged row,
- * sampled every `captureSampleMs` on the recorder's own uncached connection.
+ * the error table (rows the triggers staged; exact over any span of whole readings, while one
+ * interval can be off by a change read in flight, made up in the next: see observeCapture),
+ * lag = age of the oldest staged row,
+ * sampled every `captureSampleMs` on the recorder's own uncached connection. The target ends are
+ * first read when the recorder opens, before the pumps start, so every record they append is
+ * counted even when the first capture reading comes after a burst was already shipped.
  *
  * Where they go:
  *  1. the engine's own journal: `<dataDir>/ops/stats/minute` and `.../hour`, one journal
@@ -565,8 +568,6 @@ interface TableAcc {
   depth: number | null;
   parked: number | null;
   targetEnd: number | null;
-  /** Negative remainder of the last sample's staged count (see observeCapture). */
-  carry: number;
   dIn: number;
   dOut: number;
   dErrors: number;
@@ -617,7 +618,6 @@ export class StatsRecorder {
           depth: null,
           parked: null,
           targetEnd: null,
-          carry: 0,
           dIn: 0,
           dOut: 0,
           dErrors: 0,
@@ -652,6 +652,11 @@ export class StatsRecorder {
       0,
     );
     this.windowStartMs = this.windowOf(Date.now());
+    // The target topics' ends now, before the pumps start (startOps opens the recorder before
+    // the supervisor starts the actors): what the pumps ship from here on is counted, however
+    // late the first capture reading comes (the sampler's first samples can run before the
+    // recorder is wired to it, and a fast topology ships a small burst before then).
+    for (const t of this.tables.values()) t.targetEnd = this.targetEnd(t.target);
   }
 
   private windowOf(ms: number): number {
@@ -698,9 +703,8 @@ export class StatsRecorder {
       !this.capturing
     ) {
       this.lastCaptureMs = nowMs;
-      // Target ends first, then the staging depths (uncached): a change shipped between the two
-      // reads is in neither, so a sample can only undercount, and the next one makes it up
-      // (see `carry`), which keeps the totals exact.
+      // Target ends first, then the staging depths (uncached); see observeCapture for why the
+      // totals stay exact whatever lands between the two reads.
       const ends = new Map(
         [...this.tables.values()].map((t) => [t.target, this.targetEnd(t.target)]),
       );
@@ -724,14 +728,22 @@ export class StatsRecorder {
           const newlyParked = Math.max(0, parked - acc.parked);
           acc.dOut += out;
           acc.dErrors += newlyParked;
-          // Staged in the sample = shipped + staging growth + parked; a negative one (changes
-          // in flight at the reads) is carried into the next instead of being counted as 0.
-          const staged = out + (t.stagingDepth - acc.depth) + (parked - acc.parked) + acc.carry;
-          acc.dIn += Math.max(0, staged);
-          acc.carry = Math.min(0, staged);
+          // Staged in the sample = shipped + staging growth + parked. The reads are not one
+          // snapshot: a change shipped and deleted between them is in neither (this sample
+          // undercounts, the next counts it), and one appended before the end read but deleted
+          // from staging after the depth read is in both (this sample counts it twice, the next
+          // one less: negative). Added as they come, the samples telescope to exactly
+          // shipped + staged + parked; clamping a negative one at 0 (as before) left the total
+          // one too high for good once the writes stopped. So a window's eventsIn is negative
+          // in the rare case that the double count and its correction fall in two windows.
+          acc.dIn += out + (t.stagingDepth - acc.depth) + (parked - acc.parked);
         } else {
-          // The first reading: what is staged now came in before it is shipped, count it in.
-          acc.dIn += t.stagingDepth;
+          // The first reading: what was shipped since open() (its baseline end) and what is
+          // staged now both came in; the staging depth at open is not known, so rows staged
+          // before the start and still staged are counted in here, once.
+          const out = acc.targetEnd === null ? 0 : Math.max(0, end - acc.targetEnd);
+          acc.dOut += out;
+          acc.dIn += out + t.stagingDepth;
         }
         acc.depth = t.stagingDepth;
         acc.parked = parked;

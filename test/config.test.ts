@@ -375,7 +375,7 @@ test('partition counts: capture target partitions must equal pumps; a service ou
   );
   assertProblems(text, [
     `${at(text, 3, 'out }')}: services[0].output: queue "out" has 2 partitions; a service output queue must have 1`,
-    `${at(text, 8, 'in ')}: capture[0].tables[0].target: queue "in" has 2 partitions but capture source "db" has 3 pumps; on the journal bus a capture target needs one partition per pump (one appender per partition; on a kafka bus the counts are independent)`,
+    `${at(text, 8, 'in ')}: capture[0].tables[0].target: queue "in" has 2 partitions but capture source "db" has 3 pumps; on the journal bus the partitions of a capture target must be a multiple of the pumps (one appender per partition; on a kafka bus the counts are independent)`,
   ]);
 });
 
@@ -569,7 +569,7 @@ test('several problems in one file are all reported at once, in file order', () 
     `${file}:20:13: services[1].output: queue "out" is already written by service "balances" (line 15); a queue has one writer`,
     `${file}:21:19: services[1].batchSizeMax: must be in [1, 65536], got 0`,
     `${file}:24:26: capture[0].database.dialect: must be one of sqlite, postgres, mariadb, mysql, got "mssql" (did you mean "mysql"?)`,
-    `${file}:29:17: capture[0].tables[0].target: queue "history-changes" has 2 partitions but capture source "bank-db" has 3 pumps; on the journal bus a capture target needs one partition per pump (one appender per partition; on a kafka bus the counts are independent)`,
+    `${file}:29:17: capture[0].tables[0].target: queue "history-changes" has 2 partitions but capture source "bank-db" has 3 pumps; on the journal bus the partitions of a capture target must be a multiple of the pumps (one appender per partition; on a kafka bus the counts are independent)`,
   ]);
   assert.equal(e.problems[8], {
     file,

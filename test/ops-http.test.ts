@@ -458,6 +458,8 @@ test('/openapi.json describes every route with its schemas', async () => {
     'GET /capture/{source}/errors',
     'POST /capture/{source}/errors/requeue',
     'POST /capture/{source}/errors/purge',
+    'GET /capture/{source}/pumps',
+    'PUT /capture/{source}/pumps',
     'GET /config/capture',
     'POST /config/capture',
     'GET /config/history',
@@ -478,7 +480,7 @@ test('/openapi.json describes every route with its schemas', async () => {
     'GET /version',
   ])
     assert.ok(described.includes(route), `${route} is described`);
-  assert.is(described.length, 25);
+  assert.is(described.length, 27);
   for (const [p, methods] of Object.entries(r.body.paths))
     for (const [m, op] of Object.entries(methods))
       assert.ok((op as { summary?: string }).summary, `${m} ${p} has a summary`);
@@ -493,6 +495,7 @@ test('/openapi.json describes every route with its schemas', async () => {
   );
   assert.ok(r.body.paths['/health/ready'].get.responses['503'], '503 documented');
   assert.ok(r.body.paths['/log-level'].put.requestBody, 'PUT body documented');
+  assert.ok(r.body.paths['/capture/{source}/pumps'].put.requestBody, 'pump count body documented');
 });
 
 test('log level per actor changes at runtime through PUT /log-level, is audited, and a bad level is a 400', async () => {

@@ -267,7 +267,7 @@ test('sinks and format: refusals at file:line:col', () => {
   assert.equal(journalBus.length, 2);
   assert.match(
     journalBus[0]!,
-    'capture[0].tables[0].target: queue "q" has 3 partitions but capture source "app" has 2 pumps; on the journal bus a capture target needs one partition per pump',
+    'capture[0].tables[0].target: queue "q" has 3 partitions but capture source "app" has 2 pumps; on the journal bus the partitions of a capture target must be a multiple of the pumps',
   );
   assert.match(journalBus[1]!, 'capture[0].tables[0].format: format json needs a kafka bus');
   assert.equal(

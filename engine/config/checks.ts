@@ -410,14 +410,18 @@ export function checkReferences(
       const q = checkQueue(p, target);
       if (q === undefined) return;
       claimWriter(p, target, `capture[${i}]`, `capture source "${name ?? `#${i}`}"`);
-      // The journal has one appender per partition, so pump i appends partition i. On Kafka a
-      // record's partition is murmur2(key) mod partitions and its pump keyHash(key) mod pumps:
-      // many producers share a partition (transactions), so the two counts are independent.
-      if (!onKafka && !processorTopics.has(target) && q.partitions !== pumps) {
+      // The journal has one appender per partition: a change goes to partition keyHash mod
+      // partitions and pump i of N appends the partitions p with p mod N = i, which is exact when
+      // N divides the partitions (then keyHash mod N = (keyHash mod partitions) mod N), and lets
+      // the pump count change at runtime to any divisor without moving a key to another
+      // partition. On Kafka a record's partition is murmur2(key) mod partitions and its pump
+      // keyHash(key) mod pumps: many producers share a partition (transactions), so the two
+      // counts are independent.
+      if (!onKafka && !processorTopics.has(target) && q.partitions % pumps !== 0) {
         report(
           p,
           `queue "${target}" has ${q.partitions} partition${q.partitions === 1 ? '' : 's'} but capture source ` +
-            `"${name ?? `#${i}`}" has ${pumps} pump${pumps === 1 ? '' : 's'}; on the journal bus a capture target needs one partition per pump ` +
+            `"${name ?? `#${i}`}" has ${pumps} pump${pumps === 1 ? '' : 's'}; on the journal bus the partitions of a capture target must be a multiple of the pumps ` +
             '(one appender per partition; on a kafka bus the counts are independent)',
         );
       }

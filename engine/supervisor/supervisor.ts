@@ -382,6 +382,79 @@ export class Supervisor extends EventEmitter {
     return result;
   }
 
+  /**
+   * Replaces running groups at runtime (a capture source's pumps for a new pump count): asks
+   * every actor of the groups named in `retire` to stop now (Command.stop: finish the work in
+   * flight, leave the backlog), waits until all of them have exited (an actor that has not
+   * after drainTimeoutMs is terminated, like in a drain), removes those groups, and only then
+   * starts the groups of `add` in stage order (descending, as {@link start} does). Neither a
+   * retired actor's exit nor its failure restarts anything. Resolves with the retired actors'
+   * summaries and final counters.
+   * @throws Error when the supervisor is not running, a retired group is unknown, or an added
+   *   group's name is already taken by a group that stays.
+   */
+  async replaceGroups(retire: string[], add: GroupSpec[]): Promise<StopResult> {
+    if (this.state !== 'running')
+      throw new Error(`supervisor is not running (state=${this.state}); groups cannot change`);
+    const old = retire.map((name) => {
+      const g = this.groups.get(name);
+      if (!g) throw new Error(`unknown group "${name}"`);
+      return g;
+    });
+    for (const g of add) {
+      if (this.groups.has(g.name) && !retire.includes(g.name))
+        throw new Error(`duplicate group name "${g.name}"`);
+    }
+    const result: StopResult = { summaries: {}, counters: {}, terminated: [] };
+    await Promise.all(
+      old.map(async (g) => {
+        if (g.timer) clearTimeout(g.timer);
+        g.timer = null;
+        // Supersedes the running generation: its actors' exits and failures are stale events.
+        g.generation++;
+        const actors = g.actors;
+        for (const a of actors) a.control.request(Command.stop);
+        await Promise.all(
+          actors.map(async (a) => {
+            const timeout = new Promise<'timeout'>((res) => {
+              const t = setTimeout(() => res('timeout'), this.options.drainTimeoutMs);
+              t.unref();
+            });
+            if ((await Promise.race([a.exited, timeout])) === 'timeout') {
+              result.terminated.push(a.spec.name);
+              this.emit(
+                'log',
+                `actor ${a.spec.name} did not stop within ${this.options.drainTimeoutMs} ms; terminated`,
+              );
+              await a.worker.terminate();
+            }
+            result.summaries[a.spec.name] = a.stopped ? a.summary : null;
+            result.counters[a.spec.name] = readCounters(a.counters);
+          }),
+        );
+        this.groups.delete(g.spec.name);
+      }),
+    );
+    if (this.state !== 'running') return result;
+    const added: GroupState[] = add.map((spec) => ({
+      spec,
+      generation: 0,
+      actors: [],
+      restartTimes: [],
+      restarts: 0,
+      timer: null,
+      status: { state: 'starting', restarts: 0, lastError: null, restartDelayMs: 0 },
+      failure: null,
+      startedGeneration: 0,
+    }));
+    for (const g of added) this.groups.set(g.spec.name, g);
+    for (const g of [...added].sort((a, b) => b.spec.stage - a.spec.stage)) {
+      await this.startGroup(g);
+      if (this.fatalError) throw this.fatalError;
+    }
+    return result;
+  }
+
   private async drainGroup(g: GroupState, result: StopResult): Promise<void> {
     const orders = [...new Set(g.actors.map((a) => a.spec.drainOrder ?? 0))].sort((a, b) => a - b);
     for (const order of orders) {

@@ -60,6 +60,9 @@ export function kafkaShape(nodes: 1 | 3): Shape {
     name,
     async run(ctx: ShapeContext) {
       ctx.ledger.info(`${name}: starting a ${nodes}-node Kafka cluster of its own`);
+      // A node started again on a loaded machine took over 90 s (kafka.sh's default) to serve
+      // metadata; the suite measures Sluice, not the JVM, so it waits longer.
+      process.env.KAFKA_READY_TIMEOUT_S ??= '220';
       const cluster = await startKafka({ brokers: nodes, dir: path.join(ctx.dir, 'kafka') });
       let backend: TestBackend | null = null;
       let admin: kafkajs.Admin | null = null;

@@ -33,6 +33,11 @@ const o = new Command()
     'the Kafka shapes (a 1-node and a 3-node cluster started by the suite; broker faults)',
     false,
   )
+  .option(
+    '--port-base <port>',
+    "first port of the topologies' operations API (default 19161, Kafka 19181)",
+    int('--port-base'),
+  )
   .option('--dir <dir>', 'working directory (default: a fresh one in the temp directory)')
   .option('--keep', 'keep the working directory (logs) after a clean run', false)
   .parse()
@@ -43,6 +48,7 @@ const o = new Command()
     shapes?: string;
     tmpfs: boolean;
     kafka: boolean;
+    portBase?: number;
     dir?: string;
     keep: boolean;
   }>();
@@ -55,6 +61,7 @@ const result = await runSuite({
   shapes: o.shapes?.split(','),
   tmpfs: o.tmpfs,
   kafka: o.kafka,
+  portBase: o.portBase,
   dir: o.dir,
   keep: o.keep,
 });

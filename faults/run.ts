@@ -1,5 +1,5 @@
 /**
- * `npm run faults [-- --seed N --faults 1000 --minutes 60 --shapes a,b --keep]`: the fault
+ * `npm run faults [-- --seed N --faults 1000 --minutes 60 --shapes a,b --kafka --keep]`: the fault
  * suite from the command line. Prints every fault and every violation (each with the seed), then
  * one summary line; exits 0 with no violation, 1 with any, 2 on a usage error.
  */
@@ -28,6 +28,16 @@ const o = new Command()
   )
   .option('--shapes <names>', 'comma-separated shape names (default: all)')
   .option('--no-tmpfs', 'no disk-full or read-only faults')
+  .option(
+    '--kafka',
+    'the Kafka shapes (a 1-node and a 3-node cluster started by the suite; broker faults)',
+    false,
+  )
+  .option(
+    '--port-base <port>',
+    "first port of the topologies' operations API (default 19161, Kafka 19181)",
+    int('--port-base'),
+  )
   .option('--dir <dir>', 'working directory (default: a fresh one in the temp directory)')
   .option('--keep', 'keep the working directory (logs) after a clean run', false)
   .parse()
@@ -37,6 +47,8 @@ const o = new Command()
     minutes: number;
     shapes?: string;
     tmpfs: boolean;
+    kafka: boolean;
+    portBase?: number;
     dir?: string;
     keep: boolean;
   }>();
@@ -48,6 +60,8 @@ const result = await runSuite({
   budgetMs: o.minutes * 60_000,
   shapes: o.shapes?.split(','),
   tmpfs: o.tmpfs,
+  kafka: o.kafka,
+  portBase: o.portBase,
   dir: o.dir,
   keep: o.keep,
 });
@@ -56,7 +70,7 @@ console.log(
 );
 console.log(
   `faults: seed ${seed}: ${result.faults} faults, ${result.violations.length} violations in ${(result.durationMs / 1000).toFixed(0)} s` +
-    `${result.violations.length ? ` (logs in ${result.dir}; replay: npm run faults -- --seed ${seed} --faults ${o.faults})` : ''}`,
+    `${result.violations.length ? ` (logs in ${result.dir}; replay: npm run faults -- --seed ${seed} --faults ${o.faults}${o.kafka ? ' --kafka' : ''})` : ''}`,
 );
 for (const v of result.violations) console.log(v);
 process.exit(result.violations.length ? 1 : 0);

@@ -9,10 +9,15 @@ import path from 'node:path';
 import { Ledger, Tmpfs, rng } from './harness.js';
 import { bankShape, pgAvailable } from './bank.js';
 import { serviceShape, STRATEGIES } from './services.js';
+import { kafkaShape } from './kafka.js';
 import type { Shape } from './shape.js';
 
-/** Every shape by name. */
-export function allShapes(): Shape[] {
+/**
+ * Every shape by name: without `kafka` the journal shapes; with it the Kafka shapes, each on a
+ * cluster it starts for itself (faults/kafka.ts).
+ */
+export function allShapes(kafka = false): Shape[] {
+  if (kafka) return [kafkaShape(1), kafkaShape(3)];
   return [bankShape('sqlite'), bankShape('postgres'), ...STRATEGIES.map(serviceShape)];
 }
 
@@ -25,9 +30,11 @@ export interface SuiteOptions {
   shapes?: string[];
   /** Stop injecting after this long in all, ms (each shape gets its share). */
   budgetMs: number;
+  /** The Kafka shapes (broker faults on clusters of their own) instead of the journal ones. */
+  kafka?: boolean;
   /** Use tmpfs faults when available (default true). */
   tmpfs?: boolean;
-  /** First port for the topologies' operations API (one per shape). */
+  /** First port for the topologies' operations API (one per shape; default 19161, Kafka 19181). */
   portBase?: number;
   /** Where the shapes' directories go (default a fresh one under the OS temp directory). */
   dir?: string;
@@ -54,7 +61,7 @@ export async function runSuite(o: SuiteOptions): Promise<SuiteResult> {
   const dir = o.dir ?? fs.mkdtempSync(path.join(os.tmpdir(), `faults_${o.seed}_`));
   fs.mkdirSync(dir, { recursive: true });
   const pg = await pgAvailable();
-  let shapes = allShapes().filter((s) => (o.shapes ? o.shapes.includes(s.name) : true));
+  let shapes = allShapes(o.kafka).filter((s) => (o.shapes ? o.shapes.includes(s.name) : true));
   if (!pg) {
     if (shapes.some((s) => s.name === 'bank-postgres'))
       ledger.info('PostgreSQL does not answer: bank-postgres skipped');
@@ -80,7 +87,7 @@ export async function runSuite(o: SuiteOptions): Promise<SuiteResult> {
         faults: share,
         deadlineMs: Date.now() + budget,
         dir: shapeDir,
-        httpPort: (o.portBase ?? 19161) + i,
+        httpPort: (o.portBase ?? (o.kafka ? 19181 : 19161)) + i,
         tmpfs,
       });
     } catch (e) {

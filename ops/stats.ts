@@ -67,6 +67,15 @@ export const STATS_DEFAULTS: StatsOptions = {
   captureSampleMs: 5_000,
 };
 
+/**
+ * Intervals kept in memory while the statistics journal cannot be written (a full disk): a day
+ * of default intervals; beyond it the oldest are dropped, and the recovery line says how many.
+ */
+export const PENDING_INTERVALS_MAX = 1440;
+
+/** Error codes of a write that may work later (the recorder waits them out, see open()). */
+const TRANSIENT_IO = new Set(['ENOSPC', 'EDQUOT', 'EIO']);
+
 /** Steps of statistics. */
 export type StatsStep = 'minute' | 'hour';
 
@@ -595,6 +604,13 @@ export class StatsRecorder {
   private writing: Promise<void> = Promise.resolve();
   private condensedUntilMs = 0;
   private closed = false;
+  /** Intervals not written to the minute journal yet (a full disk), oldest first. */
+  private readonly pending: StatsRecord[] = [];
+  /** The minute journal's next index when the first pending interval was appended, or null. */
+  private pendingFirstIndex: number | null = null;
+  /** Since when the journal cannot be written (null: it can). */
+  private journalDown: { sinceMs: number } | null = null;
+  private droppedIntervals = 0;
 
   /** @throws Error when an option is not a positive integer. */
   constructor(
@@ -627,36 +643,114 @@ export class StatsRecorder {
     }
   }
 
+  /** Start times (ms) of the intervals not written to the journal yet (a full disk), oldest first. */
+  get pendingStartsMs(): number[] {
+    return this.pending.map((r) => r.startMs);
+  }
+
   /** Length of a condensed hour, ms. */
   get hourMs(): number {
     return this.options.intervalMs * this.options.hourIntervals;
   }
 
-  /** Opens the journals (creating them). @throws Error when the data directory is not writable. */
+  /**
+   * Opens the journals (creating them). @throws Error when the data directory is not writable,
+   * except for a full disk or an I/O error (ENOSPC, EDQUOT, EIO): the journals are then opened,
+   * and the intervals written, once it can be written again (see {@link writePending}).
+   */
   open(): void {
-    const minuteDir = statsDir(this.topology.dataDir, 'minute');
-    const hourDir = statsDir(this.topology.dataDir, 'hour');
-    fs.mkdirSync(minuteDir, { recursive: true });
-    fs.mkdirSync(hourDir, { recursive: true });
-    // One minute segment per condensed hour, so condensing drops whole segments.
-    this.minute = Appender.open({
-      dir: minuteDir,
-      segmentBytes: 1 << 20,
-      rollIntervalMs: this.hourMs,
-      fsync: 'batch',
-    });
-    this.hour = Appender.open({ dir: hourDir, segmentBytes: 1 << 20, fsync: 'batch' });
-    const hours = readRecords(hourDir);
-    this.condensedUntilMs = hours.reduce(
-      (m, h) => Math.max(m, h.record.startMs + h.record.intervalMs),
-      0,
-    );
     this.windowStartMs = this.windowOf(Date.now());
     // The target topics' ends now, before the pumps start (startOps opens the recorder before
     // the supervisor starts the actors): what the pumps ship from here on is counted, however
     // late the first capture reading comes (the sampler's first samples can run before the
     // recorder is wired to it, and a fast topology ships a small burst before then).
     for (const t of this.tables.values()) t.targetEnd = this.targetEnd(t.target);
+    try {
+      this.openJournals();
+    } catch (err) {
+      if (!TRANSIENT_IO.has((err as NodeJS.ErrnoException).code ?? '')) throw err;
+      this.journalFailed(err as Error);
+    }
+  }
+
+  private openJournals(): void {
+    const minuteDir = statsDir(this.topology.dataDir, 'minute');
+    const hourDir = statsDir(this.topology.dataDir, 'hour');
+    fs.mkdirSync(minuteDir, { recursive: true });
+    fs.mkdirSync(hourDir, { recursive: true });
+    // One minute segment per condensed hour, so condensing drops whole segments.
+    this.minute ??= Appender.open({
+      dir: minuteDir,
+      segmentBytes: 1 << 20,
+      rollIntervalMs: this.hourMs,
+      fsync: 'batch',
+    });
+    this.hour ??= Appender.open({ dir: hourDir, segmentBytes: 1 << 20, fsync: 'batch' });
+    // Read again at every (re)open: a condensing cut short by a failed write left the hour
+    // records it did write, and only those count as condensed.
+    const hours = readRecords(hourDir);
+    this.condensedUntilMs = hours.reduce(
+      (m, h) => Math.max(m, h.record.startMs + h.record.intervalMs),
+      0,
+    );
+  }
+
+  /** Closes both journals after a failed write (a failed appender refuses every later call). */
+  private closeJournals(): void {
+    for (const a of [this.minute, this.hour]) {
+      try {
+        a?.close();
+      } catch {
+        // closing a failed appender writes nothing; nothing more to release
+      }
+    }
+    this.minute = null;
+    this.hour = null;
+  }
+
+  private journalFailed(err: Error): void {
+    this.closeJournals();
+    if (this.journalDown) return;
+    this.journalDown = { sinceMs: Date.now() };
+    this.logger.warn(
+      `stats: cannot write the statistics journal in ${path.dirname(statsDir(this.topology.dataDir, 'minute'))}: ${err.message}; ` +
+        `the intervals are kept in memory (at most ${PENDING_INTERVALS_MAX}) and written once it can be written again`,
+    );
+  }
+
+  /**
+   * Writes the intervals not written yet to the minute journal, opening the journals first when
+   * a failure closed them. Exactly once: the appender's next index before the first pending
+   * interval tells, after a failed write and a reopen (whose recovery keeps every complete
+   * record), how many of them did land. Returns false while the journal cannot be written.
+   */
+  private writePending(): boolean {
+    try {
+      if (!this.minute || !this.hour) {
+        this.openJournals();
+        if (this.pendingFirstIndex !== null)
+          this.pending.splice(0, Math.max(0, this.minute!.nextIndex - this.pendingFirstIndex));
+      }
+      while (this.pending.length > 0) {
+        this.pendingFirstIndex = this.minute!.nextIndex;
+        this.append(this.minute!, this.pending[0]!);
+        this.pending.shift();
+      }
+      this.pendingFirstIndex = null;
+    } catch (err) {
+      this.journalFailed(err as Error);
+      return false;
+    }
+    if (this.journalDown) {
+      const s = ((Date.now() - this.journalDown.sinceMs) / 1000).toFixed(1);
+      const lost = this.droppedIntervals
+        ? `; ${this.droppedIntervals} oldest intervals dropped`
+        : '';
+      this.logger.info(`stats: the statistics journal is written again after ${s} s${lost}`);
+      this.journalDown = null;
+      this.droppedIntervals = 0;
+    }
+    return true;
   }
 
   private windowOf(ms: number): number {
@@ -665,7 +759,7 @@ export class StatsRecorder {
 
   /** Takes one sampler sample: counter deltas and lag samples; ends an interval when it is over. */
   observe(statuses: ActorStatus[], nowMs = Date.now()): void {
-    if (this.closed || !this.minute) return;
+    if (this.closed || this.windowStartMs === 0) return;
     if (this.windowOf(nowMs) > this.windowStartMs) this.endWindow(this.windowOf(nowMs));
     for (const s of statuses) {
       let a = this.actors.get(s.name);
@@ -813,11 +907,26 @@ export class StatsRecorder {
       t.dIn = t.dOut = t.dErrors = 0;
       t.lags = [];
     }
+    if (points.length > 0) this.pending.push({ step: 'minute', startMs, intervalMs, points });
+    if (this.pending.length > PENDING_INTERVALS_MAX) {
+      this.pending.splice(0, this.pending.length - PENDING_INTERVALS_MAX);
+      this.droppedIntervals++;
+      if (this.pendingFirstIndex !== null) this.pendingFirstIndex++;
+    }
+    // A full disk (or any failed write) must not stop the topology: the sampler calls this from
+    // a timer, where a throw would end the process.
+    const written = this.pending.length > 0 ? this.writePending() : this.minute !== null;
     if (points.length === 0) return;
-    this.append(this.minute!, { step: 'minute', startMs, intervalMs, points });
     const cutoffMs =
       Math.floor((Date.now() - this.options.condenseAfterMs) / this.hourMs) * this.hourMs;
-    const condensing = cutoffMs > this.condensedUntilMs ? this.condenseJournal(cutoffMs) : false;
+    let condensing = false;
+    if (written && cutoffMs > this.condensedUntilMs) {
+      try {
+        condensing = this.condenseJournal(cutoffMs);
+      } catch (err) {
+        this.journalFailed(err as Error);
+      }
+    }
     this.writing = this.writing.then(() =>
       this.writeDatabases(points, condensing ? cutoffMs : null),
     );
@@ -895,11 +1004,15 @@ export class StatsRecorder {
   /** Writes the interval in progress (counts so far), waits for the databases, closes. Idempotent. */
   async close(): Promise<void> {
     if (this.closed) return;
-    if (this.minute) {
+    if (this.windowStartMs !== 0) {
       await this.capturing;
       this.endWindow(this.windowOf(Date.now()) + this.options.intervalMs);
     }
     this.closed = true;
+    if (this.pending.length > 0)
+      this.logger.warn(
+        `stats: ${this.pending.length} intervals not written (the statistics journal could not be written)`,
+      );
     await this.writing;
     this.minute?.close();
     this.hour?.close();

@@ -148,9 +148,14 @@ export function acquireAppenderLock(dir: string, fileName = LOCK_FILE_NAME): App
         fd,
         `${process.pid} thread=${threadId}${OWN_TID === null ? '' : ` tid=${osThreadId()}`}\n`,
       );
-    } finally {
+    } catch (e) {
+      // A full disk creates the file but refuses its pid: an empty lock left behind would read
+      // as "being created" and refuse the next opener (the restart after the outage).
       fs.closeSync(fd);
+      fs.rmSync(file, { force: true });
+      throw e;
     }
+    fs.closeSync(fd);
     heldInThisThread.add(file);
     let released = false;
     return {

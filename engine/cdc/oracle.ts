@@ -38,6 +38,7 @@ import {
   oracleCheckTypes,
   oracleColumnName,
   oracleGuardDdl,
+  oracleGuardName,
   oracleIdent,
   oracleImageColumnsOf,
   oracleLiteral,
@@ -325,7 +326,10 @@ export class OracleStaging implements StagingClient {
     for (const stmt of oraclePackageDdl(this.names)) await this.ddlChecked(stmt, this.names.pkg);
     for (const t of resolved) {
       try {
-        await this.ddlChecked(oracleGuardDdl(this.names, t.config, this.owner), null);
+        await this.ddlChecked(
+          oracleGuardDdl(this.names, t.config, this.owner),
+          oracleGuardName(this.names, t.config.table, this.owner),
+        );
         await this.ddlChecked(
           oracleTriggerDdl(this.names, t, this.owner),
           oracleTriggerName(this.names, t.config.table, this.owner),

@@ -810,4 +810,52 @@ capture:
   }
 });
 
+/** Runs the CLI; resolves with its exit code and output. */
+function sluice(
+  args: string[],
+  cwd: string,
+): Promise<{ code: number | null; out: string; err: string }> {
+  return new Promise((resolve) => {
+    const p = spawn(process.execPath, [cli, ...args], { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    p.stdout.on('data', (b) => (out += b));
+    p.stderr.on('data', (b) => (err += b));
+    p.on('exit', (code) => resolve({ code, out, err }));
+  });
+}
+
+test('oracle check: `sluice check` accepts an oracle source; --live reports the unreachable database at the url field, without the password', async () => {
+  const port = await closedPort();
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-ora-'));
+  try {
+    const text = `name: ora
+queues:
+  - { name: ledger-changes }
+capture:
+  - name: ora-db
+    database: { dialect: oracle, url: "oracle://app:pw@127.0.0.1:${port}/FREEPDB1", schema: app }
+    tables:
+      - { table: ledger, operations: [insert, update, delete], target: ledger-changes, condition: { insert: "NEW.amount > 0" } }
+`;
+    fs.writeFileSync(path.join(dir, 't.yaml'), text);
+    const ok = await sluice(['check', 't.yaml'], dir);
+    assert.is(ok.code, 0, ok.err);
+    assert.match(ok.out, /t\.yaml: ok \(1 queue, 0 services, 1 capture source\)/);
+    assert.match(ok.out, /pump:ora-db\/0/);
+    const liveRun = await sluice(['check', '--live', 't.yaml'], dir);
+    assert.is(liveRun.code, 2);
+    const col = text.split('\n')[5]!.indexOf('"oracle://') + 1;
+    assert.match(
+      liveRun.err,
+      new RegExp(
+        `t\\.yaml:6:${col}: capture\\[0\\]\\.database\\.url: capture source "ora-db": cannot open the database: app@127\\.0\\.0\\.1:${port}/FREEPDB1: NJS-503`,
+      ),
+    );
+    assert.not.match(liveRun.err, /:pw@/);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test.run();

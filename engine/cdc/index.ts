@@ -106,6 +106,7 @@ export {
 export { parseMariaDbUrl, MARIADB_TRUNCATE_REFUSAL } from './mariadb-url.js';
 export { OracleStaging, introspectOracleTable, oraclePassword } from './oracle.js';
 export {
+  oracleCheckTypes,
   oracleGuardDdl,
   oracleInstallDdl,
   oraclePackageDdl,

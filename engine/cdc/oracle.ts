@@ -569,6 +569,11 @@ export class OracleStaging implements StagingClient {
     );
   }
 
+  /** The columns of `table` (OWNER.TABLE or a bare name of the owner); [] when not found. */
+  async introspect(table: string): Promise<OracleColumn[]> {
+    return introspectOracleTable(await this.open(), table, this.owner);
+  }
+
   async describeTable(table: string): Promise<{ live: string[]; installed: string[] | null }> {
     const conn = await this.open();
     const live = (await introspectOracleTable(conn, table, this.owner)).map((c) => c.name);

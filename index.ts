@@ -481,7 +481,8 @@ async function checkCaptureInstalled(
 /**
  * A connection failure that a wait can cure: refused, reset, timed out, the server starting or
  * shutting down, or a login refused (SQLSTATE class 08, 57P0x, 28xxx; on MariaDB also too many
- * connections).
+ * connections; on Oracle the driver's NJS-50x/51x connection errors and the ORA- login, startup
+ * and listener errors).
  */
 function isUnreachable(err: unknown): boolean {
   const code = String((err as { code?: unknown })?.code ?? '');
@@ -499,6 +500,11 @@ function isUnreachable(err: unknown): boolean {
       'ER_CON_COUNT_ERROR',
     ].includes(code) ||
     /^(08|28|57P0)/.test(code) ||
+    // Oracle (node-oracledb): connection not established, broken, timed out, refused by the
+    // listener or the service unknown to it yet; a login refused or an account locked.
+    /^(NJS-50[0-3]|NJS-51[01]|ORA-(01017|01033|01034|01089|12514|12516|12519|12520|12528|12537|12541|28000))$/.test(
+      code,
+    ) ||
     /^(08|28)/.test(sqlState)
   );
 }

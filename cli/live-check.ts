@@ -1,7 +1,7 @@
 /**
  * `sluice check --live`: the capture section against the live databases, read only. For every
  * capture source: the database opens (SQLite read only, PostgreSQL with its `schema` as the
- * search_path), and every captured table exists with every configured column and key column
+ * search_path; Oracle through its staging client's connection), and every captured table exists with every configured column and key column
  * (or, without `key`, a primary key), as `install` would need them. Nothing is created.
  */
 import Database from 'better-sqlite3';
@@ -9,6 +9,8 @@ import pg from 'pg';
 import { problemAt, type ConfigProblem, type Topology } from '../engine/config/index.js';
 import {
   CaptureTableError,
+  OracleStaging,
+  oracleCheckTypes,
   introspectPgTable,
   introspectSqliteTable,
   resolveTable,
@@ -22,6 +24,8 @@ type Introspect = (table: string) => Promise<ColumnInfo[]>;
 /** An open read-only connection to a capture source's database. */
 interface LiveDatabase {
   introspect: Introspect;
+  /** Further checks of a resolved table (Oracle: column types it can render); throws CaptureTableError. */
+  verify?: (t: ReturnType<typeof resolveTable>) => void;
   close(): Promise<void>;
 }
 
@@ -49,6 +53,20 @@ async function openLive(source: CaptureSource): Promise<LiveDatabase | null> {
       throw err;
     }
     return { introspect: (table) => introspectPgTable(client, table), close: () => client.end() };
+  }
+  if (db.dialect === 'oracle') {
+    const staging = new OracleStaging(source);
+    try {
+      await staging.connected();
+    } catch (err) {
+      await staging.close();
+      throw err;
+    }
+    return {
+      introspect: (table) => staging.introspect(table),
+      verify: oracleCheckTypes,
+      close: () => staging.close(),
+    };
   }
   return null;
 }
@@ -82,7 +100,8 @@ export async function liveCaptureProblems(topology: Topology): Promise<ConfigPro
     try {
       for (const [k, table] of source.tables.entries()) {
         try {
-          resolveTable(table, await live.introspect(table.table));
+          const resolved = resolveTable(table, await live.introspect(table.table));
+          live.verify?.(resolved);
         } catch (err) {
           if (!(err instanceof CaptureTableError)) throw err;
           const at = [...err.field.split('.'), ...(err.index === undefined ? [] : [err.index])];

@@ -27,7 +27,12 @@ import {
   type ConfigProblem,
   type Topology,
 } from '../engine/config/index.js';
-import { CaptureTableError, openStaging, parseMariaDbUrl } from '../engine/cdc/index.js';
+import {
+  CaptureTableError,
+  openStaging,
+  parseMariaDbUrl,
+  parseOracleUrl,
+} from '../engine/cdc/index.js';
 
 /** A capture section as JSON: source objects as written in the topology file. */
 export type CaptureSection = Record<string, unknown>[];
@@ -63,13 +68,18 @@ export interface ConfigVersion {
 /** Largest JSON file import reads, bytes (the topology file's own limit is larger). */
 export const CAPTURE_IMPORT_BYTES_MAX = 16 * 1024 * 1024;
 
-/** The captured schema of a source as written: PostgreSQL database.schema (default public), MariaDB the URL's database, SQLite main. */
+/** The captured schema of a source as written: PostgreSQL database.schema (default public), MariaDB the URL's database, Oracle database.schema (default the URL's user, upper case), SQLite main. */
 export function schemaOfSource(source: Record<string, unknown>): string {
   const db = (source.database ?? {}) as Record<string, unknown>;
   if (db.dialect === 'postgres') return typeof db.schema === 'string' ? db.schema : 'public';
   if (db.dialect === 'mariadb' || db.dialect === 'mysql') {
     const u = typeof db.url === 'string' ? parseMariaDbUrl(db.url) : null;
     return u && typeof u !== 'string' ? u.database : '';
+  }
+  if (db.dialect === 'oracle') {
+    if (typeof db.schema === 'string') return db.schema.toUpperCase();
+    const u = typeof db.url === 'string' ? parseOracleUrl(db.url) : null;
+    return u && typeof u !== 'string' ? u.user.toUpperCase() : '';
   }
   return 'main';
 }

@@ -11,7 +11,12 @@
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import mysql from 'mysql2/promise';
-import { CDC_DEFAULTS, parseMariaDbUrl, type CaptureSource } from '../engine/cdc/index.js';
+import {
+  CDC_DEFAULTS,
+  OracleStaging,
+  parseMariaDbUrl,
+  type CaptureSource,
+} from '../engine/cdc/index.js';
 
 /** Figures of one captured table. */
 export interface CaptureTableStats {
@@ -140,6 +145,21 @@ async function pgProbe(
   };
 }
 
+/** Oracle: the staging client's own per-table counts (engine/cdc/oracle.ts). */
+async function oracleProbe(source: CaptureSource): Promise<Probe> {
+  const staging = new OracleStaging(source);
+  try {
+    await staging.connected();
+  } catch (err) {
+    await staging.close();
+    throw err;
+  }
+  return {
+    read: () => staging.countsByTable(),
+    close: () => staging.close(),
+  };
+}
+
 /** MariaDB: the staging and error tables live in the capture database (database.captureSchema). */
 async function mariadbProbe(source: CaptureSource): Promise<Probe> {
   const db = source.database as { url: string; captureSchema?: string };
@@ -237,7 +257,9 @@ export class CaptureStats {
             ? sqliteProbe(source as CaptureSource & { database: { dialect: 'sqlite' } })
             : source.database.dialect === 'postgres'
               ? await pgProbe(source as CaptureSource & { database: { dialect: 'postgres' } })
-              : await mariadbProbe(source);
+              : source.database.dialect === 'oracle'
+                ? await oracleProbe(source)
+                : await mariadbProbe(source);
         this.probes.set(source.name, probe);
       }
       const { staged, parked } = await probe.read();

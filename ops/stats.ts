@@ -537,6 +537,8 @@ async function mariadbStatsTable(source: CaptureSource, create: boolean): Promis
  * Nothing is created: a database without the table is left as it is.
  */
 export async function removeStatsTable(source: CaptureSource, topology: string): Promise<void> {
+  // Oracle sources keep no statistics table (openStatsTable), so there is nothing to remove.
+  if (source.database.dialect === 'oracle') return;
   const table = await openStatsTable(source, false);
   try {
     await table.remove(topology);
@@ -552,6 +554,10 @@ function openStatsTable(source: CaptureSource, create = true): Promise<StatsTabl
     return sqliteStatsTable(source as CaptureSource & { database: { dialect: 'sqlite' } }, create);
   if (d === 'postgres')
     return pgStatsTable(source as CaptureSource & { database: { dialect: 'postgres' } }, create);
+  if (d === 'oracle')
+    throw new Error(
+      'statistics are not stored in an Oracle database (not implemented); they stay in the data directory',
+    );
   return mariadbStatsTable(source, create);
 }
 

@@ -445,7 +445,7 @@ test('unknown enum values list the allowed ones and suggest the closest', () => 
     `${at(text, 2, 'always')}: queues[0].fsync: must be one of none, batch, record, got "always"`,
     '8:16: services[0].startFrom: must be one of START, LAST_WRITTEN, END, got "last_written" (did you mean "LAST_WRITTEN"?)',
     '9:19: services[0].inputsReplay: must be one of NONE, INPUTS, OUTPUT, OUTPUT_REVERSE, got "OUTPUTS" (did you mean "OUTPUT"?)',
-    `${at(text, 10, 'postgress')}: capture[0].database.dialect: must be one of sqlite, postgres, mariadb, mysql, got "postgress" (did you mean "postgres"?)`,
+    `${at(text, 10, 'postgress')}: capture[0].database.dialect: must be one of sqlite, postgres, mariadb, mysql, oracle, got "postgress" (did you mean "postgres"?)`,
     `${at(text, 10, 'upsurt')}: capture[0].tables[0].operations[2]: must be one of insert, update, delete, truncate, got "upsurt"`,
   ]);
 });
@@ -568,7 +568,7 @@ test('several problems in one file are all reported at once, in file order', () 
     `${file}:19:14: services[1].inputs[0]: unknown queue "histry" (known: history-changes, account-changes, out)`,
     `${file}:20:13: services[1].output: queue "out" is already written by service "balances" (line 15); a queue has one writer`,
     `${file}:21:19: services[1].batchSizeMax: must be in [1, 65536], got 0`,
-    `${file}:24:26: capture[0].database.dialect: must be one of sqlite, postgres, mariadb, mysql, got "mssql" (did you mean "mysql"?)`,
+    `${file}:24:26: capture[0].database.dialect: must be one of sqlite, postgres, mariadb, mysql, oracle, got "mssql" (did you mean "mysql"?)`,
     `${file}:29:17: capture[0].tables[0].target: queue "history-changes" has 2 partitions but capture source "bank-db" has 3 pumps; on the journal bus the partitions of a capture target must be a multiple of the pumps (one appender per partition; on a kafka bus the counts are independent)`,
   ]);
   assert.equal(e.problems[8], {

@@ -6,6 +6,11 @@
  */
 
 import { MARIADB_TRUNCATE_REFUSAL, parseMariaDbUrl } from './mariadb-url.js';
+import {
+  ORACLE_INITIAL_LOAD_REFUSAL,
+  ORACLE_TRUNCATE_REFUSAL,
+  parseOracleUrl,
+} from './oracle-url.js';
 
 /** One operation a capture trigger can record. */
 export type CaptureOperation = 'insert' | 'update' | 'delete' | 'truncate';
@@ -218,7 +223,26 @@ export const KEY_UPDATE_MODES: readonly KeyUpdateMode[] = ['delete-create', 'upd
 export type DatabaseRef =
   | { dialect: 'sqlite'; file: string; busyTimeoutMs?: number }
   | { dialect: 'postgres'; url: string; schema?: string; captureSchema?: string }
-  | { dialect: 'mariadb' | 'mysql'; url: string; captureSchema?: string };
+  | { dialect: 'mariadb' | 'mysql'; url: string; captureSchema?: string }
+  | OracleDatabaseRef;
+
+/**
+ * An Oracle database (engine/cdc/oracle.ts).
+ * - `url`: `oracle://user[:password]@host[:port]/service_name`, the pumps' login.
+ * - `passwordFile`: absolute path of a file holding the password (trailing newline dropped),
+ *   read when connecting; give it or a password in the url, not both.
+ * - `schema`: owner of unqualified captured tables; default the url's user.
+ * - `captureSchema`: the user (Oracle: a schema is a user) owning every object capture creates,
+ *   triggers included; default CDC_DEFAULTS.captureSchema (`SLUICE`). Names are unquoted
+ *   identifiers, so they are upper-cased as Oracle does.
+ */
+export interface OracleDatabaseRef {
+  dialect: 'oracle';
+  url: string;
+  passwordFile?: string;
+  schema?: string;
+  captureSchema?: string;
+}
 
 /**
  * What a pump does with a change its target refuses (cases C4, C10). After MOVEX CDC's divide
@@ -419,10 +443,29 @@ export function validateCaptureSource(source: CaptureSource): CaptureSource {
         `must match ${STAGING_NAME_PATTERN}, captureSchema=${JSON.stringify(db.captureSchema)}`,
       );
     }
+  } else if (db?.dialect === 'oracle') {
+    const url =
+      typeof db.url === 'string' ? parseOracleUrl(db.url) : 'must be a non-empty connection string';
+    if (typeof url === 'string') bad('database.url', url);
+    else if (url.password !== '' && db.passwordFile !== undefined)
+      bad('database.passwordFile', 'give the password in the url or in passwordFile, not both');
+    if (
+      db.passwordFile !== undefined &&
+      (typeof db.passwordFile !== 'string' || db.passwordFile.length === 0)
+    )
+      bad('database.passwordFile', 'must be a non-empty path when given');
+    for (const field of ['schema', 'captureSchema'] as const) {
+      const v = db[field];
+      if (v !== undefined && (typeof v !== 'string' || !STAGING_NAME_PATTERN.test(v)))
+        bad(
+          `database.${field}`,
+          `must match ${STAGING_NAME_PATTERN}, ${field}=${JSON.stringify(v)}`,
+        );
+    }
   } else {
     bad(
       'database.dialect',
-      `must be "sqlite", "postgres" or "mariadb", dialect=${String((db as { dialect?: unknown })?.dialect)}`,
+      `must be "sqlite", "postgres", "mariadb" or "oracle", dialect=${String((db as { dialect?: unknown })?.dialect)}`,
     );
   }
   checkInt(source?.pumps, 1, CDC_DEFAULTS.pumpsMax, 'pumps', bad);
@@ -476,6 +519,8 @@ export function validateCaptureSource(source: CaptureSource): CaptureSource {
         ) {
           bad(`${p}.operations`, MARIADB_TRUNCATE_REFUSAL);
         }
+        if (db?.dialect === 'oracle' && t.operations.includes('truncate'))
+          bad(`${p}.operations`, ORACLE_TRUNCATE_REFUSAL);
       }
       for (const k of keyStrategyProblems(t?.key, db?.dialect))
         bad([`${p}.key`, ...k.sub].join('.'), k.message);
@@ -502,7 +547,9 @@ export function validateCaptureSource(source: CaptureSource): CaptureSource {
         bad(`${p}.target`, 'must be a non-empty queue name');
       if (t?.initialLoad !== undefined && typeof t.initialLoad !== 'boolean')
         bad(`${p}.initialLoad`, 'must be a boolean');
-      if (t?.initialLoad === true && t.key === 'transactionId') {
+      if (t?.initialLoad === true && db?.dialect === 'oracle')
+        bad(`${p}.initialLoad`, ORACLE_INITIAL_LOAD_REFUSAL);
+      else if (t?.initialLoad === true && t.key === 'transactionId') {
         bad(
           `${p}.initialLoad`,
           'needs a key that names the row (primaryKey, columns, fixed, expression or none); key transactionId orders by transaction and a read event has none',

@@ -60,6 +60,7 @@ export type {
   CaptureSource,
   CaptureTable,
   DatabaseRef,
+  OracleDatabaseRef,
   StagedChange,
   TriggerLevel,
 } from './config.js';
@@ -103,6 +104,24 @@ export {
   mariaDbTriggerName,
 } from './mariadb.js';
 export { parseMariaDbUrl, MARIADB_TRUNCATE_REFUSAL } from './mariadb-url.js';
+export { OracleStaging, introspectOracleTable, oraclePassword } from './oracle.js';
+export {
+  oracleCheckTypes,
+  oracleGuardDdl,
+  oracleInstallDdl,
+  oraclePackageDdl,
+  oracleStagingDdl,
+  oracleTriggerDdl,
+  oracleTriggerName,
+  oracleUninstallDdl,
+  oracleNames,
+} from './oracle-ddl.js';
+export type { OracleColumn, OracleNames } from './oracle-ddl.js';
+export {
+  parseOracleUrl,
+  ORACLE_TRUNCATE_REFUSAL,
+  ORACLE_INITIAL_LOAD_REFUSAL,
+} from './oracle-url.js';
 export { PumpCore, PUMP_FAULT_ENV, RecordRefusedError } from './pump.js';
 export {
   PumpLoader,
@@ -126,6 +145,7 @@ export type { PumpFault, PumpOptions, PumpSink, PumpStats } from './pump.js';
 import type { CaptureSource } from './config.js';
 import { validateCaptureSource } from './config.js';
 import { MariaDbStaging } from './mariadb.js';
+import { OracleStaging } from './oracle.js';
 import { PgStaging } from './postgres.js';
 import { SqliteStaging } from './sqlite.js';
 import type { StagingClient } from './staging.js';
@@ -135,6 +155,8 @@ import type { StagingClient } from './staging.js';
  * problem). SQLite: opens the file (WAL, busy_timeout). PostgreSQL: connects and sets the
  * search_path to database.schema when given; rejects when the connection fails. MariaDB:
  * connects to the url's database; rejects when the connection fails or the server is not MariaDB.
+ * Oracle: connects through node-oracledb thin mode; rejects (naming the source and the Easy
+ * Connect string, never the password) when the connection fails.
  * Does not install anything: call install() once per deployment (idempotent).
  */
 export async function openStaging(source: CaptureSource): Promise<StagingClient> {
@@ -149,6 +171,16 @@ export async function openStaging(source: CaptureSource): Promise<StagingClient>
       throw err;
     }
     return maria;
+  }
+  if (source.database.dialect === 'oracle') {
+    const oracle = new OracleStaging(source);
+    try {
+      await oracle.connected();
+    } catch (err) {
+      await oracle.close();
+      throw err;
+    }
+    return oracle;
   }
   const client = new PgStaging(source);
   try {

@@ -39,7 +39,7 @@ export const CAPTURE_FORMATS: readonly CaptureFormat[] = ['envelope', 'json'];
 export interface CaptureJsonSource {
   /** Capture source name in the topology. */
   name: string;
-  dialect: 'sqlite' | 'postgres' | 'mariadb';
+  dialect: 'sqlite' | 'postgres' | 'mariadb' | 'oracle';
   database: string;
   schema: string | null;
   table: string;
@@ -95,7 +95,16 @@ export function jsonSourceInfo(source: CaptureSource): JsonSourceInfo {
     else if (db.dialect === 'sqlite') tables.set(t.table, { schema: 'main', table: t.table });
     else if (db.dialect === 'postgres')
       tables.set(t.table, { schema: db.schema ?? null, table: t.table });
-    else tables.set(t.table, { schema: database || null, table: t.table });
+    else if (db.dialect === 'oracle') {
+      // Oracle: unqualified tables belong to database.schema, default the url's user.
+      let user = '';
+      try {
+        user = decodeURIComponent(new URL(db.url).username);
+      } catch {
+        // an invalid url is refused by validation before this runs
+      }
+      tables.set(t.table, { schema: (db.schema ?? user).toUpperCase() || null, table: t.table });
+    } else tables.set(t.table, { schema: database || null, table: t.table });
   }
   return { name: source.name, dialect, database, tables };
 }

@@ -6,7 +6,13 @@
  */
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { MARIADB_TRUNCATE_REFUSAL, parseMariaDbUrl } from '../cdc/index.js';
+import {
+  MARIADB_TRUNCATE_REFUSAL,
+  ORACLE_INITIAL_LOAD_REFUSAL,
+  ORACLE_TRUNCATE_REFUSAL,
+  parseMariaDbUrl,
+  parseOracleUrl,
+} from '../cdc/index.js';
 import { queueId } from '../codec/index.js';
 import { conditionProblems, keyStrategyProblems } from '../cdc/index.js';
 import { formatPath, type Segment } from './source-map.js';
@@ -358,6 +364,16 @@ export function checkReferences(
       const url = parseMariaDbUrl(c.database.url);
       if (typeof url === 'string') report(['capture', i, 'database', 'url'], url);
     }
+    const isOracle = dialect === 'oracle';
+    if (isOracle && isRecord(c.database) && typeof c.database.url === 'string') {
+      const url = parseOracleUrl(c.database.url);
+      if (typeof url === 'string') report(['capture', i, 'database', 'url'], url);
+      else if (url.password !== '' && c.database.passwordFile !== undefined)
+        report(
+          ['capture', i, 'database', 'passwordFile'],
+          'give the password in the url or in passwordFile, not both',
+        );
+    }
     const tables = new Map<string, number>();
     list(c.tables).forEach((t, k) => {
       if (!isRecord(t)) return;
@@ -397,6 +413,14 @@ export function checkReferences(
             );
           }
         });
+      }
+      if (isOracle) {
+        list(t.operations).forEach((op, n) => {
+          if (op === 'truncate')
+            report(['capture', i, 'tables', k, 'operations', n], ORACLE_TRUNCATE_REFUSAL);
+        });
+        if (t.initialLoad === true)
+          report(['capture', i, 'tables', k, 'initialLoad'], ORACLE_INITIAL_LOAD_REFUSAL);
       }
       if (isMariaDb) {
         list(t.operations).forEach((op, n) => {

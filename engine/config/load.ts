@@ -384,6 +384,15 @@ function applyDefaults(f: TopologyFile, file: string, baseDir: string): Topology
         ...(db.captureSchema !== undefined ? { captureSchema: db.captureSchema } : {}),
       };
     }
+    if (db.dialect === 'oracle') {
+      return {
+        dialect: 'oracle',
+        url: db.url,
+        ...(db.passwordFile !== undefined ? { passwordFile: resolvePath(db.passwordFile) } : {}),
+        ...(db.schema !== undefined ? { schema: db.schema } : {}),
+        ...(db.captureSchema !== undefined ? { captureSchema: db.captureSchema } : {}),
+      };
+    }
     // "mysql" is another spelling of the same dialect.
     return {
       dialect: 'mariadb',

@@ -216,6 +216,17 @@ const database = {
       required: ['url'],
       additionalProperties: false,
     },
+    {
+      properties: {
+        dialect: { const: DIALECT_VALUES[4] },
+        url: text(S.urlLengthMax),
+        passwordFile: filePath,
+        schema: named(STAGING_TABLE_PATTERN, S.sqlNameLengthMax),
+        captureSchema: named(STAGING_TABLE_PATTERN, S.sqlNameLengthMax),
+      },
+      required: ['url'],
+      additionalProperties: false,
+    },
   ],
 };
 

@@ -39,6 +39,7 @@ export const DIALECT_VALUES: readonly DatabaseRef['dialect'][] = [
   'postgres',
   'mariadb',
   'mysql',
+  'oracle',
 ];
 
 /** A durable queue: `partitions` journals under `<dataDir>/queues/<name>/<partition>`. */

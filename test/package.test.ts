@@ -24,6 +24,8 @@ const DOCUMENTED: Record<string, string[]> = {
     'EVENT_TYPE_JSON',
     'TOPOLOGY_DEFAULTS',
     'TopologyRunningError',
+    'PumpCountError',
+    'PumpCounts',
     'USER_EVENT_TYPE_MIN',
     'checkCaptureLive',
     'checkServiceModules',

@@ -10,7 +10,9 @@
  * wait until it is ready (a missing topic fails the start: the supervisor restarts the group
  * with backoff); 4. live: copy the pattern's counts into the shared counters every
  * COUNTERS_MS; a pattern that ends by itself (retries exhausted, fenced) fails the actor;
- * 5. drain: stop the pattern after its current batch, close the bus connection.
+ * 5. drain: stop the pattern after its current batch, close the bus connection. A durable
+ * transaction that fails (and is retried from the committed position) counts in `errors` and
+ * sends a `warn` log line to the supervisor. Test-only commit faults: actors/processor-faults.ts.
  *
  * With `pool: { threads }` (durable, pubsub) the pattern still runs here, and only the handler
  * calls go to a piscina pool running the same module (actors/pool-stage.ts); the outputs come
@@ -49,6 +51,7 @@ import {
   type RecordErrorRules,
 } from './processor-records.js';
 import { startPoolStage, type PoolStage } from './pool-stage.js';
+import { commitFaultHook, takeProcessorFault } from './processor-faults.js';
 import { PROCESSOR_PORTS, type ProcessorData, type ProcessorSummary } from './contracts.js';
 
 /** How often the pattern's counts are copied into the shared counters, ms (bounds drain latency too). */
@@ -87,6 +90,7 @@ function start(
   h: Handler,
   c: Float64Array,
   stage: PoolStage | null,
+  log: (msg: string, fields: Record<string, unknown>) => void,
 ): Running {
   const p = d.processor;
   const codec = CODECS[p.codec];
@@ -128,6 +132,8 @@ function start(
       const fencing = p.fencing ?? (bus.kind === 'kafka' ? 'partition' : 'member');
       // Outputs per onNext call, in call order, until onOutcome says whether they committed.
       const outputs: number[] = [];
+      // Test-only (actors/processor-faults.ts): null unless SLUICE_FAULT_PROCESSOR_DIR says so.
+      const fault = takeProcessorFault(p.name);
       const sub = startDurable<unknown>({
         bus,
         groupId: p.group,
@@ -140,6 +146,7 @@ function start(
         ...(p.deadLetterTopic !== undefined ? { deadLetterTopic: p.deadLetterTopic } : {}),
         ...(p.commitRecordsMax !== undefined ? { commitRecordsMax: p.commitRecordsMax } : {}),
         ...(h.listener !== undefined ? { listener: h.listener as never } : {}),
+        ...(fault !== null ? { faults: { beforeCommit: commitFaultHook(fault) } } : {}),
         processor: {
           onNext: async (records) => {
             const out = await durableOutputs(records);
@@ -155,6 +162,11 @@ function start(
             c[Counter.batches]++;
           } else {
             c[Counter.errors]++;
+            const error = o.error instanceof Error ? o.error.message : String(o.error);
+            log(
+              `processor ${p.name}: transaction of ${o.records} records failed, rewinding to the committed position: ${error}`,
+              { records: o.records, batches: o.batches, error },
+            );
           }
         },
       });
@@ -281,7 +293,7 @@ runActor<ProcessorData>(async (ctx) => {
     });
     // Before the pattern starts: its first poll's records go straight to the pool.
     if (p.pool !== undefined) stage = startPoolStage({ ...p, pool: p.pool });
-    running = start(d, bus, handler, c, stage);
+    running = start(d, bus, handler, c, stage, (msg, fields) => ctx.log('warn', msg, fields));
     const { sub } = running;
     let ended: { error: unknown } | null = null;
     sub.done.then(

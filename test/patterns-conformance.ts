@@ -10,6 +10,8 @@
  */
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -43,7 +45,9 @@ import {
   readLog,
   type ProcessorRunner,
   type ProcessorSpec,
+  type RunningProcessor,
 } from './patterns-runners.js';
+import { INJECTED_COMMIT_FAILURE } from '../actors/processor-faults.js';
 
 /** A backend under test. */
 export interface PatternBackend {
@@ -70,14 +74,12 @@ export interface PatternConformanceOptions {
   /**
    * How the processors of the tests written against handler modules (test/fixtures/processors)
    * run: as a library in this thread (default), or as actors from a topology file
-   * (test/patterns-runners.ts actorRunner). Tests whose processor is a closure of the test run
-   * only as a library; under an actor runner they print a SKIP line naming why.
+   * (test/patterns-runners.ts actorRunner). Every test runs either way: where the library case
+   * uses a closure of the test (a fault hook, a member started mid-batch, a listener log), the
+   * actor case uses a handler module and the processor actor's test-only fault hook instead.
    */
   runner?: ProcessorRunner;
 }
-
-/** Tests whose processor is a closure of the test (hooks, a second member started mid-batch). */
-const LIBRARY_ONLY = ['retry', 'p1', 'p4'] as const;
 
 export const PATTERNS = {
   crash: 'durable: exactly once under a crash between processing and commit',
@@ -107,6 +109,15 @@ function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   ]);
 }
 
+/** Resolves once `file` exists (polled every 20 ms); rejects after `ms`. */
+async function waitForFile(file: string, ms: number): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!fs.existsSync(file)) {
+    if (Date.now() > deadline) throw new Error(`${file}: not written within ${ms} ms`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
 const outputsOnce = (got: ConsumedRecord[], count: number): void => {
   const values = got.map(text).sort();
   const expected = Array.from({ length: count }, (_, i) => `o:v${i}`).sort();
@@ -125,14 +136,9 @@ export function patternConformance(
   );
   const limits = opts.knownLimits ?? {};
   const notRun: Record<string, string> = { ...opts.notRun };
-  if (runner.mode === 'actor') {
-    for (const k of LIBRARY_ONLY)
-      notRun[PATTERNS[k]] ??=
-        'its processor is a closure of the test (fault hooks, a member started mid-batch, a listener log), not yet a handler module; it runs as a library';
-  }
-  const running: { stop(): Promise<void> }[] = [];
+  const running: RunningProcessor[] = [];
   /** Starts a processor the configured way (library or actor); stopped after the test. */
-  const run = async (bus: BusBackend, spec: ProcessorSpec): Promise<{ stop(): Promise<void> }> => {
+  const run = async (bus: BusBackend, spec: ProcessorSpec): Promise<RunningProcessor> => {
     const grouped = spec.pattern === 'durable' || spec.pattern === 'state-and-event';
     const r = await runner.start(bus, {
       ...(grouped ? { sessionTimeoutMs: opts.sessionTimeoutMs } : {}),
@@ -293,6 +299,40 @@ export function patternConformance(
     const [input, output, group] = [name('in'), name('out'), name('g')];
     await seed(pb.bus, input, 30, 1);
     await pb.bus.createTopics([{ name: output, partitions: 1 }]);
+    const inOrder = (got: ConsumedRecord[]): void =>
+      assert.equal(
+        got.map(text),
+        Array.from({ length: 30 }, (_, i) => `o:v${i}`),
+        'in input order (one partition)',
+      );
+    if (runner.mode === 'actor') {
+      // The processor actor's 2nd transaction commit throws once (actors/processor-faults.ts).
+      const actor = await run(pb.bus, {
+        pattern: 'durable',
+        handler: 'echo',
+        inputs: [input],
+        outputs: [output],
+        group,
+        codec: 'string',
+        batchSizeMax: 10,
+        faults: { commitFailsAt: 2 },
+      });
+      const got = await waitForRecords(pb.bus, output, 30);
+      outputsOnce(got, 30);
+      const failed = (): string[] =>
+        actor.logs().filter((l) => l.includes(INJECTED_COMMIT_FAILURE));
+      for (let waited = 0; failed().length === 0 && waited < 5000; waited += 20)
+        await new Promise((r) => setTimeout(r, 20));
+      assert.ok(
+        failed().length >= 1,
+        `the failed transaction is reported, with the injected error: ${actor.logs().join(' | ')}`,
+      );
+      await new Promise((r) => setTimeout(r, 300));
+      const all = await readTopic(pb.bus, output);
+      outputsOnce(all, 30);
+      inOrder(all);
+      return;
+    }
     let batches = 0;
     const outcomes: DurableOutcome[] = [];
     const sub = durable(pb.bus, input, output, group, {
@@ -322,17 +362,51 @@ export function patternConformance(
       committedRecords() >= 30,
       `committed outcomes cover all 30 inputs: ${JSON.stringify(outcomes)}`,
     );
-    assert.equal(
-      got.map(text),
-      Array.from({ length: 30 }, (_, i) => `o:v${i}`),
-      'in input order (one partition)',
-    );
+    inOrder(got);
   });
 
   it(PATTERNS.p1, async (pb) => {
     const [input, output, group] = [name('in'), name('out'), name('g')];
     await seed(pb.bus, input, 10, 1);
     await pb.bus.createTopics([{ name: output, partitions: 1 }]);
+    if (runner.mode === 'actor') {
+      // The handler pauses in the batch holding v3 (test/fixtures/processors/pause-on.ts) and
+      // signals through a file; a second actor joins the group then; the first batch goes on
+      // once the second is running (or after a second, if its start waits for the rebalance).
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'processors_p1-'));
+      const [signalFile, releaseFile] = [path.join(dir, 'paused'), path.join(dir, 'release')];
+      try {
+        await run(pb.bus, {
+          pattern: 'durable',
+          handler: 'pause-on',
+          inputs: [input],
+          outputs: [output],
+          group,
+          codec: 'string',
+          batchSizeMax: 10,
+          settings: { pauseOn: 'v3', signalFile, releaseFile },
+        });
+        await waitForFile(signalFile, timeoutMs);
+        const second = run(pb.bus, {
+          pattern: 'durable',
+          handler: 'echo',
+          inputs: [input],
+          outputs: [output],
+          group,
+          codec: 'string',
+          batchSizeMax: 10,
+        });
+        await Promise.race([second, new Promise((r) => setTimeout(r, 1000))]);
+        fs.writeFileSync(releaseFile, '');
+        await second;
+        const got = await waitForRecords(pb.bus, output, 10);
+        await new Promise((r) => setTimeout(r, 500));
+        outputsOnce([...got, ...(await readTopic(pb.bus, output)).slice(got.length)], 10);
+      } finally {
+        fs.rmSync(dir, { recursive: true, force: true });
+      }
+      return;
+    }
     let joined = false;
     const processor = echoProcessor(output);
     durable(pb.bus, input, output, group, {
@@ -628,41 +702,86 @@ export function patternConformance(
     });
     await b.subscribe([ev]);
     while (b.assignment().length < 2) await b.poll({ timeoutMs: 50 });
-    const log: string[] = [];
-    let releaseB!: () => void;
-    const bLeaves = new Promise<void>((r) => (releaseB = r));
-    let firstSynced!: (partition: number) => void;
-    const aFirst = new Promise<number>((r) => (firstSynced = r));
     const bStopped = { value: false };
-    const a = track(
-      startStateAndEvent({
-        bus: pb.bus,
-        groupId: group,
-        eventTopic: ev,
+    let log: () => string[];
+    let bLeaves: Promise<void>;
+    let aFirst: Promise<number>;
+    /** Actor mode: A's start (resolves when the actor is live), awaited once B polls. */
+    let aStarted: Promise<unknown> = Promise.resolve();
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'processors_p4-'));
+    if (runner.mode === 'actor') {
+      // A is a processor actor whose handler (test/fixtures/processors/sae-log.ts) logs the
+      // listener's `synced <partition> <states>` and each event to a file, and signals the slow
+      // event through another file (then B leaves).
+      const [logPath, signalFile] = [path.join(dir, 'log.txt'), path.join(dir, 'slow')];
+      log = () =>
+        (fs.existsSync(logPath) ? fs.readFileSync(logPath, 'utf8').split('\n') : []).filter(
+          (l) => l.length > 0,
+        );
+      aStarted = run(pb.bus, {
+        pattern: 'state-and-event',
+        handler: 'sae-log',
+        inputs: [ev],
+        outputs: [out],
         stateTopic: st,
-        transactionalId: name('tx'),
-        eventCodec: num,
-        stateCodec: num,
-        sessionTimeoutMs: opts.sessionTimeoutMs,
-        listener: {
-          onPartitionSynced: (partition, states) => {
-            log.push(`synced ${partition} ${states.size}`);
-            firstSynced(partition);
+        group,
+        codec: 'json',
+        settings: { logFile: logPath, signalFile, slowMs: 300 },
+      });
+      const failed = aStarted.then(
+        () => new Promise<never>(() => {}),
+        (e: unknown) => Promise.reject(e as Error),
+      );
+      bLeaves = Promise.race([waitForFile(signalFile, timeoutMs), failed]);
+      aFirst = Promise.race([
+        (async () => {
+          for (;;) {
+            const synced = log().find((l) => l.startsWith('synced '));
+            if (synced) return Number(synced.split(' ')[1]);
+            await new Promise((r) => setTimeout(r, 20));
+          }
+        })(),
+        failed,
+      ]);
+      bLeaves.catch(() => {});
+      aFirst.catch(() => {});
+    } else {
+      const lines: string[] = [];
+      log = () => lines;
+      let releaseB!: () => void;
+      bLeaves = new Promise<void>((r) => (releaseB = r));
+      let firstSynced!: (partition: number) => void;
+      aFirst = new Promise<number>((r) => (firstSynced = r));
+      const a = track(
+        startStateAndEvent({
+          bus: pb.bus,
+          groupId: group,
+          eventTopic: ev,
+          stateTopic: st,
+          transactionalId: name('tx'),
+          eventCodec: num,
+          stateCodec: num,
+          sessionTimeoutMs: opts.sessionTimeoutMs,
+          listener: {
+            onPartitionSynced: (partition, states) => {
+              lines.push(`synced ${partition} ${states.size}`);
+              firstSynced(partition);
+            },
           },
-        },
-        processor: {
-          onNext: async (state, event) => {
-            if (event.key === 'slow') {
-              releaseB();
-              await new Promise((r) => setTimeout(r, 300));
-            }
-            log.push(`event ${event.partition} ${event.key} state=${state}`);
-            return { outputs: [{ topic: out, key: event.key, value: bytes(`${event.key}`) }] };
+          processor: {
+            onNext: async (state, event) => {
+              if (event.key === 'slow') {
+                releaseB();
+                await new Promise((r) => setTimeout(r, 300));
+              }
+              lines.push(`event ${event.partition} ${event.key} state=${state}`);
+              return { outputs: [{ topic: out, key: event.key, value: bytes(`${event.key}`) }] };
+            },
           },
-        },
-      }),
-    );
-    a.done.catch((e: unknown) => void log.push(`A failed: ${String(e)}`));
+        }),
+      );
+      a.done.catch((e: unknown) => void lines.push(`A failed: ${String(e)}`));
+    }
     // B polls (as a live member does) until it is told to leave, or its consumer is closed.
     const bPolls = (async () => {
       while (
@@ -679,6 +798,7 @@ export function patternConformance(
     })();
     try {
       const mine = await aFirst;
+      await aStarted;
       const moved = 1 - mine;
       await p.send([{ topic: ev, key: 'slow', value: num.encode(0), partition: mine }]);
       await bLeaves;
@@ -692,20 +812,24 @@ export function patternConformance(
       );
       const got = await waitForRecords(pb.bus, out, 11);
       await bPolls;
-      assert.is(got.length, 11, `each event processed once: ${log.join(' | ')}`);
-      const synced = log.indexOf(`synced ${moved} 1000`);
-      const first = log.findIndex((l) => l.startsWith(`event ${moved} `));
+      const lines = log();
+      assert.is(got.length, 11, `each event processed once: ${lines.join(' | ')}`);
+      const synced = lines.indexOf(`synced ${moved} 1000`);
+      const first = lines.findIndex((l) => l.startsWith(`event ${moved} `));
       assert.ok(
         synced >= 0 && synced < first,
-        `partition ${moved} synced with all 1000 states before its first event: ${log.slice(0, 6).join(' | ')}`,
+        `partition ${moved} synced with all 1000 states before its first event: ${lines.slice(0, 6).join(' | ')}`,
       );
       assert.ok(
-        log.filter((l) => l.startsWith(`event ${moved} `)).every((l) => !l.endsWith('state=null')),
+        lines
+          .filter((l) => l.startsWith(`event ${moved} `))
+          .every((l) => !l.endsWith('state=null')),
         `every event of partition ${moved} sees its state`,
       );
     } finally {
       bStopped.value = true;
       await bPolls;
+      fs.rmSync(dir, { recursive: true, force: true });
     }
   });
 

@@ -15,6 +15,11 @@ import { planTopology } from '../actors/index.js';
 import { serveBus, type BusBackend, type ProducerRecord } from '../engine/bus/index.js';
 import { parseTopology } from '../engine/config/index.js';
 import {
+  commitFaultHook,
+  PROCESSOR_FAULT_DIR_ENV,
+  type ProcessorFault,
+} from '../actors/processor-faults.js';
+import {
   jsonCodec,
   startCompacted,
   startDurable,
@@ -25,7 +30,7 @@ import {
   type Codec,
   type ProcessorContext,
 } from '../engine/patterns/index.js';
-import { Supervisor } from '../engine/supervisor/index.js';
+import { Supervisor, type ActorLogEvent } from '../engine/supervisor/index.js';
 
 /** A processor as the suite declares it: the fields of a topology's `processors[]` entry. */
 export interface ProcessorSpec {
@@ -41,13 +46,26 @@ export interface ProcessorSpec {
   batchSizeMax?: number;
   sessionTimeoutMs?: number;
   settings?: Record<string, unknown>;
+  /**
+   * Durable only: an injected commit fault (actors/processor-faults.ts). Actor: through the
+   * processor actor's test-only SLUICE_FAULT_PROCESSOR_DIR hook; library: the same hook as the
+   * pattern's `faults.beforeCommit`.
+   */
+  faults?: ProcessorFault;
+}
+
+/** A started processor. */
+export interface RunningProcessor {
+  stop(): Promise<void>;
+  /** Log lines it reported: actor: the supervisor's `log` and `actorLog` events; library: none. */
+  logs(): string[];
 }
 
 /** Runs processors one way. */
 export interface ProcessorRunner {
   readonly mode: 'library' | 'actor';
   /** Starts `spec` on `bus` and resolves once it reads (its `ready`). */
-  start(bus: BusBackend, spec: ProcessorSpec): Promise<{ stop(): Promise<void> }>;
+  start(bus: BusBackend, spec: ProcessorSpec): Promise<RunningProcessor>;
 }
 
 const here = path.dirname(new URL(import.meta.url).pathname);
@@ -93,6 +111,7 @@ export const libraryRunner: ProcessorRunner = {
             codec,
             processor: h,
             deadLetterTopic: spec.deadLetterTopic,
+            ...(spec.faults ? { faults: { beforeCommit: commitFaultHook(spec.faults) } } : {}),
             ...loop,
           })
         : spec.pattern === 'state-and-event'
@@ -120,7 +139,7 @@ export const libraryRunner: ProcessorRunner = {
                   processor: h,
                 });
     await sub.ready;
-    return { stop: () => sub.stop() };
+    return { stop: () => sub.stop(), logs: () => [] };
   },
 };
 
@@ -186,16 +205,32 @@ export function actorRunner(kafkaBrokers?: string[]): ProcessorRunner {
       const supervisor = new Supervisor(topology.supervisor);
       const logs: string[] = [];
       supervisor.on('log', (l: string) => logs.push(l));
+      supervisor.on('actorLog', (l: ActorLogEvent) => logs.push(`${l.actor}: ${l.msg}`));
+      // A worker copies the environment when it is created: the hook is set for this start only.
+      const env = process.env[PROCESSOR_FAULT_DIR_ENV];
+      if (spec.faults) {
+        fs.writeFileSync(
+          path.join(dir, encodeURIComponent(name)),
+          `commit ${spec.faults.commitFailsAt}\n`,
+        );
+        process.env[PROCESSOR_FAULT_DIR_ENV] = dir;
+      }
       try {
         await supervisor.start(plan.groups);
       } catch (e) {
         throw new Error(`${(e as Error).message}; ${logs.join('; ')}`);
+      } finally {
+        if (spec.faults) {
+          if (env === undefined) delete process.env[PROCESSOR_FAULT_DIR_ENV];
+          else process.env[PROCESSOR_FAULT_DIR_ENV] = env;
+        }
       }
       return {
         stop: async () => {
           await supervisor.stop();
           fs.rmSync(dir, { recursive: true, force: true });
         },
+        logs: () => [...logs],
       };
     },
   };

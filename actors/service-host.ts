@@ -75,6 +75,7 @@ import {
 } from '../engine/replay/index.js';
 import {
   assertServiceDefinition,
+  assertNotThenable,
   computeLastWritten,
   deadLetteredPositions,
   encodeDeadLetter,
@@ -325,7 +326,8 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
       if (ev.type === EVENT_TYPE_TIMER) {
         timersSinceSnapshot++;
         if (kv && !replaying) kv.onTimer();
-        if (def.onTimer) def.onTimer(state, ev, sctx);
+        if (def.onTimer)
+          assertNotThenable(def.onTimer(state, ev, sctx), `service ${d.service}: onTimer`);
         return;
       }
       const h = handlers.get(ev.type);
@@ -333,9 +335,9 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
       // What the failed attempts emitted is dropped; what they did to the state is not undone.
       const mark = pending.length;
       for (let attempts = 1; ; attempts++) {
+        let result: unknown;
         try {
-          h(state, ev, sctx);
-          return;
+          result = h(state, ev, sctx);
         } catch (err) {
           pending.length = mark;
           c[Counter.errors]++;
@@ -360,6 +362,11 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
           deadLetter(input, qid, index, attempts, e.message);
           return;
         }
+        // A promise is a programming error, not a failure of this input: not retried or
+        // dead-lettered; the group fails with the reason (and `sluice check` refuses an async
+        // function at load).
+        assertNotThenable(result, `service ${d.service}: handler for type ${ev.type}`);
+        return;
       }
       // Sluice's own records (types 3..99: replay metadata) have no handler and are skipped.
     };

@@ -326,6 +326,42 @@ export function assertServiceDefinition(mod: unknown, file: string): ServiceDefi
         `${file}: handlers.${k}: handler keys are "change", "json" or a user type id >= 100`,
       );
     }
+    assertNotAsync(h, `${file}: handlers.${k}`);
   }
+  for (const k of ['init', 'onLive', 'onTimer', 'replayOutput'] as const)
+    if (typeof def[k] === 'function') assertNotAsync(def[k], `${file}: ${k}`);
   return def as ServiceDefinition;
+}
+
+/**
+ * Service callbacks run synchronously in the service's thread: what a handler emits is committed
+ * with its input batch when the handler returns, and the thread runs no event loop while live, so
+ * whatever an `await` defers would run only at shutdown, its outputs lost. An `async` function is
+ * refused at load; a plain function that returns a promise fails at run time
+ * ({@link assertNotThenable}). @throws Error naming `what`.
+ */
+function assertNotAsync(f: unknown, what: string): void {
+  const kind = (f as { constructor?: { name?: string } }).constructor?.name;
+  if (kind === 'AsyncFunction' || kind === 'AsyncGeneratorFunction')
+    throw new Error(
+      `${what} is an async function; service handlers run synchronously (outputs are committed with their input when the handler returns, and nothing after an await would run until shutdown): make it a plain function`,
+    );
+}
+
+/**
+ * @throws Error when a service callback returned a promise (or any thenable): see
+ * {@link assertNotAsync}. The promise's own rejection is swallowed (it is reported by this error).
+ */
+export function assertNotThenable(result: unknown, what: string): void {
+  if (result === null || (typeof result !== 'object' && typeof result !== 'function')) return;
+  const then = (result as { then?: unknown }).then;
+  if (typeof then !== 'function') return;
+  (then as (ok: () => void, fail: () => void) => void).call(
+    result,
+    () => undefined,
+    () => undefined,
+  );
+  throw new Error(
+    `${what} returned a promise; service handlers run synchronously (outputs are committed with their input when the handler returns, and nothing the promise defers would run until shutdown): make it a plain function that returns nothing`,
+  );
 }

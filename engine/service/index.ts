@@ -2,6 +2,7 @@
 export {
   defineService,
   assertServiceDefinition,
+  assertNotThenable,
   replayProblems,
   type ServiceSnapshot,
   type ServiceReplayConfig,

@@ -51,6 +51,7 @@ import {
   listDeadLetters,
   purgeDeadLetters,
   replayDeadLetterQueue,
+  assertJournalBus,
 } from '../engine/service/index.js';
 import { Tailer } from '../engine/journal/index.js';
 import {
@@ -390,6 +391,7 @@ program
     ) => {
       const t = loadTopology(file);
       const q = queueOf(t, queue);
+      assertJournalBus(t, `queue "${queue}"`);
       if (opts.allPartitions) {
         if (cmd.getOptionValueSource('partition') === 'cli')
           throw new InvalidArgumentError('--partition and --all-partitions exclude each other');

@@ -138,10 +138,30 @@ function dirOf(topology: Topology, queue: string, partition: number): string {
 }
 
 /**
+ * A command or call that reads or writes a topology's queues as embedded journal files, refused
+ * on a kafka bus (where it would read stale or absent local files, not the topics). `status` is
+ * the operations API's answer for it (501: not implemented on this bus yet).
+ */
+export class KafkaBusUnsupportedError extends Error {
+  readonly statusCode = 501;
+}
+
+/**
+ * @throws KafkaBusUnsupportedError naming `what` and the topology file when its bus is kafka.
+ */
+export function assertJournalBus(topology: Topology, what: string): void {
+  if (topology.bus.kind !== 'kafka') return;
+  throw new KafkaBusUnsupportedError(
+    `${what} is a Kafka topic (${topology.file}: bus kind kafka); this reads the embedded journal only and is not supported on a kafka bus yet: read the topic with a read_committed Kafka consumer`,
+  );
+}
+
+/**
  * The service whose dead-letter queue `queue` is.
  * @throws Error naming the topology's dead-letter queues when `queue` is none of them.
  */
 function deadLetterOwner(topology: Topology, queue: string): string {
+  assertJournalBus(topology, `dead-letter queue "${queue}"`);
   const writers = topology.services.filter((s) => s.errors.onFailure === 'dead-letter');
   const owner = writers.find((s) => s.errors.deadLetterQueue === queue);
   if (owner) return owner.name;

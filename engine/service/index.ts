@@ -27,6 +27,8 @@ export {
   listDeadLetters,
   replayDeadLetterQueue,
   purgeDeadLetters,
+  assertJournalBus,
+  KafkaBusUnsupportedError,
   type ReplayedDeadLetter,
   type DeadLetter,
   type DeadLetterEntry,

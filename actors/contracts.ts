@@ -69,8 +69,9 @@ export interface ServiceHostData {
 /**
  * Shared buffer names: `ring:<queue>/<partition>` per input, `doorbell`,
  * `notifier:<queue>/<partition>`, and `positions`: a Float64Array with one slot per input (in
- * ServiceHostData.inputs order) holding the index of the last input record the service handled
- * live (-1: none yet), written by the host with plain stores and read by the operations layer
+ * ServiceHostData.inputs order) holding the index of the last input record whose effect the
+ * service has (-1: none; NaN: not known yet, from the launch until the host has found its
+ * LAST_WRITTEN positions), written by the host with plain stores and read by the operations layer
  * for consumer lag.
  */
 export const HOST_SHARED = {
@@ -80,10 +81,10 @@ export const HOST_SHARED = {
   positions: 'positions',
 } as const;
 
-/** Allocates a service host's `positions` buffer for `inputs` input partitions (all -1). */
+/** Allocates a service host's `positions` buffer for `inputs` input partitions (all NaN). */
 export function createPositions(inputs: number): SharedArrayBuffer {
   const sab = new SharedArrayBuffer(Math.max(1, inputs) * Float64Array.BYTES_PER_ELEMENT);
-  new Float64Array(sab).fill(-1);
+  new Float64Array(sab).fill(NaN);
   return sab;
 }
 

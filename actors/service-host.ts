@@ -221,6 +221,10 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
       }
       if (found) last = last.map((p, n) => Math.max(p, found!.positions[n]));
     }
+    // Where this run resumes, for the operations API's consumer lag while the replay runs (the
+    // slots are NaN, "not known", until now; a restarted service is not lagging by its history).
+    const handledShared = new Float64Array(ctx.shared(HOST_SHARED.positions));
+    last.forEach((p, i) => (handledShared[i] = p));
 
     // 2. state, replay
     const init = { service: d.service, settings: d.settings };
@@ -623,7 +627,7 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
       };
     });
     const bell = new Doorbell(ctx.shared(HOST_SHARED.doorbell));
-    const handled = new Float64Array(ctx.shared(HOST_SHARED.positions));
+    const handled = handledShared;
     keys.forEach((k, i) => (handled[i] = from[k] - 1));
     const lag = hdr.build({
       lowestDiscernibleValue: 1,

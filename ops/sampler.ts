@@ -355,6 +355,10 @@ export class Sampler {
     handledIndex: number,
     nowMs: number,
   ): InputLag {
+    // Not known yet (a service from its launch until it found its LAST_WRITTEN positions):
+    // reported as no lag rather than the whole history (a false alarm after every restart).
+    if (Number.isNaN(handledIndex))
+      return { queue, partition, endIndex: 0, handledIndex: -1, lagRecords: 0, lagMs: 0 };
     const key = inputKey(queue, partition);
     let p = this.probes.get(key);
     if (!p) this.probes.set(key, (p = { dir, end: null, at: null }));

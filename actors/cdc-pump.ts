@@ -216,6 +216,7 @@ runActor<PumpData>(async (ctx) => {
   let staging: StagingClient | null = null;
   let core: PumpCore | null = null;
   let recovered = 0;
+  let warnedNoInstallation = false;
   const closeStaging = async () => {
     const s = staging;
     staging = null;
@@ -258,6 +259,13 @@ runActor<PumpData>(async (ctx) => {
         });
         const reconciled = await fresh.start();
         recovered += reconciled;
+        if (fresh.installationId === '' && !warnedNoInstallation) {
+          warnedNoInstallation = true;
+          ctx.log(
+            'warn',
+            `capture source "${d.source.name}" has no installation id (installed by an older version): crash reconciliation is off, a batch shipped just before a crash is shipped again; run \`sluice install\` to set one`,
+          );
+        }
         if (reconciled > 0)
           ctx.log(
             'info',

@@ -203,10 +203,10 @@ export class PumpCore {
     const installation = await this.opts.staging.installationId();
     this.installation = installation;
     // Called even without an installation id: a sink (re)opens its target here (Kafka: fences).
-    const held0 = await this.opts.sink.recentStagingIds(this.opts.recentIdsMax, installation);
+    const inSink = await this.opts.sink.recentStagingIds(this.opts.recentIdsMax, installation);
     // Without an installation id a record's staging id may be another installation's: no match.
     // Read events of initial loads carry no staging id ("").
-    const recent = installation === '' ? [] : [...held0].filter((id) => /^[0-9]+$/.test(id));
+    const recent = installation === '' ? [] : [...inSink].filter((id) => /^[0-9]+$/.test(id));
     const n = recent.length > 0 ? await this.opts.staging.ack(recent) : 0;
     this.stats.reconciled += n;
     const held = await this.opts.staging.heldKeys(this.opts.pump, this.opts.pumps);

@@ -9,9 +9,11 @@
  * finishes the cycle in flight (append and ack) and exits without draining the backlog, which
  * the next set of pumps ships; asked to drain (the topology stopping) it ships the backlog first.
  *
- * Crash between append and delete: on start the sink reports the staging ids of the last
- * batchSizeMax records of each target partition; staged rows with those ids are deleted without
- * being appended again, so the queue holds each change once.
+ * Crash between append and delete: on start the sink reports the staging ids of those of the
+ * last batchSizeMax records of each target partition that carry the current installation id
+ * (engine/cdc/staging.ts); staged rows with those ids are deleted without being appended again,
+ * so the queue holds each change once. Records of an earlier installation (the staging table
+ * created again, its ids reused) never match.
  *
  * On a kafka bus (PumpData.kafka) the targets are Kafka topics: each cycle's batch is one Kafka
  * transaction of the pump's fixed transactional.id, and the start reconciles against the
@@ -82,7 +84,10 @@ runActor<PumpData>(async (ctx) => {
   };
   const writer = new EnvelopeWriter();
   const recordBytesMax = d.source.recordBytesMax ?? CDC_DEFAULTS.recordBytesMax;
-  const envelopeOf = (ch: StagedChange): Uint8Array =>
+  // The installation id of the staging this pump ships from: given to the sink by each start's
+  // reconciliation (PumpSink.recentStagingIds), stamped on every record after it.
+  let installation = '';
+  const envelopeOf = (ch: StagedChange, inst: string): Uint8Array =>
     writer.encode({
       type: EVENT_TYPE_CHANGE,
       key: ch.key,
@@ -99,6 +104,7 @@ runActor<PumpData>(async (ctx) => {
         after: ch.after,
         txid: ch.txid,
         commitTimeMs: ch.timeMs,
+        installation: inst,
       }),
     });
   // Into bus topics each batch is one bus transaction (engine/cdc/kafka-sink.ts): on a kafka
@@ -124,7 +130,7 @@ runActor<PumpData>(async (ctx) => {
       transactionalId: k.transactionalId,
       topics: [...new Set(Object.values(d.tableTargets))],
       recordBytesMax,
-      encode(ch) {
+      encode(ch, inst) {
         const topic = d.tableTargets[ch.table];
         if (!topic)
           throw new Error(
@@ -132,7 +138,10 @@ runActor<PumpData>(async (ctx) => {
           );
         return {
           topic,
-          value: k.formats[ch.table] === 'json' ? encodeCaptureJson(ch, info) : envelopeOf(ch),
+          value:
+            k.formats[ch.table] === 'json'
+              ? encodeCaptureJson(ch, info, inst)
+              : envelopeOf(ch, inst),
         };
       },
       onCommitted(records) {
@@ -155,7 +164,7 @@ runActor<PumpData>(async (ctx) => {
         const k = `${queue}/${ch.keyHash % target.partitions}`;
         let list = byPartition.get(k);
         if (!list) byPartition.set(k, (list = []));
-        const record = envelopeOf(ch);
+        const record = envelopeOf(ch, installation);
         if (record.length > recordBytesMax) {
           const many = changes.length > 1 ? ` (in a batch of ${changes.length})` : '';
           throw new RecordRefusedError(
@@ -175,7 +184,8 @@ runActor<PumpData>(async (ctx) => {
       }
       c[Counter.eventsOut] += changes.length;
     },
-    recentStagingIds(limit: number) {
+    recentStagingIds(limit: number, installationId: string) {
+      installation = installationId;
       const ids = new Set<string>();
       const view = new EnvelopeView();
       for (const dir of Object.values(d.targets).flatMap((t) => Object.values(t.dirs))) {
@@ -186,7 +196,10 @@ runActor<PumpData>(async (ctx) => {
             const rec = tailer.previous();
             if (!rec) break;
             view.wrap(rec.bytes, 0, rec.bytes.length);
-            if (view.type === EVENT_TYPE_CHANGE) ids.add(decodeChange(view.payload).stagingId);
+            if (view.type !== EVENT_TYPE_CHANGE) continue;
+            // Only this installation's records: a recreated staging table reuses staging ids.
+            const ch = decodeChange(view.payload);
+            if (installationId !== '' && ch.installation === installationId) ids.add(ch.stagingId);
           }
         } finally {
           tailer.close();
@@ -203,6 +216,7 @@ runActor<PumpData>(async (ctx) => {
   let staging: StagingClient | null = null;
   let core: PumpCore | null = null;
   let recovered = 0;
+  let warnedNoInstallation = false;
   const closeStaging = async () => {
     const s = staging;
     staging = null;
@@ -245,6 +259,13 @@ runActor<PumpData>(async (ctx) => {
         });
         const reconciled = await fresh.start();
         recovered += reconciled;
+        if (fresh.installationId === '' && !warnedNoInstallation) {
+          warnedNoInstallation = true;
+          ctx.log(
+            'warn',
+            `capture source "${d.source.name}" has no installation id (installed by an older version): crash reconciliation is off, a batch shipped just before a crash is shipped again; run \`sluice install\` to set one`,
+          );
+        }
         if (reconciled > 0)
           ctx.log(
             'info',

@@ -93,6 +93,7 @@ runActor<SinkData>(async (ctx) => {
         attempts: 0,
       },
       info ?? { name: '', dialect: 'sqlite', database: '', tables: new Map() },
+      ch.installation ?? '',
     );
   };
 

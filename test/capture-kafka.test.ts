@@ -230,7 +230,9 @@ test('postgres into a kafka topic with format json: self-describing values, key 
         'txId',
         'stagingId',
         'captureTimeMs',
+        'installation',
       ]);
+      assert.match(v.source.installation ?? '', /^[0-9a-f]{16}$/);
       assert.is(v.source.name, 'app');
       assert.is(v.source.dialect, 'postgres');
       assert.is(v.source.database, 'test');

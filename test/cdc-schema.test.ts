@@ -127,6 +127,7 @@ test('sqlite: every object install creates is named after the staging table (slu
         'seq:sluice_staging=1',
         'table:sluice_staging',
         'table:sluice_staging_errors',
+        'table:sluice_staging_installation',
         'trigger:sluice_cdc_sluice_staging_ledger_delete',
         'trigger:sluice_cdc_sluice_staging_ledger_insert',
         'trigger:sluice_cdc_sluice_staging_ledger_update',

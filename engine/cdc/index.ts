@@ -72,6 +72,7 @@ export type {
   StagingClient,
   UninstallOptions,
 } from './staging.js';
+export { installationTableName, newInstallationId } from './staging.js';
 export type { ColumnInfo, ResolvedTable } from './sql.js';
 export { resolveTable, CaptureTableError } from './sql.js';
 export {

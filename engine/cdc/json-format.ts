@@ -10,7 +10,8 @@
  *   "after":  { "id": "42", "holder": "ann", "amount": "12" },
  *   "source": {
  *     "name": "app", "dialect": "postgres", "database": "shop", "schema": "public",
- *     "table": "ledger", "txId": "7712", "stagingId": "1031", "captureTimeMs": 1796116339607
+ *     "table": "ledger", "txId": "7712", "stagingId": "1031", "captureTimeMs": 1796116339607,
+ *     "installation": "3f9a0c1e5b7d2468"
  *   }
  * }
  * ```
@@ -24,8 +25,12 @@
  *   (`schema.table`, or `database.schema` on PostgreSQL; SQLite `main`; MariaDB the database),
  *   else null. `source.table`: the table name without its schema. `txId`: PostgreSQL's
  *   txid_current() as text; null on SQLite and MariaDB, which give triggers none. `stagingId`:
- *   the staging id as decimal text, unique per change of a capture source (the dedup identity).
+ *   the staging id as decimal text, unique per change of one installation of a capture source.
  *   `captureTimeMs`: when the trigger ran, ms since the Unix epoch (database server clock).
+ *   `installation`: the capture's installation id (16 hex characters, new whenever the staging
+ *   table is created: engine/cdc/staging.ts), or null when none is installed; a recreated
+ *   staging table counts its ids from 1 again, so (installation, stagingId) is the dedup
+ *   identity.
  */
 import type { CaptureSource, StagedChange } from './config.js';
 
@@ -46,6 +51,8 @@ export interface CaptureJsonSource {
   txId: string | null;
   stagingId: string;
   captureTimeMs: number;
+  /** Installation id of the capture, null when none is installed (or unknown, in a sink). */
+  installation: string | null;
 }
 
 /** A JSON change value (see the module comment). */
@@ -110,11 +117,16 @@ export function jsonSourceInfo(source: CaptureSource): JsonSourceInfo {
 }
 
 /**
- * The JSON value of `change` (see the module comment). Images are parsed from the staged JSON
+ * The JSON value of `change` (see the module comment), stamped with `installation` ('': null).
+ * Images are parsed from the staged JSON
  * text, whose values are already strings or null.
  * @throws Error naming the staging id when an image is not JSON object text (a damaged row).
  */
-export function captureJsonValue(change: StagedChange, info: JsonSourceInfo): CaptureJsonValue {
+export function captureJsonValue(
+  change: StagedChange,
+  info: JsonSourceInfo,
+  installation = '',
+): CaptureJsonValue {
   const op = OP_LETTERS[change.op];
   if (op === undefined)
     throw new Error(
@@ -144,6 +156,7 @@ export function captureJsonValue(change: StagedChange, info: JsonSourceInfo): Ca
       txId: change.txid === '' ? null : change.txid,
       stagingId: change.stagingId,
       captureTimeMs: change.timeMs,
+      installation: installation === '' ? null : installation,
     },
   };
 }
@@ -151,11 +164,15 @@ export function captureJsonValue(change: StagedChange, info: JsonSourceInfo): Ca
 const encoder = new TextEncoder();
 
 /**
- * {@link captureJsonValue} as the UTF-8 bytes of its JSON text. The staged images are JSON text
+ * {@link captureJsonValue} (same arguments) as the UTF-8 bytes of its JSON text. The staged images are JSON text
  * made by the triggers, so they are spliced in as they are instead of parsed and printed again.
  * @throws Error as captureJsonValue for an unknown operation.
  */
-export function encodeCaptureJson(change: StagedChange, info: JsonSourceInfo): Uint8Array {
+export function encodeCaptureJson(
+  change: StagedChange,
+  info: JsonSourceInfo,
+  installation = '',
+): Uint8Array {
   const op = OP_LETTERS[change.op];
   if (op === undefined)
     throw new Error(
@@ -171,6 +188,7 @@ export function encodeCaptureJson(change: StagedChange, info: JsonSourceInfo): U
     txId: change.txid === '' ? null : change.txid,
     stagingId: change.stagingId,
     captureTimeMs: change.timeMs,
+    installation: installation === '' ? null : installation,
   };
   const text = `{"op":"${op}","before":${change.before ?? 'null'},"after":${change.after ?? 'null'},"source":${JSON.stringify(source)}}`;
   return encoder.encode(text);

@@ -27,6 +27,8 @@
  * | `sluice.txn.records`   | records of this transaction in this partition                |
  * | `sluice.txn.total`     | records of this transaction in all                           |
  * | `sluice.stagingId`     | the change's staging id                                      |
+ * | `sluice.installation`  | installation id of the capture (engine/cdc/staging.ts); absent |
+ * |                        | when none is installed                                        |
  *
  * and the transaction also commits, for the consumer group named like the transactional.id, the
  * offset of its first record in each partition it wrote (sendOffsets: offsets and records
@@ -35,8 +37,10 @@
  * offset), keeping this pump's records (other pumps' records between them are skipped). The
  * newest transaction number found is the pump's last committed transaction; if its records
  * are not all found (the counts in the headers), partitions without a committed offset are read
- * from their start too. Its staging ids are returned and the pump core deletes those rows
- * without shipping them again. Since a transaction is atomic, "newest committed transaction" is
+ * from their start too. Its staging ids are returned when its records carry the current
+ * installation id (a transaction of an earlier installation, whose staging ids the recreated
+ * staging table reuses, or of a version without the header, returns none), and the pump core
+ * deletes those rows without shipping them again. Since a transaction is atomic, "newest committed transaction" is
  * exactly "the batch that may be unacked". Reading to the end rather than stopping at the
  * committed transaction's records keeps this right even when the offsets are read before the
  * broker applied the last commit's offsets (kafkajs cannot ask OffsetFetch for stable offsets);
@@ -68,6 +72,7 @@ export const KAFKA_CAPTURE_HEADERS = {
   txnRecords: 'sluice.txn.records',
   txnTotal: 'sluice.txn.total',
   stagingId: 'sluice.stagingId',
+  installation: 'sluice.installation',
 } as const;
 
 /** Bounds of the Kafka pump sink. */
@@ -108,8 +113,11 @@ export interface KafkaPumpSinkOptions {
   transactionalId: string;
   /** Every topic this pump may write (all partitions are reconciled). */
   topics: string[];
-  /** Encodes one change (envelope or JSON) and names its topic. */
-  encode(change: StagedChange): KafkaCaptureRecord;
+  /**
+   * Encodes one change (envelope or JSON, stamped with `installation`, the id given to the last
+   * recentStagingIds) and names its topic.
+   */
+  encode(change: StagedChange, installation: string): KafkaCaptureRecord;
   /** Largest value, bytes; default and cap KAFKA_SINK_DEFAULTS.recordBytesMax. */
   recordBytesMax?: number;
   /** Called after each committed transaction with its record count. */
@@ -130,6 +138,8 @@ export class KafkaPumpSink implements PumpSink {
   private producer: BusProducer | null = null;
   /** Sequence number of the next transaction; set by recentStagingIds. */
   private txn = 0;
+  /** Installation id of the staging this pump ships from; set by recentStagingIds. */
+  private installation = '';
   private readonly recordBytesMax: number;
   private readonly pumpTag: string;
 
@@ -148,7 +158,7 @@ export class KafkaPumpSink implements PumpSink {
       );
     const records: ProducerRecord[] = [];
     for (const ch of changes) {
-      const { topic, value } = this.opts.encode(ch);
+      const { topic, value } = this.opts.encode(ch, this.installation);
       if (value.length > this.recordBytesMax) {
         const many = changes.length > 1 ? ` (in a batch of ${changes.length})` : '';
         throw new RecordRefusedError(
@@ -163,6 +173,9 @@ export class KafkaPumpSink implements PumpSink {
         headers: {
           [KAFKA_CAPTURE_HEADERS.pump]: this.pumpTag,
           [KAFKA_CAPTURE_HEADERS.stagingId]: ch.stagingId,
+          ...(this.installation === ''
+            ? {}
+            : { [KAFKA_CAPTURE_HEADERS.installation]: this.installation }),
         },
       });
     }
@@ -239,13 +252,15 @@ export class KafkaPumpSink implements PumpSink {
 
   /**
    * (Re)creates the transactional producer (fencing older ones with the id) and returns the
-   * staging ids of this pump's newest committed transaction (see the module comment); `limit`
-   * is not used: a transaction's records are counted in their headers.
+   * staging ids of this pump's newest committed transaction when its records carry
+   * `installationId` (see the module comment), else none; `limit` is not used: a transaction's
+   * records are counted in their headers. Later records carry `installationId`.
    * @throws BusError when the broker fails, Error when the transaction's records are not all
    *   readable within KAFKA_SINK_DEFAULTS.reconcileTimeoutMs.
    */
-  async recentStagingIds(_limit: number): Promise<Set<string>> {
+  async recentStagingIds(_limit: number, installationId: string): Promise<Set<string>> {
     const { bus, transactionalId } = this.opts;
+    this.installation = installationId;
     if (this.producer !== null) await this.producer.close().catch(() => undefined);
     this.producer = null;
     this.txn = 0;
@@ -301,7 +316,10 @@ export class KafkaPumpSink implements PumpSink {
       }
     }
     const ids = new Set<string>();
-    for (const list of mine.values()) for (const r of list) if (r.txn === newest) ids.add(r.id);
+    for (const list of mine.values())
+      for (const r of list)
+        if (r.txn === newest && installationId !== '' && r.installation === installationId)
+          ids.add(r.id);
     // Sequence numbers rise across restarts even if the offsets were ever lost (retention).
     this.txn = Math.max((newest ?? 0) + 1, Date.now());
     return ids;
@@ -392,6 +410,8 @@ interface OwnRecord {
   /** Records of its transaction in its partition, and in all. */
   inPartition: number;
   total: number;
+  /** Its `sluice.installation` header, '' when absent. */
+  installation: string;
 }
 
 function ownRecord(r: ConsumedRecord): OwnRecord {
@@ -404,7 +424,8 @@ function ownRecord(r: ConsumedRecord): OwnRecord {
       `record ${r.topic}/${r.partition} offset ${r.offset} of capture pump ${r.headers[KAFKA_CAPTURE_HEADERS.pump]} lacks its capture headers`,
     );
   }
-  return { txn, id, inPartition, total };
+  const installation = r.headers[KAFKA_CAPTURE_HEADERS.installation] ?? '';
+  return { txn, id, inPartition, total, installation };
 }
 
 /**

@@ -50,6 +50,7 @@ import type {
   StagingClient,
   UninstallOptions,
 } from './staging.js';
+import { installationTableName, newInstallationId } from './staging.js';
 import { chunkKeyOf } from './initial-load.js';
 import type { LoadHooks, LoadQuery, LoadTable } from './initial-load.js';
 
@@ -679,8 +680,22 @@ export class MariaDbStaging implements StagingClient {
       }
       await this.createCaptureDatabase(conn);
       await conn.query(mariaDbHashFunctionDdl(this.database, this.source.stagingTable));
+      const [had] = await conn.query<mysql.RowDataPacket[]>(
+        'SELECT 1 FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?',
+        [this.database, this.source.stagingTable],
+      );
       for (const stmt of mariaDbStagingDdl(this.database, this.source.stagingTable))
         await conn.query(stmt);
+      // A staging table created now counts its ids from 1 again: a new installation id.
+      const inst = this.installationRef();
+      await conn.query(
+        `CREATE TABLE IF NOT EXISTS ${inst} (id VARCHAR(64) NOT NULL) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
+      );
+      if (had.length === 0) await conn.query(`DELETE FROM ${inst}`);
+      await conn.query(
+        `INSERT INTO ${inst} (id) SELECT ? FROM DUAL WHERE NOT EXISTS (SELECT 1 FROM ${inst})`,
+        [newInstallationId()],
+      );
       for (const { table, info } of resolved) {
         try {
           const staging = this.source.stagingTable;
@@ -715,6 +730,7 @@ export class MariaDbStaging implements StagingClient {
         await conn.query(`DROP TABLE IF EXISTS ${this.stagingRef()}`);
         await conn.query(`DROP TABLE IF EXISTS ${this.errorsRef()}`);
         await conn.query(`DROP TABLE IF EXISTS ${this.load.loadTable}`);
+        await conn.query(`DROP TABLE IF EXISTS ${this.installationRef()}`);
         await conn.query(
           `DROP FUNCTION IF EXISTS ${mariaDbHashFunctionRef(this.database, this.source.stagingTable)}`,
         );
@@ -1040,6 +1056,24 @@ export class MariaDbStaging implements StagingClient {
     // Any one trigger tells: every captured operation's trigger carries the same image columns.
     const body = rows.find((r) => String(r.name) === names[0]) ?? rows[0];
     return { live, installed: body === undefined ? null : imageColumnsOf(String(body.body)) };
+  }
+
+  private installationRef(): string {
+    return `${mariaDbIdent(this.database)}.${mariaDbIdent(installationTableName(this.source.stagingTable))}`;
+  }
+
+  async installationId(): Promise<string> {
+    const conn = await this.open();
+    const [had] = await conn.query<mysql.RowDataPacket[]>(
+      'SELECT 1 FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?',
+      [this.database, installationTableName(this.source.stagingTable)],
+    );
+    if (had.length === 0) return '';
+    const [rows] = await conn.query<mysql.RowDataPacket[]>(
+      `SELECT id FROM ${this.installationRef()} LIMIT 1`,
+    );
+    const id: unknown = rows[0]?.id;
+    return typeof id === 'string' ? id : '';
   }
 
   async stagedCount(): Promise<number> {

@@ -121,6 +121,8 @@ export interface OracleNames {
   staging: string;
   /** Error table. */
   errors: string;
+  /** One-row table of the installation id (engine/cdc/staging.ts). */
+  installation: string;
   /** Package of helper functions. */
   pkg: string;
 }
@@ -132,6 +134,7 @@ export function oracleNames(captureSchema: string, stagingTable: string): Oracle
     schema: captureSchema.toUpperCase(),
     staging,
     errors: oracleName(`${staging}_ERRORS`),
+    installation: oracleName(`${staging}_INSTALLATION`),
     pkg: oracleName(`${staging}_PKG`),
   };
 }
@@ -334,7 +337,7 @@ function keyText(t: ResolvedTable, row: 'NEW' | 'OLD', pkg: string): string {
   }
 }
 
-/** CREATE TABLE statements of the staging and error tables (install runs each only when missing). */
+/** CREATE TABLE statements of the staging, error and installation-id tables (install runs each only when missing). */
 export function oracleStagingDdl(n: OracleNames): { table: string; ddl: string }[] {
   const common = `"TABLE_NAME" VARCHAR2(512 CHAR) NOT NULL,
   "OP" VARCHAR2(8) NOT NULL,
@@ -364,6 +367,12 @@ export function oracleStagingDdl(n: OracleNames): { table: string; ddl: string }
   ${common},
   "ERROR" VARCHAR2(4000 CHAR) NOT NULL,
   "PARKED_TIME_MS" NUMBER(20) NOT NULL
+)`,
+    },
+    {
+      table: n.installation,
+      ddl: `CREATE TABLE ${oracleRef(n, n.installation)} (
+  "ID" VARCHAR2(64 CHAR) NOT NULL
 )`,
     },
   ];
@@ -713,6 +722,7 @@ export function oracleUninstallDdl(
     out.push(`DROP PACKAGE ${oracleRef(n, n.pkg)}`);
     out.push(`DROP TABLE ${oracleRef(n, n.staging)} PURGE`);
     out.push(`DROP TABLE ${oracleRef(n, n.errors)} PURGE`);
+    out.push(`DROP TABLE ${oracleRef(n, n.installation)} PURGE`);
   }
   return out;
 }

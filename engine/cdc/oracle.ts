@@ -53,6 +53,7 @@ import {
   oracleUninstallDdl,
 } from './oracle-ddl.js';
 import type { OracleColumn, OracleNames } from './oracle-ddl.js';
+import { newInstallationId } from './staging.js';
 
 /** Seconds a connection attempt may take (TCP connect and login) before it fails. */
 const CONNECT_TIMEOUT_S = 10;
@@ -310,6 +311,7 @@ export class OracleStaging implements StagingClient {
       resolved.push(t);
     }
     const created = await this.createCaptureSchema();
+    let stagingCreated = false;
     for (const { table, ddl } of oracleStagingDdl(this.names)) {
       const exists = await this.query(
         'SELECT 1 AS X FROM ALL_TABLES WHERE OWNER = :o AND TABLE_NAME = :t',
@@ -317,12 +319,21 @@ export class OracleStaging implements StagingClient {
       );
       if (exists.length > 0) continue;
       await this.run(ddl);
+      if (table === this.names.staging) stagingCreated = true;
       if (table === this.names.staging) {
         await this.run(
           `COMMENT ON TABLE ${this.stagingRef()} IS ${oracleLiteral(created ? ORACLE_SCHEMA_MARK : ORACLE_STAGING_MARK)}`,
         );
       }
     }
+    // A staging table created now counts its ids from 1 again: a new installation id.
+    const inst = oracleRef(this.names, this.names.installation);
+    if (stagingCreated) await this.run(`DELETE FROM ${inst}`);
+    await this.run(
+      `INSERT INTO ${inst} ("ID") SELECT :id FROM DUAL WHERE NOT EXISTS (SELECT 1 FROM ${inst})`,
+      { id: newInstallationId() },
+      true,
+    );
     for (const stmt of oraclePackageDdl(this.names)) await this.ddlChecked(stmt, this.names.pkg);
     for (const t of resolved) {
       try {
@@ -608,6 +619,19 @@ export class OracleStaging implements StagingClient {
         oldest: null,
       })),
     };
+  }
+
+  async installationId(): Promise<string> {
+    const exists = await this.query(
+      'SELECT 1 AS X FROM ALL_TABLES WHERE OWNER = :o AND TABLE_NAME = :t',
+      { o: this.names.schema, t: this.names.installation },
+    );
+    if (exists.length === 0) return '';
+    const rows = await this.query(
+      `SELECT "ID" FROM ${oracleRef(this.names, this.names.installation)} FETCH FIRST 1 ROWS ONLY`,
+    );
+    const id = rows[0]?.ID;
+    return typeof id === 'string' ? id : '';
   }
 
   async stagedCount(): Promise<number> {

@@ -34,6 +34,7 @@ import type {
   StagingClient,
   UninstallOptions,
 } from './staging.js';
+import { installationTableName, newInstallationId } from './staging.js';
 import { chunkKeyOf } from './initial-load.js';
 import type { LoadHooks, LoadQuery, LoadTable } from './initial-load.js';
 
@@ -691,8 +692,19 @@ export class PgStaging implements StagingClient {
         );
       }
       await this.client.query(pgHashFunctionDdl(schema, this.source.stagingTable));
+      const existed = await this.client.query('SELECT to_regclass($1) IS NOT NULL AS e', [
+        this.stagingRef(schema),
+      ]);
       for (const stmt of pgStagingDdl(schema, this.source.stagingTable, this.source.pumps))
         await this.client.query(stmt);
+      // A staging table created now counts its ids from 1 again: a new installation id.
+      const inst = this.installationRef(schema);
+      await this.client.query(`CREATE TABLE IF NOT EXISTS ${inst} (id text NOT NULL)`);
+      if (existed.rows[0]?.e !== true) await this.client.query(`DELETE FROM ${inst}`);
+      await this.client.query(
+        `INSERT INTO ${inst} (id) SELECT $1 WHERE NOT EXISTS (SELECT 1 FROM ${inst})`,
+        [newInstallationId()],
+      );
       await this.client.query(pgDynamicFunctionDdl(schema, this.source.stagingTable));
       for (const cfg of this.source.tables) {
         const resolved = resolveTable(cfg, await introspectPgTable(this.client, cfg.table));
@@ -722,6 +734,7 @@ export class PgStaging implements StagingClient {
           `DROP TABLE IF EXISTS ${quoteIdent(schema)}.${quoteIdent(`${this.source.stagingTable}_errors`)}`,
         );
         await this.client.query(`DROP TABLE IF EXISTS ${this.load.loadTable}`);
+        await this.client.query(`DROP TABLE IF EXISTS ${this.installationRef(schema)}`);
         await this.client.query(
           `DROP FUNCTION IF EXISTS ${pgHashFunctionRef(schema, this.source.stagingTable)}(text)`,
         );
@@ -1000,6 +1013,19 @@ export class PgStaging implements StagingClient {
     );
     const src = fn.rows[0]?.src;
     return { live, installed: src === undefined ? null : imageColumnsOf(src) };
+  }
+
+  private installationRef(schema: string): string {
+    return `${quoteIdent(schema)}.${quoteIdent(installationTableName(this.source.stagingTable))}`;
+  }
+
+  async installationId(): Promise<string> {
+    const schema = await this.open();
+    const ref = this.installationRef(schema);
+    const exists = await this.client.query('SELECT to_regclass($1) IS NOT NULL AS e', [ref]);
+    if (exists.rows[0]?.e !== true) return '';
+    const res = await this.client.query<{ id: string }>(`SELECT id FROM ${ref} LIMIT 1`);
+    return res.rows[0]?.id ?? '';
   }
 
   async stagedCount(): Promise<number> {

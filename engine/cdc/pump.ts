@@ -6,9 +6,13 @@
  * the journal: the sink is any durable append target that can list the staging ids it holds last.
  *
  * Exactly-once hand-off (cases C2, C3):
- *  1. start(): ids = sink.recentStagingIds(recentIdsMax); ack(ids). Rows the sink already holds
- *     but staging still has (crash between append and ack) are deleted without being appended
- *     again. Staging ids are never reused, so acking an id the sink holds is always right.
+ *  1. start(): ids = sink.recentStagingIds(recentIdsMax, installationId); ack(ids). Rows the
+ *     sink already holds but staging still has (crash between append and ack) are deleted
+ *     without being appended again. Staging ids are never reused within one installation (a
+ *     staging table created again starts at 1: engine/cdc/staging.ts "Installation id"), and the
+ *     sink returns only ids of records stamped with the current installation id, so acking an id
+ *     it returns is always right. Without an installation id (capture installed by an older
+ *     version) nothing is acked: a batch appended just before the crash is appended again.
  *  2. each cycle: claim(pump, pumps, batchSizeMax) -> sink.appendBatch(rows) (durable when it
  *     returns) -> ack(ids). A failed ack is retried before the next claim, so a batch is never
  *     appended twice by a live pump either.
@@ -55,12 +59,17 @@ export class RecordRefusedError extends Error {
  * Durable append target of a pump.
  * - appendBatch: appends `changes` in order; durable when it returns (or its promise resolves);
  *   throws on failure, in which case nothing is acked and the same rows are claimed again.
- * - recentStagingIds: staging ids of the last `limit` records the sink holds (any order); a sink
- *   that knows its last batch exactly (Kafka: engine/cdc/kafka-sink.ts) returns that batch's.
+ * - recentStagingIds: staging ids of those of the last `limit` records the sink holds (any
+ *   order) that carry installation id `installationId`; a record of another installation or
+ *   without one must not be returned. A sink that knows its last batch exactly (Kafka:
+ *   engine/cdc/kafka-sink.ts) returns that batch's. Called once at each start, before any
+ *   appendBatch: every record the sink appends afterwards carries `installationId` (the Change's
+ *   `installation`, JSON `source.installation`, Kafka header `sluice.installation`); '' means
+ *   none is installed (records carry none, and the pump ignores what this returns).
  */
 export interface PumpSink {
   appendBatch(changes: StagedChange[]): void | Promise<void>;
-  recentStagingIds(limit: number): Set<string> | Promise<Set<string>>;
+  recentStagingIds(limit: number, installationId: string): Set<string> | Promise<Set<string>>;
 }
 
 /** Fault points a pump honours (tests of crash recovery). `after-append`: SIGKILL itself after append, before ack. */
@@ -143,6 +152,7 @@ export class PumpCore {
   private parked = new Set<string>();
   private parkedReadMs = 0;
   private retentionCheckedMs = 0;
+  private installation = '';
 
   constructor(options: PumpOptions) {
     const { pump, pumps, batchSizeMax } = options;
@@ -174,6 +184,11 @@ export class PumpCore {
           );
   }
 
+  /** The installation id start() read from staging ('' before start or when none is installed). */
+  get installationId(): string {
+    return this.installation;
+  }
+
   /** Keys this pump holds back now: refused changes waiting for a retry, and parked keys. */
   heldKeys(): { retrying: ReadonlyMap<string, number>; parked: ReadonlySet<string> } {
     return { retrying: this.retrying, parked: this.parked };
@@ -181,13 +196,17 @@ export class PumpCore {
 
   /**
    * Crash reconciliation: acks every staged row whose id the sink already holds among its last
-   * recentIdsMax records. Returns how many staged rows that removed. Call once before cycles.
+   * recentIdsMax records of the current installation. Returns how many staged rows that removed.
+   * Call once before cycles.
    */
   async start(): Promise<number> {
+    const installation = await this.opts.staging.installationId();
+    this.installation = installation;
+    // Called even without an installation id: a sink (re)opens its target here (Kafka: fences).
+    const inSink = await this.opts.sink.recentStagingIds(this.opts.recentIdsMax, installation);
+    // Without an installation id a record's staging id may be another installation's: no match.
     // Read events of initial loads carry no staging id ("").
-    const recent = [...(await this.opts.sink.recentStagingIds(this.opts.recentIdsMax))].filter(
-      (id) => /^[0-9]+$/.test(id),
-    );
+    const recent = installation === '' ? [] : [...inSink].filter((id) => /^[0-9]+$/.test(id));
     const n = recent.length > 0 ? await this.opts.staging.ack(recent) : 0;
     this.stats.reconciled += n;
     const held = await this.opts.staging.heldKeys(this.opts.pump, this.opts.pumps);

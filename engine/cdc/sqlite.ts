@@ -31,6 +31,7 @@ import type {
   StagingClient,
   UninstallOptions,
 } from './staging.js';
+import { installationTableName, newInstallationId } from './staging.js';
 import { chunkKeyOf } from './initial-load.js';
 import type { LoadHooks, LoadTable } from './initial-load.js';
 
@@ -245,9 +246,19 @@ export class SqliteStaging implements StagingClient {
   async install(): Promise<void> {
     this.checkOpen();
     const stmts = sqliteInstallDdl(this.db, this.source);
+    const inst = quoteIdent(installationTableName(this.source.stagingTable));
     this.db
       .transaction(() => {
+        const existed =
+          this.db
+            .prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?`)
+            .get(this.source.stagingTable) !== undefined;
         for (const stmt of stmts) this.db.exec(stmt);
+        // A staging table created now counts its ids from 1 again: a new installation id.
+        this.db.exec(`CREATE TABLE IF NOT EXISTS ${inst} (id TEXT NOT NULL)`);
+        if (!existed) this.db.exec(`DELETE FROM ${inst}`);
+        if (this.db.prepare(`SELECT 1 FROM ${inst}`).get() === undefined)
+          this.db.prepare(`INSERT INTO ${inst} (id) VALUES (?)`).run(newInstallationId());
         const have = new Set(
           introspectSqliteTable(this.db, this.source.stagingTable).map((c) => c.name),
         );
@@ -305,6 +316,9 @@ export class SqliteStaging implements StagingClient {
           this.prepared = null;
           this.db.exec(`DROP TABLE IF EXISTS ${quoteIdent(this.source.stagingTable)}`);
           this.db.exec(`DROP TABLE IF EXISTS ${quoteIdent(`${this.source.stagingTable}_errors`)}`);
+          this.db.exec(
+            `DROP TABLE IF EXISTS ${quoteIdent(installationTableName(this.source.stagingTable))}`,
+          );
           this.db.exec(`DROP TABLE IF EXISTS ${this.load.loadTable}`);
           // AUTOINCREMENT's counter row; sqlite_sequence itself cannot be dropped (SQLite owns it).
           const seq = this.db
@@ -399,6 +413,20 @@ export class SqliteStaging implements StagingClient {
     } finally {
       this.db.pragma(`busy_timeout = ${timeoutMs}`);
     }
+  }
+
+  async installationId(): Promise<string> {
+    this.checkOpen();
+    const inst = installationTableName(this.source.stagingTable);
+    const exists = this.db
+      .prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?`)
+      .get(inst);
+    if (exists === undefined) return '';
+    const id = this.db
+      .prepare(`SELECT id FROM ${quoteIdent(inst)} LIMIT 1`)
+      .pluck()
+      .get();
+    return typeof id === 'string' ? id : '';
   }
 
   async stagedCount(): Promise<number> {

@@ -25,9 +25,32 @@
  * original staging id) through attempts, plus `error` (text, the refusal that parked it) and
  * `parked_time_ms`. Rows are moved there by StagingClient.park after the error policy's last
  * attempt (cases C4, C10) and back into staging, under their original id, by requeue.
+ *
+ * Installation id: staging ids are unique only while the staging table lives; a staging table
+ * created again (a fresh database, `sluice uninstall --drop-staging` then `install`) counts from 1
+ * again while the target (a queue's data directory, a Kafka topic) may still hold records of the
+ * earlier one. So install keeps a one-row table `<staging>_installation` (column `id`: 16 random
+ * hex characters, {@link newInstallationId}) next to the staging table, and writes a new id
+ * whenever it creates the staging table (or finds the row missing). Every record a pump ships
+ * carries the id (the Change's `installation`, the JSON `source.installation`, the Kafka header
+ * `sluice.installation`) and a pump's start reconciles only against records carrying the current
+ * id: a record of another installation, or of a version without the id, never matches, so it can
+ * never cause an unshipped row to be deleted (the price: a crash between append and delete just
+ * before an upgrade ships that one batch twice).
  */
+import { randomBytes } from 'node:crypto';
 import type { CaptureSource, StagedChange } from './config.js';
 import type { LoadHooks } from './initial-load.js';
+
+/** Name of the installation-id table of staging table `stagingTable` (see the module comment). */
+export function installationTableName(stagingTable: string): string {
+  return `${stagingTable}_installation`;
+}
+
+/** A new installation id: 16 lowercase hex characters (64 random bits, node:crypto). */
+export function newInstallationId(): string {
+  return randomBytes(8).toString('hex');
+}
 
 /** A change parked in the error table. */
 export interface ParkedChange extends StagedChange {
@@ -57,7 +80,8 @@ export interface HeldKeys {
 export interface UninstallOptions {
   /**
    * Also drop the staging and error tables (losing unshipped and parked rows) and every other
-   * object install created (PostgreSQL: the key hash function, and the capture schema when
+   * object install created (the installation-id table; PostgreSQL: the key hash function, and
+   * the capture schema when
    * install created it and nothing else is left in it). Default false.
    */
   dropStaging?: boolean;
@@ -132,6 +156,12 @@ export interface StagingClient {
    * `sluice check --live` compares to report dropped, renamed and new columns. Optional.
    */
   describeTable?(table: string): Promise<{ live: string[]; installed: string[] | null }>;
+  /**
+   * The installation id install stored (see the module comment), or '' when there is none
+   * (capture installed by a version without it and not installed again): then a pump reconciles
+   * against nothing.
+   */
+  installationId(): Promise<string>;
   /** Number of rows currently staged (all pumps). For tests and statistics. */
   stagedCount(): Promise<number>;
   /** Closes the connection. Idempotent. */

@@ -17,6 +17,11 @@ export type ChangeOp = 'insert' | 'update' | 'delete' | 'truncate' | 'read';
  * - `before`: row before the change (update, delete), else null. `after`: row after (insert,
  *   update), else null. The empty string is a value distinct from null.
  * - `txid`: database transaction id as text. `commitTimeMs`: ms since the Unix epoch.
+ * - `installation`: installation id of the capture that staged it (engine/cdc/staging.ts
+ *   "Installation id"); staging ids are unique only within one installation, so crash
+ *   reconciliation matches a record only when this equals the current installation's id. Absent
+ *   (undefined) in records written before it existed and in changes not made by a capture
+ *   pump; encoding '' writes it absent too.
  */
 export interface Change {
   stagingId: string;
@@ -27,6 +32,7 @@ export interface Change {
   after: string | null;
   txid: string;
   commitTimeMs: number;
+  installation?: string;
 }
 
 const OP_CODES: Readonly<Record<ChangeOp, Op>> = {
@@ -49,6 +55,8 @@ const OP_NAMES: readonly (ChangeOp | undefined)[] = [
 const builder = new Builder(1024);
 // Table names repeat on every change of a table; a handful of entries suffices.
 const tableNames = new Utf8Cache(256, 128);
+// One installation id per pump: its UTF-8 bytes are cached, not encoded per change.
+const installations = new Utf8Cache(16, 64);
 
 /**
  * Encodes `change` as a FlatBuffers `Change`; returns a copy the caller owns (small copies share
@@ -77,6 +85,10 @@ export function encodeChange(change: Change): Uint8Array {
   const txid = b.createString(utf8Encoder.encode(change.txid));
   const table = b.createString(tableNames.encode(change.table));
   const stagingId = b.createString(utf8Encoder.encode(change.stagingId));
+  const installation =
+    change.installation === undefined || change.installation === ''
+      ? 0
+      : b.createString(installations.encode(change.installation));
   ChangeTable.startChange(b);
   ChangeTable.addCommitTimeMs(b, change.commitTimeMs);
   ChangeTable.addStagingId(b, stagingId);
@@ -86,6 +98,7 @@ export function encodeChange(change: Change): Uint8Array {
   if (after !== 0) ChangeTable.addAfter(b, after);
   ChangeTable.addTxid(b, txid);
   ChangeTable.addOp(b, op);
+  if (installation !== 0) ChangeTable.addInstallation(b, installation);
   b.finish(ChangeTable.endChange(b));
   return copyBytes(b.asUint8Array());
 }
@@ -129,7 +142,7 @@ export function decodeChange(
   const opCode = c.op();
   const op = OP_NAMES[opCode];
   if (op === undefined) throw new Error(`Change has unknown op code ${opCode}`);
-  return {
+  const out: Change = {
     stagingId: requireString(readString(c.stagingId(Encoding.UTF8_BYTES)), 'staging_id'),
     table: requireString(readString(c.table(Encoding.UTF8_BYTES)), 'table'),
     op,
@@ -139,4 +152,7 @@ export function decodeChange(
     txid: requireString(readString(c.txid(Encoding.UTF8_BYTES)), 'txid'),
     commitTimeMs: c.commitTimeMs(),
   };
+  const installation = readString(c.installation(Encoding.UTF8_BYTES));
+  if (installation !== null) out.installation = installation;
+  return out;
 }

@@ -96,8 +96,19 @@ commitTimeMs():number {
   return offset ? this.bb!.readFloat64(this.bb_pos + offset) : 0.0;
 }
 
+/**
+ * Installation id of the capture that staged it (random hex, new whenever the staging table is
+ * created); staging ids are unique only within one installation. Absent in older records.
+ */
+installation():string|null
+installation(optionalEncoding:flatbuffers.Encoding):string|Uint8Array|null
+installation(optionalEncoding?:any):string|Uint8Array|null {
+  const offset = this.bb!.__offset(this.bb_pos, 20);
+  return offset ? this.bb!.__string(this.bb_pos + offset, optionalEncoding) : null;
+}
+
 static startChange(builder:flatbuffers.Builder) {
-  builder.startObject(8);
+  builder.startObject(9);
 }
 
 static addStagingId(builder:flatbuffers.Builder, stagingIdOffset:flatbuffers.Offset) {
@@ -132,12 +143,16 @@ static addCommitTimeMs(builder:flatbuffers.Builder, commitTimeMs:number) {
   builder.addFieldFloat64(7, commitTimeMs, 0.0);
 }
 
+static addInstallation(builder:flatbuffers.Builder, installationOffset:flatbuffers.Offset) {
+  builder.addFieldOffset(8, installationOffset, 0);
+}
+
 static endChange(builder:flatbuffers.Builder):flatbuffers.Offset {
   const offset = builder.endObject();
   return offset;
 }
 
-static createChange(builder:flatbuffers.Builder, stagingIdOffset:flatbuffers.Offset, tableOffset:flatbuffers.Offset, op:Op, keyOffset:flatbuffers.Offset, beforeOffset:flatbuffers.Offset, afterOffset:flatbuffers.Offset, txidOffset:flatbuffers.Offset, commitTimeMs:number):flatbuffers.Offset {
+static createChange(builder:flatbuffers.Builder, stagingIdOffset:flatbuffers.Offset, tableOffset:flatbuffers.Offset, op:Op, keyOffset:flatbuffers.Offset, beforeOffset:flatbuffers.Offset, afterOffset:flatbuffers.Offset, txidOffset:flatbuffers.Offset, commitTimeMs:number, installationOffset:flatbuffers.Offset):flatbuffers.Offset {
   Change.startChange(builder);
   Change.addStagingId(builder, stagingIdOffset);
   Change.addTable(builder, tableOffset);
@@ -147,6 +162,7 @@ static createChange(builder:flatbuffers.Builder, stagingIdOffset:flatbuffers.Off
   Change.addAfter(builder, afterOffset);
   Change.addTxid(builder, txidOffset);
   Change.addCommitTimeMs(builder, commitTimeMs);
+  Change.addInstallation(builder, installationOffset);
   return Change.endChange(builder);
 }
 }

@@ -6,6 +6,7 @@
  */
 import Database from 'better-sqlite3';
 import pg from 'pg';
+import mysql from 'mysql2/promise';
 import { problemAt, type ConfigProblem, type Topology } from '../engine/config/index.js';
 import {
   CaptureTableError,
@@ -13,6 +14,7 @@ import {
   oracleCheckTypes,
   introspectPgTable,
   introspectSqliteTable,
+  parseMariaDbUrl,
   resolveTable,
   type CaptureSource,
   type ColumnInfo,
@@ -68,6 +70,21 @@ async function openLive(source: CaptureSource): Promise<LiveDatabase | null> {
       close: () => staging.close(),
     };
   }
+  if ((db.dialect === 'mariadb' || db.dialect === 'mysql') && 'url' in db) {
+    // Only that the database answers here (its tables are described by its staging client in
+    // checkCaptureLive, next): an unreachable one is reported at its field like the others.
+    const url = parseMariaDbUrl(db.url);
+    if (typeof url === 'string') throw new Error(url);
+    const conn = await mysql.createConnection({
+      host: url.host,
+      port: url.port,
+      user: url.user,
+      password: url.password,
+      database: url.database,
+      connectTimeout: 10_000,
+    });
+    await conn.end();
+  }
   return null;
 }
 
@@ -75,7 +92,8 @@ async function openLive(source: CaptureSource): Promise<LiveDatabase | null> {
  * The problems of the capture section against the live databases, each at its field:
  * `capture[i].database.url` / `.file` (cannot connect or open), `capture[i].tables[k].table`
  * (table not found), `.columns[n]` / `.key[n]` (column not found), `.key` (no primary key).
- * MariaDB/MySQL sources are left to checkCaptureLive (their staging client describes tables).
+ * MariaDB/MySQL sources: only the connection here (reported at `.url`); their tables are left to
+ * checkCaptureLive (their staging client describes them).
  */
 export async function liveCaptureProblems(topology: Topology): Promise<ConfigProblem[]> {
   const problems: ConfigProblem[] = [];

@@ -506,4 +506,33 @@ test('check --live finds missing tables, columns and keys in the live SQLite and
   }
 });
 
+test('check --live: an unreachable MariaDB is reported at its url field before any "ok"', async () => {
+  const file = path.join(dir, 'maria-down.yaml');
+  fs.writeFileSync(
+    file,
+    [
+      'name: mdown',
+      'dataDir: ./data',
+      'queues:',
+      '  - { name: a }',
+      'capture:',
+      '  - name: shop',
+      '    database: { dialect: mariadb, url: "mysql://root@127.0.0.1:1/nowhere" }',
+      '    tables:',
+      '      - { table: orders, operations: [insert], target: a }',
+      '',
+    ].join('\n'),
+  );
+  const r = await sluice(['check', '--live', file]);
+  assert.is(r.code, 2, r.out + r.err);
+  assert.not.match(r.out, /ok \(/);
+  assert.match(
+    r.err,
+    new RegExp(
+      `^${file.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}:7:\\d+: capture\\[0\\]\\.database\\.url: capture source "shop": cannot open the database: .*ECONNREFUSED`,
+      'm',
+    ),
+  );
+});
+
 test.run();

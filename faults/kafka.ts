@@ -26,7 +26,6 @@ import { kafkaBackend, type TestBackend } from '../test/lib/backends.js';
 import {
   appendLwwInputsTo,
   verifyLwwOutput,
-  readLiveFile,
   type InputValues,
 } from '../test/replay-helpers.js';
 import { TopologyProcess, REPO_ROOT, between } from './harness.js';
@@ -40,12 +39,10 @@ import {
   type ShapeContext,
   type FaultTarget,
 } from './shape.js';
+import { reportFinalVerdict, TAIL_ONLY } from './services.js';
 
 /** Names of the broker faults. */
 export type KafkaFault = 'broker-restart' | 'leader-kill' | 'controller-kill';
-
-/** Messages of verifyLwwOutput about the end of the output: only final once nothing runs. */
-const TAIL_ONLY = /outputs after the last processed record|outputs for \d+ emitting inputs/;
 
 const QUEUES = [
   { name: 'a', partitions: 1 },
@@ -204,29 +201,7 @@ async function runOn(
   } catch {
     // reported by the check above
   }
-  if (verdict) {
-    for (const [k, p] of Object.entries(verdict.positions)) {
-      const due = (values.get(k)?.length ?? 0) - 1;
-      if (p !== due)
-        ctx.ledger.violation(
-          name,
-          `${k} processed through ${p} of ${due} after the drain (inputs without an effect)`,
-        );
-    }
-    let rebuilt = 0;
-    for (const l of readLiveFile(liveFile)) {
-      if (l.digest !== verdict.digests[l.count])
-        ctx.ledger.violation(
-          name,
-          `a start rebuilt the state after ${l.count} inputs as ${l.digest}, the reference is ${verdict.digests[l.count]}`,
-        );
-      if (l.count > 0) rebuilt++;
-    }
-    const total = [...values.values()].reduce((a, v) => a + v.length, 0);
-    ctx.ledger.info(
-      `${name}: final: ${total} inputs, ${verdict.outputs} outputs, ${rebuilt} starts rebuilt state, ${proc.starts} runs of sluice run`,
-    );
-  }
+  if (verdict) reportFinalVerdict(ctx, name, verdict, values, liveFile, proc.starts);
   return proc;
 }
 

@@ -105,7 +105,43 @@ export const STRATEGIES: Strategy[] = [
 ];
 
 /** Messages of verifyLwwOutput about the end of the output: only final once nothing runs. */
-const TAIL_ONLY = /outputs after the last processed record|outputs for \d+ emitting inputs/;
+export const TAIL_ONLY = /outputs after the last processed record|outputs for \d+ emitting inputs/;
+
+/**
+ * The end-of-run checks of an LWW service shape (here and faults/kafka.ts) on a verdict of
+ * verifyLwwOutput: every input processed after the drain, every start's rebuilt state equal to
+ * the reference (`liveFile`), and the summary line.
+ */
+export function reportFinalVerdict(
+  ctx: ShapeContext,
+  name: string,
+  verdict: NonNullable<ReturnType<typeof verifyLwwOutput>>,
+  values: InputValues,
+  liveFile: string,
+  starts: number,
+): void {
+  for (const [k, p] of Object.entries(verdict.positions)) {
+    const due = (values.get(k)?.length ?? 0) - 1;
+    if (p !== due)
+      ctx.ledger.violation(
+        name,
+        `${k} processed through ${p} of ${due} after the drain (inputs without an effect)`,
+      );
+  }
+  let rebuilt = 0;
+  for (const l of readLiveFile(liveFile)) {
+    if (l.digest !== verdict.digests[l.count])
+      ctx.ledger.violation(
+        name,
+        `a start rebuilt the state after ${l.count} inputs as ${l.digest}, the reference is ${verdict.digests[l.count]}`,
+      );
+    if (l.count > 0) rebuilt++;
+  }
+  const total = [...values.values()].reduce((a, v) => a + v.length, 0);
+  ctx.ledger.info(
+    `${name}: final: ${total} inputs, ${verdict.outputs} outputs, ${rebuilt} starts rebuilt state, ${starts} runs of sluice run`,
+  );
+}
 
 /** The shape for one strategy. */
 export function serviceShape(s: Strategy): Shape {
@@ -201,29 +237,7 @@ export function serviceShape(s: Strategy): Shape {
         } catch {
           // reported by the check above
         }
-        if (verdict) {
-          for (const [k, p] of Object.entries(verdict.positions)) {
-            const due = (values.get(k)?.length ?? 0) - 1;
-            if (p !== due)
-              ctx.ledger.violation(
-                name,
-                `${k} processed through ${p} of ${due} after the drain (inputs without an effect)`,
-              );
-          }
-          let rebuilt = 0;
-          for (const l of readLiveFile(liveFile)) {
-            if (l.digest !== verdict.digests[l.count])
-              ctx.ledger.violation(
-                name,
-                `a start rebuilt the state after ${l.count} inputs as ${l.digest}, the reference is ${verdict.digests[l.count]}`,
-              );
-            if (l.count > 0) rebuilt++;
-          }
-          const total = [...values.values()].reduce((a, v) => a + v.length, 0);
-          ctx.ledger.info(
-            `${name}: final: ${total} inputs, ${verdict.outputs} outputs, ${rebuilt} starts rebuilt state, ${proc.starts} runs of sluice run`,
-          );
-        }
+        if (verdict) reportFinalVerdict(ctx, name, verdict, values, liveFile, proc.starts);
       } finally {
         if (proc.running) await proc.kill9();
         proc.close();

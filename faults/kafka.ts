@@ -23,11 +23,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import kafkajs from 'kafkajs';
 import { startKafka, type KafkaCluster } from '../testing/kafka-broker.js';
 import { kafkaBackend, type TestBackend } from '../test/lib/backends.js';
-import {
-  appendLwwInputsTo,
-  verifyLwwOutput,
-  type InputValues,
-} from '../test/replay-helpers.js';
+import { appendLwwInputsTo, verifyLwwOutput, type InputValues } from '../test/replay-helpers.js';
 import { TopologyProcess, REPO_ROOT, between } from './harness.js';
 import {
   commonFaults,

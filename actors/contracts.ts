@@ -22,8 +22,26 @@ export interface QueueReaderData {
   bus: ActorBus;
 }
 
-/** Shared buffer names a queue reader expects. */
-export const READER_SHARED = { ring: 'ring', doorbell: 'doorbell', notifier: 'notifier' } as const;
+/**
+ * Shared buffer names a queue reader expects. `position` ({@link createReaderPosition}): a
+ * Float64Array [index of the last record written to the ring, the tailer's index when it last
+ * found nothing more to read], NaN until known, read by the operations layer: on Kafka an index
+ * after a batch's records is not the end (commit markers take offsets), and only the reader's
+ * tailer knows where the readable records end.
+ */
+export const READER_SHARED = {
+  ring: 'ring',
+  doorbell: 'doorbell',
+  notifier: 'notifier',
+  position: 'position',
+} as const;
+
+/** Allocates a queue reader's `position` buffer (see {@link READER_SHARED}; both NaN). */
+export function createReaderPosition(): SharedArrayBuffer {
+  const sab = new SharedArrayBuffer(2 * Float64Array.BYTES_PER_ELEMENT);
+  new Float64Array(sab).fill(NaN);
+  return sab;
+}
 
 /** One input partition as the host sees it. */
 export interface HostInput {
@@ -170,10 +188,51 @@ export interface SinkData {
   captureSource: CaptureSource | null;
 }
 
-/** Shared buffer names: `notifier:<queue>` for each target queue's partition `pump`. */
+/**
+ * Shared buffer names: `notifier:<queue>` for each target queue's partition `pump`, and
+ * `shipped`, the source's per-table shipped counters ({@link createShippedCounters}).
+ */
 export const PUMP_SHARED = {
   notifier: (queue: string, partition: number) => `notifier:${queue}/${partition}`,
+  shipped: 'shipped',
 } as const;
+
+/**
+ * Allocates the per-table shipped counters of a capture source with `tables` tables: per table,
+ * the changes its pumps appended durably to the table's target topic (PumpOptions.onDurable),
+ * whatever the bus (journal queues, processor topics, Kafka topics). One BigInt64 slot per
+ * table, in the source's `tables` order:
+ *
+ *   byte 0          8          16                 8*(T-1)      8*T
+ *        +----------+----------+------- ... ------+------------+
+ *        | tables[0]| tables[1]|                  | tables[T-1]|
+ *        +----------+----------+------- ... ------+------------+
+ *
+ * One buffer per source for the whole run of a topology: the planner creates it and gives it to
+ * every pump group of the source, the groups of a runtime change of the pump count included
+ * (actors/pump-count.ts), and the supervisor launches a restarted pump with its group's same
+ * buffers. So a slot only grows (from 0 at the plan, before any pump starts): neither a pump
+ * restart nor a change of the count resets it or counts a change twice. Several pumps of the
+ * source add at once: {@link addShipped} (Atomics.add, once per table per batch); readers
+ * (ops/stats.ts) use {@link readShipped}.
+ * @throws Error when `tables` is not an integer >= 0.
+ */
+export function createShippedCounters(tables: number): SharedArrayBuffer {
+  if (!Number.isInteger(tables) || tables < 0)
+    throw new Error(`tables must be an integer >= 0, tables=${tables}`);
+  return new SharedArrayBuffer(tables * BigInt64Array.BYTES_PER_ELEMENT);
+}
+
+/** Adds `changes` (an integer >= 0) to slot `table` (an index into the source's tables). */
+export function addShipped(sab: SharedArrayBuffer, table: number, changes: number): void {
+  Atomics.add(new BigInt64Array(sab), table, BigInt(changes));
+}
+
+/** The counts of every slot, in the source's `tables` order. */
+export function readShipped(sab: SharedArrayBuffer): number[] {
+  const slots = new BigInt64Array(sab);
+  return Array.from({ length: slots.length }, (_, i) => Number(Atomics.load(slots, i)));
+}
 
 /** Port names of a pump actor: its connection to the topology's journal bus (PumpKafkaData without connection). */
 export const PUMP_PORTS = { bus: 'bus' } as const;

@@ -1,7 +1,7 @@
 /** Ready-made actors built on engine/: queue reader, service host, capture pump, and the planner. */
+export { actorBusOf } from '../engine/service/index.js';
 export {
   planTopology,
-  actorBusOf,
   transactionalIdOf,
   partitionDir,
   busDir,

@@ -15,7 +15,7 @@ import {
   inputKey,
   assertServiceDefinition,
   replayProblems,
-  type ActorBus,
+  actorBusOf,
 } from '../engine/service/index.js';
 import type { GroupSpec } from '../engine/supervisor/index.js';
 import {
@@ -28,6 +28,8 @@ import {
 import { captureIntoBus, pumpKafkaData, sinkGroups } from './plan-kafka.js';
 import {
   createPositions,
+  createReaderPosition,
+  createShippedCounters,
   HOST_SHARED,
   READER_SHARED,
   PUMP_PORTS,
@@ -73,21 +75,6 @@ export function partitionDir(topology: Topology, queue: string, partition: numbe
   return path.join(topology.dataDir, 'queues', queue, String(partition));
 }
 
-/** The topology's bus as its actors receive it in their start data. */
-export function actorBusOf(topology: Topology): ActorBus {
-  const b = topology.bus;
-  if (b.kind === 'journal') return { kind: 'journal' };
-  return {
-    kind: 'kafka',
-    connection: {
-      brokers: b.brokers,
-      clientId: b.clientId,
-      ...(b.tls ? { tls: b.tls } : {}),
-      ...(b.sasl ? { sasl: b.sasl } : {}),
-    },
-  };
-}
-
 /**
  * Kafka transactional.id of service `service`'s output producer: stable across restarts and
  * processes (that is what fences a zombie), unique per topology and service.
@@ -112,18 +99,23 @@ export function deadLetterOf(
 /**
  * The pump groups of one capture source (stage 0), `pumps` of them (default: the source's):
  * pump i appends, per target queue, the partitions p with p mod pumps = i (on the journal bus
- * the partitions are a multiple of the pumps; engine/config/checks.ts). `notifiers` are the
- * plan's queue notifiers (inputKey(queue, partition) -> notifier). A runtime change of the pump
- * count (actors/pump-count.ts) replaces a source's groups with these for the new count.
- * @throws Error when pumps does not divide the partitions of a journal target.
+ * the partitions are a multiple of the pumps; engine/config/checks.ts). `buffers` are the
+ * plan's: its queue notifiers and the source's shipped counters, given to every pump of it. A
+ * runtime change of the pump count (actors/pump-count.ts) replaces a source's groups with these
+ * for the new count.
+ * @throws Error when pumps does not divide the partitions of a journal target, or the plan has
+ *   no shipped counters for the source.
  */
 export function pumpGroups(
   topology: Topology,
   source: Topology['capture'][number],
-  notifiers: Map<string, SharedArrayBuffer>,
+  buffers: PlanBuffers,
   pumps = source.pumps,
   connectBus?: () => MessagePort,
 ): GroupSpec[] {
+  const { notifiers } = buffers;
+  const shipped = buffers.shipped.get(source.name);
+  if (!shipped) throw new Error(`capture source "${source.name}": no shipped counters in the plan`);
   const queues = new Map(topology.queues.map((q) => [q.name, q]));
   const tableTargets: Record<string, string> = {};
   for (const t of source.tables) tableTargets[t.table] = t.target;
@@ -134,7 +126,7 @@ export function pumpGroups(
   const groups: GroupSpec[] = [];
   for (let i = 0; i < pumps; i++) {
     const targets: PumpData['targets'] = {};
-    const shared: Record<string, SharedArrayBuffer> = {};
+    const shared: Record<string, SharedArrayBuffer> = { [PUMP_SHARED.shipped]: shipped };
     for (const queue of journal && !intoBus ? new Set(Object.values(tableTargets)) : []) {
       const q = queues.get(queue)!;
       if (q.partitions % pumps !== 0)
@@ -183,7 +175,15 @@ export interface TopologyPlan {
   groups: GroupSpec[];
   /** inputKey(queue, partition) -> notifier, for in-process tailers (e.g. verification). */
   notifiers: Map<string, SharedArrayBuffer>;
+  /**
+   * Capture source name -> its per-table shipped counters (actors/contracts.ts
+   * createShippedCounters), shared by every pump of the source for the whole run.
+   */
+  shipped: Map<string, SharedArrayBuffer>;
 }
+
+/** The plan's buffers that outlive one set of pump groups (see {@link pumpGroups}). */
+export type PlanBuffers = Pick<TopologyPlan, 'notifiers' | 'shipped'>;
 
 /**
  * Builds the plan. @throws Error if the topology has a service cycle or a service output queue
@@ -196,11 +196,16 @@ export function planTopology(topology: Topology, options: PlanOptions = {}): Top
     for (let p = 0; p < q.partitions; p++)
       notifiers.set(inputKey(q.name, p), createQueueNotifier());
   }
+  const shipped = new Map(
+    topology.capture.map((s) => [s.name, createShippedCounters(s.tables.length)]),
+  );
   const groups: GroupSpec[] = [];
   const bus = actorBusOf(topology);
 
   for (const source of topology.capture)
-    groups.push(...pumpGroups(topology, source, notifiers, source.pumps, options.connectBus));
+    groups.push(
+      ...pumpGroups(topology, source, { notifiers, shipped }, source.pumps, options.connectBus),
+    );
 
   // Depth of each service in the service graph: fed only by capture/producers = 1.
   const producerOf = new Map(topology.services.map((s) => [s.output, s.name]));
@@ -346,6 +351,7 @@ export function planTopology(topology: Topology, options: PlanOptions = {}): Top
               [READER_SHARED.ring]: rings.get(key)!,
               [READER_SHARED.doorbell]: doorbell,
               [READER_SHARED.notifier]: notifiers.get(key)!,
+              [READER_SHARED.position]: createReaderPosition(),
             },
             drainOrder: 0,
           });
@@ -361,7 +367,7 @@ export function planTopology(topology: Topology, options: PlanOptions = {}): Top
       partitionDir(topology, queue, partition),
     ),
   );
-  return { groups, notifiers };
+  return { groups, notifiers, shipped };
 }
 
 /**

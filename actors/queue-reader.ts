@@ -29,6 +29,8 @@ runActor<QueueReaderData>((ctx) => {
   const bell = new Doorbell(ctx.shared(READER_SHARED.doorbell));
   const logs = openQueueLogs(d.bus, () => ctx.heartbeat());
   const tailer = logs.tailer(d, ctx.shared(READER_SHARED.notifier));
+  // [last index written to the ring, tailer index when caught up] for the operations layer.
+  const position = new Float64Array(ctx.shared(READER_SHARED.position));
   try {
     if (!tailer.moveToIndex(d.from)) {
       throw new Error(
@@ -45,7 +47,11 @@ runActor<QueueReaderData>((ctx) => {
       ring.beginBatch();
       while (n < d.batchSizeMax) {
         const rec = tailer.next();
-        if (!rec) break;
+        if (!rec) {
+          position[1] = tailer.index;
+          break;
+        }
+        position[0] = rec.index;
         const len = FRAME_HEADER_BYTES + rec.bytes.length;
         if (len > ring.maxRecordBytes) {
           // Too large for the ring: the service reads it from the journal by its index.

@@ -499,6 +499,48 @@ export function checkReferences(
 
   const busKind = isRecord(root.bus) && root.bus.kind === 'kafka' ? 'kafka' : 'journal';
   checkProcessors(root, baseDir, busKind, queues, journalQueueUsers, report, lineOf);
+  checkRetention(root, onKafka, processorTopics, report);
+}
+
+/**
+ * `queues[].retention`: a bound to apply (bytesMax or ageMsMax); only on the embedded journal's
+ * queues; not on a queue a sink forwards unless deleteUncommitted (the sink's position is a
+ * Kafka group offset, which retention cannot see).
+ */
+function checkRetention(
+  root: Raw,
+  onKafka: boolean,
+  processorTopics: Set<string>,
+  report: Report,
+): void {
+  const sinkOf = new Map<string, string>();
+  for (const k of list(root.sinks)) {
+    if (isRecord(k) && str(k.from) !== undefined) sinkOf.set(str(k.from)!, str(k.name) ?? '?');
+  }
+  list(root.queues).forEach((q, i) => {
+    if (!isRecord(q) || !isRecord(q.retention)) return;
+    const r = q.retention;
+    const at = ['queues', i, 'retention'];
+    const name = str(q.name) ?? '';
+    if (r.bytesMax === undefined && r.ageMsMax === undefined) {
+      report(at, 'give bytesMax (bytes) or ageMsMax (ms), or both');
+    } else if (onKafka) {
+      report(
+        at,
+        `retention applies to the embedded journal's queues; on a kafka bus queue "${name}" is a Kafka topic: set its retention.bytes / retention.ms on the broker`,
+      );
+    } else if (processorTopics.has(name)) {
+      report(
+        at,
+        `queue "${name}" is a processor topic (in <dataDir>/bus); topology retention covers <dataDir>/queues only`,
+      );
+    } else if (sinkOf.has(name) && r.deleteUncommitted !== true) {
+      report(
+        at,
+        `queue "${name}" is forwarded by sink "${sinkOf.get(name)}", whose position is a Kafka group offset that retention cannot see; set deleteUncommitted: true to delete by size and age anyway`,
+      );
+    }
+  });
 }
 
 /** Which processor fields each pattern takes (see TopologyProcessor); the rest are refused. */

@@ -35,6 +35,7 @@ export {
 export type {
   Topology,
   TopologyQueue,
+  TopologyQueueRetention,
   TopologyService,
   TopologyProcessor,
   TopologyProcessorPool,

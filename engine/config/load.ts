@@ -273,7 +273,13 @@ interface TopologyFile {
       };
   rings?: { capacityBytes?: number; recordBytesMax?: number };
   supervisor?: Partial<Topology['supervisor']>;
-  queues?: Array<{ name: string; partitions?: number; segmentBytes?: number; fsync?: QueueFsync }>;
+  queues?: Array<{
+    name: string;
+    partitions?: number;
+    segmentBytes?: number;
+    fsync?: QueueFsync;
+    retention?: { bytesMax?: number; ageMsMax?: number; deleteUncommitted?: boolean };
+  }>;
   services?: Array<{
     name: string;
     module: string;
@@ -415,6 +421,14 @@ function applyDefaults(f: TopologyFile, file: string, baseDir: string): Topology
       partitions: q.partitions ?? D.queue.partitions,
       segmentBytes: q.segmentBytes ?? D.queue.segmentBytes,
       fsync: q.fsync ?? D.queue.fsync,
+      ...(q.retention !== undefined
+        ? {
+            retention: {
+              ...q.retention,
+              deleteUncommitted: q.retention.deleteUncommitted ?? false,
+            },
+          }
+        : {}),
     })),
     services: (f.services ?? []).map((s) => {
       const module = resolveModule(s.module, baseDir);

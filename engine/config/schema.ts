@@ -66,6 +66,16 @@ const queue = {
     partitions: int(L.partitions),
     segmentBytes: int(L.segmentBytes),
     fsync: { enum: QUEUE_FSYNC_VALUES },
+    // At least one of bytesMax and ageMsMax: checked in checks.ts (checkRetention), which says so.
+    retention: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        bytesMax: int(L.retentionBytesMax),
+        ageMsMax: int(L.retentionAgeMsMax),
+        deleteUncommitted: { type: 'boolean' },
+      },
+    },
   },
 };
 

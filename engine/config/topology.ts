@@ -51,6 +51,27 @@ export interface TopologyQueue {
   /** Segment file roll size, bytes. */
   segmentBytes: number;
   fsync: QueueFsync;
+  /** Absent: every record is kept. See {@link TopologyQueueRetention}. */
+  retention?: TopologyQueueRetention;
+}
+
+/**
+ * `queues[].retention`: the journal bus's topic retention (engine/bus RetentionOptions, same
+ * fields and units) for a topology queue under `<dataDir>/queues`, applied per partition by
+ * engine/service/retention.ts every `retentionIntervalMs` while the topology runs. Sealed
+ * segments are deleted whole, oldest first, while the partition takes more than `bytesMax` or
+ * the oldest one sealed more than `ageMsMax` ago, but never one holding a record some reader of
+ * the queue still needs (each service's restart, see engine/service/retention.ts), unless
+ * `deleteUncommitted`. Then `startFrom: START` (and any replay from the first record) starts at
+ * the earliest retained record.
+ */
+export interface TopologyQueueRetention {
+  /** Bytes of segment and index files per partition above which the oldest segments go. */
+  bytesMax?: number;
+  /** Age of a sealed segment (since its successor was created) above which it goes, ms. */
+  ageMsMax?: number;
+  /** Default false: readers' needs hold segments. True: delete by size and age alone. */
+  deleteUncommitted: boolean;
 }
 
 /** A service: a module that turns events of its input queues into events of its output queue. */
@@ -329,6 +350,9 @@ export interface TopologySink {
  * | queues[].partitions                    | 1                              |       |
  * | queues[].segmentBytes                  | 67108864 (64 MiB)              | bytes |
  * | queues[].fsync                         | batch                          |       |
+ * | queues[].retention                     | absent = keep every record     |       |
+ * | queues[].retention.bytesMax, .ageMsMax | absent = no bound of that kind | bytes, ms |
+ * | queues[].retention.deleteUncommitted   | false                          |       |
  * | services[].startFrom                   | LAST_WRITTEN                   |       |
  * | services[].inputsReplay                | NONE                           |       |
  * | services[].batchSizeMax                | 256                            | events|
@@ -403,6 +427,10 @@ export const TOPOLOGY_LIMITS = deepFreeze({
   drainTimeoutMs: [1, 3_600_000],
   partitions: [1, CDC_DEFAULTS.pumpsMax],
   segmentBytes: [4096, 2 ** 30],
+  /** Up to 1 PiB per partition; whole segments go, so the bound is at least one segment. */
+  retentionBytesMax: [0, 2 ** 50],
+  /** Up to 10 years. */
+  retentionAgeMsMax: [0, 3650 * 24 * 3_600_000],
   /** One ring read delivers at most 2^16 records (RING_DEFAULTS.readLimit). */
   serviceBatchSizeMax: [1, 1 << 16],
   pumps: [1, CDC_DEFAULTS.pumpsMax],

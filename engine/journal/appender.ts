@@ -40,6 +40,7 @@ import {
 } from './segment.js';
 import { handsOverTo } from './scan.js';
 import { recoverSegment } from './recovery.js';
+import { removeSegmentsBefore } from './retention.js';
 import { acquireAppenderLock, type AppenderLock } from './lock.js';
 import { publish, registeredQueueNotifier } from './notifier.js';
 import { FaultInjector, crashNow, readFaultPlan } from './fault.js';
@@ -543,15 +544,7 @@ export class Appender {
    */
   dropSegmentsBefore(index: number): number[] {
     this.checkOpen();
-    const segments = listSegments(this.opts.dir);
-    const dropped: number[] = [];
-    for (let i = 0; i + 1 < segments.length; i++) {
-      if (segments[i] >= this.seg.first || segments[i + 1] > index) break;
-      removeSegmentFiles(this.opts.dir, segments[i]);
-      dropped.push(segments[i]);
-    }
-    if (dropped.length > 0) fsyncDir(path.resolve(this.opts.dir));
-    return dropped;
+    return removeSegmentsBefore(this.opts.dir, index, this.seg.first);
   }
 
   /** Bytes appended and not yet written to the segment file. */

@@ -27,3 +27,11 @@ export {
 export { RECORD_BYTES_MAX } from './frame.js';
 export { listSegments } from './segment.js';
 export { rewriteSealedSegment, removeRewriteLeftovers, type RewriteStepHook } from './rewrite.js';
+export {
+  retentionCutoff,
+  removeSegmentsBefore,
+  removeOrphanIndexes,
+  type MayDropBefore,
+  type RetentionStepHook,
+  type SegmentRetention,
+} from './retention.js';

@@ -20,16 +20,18 @@
  * pump's last committed transaction (engine/cdc/kafka-sink.ts). On the journal bus, targets
  * that are processor topics are shipped the same way into the bus (PumpData.kafka without a
  * connection: the bus is served to this worker over the port PUMP_PORTS.bus).
+ *
+ * Per table, the changes made durable in the target are added to the source's shipped counters
+ * (PUMP_SHARED.shipped, shared by all its pumps), which the statistics read (ops/stats.ts).
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { PUMP_PORTS, PUMP_SHARED, type PumpData } from './contracts.js';
+import { addShipped, PUMP_PORTS, PUMP_SHARED, type PumpData } from './contracts.js';
 import { runActor, Counter } from '../engine/actor/index.js';
 import { Appender, Tailer } from '../engine/journal/index.js';
 import {
+  ChangeRecordWriter,
   EnvelopeView,
-  EnvelopeWriter,
   decodeChange,
-  encodeChange,
   EVENT_TYPE_CHANGE,
 } from '../engine/codec/index.js';
 import {
@@ -50,11 +52,25 @@ import { kafkaOptionsOf } from './kafka-capture.js';
 runActor<PumpData>(async (ctx) => {
   const d = ctx.data;
   const c = ctx.counters;
+  // Slot of each table in the source's shipped counters (actors/contracts.ts).
+  const shippedSab = ctx.shared(PUMP_SHARED.shipped);
+  const slotOf = new Map(d.source.tables.map((t, i) => [t.table, i]));
+  const onDurable = (changes: readonly StagedChange[]) => {
+    // One Atomics.add per table per batch.
+    const perSlot = new Map<number, number>();
+    for (const ch of changes) {
+      const slot = slotOf.get(ch.table);
+      if (slot !== undefined) perSlot.set(slot, (perSlot.get(slot) ?? 0) + 1);
+    }
+    for (const [slot, n] of perSlot) addShipped(shippedSab, slot, n);
+  };
   // Opened on first use and closed after any failure: an appender whose write or fsync failed
   // (ENOSPC, EIO) still buffers the failed frames and may have left a partial frame in its
   // segment; only a reopen (recovery cuts the torn tail) makes the next append land right.
   // `${queue}/${partition}` -> its appender.
   const appenders = new Map<string, Appender>();
+  // fdatasyncs of journal batches started by appendBatch and not yet awaited by sync().
+  const syncing: Promise<void>[] = [];
   const openAppenders = () => {
     for (const [queue, t] of Object.entries(d.targets)) {
       for (const [p, dir] of Object.entries(t.dirs)) {
@@ -81,32 +97,33 @@ runActor<PumpData>(async (ctx) => {
       }
     }
     appenders.clear();
+    // close() fsynced what they had written; their pending syncs concern no open appender.
+    syncing.length = 0;
   };
-  const writer = new EnvelopeWriter();
+  // Each change is encoded once, into this writer's reused buffer (strings straight to UTF-8,
+  // the key shared by envelope and Change), then copied once to its destination.
+  const writer = new ChangeRecordWriter();
   const recordBytesMax = d.source.recordBytesMax ?? CDC_DEFAULTS.recordBytesMax;
   // The installation id of the staging this pump ships from: given to the sink by each start's
   // reconciliation (PumpSink.recentStagingIds), stamped on every record after it.
   let installation = '';
-  const envelopeOf = (ch: StagedChange, inst: string): Uint8Array =>
-    writer.encode({
-      type: EVENT_TYPE_CHANGE,
+  const buildRecord = (ch: StagedChange, inst: string): number =>
+    writer.build({
+      stagingId: ch.stagingId,
+      table: ch.table,
+      op: ch.op,
       key: ch.key,
-      eventTimeMs: ch.timeMs,
-      causeQueue: 0,
-      causePartition: 0,
-      causeIndex: -1,
-      payload: encodeChange({
-        stagingId: ch.stagingId,
-        table: ch.table,
-        op: ch.op,
-        key: ch.key,
-        before: ch.before,
-        after: ch.after,
-        txid: ch.txid,
-        commitTimeMs: ch.timeMs,
-        installation: inst,
-      }),
+      before: ch.before,
+      after: ch.after,
+      txid: ch.txid,
+      commitTimeMs: ch.timeMs,
+      installation: inst,
     });
+  /** An owned copy of the record (Kafka keeps the value after the call). */
+  const envelopeOf = (ch: StagedChange, inst: string): Uint8Array => {
+    buildRecord(ch, inst);
+    return new Uint8Array(writer.bytes());
+  };
   // Into bus topics each batch is one bus transaction (engine/cdc/kafka-sink.ts): on a kafka
   // bus a Kafka transaction; on the journal bus (targets that are processor topics) one atomic
   // commit of the bus served to this worker over its port.
@@ -151,38 +168,61 @@ runActor<PumpData>(async (ctx) => {
   }
   const sink: PumpSink = kafkaSink ?? {
     appendBatch(changes: StagedChange[]) {
-      // Every record is encoded and checked before any is appended: a refusal appends nothing.
-      const byPartition = new Map<string, Uint8Array[]>();
-      for (const ch of changes) {
-        const queue = d.tableTargets[ch.table];
-        if (!queue)
-          throw new Error(
-            `pump ${ctx.name}: staged change ${ch.stagingId} is for table "${ch.table}", which has no target in the topology`,
-          );
-        const target = d.targets[queue]!;
-        // The staged key hash (what claim() split the pumps by), so the partition is this pump's.
-        const k = `${queue}/${ch.keyHash % target.partitions}`;
-        let list = byPartition.get(k);
-        if (!list) byPartition.set(k, (list = []));
-        const record = envelopeOf(ch, installation);
-        if (record.length > recordBytesMax) {
-          const many = changes.length > 1 ? ` (in a batch of ${changes.length})` : '';
-          throw new RecordRefusedError(
-            `record of ${record.length} bytes exceeds recordBytesMax ${recordBytesMax} of capture source "${d.source.name}" (target queue "${queue}")${many}`,
-          );
+      // Each record is encoded into its partition's open batch (claim, one copy, commit); a
+      // refusal or a bad change drops every open batch, so a refused batch appends nothing.
+      const open: Appender[] = [];
+      try {
+        for (const ch of changes) {
+          const queue = d.tableTargets[ch.table];
+          if (!queue)
+            throw new Error(
+              `pump ${ctx.name}: staged change ${ch.stagingId} is for table "${ch.table}", which has no target in the topology`,
+            );
+          const target = d.targets[queue]!;
+          // The staged key hash (what claim() split the pumps by), so the partition is this pump's.
+          const k = `${queue}/${ch.keyHash % target.partitions}`;
+          const a = appenders.get(k);
+          if (!a)
+            throw new Error(
+              `pump ${ctx.name}: claimed a change for ${k}, a partition this pump does not append (pump ${d.pump} of ${d.source.pumps})`,
+            );
+          const n = buildRecord(ch, installation);
+          if (n > recordBytesMax) {
+            const many = changes.length > 1 ? ` (in a batch of ${changes.length})` : '';
+            throw new RecordRefusedError(
+              `record of ${n} bytes exceeds recordBytesMax ${recordBytesMax} of capture source "${d.source.name}" (target queue "${queue}")${many}`,
+            );
+          }
+          if (!open.includes(a)) {
+            a.beginBatch();
+            open.push(a);
+          }
+          // claim() first: it may replace the write buffer claimBuffer returns.
+          const at = a.claim(n);
+          writer.copyTo(a.claimBuffer, at);
+          a.commit();
         }
-        list.push(record);
+      } catch (err) {
+        for (const a of open) {
+          a.truncateBatch(0);
+          a.endBatch();
+        }
+        throw err;
       }
-      for (const [k, list] of byPartition) {
-        const a = appenders.get(k);
-        if (!a)
-          throw new Error(
-            `pump ${ctx.name}: claimed a change for ${k}, a partition this pump does not append (pump ${d.pump} of ${d.source.pumps})`,
-          );
-        a.appendBatch(list);
-        a.flush();
+      for (const a of open) a.endBatch();
+      // Written now (in order); one fdatasync per partition per batch runs on libuv's pool,
+      // awaited by sync() before the pump deletes the rows, while it claims the next batch.
+      for (const a of open) {
+        const durable = a.flushAsync();
+        // Observed by sync(); never an unhandled rejection meanwhile.
+        durable.catch(() => undefined);
+        syncing.push(durable);
       }
       c[Counter.eventsOut] += changes.length;
+    },
+    async sync() {
+      const all = syncing.splice(0);
+      await Promise.all(all);
     },
     recentStagingIds(limit: number, installationId: string) {
       installation = installationId;
@@ -256,6 +296,7 @@ runActor<PumpData>(async (ctx) => {
           pumps: d.source.pumps,
           batchSizeMax: d.source.batchSizeMax,
           sink,
+          onDurable,
         });
         const reconciled = await fresh.start();
         recovered += reconciled;

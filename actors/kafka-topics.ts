@@ -7,7 +7,7 @@
 import { createKafkaBus, BusError } from '../engine/bus/index.js';
 import { ConfigError, problemAt, type Topology } from '../engine/config/index.js';
 import { kafkaBusOptionsOf } from '../engine/service/index.js';
-import { actorBusOf } from './plan.js';
+import { actorBusOf } from '../engine/service/index.js';
 
 /** How often a wait for an unreachable broker is reported, ms. */
 const WAIT_REPORT_MS = 5_000;

@@ -23,11 +23,11 @@ import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import Database from 'better-sqlite3';
-import pg from 'pg';
 import { openStaging } from '../engine/cdc/index.js';
 import type { CaptureSource, CaptureTable, TriggerLevel } from '../engine/cdc/index.js';
 import { isMainModule, machineLine, markdownTable, median } from './lib/report.js';
 import { processCpuMs } from './lib/proc-cpu.js';
+import { recreatePgDatabase, withPgClient } from './lib/pg-db.js';
 
 const run = promisify(execFile);
 
@@ -62,29 +62,6 @@ function pgSource(url: string, tables: CaptureTable[]): CaptureSource {
   };
 }
 
-async function pgAdmin<T>(url: string, work: (c: pg.Client) => Promise<T>): Promise<T> {
-  const c = new pg.Client({ connectionString: url });
-  await c.connect();
-  try {
-    return await work(c);
-  } finally {
-    await c.end();
-  }
-}
-
-/** Drops and recreates the bench database named by `url`. */
-async function recreatePgDatabase(url: string): Promise<void> {
-  const u = new URL(url);
-  const db = decodeURIComponent(u.pathname.slice(1));
-  if (!/^[A-Za-z0-9_]+$/.test(db))
-    throw new Error(`bench database name must be [A-Za-z0-9_]+, url=${url}`);
-  u.pathname = '/postgres';
-  await pgAdmin(u.toString(), async (c) => {
-    await c.query(`DROP DATABASE IF EXISTS "${db}" WITH (FORCE)`);
-    await c.query(`CREATE DATABASE "${db}"`);
-  });
-}
-
 /** Installs capture of `tables` at `level`, or removes every capture object for 'none'. */
 async function setCapture(url: string, tables: CaptureTable[], variant: Variant): Promise<void> {
   const source = pgSource(
@@ -97,7 +74,8 @@ async function setCapture(url: string, tables: CaptureTable[], variant: Variant)
     else await staging.install();
   } finally {
     // Each run starts with an empty staging table (triggers only: no pump drains it).
-    if (variant !== 'none') await pgAdmin(url, (c) => c.query(`TRUNCATE sluice_bench.${STAGING}`));
+    if (variant !== 'none')
+      await withPgClient(url, (c) => c.query(`TRUNCATE sluice_bench.${STAGING}`));
     await staging.close();
   }
 }
@@ -125,15 +103,15 @@ async function pgBulk(url: string, rows: number, rounds: number): Promise<BulkRo
   const out = new Map<Variant, BulkRow>(
     VARIANTS.map((v) => [v, { variant: v, ms: [], baselineMs: [], cpuMs: [], baselineCpuMs: [] }]),
   );
-  await pgAdmin(url, (c) => c.query(ACCOUNTS_DDL));
+  await withPgClient(url, (c) => c.query(ACCOUNTS_DDL));
   for (let round = 0; round < rounds; round++) {
     let baseline = 0;
     let baselineCpu = 0;
     for (const v of VARIANTS) {
-      await pgAdmin(url, (c) => c.query('TRUNCATE bench_accounts'));
+      await withPgClient(url, (c) => c.query('TRUNCATE bench_accounts'));
       await setCapture(url, [ACCOUNTS], v);
-      await pgAdmin(url, (c) => c.query('CHECKPOINT'));
-      const [ms, cpuMs] = await pgAdmin(url, async (c) => {
+      await withPgClient(url, (c) => c.query('CHECKPOINT'));
+      const [ms, cpuMs] = await withPgClient(url, async (c) => {
         const pid = (await c.query<{ p: number }>('SELECT pg_backend_pid() AS p')).rows[0]!.p;
         const cpu0 = processCpuMs(pid);
         const t0 = performance.now();
@@ -149,14 +127,14 @@ async function pgBulk(url: string, rows: number, rounds: number): Promise<BulkRo
       r.cpuMs!.push(cpuMs);
       r.baselineCpuMs!.push(baselineCpu);
       if (v !== 'none') {
-        const sizes = await pgAdmin(url, (c) =>
+        const sizes = await withPgClient(url, (c) =>
           c.query<{ t: string; s: string }>(
             `SELECT pg_total_relation_size('bench_accounts')::text AS t, pg_total_relation_size('sluice_bench.${STAGING}')::text AS s`,
           ),
         );
         r.tableBytes = Number(sizes.rows[0]!.t);
         r.stagingBytes = Number(sizes.rows[0]!.s);
-        const n = await pgAdmin(url, (c) =>
+        const n = await withPgClient(url, (c) =>
           c.query<{ n: string }>(`SELECT count(*)::text AS n FROM sluice_bench.${STAGING}`),
         );
         if (Number(n.rows[0]!.n) !== rows)
@@ -165,7 +143,7 @@ async function pgBulk(url: string, rows: number, rounds: number): Promise<BulkRo
     }
   }
   await setCapture(url, [ACCOUNTS], 'none');
-  await pgAdmin(url, (c) => c.query('DROP TABLE bench_accounts'));
+  await withPgClient(url, (c) => c.query('DROP TABLE bench_accounts'));
   return [...out.values()];
 }
 

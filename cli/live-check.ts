@@ -5,8 +5,9 @@
  * (or, without `key`, a primary key), as `install` would need them. Nothing is created.
  */
 import Database from 'better-sqlite3';
-import pg from 'pg';
-import mysql from 'mysql2/promise';
+import type pg from 'pg';
+import type mysql from 'mysql2/promise';
+import { mysqlDriver, pgDriver } from '../engine/cdc/drivers.js';
 import { problemAt, type ConfigProblem, type Topology } from '../engine/config/index.js';
 import {
   CaptureTableError,
@@ -41,7 +42,7 @@ async function openLive(source: CaptureSource): Promise<LiveDatabase | null> {
     };
   }
   if (db.dialect === 'postgres' && 'url' in db) {
-    const client = new pg.Client({ connectionString: db.url });
+    const client = new (pgDriver().Client)({ connectionString: db.url });
     // A connection error after connect() (server gone) must not be an unhandled 'error'.
     client.on('error', () => {});
     await client.connect();
@@ -75,7 +76,7 @@ async function openLive(source: CaptureSource): Promise<LiveDatabase | null> {
     // checkCaptureLive, next): an unreachable one is reported at its field like the others.
     const url = parseMariaDbUrl(db.url);
     if (typeof url === 'string') throw new Error(url);
-    const conn = await mysql.createConnection({
+    const conn = await mysqlDriver().createConnection({
       host: url.host,
       port: url.port,
       user: url.user,

@@ -1,13 +1,16 @@
 /**
  * Capture from SQLite into Kafka exactly once across kill -9 of `sluice run`, on the real
- * broker, verified against the database (test/lib/capture-kafka-crash.ts): 10 kills at random
+ * broker, verified against the database (test/lib/capture-kafka-crash.ts): 10 kills at random (5 in npm test)
  * moments and 2 between a Kafka commit and the staging delete (the window the reconciliation
  * exists for). MariaDB: capture-kafka-crash-mariadb.test.ts.
+ * test-timeout-s: 600 (a kill -9 loop: each restart waited out)
  */
 import { test } from 'uvu';
 import { runCaptureCrash } from './lib/capture-kafka-crash.js';
+import { longOr } from './lib/long.js';
 
-const KILLS_RANDOM = 10;
+/** npm test: 5; npm run test:long: 10 (test/lib/long.ts). */
+const KILLS_RANDOM = longOr(10, 5);
 const KILLS_AFTER_COMMIT = 2;
 
 test(`kill -9 of sluice run ${KILLS_RANDOM} times at random moments and ${KILLS_AFTER_COMMIT} times between a Kafka commit and the staging delete: every change exactly once, in order per key`, async () => {

@@ -101,4 +101,47 @@ test('sqlite: C1 cannot arise: the second writer waits for the first, so staging
   }
 });
 
+test('postgres: a change committed while the last batch synced is shipped by the next cycle, not hidden by the empty claim made during the sync', async () => {
+  // The pipelined claim runs while sync() is in flight. Found by the bank job on a busy CI
+  // machine: that claim found nothing, pgbench then committed its last transactions, and the
+  // drain took the stale empty claim for "nothing left", leaving them in staging.
+  const app = await createAppDb('postgres');
+  const staging = await openStaging(sourceFor(app, [{}]));
+  try {
+    await app.exec(LEDGER_DDL.postgres);
+    await staging.install();
+    const base = memorySink();
+    let duringSync: (() => Promise<void>) | null = null;
+    const sink = {
+      ...base,
+      async sync() {
+        const work = duringSync;
+        duringSync = null;
+        if (work !== null) await work();
+      },
+    };
+    const pump = new PumpCore({ staging, sink, pump: 0, pumps: 1, batchSizeMax: 100 });
+    await pump.start();
+
+    await app.exec(`INSERT INTO ledger(id, holder) VALUES (1, 'first')`);
+    // The next batch is claimed at once (nothing staged but row 1, which it skips); the insert
+    // of row 2 commits after that claim and before the sync resolves.
+    duringSync = async () => {
+      await sleepMs(20);
+      await app.exec(`INSERT INTO ledger(id, holder) VALUES (2, 'late')`);
+    };
+    assert.is(await pump.runCycle(), 1, 'row 1 shipped');
+    assert.is(await pump.runCycle(), 1, 'row 2, committed after the pipelined claim, shipped next');
+    assert.is(await pump.runCycle(), 0);
+    assert.equal(
+      base.changes.map((c) => (view(c).after as { holder: string }).holder),
+      ['first', 'late'],
+    );
+    assert.is(await staging.stagedCount(), 0);
+  } finally {
+    await staging.close();
+    await app.destroy();
+  }
+});
+
 test.run();

@@ -2,12 +2,14 @@
  * Refused changes (cases C4 and C10 of shared/cases/capture.md) at the pump-core level, on SQLite,
  * PostgreSQL and MariaDB: divide and conquer, immediate and delayed retries with the attempt count in
  * staging, parking in the error table, the key held behind its refused change, requeue and
- * purge, the holding period, and outages that are not refusals.
+ * purge, the holding period, and outages that are not refusals. Throughout, the changes the pump
+ * reports durable (PumpOptions.onDurable, the per-table statistics' source) are exactly the ones
+ * the sink holds, each once: never a refused or parked one, never one twice.
  */
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { openStaging, PumpCore, RecordRefusedError } from '../engine/cdc/index.js';
-import type { CaptureErrorPolicy, StagingClient } from '../engine/cdc/index.js';
+import type { CaptureErrorPolicy, StagedChange, StagingClient } from '../engine/cdc/index.js';
 import {
   stagingName,
   createAppDb,
@@ -44,6 +46,8 @@ interface Rig {
   sink: LimitedSink;
   clock: { ms: number };
   core: PumpCore;
+  /** What the core passed to onDurable, in order. */
+  durable: StagedChange[];
 }
 
 async function withRig(
@@ -60,6 +64,7 @@ async function withRig(
     const sink = limitedSink(LIMIT, RecordRefusedError);
     const clock = { ms: 1_000_000 };
     const errors = { ...POLICY, ...policy };
+    const durable: StagedChange[] = [];
     const core = new PumpCore({
       staging,
       sink,
@@ -69,9 +74,15 @@ async function withRig(
       errors,
       clock: () => clock.ms,
       fault: null,
+      onDurable: (changes) => durable.push(...changes),
     });
     await core.start();
-    await body({ app, staging, sink, clock, core });
+    await body({ app, staging, sink, clock, core, durable });
+    assert.equal(
+      durable.map((c) => c.stagingId),
+      sink.changes.map((c) => c.stagingId),
+      'onDurable: exactly the changes the sink holds, in order, once each',
+    );
   } finally {
     if (staging) await staging.close();
     await app.destroy();
@@ -232,7 +243,7 @@ for (const dialect of [...DIALECTS, 'mariadb'] as const) {
   });
 
   test(`${dialect}: a restarted pump keeps holding a key whose retry is not due (state read from staging)`, async () => {
-    await withRig(dialect, {}, async ({ app, staging, sink, clock, core }) => {
+    await withRig(dialect, {}, async ({ app, staging, sink, clock, core, durable }) => {
       await app.exec(`INSERT INTO ledger(id, memo) VALUES (30, ${big(dialect)})`);
       await core.runCycle();
       await app.exec(`UPDATE ledger SET memo = 'short' WHERE id = 30`);
@@ -246,6 +257,7 @@ for (const dialect of [...DIALECTS, 'mariadb'] as const) {
         errors: POLICY,
         clock: () => clock.ms,
         fault: null,
+        onDurable: (changes) => durable.push(...changes),
       });
       await again.start();
       assert.equal([...again.heldKeys().retrying], [['["30"]', clock.ms + 1000]]);

@@ -1,11 +1,12 @@
 /**
  * Initial load survives kill -9 at random moments (issue 10 item 6): a child process runs the
  * topology (two pump actors, the journal as target) while the parent writes to the loaded rows;
- * the parent SIGKILLs the child five times, each once the load reached a random fraction of the
+ * the parent SIGKILLs the child five times (three in npm test), each once the load reached a random fraction of the
  * table, then lets a last
  * run finish it. The consumer's table, rebuilt from the journal's events, equals the database's,
  * and every staged change is in the journal exactly once. SQLite, PostgreSQL and MariaDB.
  * Rows: SLUICE_LOAD_CRASH_ROWS (default 20,000; MariaDB 10,000).
+ * test-timeout-s: 600 (three databases, five kills each)
  */
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -19,9 +20,11 @@ import { Tailer } from '../engine/journal/index.js';
 import { EnvelopeView, decodeChange, type Change } from '../engine/codec/index.js';
 import { createAppDb, sleepMs, type AppDb, type Dialect } from './cdc-helpers.js';
 import { ITEMS_DDL, fillItems, itemsInDb, applyEvents } from './initial-load-helpers.js';
+import { longOr } from './lib/long.js';
 
 const child = new URL('./initial-load.child.js', import.meta.url).pathname;
-const KILLS = 5;
+/** npm test: 3; npm run test:long: 5 (test/lib/long.ts). */
+const KILLS = longOr(5, 3);
 const PUMPS = 2;
 const rowsFor = (d: Dialect) =>
   Number(process.env.SLUICE_LOAD_CRASH_ROWS ?? (d === 'mariadb' ? 10_000 : 20_000));

@@ -60,8 +60,40 @@ async function sqliteWriters(file: string, writers: number, transactions: number
   return counts.reduce((a, b) => a + b, 0);
 }
 
-for (const dialect of [...DIALECTS, 'mariadb'] as const) {
-  test(`${dialect}: with ${PUMPS} concurrent pumps each key's changes arrive once, in commit order, in the pump that owns the key`, async () => {
+/**
+ * A memorySink that syncs separately, as the journal sink of a pump: appendBatch only writes
+ * (`changes`), sync() makes what was written durable a few ms later (`durable`). Rows acked
+ * before they are durable fail the test through `early`.
+ */
+interface SyncingSink extends MemorySink {
+  durable: Set<string>;
+  sync(): Promise<void>;
+}
+
+function syncingSink(): SyncingSink {
+  const base = memorySink();
+  const durable = new Set<string>();
+  return {
+    ...base,
+    durable,
+    async sync() {
+      const upTo = base.changes.length;
+      await sleepMs(3);
+      for (const c of base.changes.slice(0, upTo)) durable.add(c.stagingId);
+    },
+  };
+}
+
+const VARIANTS = [
+  ...[...DIALECTS, 'mariadb'].map((dialect) => ({ dialect, pipelined: false })),
+  { dialect: 'postgres', pipelined: true },
+] as { dialect: (typeof DIALECTS)[number] | 'mariadb'; pipelined: boolean }[];
+
+for (const { dialect, pipelined } of VARIANTS) {
+  const how = pipelined
+    ? ', pipelined (next batch claimed while the last one syncs, rows deleted only once durable)'
+    : '';
+  test(`${dialect}: with ${PUMPS} concurrent pumps each key's changes arrive once, in commit order, in the pump that owns the key${how}`, async () => {
     const app = await createAppDb(dialect);
     const source = sourceFor(app, [{ table: 'kv' }], {
       pumps: PUMPS,
@@ -82,11 +114,26 @@ for (const dialect of [...DIALECTS, 'mariadb'] as const) {
 
       const sinks: MemorySink[] = [];
       const runs: Promise<unknown>[] = [];
+      let prefetches = 0;
+      const early: string[] = [];
       for (let p = 0; p < PUMPS; p++) {
         const staging = await openStaging(source);
         clients.push(staging);
-        const sink = memorySink();
+        const sink = pipelined ? syncingSink() : memorySink();
         sinks.push(sink);
+        if (pipelined) {
+          const durable = (sink as SyncingSink).durable;
+          const claim = staging.claim.bind(staging);
+          const ack = staging.ack.bind(staging);
+          staging.claim = (pump, pumps, limit, keys, ids) => {
+            if (ids !== undefined && ids.length > 0) prefetches++;
+            return claim(pump, pumps, limit, keys, ids);
+          };
+          staging.ack = (ids) => {
+            early.push(...ids.filter((id) => !durable.has(id)));
+            return ack(ids);
+          };
+        }
         runs.push(
           new PumpCore({
             staging,
@@ -152,6 +199,10 @@ for (const dialect of [...DIALECTS, 'mariadb'] as const) {
         total += list.length - 1;
       }
       assert.is(total, updates, 'every update delivered exactly once');
+      if (pipelined) {
+        assert.ok(prefetches > 0, 'next batches were claimed while the last one synced');
+        assert.equal(early, [], 'no row deleted from staging before its append was durable');
+      }
     } finally {
       abort.abort();
       for (const c of clients) await c.close();

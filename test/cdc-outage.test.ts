@@ -148,7 +148,7 @@ capture:
     assert.is((await sluice(['install', file])).code, 0);
     fs.writeFileSync(file, topology(PG_URL.replace('postgres@', `${role}@`)));
     await app.exec(`INSERT INTO ledger(id, holder) SELECT g, 'h' FROM generate_series(1, 100) g`);
-    run = spawn(process.execPath, [cli, 'run', file, '--status-ms', '0'], {
+    run = spawn(process.execPath, [cli, 'run', file, '--status-ms', '0', '--http', '0'], {
       stdio: ['ignore', 'ignore', 'pipe'],
     });
     let err = '';
@@ -174,6 +174,18 @@ capture:
       `SELECT count(*)::int AS n FROM "${ref.captureSchema}".sluice_staging`,
     );
     assert.is(staged!.n, 100, 'nothing shipped while the login is refused');
+    // The outage shows in the health (degraded, naming the pump and since when) and in the log.
+    const url = /operations API and dashboard at (http:\/\/\S+?)\/?\n/.exec(err)?.[1];
+    assert.ok(url, err);
+    const down = await fetch(`${url}/health/ready`);
+    const body = (await down.json()) as { status: string; degraded: { actor: string }[] };
+    assert.is(down.status, 503);
+    assert.is(body.status, 'degraded');
+    assert.equal(
+      body.degraded.map((d) => d.actor),
+      ['pump:app/0'],
+    );
+    assert.match(err, /is up \(\d+ actor groups?\), not ready yet: |not ready \(degraded\): /);
     await admin.query(`CREATE ROLE "${role}" LOGIN SUPERUSER`);
     const drainBy = Date.now() + 30_000;
     for (;;) {
@@ -184,6 +196,10 @@ capture:
       assert.ok(Date.now() < drainBy, `staging still holds ${row!.n} rows`);
       await sleepMs(200);
     }
+    const readyBy = Date.now() + 10_000;
+    while (!err.includes('sluice: ready (') && Date.now() < readyBy) await sleepMs(100);
+    assert.match(err, 'sluice: ready (degraded before)');
+    assert.is((await fetch(`${url}/health/ready`)).status, 200);
     run.kill('SIGTERM');
     assert.is(await exited, 0, err);
     run = null;

@@ -6,6 +6,7 @@ import {
   EVENT_TYPE_CHANGE,
   EVENT_TYPE_JSON,
   USER_EVENT_TYPE_MIN,
+  ChangeRecordWriter,
   EnvelopeView,
   EnvelopeWriter,
   decodeChange,
@@ -309,3 +310,64 @@ test('JSON payload helpers round-trip exact strings and reject values without JS
 });
 
 test.run();
+
+test('ChangeRecordWriter: envelope and Change decode exactly, key stored once, payload self-contained', () => {
+  const w = new ChangeRecordWriter(256);
+  const lone = 'a\ud800b\udc00c';
+  const cases: Change[] = [
+    { ...sampleChange, installation: '0123456789abcdef' },
+    { ...sampleChange, key: UNICODE, table: ESCAPES },
+    { ...sampleChange, op: 'insert', before: null, after: '' },
+    { ...sampleChange, op: 'delete', before: '', after: null, commitTimeMs: 0 },
+    { ...sampleChange, op: 'truncate', key: '*', before: null, after: null, installation: '' },
+    { ...sampleChange, op: 'read', key: lone, after: lone, stagingId: '' },
+    { ...sampleChange, op: 'insert', before: null, after: TWO_MB },
+  ];
+  for (const change of cases) {
+    const n = w.build(change, 1234.5);
+    const bytes = w.bytes().slice();
+    assert.is(bytes.length, n);
+    assert.is(n % 4, 0);
+    const view = new EnvelopeView().wrap(bytes, 0, n);
+    assert.is(view.type, EVENT_TYPE_CHANGE);
+    assert.is(view.eventTimeMs, 1234.5);
+    assert.is(view.hasCause, false);
+    // What the two-builder path makes of the same change (lone surrogates become U+FFFD in both).
+    const expected = decodeChange(encodeChange(change));
+    assert.is(view.key, expected.key);
+    assert.equal(decodeChange(view.payload), expected);
+    assert.equal(decodeChange(view.payload.slice()), expected);
+    // The key's UTF-8 bytes appear once in the record.
+    const keyBytes = Buffer.from(expected.key, 'utf8');
+    if (keyBytes.length > 2) {
+      const at = Buffer.from(bytes).indexOf(keyBytes);
+      assert.ok(at > 0);
+      assert.is(Buffer.from(bytes).indexOf(keyBytes, at + 1), -1);
+    }
+  }
+  // Without an event time the envelope carries the commit time; copyTo lands at an offset.
+  const n = w.build(sampleChange);
+  const target = new Uint8Array(n + 9);
+  assert.is(w.copyTo(target, 9), n);
+  const view = new EnvelopeView().wrap(target, 9, n);
+  assert.is(view.eventTimeMs, sampleChange.commitTimeMs);
+  assert.equal(decodeChange(target, view.payloadOffset, view.payloadLength), sampleChange);
+  assert.throws(() => w.copyTo(target, 10), /record of \d+ bytes does not fit at offset 10/);
+});
+
+test('ChangeRecordWriter rejects bad input with a precise message', () => {
+  const w = new ChangeRecordWriter();
+  assert.throws(
+    () => w.build({ ...sampleChange, op: 'upsert' as 'insert' }),
+    /change op must be insert\|update\|delete\|truncate\|read, op=upsert/,
+  );
+  assert.throws(
+    () => w.build({ ...sampleChange, txid: 42 as unknown as string }),
+    /change txid must be a string, txid=42/,
+  );
+  assert.throws(
+    () => w.build({ ...sampleChange, after: 7 as unknown as string }),
+    /change after must be a string, after=7/,
+  );
+  assert.throws(() => new ChangeRecordWriter(10), /initialBytes must be an integer >= 256/);
+});

@@ -35,9 +35,11 @@ import { Tailer } from '../engine/journal/index.js';
 import { EnvelopeView, decodeChange } from '../engine/codec/index.js';
 import { LEDGER_DDL } from './cdc-helpers.js';
 import { readCommitted, deleteTopics } from './lib/kafka-read.js';
+import { longOr } from './lib/long.js';
 import { runSluice } from './lib/sluice-child.js';
 
-const KILLS = 10;
+/** npm test: 5; npm run test:long: 10 (test/lib/long.ts). */
+const KILLS = longOr(10, 5);
 const PARTITIONS = 2;
 
 function journal(dir: string): Uint8Array[] {

@@ -48,8 +48,10 @@
  * The group's offsets are Kafka's to keep (offsets.retention.minutes, 7 days by default, for a
  * group without members): a pump idle longer has nothing unacked, and its numbers keep rising
  * (they start from the clock). Limit: each pump reconciles its own group only, so change
- * `pumps` after a drain (`sluice run` stops cleanly: nothing is left unacked); after a kill the
- * old count must run once.
+ * `pumps` in the topology file after a drain (`sluice run` stops cleanly: nothing is left
+ * unacked); after a kill the old count must run once. A change at runtime
+ * (actors/pump-count.ts) reconciles the retired pumps that did not stop cleanly itself, with
+ * this class, before the new ones start.
  */
 // Not from ../bus/index.js, which loads every backend (kafkajs): engine/config imports engine/cdc,
 // and loading a topology must stay light.

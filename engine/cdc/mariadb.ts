@@ -36,7 +36,8 @@
  * captured row by row as usual. Side effect: DROP TABLE of a captured table is refused too
  * until `uninstall`. A session with foreign_key_checks=0 bypasses the guard (documented limit).
  */
-import mysql from 'mysql2/promise';
+import type mysql from 'mysql2/promise';
+import { mysqlDriver } from './drivers.js';
 import { CDC_DEFAULTS, conditionFor, validateCaptureSource, checkClaimArgs } from './config.js';
 import type { CaptureOperation, CaptureSource, CaptureTable, StagedChange } from './config.js';
 import { keyHash } from './key-hash.js';
@@ -611,7 +612,7 @@ export class MariaDbStaging implements StagingClient {
   private async connect(
     url: Exclude<ReturnType<typeof parseMariaDbUrl>, string>,
   ): Promise<mysql.Connection> {
-    const conn = await mysql.createConnection({
+    const conn = await mysqlDriver().createConnection({
       host: url.host,
       port: url.port,
       user: url.user,

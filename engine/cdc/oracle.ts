@@ -20,7 +20,8 @@
  * ORACLE here: see the README's "Capture on Oracle".
  */
 import fs from 'node:fs';
-import oracledb from 'oracledb';
+import type oracledb from 'oracledb';
+import { oracleDriver } from './drivers.js';
 import { CDC_DEFAULTS, checkClaimArgs, validateCaptureSource } from './config.js';
 import type { CaptureOperation, CaptureSource, OracleDatabaseRef, StagedChange } from './config.js';
 import { parseOracleUrl } from './oracle-url.js';
@@ -74,8 +75,8 @@ type Row = Record<string, unknown>;
 const fetchTypeHandler = (
   meta: oracledb.Metadata<unknown>,
 ): oracledb.FetchTypeResponse | undefined =>
-  meta.dbType === oracledb.DB_TYPE_NUMBER || meta.dbType === oracledb.DB_TYPE_CLOB
-    ? { type: oracledb.STRING }
+  meta.dbType === oracleDriver().DB_TYPE_NUMBER || meta.dbType === oracleDriver().DB_TYPE_CLOB
+    ? { type: oracleDriver().STRING }
     : undefined;
 
 /** The password of an oracle source: from the url, or read from passwordFile (trailing newline dropped). */
@@ -104,7 +105,7 @@ export async function introspectOracleTable(
      WHERE c.OWNER = :owner AND c.TABLE_NAME = :tab
      ORDER BY c.COLUMN_ID`,
     { owner: t.owner, tab: t.table },
-    { outFormat: oracledb.OUT_FORMAT_OBJECT, fetchTypeHandler },
+    { outFormat: oracleDriver().OUT_FORMAT_OBJECT, fetchTypeHandler },
   );
   return (res.rows ?? []).map((r) => ({
     name: oracleColumnName(String(r.COLUMN_NAME)),
@@ -215,7 +216,7 @@ export class OracleStaging implements StagingClient {
       );
     }
     try {
-      return await oracledb.getConnection({
+      return await oracleDriver().getConnection({
         user: this.url.user,
         password,
         connectString: this.url.connectString,
@@ -258,7 +259,7 @@ export class OracleStaging implements StagingClient {
   ): Promise<Row[]> {
     const conn = await this.open();
     const res = await conn.execute<Row>(sql, binds, {
-      outFormat: oracledb.OUT_FORMAT_OBJECT,
+      outFormat: oracleDriver().OUT_FORMAT_OBJECT,
       fetchTypeHandler,
       maxRows,
     });
@@ -434,7 +435,7 @@ export class OracleStaging implements StagingClient {
            DBMS_LOCK.ALLOCATE_UNIQUE_AUTONOMOUS(:name, h);
            :r := DBMS_LOCK.REQUEST(h, DBMS_LOCK.X_MODE, 0, FALSE);
          END;`,
-        { name: lock, r: { dir: oracledb.BIND_OUT, type: oracledb.NUMBER } },
+        { name: lock, r: { dir: oracleDriver().BIND_OUT, type: oracleDriver().NUMBER } },
       );
       const r = Number((res.outBinds as { r: number }).r);
       if (r === 0 || r === 4) break; // 0 granted, 4 already held by this session

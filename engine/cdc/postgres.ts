@@ -14,7 +14,8 @@
  * writer's TimeZone); timestamp and date as ISO 8601 via to_json (independent of DateStyle);
  * every other type its text output `v::text` (bigint exact, bytea hex, json as its text).
  */
-import pg from 'pg';
+import type pg from 'pg';
+import { pgDriver } from './drivers.js';
 import { CDC_DEFAULTS, conditionFor, validateCaptureSource, checkClaimArgs } from './config.js';
 import type { CaptureOperation, CaptureSource, CaptureTable, StagedChange } from './config.js';
 import { keyHash } from './key-hash.js';
@@ -614,6 +615,8 @@ export class PgStaging implements StagingClient {
   private closed = false;
   /** Initial loads (initial-load.ts): chunks read in one REPEATABLE READ snapshot with the claim. */
   readonly load: LoadHooks = this.loadHooks();
+  /** claim() skips `excludeIds` (the pump's pipelined claim). */
+  readonly claimSkipsIds = true;
 
   constructor(source: CaptureSource) {
     validateCaptureSource(source);
@@ -623,7 +626,7 @@ export class PgStaging implements StagingClient {
     this.source = source;
     // Bounded waits (CDC_DEFAULTS.networkTimeoutMs): a partitioned network answers nothing, and
     // without a client-side timeout a claim would wait for it forever, reported as live.
-    this.client = new pg.Client({
+    this.client = new (pgDriver().Client)({
       connectionString: db.url,
       connectionTimeoutMillis: CDC_DEFAULTS.networkTimeoutMs,
       query_timeout: CDC_DEFAULTS.networkTimeoutMs,
@@ -780,6 +783,7 @@ export class PgStaging implements StagingClient {
     pumps: number,
     limit: number,
     excludeKeys?: ReadonlySet<string>,
+    excludeIds?: readonly string[],
   ): Promise<StagedChange[]> {
     const schema = await this.open();
     checkClaimArgs(pump, pumps, limit);
@@ -811,6 +815,12 @@ export class PgStaging implements StagingClient {
     if (excludeKeys !== undefined && excludeKeys.size > 0) {
       params.push([...excludeKeys]);
       conds.push(`NOT (key = ANY($${params.length}::text[]))`);
+    }
+    if (excludeIds !== undefined && excludeIds.length > 0) {
+      // An unnamed statement is planned with its parameters as constants, so PostgreSQL 14+
+      // evaluates this with a hash table of the ids, not a scan of the array per row.
+      params.push(excludeIds);
+      conds.push(`id <> ALL($${params.length}::bigint[])`);
     }
     const where = conds.length > 0 ? `WHERE ${conds.join(' AND ')}` : '';
     const res = await this.client.query<PgStagedRow>(

@@ -35,6 +35,17 @@
  *     or purged; the pump re-reads the parked keys every CDC_DEFAULTS.parkedRefreshMs.
  *  6. pump 0 deletes parked changes older than errors.retentionMs (holding period).
  *
+ * Pipelined claim: with a sink that has sync() and a staging client whose claim skips given ids
+ * (StagingClient.claimSkipsIds), a cycle appends its batch, then claims the next batch while the
+ * sink makes the first durable, skipping the ids just appended (still staged until the ack), and
+ * acks once sync() resolves. The invariant is unchanged: a row is deleted only after its append
+ * is durable; at most one batch is appended and not acked (recentIdsMax still covers it); the
+ * next batch is appended after the previous one, so each key keeps its order. A failed sync acks
+ * nothing (the restart's reconciliation finds what reached the sink). The claimed batch is kept
+ * for the next cycle, or dropped (still staged) when that cycle runs an initial-load chunk; an
+ * empty one is not kept, so a cycle that returns 0 claimed after everything committed before it
+ * began (the drain of a stopping topology relies on that).
+ *
  * Initial loads (engine/cdc/initial-load.ts): while a table's load is requested, a cycle claims
  * in the same read snapshot as it selects the table's next chunk, ships the claimed changes,
  * then the chunk's rows of this pump's keys as read events (not those of held keys), acks, and
@@ -70,10 +81,23 @@ export class RecordRefusedError extends Error {
 export interface PumpSink {
   appendBatch(changes: StagedChange[]): void | Promise<void>;
   recentStagingIds(limit: number, installationId: string): Set<string> | Promise<Set<string>>;
+  /**
+   * Optional. A sink with sync() may let appendBatch return once the records are written in
+   * order (a later append lands after them) but before they are durable; sync() resolves once
+   * everything appended so far is durable, and rejects if that failed (then nothing appended
+   * since the last resolved sync may be assumed durable). The pump awaits it before deleting
+   * the rows from staging, and claims its next batch meanwhile ("Pipelined claim" above).
+   */
+  sync?(): Promise<void>;
 }
 
-/** Fault points a pump honours (tests of crash recovery). `after-append`: SIGKILL itself after append, before ack. */
-export type PumpFault = 'after-append' | 'before-append';
+/**
+ * Fault points a pump honours (tests of crash recovery). `after-append`: SIGKILL itself after
+ * append, before ack. `hang-after-append`: after the first append that shipped rows, never ack
+ * and never return (the pump's thread stays busy until it is terminated: a pump retired at
+ * runtime with a batch appended but not acked, actors/pump-count.ts).
+ */
+export type PumpFault = 'after-append' | 'before-append' | 'hang-after-append';
 
 /** Environment variable read for the fault point when PumpOptions.fault is not given. */
 export const PUMP_FAULT_ENV = 'SLUICE_FAULT';
@@ -87,6 +111,13 @@ export const PUMP_FAULT_ENV = 'SLUICE_FAULT';
  * - errors: refusal policy; default staging.source's, resolved (CDC_DEFAULTS.errors).
  * - clock: ms since the epoch; default Date.now (tests move time).
  * - loadChunkRows: table rows per initial-load chunk; default CDC_DEFAULTS.loadChunkRows.
+ * - onDurable: called with the staged changes of each batch once their append is durable (the
+ *   sink's appendBatch returned, and with sync() once it resolved), before they are acked; the
+ *   per-table shipped figures of the statistics (ops/stats.ts) come from it. Each change is
+ *   passed once by the pump that appended it: a change found in the sink by start()'s
+ *   reconciliation is not passed again (its appender passed it, unless that pump's thread was
+ *   ended between the append becoming durable and the call: killed, terminated), and read
+ *   events of initial loads are not passed (they are not staged changes). Must not throw.
  */
 export interface PumpOptions {
   staging: StagingClient;
@@ -99,6 +130,7 @@ export interface PumpOptions {
   errors?: CaptureErrorPolicy;
   clock?: () => number;
   loadChunkRows?: number;
+  onDurable?: (changes: readonly StagedChange[]) => void;
 }
 
 /** Counters of one pump, cumulative since construction. */
@@ -140,11 +172,14 @@ export class PumpCore {
     loaded: 0,
     readsRefused: 0,
   };
-  private readonly opts: Required<Omit<PumpOptions, 'fault' | 'loadChunkRows'>> & {
+  private readonly opts: Required<Omit<PumpOptions, 'fault' | 'loadChunkRows' | 'onDurable'>> & {
     fault: PumpFault | null;
+    onDurable: (changes: readonly StagedChange[]) => void;
   };
   private readonly loader: PumpLoader | null;
   private pendingAck: string[] | null = null;
+  /** The next batch, claimed while the previous one was synced (pipelined claim), or null. */
+  private prefetched: StagedChange[] | null = null;
   private started = false;
   /** Key -> next_attempt_ms of its refused head change. */
   private retrying = new Map<string, number>();
@@ -171,7 +206,14 @@ export class PumpCore {
     const fault =
       options.fault !== undefined ? options.fault : parseFault(process.env[PUMP_FAULT_ENV]);
     const errors = options.errors ?? resolveErrorPolicy(options.staging.source);
-    this.opts = { ...options, recentIdsMax, fault, errors, clock: options.clock ?? Date.now };
+    this.opts = {
+      ...options,
+      recentIdsMax,
+      fault,
+      errors,
+      clock: options.clock ?? Date.now,
+      onDurable: options.onDurable ?? (() => undefined),
+    };
     this.loader =
       options.staging.load === undefined
         ? null
@@ -232,29 +274,86 @@ export class PumpCore {
       this.pendingAck = null;
     }
     await this.housekeeping();
+    const prefetched = this.prefetched;
+    this.prefetched = null;
     if (this.loader !== null) {
       const task = await this.loader.current();
       if (task !== null) return this.loadCycle(this.loader, task);
     }
     const now = this.opts.clock();
     // Unkeyed changes (key strategy none) waiting for a retry are claimed but not shipped yet.
-    const rows = (await staging.claim(pump, pumps, batchSizeMax, this.excluded())).filter(
-      (r) => r.key !== NO_KEY || !((this.retrying.get(orderKey(r)) ?? 0) > now),
-    );
+    const rows = (
+      prefetched ?? (await staging.claim(pump, pumps, batchSizeMax, this.excluded()))
+    ).filter((r) => r.key !== NO_KEY || !((this.retrying.get(orderKey(r)) ?? 0) > now));
     if (rows.length === 0) return 0;
     if (fault === 'before-append') process.kill(process.pid, 'SIGKILL');
-    const shipped: string[] = [];
+    const shipped: StagedChange[] = [];
+    const sync = sink.sync?.bind(sink);
     try {
       await this.ship(rows, new Set(), shipped);
-    } finally {
-      // Halves appended before an outage error must be acked, never appended again.
-      this.pendingAck = shipped;
+    } catch (err) {
+      await this.keepAckAfterOutage(shipped);
+      throw err;
     }
-    if (fault === 'after-append' && shipped.length > 0) process.kill(process.pid, 'SIGKILL');
-    await staging.ack(shipped);
+    const ids = shipped.map((r) => r.stagingId);
+    if (sync !== undefined && ids.length > 0) {
+      const durable = sync();
+      // Not awaited yet: a rejection is handled below.
+      durable.catch(() => undefined);
+      if (staging.claimSkipsIds === true) {
+        try {
+          const next = await staging.claim(pump, pumps, batchSizeMax, this.excluded(), ids);
+          // An empty claim is not kept: it predates the sync, and the next cycle's 0 must mean
+          // "nothing staged when that cycle began" (a drain stops on it).
+          this.prefetched = next.length > 0 ? next : null;
+        } catch (err) {
+          // An outage: settle the sync first (its failure, if any, must not go unobserved).
+          // Once durable the batch is acked next (or by a restart's reconciliation) and counted
+          // now; sync() is not called again (a second call would not see the first's failure).
+          const synced = await durable.then(
+            () => true,
+            () => false,
+          );
+          if (synced) {
+            this.pendingAck = ids;
+            this.opts.onDurable(shipped);
+          }
+          throw err;
+        }
+      }
+      // A failed sync acks nothing: the restart reconciles against what reached the sink.
+      await durable;
+      this.pendingAck = ids;
+    }
+    if (ids.length > 0) this.opts.onDurable(shipped);
+    if (fault === 'after-append' && ids.length > 0) process.kill(process.pid, 'SIGKILL');
+    if (fault === 'hang-after-append' && ids.length > 0) await new Promise(() => undefined);
+    await staging.ack(ids);
     this.pendingAck = null;
-    this.stats.shipped += shipped.length;
-    return shipped.length;
+    this.stats.shipped += ids.length;
+    return ids.length;
+  }
+
+  /**
+   * After an outage error while shipping: the changes appended before it (`shipped`) must be
+   * acked, never appended again, so their staging ids become the pending ack, and they are
+   * durable (onDurable); with a sink that syncs separately, only once synced (a failed sync acks
+   * nothing: the sink refuses until reopened, and the restart's reconciliation finds what
+   * reached it). Never throws.
+   */
+  private async keepAckAfterOutage(shipped: StagedChange[]): Promise<void> {
+    const sync = this.opts.sink.sync?.bind(this.opts.sink);
+    const ids = shipped.map((r) => r.stagingId);
+    if (sync !== undefined) {
+      if (ids.length === 0) return;
+      const synced = await sync().then(
+        () => true,
+        () => false,
+      );
+      if (!synced) return;
+    }
+    this.pendingAck = ids;
+    if (ids.length > 0) this.opts.onDurable(shipped);
   }
 
   /**
@@ -275,30 +374,49 @@ export class PumpCore {
       (r) => r.key !== NO_KEY || !((this.retrying.get(orderKey(r)) ?? 0) > now),
     );
     const blocked = new Set<string>();
-    const shipped: string[] = [];
+    const shipped: StagedChange[] = [];
+    const sync = this.opts.sink.sync?.bind(this.opts.sink);
     if (rows.length > 0) {
       if (fault === 'before-append') process.kill(process.pid, 'SIGKILL');
       try {
         await this.ship(rows, blocked, shipped);
-      } finally {
-        this.pendingAck = shipped;
+      } catch (err) {
+        await this.keepAckAfterOutage(shipped);
+        throw err;
+      }
+      if (sync === undefined) {
+        this.pendingAck = shipped.map((r) => r.stagingId);
+        if (shipped.length > 0) this.opts.onDurable(shipped);
       }
     }
+    const ids = shipped.map((r) => r.stagingId);
     let emitted = 0;
     if (read.reads !== null) {
       // A held key's refused change is still ahead of its read: it brings the row's image itself.
-      emitted = await this.shipReads(
-        read.reads.filter((r) => !excluded.has(r.key) && !blocked.has(r.key)),
-      );
+      try {
+        emitted = await this.shipReads(
+          read.reads.filter((r) => !excluded.has(r.key) && !blocked.has(r.key)),
+        );
+      } catch (err) {
+        // An outage: the changes appended before it are acked and counted once synced (without
+        // sync() that happened above).
+        if (sync !== undefined) await this.keepAckAfterOutage(shipped);
+        throw err;
+      }
     }
-    if (fault === 'after-append' && shipped.length + emitted > 0)
-      process.kill(process.pid, 'SIGKILL');
-    await staging.ack(shipped);
+    // Everything of this cycle durable before its ack and cursor (no pipelining here).
+    if (sync !== undefined && ids.length + emitted > 0) {
+      await sync();
+      this.pendingAck = ids;
+      if (ids.length > 0) this.opts.onDurable(shipped);
+    }
+    if (fault === 'after-append' && ids.length + emitted > 0) process.kill(process.pid, 'SIGKILL');
+    await staging.ack(ids);
     this.pendingAck = null;
-    this.stats.shipped += shipped.length;
+    this.stats.shipped += ids.length;
     if (read.reads !== null) await loader.save(read, emitted);
     this.stats.loaded += emitted;
-    return shipped.length + emitted;
+    return ids.length + emitted;
   }
 
   /** Appends read events, halving on refusal; a single refused row is skipped and counted. */
@@ -342,11 +460,15 @@ export class PumpCore {
   }
 
   /**
-   * Steps 3-5: appends `rows` minus the keys in `blocked`, dividing on refusal. Ids appended go
-   * to `shipped` in order; a refused change's key joins `blocked`, so its later changes in this
+   * Steps 3-5: appends `rows` minus the keys in `blocked`, dividing on refusal. Changes appended
+   * go to `shipped` in order; a refused change's key joins `blocked`, so its later changes in this
    * batch stay staged behind it.
    */
-  private async ship(rows: StagedChange[], blocked: Set<string>, shipped: string[]): Promise<void> {
+  private async ship(
+    rows: StagedChange[],
+    blocked: Set<string>,
+    shipped: StagedChange[],
+  ): Promise<void> {
     const open = blocked.size === 0 ? rows : rows.filter((r) => !blocked.has(orderKey(r)));
     if (open.length === 0) return;
     try {
@@ -361,7 +483,7 @@ export class PumpCore {
       return;
     }
     for (const r of open) {
-      shipped.push(r.stagingId);
+      shipped.push(r);
       this.retrying.delete(orderKey(r));
     }
   }
@@ -371,14 +493,14 @@ export class PumpCore {
     row: StagedChange,
     first: RecordRefusedError,
     blocked: Set<string>,
-    shipped: string[],
+    shipped: StagedChange[],
   ): Promise<void> {
     const { staging, sink, errors, clock } = this.opts;
     let error: Error = first;
     for (let i = 0; i < errors.retriesImmediate; i++) {
       try {
         await sink.appendBatch([row]);
-        shipped.push(row.stagingId);
+        shipped.push(row);
         this.retrying.delete(orderKey(row));
         return;
       } catch (err) {
@@ -429,7 +551,9 @@ function orderKey(r: StagedChange): string {
 
 /** Other modules share SLUICE_FAULT with their own fault names, so unknown values mean "no pump fault". */
 function parseFault(value: string | undefined): PumpFault | null {
-  return value === 'after-append' || value === 'before-append' ? value : null;
+  return value === 'after-append' || value === 'before-append' || value === 'hang-after-append'
+    ? value
+    : null;
 }
 
 function sleep(ms: number, signal: AbortSignal): Promise<void> {

@@ -109,13 +109,21 @@ export interface StagingClient {
    * is no cursor: a lower id that becomes visible late is returned by the next claim (case C1).
    * Rows whose key is in `excludeKeys` are skipped (held keys: see the pump's error handling).
    * Throws `Error` on bad arguments; PostgreSQL also throws when another session holds the pump.
+   * `excludeIds` (staging ids, decimal text) are skipped too, but only by a client whose
+   * {@link StagingClient.claimSkipsIds} is true; others ignore it.
    */
   claim(
     pump: number,
     pumps: number,
     limit: number,
     excludeKeys?: ReadonlySet<string>,
+    excludeIds?: readonly string[],
   ): Promise<StagedChange[]>;
+  /**
+   * True when claim() honours `excludeIds`: the pump may then claim its next batch while the
+   * previous one, still staged, is being made durable (engine/cdc/pump.ts "Pipelined claim").
+   */
+  readonly claimSkipsIds?: boolean;
   /**
    * Records a failed delayed-retry round of a staged change: sets attempts, next_attempt_ms and
    * last_error. The change stays staged. Unknown ids are ignored.

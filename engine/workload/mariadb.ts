@@ -5,7 +5,8 @@
  * (AUTO_INCREMENT), because MariaDB capture needs a primary key on every captured table (its
  * TRUNCATE guard references it). Tables are InnoDB.
  */
-import mysql from 'mysql2/promise';
+import type mysql from 'mysql2/promise';
+import { mysqlDriver } from '../cdc/drivers.js';
 import {
   PGBENCH_ACCOUNTS_PER_BRANCH,
   PGBENCH_SCALE_MAX,
@@ -34,7 +35,7 @@ export async function ensureMariaDbDatabase(url: string): Promise<void> {
   const options = mariaDbConnectionOptions(url);
   const name = options.database;
   if (!name) throw new Error(`MariaDB url names no database: ${url}`);
-  const conn = await mysql.createConnection({ ...options, database: undefined });
+  const conn = await mysqlDriver().createConnection({ ...options, database: undefined });
   try {
     await conn.query(
       `CREATE DATABASE IF NOT EXISTS \`${name.replaceAll('`', '``')}\` CHARACTER SET utf8mb4`,
@@ -53,7 +54,7 @@ export async function createPgbenchSchemaMariaDb(url: string, scale: number): Pr
   if (!Number.isInteger(scale) || scale < 1 || scale > PGBENCH_SCALE_MAX) {
     throw new Error(`scale must be an integer in [1, ${PGBENCH_SCALE_MAX}], scale=${scale}`);
   }
-  const conn = await mysql.createConnection(mariaDbConnectionOptions(url));
+  const conn = await mysqlDriver().createConnection(mariaDbConnectionOptions(url));
   try {
     await conn.query(`
       SET foreign_key_checks = 0;
@@ -94,7 +95,7 @@ export async function runTpcbMariaDb(o: TpcbMariaDbOptions): Promise<{ transacti
   const deadline = Date.now() + o.durationMs;
   const rnd = (lo: number, hi: number) => lo + Math.floor(Math.random() * (hi - lo + 1));
   const client = async (): Promise<number> => {
-    const conn = await mysql.createConnection(mariaDbConnectionOptions(o.url));
+    const conn = await mysqlDriver().createConnection(mariaDbConnectionOptions(o.url));
     let done = 0;
     try {
       while (Date.now() < deadline && !o.signal?.aborted) {
@@ -142,7 +143,7 @@ export async function readBalancesMariaDb(url: string): Promise<{
   branches: { bid: number; bbalance: number }[];
   accounts: { aid: number; abalance: number }[];
 }> {
-  const conn = await mysql.createConnection(mariaDbConnectionOptions(url));
+  const conn = await mysqlDriver().createConnection(mariaDbConnectionOptions(url));
   try {
     const [branches] = await conn.query<mysql.RowDataPacket[]>(
       'SELECT bid, bbalance FROM pgbench_branches ORDER BY bid',
@@ -161,7 +162,7 @@ export async function readBalancesMariaDb(url: string): Promise<{
 
 /** Row count of pgbench_branches (the scale, pgbench's rule), or null when the table is absent. */
 export async function keptScaleMariaDb(url: string): Promise<number | null> {
-  const conn = await mysql.createConnection(mariaDbConnectionOptions(url));
+  const conn = await mysqlDriver().createConnection(mariaDbConnectionOptions(url));
   try {
     const [t] = await conn.query<mysql.RowDataPacket[]>(
       `SELECT COUNT(*) AS n FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'pgbench_branches'`,

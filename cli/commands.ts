@@ -51,9 +51,11 @@ import {
   listDeadLetters,
   purgeDeadLetters,
   replayDeadLetterQueue,
-  assertJournalBus,
+  actorBusOf,
+  openQueueLogs,
+  type PartitionTailer,
+  type QueueLogs,
 } from '../engine/service/index.js';
-import { Tailer } from '../engine/journal/index.js';
 import {
   EnvelopeView,
   decodeChange,
@@ -64,13 +66,21 @@ import {
 } from '../engine/codec/index.js';
 import type { CounterSnapshot } from '../engine/actor/index.js';
 import type { StopResult, Supervisor } from '../engine/supervisor/index.js';
+import { heapProbe } from '../engine/actor/heap-probe.js';
 import { liveCaptureProblems } from './live-check.js';
 import { ReplayProgress } from './replay-progress.js';
 import { onStopSignal } from './signals.js';
 import { addOpsCommands, parseHttpAddress } from './ops-commands.js';
 import { addBenchCommand } from './bench-command.js';
 import { addSnapshotCommand } from './snapshot-command.js';
-import { LOG_FORMATS, packageVersion, type LogFormat } from '../ops/index.js';
+import {
+  LOG_FORMATS,
+  healthOf,
+  packageVersion,
+  type Health,
+  type LogFormat,
+} from '../ops/index.js';
+import { healthChange } from './health-line.js';
 
 const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
 
@@ -274,6 +284,7 @@ program
       let ticker: NodeJS.Timeout | null = null;
       let supervisor: Supervisor | null = null;
       let timer: NodeJS.Timeout | null = null;
+      let healthTimer: NodeJS.Timeout | null = null;
       let stopping = false;
       let runningNow: { stop(): Promise<StopResult> } | null = null;
       // Registered before the start, so Ctrl-C during a long replay drains too (and restores the
@@ -283,6 +294,7 @@ program
         stopping = true;
         if (ticker) clearInterval(ticker);
         if (timer) clearInterval(timer);
+        if (healthTimer) clearInterval(healthTimer);
         progress.stop();
         console.error(`sluice: ${signal}: draining`);
         if (!supervisor) process.exit(0);
@@ -292,6 +304,9 @@ program
       };
       onStopSignal((signal) => void stop(signal));
       if (stopping) return;
+      // Debug only (SLUICE_DEBUG_HEAP_DIR): the main thread's memory samples and heap snapshots.
+      const mainProbe = heapProbe('main');
+      if (mainProbe) setInterval(mainProbe, 1000).unref();
       const running = await startTopology(t, {
         http: opts.http ? { ...opts.http, usersFile: opts.users } : undefined,
         logFormat: opts.logFormat,
@@ -305,9 +320,20 @@ program
       if (ticker) clearInterval(ticker);
       progress.update(running.supervisor.counters());
       progress.stop();
+      const health = healthOf(running.supervisor);
       console.error(
-        `sluice: ${t.name} is up (${plural(running.plan.groups.length, 'actor group')}); Ctrl-C drains and stops`,
+        `sluice: ${t.name} is up (${plural(running.plan.groups.length, 'actor group')})${health.ready ? '' : `, not ready yet: ${health.reasons.join('; ')}`}; Ctrl-C drains and stops`,
       );
+      // Readiness changes after the start (a source down for a while, an actor failing and
+      // restarting) are printed as they happen, once each.
+      let shown: Health = health;
+      healthTimer = setInterval(() => {
+        const now = healthOf(running.supervisor);
+        const line = healthChange(shown, now);
+        if (line !== null) console.error(`sluice: ${line}`);
+        shown = now;
+      }, 1000);
+      healthTimer.unref();
       let last: Record<string, CounterSnapshot> = {};
       if (opts.statusMs > 0) {
         timer = setInterval(() => {
@@ -391,7 +417,6 @@ program
     ) => {
       const t = loadTopology(file);
       const q = queueOf(t, queue);
-      assertJournalBus(t, `queue "${queue}"`);
       if (opts.allPartitions) {
         if (cmd.getOptionValueSource('partition') === 'cli')
           throw new InvalidArgumentError('--partition and --all-partitions exclude each other');
@@ -408,36 +433,79 @@ program
           `sluice: queue "${queue}" has ${q.partitions} partitions; showing partition 0 (-p <n> for another)`,
         );
       }
-      const tailer = Tailer.open({ dir: partitionDir(t, queue, opts.partition) });
+      const logs = openQueueLogs(actorBusOf(t));
+      const tailer = openTailer(t, logs, queue, opts.partition);
       const view = new EnvelopeView();
       const print = (rec: { index: number; bytes: Uint8Array }) =>
         console.log(JSON.stringify(tailRecord(view, rec)));
-      if (opts.fromStart) {
-        for (let i = 0; i < opts.lines; i++) {
-          const rec = tailer.next();
-          if (!rec) break;
-          print(rec);
-        }
-        // -f follows what is appended from now on, not the records after the first N.
-        if (opts.follow) tailer.moveToEnd();
-      } else {
-        tailer.moveToEnd();
-        const end = tailer.index;
-        tailer.moveToIndex(Math.max(0, end - opts.lines));
-        for (let rec = tailer.next(); rec; rec = tailer.next()) print(rec);
-      }
+      for (const rec of firstOrLast(tailer, opts)) print(rec);
       if (!opts.follow) {
         tailer.close();
+        logs.close();
         return;
       }
       onStopSignal(() => process.exit(0));
       for (;;) {
         for (let rec = tailer.next(); rec; rec = tailer.next()) print(rec);
-        tailer.waitForAppend(0);
         await new Promise((r) => setTimeout(r, 100));
       }
     },
   );
+
+/**
+ * A tailer over one partition of `queue` on the topology's bus (journal files, or the Kafka
+ * topic read_committed).
+ * @throws Error naming the topic and the topology file when a Kafka topic cannot be read.
+ */
+function openTailer(t: Topology, logs: QueueLogs, queue: string, partition: number) {
+  const tailer = logs.tailer({ queue, partition, dir: partitionDir(t, queue, partition) });
+  if (logs.kind === 'kafka') {
+    try {
+      tailer.moveToEnd();
+    } catch (e) {
+      logs.close();
+      throw new Error(
+        `queue "${queue}" partition ${partition}: Kafka topic "${queue}" cannot be read (${t.file}: bus kind kafka): ${(e as Error).message}`,
+      );
+    }
+  }
+  return tailer;
+}
+
+/**
+ * The first (`fromStart`) or last `lines` records of a partition, oldest first, copied (a
+ * tailer's bytes are valid until its next call); the tailer is left where `follow` continues:
+ * at the end (what is appended from now on, not the records after the first N). The last N are
+ * found by stepping back from the end, since offsets need not be contiguous (Kafka transaction
+ * markers).
+ */
+function firstOrLast(
+  tailer: PartitionTailer,
+  opts: { lines: number; fromStart: boolean; follow: boolean },
+): { index: number; bytes: Uint8Array }[] {
+  const out: { index: number; bytes: Uint8Array }[] = [];
+  if (opts.fromStart) {
+    tailer.moveToIndex(0);
+    for (let i = 0; i < opts.lines; i++) {
+      const rec = tailer.next();
+      if (!rec) break;
+      out.push({ index: rec.index, bytes: rec.bytes.slice() });
+    }
+    if (opts.follow) tailer.moveToEnd();
+    return out;
+  }
+  tailer.moveToEnd();
+  const end = tailer.index;
+  let back = 0;
+  while (back < opts.lines && tailer.previous()) back++;
+  for (; back > 0; back--) {
+    const rec = tailer.next();
+    if (!rec) break;
+    out.push({ index: rec.index, bytes: rec.bytes.slice() });
+  }
+  if (tailer.index !== end) tailer.moveToIndex(end);
+  return out;
+}
 
 /** One record of a partition, decoded for printing. */
 interface TailLine {
@@ -501,21 +569,12 @@ async function tailAllPartitions(
   opts: { lines: number; fromStart: boolean; follow: boolean },
 ): Promise<void> {
   const view = new EnvelopeView();
-  const tailers = Array.from({ length: partitions }, (_, p) =>
-    Tailer.open({ dir: partitionDir(t, queue, p) }),
-  );
+  const logs = openQueueLogs(actorBusOf(t));
+  const tailers: PartitionTailer[] = [];
+  for (let p = 0; p < partitions; p++) tailers.push(openTailer(t, logs, queue, p));
   const picked: TailLine[] = [];
   for (const [p, tailer] of tailers.entries()) {
-    if (!opts.fromStart) {
-      tailer.moveToEnd();
-      tailer.moveToIndex(Math.max(0, tailer.index - opts.lines));
-    }
-    for (let n = 0; n < opts.lines; n++) {
-      const rec = tailer.next();
-      if (!rec) break;
-      picked.push(tailLine(view, rec, p));
-    }
-    if (!opts.fromStart || opts.follow) tailer.moveToEnd();
+    for (const rec of firstOrLast(tailer, opts)) picked.push(tailLine(view, rec, p));
   }
   picked.sort(byTime);
   const shown = opts.fromStart
@@ -524,6 +583,7 @@ async function tailAllPartitions(
   for (const l of shown) console.log(l.text);
   if (!opts.follow) {
     for (const tailer of tailers) tailer.close();
+    logs.close();
     return;
   }
   onStopSignal(() => process.exit(0));

@@ -110,30 +110,44 @@ test('SIGINT during a long replay stops the replay, drains and exits 0; nothing 
         }),
       );
     a.close();
-    const run = async (signalAfterMs: number | null, waitUp: boolean) => {
-      const child = spawn(process.execPath, [cli, 'run', file, '--status-ms', '0'], {
+    /**
+     * Spawns `sluice run`; `signalWhen` is matched against stderr (polled every 20 ms) and the
+     * SIGINT goes `delayMs` after it first matches.
+     */
+    const run = async (statusMs: number, signalWhen: RegExp, delayMs: number) => {
+      const child = spawn(process.execPath, [cli, 'run', file, '--status-ms', String(statusMs)], {
         stdio: ['ignore', 'pipe', 'pipe'],
       });
       let err = '';
       child.stderr.on('data', (b) => (err += b));
-      if (waitUp) while (!err.includes('is up')) await new Promise((r) => setTimeout(r, 20));
-      if (signalAfterMs !== null) setTimeout(() => child.kill('SIGINT'), signalAfterMs);
-      const code = await new Promise<number | null>((r) => child.on('exit', (c) => r(c)));
-      return { code, err };
+      const exited = new Promise<number | null>((r) => child.on('exit', (c) => r(c)));
+      let gone = false;
+      void exited.then(() => (gone = true));
+      while (!gone && !signalWhen.test(err)) await new Promise((r) => setTimeout(r, 20));
+      await new Promise((r) => setTimeout(r, delayMs));
+      const signalledAt = Date.now();
+      child.kill('SIGINT');
+      const code = await exited;
+      return { code, err, exitMs: Date.now() - signalledAt };
     };
     // First run: everything processed live, then a clean stop.
-    const first = await run(200, true);
+    const first = await run(0, /is up/, 200);
     assert.is(first.code, 0, first.err);
     assert.is(countRecords(path.join(dir, 'data/queues/out/0')), N);
-    // Second run: the replay of 20000 inputs takes ~4 s at 200 us each; interrupt it.
-    fs.writeFileSync(file, topology(200));
-    const t0 = Date.now();
-    const second = await run(1000, false);
+    // Second run: the replay of 20000 inputs takes ~10 s at 500 us each. The signal goes once
+    // stderr shows the replay under way (not at a fixed time: a slow machine may still be loading
+    // the CLI after a second, and then there is no replay to interrupt yet).
+    fs.writeFileSync(file, topology(500));
+    const second = await run(0, /sluice: replay service:summer: \d+\/20000 records/, 100);
     assert.is(second.code, 0, second.err);
     assert.match(second.err, 'SIGINT: draining');
     assert.not.match(second.err, 'is up');
-    assert.match(second.err, /service:summer\s+stopped\s+in=0 out=0 replayed=\d+/);
-    assert.ok(Date.now() - t0 < 3500, `took ${Date.now() - t0} ms: the replay was not interrupted`);
+    assert.not.match(second.err, 'replay service:summer done');
+    const last = /service:summer\s+stopped\s+in=0 out=0(?: replayed=(\d+))?\n/.exec(second.err);
+    assert.ok(last, `no final "service:summer stopped in=0 out=0" line in:\n${second.err}`);
+    // Interrupted: short of the 20000 inputs, and well within the ~10 s the replay would take.
+    assert.ok(Number(last[1] ?? 0) < N, `replayed ${last[1]} of ${N}`);
+    assert.ok(second.exitMs < 4000, `exit ${second.exitMs} ms after the signal`);
     assert.is(countRecords(path.join(dir, 'data/queues/out/0')), N);
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });

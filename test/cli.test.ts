@@ -20,6 +20,8 @@ function sluice(
   stdin = '',
   timeoutMs = 60_000,
   env: Record<string, string> = {},
+  /** SIGTERM once stderr matches this (a `sluice run` that is up), instead of waiting for exit. */
+  stopWhen?: RegExp,
 ): Promise<{ code: number | null; out: string; err: string }> {
   return new Promise((resolve) => {
     const p = spawn(process.execPath, [cli, ...args], {
@@ -29,7 +31,10 @@ function sluice(
     let out = '';
     let err = '';
     p.stdout.on('data', (b) => (out += b));
-    p.stderr.on('data', (b) => (err += b));
+    p.stderr.on('data', (b) => {
+      err += b;
+      if (stopWhen?.test(err)) p.kill('SIGTERM');
+    });
     const timer = setTimeout(() => p.kill('SIGKILL'), timeoutMs);
     p.on('exit', (code) => {
       clearTimeout(timer);
@@ -351,7 +356,8 @@ test('check and run warn, at the service input, when a capture target feeds a se
   assert.is(c.code, 0, c.err);
   assert.is(c.err.trim(), warning);
   assert.is((await sluice(['install', file])).code, 0);
-  const r = await sluice(['run', file, '--status-ms', '0'], '', 3_000);
+  // Stopped once up (a fixed 3 s was too short for a loaded machine to print the warning).
+  const r = await sluice(['run', file, '--status-ms', '0'], '', 60_000, {}, / is up /);
   assert.match(r.err, `sluice: ${warning}\n`);
   // A service with a change handler gets no warning.
   fs.writeFileSync(

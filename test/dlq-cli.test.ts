@@ -137,7 +137,13 @@ test('dlq list shows the dead letter; replay re-injects it into its source queue
     assert.is(toOutput.code, 2);
     assert.is(
       toOutput.err.trim(),
-      `sluice: queue "out" is written by "pass" in ${file}; a queue has one writer (replay to another queue with --to)`,
+      `sluice: queue "out" is written by "pass" in ${file}; a queue has one writer (replay to a queue no service or capture source writes)`,
+    );
+    const noSuch = await sluice(['dlq', 'replay', file, 'pass.dlq', '-i', '7']);
+    assert.is(noSuch.code, 2);
+    assert.is(
+      noSuch.err.trim(),
+      'sluice: dead-letter queue "pass.dlq" has no index 7 (it has 1 record, indexes 0)',
     );
     const purge = await sluice(['dlq', 'purge', file, 'pass.dlq']);
     assert.is(purge.code, 0, purge.err);

@@ -4,6 +4,7 @@
  * every restart rebuilds the reference state from the output topic, and a read_committed
  * reader of the output sees each input's effect exactly once. CI runs the first strategy;
  * SLUICE_KAFKA_CRASH=all (`npm run test:kafka-services`) runs every one.
+ * test-timeout-s: 600 (a kill -9 loop: each restart waited out)
  */
 import { test } from 'uvu';
 import { crashTests } from './replay-crash-cases.js';

@@ -296,8 +296,12 @@ test('a kafka bus with services loads, with capture into the queue a service rea
   );
   assert.is(t.bus.kind, 'kafka');
   assert.is(t.services.length, 1);
-  // The producer API still writes only the journal: refused instead of writing files no actor reads.
-  assert.throws(() => openQueueAppender(t, 'a'), /queue "a" is a Kafka topic .*not supported yet/);
+  // The producer API writes the Kafka topic (test/cli-kafka.test.ts); a service's output keeps
+  // its one writer on Kafka too.
+  assert.throws(
+    () => openQueueAppender(t, 'b'),
+    /queue "b" is written by "s" .*; a queue has one writer/,
+  );
   // Capture and services together on one kafka bus: the one data plane (capture writes the topic a service reads).
   const both = parseTopology(
     [

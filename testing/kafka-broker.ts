@@ -92,12 +92,20 @@ function run(args: string[], timeoutMs: number): Promise<string> {
   });
 }
 
-/** Longest wait of one kafka.sh call, ms: a first Maven resolve plus a loaded machine's JVM start. */
-const SCRIPT_TIMEOUT_MS = 240_000;
+/**
+ * Longest wait of one kafka.sh call, ms: a first Maven resolve plus a loaded machine's JVM start,
+ * and at least 150 s more than kafka.sh's own readiness wait (KAFKA_READY_TIMEOUT_S when the call
+ * starts, 90 s by default) so that formatting the nodes does not eat into it: the fault suite
+ * waits 220 s, and a fixed 240 s cut its cluster starts at a load average of 50 before kafka.sh
+ * gave up by itself.
+ */
+function scriptTimeoutMs(): number {
+  return Math.max(240_000, (Number(process.env.KAFKA_READY_TIMEOUT_S) || 90) * 1000 + 150_000);
+}
 
 /** Resolves the broker's jars (Maven, cached under ~/.cache/sluice) and returns their directory. */
 export async function resolveKafkaLibs(): Promise<string> {
-  return (await run(['libs'], SCRIPT_TIMEOUT_MS)).trim();
+  return (await run(['libs'], scriptTimeoutMs())).trim();
 }
 
 /**
@@ -126,7 +134,7 @@ export async function startKafka(opts: KafkaStartOptions = {}): Promise<KafkaClu
   if (opts.secure) args.push('--secure');
   let out: string;
   try {
-    out = await run(args, SCRIPT_TIMEOUT_MS);
+    out = await run(args, scriptTimeoutMs());
   } catch (e) {
     if (own) rmSync(dir, { recursive: true, force: true });
     throw e;
@@ -160,26 +168,26 @@ export async function startKafka(opts: KafkaStartOptions = {}): Promise<KafkaClu
     async stop({ kill = false } = {}) {
       if (stopped) return;
       stopped = true;
-      await run(['stop', '--dir', dir, ...(kill ? ['--kill'] : [])], SCRIPT_TIMEOUT_MS);
+      await run(['stop', '--dir', dir, ...(kill ? ['--kill'] : [])], scriptTimeoutMs());
       if (own) rmSync(dir, { recursive: true, force: true });
     },
     async stopBroker(id, { kill = false } = {}) {
       checkId(id);
       await run(
         ['stop-node', '--dir', dir, String(id), ...(kill ? ['--kill'] : [])],
-        SCRIPT_TIMEOUT_MS,
+        scriptTimeoutMs(),
       );
     },
     async startBroker(id) {
       checkId(id);
-      await run(['start-node', '--dir', dir, String(id)], SCRIPT_TIMEOUT_MS);
+      await run(['start-node', '--dir', dir, String(id)], scriptTimeoutMs());
     },
     async restart({ kill = false } = {}) {
       await run(
         ['stop-node', '--dir', dir, ...all, ...(kill ? ['--kill'] : [])],
-        SCRIPT_TIMEOUT_MS,
+        scriptTimeoutMs(),
       );
-      await run(['start-node', '--dir', dir, ...all], SCRIPT_TIMEOUT_MS);
+      await run(['start-node', '--dir', dir, ...all], scriptTimeoutMs());
     },
     logFile: (id) => join(dir, `node-${id}`, 'logs', 'server.log'),
   };

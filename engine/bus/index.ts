@@ -25,7 +25,13 @@ export {
   type JournalBusOptions,
   type MaintenanceReport,
 } from './journal/index.js';
-export { createKafkaBus, type KafkaBusOptions } from './kafka/index.js';
+export {
+  createKafkaBus,
+  deleteRecordsBefore,
+  KAFKA_PRODUCER_RETRY,
+  type KafkaBusOptions,
+  type KafkaRetryOptions,
+} from './kafka/index.js';
 export {
   kafkaBusOptionsOf,
   kafkaSecurityOptions,

@@ -5,7 +5,9 @@
  * running. Wake-ups: in the thread that runs the topology (startTopology), a producer's
  * appenders signal the topology's notifiers at every flush (linkProducerNotifiers registers
  * them); a producer in another process is seen through an inotify watch on the partition
- * directory, whose events the topology's main thread turns into the same signal.
+ * directory, whose events the topology's main thread turns into the same signal. On a kafka bus
+ * the queue is the topic of that name, written by a plain idempotent producer (see
+ * openQueueAppender); the topology's readers see it by polling the broker.
  *
  * Partitioning: without an explicit partition, an event goes to keyHash(key) mod partitions
  * (FNV-1a 32 over the key's UTF-8, engine/cdc's keyHash), the same rule capture pumps follow, so
@@ -32,7 +34,9 @@ import {
   EVENT_TYPE_JSON,
   USER_EVENT_TYPE_MIN,
 } from '../codec/index.js';
-import { keyHash } from '../cdc/index.js';
+import { keyHash, KAFKA_SINK_DEFAULTS } from '../cdc/index.js';
+import { actorBusOf, KafkaAppender } from '../service/index.js';
+import { SyncKafka } from '../service/kafka-sync.js';
 import type { Topology } from '../config/index.js';
 
 /** Deepest nesting of arrays and objects in a JSON event value. */
@@ -53,7 +57,8 @@ export interface QueueAppender {
    */
   readonly recordBytesMax: number;
   /**
-   * Appends a JSON event (type 2); returns [partition, index]. Buffered until flush().
+   * Appends a JSON event (type 2); returns [partition, index] (index -1 on a kafka bus: the
+   * broker assigns the offset at flush). Buffered until flush().
    * @throws RecordInputError if `key` is not a well-formed string, `value` has no JSON form or
    *   is nested deeper than JSON_DEPTH_MAX, or the record exceeds recordBytesMax.
    */
@@ -63,7 +68,7 @@ export interface QueueAppender {
     options?: { partition?: number; eventTimeMs?: number },
   ): [number, number];
   /**
-   * Appends raw bytes of a user event type (>= 100); returns [partition, index].
+   * Appends raw bytes of a user event type (>= 100); returns [partition, index] as appendJson.
    * @throws RecordInputError for a key as appendJson, a payload that is not a Uint8Array, or a
    *   record over recordBytesMax.
    */
@@ -73,17 +78,37 @@ export interface QueueAppender {
     payload: Uint8Array,
     options?: { partition?: number; eventTimeMs?: number },
   ): [number, number];
-  /** Writes what was appended and fsyncs per the queue's policy; readers see it after this. */
+  /**
+   * Writes what was appended and fsyncs per the queue's policy (kafka: sends it and waits for the
+   * broker's acknowledgement); readers see it after this.
+   */
   flush(): void;
   /** Flushes and releases every partition's lock. */
   close(): void;
 }
 
+/** One partition's writer behind a QueueAppender (journal appender or Kafka producer). */
+interface PartitionWriter {
+  /** Writes the envelope `envelopes` holds (`length` bytes); returns its index (-1: not known). */
+  write(envelopes: EnvelopeWriter, length: number): number;
+  flush(): void;
+  close(): void;
+}
+
 /**
- * Opens an appender over every partition of `queue` in `topology`.
- * @throws Error if the queue is unknown, is written by a service or capture source of the
- *   topology, or is on a kafka bus (not supported yet), or a partition is locked by another
- *   appender (JournalLockedError).
+ * Opens an appender over every partition of `queue` in `topology`, on the topology's bus:
+ * - journal: the partitions' journals under `<dataDir>/queues/<queue>/<p>`; each append returns
+ *   the record's index;
+ * - kafka: the topic `queue` through one plain idempotent producer (no transaction: each
+ *   flush() sends what was appended and waits for the broker's acknowledgement, so offsets stay
+ *   contiguous and a resent batch is not duplicated); appends return index -1 (the broker
+ *   assigns the offset at flush), and the topic must exist (the topology creates its topics when
+ *   it starts). Records must also fit under the broker's message.max.bytes (engine/cdc
+ *   KAFKA_SINK_DEFAULTS.recordBytesMax).
+ * @throws Error if the queue is unknown, is written by a service (its output or dead-letter
+ *   queue) or capture source of the topology, a partition is locked by another appender
+ *   (JournalLockedError), or (kafka, at the first append) the topic does not exist, has another
+ *   partition count, or the broker does not answer.
  */
 export function openQueueAppender(topology: Topology, queue: string): QueueAppender {
   const q = topology.queues.find((x) => x.name === queue);
@@ -91,33 +116,47 @@ export function openQueueAppender(topology: Topology, queue: string): QueueAppen
     throw new Error(
       `unknown queue "${queue}" (known: ${topology.queues.map((x) => x.name).join(', ')})`,
     );
-  if (topology.bus.kind === 'kafka') {
-    // It would append to journal files no actor of this topology reads.
-    throw new Error(
-      `queue "${queue}" is a Kafka topic (${topology.file}: bus kind kafka); appending to a kafka bus is not supported yet: produce its envelopes with a Kafka producer`,
-    );
-  }
   const writer =
     topology.services.find((s) => s.output === queue)?.name ??
+    topology.services.find(
+      (s) => s.errors.onFailure === 'dead-letter' && s.errors.deadLetterQueue === queue,
+    )?.name ??
     topology.capture.find((c) => c.tables.some((t) => t.target === queue))?.name;
   if (writer)
     throw new Error(
       `queue "${queue}" is written by "${writer}" in ${topology.file}; a queue has one writer`,
     );
-  const appenders: (Appender | null)[] = Array.from({ length: q.partitions }, () => null);
-  const open = (p: number) =>
-    (appenders[p] ??= Appender.open({
+  const kafka = topology.bus.kind === 'kafka' ? kafkaWriters(topology, queue, q.partitions) : null;
+  const writers: (PartitionWriter | null)[] = Array.from({ length: q.partitions }, () => null);
+  const open = (p: number): PartitionWriter => {
+    const w = writers[p];
+    if (w) return w;
+    if (kafka) return (writers[p] = kafka.open(p));
+    const a = Appender.open({
       dir: path.join(topology.dataDir, 'queues', queue, String(p)),
       segmentBytes: q.segmentBytes,
       fsync: q.fsync,
-    }));
+    });
+    return (writers[p] = {
+      // Encode once: the envelope is built in the writer's builder and copied straight into
+      // the appender's write buffer (claim/commit), not into a record of its own first.
+      write: (envelopes, length) => {
+        const off = a.claim(length); // first: a large claim can replace claimBuffer
+        envelopes.copyTo(a.claimBuffer, off);
+        return a.commit();
+      },
+      flush: () => a.flush(),
+      close: () => a.close(),
+    });
+  };
   const envelopes = new EnvelopeWriter();
   const readByService = topology.services.some((s) => s.inputs.includes(queue));
+  const busLimit = kafka ? KAFKA_SINK_DEFAULTS.recordBytesMax : RECORD_BYTES_MAX;
   // A queue reader hands a record over a ring's share by reference (the service reads it from
   // the journal), up to rings.recordBytesMax; over that it would be dead-lettered, so refuse it.
   const recordBytesMax = readByService
-    ? Math.min(topology.rings.recordBytesMax, RECORD_BYTES_MAX)
-    : RECORD_BYTES_MAX;
+    ? Math.min(topology.rings.recordBytesMax, busLimit)
+    : busLimit;
   const pick = (key: string, partition: number | undefined) => {
     if (partition === undefined) return keyHash(key) % q.partitions;
     if (!Number.isInteger(partition) || partition < 0 || partition >= q.partitions) {
@@ -135,8 +174,6 @@ export function openQueueAppender(topology: Topology, queue: string): QueueAppen
   ): [number, number] => {
     checkKey(key);
     const p = pick(key, options.partition);
-    // Encode once: the envelope is built in the writer's builder and copied straight into the
-    // appender's write buffer (claim/commit), not into a record of its own first.
     const length = envelopes.build({
       type,
       key,
@@ -144,17 +181,17 @@ export function openQueueAppender(topology: Topology, queue: string): QueueAppen
       payload,
     });
     if (length > recordBytesMax) {
-      const why = readByService
-        ? `rings.recordBytesMax: a service reads "${queue}"`
-        : 'the journal record limit';
+      const why =
+        readByService && recordBytesMax === topology.rings.recordBytesMax
+          ? `rings.recordBytesMax: a service reads "${queue}"`
+          : kafka
+            ? "the Kafka record limit (under the broker's default message.max.bytes)"
+            : 'the journal record limit';
       throw new RecordInputError(
         `record of ${length} bytes exceeds the ${recordBytesMax}-byte limit of queue "${queue}" (${why})`,
       );
     }
-    const a = open(p);
-    const off = a.claim(length);
-    envelopes.copyTo(a.claimBuffer, off);
-    return [p, a.commit()];
+    return [p, open(p).write(envelopes, length)];
   };
   return {
     queue,
@@ -170,11 +207,72 @@ export function openQueueAppender(topology: Topology, queue: string): QueueAppen
       return append(type, key, payload, options);
     },
     flush: () => {
-      for (const a of appenders) a?.flush();
+      for (const w of writers) w?.flush();
     },
     close: () => {
-      for (const a of appenders) a?.close();
+      try {
+        for (const w of writers) w?.flush();
+      } finally {
+        for (const w of writers) w?.close();
+        kafka?.close();
+      }
     },
+  };
+}
+
+/**
+ * The Kafka side of openQueueAppender: one blocking client (engine/service SyncKafka) and, per
+ * partition, a KafkaAppender without a transactional id (plain idempotent sends at flush). The
+ * first append reads the topic's partition count, so a missing topic, a topic with another
+ * count than the topology declares (keys would land in other partitions than the topology's
+ * own writers put them), or a broker that does not answer fails there with the topic named.
+ */
+function kafkaWriters(
+  topology: Topology,
+  queue: string,
+  partitions: number,
+): { open(p: number): PartitionWriter; close(): void } {
+  const bus = actorBusOf(topology);
+  if (bus.kind !== 'kafka') throw new Error('kafkaWriters: not a kafka bus');
+  const where = `${topology.file}: bus kind kafka, brokers ${bus.connection.brokers.join(', ')}`;
+  let client: SyncKafka | null = null;
+  return {
+    open(p) {
+      if (client === null) {
+        const c = new SyncKafka(bus.connection);
+        let count: number | null;
+        try {
+          count = c.partitionCount(queue);
+        } catch (e) {
+          c.close();
+          throw new Error(
+            `queue "${queue}": the Kafka brokers do not answer (${where}): ${(e as Error).message}`,
+          );
+        }
+        // Keys are partitioned by the declared count: another count would split a key's events.
+        if (count !== partitions) {
+          c.close();
+          throw new Error(
+            count === null
+              ? `queue "${queue}": Kafka topic "${queue}" does not exist (${where}); the topology creates its topics when it starts (sluice run), or create it with ${partitions} partition${partitions === 1 ? '' : 's'}`
+              : `queue "${queue}" has ${partitions} partition${partitions === 1 ? '' : 's'} in ${topology.file} but Kafka topic "${queue}" has ${count} (${where}); appending by the file's count would move keys to other partitions`,
+          );
+        }
+        client = c;
+      }
+      const a = new KafkaAppender(client, queue, p, '');
+      return {
+        write: (envelopes, length) => {
+          const bytes = new Uint8Array(length);
+          envelopes.copyTo(bytes, 0);
+          a.appendBatch([bytes]);
+          return -1;
+        },
+        flush: () => a.flush(),
+        close: () => a.close(),
+      };
+    },
+    close: () => client?.close(),
   };
 }
 

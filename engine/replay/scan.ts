@@ -18,6 +18,8 @@ export interface OutputBackwardReader {
 export interface OutputScan {
   /** Positions (per input ordinal) of the newest processed record; null if there is none. */
   positions: number[] | null;
+  /** Output index of the newest processed record; -1 if there is none. */
+  processedIndex: number;
   /** The newest complete snapshot of the wanted type; null if none. */
   snapshot: {
     bytes: Uint8Array;
@@ -25,6 +27,8 @@ export interface OutputScan {
     positions: number[];
     /** Output index of the end marker; replay of processed records starts after it. */
     markerIndex: number;
+    /** Output index of the snapshot's first record (its first chunk; the marker if none). */
+    firstIndex: number;
   } | null;
   /** Output records read. */
   scanned: number;
@@ -43,7 +47,7 @@ export function scanOutput(
   snapshotType: number | undefined,
   where: string,
 ): OutputScan {
-  const result: OutputScan = { positions: null, snapshot: null, scanned: 0 };
+  const result: OutputScan = { positions: null, processedIndex: -1, snapshot: null, scanned: 0 };
   const view = new EnvelopeView();
   const keys = inputs.map((i) => `${i.queue}/${i.partition}`);
   for (;;) {
@@ -53,8 +57,10 @@ export function scanOutput(
     result.scanned++;
     view.wrap(rec.bytes, 0, rec.bytes.length);
     if (view.type === EVENT_TYPE_PROCESSED) {
-      if (!result.positions)
+      if (!result.positions) {
         result.positions = decodeProcessed(view.payload, inputs, `${where}#${rec.index}`).positions;
+        result.processedIndex = rec.index;
+      }
       continue;
     }
     if (view.type !== EVENT_TYPE_SNAPSHOT_END || snapshotType === undefined || result.snapshot)
@@ -64,6 +70,7 @@ export function scanOutput(
     // A snapshot of another type (the declaration changed) is not ours: keep looking.
     if (marker.type !== snapshotType) continue;
     const chunks: Uint8Array[] = [];
+    let firstIndex = rec.index;
     for (let c = 0; c < marker.chunks; c++) {
       const chunk = back.previous();
       if (!chunk)
@@ -71,6 +78,7 @@ export function scanOutput(
           `${at}: snapshot end marker names ${marker.chunks} chunks, the queue starts after ${c}`,
         );
       result.scanned++;
+      firstIndex = chunk.index;
       view.wrap(chunk.bytes, 0, chunk.bytes.length);
       if (view.type !== marker.type)
         throw new Error(
@@ -90,6 +98,7 @@ export function scanOutput(
       bytes,
       positions: keys.map((k) => marker.positions[k] ?? -1),
       markerIndex: rec.index,
+      firstIndex,
     };
   }
   return result;

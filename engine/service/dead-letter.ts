@@ -28,6 +28,8 @@ import { Appender, Tailer } from '../journal/index.js';
 import { keyHash } from '../cdc/key-hash.js';
 import type { Topology } from '../config/index.js';
 import { computeLastWritten, type InputPartition } from './last-written.js';
+import { actorBusOf, KafkaAppender, KafkaTailer } from './queue-logs.js';
+import { SyncKafka } from './kafka-sync.js';
 
 /**
  * Output marker of a dead-lettered input (no payload; the cause is the input). In Sluice's
@@ -114,22 +116,32 @@ export function readDeadLetters(
     Tailer.open({ dir }),
 ): DeadLetterEntry[] {
   const t = open();
-  const view = new EnvelopeView();
   const out: DeadLetterEntry[] = [];
+  const view = new EnvelopeView();
   try {
-    for (let rec = t.next(); rec; rec = t.next()) {
-      view.wrap(rec.bytes, 0, rec.bytes.length);
-      const d = view.type === EVENT_TYPE_JSON ? (decodeJson(view.payload) as DeadLetter) : null;
-      if (!d || typeof d.event !== 'string' || typeof d.queue !== 'string') {
-        throw new Error(`${dir}: record ${rec.index} is not a dead letter (type ${view.type})`);
-      }
-      const bytes = new Uint8Array(Buffer.from(d.event, 'base64'));
-      out.push({ ...d, dlqIndex: rec.index, bytes });
-    }
+    for (let rec = t.next(); rec; rec = t.next()) out.push(decodeDeadLetter(view, dir, rec));
   } finally {
     t.close();
   }
   return out;
+}
+
+/**
+ * One dead-letter record decoded; `where` names its queue in the error.
+ * @throws Error naming `where` and the index of a record that is not a dead letter.
+ */
+export function decodeDeadLetter(
+  view: EnvelopeView,
+  where: string,
+  rec: { index: number; bytes: Uint8Array },
+): DeadLetterEntry {
+  view.wrap(rec.bytes, 0, rec.bytes.length);
+  const d = view.type === EVENT_TYPE_JSON ? (decodeJson(view.payload) as DeadLetter) : null;
+  if (!d || typeof d.event !== 'string' || typeof d.queue !== 'string') {
+    throw new Error(`${where}: record ${rec.index} is not a dead letter (type ${view.type})`);
+  }
+  const bytes = new Uint8Array(Buffer.from(d.event, 'base64'));
+  return { ...d, dlqIndex: rec.index, bytes };
 }
 
 /** Directory of a topology queue's partition (as actors/plan's partitionDir). */
@@ -138,30 +150,10 @@ function dirOf(topology: Topology, queue: string, partition: number): string {
 }
 
 /**
- * A command or call that reads or writes a topology's queues as embedded journal files, refused
- * on a kafka bus (where it would read stale or absent local files, not the topics). `status` is
- * the operations API's answer for it (501: not implemented on this bus yet).
- */
-export class KafkaBusUnsupportedError extends Error {
-  readonly statusCode = 501;
-}
-
-/**
- * @throws KafkaBusUnsupportedError naming `what` and the topology file when its bus is kafka.
- */
-export function assertJournalBus(topology: Topology, what: string): void {
-  if (topology.bus.kind !== 'kafka') return;
-  throw new KafkaBusUnsupportedError(
-    `${what} is a Kafka topic (${topology.file}: bus kind kafka); this reads the embedded journal only and is not supported on a kafka bus yet: read the topic with a read_committed Kafka consumer`,
-  );
-}
-
-/**
  * The service whose dead-letter queue `queue` is.
  * @throws Error naming the topology's dead-letter queues when `queue` is none of them.
  */
-function deadLetterOwner(topology: Topology, queue: string): string {
-  assertJournalBus(topology, `dead-letter queue "${queue}"`);
+export function deadLetterOwner(topology: Topology, queue: string): string {
   const writers = topology.services.filter((s) => s.errors.onFailure === 'dead-letter');
   const owner = writers.find((s) => s.errors.deadLetterQueue === queue);
   if (owner) return owner.name;
@@ -174,12 +166,56 @@ function deadLetterOwner(topology: Topology, queue: string): string {
 
 /**
  * Every dead letter in dead-letter queue `queue` of `topology`, oldest first ([] before the
- * first one). @throws Error if `queue` is not a service's dead-letter queue.
+ * first one, or on a kafka bus before the topic exists). On a kafka bus the topic is read
+ * read_committed with a blocking client (this thread waits for the broker).
+ * @throws Error if `queue` is not a service's dead-letter queue, or (kafka) naming the brokers
+ *   and the topology file when the broker cannot be read.
  */
 export function listDeadLetters(topology: Topology, queue: string): DeadLetterEntry[] {
   deadLetterOwner(topology, queue);
+  if (topology.bus.kind === 'kafka') return withKafka(topology, (k) => kafkaDeadLetters(k, queue));
   const dir = dirOf(topology, queue, 0);
   return fs.existsSync(dir) ? readDeadLetters(dir) : [];
+}
+
+/**
+ * Runs `f` with a blocking client (SyncKafka) of the topology's kafka bus, closed afterwards.
+ * For the CLI: each call blocks its thread until the broker answers.
+ */
+function withKafka<T>(topology: Topology, f: (k: SyncKafka) => T): T {
+  const bus = actorBusOf(topology);
+  if (bus.kind !== 'kafka') throw new Error('withKafka: not a kafka bus');
+  const k = new SyncKafka(bus.connection);
+  try {
+    return f(k);
+  } catch (err) {
+    throw new Error(
+      `kafka bus ${bus.connection.brokers.join(', ')} (${topology.file}): ${(err as Error).message}`,
+      { cause: err },
+    );
+  } finally {
+    k.close();
+  }
+}
+
+/** First and last stable offset of partition 0 of a dead-letter topic; null if it does not exist. */
+function kafkaDlqOffsets(k: SyncKafka, queue: string): { start: number; end: number } | null {
+  try {
+    return k.offsets(queue, 0);
+  } catch (err) {
+    // The topology creates its topics when it starts: before that there is no dead letter.
+    if (/UNKNOWN_TOPIC_OR_PARTITION/.test((err as Error).message)) return null;
+    throw err;
+  }
+}
+
+/** The dead letters of a dead-letter topic, read_committed, oldest first. */
+function kafkaDeadLetters(k: SyncKafka, queue: string): DeadLetterEntry[] {
+  const offsets = kafkaDlqOffsets(k, queue);
+  if (offsets === null) return [];
+  const tailer = new KafkaTailer(k, queue, 0);
+  tailer.moveToIndex(offsets.start);
+  return readDeadLetters(`kafka topic ${queue} partition 0`, () => tailer);
 }
 
 /** Where {@link replayDeadLetterQueue} appended one dead letter's event. */
@@ -193,7 +229,9 @@ export interface ReplayedDeadLetter {
 /**
  * Appends the original events of dead-letter queue `queue` (all, or the dead-letter indexes in
  * `options.indexes`) again: to their source queue partition, or to `options.to` (partition by
- * key hash, as producers do). The dead letters stay; purge them once replayed.
+ * key hash, as producers do). The dead letters stay; purge them once replayed. On a kafka bus
+ * the events go out through a plain idempotent producer, one send per target partition, and
+ * `index` is -1 (the broker assigns the offsets).
  * @throws Error if `queue` is not a dead-letter queue, an index is not in it, or a target is
  *   written by a service or capture source (a queue has one writer) or locked by an appender.
  */
@@ -202,20 +240,69 @@ export function replayDeadLetterQueue(
   queue: string,
   options: { to?: string; indexes?: number[] } = {},
 ): ReplayedDeadLetter[] {
-  let entries = listDeadLetters(topology, queue);
+  const byTarget = replayTargets(topology, queue, listDeadLetters(topology, queue), options);
+  const out: ReplayedDeadLetter[] = [];
+  if (topology.bus.kind === 'kafka') {
+    withKafka(topology, (k) => {
+      for (const g of byTarget.values()) {
+        // A plain idempotent producer, as openQueueAppender's: the broker assigns the offsets.
+        const a = new KafkaAppender(k, g.queue, g.partition, '');
+        a.appendBatch(g.entries.map((e) => e.bytes));
+        a.flush();
+        for (const e of g.entries)
+          out.push({ dlqIndex: e.dlqIndex, queue: g.queue, partition: g.partition, index: -1 });
+      }
+    });
+    return out.sort((a, b) => a.dlqIndex - b.dlqIndex);
+  }
+  for (const g of byTarget.values()) {
+    const q = topology.queues.find((x) => x.name === g.queue)!;
+    const dir = dirOf(topology, g.queue, g.partition);
+    const target = { dir, segmentBytes: q.segmentBytes, fsync: q.fsync };
+    const indexes = replayDeadLetters(g.entries, target);
+    g.entries.forEach((e, n) => {
+      out.push({ dlqIndex: e.dlqIndex, queue: g.queue, partition: g.partition, index: indexes[n] });
+    });
+  }
+  return out.sort((a, b) => a.dlqIndex - b.dlqIndex);
+}
+
+/** The dead letters of one target partition of a replay, in dead-letter order. */
+export interface ReplayTarget {
+  queue: string;
+  partition: number;
+  entries: DeadLetterEntry[];
+}
+
+/**
+ * Where a replay of `all` (the dead letters of `queue`) appends each: its source partition, or
+ * `options.to` partitioned by key hash; `options.indexes` picks some. Checks everything before
+ * anything is appended.
+ * @throws Error for an index not in the queue, a dead letter without its event, an unknown
+ *   target queue, or a target written by a service or capture source (one writer per queue).
+ */
+export function replayTargets(
+  topology: Topology,
+  queue: string,
+  all: DeadLetterEntry[],
+  options: { to?: string; indexes?: number[] } = {},
+): Map<string, ReplayTarget> {
+  let entries = all;
   if (options.indexes) {
     const want = new Set(options.indexes);
     const missing = options.indexes.filter((n) => !entries.some((e) => e.dlqIndex === n));
     if (missing.length > 0) {
+      // Indexes need not be contiguous (Kafka offsets skip transaction markers): name them.
+      const have = entries.map((e) => e.dlqIndex);
+      const shown = have.length > 20 ? `${have.slice(0, 20).join(', ')}, ...` : have.join(', ');
       throw new Error(
         `dead-letter queue "${queue}" has no index ${missing.join(', ')} ` +
-          `(it has ${entries.length} records)`,
+          `(it has ${entries.length} record${entries.length === 1 ? '' : 's'}${have.length > 0 ? `, indexes ${shown}` : ''})`,
       );
     }
     entries = entries.filter((e) => want.has(e.dlqIndex));
   }
-  type Target = { queue: string; partition: number; entries: DeadLetterEntry[] };
-  const byTarget = new Map<string, Target>();
+  const byTarget = new Map<string, ReplayTarget>();
   for (const e of entries) {
     if (e.bytes.length === 0) {
       throw new Error(
@@ -234,7 +321,9 @@ export function replayDeadLetterQueue(
     if (writer) {
       throw new Error(
         `queue "${target}" is written by "${writer}" in ${topology.file}; ` +
-          'a queue has one writer (replay to another queue with --to)',
+          (options.to === undefined
+            ? 'a queue has one writer (replay to another queue with --to)'
+            : 'a queue has one writer (replay to a queue no service or capture source writes)'),
       );
     }
     const partition = options.to === undefined ? e.partition : keyHash(e.key) % q.partitions;
@@ -243,27 +332,33 @@ export function replayDeadLetterQueue(
     group.entries.push(e);
     byTarget.set(k, group);
   }
-  const out: ReplayedDeadLetter[] = [];
-  for (const g of byTarget.values()) {
-    const q = topology.queues.find((x) => x.name === g.queue)!;
-    const dir = dirOf(topology, g.queue, g.partition);
-    const target = { dir, segmentBytes: q.segmentBytes, fsync: q.fsync };
-    const indexes = replayDeadLetters(g.entries, target);
-    g.entries.forEach((e, n) => {
-      out.push({ dlqIndex: e.dlqIndex, queue: g.queue, partition: g.partition, index: indexes[n] });
-    });
-  }
-  return out.sort((a, b) => a.dlqIndex - b.dlqIndex);
+  return byTarget;
 }
 
 /**
  * Removes every record of dead-letter queue `queue` (its journal directory); returns how many
- * it held. Run it with the topology stopped: it takes the queue's appender lock first.
+ * it held. Run it with the topology stopped: it takes the queue's appender lock first. On a
+ * kafka bus: Kafka DeleteRecords up to the end offset read first (the topic stays; a dead
+ * letter appended meanwhile is kept); nothing there can check that the topology is stopped.
  * @throws Error if `queue` is not a dead-letter queue; JournalLockedError if the service that
  *   writes it is running.
  */
 export function purgeDeadLetters(topology: Topology, queue: string): number {
   deadLetterOwner(topology, queue);
+  if (topology.bus.kind === 'kafka') {
+    return withKafka(topology, (k) => {
+      const offsets = kafkaDlqOffsets(k, queue);
+      if (offsets === null) return 0;
+      // Up to the end read here, so a dead letter appended meanwhile is kept.
+      const n = readDeadLetters(`kafka topic ${queue} partition 0`, () => {
+        const t = new KafkaTailer(k, queue, 0);
+        t.moveToIndex(offsets.start);
+        return t;
+      }).filter((d) => d.dlqIndex < offsets.end).length;
+      if (offsets.end > offsets.start) k.deleteRecords(queue, 0, offsets.end);
+      return n;
+    });
+  }
   const dir = dirOf(topology, queue, 0);
   if (!fs.existsSync(dir)) return 0;
   const q = topology.queues.find((x) => x.name === queue)!;

@@ -63,6 +63,7 @@ export interface PackedRecords {
 /** A request to the helper (one per call). */
 export type SyncKafkaRequest =
   | { op: 'offsets'; topic: string; partition: number }
+  | { op: 'partitions'; topic: string }
   | {
       op: 'read';
       topic: string;
@@ -82,11 +83,15 @@ export type SyncKafkaRequest =
       ends: ArrayBuffer;
     }
   | { op: 'send'; topic: string; partition: number; bytes: ArrayBuffer; ends: ArrayBuffer }
+  | { op: 'deleteRecords'; topic: string; partition: number; before: number }
   | { op: 'close' };
 
 /** The helper's answer. */
 export type SyncKafkaReply =
-  | { ok: true; value: PackedRecords | { start: number; end: number } | null }
+  | {
+      ok: true;
+      value: PackedRecords | { start: number; end: number } | { count: number | null } | null;
+    }
   | { ok: false; error: string; code?: string };
 
 /** A record read by {@link SyncKafka.read} / {@link SyncKafka.range}; `bytes` is its own copy. */
@@ -159,6 +164,11 @@ export class SyncKafka {
     }
   }
 
+  /** Partition count of a topic; null when it does not exist. */
+  partitionCount(topic: string): number | null {
+    return (this.call({ op: 'partitions', topic }).value as { count: number | null }).count;
+  }
+
   /** First offset still stored and last stable offset of a partition. */
   offsets(topic: string, partition: number): { start: number; end: number } {
     return this.call({ op: 'offsets', topic, partition }).value as { start: number; end: number };
@@ -217,6 +227,14 @@ export class SyncKafka {
   send(topic: string, partition: number, values: readonly Uint8Array[]): void {
     const { bytes, ends } = packValues(values);
     this.call({ op: 'send', topic, partition, bytes, ends }, [bytes, ends]);
+  }
+
+  /**
+   * Deletes the records of topic/partition before offset `before` (Kafka DeleteRecords; see
+   * engine/bus deleteRecordsBefore).
+   */
+  deleteRecords(topic: string, partition: number, before: number): void {
+    this.call({ op: 'deleteRecords', topic, partition, before });
   }
 
   /** Closes producers and consumers, then ends the helper. Idempotent. */

@@ -11,6 +11,7 @@
 import { workerData, type MessagePort } from 'node:worker_threads';
 import {
   createKafkaBus,
+  deleteRecordsBefore,
   BusError,
   type BusConsumer,
   type BusProducer,
@@ -121,6 +122,8 @@ async function endOf(topic: string, partition: number): Promise<number> {
 
 async function handle(req: SyncKafkaRequest): Promise<(SyncKafkaReply & { ok: true })['value']> {
   switch (req.op) {
+    case 'partitions':
+      return { count: await busOf().partitionCount(req.topic) };
     case 'offsets':
       return (await busOf().offsets([{ topic: req.topic, partition: req.partition }]))[0];
     case 'read': {
@@ -204,6 +207,13 @@ async function handle(req: SyncKafkaRequest): Promise<(SyncKafkaReply & { ok: tr
       for (const chunk of sendChunks(req)) await plain.send(chunk);
       return null;
     }
+    case 'deleteRecords':
+      await deleteRecordsBefore(
+        busOf(),
+        { topic: req.topic, partition: req.partition },
+        req.before,
+      );
+      return null;
     case 'close': {
       const b = bus;
       bus = null;

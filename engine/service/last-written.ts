@@ -29,16 +29,19 @@ export interface BackwardReader {
 /**
  * Computes LAST_WRITTEN for each input partition.
  * @returns map inputKey -> last input index recorded (-1: nothing recorded, start from 0),
- *          and how many output records were read.
+ *          map inputKey -> output index of the record it was read from (-1: none), and how
+ *          many output records were read.
  */
 export function computeLastWritten(
   output: BackwardReader,
   inputs: InputPartition[],
-): { positions: Record<string, number>; scanned: number } {
+): { positions: Record<string, number>; foundAt: Record<string, number>; scanned: number } {
   const positions: Record<string, number> = {};
+  const foundAt: Record<string, number> = {};
   const byId = new Map<string, string>();
   for (const i of inputs) {
     positions[inputKey(i.queue, i.partition)] = -1;
+    foundAt[inputKey(i.queue, i.partition)] = -1;
     byId.set(`${queueId(i.queue)}/${i.partition}`, inputKey(i.queue, i.partition));
   }
   let missing = inputs.length;
@@ -55,8 +58,9 @@ export function computeLastWritten(
     if (key === undefined) continue;
     if (positions[key] === -1) {
       positions[key] = view.causeIndex;
+      foundAt[key] = rec.index;
       missing--;
     }
   }
-  return { positions, scanned };
+  return { positions, foundAt, scanned };
 }

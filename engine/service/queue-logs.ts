@@ -18,6 +18,7 @@
  * follows sees only committed batches.
  */
 import { Appender, Tailer } from '../journal/index.js';
+import type { Topology } from '../config/index.js';
 import { SyncKafka, type KafkaConnection, type KafkaLogRecord } from './kafka-sync.js';
 
 /** One queue partition: its name, number and (journal) directory. */
@@ -80,6 +81,21 @@ export interface AppenderSpec extends QueuePartition {
 
 /** The bus of a topology as an actor needs it (crosses to workers in start data). */
 export type ActorBus = { kind: 'journal' } | { kind: 'kafka'; connection: KafkaConnection };
+
+/** The topology's bus as its actors receive it in their start data (and as the CLI opens it). */
+export function actorBusOf(topology: Topology): ActorBus {
+  const b = topology.bus;
+  if (b.kind === 'journal') return { kind: 'journal' };
+  return {
+    kind: 'kafka',
+    connection: {
+      brokers: b.brokers,
+      clientId: b.clientId,
+      ...(b.tls ? { tls: b.tls } : {}),
+      ...(b.sasl ? { sasl: b.sasl } : {}),
+    },
+  };
+}
 
 /** Opens tailers and appenders on one bus; close() releases what it opened (Kafka: its client). */
 export interface QueueLogs {

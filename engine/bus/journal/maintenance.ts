@@ -19,14 +19,13 @@
  * a key's latest record is never dropped (it is kept in both), so no mix loses or duplicates it.
  * Memory: the key map (at most `keysMax` keys) and one segment's batches while it is rewritten.
  */
-import fs from 'node:fs';
 import {
   Tailer,
   listSegments,
+  retentionCutoff,
   rewriteSealedSegment,
   type RewriteStepHook,
 } from '../../journal/index.js';
-import { readSegmentHeader, indexPath, segmentPath } from '../../journal/segment.js';
 import type { CompactionOptions, RetentionOptions } from '../types.js';
 import type { StoredRecord } from '../store.js';
 import { EntryWriter, decodeBatch, decodeBatchHeader, encodePartitionBatch } from './codec.js';
@@ -70,25 +69,6 @@ export function emptyReport(): MaintenanceReport {
   return { segmentsDeleted: 0, segmentsCompacted: 0, recordsRemoved: 0, partitionsOverKeysMax: [] };
 }
 
-function fileBytes(file: string): number {
-  try {
-    return fs.statSync(file).size;
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return 0;
-    throw e;
-  }
-}
-
-function createdMsOf(dir: string, first: number): number {
-  const fd = fs.openSync(segmentPath(dir, first), 'r');
-  try {
-    const h = readSegmentHeader(fd);
-    return h.complete ? h.createdMs : Infinity;
-  } finally {
-    fs.closeSync(fd);
-  }
-}
-
 /** End offset of the batch at queue index `index` (-1 if it cannot be read). */
 function batchEndAt(t: Tailer, index: number, where: string): number {
   if (!t.moveToIndex(index)) return -1;
@@ -96,34 +76,25 @@ function batchEndAt(t: Tailer, index: number, where: string): number {
   return r === null ? -1 : decodeBatchHeader(r.bytes, `${where} record ${r.index}`).endOffset;
 }
 
-/** Applies `opts` to partition `p` (see the module doc); adds what it did to `report`. */
+/**
+ * Applies `opts` to partition `p` (see the module doc; the size and age rule is engine/journal's
+ * retentionCutoff, shared with a topology's queues); adds what it did to `report`.
+ */
 export function applyRetention(
   p: MaintainedPartition,
   opts: RetentionOptions,
   nowMs: number,
   report: MaintenanceReport,
 ): void {
-  const segs = listSegments(p.dir);
-  const active = p.activeSegmentFirstIndex();
-  let total = 0;
-  const sizes = segs.map((f) => fileBytes(segmentPath(p.dir, f)) + fileBytes(indexPath(p.dir, f)));
-  for (const b of sizes) total += b;
   const hold = opts.deleteUncommitted ? null : p.holdOffset();
-  let dropBefore = -1;
   const t = hold === null ? null : Tailer.open({ dir: p.dir, readBufferBytes: 64 * 1024 });
+  let dropBefore: number;
   try {
-    for (let i = 0; i + 1 < segs.length && segs[i] < active; i++) {
-      const next = segs[i + 1];
-      const over = opts.bytesMax !== undefined && total > opts.bytesMax;
-      const old = opts.ageMsMax !== undefined && nowMs - createdMsOf(p.dir, next) > opts.ageMsMax;
-      if (!over && !old) break;
-      if (t !== null && hold !== null) {
-        const end = batchEndAt(t, next - 1, p.dir);
-        if (end < 0 || end > hold) break;
-      }
-      total -= sizes[i];
-      dropBefore = next;
-    }
+    dropBefore = retentionCutoff(p.dir, p.activeSegmentFirstIndex(), opts, nowMs, (next) => {
+      if (t === null || hold === null) return true;
+      const end = batchEndAt(t, next - 1, p.dir);
+      return end >= 0 && end <= hold;
+    });
   } finally {
     t?.close();
   }

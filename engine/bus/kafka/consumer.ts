@@ -134,6 +134,21 @@ function toRecord(topic: string, partition: number, m: KafkaMessage): ConsumedRe
   };
 }
 
+/**
+ * Runs `f`, a seek, pause or resume of a kafkajs consumer, unless kafkajs is between a crash and
+ * its restart (a broker killed under it): it has no consumer group then and throws `Consumer
+ * group was not initialized`. Nothing is lost: the restart's GROUP_JOIN seeks every owned
+ * partition to its position and sets the pauses again (onJoin). Before, a reader's seek in that
+ * window failed its read.
+ */
+function whileRunning(f: () => void): void {
+  try {
+    f();
+  } catch (e) {
+    if (!/Consumer group was not initialized/.test((e as Error).message)) throw e;
+  }
+}
+
 export class KafkaConsumer implements BusConsumer {
   readonly groupId: string | null;
   private kc: Consumer | null = null;
@@ -225,6 +240,8 @@ export class KafkaConsumer implements BusConsumer {
         Math.floor(this.sessionTimeoutMs / 3),
       ),
       maxWaitTimeInMs: this.bus.opts.fetchMaxWaitMs,
+      // A partition whose metadata has no live leader is fetched by no one: see metadataMaxAgeMs.
+      metadataMaxAge: this.bus.opts.metadataMaxAgeMs,
       readUncommitted: false,
       allowAutoTopicCreation: false,
       // kafkajs restarts a crashed runner on a timer even when the crash comes while
@@ -324,7 +341,9 @@ export class KafkaConsumer implements BusConsumer {
     this.dropBuffer(st);
     st.seekPending = true;
     if (st.fetchPaused) st.fetchPaused = false;
-    kc.seek({ topic: st.tp.topic, partition: st.tp.partition, offset: String(st.position) });
+    whileRunning(() =>
+      kc.seek({ topic: st.tp.topic, partition: st.tp.partition, offset: String(st.position) }),
+    );
   }
 
   private onBatch(kc: Consumer, { batch, isStale }: EachBatchPayload): void {
@@ -404,8 +423,10 @@ export class KafkaConsumer implements BusConsumer {
       if (p.length) pause.push({ topic, partitions: p });
       if (r.length) resume.push({ topic, partitions: r });
     }
-    if (pause.length) kc.pause(pause);
-    if (resume.length) kc.resume(resume);
+    whileRunning(() => {
+      if (pause.length) kc.pause(pause);
+      if (resume.length) kc.resume(resume);
+    });
   }
 
   /** Partitions of `topic` kafkajs may fetch: every partition in assign mode, the assignment otherwise. */

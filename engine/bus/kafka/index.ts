@@ -69,6 +69,18 @@ export interface KafkaBusOptions {
   fetchMaxWaitMs?: number;
   /** Group heartbeat interval, ms. Default 500 (kafkajs: 3000), so rebalances are noticed quickly. */
   heartbeatIntervalMs?: number;
+  /**
+   * Longest a consumer keeps its cluster metadata (which node leads which partition), ms (kafkajs
+   * `metadataMaxAge`, 300,000 by default). Default 5000: kafkajs fetches a partition only from the
+   * node its metadata names as leader and refreshes that metadata only on a fetch error or at this
+   * age, so a partition it saw without a leader (its leader killed, no other in-sync replica) is
+   * fetched by no fetcher, no fetch fails, and the consumer read nothing of it for 5 minutes after
+   * it had a leader again (Java's consumer refreshes at once for a partition without a leader).
+   * Costs one Metadata request per consumer per period.
+   */
+  metadataMaxAgeMs?: number;
+  /** Producers' retry settings. Default {@link KAFKA_PRODUCER_RETRY}. */
+  producerRetry?: KafkaRetryOptions;
   /** kafkajs log level name. Default 'NOTHING' (kafkajs logs expected rebalance errors loudly). */
   logLevel?: 'NOTHING' | 'ERROR' | 'WARN' | 'INFO' | 'DEBUG';
   /**
@@ -83,11 +95,30 @@ export interface KafkaBusOptions {
 }
 
 /**
- * kafkajs retry of producer requests: up to 12 retries, 100 ms doubling to 3.2 s (about 25 s in
+ * kafkajs retry of producer requests: up to 14 retries, 20 ms doubling to 3.2 s (about 24 s in
  * all: a failed leader's partitions move after the controller's broker session timeout, 9 s by
- * default, plus the election), then the send fails with BusError 'backend'.
+ * default, plus the election), then the send fails with BusError 'backend'. The first wait is
+ * short because the common retry is not a failure: a transaction's first send right after the
+ * previous commit gets CONCURRENT_TRANSACTIONS from AddPartitionsToTxn until the coordinator
+ * has written the commit markers (a few ms), and kafkajs retries that send with this backoff
+ * (the Java producer waits 20 ms there too). At 100 ms it cost a transaction about 60 ms on
+ * average (bench/RESULTS.md, "Kafka transactions: the first send's wait").
  */
-const PRODUCER_RETRY = { retries: 12, initialRetryTime: 100, maxRetryTime: 3200 };
+export const KAFKA_PRODUCER_RETRY: Readonly<KafkaRetryOptions> = {
+  retries: 14,
+  initialRetryTime: 20,
+  maxRetryTime: 3200,
+};
+
+/** kafkajs retry settings of a producer (kafkajs `RetryOptions`: counts and ms). */
+export interface KafkaRetryOptions {
+  /** Retries after the first try. */
+  retries: number;
+  /** First wait, ms (then doubling, randomized by kafkajs' factor 0.2). */
+  initialRetryTime: number;
+  /** Longest wait, ms. */
+  maxRetryTime: number;
+}
 /**
  * Coordinator answers after which sendOffsets is retried: the group's coordinator is moving or
  * loading (a new __consumer_offsets partition, a broker restart or failover). kafkajs retries
@@ -147,11 +178,43 @@ export function createKafkaBus(opts: KafkaBusOptions): BusBackend {
   return new KafkaBus(opts);
 }
 
+/**
+ * Deletes the records of `tp` before offset `before` (Kafka's DeleteRecords: the partition's
+ * log start offset moves to `before`; consumers positioned earlier skip to it). For a queue a
+ * user empties by hand, such as a dead-letter topic (`sluice dlq purge`).
+ * @throws BusError 'bad-input' if `bus` is not a kafka bus; 'backend' if the broker refuses
+ *   (e.g. `before` beyond the high watermark, or a topic with cleanup.policy=compact).
+ */
+export async function deleteRecordsBefore(
+  bus: BusBackend,
+  tp: TopicPartition,
+  before: number,
+): Promise<void> {
+  if (!(bus instanceof KafkaBus))
+    throw new BusError('bad-input', `deleteRecordsBefore needs a kafka bus, got ${bus.kind}`);
+  const admin = await bus.admin();
+  try {
+    await admin.deleteTopicRecords({
+      topic: tp.topic,
+      partitions: [{ partition: tp.partition, offset: String(before) }],
+    });
+  } catch (err) {
+    throw new BusError(
+      'backend',
+      `delete records of topic=${tp.topic} partition=${tp.partition} before offset ${before}: ${(err as Error).message}`,
+      { cause: err },
+    );
+  }
+}
+
 /** Internal settings shared with ./consumer.ts. */
 export interface KafkaBusInternals {
   readonly kafka: KafkaClient;
   readonly opts: Required<
-    Pick<KafkaBusOptions, 'fetchMaxWaitMs' | 'heartbeatIntervalMs' | 'clientId'>
+    Pick<
+      KafkaBusOptions,
+      'fetchMaxWaitMs' | 'heartbeatIntervalMs' | 'metadataMaxAgeMs' | 'clientId'
+    >
   > &
     Pick<KafkaBusOptions, 'partitionAssigners'>;
   admin(): Promise<Admin>;
@@ -174,6 +237,7 @@ class KafkaBus implements BusBackend, KafkaBusInternals {
       clientId: options.clientId ?? 'sluice',
       fetchMaxWaitMs: options.fetchMaxWaitMs ?? 100,
       heartbeatIntervalMs: options.heartbeatIntervalMs ?? 500,
+      metadataMaxAgeMs: options.metadataMaxAgeMs ?? 5000,
       partitionAssigners: options.partitionAssigners,
     };
     this.kafka = new Kafka({
@@ -370,7 +434,7 @@ class KafkaBus implements BusBackend, KafkaBusInternals {
       allowAutoTopicCreation: false,
       idempotent: this.options.idempotent ?? true,
       // kafkajs' idempotent default is to retry forever: a broker that is gone would hang a send.
-      retry: PRODUCER_RETRY,
+      retry: { ...(this.options.producerRetry ?? KAFKA_PRODUCER_RETRY) },
       ...(transactionalId !== null ? { transactionalId, maxInFlightRequests: 1 } : {}),
     });
     try {

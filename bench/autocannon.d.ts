@@ -8,6 +8,8 @@ declare module 'autocannon' {
     url: string;
     connections?: number;
     duration?: number;
+    /** Requests per second over all connections; 0 or absent: as fast as answered. */
+    overallRate?: number;
     requests?: Request[];
   }
   interface Result {

@@ -31,7 +31,8 @@ function authHeaders(token: string | undefined): Record<string, string> {
 
 /** `127.0.0.1:8080`, `:8080`, `8080`, `[::1]:8080` -> host and port (host default 127.0.0.1). */
 export function parseHttpAddress(value: string): { host: string; port: number } {
-  const m = /^(?:\[([0-9a-fA-F:.]+)\]|([^:[\]]*))?:?(\d{1,5})$/.exec(value.trim());
+  // The host, when given, ends at the last colon: "8080" is a port, not host "808" and port 0.
+  const m = /^(?:(?:\[([0-9a-fA-F:.]+)\]|([^:[\]]*)):)?(\d{1,5})$/.exec(value.trim());
   const port = m ? Number(m[3]) : NaN;
   if (!m || !(port >= 0 && port <= 65535)) {
     throw new InvalidArgumentError(

@@ -9,8 +9,9 @@
  * round trip per source per interval.
  */
 import Database from 'better-sqlite3';
-import pg from 'pg';
-import mysql from 'mysql2/promise';
+import type pg from 'pg';
+import type mysql from 'mysql2/promise';
+import { mysqlDriver, pgDriver } from '../engine/cdc/drivers.js';
 import {
   CDC_DEFAULTS,
   OracleStaging,
@@ -90,7 +91,7 @@ function sqliteProbe(source: CaptureSource & { database: { dialect: 'sqlite' } }
 async function pgProbe(
   source: CaptureSource & { database: { dialect: 'postgres' } },
 ): Promise<Probe> {
-  const client = new pg.Client({
+  const client = new (pgDriver().Client)({
     connectionString: source.database.url,
     application_name: 'sluice-ops',
   });
@@ -165,7 +166,7 @@ async function mariadbProbe(source: CaptureSource): Promise<Probe> {
   const db = source.database as { url: string; captureSchema?: string };
   const url = parseMariaDbUrl(db.url);
   if (typeof url === 'string') throw new Error(`database.url: ${url}`);
-  const conn = await mysql.createConnection({
+  const conn = await mysqlDriver().createConnection({
     host: url.host,
     port: url.port,
     user: url.user,

@@ -25,6 +25,7 @@ import {
   type StagingClient,
 } from '../engine/cdc/index.js';
 import {
+  deadLetterOwner,
   listDeadLetters,
   purgeDeadLetters,
   replayDeadLetterQueue,
@@ -41,6 +42,7 @@ import type { AuditEntry } from './audit.js';
 import { userOf } from './request-user.js';
 import type { OpsContext } from './server.js';
 import * as S from './schemas.js';
+import { kafkaListDeadLetters, kafkaReplayDeadLetters } from './kafka-dlq.js';
 
 /** Parked changes served per request at most. */
 export const ERRORS_LIST_MAX = 10_000;
@@ -137,6 +139,37 @@ function deadLetterQueues(ctx: OpsContext): Array<{ queue: string; service: stri
     .map((s) => ({ queue: s.errors.deadLetterQueue, service: s.name }));
 }
 
+/**
+ * Dead letters on the topology's bus: the journal's synchronous functions (engine/service), or
+ * on a kafka bus their asynchronous equivalents (./kafka-dlq.ts), which never block the main
+ * thread on the broker.
+ */
+function deadLetters(ctx: OpsContext) {
+  const t = ctx.topology;
+  if (t.bus.kind === 'kafka') {
+    return {
+      list: (queue: string) => kafkaListDeadLetters(t, queue),
+      replay: (queue: string, o: { to?: string; indexes?: number[] }) =>
+        kafkaReplayDeadLetters(t, queue, o),
+    };
+  }
+  return {
+    list: async (queue: string) => listDeadLetters(t, queue),
+    replay: async (queue: string, o: { to?: string; indexes?: number[] }) =>
+      replayDeadLetterQueue(t, queue, o),
+  };
+}
+
+/** 404 for a queue that is no dead-letter queue of the topology; null when it is one. */
+function notADeadLetterQueue(ctx: OpsContext, reply: FastifyReply, queue: string) {
+  try {
+    deadLetterOwner(ctx.topology, queue);
+    return null;
+  } catch (err) {
+    return reply.code(404).send({ error: (err as Error).message });
+  }
+}
+
 /** Registers the routes of the module comment on `app`. */
 export function registerErrorRoutes(app: FastifyInstance, ctx: OpsContext): void {
   app.get<{ Params: { source: string }; Querystring: { limit?: number; images?: boolean } }>(
@@ -224,21 +257,32 @@ export function registerErrorRoutes(app: FastifyInstance, ctx: OpsContext): void
     );
   }
 
+  const dl = deadLetters(ctx);
+  /** A kafka broker that does not answer: 503 with the reason (the journal's errors are thrown). */
+  const brokerDown = (reply: FastifyReply, err: unknown) => {
+    if (ctx.topology.bus.kind !== 'kafka') throw err;
+    return reply.code(503).send({ error: (err as Error).message });
+  };
+
   app.get(
     '/dlq',
     {
       schema: {
         summary: "Every service's dead-letter queue with the number of dead letters it holds.",
         tags: ['dead letters'],
-        response: { 200: S.dlqQueues },
+        response: { 200: S.dlqQueues, 503: S.error },
       },
     },
-    async () => ({
-      queues: deadLetterQueues(ctx).map((q) => ({
-        ...q,
-        deadLetters: listDeadLetters(ctx.topology, q.queue).length,
-      })),
-    }),
+    async (_req, reply) => {
+      try {
+        const queues = [];
+        for (const q of deadLetterQueues(ctx))
+          queues.push({ ...q, deadLetters: (await dl.list(q.queue)).length });
+        return { queues };
+      } catch (err) {
+        return brokerDown(reply, err);
+      }
+    },
   );
 
   app.get<{ Params: { queue: string }; Querystring: { limit?: number } }>(
@@ -250,15 +294,16 @@ export function registerErrorRoutes(app: FastifyInstance, ctx: OpsContext): void
         tags: ['dead letters'],
         params: S.queueParams,
         querystring: S.dlqQuery,
-        response: { 200: S.dlqList, 404: S.error },
+        response: { 200: S.dlqList, 404: S.error, 503: S.error },
       },
     },
     async (req, reply) => {
+      if (notADeadLetterQueue(ctx, reply, req.params.queue)) return reply;
       let entries;
       try {
-        entries = listDeadLetters(ctx.topology, req.params.queue);
+        entries = await dl.list(req.params.queue);
       } catch (err) {
-        return reply.code(404).send({ error: (err as Error).message });
+        return brokerDown(reply, err);
       }
       const view = new EnvelopeView();
       const shown = entries.slice(0, req.query.limit ?? 1000).map((d) => ({
@@ -282,35 +327,34 @@ export function registerErrorRoutes(app: FastifyInstance, ctx: OpsContext): void
     {
       schema: {
         summary:
-          'Appends the dead-lettered events again, to their source partition or to "to" (partitioned by key); "indexes" picks some; audited.',
+          'Appends the dead-lettered events again, to their source partition or to "to" (partitioned by key); "indexes" picks some; audited. On a kafka bus the broker assigns the offsets (index -1).',
         tags: ['dead letters'],
         params: S.queueParams,
         body: S.dlqReplayBody,
-        response: { 200: S.dlqReplayed, 404: S.error, 409: S.error },
+        response: { 200: S.dlqReplayed, 404: S.error, 409: S.error, 503: S.error },
       },
     },
     async (req, reply) => {
       const queue = req.params.queue;
-      if (!deadLetterQueues(ctx).some((q) => q.queue === queue)) {
-        try {
-          listDeadLetters(ctx.topology, queue);
-        } catch (err) {
-          return reply.code(404).send({ error: (err as Error).message });
-        }
-      }
+      if (notADeadLetterQueue(ctx, reply, queue)) return reply;
       let replayed;
       try {
-        replayed = replayDeadLetterQueue(ctx.topology, queue, {
-          to: req.body?.to,
-          indexes: req.body?.indexes,
-        });
+        replayed = await dl.replay(queue, { to: req.body?.to, indexes: req.body?.indexes });
       } catch (err) {
+        if (ctx.topology.bus.kind === 'kafka' && /^kafka bus /.test((err as Error).message))
+          return brokerDown(reply, err);
         return reply.code(409).send({ error: (err as Error).message });
+      }
+      let held: number;
+      try {
+        held = (await dl.list(queue)).length;
+      } catch (err) {
+        return brokerDown(reply, err);
       }
       const audit = auditChange(ctx, req, {
         action: 'dlq-replay',
         target: `queue:${queue}`,
-        before: { deadLetters: listDeadLetters(ctx.topology, queue).length },
+        before: { deadLetters: held },
         after: {
           replayed: replayed.length,
           to: req.body?.to ?? 'source partitions',
@@ -326,22 +370,27 @@ export function registerErrorRoutes(app: FastifyInstance, ctx: OpsContext): void
     {
       schema: {
         summary:
-          'Removes every dead letter of the queue; 409 while the service writing it runs (it holds the queue, as for sluice dlq purge); audited.',
+          'Removes every dead letter of the queue; 409 while the service writing it runs (it holds the queue, as for sluice dlq purge; a kafka bus cannot tell, stop the service first); audited.',
         tags: ['dead letters'],
         params: S.queueParams,
-        response: { 200: S.dlqPurged, 404: S.error, 409: S.error },
+        response: { 200: S.dlqPurged, 404: S.error, 409: S.error, 503: S.error },
       },
     },
     async (req, reply) => {
       const queue = req.params.queue;
-      let before: number;
-      try {
-        before = listDeadLetters(ctx.topology, queue).length;
-      } catch (err) {
-        return reply.code(404).send({ error: (err as Error).message });
+      if (notADeadLetterQueue(ctx, reply, queue)) return reply;
+      // The API runs inside the running topology, so its services write their dead-letter
+      // queues now: the journal's appender lock refuses the purge (409 below); a kafka bus has
+      // no such lock, and a purge there could delete a dead letter appended meanwhile.
+      if (ctx.topology.bus.kind === 'kafka') {
+        return reply.code(409).send({
+          error: `dead-letter queue "${queue}" is written by its running service (${ctx.topology.file}: bus kind kafka); purge with the topology stopped: sluice dlq purge`,
+        });
       }
+      let before: number;
       let purged: number;
       try {
+        before = (await dl.list(queue)).length;
         purged = purgeDeadLetters(ctx.topology, queue);
       } catch (err) {
         if (!(err instanceof JournalLockedError) && !/already open/.test((err as Error).message))

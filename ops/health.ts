@@ -1,14 +1,15 @@
 /**
  * Health of a running topology from its supervisor: live (the process answers), ready (every
- * actor of every group is live), and degraded (a group failed and is not live again yet: named
- * with the failing actor, its error and since when).
+ * actor of every group is live), and degraded (a group failed and is not live again yet, or a
+ * pump's or sink's database or broker does not answer: named with the actor, its error and since
+ * when).
  */
 import type { Supervisor } from '../engine/supervisor/index.js';
 
 /** Overall state. `starting`: not every actor is live yet, nothing failed. */
 export type HealthStatus = 'ok' | 'starting' | 'degraded' | 'draining' | 'stopped' | 'failed';
 
-/** A group that failed and is being restarted. */
+/** A group that failed and is being restarted, or whose source or target is down. */
 export interface Degraded {
   group: string;
   actor: string;
@@ -67,6 +68,22 @@ export function healthOf(supervisor: Supervisor): Health {
           : `${g.name}: starting`,
       );
     }
+  }
+  // A pump or sink whose database or broker does not answer stays live (it waits the outage out
+  // and retries) but the topology is degraded until it answers again.
+  for (const a of actors) {
+    const down = a.counters.downSinceMs;
+    if (!down || degraded.some((d) => d.group === a.group)) continue;
+    const since = new Date(down).toISOString();
+    const error = 'its database or broker does not answer; retrying';
+    degraded.push({
+      group: a.group,
+      actor: a.name,
+      error,
+      since,
+      restarts: groups.find((g) => g.name === a.group)?.restarts ?? 0,
+    });
+    reasons.push(`${a.group}: degraded since ${since}: ${a.name}: ${error}`);
   }
   if (state === 'idle' || groups.length === 0) reasons.push('topology is starting');
   const status: HealthStatus =

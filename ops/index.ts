@@ -4,10 +4,14 @@
  * structured logs with runtime levels, the audit log, and the HTTP server with its dashboard.
  * It sits beside index.ts (above engine/ and actors/) and only reads what the actors publish.
  */
+import fs from 'node:fs';
+import path from 'node:path';
 import type { Logger } from 'pino';
 import type { Supervisor } from '../engine/supervisor/index.js';
 import type { Topology } from '../engine/config/index.js';
-import { Sampler, type SamplerOptions } from './sampler.js';
+import { Sampler, SAMPLER_DEFAULTS, type SamplerOptions } from './sampler.js';
+import { KafkaEnds } from './kafka-lag.js';
+import { kafkaConnectionOf } from '../actors/kafka-capture.js';
 import { CaptureStats } from './capture-stats.js';
 import { AuditLog } from './audit.js';
 import { Authenticator, loadUsers } from './auth.js';
@@ -101,23 +105,41 @@ export interface OpsOptions {
  */
 export async function startOps(options: OpsOptions): Promise<Ops> {
   const { topology, supervisor, logger } = options;
-  const sampler = new Sampler(supervisor, options.sampler);
+  // On a kafka bus the partitions' ends come from the broker (ops/kafka-lag.ts).
+  const kafkaEnds =
+    topology.bus.kind === 'kafka'
+      ? new KafkaEnds(
+          kafkaConnectionOf(topology.bus),
+          options.sampler?.intervalMs ?? SAMPLER_DEFAULTS.intervalMs,
+          (level, line) => logger[level](line),
+        )
+      : null;
+  const sampler = new Sampler(supervisor, options.sampler, kafkaEnds);
   const capture = new CaptureStats(topology.capture);
+  // A start that fails (the port is taken) leaves no ops directory it created behind.
+  const opsDir = path.join(topology.dataDir, 'ops');
+  const opsDirExisted = fs.existsSync(opsDir);
   sampler.start();
   let server: OpsServer | null = null;
   let stats: StatsRecorder | null = null;
   try {
     const statsOptions = options.stats ?? (options.http ? {} : false);
     if (statsOptions !== false) {
-      stats = new StatsRecorder(topology, capture, logger, statsOptions);
+      stats = new StatsRecorder(topology, supervisor, capture, logger, statsOptions);
       stats.open();
     }
     if (options.http) {
-      const [{ createMetrics }, { listenOps }] = await Promise.all([
+      const [{ createMetrics }, { listenOps, defaultCacheMs, lagMaxAgeMs }] = await Promise.all([
         import('./metrics.js'),
         import('./server.js'),
       ]);
-      const metrics = createMetrics({ sampler, capture, ready: () => healthOf(supervisor).ready });
+      const cacheMs = options.http.cacheMs ?? defaultCacheMs(sampler);
+      const metrics = createMetrics({
+        sampler,
+        capture,
+        ready: () => healthOf(supervisor).ready,
+        lagMaxAgeMs: lagMaxAgeMs(cacheMs),
+      });
       const metricsOnSample = sampler.onSample;
       if (stats) {
         const recorder = stats;
@@ -143,6 +165,7 @@ export async function startOps(options: OpsOptions): Promise<Ops> {
           stats,
           pumps: options.pumps ?? null,
           version: packageVersion(),
+          responseCacheMs: cacheMs,
         },
         options.http,
       );
@@ -153,8 +176,10 @@ export async function startOps(options: OpsOptions): Promise<Ops> {
     }
   } catch (err) {
     sampler.stop();
+    await kafkaEnds?.close();
     await stats?.close();
     await capture.close();
+    if (!opsDirExisted) fs.rmSync(opsDir, { recursive: true, force: true });
     throw err;
   }
   let closed: Promise<void> | null = null;
@@ -165,6 +190,7 @@ export async function startOps(options: OpsOptions): Promise<Ops> {
     close: () =>
       (closed ??= (async () => {
         sampler.stop();
+        await kafkaEnds?.close();
         await server?.close();
         await stats?.close();
         await capture.close();

@@ -34,6 +34,11 @@ export interface MetricsSources {
   capture: CaptureStats;
   /** True when every actor is live (the readiness check). */
   ready(): boolean;
+  /**
+   * Largest age of the lag figures a scrape reads, ms (Sampler.statuses); default LAG_FRESH_MS.
+   * The server renders /metrics once per cache interval and passes that interval.
+   */
+  lagMaxAgeMs?: number;
 }
 
 /** Builds the registry; call `registry.metrics()` to scrape. */
@@ -46,7 +51,7 @@ export function createMetrics(src: MetricsSources): client.Registry {
   const current = (): ActorStatus[] => {
     const nowMs = Date.now();
     if (nowMs - readAtMs > 50) {
-      statuses = src.sampler.statuses();
+      statuses = src.sampler.statuses(src.lagMaxAgeMs);
       readAtMs = nowMs;
     }
     return statuses;

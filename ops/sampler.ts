@@ -8,6 +8,16 @@
  *  - a history per actor: one sample per second for the last hour and one per minute for the
  *    last day (fixed-size rings, so memory is bounded whatever the uptime).
  * Nothing here sends a message to an actor: it reads what the actors publish anyway.
+ *
+ * On a kafka bus ({@link Sampler} given `kafkaEnds`) the ends are the partitions' last stable
+ * offsets from ops/kafka-lag.ts (one ListOffsets round per sampler interval, answered
+ * asynchronously: the figures are at most one interval old) and the indexes are offsets, which
+ * commit markers make non-contiguous: a partition whose reader found nothing more to read at or
+ * after the end, and whose service handled every record the reader gave it, has no lag (the
+ * markers after its last record are not records); otherwise lag counts the offsets after the
+ * first unhandled one, markers included (over by at most one per transaction in the backlog,
+ * and the one that ended the last handled record's).
+ * Lag in ms there is the time since the first unhandled offset became readable (KafkaEnds).
  */
 import { Tailer } from '../engine/journal/index.js';
 import { EnvelopeView } from '../engine/codec/index.js';
@@ -21,6 +31,7 @@ import {
   type ServiceHostData,
 } from '../actors/contracts.js';
 import { ringOccupancy, type RingOccupancy } from './ring-occupancy.js';
+import type { KafkaEnds } from './kafka-lag.js';
 
 /** Bounds of the sampler, all with defaults in {@link SAMPLER_DEFAULTS}. */
 export interface SamplerOptions {
@@ -177,16 +188,25 @@ export class Sampler {
   /** Called after every sample (the metrics layer observes lag histograms there). */
   onSample: ((statuses: ActorStatus[]) => void) | null = null;
 
-  /** @throws Error when an option is not a positive integer. */
+  /**
+   * @param kafkaEnds on a kafka bus: where the partitions' ends come from (closed by stop()).
+   * @throws Error when an option is not a positive integer.
+   */
   constructor(
     private readonly supervisor: Supervisor,
     options: Partial<SamplerOptions> = {},
+    private readonly kafkaEnds: KafkaEnds | null = null,
   ) {
     this.options = { ...SAMPLER_DEFAULTS, ...options };
     for (const [k, v] of Object.entries(this.options)) {
       if (!Number.isInteger(v) || v < 1)
         throw new Error(`sampler option ${k} must be an integer >= 1, ${k}=${v}`);
     }
+  }
+
+  /** Time of the latest sample (ms since the epoch); 0 before the first. */
+  get sampledAtMs(): number {
+    return this.lastSampleMs;
   }
 
   /** Takes a first sample now and then one per interval (the timer does not keep Node alive). */
@@ -206,6 +226,7 @@ export class Sampler {
       p.at?.close();
     }
     this.probes.clear();
+    void this.kafkaEnds?.close();
   }
 
   /** One sample of every actor (also called by the timer). */
@@ -246,20 +267,42 @@ export class Sampler {
   }
 
   /**
-   * Status of every actor: counters read now, lag at most LAG_FRESH_MS old (reading the end of
-   * every input partition costs file reads, so a hammered endpoint shares them), rates from the
-   * latest samples.
+   * Status of every actor: counters read now, lag at most `lagMaxAgeMs` old (reading the end of
+   * every input partition costs file reads and checksums of its tail, so callers share them:
+   * the latest sample's, or another caller's within that age), rates from the latest samples.
+   * @param lagMaxAgeMs default LAG_FRESH_MS; the cached HTTP answers pass their cache interval.
    */
-  statuses(): ActorStatus[] {
+  statuses(lagMaxAgeMs = LAG_FRESH_MS): ActorStatus[] {
     const nowMs = Date.now();
     const actors = this.supervisor.actors();
-    if (nowMs - this.lagsAtMs > LAG_FRESH_MS) this.refreshLags(actors, nowMs);
+    if (nowMs - this.lagsAtMs > lagMaxAgeMs) this.refreshLags(actors, nowMs);
+    else {
+      // An actor started (or restarted under a new name) since the last refresh has no lag
+      // entry yet: probe just its inputs now rather than report it without inputs.
+      let probed: Map<string, InputLag> | null = null;
+      for (const a of actors) {
+        if (this.lags.has(a.name)) continue;
+        probed ??= new Map();
+        this.lags.set(a.name, this.inputLags(a, actors, nowMs, probed));
+      }
+    }
     return actors.map((a) => this.status(a, nowMs));
   }
 
   private refreshLags(actors: ActorInfo[], nowMs: number): void {
+    if (this.kafkaEnds) {
+      const tps = new Map<string, { topic: string; partition: number }>();
+      for (const a of actors) {
+        if (kindOf(a.name) !== 'service') continue;
+        for (const i of (a.data as ServiceHostData)?.inputs ?? [])
+          tps.set(inputKey(i.queue, i.partition), { topic: i.queue, partition: i.partition });
+      }
+      this.kafkaEnds.request([...tps.values()], nowMs);
+    }
     this.lags.clear();
-    for (const a of actors) this.lags.set(a.name, this.inputLags(a, actors, nowMs));
+    // A service and the reader of each of its partitions report the same partition: probed once.
+    const probed = new Map<string, InputLag>();
+    for (const a of actors) this.lags.set(a.name, this.inputLags(a, actors, nowMs, probed));
     this.lagsAtMs = nowMs;
   }
 
@@ -323,16 +366,24 @@ export class Sampler {
   }
 
   /** Lag of the inputs an actor stands for: a service's all, a reader's one. */
-  private inputLags(a: ActorInfo, all: ActorInfo[], nowMs: number): InputLag[] {
+  private inputLags(
+    a: ActorInfo,
+    all: ActorInfo[],
+    nowMs: number,
+    probed: Map<string, InputLag>,
+  ): InputLag[] {
     const kind = kindOf(a.name);
     if (kind === 'service') {
       const d = a.data as ServiceHostData;
       const handled = a.shared[HOST_SHARED.positions];
       if (!handled || !Array.isArray(d?.inputs)) return [];
       const pos = new Float64Array(handled);
-      return d.inputs.map((input, i) =>
-        this.lagOf(input.queue, input.partition, input.dir, pos[i], nowMs),
-      );
+      return d.inputs.map((input, i) => {
+        const reader = all.find(
+          (x) => x.name === `reader:${inputKey(input.queue, input.partition)}>${d.service}`,
+        );
+        return this.lagOf(input.queue, input.partition, input.dir, pos[i], nowMs, probed, reader);
+      });
     }
     if (kind === 'reader') {
       const d = a.data as QueueReaderData;
@@ -343,7 +394,7 @@ export class Sampler {
       const i =
         hd?.inputs.findIndex((x) => x.queue === d.queue && x.partition === d.partition) ?? -1;
       const h = handled && i >= 0 ? new Float64Array(handled)[i] : d.from - 1;
-      return [this.lagOf(d.queue, d.partition, d.dir, h, nowMs)];
+      return [this.lagOf(d.queue, d.partition, d.dir, h, nowMs, probed, a)];
     }
     return [];
   }
@@ -354,11 +405,30 @@ export class Sampler {
     dir: string,
     handledIndex: number,
     nowMs: number,
+    probed: Map<string, InputLag>,
+    reader?: ActorInfo,
+  ): InputLag {
+    const memo = `${inputKey(queue, partition)}@${handledIndex}@${reader?.name ?? ''}`;
+    const known = probed.get(memo);
+    if (known) return { ...known };
+    const lag = this.probeLag(queue, partition, dir, handledIndex, nowMs, reader);
+    probed.set(memo, lag);
+    return { ...lag };
+  }
+
+  private probeLag(
+    queue: string,
+    partition: number,
+    dir: string,
+    handledIndex: number,
+    nowMs: number,
+    reader?: ActorInfo,
   ): InputLag {
     // Not known yet (a service from its launch until it found its LAST_WRITTEN positions):
     // reported as no lag rather than the whole history (a false alarm after every restart).
     if (Number.isNaN(handledIndex))
       return { queue, partition, endIndex: 0, handledIndex: -1, lagRecords: 0, lagMs: 0 };
+    if (this.kafkaEnds) return this.kafkaLagOf(queue, partition, handledIndex, nowMs, reader);
     const key = inputKey(queue, partition);
     let p = this.probes.get(key);
     if (!p) this.probes.set(key, (p = { dir, end: null, at: null }));
@@ -391,6 +461,35 @@ export class Sampler {
       handledIndex,
       lagRecords: Math.max(0, endIndex - handledIndex - 1),
       lagMs,
+    };
+  }
+
+  /** lagOf on a kafka bus (see the module comment); 0 until the first end offsets arrive. */
+  private kafkaLagOf(
+    queue: string,
+    partition: number,
+    handledIndex: number,
+    nowMs: number,
+    reader?: ActorInfo,
+  ): InputLag {
+    const e = this.kafkaEnds!.end(queue, partition);
+    if (!e) return { queue, partition, endIndex: 0, handledIndex, lagRecords: 0, lagMs: 0 };
+    const sab = reader?.shared[READER_SHARED.position];
+    const [lastGiven, caughtUpAt] = sab ? new Float64Array(sab) : [NaN, NaN];
+    // Everything the reader gave is handled and it found nothing more before `caughtUpAt`: the
+    // offsets below it are handled records and markers.
+    const allGivenHandled = !Number.isNaN(lastGiven) && handledIndex >= lastGiven;
+    const firstUnhandled =
+      allGivenHandled && caughtUpAt > handledIndex ? caughtUpAt : handledIndex + 1;
+    const lagRecords = Math.max(0, e.end - firstUnhandled);
+    this.kafkaEnds!.prune(queue, partition, firstUnhandled);
+    return {
+      queue,
+      partition,
+      endIndex: e.end,
+      handledIndex,
+      lagRecords,
+      lagMs: lagRecords > 0 ? Math.max(0, nowMs - e.firstSeenAboveMs(firstUnhandled)) : 0,
     };
   }
 }

@@ -17,7 +17,7 @@ import type { Registry } from 'prom-client';
 import { LOG_LEVELS, logLevelName } from '../engine/actor/index.js';
 import type { Supervisor } from '../engine/supervisor/index.js';
 import type { Topology } from '../engine/config/index.js';
-import type { Sampler } from './sampler.js';
+import { LAG_FRESH_MS, type Sampler } from './sampler.js';
 import type { CaptureStats } from './capture-stats.js';
 import type { AuditLog } from './audit.js';
 import { healthOf } from './health.js';
@@ -30,6 +30,23 @@ import { registerErrorRoutes } from './errors-routes.js';
 import { registerConfigRoutes } from './config-routes.js';
 import { exportCapture, schemaOfSource } from './capture-config.js';
 import { readStats, STATS_DEFAULTS, type StatsRecorder, type StatsStep } from './stats.js';
+import { ResponseCache, type Rendered } from './response-cache.js';
+
+/**
+ * Response header of GET /metrics and GET /actors: when the figures served were read (ISO time,
+ * ms). The answer is at most HttpOptions.cacheMs older than the response.
+ */
+export const AS_OF_HEADER = 'x-sluice-as-of';
+
+/** Default of {@link HttpOptions.cacheMs}: the sampler's interval, at most 1000 ms. */
+export const defaultCacheMs = (sampler: Sampler): number =>
+  Math.min(sampler.options.intervalMs, 1000);
+
+/** Largest age of the lag figures of an answer cached for `cacheMs` (0: LAG_FRESH_MS). */
+export const lagMaxAgeMs = (cacheMs: number): number => (cacheMs === 0 ? LAG_FRESH_MS : cacheMs);
+
+const sendRendered = (reply: import('fastify').FastifyReply, type: string, r: Rendered) =>
+  reply.type(type).header(AS_OF_HEADER, new Date(r.asOfMs).toISOString()).send(r.body);
 
 /**
  * The right a request needs: runtime changes operate, capture configuration changes and the audit
@@ -93,6 +110,13 @@ export interface HttpOptions {
    * GET /health/live and the dashboard's static files needs a user's token with the route's right.
    */
   usersFile?: string;
+  /**
+   * Longest age of the GET /metrics and GET /actors answers, ms (ops/response-cache.ts): each is
+   * rendered at most once per this interval and once per sampler sample, however often it is
+   * asked for; their lag figures are at most this much older than the rest (Sampler.statuses).
+   * 0: rendered for every request. Default: the sampler's interval, at most 1000.
+   */
+  cacheMs?: number;
 }
 
 /** What the routes read and change. */
@@ -112,12 +136,15 @@ export interface OpsContext {
   stats?: StatsRecorder | null;
   /** Runtime pump counts (actors/pump-count.ts); absent: PUT /capture/:source/pumps is a 501. */
   pumps?: PumpCountControl | null;
+  /** {@link HttpOptions.cacheMs}; absent: its default. */
+  responseCacheMs?: number;
 }
 
 /**
  * The running pump counts of the capture sources and their change (actors/pump-count.ts
  * implements it; the ops layer only calls it). `set` rejects with an error carrying `status`
- * 400 (a count it cannot apply) or 404 (an unknown source).
+ * 400 (a count it cannot apply), 404 (an unknown source) or 503 (the change failed on the way and
+ * the old count runs again).
  */
 export interface PumpCountControl {
   current(source: string): number | null;
@@ -204,6 +231,12 @@ export async function buildOpsApp(ctx: OpsContext): Promise<FastifyInstance> {
 
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 
+  // Rendered at most once per interval and per sampler sample (see ops/response-cache.ts).
+  const cacheMs = ctx.responseCacheMs ?? defaultCacheMs(ctx.sampler);
+  const sampledAt = () => ctx.sampler.sampledAtMs;
+  const actorsCache = new ResponseCache(cacheMs, sampledAt);
+  const metricsCache = new ResponseCache(cacheMs, sampledAt);
+
   app.get(
     '/health/live',
     { schema: { summary: 'The process answers.', tags: ['health'], response: { 200: S.live } } },
@@ -264,16 +297,25 @@ export async function buildOpsApp(ctx: OpsContext): Promise<FastifyInstance> {
     {
       schema: {
         summary:
-          'Every actor: state, restarts, counters, rates over 1 s and 1 min, lag per input, ring occupancy.',
+          'Every actor: state, restarts, counters, rates over 1 s and 1 min, lag per input, ring occupancy. Read at `time` (also the x-sluice-as-of header), at most one sampler interval (1 s) before the response.',
         tags: ['status'],
         response: { 200: S.actors },
       },
     },
-    async () => ({
-      topology: ctx.topology.name,
-      time: new Date().toISOString(),
-      actors: ctx.sampler.statuses(),
-    }),
+    async (_req, reply) =>
+      sendRendered(
+        reply,
+        'application/json; charset=utf-8',
+        await actorsCache.get((nowMs) =>
+          Buffer.from(
+            reply.serialize({
+              topology: ctx.topology.name,
+              time: new Date(nowMs).toISOString(),
+              actors: ctx.sampler.statuses(lagMaxAgeMs(cacheMs)),
+            }) as string,
+          ),
+        ),
+      ),
   );
 
   app.get<{
@@ -359,7 +401,13 @@ export async function buildOpsApp(ctx: OpsContext): Promise<FastifyInstance> {
         tags: ['capture'],
         params: S.sourceParams,
         body: S.pumpCountBody,
-        response: { 200: S.pumpCountChange, 400: S.error, 404: S.error, 501: S.error },
+        response: {
+          200: S.pumpCountChange,
+          400: S.error,
+          404: S.error,
+          501: S.error,
+          503: S.error,
+        },
       },
     },
     async (req, reply) => {
@@ -370,7 +418,7 @@ export async function buildOpsApp(ctx: OpsContext): Promise<FastifyInstance> {
         change = await ctx.pumps.set(req.params.source, req.body.pumps);
       } catch (err) {
         const status = (err as { status?: number }).status;
-        if (status === 400 || status === 404)
+        if (status === 400 || status === 404 || status === 503)
           return reply.code(status).send({ error: (err as Error).message });
         throw err;
       }
@@ -401,15 +449,18 @@ export async function buildOpsApp(ctx: OpsContext): Promise<FastifyInstance> {
     '/metrics',
     {
       schema: {
-        summary: 'Prometheus text format (prom-client).',
+        summary:
+          'Prometheus text format (prom-client). Read at the x-sluice-as-of header, at most one sampler interval (1 s) before the response.',
         tags: ['status'],
         produces: ['text/plain'],
       },
     },
-    async (_req, reply) => {
-      const text = await ctx.metrics.metrics();
-      return reply.type(ctx.metrics.contentType).send(text);
-    },
+    async (_req, reply) =>
+      sendRendered(
+        reply,
+        ctx.metrics.contentType,
+        await metricsCache.get(async () => Buffer.from(await ctx.metrics.metrics())),
+      ),
   );
 
   app.get(

@@ -3,15 +3,30 @@
  * per interval ("minute", `intervalMs`, default 60 s) and per actor and per capture table,
  *  - events in and out, errors, and consumer lag p50/p99 (ms) over the interval.
  * Per actor: counter deltas from the sampler's readings (a restarted actor counts from 0 again)
- * and the largest input lag at each sample. Per capture table: `eventsOut` = records appended to
- * its target topic (all partitions; tables sharing a target each show the topic's total),
- * `errors` = changes newly parked, `eventsIn` = eventsOut + growth of staging depth + growth of
- * the error table (rows the triggers staged; exact over any span of whole readings, while one
- * interval can be off by a change read in flight, made up in the next: see observeCapture),
- * lag = age of the oldest staged row,
- * sampled every `captureSampleMs` on the recorder's own uncached connection. The target ends are
- * first read when the recorder opens, before the pumps start, so every record they append is
- * counted even when the first capture reading comes after a burst was already shipped.
+ * and the largest input lag at each sample. Per capture table: `eventsOut` = changes of that
+ * table its source's pumps appended durably to the target topic, `errors` = changes newly
+ * parked, `eventsIn` = eventsOut + growth of staging depth + growth of the error table (rows the
+ * triggers staged; exact over any span of whole readings, while one interval can be off by a
+ * change read in flight, made up in the next: see observeCapture), lag = age of the oldest
+ * staged row, sampled every `captureSampleMs` (staging on the recorder's own uncached
+ * connection).
+ *
+ * Where eventsOut comes from: the pumps themselves. Each pump adds, per table, the changes it
+ * made durable in the target (PumpOptions.onDurable) to its source's shipped counters in shared
+ * memory (actors/contracts.ts createShippedCounters), read here like the sampler reads every
+ * actor's counters (ActorInfo.shared; nothing is asked of a pump). Counting at the target
+ * instead (its record count, as before) is wrong wherever the target is not this table's alone
+ * or not a journal queue of `<dataDir>/queues`: two tables (or another producer, on Kafka)
+ * writing one topic (each table showed the topic's total), a Kafka bus, or processor topics of
+ * the journal bus (both showed 0). The counters are one buffer per source for the topology's
+ * run, created at the plan (0, before any pump starts, so a burst shipped before the first
+ * capture reading is counted) and shared by every pump of the source, restarted ones and those
+ * of a runtime change of the pump count included: a total only grows, never resets or counts a
+ * change twice. Not counted: read events of initial loads (not staged changes), and a batch
+ * reported failed although it did reach the target (a failed fsync, a Kafka commit whose answer
+ * was lost) or whose pump was terminated between its commit and the count (a retired pump past
+ * drainTimeoutMs): the next reconciliation deletes it from staging uncounted, so eventsOut and
+ * eventsIn are short by it.
  *
  * Where they go:
  *  1. the engine's own journal: `<dataDir>/ops/stats/minute` and `.../hour`, one journal
@@ -31,8 +46,9 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
-import pg from 'pg';
-import mysql from 'mysql2/promise';
+import type pg from 'pg';
+import type mysql from 'mysql2/promise';
+import { mysqlDriver, pgDriver } from '../engine/cdc/drivers.js';
 import type { Logger } from 'pino';
 import { Appender, Tailer } from '../engine/journal/index.js';
 import {
@@ -44,7 +60,9 @@ import {
 } from '../engine/codec/index.js';
 import { CDC_DEFAULTS, parseMariaDbUrl, type CaptureSource } from '../engine/cdc/index.js';
 import type { Topology } from '../engine/config/index.js';
-import type { ActorStatus } from './sampler.js';
+import { kindOf, type ActorStatus } from './sampler.js';
+import type { ActorInfo } from '../engine/supervisor/index.js';
+import { PUMP_SHARED, readShipped, type PumpData } from '../actors/contracts.js';
 import { CaptureStats, type CaptureSourceStats } from './capture-stats.js';
 
 /** Bounds of the statistics, with defaults in {@link STATS_DEFAULTS}. */
@@ -366,7 +384,7 @@ async function pgStatsTable(
   source: CaptureSource & { database: { dialect: 'postgres' } },
   create: boolean,
 ): Promise<StatsTable> {
-  const client = new pg.Client({
+  const client = new (pgDriver().Client)({
     connectionString: source.database.url,
     application_name: 'sluice-stats',
   });
@@ -450,7 +468,7 @@ async function mariadbStatsTable(source: CaptureSource, create: boolean): Promis
   const db = source.database as { url: string; captureSchema?: string };
   const url = parseMariaDbUrl(db.url);
   if (typeof url === 'string') throw new Error(`database.url: ${url}`);
-  const conn = await mysql.createConnection({
+  const conn = await mysqlDriver().createConnection({
     host: url.host,
     port: url.port,
     user: url.user,
@@ -578,11 +596,11 @@ interface ActorAcc {
 interface TableAcc {
   source: string;
   table: string;
-  target: string;
   /** Figures at the previous reading (null before the first). */
   depth: number | null;
   parked: number | null;
-  targetEnd: number | null;
+  /** The table's shipped total at the previous reading (0 before the first: the plan's). */
+  shipped: number;
   dIn: number;
   dOut: number;
   dErrors: number;
@@ -598,7 +616,8 @@ export class StatsRecorder {
   private readonly actors = new Map<string, ActorAcc>();
   private readonly tables = new Map<string, TableAcc>();
   private readonly dbTables = new Map<string, StatsTable>();
-  private readonly targetTailers = new Map<string, Tailer>();
+  /** Source name -> its pumps' shipped counters, once a pump of it was seen (one per run). */
+  private readonly shippedCounters = new Map<string, SharedArrayBuffer>();
   private readonly writer = new EnvelopeWriter();
   /** Its own uncached reads of the capture tables (the server's are cached for a second). */
   private readonly captureNow: CaptureStats;
@@ -618,9 +637,13 @@ export class StatsRecorder {
   private journalDown: { sinceMs: number } | null = null;
   private droppedIntervals = 0;
 
-  /** @throws Error when an option is not a positive integer. */
+  /**
+   * @param supervisor the topology's: its pump actors' shared buffers hold the shipped counters.
+   * @throws Error when an option is not a positive integer.
+   */
   constructor(
     private readonly topology: Topology,
+    private readonly supervisor: { actors(): ActorInfo[] },
     private readonly capture: CaptureStats,
     private readonly logger: Logger,
     options: Partial<StatsOptions> = {},
@@ -636,10 +659,9 @@ export class StatsRecorder {
         this.tables.set(`${c.name}/${t.table}`, {
           source: c.name,
           table: t.table,
-          target: t.target,
           depth: null,
           parked: null,
-          targetEnd: null,
+          shipped: 0,
           dIn: 0,
           dOut: 0,
           dErrors: 0,
@@ -666,11 +688,6 @@ export class StatsRecorder {
    */
   open(): void {
     this.windowStartMs = this.windowOf(Date.now());
-    // The target topics' ends now, before the pumps start (startOps opens the recorder before
-    // the supervisor starts the actors): what the pumps ship from here on is counted, however
-    // late the first capture reading comes (the sampler's first samples can run before the
-    // recorder is wired to it, and a fast topology ships a small burst before then).
-    for (const t of this.tables.values()) t.targetEnd = this.targetEnd(t.target);
     try {
       this.openJournals();
     } catch (err) {
@@ -803,34 +820,35 @@ export class StatsRecorder {
       !this.capturing
     ) {
       this.lastCaptureMs = nowMs;
-      // Target ends first, then the staging depths (uncached); see observeCapture for why the
-      // totals stay exact whatever lands between the two reads.
-      const ends = new Map(
-        [...this.tables.values()].map((t) => [t.target, this.targetEnd(t.target)]),
-      );
+      // Shipped totals first, then the staging depths (uncached); see observeCapture for why
+      // the totals stay exact whatever lands between the two reads.
+      const shipped = this.shippedNow();
       this.capturing = this.captureNow
         .read()
-        .then((sources) => this.observeCapture(sources, ends))
+        .then((sources) => this.observeCapture(sources, shipped))
         .catch((err: Error) => this.logger.warn(`stats: capture figures: ${err.message}`))
         .finally(() => (this.capturing = null));
     }
   }
 
-  private observeCapture(sources: CaptureSourceStats[], ends: Map<string, number>): void {
+  private observeCapture(sources: CaptureSourceStats[], shipped: Map<string, number>): void {
     for (const s of sources) {
       for (const t of s.tables ?? []) {
-        const acc = this.tables.get(`${s.source}/${t.table}`);
+        const name = `${s.source}/${t.table}`;
+        const acc = this.tables.get(name);
         if (!acc) continue;
-        const end = ends.get(acc.target) ?? 0;
+        // A total only grows (createShippedCounters), readings are one at a time.
+        const total = shipped.get(name) ?? acc.shipped;
+        const out = total - acc.shipped;
         const parked = t.parkedErrors ?? 0;
-        if (acc.depth !== null && acc.parked !== null && acc.targetEnd !== null) {
-          const out = Math.max(0, end - acc.targetEnd);
+        if (acc.depth !== null && acc.parked !== null) {
           const newlyParked = Math.max(0, parked - acc.parked);
           acc.dOut += out;
           acc.dErrors += newlyParked;
           // Staged in the sample = shipped + staging growth + parked. The reads are not one
-          // snapshot: a change shipped and deleted between them is in neither (this sample
-          // undercounts, the next counts it), and one appended before the end read but deleted
+          // snapshot (a pump counts a change once durable, then deletes it from staging): a
+          // change counted and deleted between them is in neither (this sample undercounts,
+          // the next counts it), and one counted before the shipped read but deleted
           // from staging after the depth read is in both (this sample counts it twice, the next
           // one less: negative). Added as they come, the samples telescope to exactly
           // shipped + staged + parked; clamping a negative one at 0 (as before) left the total
@@ -838,38 +856,43 @@ export class StatsRecorder {
           // in the rare case that the double count and its correction fall in two windows.
           acc.dIn += out + (t.stagingDepth - acc.depth) + (parked - acc.parked);
         } else {
-          // The first reading: what was shipped since open() (its baseline end) and what is
-          // staged now both came in; the staging depth at open is not known, so rows staged
-          // before the start and still staged are counted in here, once.
-          const out = acc.targetEnd === null ? 0 : Math.max(0, end - acc.targetEnd);
+          // The first reading: what was shipped since the start (the counters are 0 at the
+          // plan) and what is staged now both came in; the staging depth at the start is not
+          // known, so rows staged before it and still staged are counted in here, once.
           acc.dOut += out;
           acc.dIn += out + t.stagingDepth;
         }
         acc.depth = t.stagingDepth;
         acc.parked = parked;
-        acc.targetEnd = end;
+        acc.shipped = total;
         acc.lags.push(t.oldestStagedAgeMs);
       }
     }
   }
 
-  /** Records in a target topic, over its partitions. */
-  private targetEnd(queue: string): number {
-    const q = this.topology.queues.find((x) => x.name === queue);
-    let n = 0;
-    for (let p = 0; p < (q?.partitions ?? 1); p++) {
-      const dir = path.join(this.topology.dataDir, 'queues', queue, String(p));
-      try {
-        let t = this.targetTailers.get(dir);
-        if (!t) this.targetTailers.set(dir, (t = Tailer.open({ dir, from: 'end' })));
-        t.moveToEnd();
-        n += t.index;
-      } catch {
-        this.targetTailers.get(dir)?.close();
-        this.targetTailers.delete(dir);
+  /**
+   * Per `<source>/<table>`, the changes its pumps shipped since the topology started (see the
+   * module comment); 0 for a source none of whose pumps was seen yet. The buffer of a source is
+   * taken from the first of its pump actors seen and kept: it is the same for all of them, and
+   * stays readable while a change of the pump count has none running.
+   */
+  private shippedNow(): Map<string, number> {
+    if (this.shippedCounters.size < this.topology.capture.length) {
+      for (const a of this.supervisor.actors()) {
+        if (kindOf(a.name) !== 'pump') continue;
+        const source = (a.data as PumpData | undefined)?.source?.name;
+        const sab = a.shared[PUMP_SHARED.shipped];
+        if (source !== undefined && sab && !this.shippedCounters.has(source))
+          this.shippedCounters.set(source, sab);
       }
     }
-    return n;
+    const out = new Map<string, number>();
+    for (const c of this.topology.capture) {
+      const sab = this.shippedCounters.get(c.name);
+      const counts = sab ? readShipped(sab) : [];
+      c.tables.forEach((t, i) => out.set(`${c.name}/${t.table}`, counts[i] ?? 0));
+    }
+    return out;
   }
 
   /** Writes the interval that started at windowStartMs and starts the one at `nextStartMs`. */
@@ -1022,7 +1045,6 @@ export class StatsRecorder {
     await this.writing;
     this.minute?.close();
     this.hour?.close();
-    for (const t of this.targetTailers.values()) t.close();
     for (const t of this.dbTables.values()) await t.close();
     this.dbTables.clear();
     await this.captureNow.close();

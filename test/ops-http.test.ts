@@ -21,6 +21,7 @@ import {
 import { CaptureStats, redactTopology, type ActorStatus, type Health } from '../ops/index.js';
 import { parseProm, sampleOf } from './lib/prom-parse.js';
 import { opsRoutes } from '../ops/server.js';
+import { parseHttpAddress } from '../cli/ops-commands.js';
 
 const service = new URL('./fixtures/services/ops-logger.js', import.meta.url).pathname;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -431,6 +432,57 @@ test('GET /metrics is Prometheus text with stable names and labels, matching /ac
   assert.ok(count.value >= 2);
 });
 
+test('GET /metrics and /actors are rendered once per http.cacheMs and per sample: the same bytes within it, new figures after it', async () => {
+  const t = topologyFile(passTopology());
+  append(t, 100);
+  const cacheMs = 3000;
+  // No timer sample during the test: only the explicit sample() below invalidates.
+  running = await startTopology(t, {
+    http: { port: 0, cacheMs },
+    sampler: { intervalMs: 3_600_000 },
+    log: () => {},
+  });
+  const url = running.ops.server!.url;
+  const sampler = running.ops.sampler;
+  await until('handled', async () => sampler.statuses().some((a) => a.counters.eventsOut === 100));
+  const scrape = async () => {
+    const res = await fetch(`${url}/metrics`);
+    const body = await res.text();
+    return { body, asOf: Date.parse(res.headers.get('x-sluice-as-of') ?? ''), atMs: Date.now() };
+  };
+  const outOf = (body: string) =>
+    sampleOf(parseProm(body), 'sluice_actor_events_out_total', { actor: 'service:pass' }).value;
+  const m1 = await scrape();
+  const m2 = await scrape();
+  assert.ok(Number.isFinite(m1.asOf), 'x-sluice-as-of names when the figures were read');
+  // Uncached, two renderings differ (heartbeat ages, process CPU): the same bytes are one.
+  assert.is(m2.body, m1.body);
+  assert.is(m2.asOf, m1.asOf);
+  assert.is(outOf(m1.body), 100);
+
+  append(t, 50);
+  await until('more handled', async () =>
+    sampler.statuses().some((a) => a.counters.eventsOut === 150),
+  );
+  const m3 = await until('new figures on /metrics', async () => {
+    const m = await scrape();
+    assert.ok(m.atMs - m.asOf <= cacheMs + 100, `served ${m.atMs - m.asOf} ms old`);
+    return outOf(m.body) === 150 ? m : null;
+  });
+  assert.ok(m3.asOf - m1.asOf >= cacheMs, 'not read again before the interval ended');
+
+  const a1 = await get<{ time: string }>(`${url}/actors`);
+  const res = await fetch(`${url}/actors`);
+  const a2 = (await res.json()) as { time: string };
+  assert.is(a2.time, a1.body.time, 'the same rendering');
+  assert.is(res.headers.get('x-sluice-as-of'), a2.time);
+  // A sample makes the cached answers stale (its rates are the newest).
+  sampler.sample();
+  const a3 = await get<{ time: string }>(`${url}/actors`);
+  assert.ok(Date.parse(a3.body.time) >= sampler.sampledAtMs, 'read again after the sample');
+  assert.ok(Date.parse(a3.body.time) > Date.parse(a1.body.time));
+});
+
 test('/openapi.json describes every route with its schemas', async () => {
   const t = topologyFile(passTopology());
   running = await startTopology(t, { http: { port: 0 }, log: () => {} });
@@ -600,6 +652,19 @@ test('a port already taken is an error naming host and port, and the topology do
   assert.ok(err);
   assert.match(err!.message, `http: cannot listen on 127.0.0.1:${port}`);
   assert.not.ok(fs.existsSync(path.join(dir, 'data2', 'topology.lock')), 'the lock was released');
+  assert.not.ok(fs.existsSync(path.join(dir, 'data2', 'ops')), 'no ops directory left behind');
+});
+
+test('--http takes port, host:port and [ipv6]:port; a bare port is never split into a host', () => {
+  assert.equal(parseHttpAddress('8080'), { host: '127.0.0.1', port: 8080 });
+  assert.equal(parseHttpAddress('19777'), { host: '127.0.0.1', port: 19777 });
+  assert.equal(parseHttpAddress('0'), { host: '127.0.0.1', port: 0 });
+  assert.equal(parseHttpAddress(':9090'), { host: '127.0.0.1', port: 9090 });
+  assert.equal(parseHttpAddress('0.0.0.0:9090'), { host: '0.0.0.0', port: 9090 });
+  assert.equal(parseHttpAddress('localhost:1'), { host: 'localhost', port: 1 });
+  assert.equal(parseHttpAddress('[::1]:8080'), { host: '::1', port: 8080 });
+  for (const bad of ['', 'abc', '65536', 'host:', '1.2.3.4:123456', '::1:80'])
+    assert.throws(() => parseHttpAddress(bad), /--http must be \[host:\]port/, bad);
 });
 
 test.run();

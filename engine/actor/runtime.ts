@@ -15,6 +15,7 @@ import {
 import { Command, Control, LOG_LEVELS, type LogLevelName } from './control.js';
 import { Counter, osThreadId, setState, type ActorState } from './counters.js';
 import type { ActorMessage, ActorWorkerData } from './protocol.js';
+import { heapProbe } from './heap-probe.js';
 
 /** Everything an actor body needs from its runtime. */
 export interface ActorContext<D> {
@@ -98,6 +99,7 @@ export function runActor<D>(body: (ctx: ActorContext<D>) => Promise<unknown> | u
   const control = new Control(wd.control);
   const counters = new Float64Array(wd.counters);
   const faultCheck = workerFaultCheck(wd.name);
+  const probe = heapProbe(wd.name);
   const ctx: ActorContext<D> = {
     name: wd.name,
     data: wd.data,
@@ -120,6 +122,7 @@ export function runActor<D>(body: (ctx: ActorContext<D>) => Promise<unknown> | u
     heartbeat: () => {
       counters[Counter.heartbeatMs] = Date.now();
       if (faultCheck) faultCheck();
+      if (probe) probe();
     },
     log: (level, msg, fields) => {
       const n = LOG_LEVELS[level];

@@ -13,6 +13,18 @@
  * exit of `sluice run` by itself. At the end, after a drain: every pgbench_history row shipped
  * once, staging empty, every input with its output, and the bank job's own check
  * (examples/bank/verify.ts: branch totals and account balances equal the database's).
+ *
+ * The bounded variant (`bankShape(dialect, { bounded: true })`, `bank-<dialect>-bounded`, the
+ * soak's `--bounded`; not among the fault suite's shapes): what a long run needs to stay
+ * bounded. The services are faults/bank-snapshots/ (the example's handlers plus a snapshot every
+ * {@link BOUNDED.snapshotEveryInputs} inputs), so a restart replays only the inputs after the
+ * newest snapshot; every queue has retention ({@link BOUNDED}.retention), so the data directory
+ * holds minutes of history, not all of it. The checks are the same except where a whole queue
+ * was read: the incremental checkers read every {@link BOUNDED}.checkEveryMs as well (not only
+ * after each fault), well within the retention age, so they see every record before it can be
+ * deleted (a record deleted unread is a "reading failed" violation or a count mismatch at the
+ * end, never silence); the bank check reads each output from its newest snapshot on (the
+ * snapshot's state, then the later outputs) instead of from its first record.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -22,7 +34,15 @@ import Database from 'better-sqlite3';
 import pg from 'pg';
 import { loadTopology, partitionDir, type Topology } from '../index.js';
 import { createPgbenchSchema, runTpcb } from '../testing/index.js';
-import { verifyBank } from '../examples/bank/verify.js';
+import { verifyBank, latestByKey, type LatestByKeyReader } from '../examples/bank/verify.js';
+import { Tailer } from '../engine/journal/index.js';
+import { scanOutput } from '../engine/replay/index.js';
+import { EnvelopeView, decodeJson, EVENT_TYPE_JSON } from '../engine/codec/index.js';
+import { ACCOUNTS_SNAPSHOT_TYPE, readAccountsSnapshot } from './bank-snapshots/accounts.js';
+import {
+  BRANCH_BALANCES_SNAPSHOT_TYPE,
+  readBranchBalancesSnapshot,
+} from './bank-snapshots/branch-balances.js';
 import { TopologyProcess, Tmpfs, CLI, REPO_ROOT, FAULT_BOUNDS, between } from './harness.js';
 import { CaptureChecker, CauseChecker } from './checks.js';
 import {
@@ -96,35 +116,60 @@ export async function dropPg(): Promise<void> {
   });
 }
 
-function topologyYaml(dialect: 'sqlite' | 'postgres', dataDir: string, dbFile: string): string {
-  const services = path.join(REPO_ROOT, 'examples/bank/services');
+/** Settings of the bounded variant (see the file comment). */
+export const BOUNDED = {
+  /** Inputs between two snapshots of each service (topology `settings.snapshotEveryInputs`). */
+  snapshotEveryInputs: 20_000,
+  /** `queues[].retention` of every queue: per partition, 16 MiB or 10 minutes of sealed segments. */
+  retention: { bytesMax: 16 * 1048576, ageMsMax: 10 * 60_000 },
+  /** Period of the incremental checks between faults, ms. */
+  checkEveryMs: 60_000,
+} as const;
+
+function topologyYaml(
+  dialect: 'sqlite' | 'postgres',
+  dataDir: string,
+  dbFile: string,
+  bounded: boolean,
+): string {
+  const services = path.join(
+    REPO_ROOT,
+    bounded ? 'faults/bank-snapshots' : 'examples/bank/services',
+  );
+  const retention = bounded
+    ? `, retention: { bytesMax: ${BOUNDED.retention.bytesMax}, ageMsMax: ${BOUNDED.retention.ageMsMax} }`
+    : '';
+  const settings = bounded
+    ? `\n    settings: { snapshotEveryInputs: ${BOUNDED.snapshotEveryInputs} }`
+    : '';
   const database =
     dialect === 'sqlite'
       ? `{ dialect: sqlite, file: ${JSON.stringify(dbFile)} }`
       : `{ dialect: postgres, url: ${JSON.stringify(pgUrl(FAULTS_PG.role, FAULTS_PG.database))} }`;
   // examples/bank/topology*.yaml with the suite's paths and 1 MiB segments (the data directory
-  // may be a small tmpfs); every other setting is the example's, the supervisor's the defaults.
+  // may be a small tmpfs); every other setting is the example's, the supervisor's the defaults
+  // (bounded: snapshots and retention, see BOUNDED).
   return `name: faults-bank
 dataDir: ${JSON.stringify(dataDir)}
 supervisor: { backoffMaxMs: 1000 }   # restarts forever (the default); capped at 1 s, not 5 s, so more faults fit
 rings:
   capacityBytes: 1048576
 queues:
-  - { name: history-changes, partitions: 2, segmentBytes: 1048576 }
-  - { name: account-changes, partitions: 2, segmentBytes: 1048576 }
-  - { name: branch-balances-out, segmentBytes: 1048576 }
-  - { name: accounts-out, segmentBytes: 1048576 }
+  - { name: history-changes, partitions: 2, segmentBytes: 1048576${retention} }
+  - { name: account-changes, partitions: 2, segmentBytes: 1048576${retention} }
+  - { name: branch-balances-out, segmentBytes: 1048576${retention} }
+  - { name: accounts-out, segmentBytes: 1048576${retention} }
 services:
   - name: branch-balances
     module: ${JSON.stringify(path.join(services, 'branch-balances.ts'))}
     inputs: [history-changes]
     output: branch-balances-out
-    inputsReplay: INPUTS
+    inputsReplay: INPUTS${settings}
   - name: accounts
     module: ${JSON.stringify(path.join(services, 'accounts.ts'))}
     inputs: [account-changes]
     output: accounts-out
-    inputsReplay: INPUTS
+    inputsReplay: INPUTS${settings}
 capture:
   - name: bank-db
     database: ${database}
@@ -219,9 +264,13 @@ function pgbenchWorkload(logFile: string): Workload {
 /** PostgreSQL faults on the pumps' sessions. */
 type PgFault = 'pg-terminate' | 'pg-login-refused' | 'pg-row-lock';
 
-/** One bank shape: `dialect` sqlite (embedded) or postgres. */
-export function bankShape(dialect: 'sqlite' | 'postgres'): Shape {
-  const name = `bank-${dialect}`;
+/**
+ * One bank shape: `dialect` sqlite (embedded) or postgres; `bounded`: the variant with snapshots
+ * and retention (see the file comment), named `bank-<dialect>-bounded`.
+ */
+export function bankShape(dialect: 'sqlite' | 'postgres', opts: { bounded?: boolean } = {}): Shape {
+  const bounded = opts.bounded ?? false;
+  const name = `bank-${dialect}${bounded ? '-bounded' : ''}`;
   return {
     name,
     async run(ctx: ShapeContext) {
@@ -229,13 +278,17 @@ export function bankShape(dialect: 'sqlite' | 'postgres'): Shape {
       const dataDir = path.join(ctx.dir, 'data');
       const dbFile = path.join(ctx.dir, 'bank.db');
       const file = path.join(ctx.dir, 'topology.yaml');
-      fs.writeFileSync(file, topologyYaml(dialect, dataDir, dbFile));
+      fs.writeFileSync(file, topologyYaml(dialect, dataDir, dbFile, bounded));
       let disk: Tmpfs | null = null;
       if (ctx.tmpfs) {
-        disk = new Tmpfs(dataDir, 256 * 1048576);
+        // Sized for the data, not only for the disk-full faults: at full speed the bank job on
+        // SQLite writes ~40 MiB a minute (215 MiB 5 min into a run), and a 256 MiB tmpfs filled
+        // up for good ~6 min into a 1,000-fault run, so every later fault "failed" to recover.
+        disk = new Tmpfs(dataDir, 1024 * 1048576);
         disk.mount();
       }
       let workload: Workload | null = null;
+      let checker: NodeJS.Timeout | null = null;
       const proc = new TopologyProcess({
         file,
         httpPort: ctx.httpPort,
@@ -284,6 +337,12 @@ export function bankShape(dialect: 'sqlite' | 'postgres'): Shape {
         };
         proc.start();
         if ((await recover(t, 'first start')) === null) return;
+        // Retention deletes what the incremental checkers have not read if they read only after
+        // faults minutes apart: read between faults too (synchronous reads of what is new).
+        if (bounded)
+          checker = setInterval(() => {
+            for (const p of t.check() as string[]) ledger.violation(name, p);
+          }, BOUNDED.checkEveryMs);
         workload =
           dialect === 'sqlite'
             ? sqliteWorkload(dbFile, Math.floor(ctx.random() * 1e9))
@@ -308,11 +367,14 @@ export function bankShape(dialect: 'sqlite' | 'postgres'): Shape {
         });
         await workload.stop();
         workload = null;
+        if (checker) clearInterval(checker);
+        checker = null;
         ledger.info(`${name}: ${n} faults injected; workload stopped, draining`);
-        await finalChecks(t, topology, capture, outputs, dialect);
+        await finalChecks(t, topology, capture, outputs, dialect, bounded);
         capture.close();
         for (const o of outputs) o.close();
       } finally {
+        if (checker) clearInterval(checker);
         if (workload) await workload.stop().catch(() => undefined);
         if (proc.running) await proc.kill9();
         proc.close();
@@ -333,6 +395,7 @@ async function finalChecks(
   capture: CaptureChecker,
   outputs: CauseChecker[],
   dialect: 'sqlite' | 'postgres',
+  bounded: boolean,
 ): Promise<void> {
   const { ledger } = t.ctx;
   if (!t.proc.running) t.proc.start();
@@ -373,12 +436,80 @@ async function finalChecks(
       t.shape,
       `pgbench_history has ${historyRows} rows, history-changes ${shipped} inserts`,
     );
-  const verdict = await verifyBank(topology);
+  const verdict = await verifyBank(topology, bounded ? latestFromSnapshot : latestByKey);
   for (const m of verdict.mismatches.slice(0, 20)) ledger.violation(t.shape, `bank check: ${m}`);
   ledger.info(
     `${t.shape}: final: ${historyRows} transactions, ${verdict.branches} branches and ${verdict.changedAccounts} changed accounts checked, ${verdict.mismatches.length} mismatches, ${t.proc.starts} runs of sluice run`,
   );
 }
+
+/** How {@link latestFromSnapshot} reads each bounded service's snapshot. */
+const SNAPSHOTS: Record<
+  string,
+  { type: number; inputs: string; values: (bytes: Uint8Array) => Map<string, unknown> }
+> = {
+  'accounts-out': {
+    type: ACCOUNTS_SNAPSHOT_TYPE,
+    inputs: 'account-changes',
+    values: (bytes) =>
+      new Map(
+        [...readAccountsSnapshot(bytes).balances].map(([aid, abalance]) => [
+          aid,
+          { aid: Number(aid), abalance: Number(abalance) },
+        ]),
+      ),
+  },
+  'branch-balances-out': {
+    type: BRANCH_BALANCES_SNAPSHOT_TYPE,
+    inputs: 'history-changes',
+    values: (bytes) =>
+      new Map(
+        [...readBranchBalancesSnapshot(bytes).totals].map(([bid, total]) => [
+          bid,
+          { bid: Number(bid), total },
+        ]),
+      ),
+  },
+};
+
+/**
+ * The bounded variant's reader for the bank check: the newest value per key of a service's
+ * output, from its newest complete snapshot on (the snapshot's state as outputs would carry it,
+ * then every later JSON output), as a restart would rebuild it; retention has deleted the oldest
+ * outputs, so a read from the first record would miss the keys not changed lately. Without any
+ * snapshot it reads the whole output (latestByKey), which then finds what retention deleted
+ * missing. Journal bus only.
+ */
+const latestFromSnapshot: LatestByKeyReader = <T>(topology: Topology, queue: string) => {
+  const how = SNAPSHOTS[queue];
+  if (!how) throw new Error(`latestFromSnapshot: no snapshot reader for queue ${queue}`);
+  const dir = partitionDir(topology, queue, 0);
+  const back = Tailer.open({ dir });
+  let scan: ReturnType<typeof scanOutput>;
+  try {
+    back.moveToEnd();
+    const inputs = [0, 1].map((partition) => ({ queue: how.inputs, partition }));
+    scan = scanOutput(back, inputs, how.type, `${queue}/0`);
+  } finally {
+    back.close();
+  }
+  if (!scan.snapshot) return latestByKey<T>(topology, queue);
+  const out = how.values(scan.snapshot.bytes) as Map<string, T>;
+  const tailer = Tailer.open({ dir });
+  const view = new EnvelopeView();
+  try {
+    if (!tailer.moveToIndex(scan.snapshot.markerIndex + 1))
+      throw new Error(`${queue}/0: cannot move to index ${scan.snapshot.markerIndex + 1}`);
+    for (let rec = tailer.next(); rec; rec = tailer.next()) {
+      view.wrap(rec.bytes, 0, rec.bytes.length);
+      if (view.type !== EVENT_TYPE_JSON) continue;
+      out.set(view.key ?? '', decodeJson(view.payload) as T);
+    }
+  } finally {
+    tailer.close();
+  }
+  return out;
+};
 
 async function stagedRows(topology: Topology, dialect: 'sqlite' | 'postgres'): Promise<number> {
   const src = topology.capture[0]!;

@@ -38,6 +38,12 @@ const o = new Command()
     "first port of the topologies' operations API (default 19161, Kafka 19181)",
     int('--port-base'),
   )
+  .option(
+    '--parallel <n>',
+    'shapes run at the same time (default 1); each lane gets the whole time budget',
+    int('--parallel'),
+    1,
+  )
   .option('--dir <dir>', 'working directory (default: a fresh one in the temp directory)')
   .option('--keep', 'keep the working directory (logs) after a clean run', false)
   .parse()
@@ -51,6 +57,7 @@ const o = new Command()
     portBase?: number;
     dir?: string;
     keep: boolean;
+    parallel: number;
   }>();
 
 const seed = o.seed ?? Math.floor(Math.random() * 2 ** 31);
@@ -64,13 +71,14 @@ const result = await runSuite({
   portBase: o.portBase,
   dir: o.dir,
   keep: o.keep,
+  parallel: o.parallel,
 });
 console.log(
   JSON.stringify({ event: 'faults-done', ...result, violations: result.violations.length }),
 );
 console.log(
   `faults: seed ${seed}: ${result.faults} faults, ${result.violations.length} violations in ${(result.durationMs / 1000).toFixed(0)} s` +
-    `${result.violations.length ? ` (logs in ${result.dir}; replay: npm run faults -- --seed ${seed} --faults ${o.faults}${o.kafka ? ' --kafka' : ''})` : ''}`,
+    `${result.violations.length ? ` (logs in ${result.dir}; replay: npm run faults -- --seed ${seed} --faults ${o.faults}${o.parallel > 1 ? ` --parallel ${o.parallel}` : ''}${o.kafka ? ' --kafka' : ''})` : ''}`,
 );
 for (const v of result.violations) console.log(v);
 process.exit(result.violations.length ? 1 : 0);

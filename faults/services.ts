@@ -177,7 +177,8 @@ export function serviceShape(s: Strategy): Shape {
       );
       let disk: Tmpfs | null = null;
       if (ctx.tmpfs) {
-        disk = new Tmpfs(dataDir, 128 * 1048576);
+        // Room for a long run's data (see faults/bank.ts); the disk-full fault fills what is left.
+        disk = new Tmpfs(dataDir, 512 * 1048576);
         disk.mount();
       }
       const proc = new TopologyProcess({

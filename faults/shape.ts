@@ -174,6 +174,13 @@ export async function injectCommon(
         const bytes = disk.fill();
         await sleep(holdMs);
         disk.free();
+        // Under 1 MiB of filler: the topology's own data fills the tmpfs, and it stays full after
+        // the fault; every later recovery would fail for the harness's sizing, not the engine.
+        if (bytes < 1048576)
+          t.ctx.ledger.violation(
+            t.shape,
+            `harness: ${disk.dir} (tmpfs of ${disk.sizeBytes / 1048576} MiB) is full of the topology's own data; give the shape a larger tmpfs`,
+          );
         detail = `${path.basename(disk.dir)} full (${(bytes / 1048576).toFixed(0)} MiB filler) for ${holdMs} ms`;
       } else {
         disk.readOnly();

@@ -14,8 +14,20 @@
  * /usr/bin/chromium through playwright-core). Flat means: after the warm-up (the first quarter),
  * the last quarter's mean RSS is within 10% of the second quarter's and its mean descriptor count
  * within 16 of it (single samples vary: a restart after kill -9 opens its files anew). Disk
- * usage is reported, not judged: topology queues have no retention yet, so it grows with history.
- * Exits 0 when flat with no violation, 1 otherwise.
+ * usage is reported, not judged, unless `--bounded`: the shape's queues have no retention, so it
+ * grows with history.
+ *
+ * `--bounded`: the shape's bounded variant (faults/bank.ts `bankShape(dialect, { bounded: true })`:
+ * service snapshots every 20,000 inputs, so a restart replays only the inputs after the newest
+ * one, and retention on every queue); then disk usage is judged as well, by the rule of RSS (last
+ * quarter's mean within 10% of the second quarter's).
+ *
+ * `--charts-from <run dir>`: no run; summary.json and the charts from that directory's
+ * samples.csv (a run whose end did not write them), by the same code and rule (`--minutes`,
+ * `--shape`, `--seed`, `--bounded` as the run had them: they set the quarters, the titles and the
+ * rule). What the run's ledger held (faults, violations) is not in samples.csv: null there.
+ *
+ * Exits 0 when flat with no violation (with `--charts-from`: when written), 1 otherwise.
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -28,7 +40,7 @@ import { Ledger, rng } from './harness.js';
 // of their own, so a fault run can use the same server meanwhile.
 process.env.SLUICE_FAULTS_PG_PREFIX ??= 'soak';
 const { allShapes } = await import('./suite.js');
-const { pgAvailable } = await import('./bank.js');
+const { pgAvailable, bankShape } = await import('./bank.js');
 
 function int(name: string) {
   return (v: string): number => {
@@ -49,6 +61,8 @@ const o = new Command()
   .option('--seed <n>', 'seed of every choice (default random, printed)', int('--seed'))
   .option('--out <dir>', 'where the run directory goes', 'bench/soak')
   .option('--port <n>', 'operations API port of the topology', int('--port'), 19391)
+  .option('--bounded', "the shape's bounded variant: snapshots and queue retention", false)
+  .option('--charts-from <dir>', "no run: summary.json and charts from <dir>'s samples.csv")
   .parse()
   .opts<{
     minutes: number;
@@ -58,6 +72,8 @@ const o = new Command()
     seed?: number;
     out: string;
     port: number;
+    bounded: boolean;
+    chartsFrom?: string;
   }>();
 
 /** One sample of the `sluice run` process. */
@@ -191,15 +207,152 @@ async function renderPngs(files: string[]): Promise<void> {
 
 const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
 
+/** The soak's figures and verdict over `samples` of a run of `minutes` (see the file comment). */
+function verdicts(samples: Sample[], minutes: number, bounded: boolean) {
+  // After the warm-up (the first quarter); the last quarter includes the final checks' samples.
+  const q = (k: number) => samples.filter((s) => s.t >= (k * minutes * 60) / 4);
+  const second = samples.filter((s) => s.t >= (minutes * 60) / 4 && s.t < (minutes * 60) / 2);
+  const last = q(3);
+  const growth = (f: (s: Sample) => number) =>
+    second.length && last.length ? mean(last.map(f)) / mean(second.map(f)) - 1 : NaN;
+  const fdDrift =
+    second.length && last.length
+      ? mean(last.map((s) => s.fds)) - mean(second.map((s) => s.fds))
+      : NaN;
+  const rssGrowth = growth((s) => s.rssMiB);
+  const diskGrowth = growth((s) => s.diskMiB);
+  const lags = q(1)
+    .map((s) => s.lagRecords)
+    .filter((l): l is number => l !== null);
+  return {
+    samples: samples.length,
+    rssMiB: {
+      secondQuarterMean: mean(second.map((s) => s.rssMiB)),
+      lastQuarterMean: mean(last.map((s) => s.rssMiB)),
+      growth: rssGrowth,
+      max: Math.max(...samples.map((s) => s.rssMiB)),
+    },
+    fds: {
+      secondQuarterMean: mean(second.map((s) => s.fds)),
+      lastQuarterMean: mean(last.map((s) => s.fds)),
+      drift: fdDrift,
+      max: Math.max(...samples.map((s) => s.fds)),
+    },
+    diskMiB: {
+      secondQuarterMean: mean(second.map((s) => s.diskMiB)),
+      lastQuarterMean: mean(last.map((s) => s.diskMiB)),
+      growth: diskGrowth,
+      max: Math.max(...samples.map((s) => s.diskMiB)),
+      // Judged only with retention (--bounded); without it the data directory grows with history.
+      judged: bounded,
+    },
+    lagRecords: {
+      secondQuarterMean: mean(second.flatMap((s) => (s.lagRecords === null ? [] : [s.lagRecords]))),
+      lastQuarterMean: mean(last.flatMap((s) => (s.lagRecords === null ? [] : [s.lagRecords]))),
+      maxAfterWarmup: lags.length ? Math.max(...lags) : null,
+    },
+    flat:
+      Math.abs(rssGrowth) <= 0.1 &&
+      Math.abs(fdDrift) <= 16 &&
+      (!bounded || Math.abs(diskGrowth) <= 0.1),
+  };
+}
+
+/** The one-line result the soak prints. */
+function resultLine(
+  v: ReturnType<typeof verdicts>,
+  faults: number | null,
+  violations: number | null,
+  outDir: string,
+): string {
+  const pct = (g: number) => `${g >= 0 ? '+' : ''}${(g * 100).toFixed(1)}%`;
+  return `soak: ${faults ?? '?'} faults, ${violations ?? '?'} violations; RSS ${v.rssMiB.secondQuarterMean.toFixed(0)} -> ${v.rssMiB.lastQuarterMean.toFixed(0)} MiB (${pct(v.rssMiB.growth)}, max ${v.rssMiB.max.toFixed(0)}), fds ${v.fds.secondQuarterMean.toFixed(0)} -> ${v.fds.lastQuarterMean.toFixed(0)} (max ${v.fds.max}), disk ${v.diskMiB.secondQuarterMean.toFixed(0)} -> ${v.diskMiB.lastQuarterMean.toFixed(0)} MiB (${pct(v.diskMiB.growth)}, max ${v.diskMiB.max.toFixed(0)}${v.diskMiB.judged ? '' : ', not judged: no retention'}), lag ${v.lagRecords.secondQuarterMean.toFixed(0)} -> ${v.lagRecords.lastQuarterMean.toFixed(0)} records (max after warm-up ${v.lagRecords.maxAfterWarmup ?? '?'}): ${v.flat ? 'flat' : 'NOT flat'}; charts in ${outDir}`;
+}
+
+/** Writes rss.png, fds.png, disk.png and lag.png of `samples` into `outDir`. */
+async function writeCharts(outDir: string, samples: Sample[], label: string): Promise<void> {
+  const xs = samples.map((s) => s.t);
+  const charts: Array<[string, string, string, number[]]> = [
+    ['rss', 'resident memory of sluice run', 'MiB', samples.map((s) => s.rssMiB)],
+    ['fds', 'open file descriptors of sluice run', 'descriptors', samples.map((s) => s.fds)],
+    ['disk', 'data directory on disk', 'MiB', samples.map((s) => s.diskMiB)],
+    ['lag', 'largest input lag (GET /actors)', 'records', samples.map((s) => s.lagRecords ?? 0)],
+  ];
+  const svgs: string[] = [];
+  for (const [name, title, unit, ys] of charts) {
+    const f = path.join(outDir, `${name}.svg`);
+    fs.writeFileSync(f, svgChart(`${title}, ${label}`, unit, xs, ys));
+    svgs.push(f);
+  }
+  await renderPngs(svgs);
+  for (const f of svgs) fs.rmSync(f);
+}
+
+/** The samples of a samples.csv the soak wrote. */
+function readSamples(file: string): Sample[] {
+  const lines = fs.readFileSync(file, 'utf8').split('\n').filter(Boolean);
+  if (lines[0] !== 't_s,pid,rss_mib,fds,disk_mib,lag_records')
+    throw new Error(`${file}: not a soak samples.csv (header ${JSON.stringify(lines[0])})`);
+  return lines.slice(1).map((l, i) => {
+    const [t, pid, rss, fds, disk, lag] = l.split(',');
+    const n = [t, pid, rss, fds, disk].map(Number);
+    if (n.some((x) => !Number.isFinite(x))) throw new Error(`${file}:${i + 2}: bad line "${l}"`);
+    return {
+      t: n[0]!,
+      pid: n[1]!,
+      rssMiB: n[2]!,
+      fds: n[3]!,
+      diskMiB: n[4]!,
+      lagRecords: lag === undefined || lag === '' ? null : Number(lag),
+    };
+  });
+}
+
+const variant = `${o.shape}${o.bounded ? ' (bounded)' : ''}`;
+if (o.chartsFrom !== undefined) {
+  const dir = path.resolve(o.chartsFrom);
+  const samples = readSamples(path.join(dir, 'samples.csv'));
+  const v = verdicts(samples, o.minutes, o.bounded);
+  const summary = {
+    from: 'samples.csv (--charts-from): faults and violations were in the run ledger, not here',
+    seed: o.seed ?? null,
+    shape: o.shape,
+    bounded: o.bounded,
+    minutes: o.minutes,
+    pids: [...new Set(samples.map((s) => s.pid))].length,
+    lastSampleS: samples.at(-1)?.t ?? null,
+    faults: null,
+    violations: null,
+    ...v,
+  };
+  fs.writeFileSync(path.join(dir, 'summary.json'), JSON.stringify(summary, null, 2) + '\n');
+  await writeCharts(
+    dir,
+    samples,
+    `${variant}, ${o.minutes} min${o.seed === undefined ? '' : `, seed ${o.seed}`}`,
+  );
+  console.log(JSON.stringify({ event: 'soak-charts', ...summary }));
+  console.log(resultLine(v, null, null, dir));
+  process.exit(0);
+}
+
 const seed = o.seed ?? Math.floor(Math.random() * 2 ** 31);
-const shape = allShapes().find((s) => s.name === o.shape);
-if (!shape) {
+const base = allShapes().find((s) => s.name === o.shape);
+if (!base) {
   console.error(
     `soak: unknown --shape "${o.shape}" (one of ${allShapes()
       .map((s) => s.name)
       .join(', ')})`,
   );
   process.exit(2);
+}
+let shape = base;
+if (o.bounded) {
+  if (!o.shape.startsWith('bank-')) {
+    console.error(`soak: --bounded is a variant of the bank shapes only, not of "${o.shape}"`);
+    process.exit(2);
+  }
+  shape = bankShape(o.shape === 'bank-postgres' ? 'postgres' : 'sqlite', { bounded: true });
 }
 if (o.shape === 'bank-postgres' && !(await pgAvailable())) {
   console.error('soak: PostgreSQL does not answer at 127.0.0.1:5432 (bank-postgres needs it)');
@@ -215,7 +368,7 @@ const ledger = new Ledger(seed);
 const t0 = Date.now();
 const gap = o.faultEveryMin * 60_000;
 console.log(
-  `soak: seed ${seed}, shape ${o.shape}, ${o.minutes} min, a fault every ~${o.faultEveryMin} min, samples every ${o.sampleS} s -> ${outDir}`,
+  `soak: seed ${seed}, shape ${shape.name}, ${o.minutes} min, a fault every ~${o.faultEveryMin} min, samples every ${o.sampleS} s -> ${outDir}`,
 );
 
 const samples: Sample[] = [];
@@ -249,23 +402,11 @@ await shape.run({
 sampling = false;
 await sampler;
 
-// Verdicts over the samples after the warm-up (the first quarter).
-const q = (k: number) => samples.filter((s) => s.t >= (k * o.minutes * 60) / 4);
-const second = samples.filter((s) => s.t >= (o.minutes * 60) / 4 && s.t < (o.minutes * 60) / 2);
-const last = q(3);
-const growth = (f: (s: Sample) => number) =>
-  second.length && last.length ? mean(last.map(f)) / mean(second.map(f)) - 1 : NaN;
-const afterWarmup = q(1);
-const fdDrift =
-  second.length && last.length
-    ? mean(last.map((s) => s.fds)) - mean(second.map((s) => s.fds))
-    : NaN;
-const rssGrowth = growth((s) => s.rssMiB);
-const diskGrowth = growth((s) => s.diskMiB);
-const lags = afterWarmup.map((s) => s.lagRecords).filter((l): l is number => l !== null);
+const v = verdicts(samples, o.minutes, o.bounded);
 const summary = {
   seed,
-  shape: o.shape,
+  shape: shape.name,
+  bounded: o.bounded,
   minutes: o.minutes,
   startedAt: new Date(t0).toISOString(),
   endedAt: new Date().toISOString(),
@@ -273,57 +414,18 @@ const summary = {
     .loadavg()
     .map((l) => l.toFixed(1))
     .join(' ')}`,
-  samples: samples.length,
+  pids: [...new Set(samples.map((s) => s.pid))].length,
   faults: ledger.faults.length,
   byFault: ledger.faults.reduce<Record<string, number>>((m, f) => {
     m[f.fault] = (m[f.fault] ?? 0) + 1;
     return m;
   }, {}),
   violations: ledger.violations,
-  rssMiB: {
-    secondQuarterMean: mean(second.map((s) => s.rssMiB)),
-    lastQuarterMean: mean(last.map((s) => s.rssMiB)),
-    growth: rssGrowth,
-    max: Math.max(...samples.map((s) => s.rssMiB)),
-  },
-  fds: {
-    secondQuarterMean: mean(second.map((s) => s.fds)),
-    lastQuarterMean: mean(last.map((s) => s.fds)),
-    drift: fdDrift,
-    max: Math.max(...samples.map((s) => s.fds)),
-  },
-  diskMiB: {
-    secondQuarterMean: mean(second.map((s) => s.diskMiB)),
-    lastQuarterMean: mean(last.map((s) => s.diskMiB)),
-    growth: diskGrowth,
-  },
-  lagRecords: { maxAfterWarmup: lags.length ? Math.max(...lags) : null },
-  // Disk is reported, not judged: topology queues have no retention yet, so the data directory
-  // grows with history (docs/FAULTS.md).
-  flat: Math.abs(rssGrowth) <= 0.1 && Math.abs(fdDrift) <= 16,
+  ...v,
 };
 fs.writeFileSync(path.join(outDir, 'summary.json'), JSON.stringify(summary, null, 2) + '\n');
-const xs = samples.map((s) => s.t);
-const charts: Array<[string, string, string, number[]]> = [
-  ['rss', 'resident memory of sluice run', 'MiB', samples.map((s) => s.rssMiB)],
-  ['fds', 'open file descriptors of sluice run', 'descriptors', samples.map((s) => s.fds)],
-  ['disk', 'data directory on disk', 'MiB', samples.map((s) => s.diskMiB)],
-  ['lag', 'largest input lag (GET /actors)', 'records', samples.map((s) => s.lagRecords ?? 0)],
-];
-const svgs: string[] = [];
-for (const [name, title, unit, ys] of charts) {
-  const f = path.join(outDir, `${name}.svg`);
-  fs.writeFileSync(
-    f,
-    svgChart(`${title}, ${o.shape}, ${o.minutes} min, seed ${seed}`, unit, xs, ys),
-  );
-  svgs.push(f);
-}
-await renderPngs(svgs);
-for (const f of svgs) fs.rmSync(f);
+await writeCharts(outDir, samples, `${variant}, ${o.minutes} min, seed ${seed}`);
 fs.rmSync(work, { recursive: true, force: true });
 console.log(JSON.stringify({ event: 'soak-done', ...summary }));
-console.log(
-  `soak: ${summary.faults} faults, ${ledger.violations.length} violations; RSS ${summary.rssMiB.secondQuarterMean.toFixed(0)} -> ${summary.rssMiB.lastQuarterMean.toFixed(0)} MiB (${(rssGrowth * 100).toFixed(1)}%), fds ${summary.fds.secondQuarterMean.toFixed(0)} -> ${summary.fds.lastQuarterMean.toFixed(0)}: ${summary.flat ? 'flat' : 'NOT flat'}; disk ${summary.diskMiB.secondQuarterMean.toFixed(0)} -> ${summary.diskMiB.lastQuarterMean.toFixed(0)} MiB (no retention on topology queues); charts in ${outDir}`,
-);
-process.exit(summary.flat && ledger.violations.length === 0 ? 0 : 1);
+console.log(resultLine(v, summary.faults, ledger.violations.length, outDir));
+process.exit(v.flat && ledger.violations.length === 0 ? 0 : 1);

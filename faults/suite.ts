@@ -40,6 +40,12 @@ export interface SuiteOptions {
   dir?: string;
   /** Keep the directories (logs) after a clean run. */
   keep?: boolean;
+  /**
+   * Shapes run at the same time (default 1: one after the other). With P > 1 shape i runs in lane
+   * i mod P, each lane's shapes one after the other, every lane with the whole time budget. A
+   * shape's seed is the same whatever P is (drawn in shape order before any starts).
+   */
+  parallel?: number;
   out?: (line: string) => void;
 }
 
@@ -72,31 +78,38 @@ export async function runSuite(o: SuiteOptions): Promise<SuiteResult> {
     `seed ${o.seed}, ${o.faults} faults over ${shapes.map((s) => s.name).join(', ')}; tmpfs faults ${tmpfs ? 'on' : 'off (mount -t tmpfs refused)'}; directory ${dir}`,
   );
   const random = rng(o.seed);
-  for (let i = 0; i < shapes.length; i++) {
-    const shape = shapes[i]!;
-    const share = Math.floor(o.faults / shapes.length) + (i < o.faults % shapes.length ? 1 : 0);
-    const shapeDir = path.join(dir, shape.name);
-    fs.mkdirSync(shapeDir, { recursive: true });
-    const before = ledger.faults.length;
-    const remainingMs = o.budgetMs - (Date.now() - t0);
-    const budget = remainingMs / (shapes.length - i);
-    try {
-      await shape.run({
-        ledger,
-        random: rng(Math.floor(random() * 2 ** 31)),
-        faults: share,
-        deadlineMs: Date.now() + budget,
-        dir: shapeDir,
-        httpPort: (o.portBase ?? (o.kafka ? 19181 : 19161)) + i,
-        tmpfs,
-      });
-    } catch (e) {
-      ledger.violation(shape.name, `the shape failed: ${(e as Error).stack ?? e}`);
+  const seeds = shapes.map(() => Math.floor(random() * 2 ** 31));
+  const lanes = Math.max(1, Math.min(o.parallel ?? 1, shapes.length));
+  const runLane = async (lane: number): Promise<void> => {
+    const mine = shapes.map((_, i) => i).filter((i) => i % lanes === lane);
+    for (let k = 0; k < mine.length; k++) {
+      const i = mine[k]!;
+      const shape = shapes[i]!;
+      const share = Math.floor(o.faults / shapes.length) + (i < o.faults % shapes.length ? 1 : 0);
+      const shapeDir = path.join(dir, shape.name);
+      fs.mkdirSync(shapeDir, { recursive: true });
+      const remainingMs = o.budgetMs - (Date.now() - t0);
+      const budget = remainingMs / (mine.length - k);
+      try {
+        await shape.run({
+          ledger,
+          random: rng(seeds[i]!),
+          faults: share,
+          deadlineMs: Date.now() + budget,
+          dir: shapeDir,
+          httpPort: (o.portBase ?? (o.kafka ? 19181 : 19161)) + i,
+          tmpfs,
+        });
+      } catch (e) {
+        ledger.violation(shape.name, `the shape failed: ${(e as Error).stack ?? e}`);
+      }
+      const done = ledger.faults.filter((f) => f.shape === shape.name).length;
+      ledger.info(
+        `${shape.name}: ${done} faults, ${ledger.violations.length} violations so far in the run`,
+      );
     }
-    ledger.info(
-      `${shape.name}: ${ledger.faults.length - before} faults, ${ledger.violations.length} violations so far`,
-    );
-  }
+  };
+  await Promise.all(Array.from({ length: lanes }, (_, lane) => runLane(lane)));
   const byFault: Record<string, number> = {};
   const byShape: Record<string, number> = {};
   for (const f of ledger.faults) {

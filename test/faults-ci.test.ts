@@ -5,6 +5,7 @@
  * throwing, the data directory full when tmpfs can be mounted), with every invariant checked
  * after each fault and at the end. SLUICE_TEST_SEED replays a seed; SLUICE_FAULTS_CI_FAULTS
  * changes the count.
+ * test-timeout-s: 600 (50 faults, each waited out: 250 s on a quiet machine)
  */
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';

@@ -12,7 +12,7 @@ import pg from 'pg';
 import { partitionDir, type Topology } from '../../index.js';
 import { readBalancesMariaDb } from '../../engine/workload/index.js';
 import { openQueueLogs } from '../../engine/service/index.js';
-import { actorBusOf } from '../../actors/plan.js';
+import { actorBusOf } from '../../engine/service/index.js';
 import { EnvelopeView, decodeJson, EVENT_TYPE_JSON } from '../../engine/codec/index.js';
 
 /** Longest {@link latestByKey} waits for a read to move on before it gives up, ms. */
@@ -113,12 +113,23 @@ export interface BankVerdict {
 }
 
 /**
- * Compares the services' newest outputs with the database (see the file comment). Run it once
- * the topology has drained (every staged change shipped and processed).
+ * Reads the newest value per key of a service's output queue: {@link latestByKey}, or another
+ * reader (the bounded soak's, faults/bank.ts, starts at the newest snapshot because retention
+ * deletes the oldest outputs).
  */
-export async function verifyBank(topology: Topology): Promise<BankVerdict> {
-  const branchTotals = latestByKey<{ bid: number; total: number }>(topology, 'branch-balances-out');
-  const accountBalances = latestByKey<{ aid: number; abalance: number }>(topology, 'accounts-out');
+export type LatestByKeyReader = <T>(topology: Topology, queue: string) => Map<string, T>;
+
+/**
+ * Compares the services' newest outputs with the database (see the file comment). Run it once
+ * the topology has drained (every staged change shipped and processed). `latest` reads the
+ * outputs (default {@link latestByKey}: the whole output queue).
+ */
+export async function verifyBank(
+  topology: Topology,
+  latest: LatestByKeyReader = latestByKey,
+): Promise<BankVerdict> {
+  const branchTotals = latest<{ bid: number; total: number }>(topology, 'branch-balances-out');
+  const accountBalances = latest<{ aid: number; abalance: number }>(topology, 'accounts-out');
   const { branches, changedAccounts } = await readBankBalances(topology);
   const mismatches: string[] = [];
   for (const b of branches) {

@@ -21,6 +21,7 @@ import {
 } from './actors/index.js';
 import { prepareKafkaTopics } from './actors/kafka-capture.js';
 import { PumpCounts } from './actors/pump-count.js';
+import { startQueueRetention, type QueueRetentionRunner } from './actors/queue-retention.js';
 import type { BusBackend } from './engine/bus/index.js';
 import {
   CaptureTableError,
@@ -134,6 +135,11 @@ export interface RunningTopology {
    */
   readonly pumps: PumpCounts;
   /**
+   * The queue retention pass (`queues[].retention`; engine/service/retention.ts), run every
+   * `retentionIntervalMs`; null when no queue sets retention. `retention.pass()` runs one now.
+   */
+  readonly retention: QueueRetentionRunner | null;
+  /**
    * Drains pumps, then readers, then services (in graph order); flushes and fsyncs every queue;
    * then closes the HTTP server.
    */
@@ -170,6 +176,11 @@ export interface StartOptions {
   sampler?: Partial<SamplerOptions>;
   /** Called with the supervisor before any actor starts, e.g. to watch replay progress in its counters. */
   onSupervisor?: (supervisor: Supervisor) => void;
+  /**
+   * Period of the queue retention pass, ms (default 60000, QUEUE_RETENTION_DEFAULTS); 0: only
+   * on `retention.pass()`.
+   */
+  retentionIntervalMs?: number;
 }
 
 /**
@@ -200,6 +211,7 @@ export async function startTopology(
   for (const w of await serviceWarnings(topology)) log(w);
   const lock = lockTopology(topology);
   let ops: Ops | null = null;
+  let retention: QueueRetentionRunner | null = null;
   let unlinkProducers = (): void => {};
   try {
     // Producers (this thread's openQueueAppender, other processes' appends) wake the readers.
@@ -228,7 +240,10 @@ export async function startTopology(
     };
     supervisor.done.then(release, release);
     options.onSupervisor?.(supervisor);
-    const pumps = new PumpCounts(topology, supervisor, plan.notifiers);
+    const pumps = new PumpCounts(topology, supervisor, plan, {
+      connectBus: () => busHost!.connect!(),
+      journalBus: () => busHost?.bus ?? null,
+    });
     ops = await startOps({
       topology,
       supervisor,
@@ -239,9 +254,21 @@ export async function startTopology(
       pumps,
     });
     if (ops.server) logger.info(`http: operations API and dashboard at ${ops.server.url}/`);
+    // A topology that failed leaves nothing running behind it (the sampler's kafka client kept
+    // the process alive), unless an HTTP server is there to show what failed: stop() ends it.
+    const opsStarted = ops;
+    supervisor.done.catch(() => (opsStarted.server ? undefined : opsStarted.close()));
+    retention = await startQueueRetention(
+      topology,
+      (e) => logger.warn(`queue retention pass failed (retried at the next): ${e.message}`),
+      options.retentionIntervalMs,
+    );
+    const stopRetention = () => retention?.stop();
+    supervisor.done.then(stopRetention, stopRetention);
     await supervisor.start(plan.groups);
     const opsNow = ops;
     const stop = async (): Promise<StopResult> => {
+      retention?.stop();
       const result = await supervisor.stop();
       await host?.close().catch(() => undefined);
       await opsNow.close();
@@ -255,9 +282,11 @@ export async function startTopology(
       logger,
       bus: host?.bus ?? null,
       pumps,
+      retention,
       stop,
     };
   } catch (err) {
+    retention?.stop();
     await ops?.close();
     unlinkProducers();
     await busHost?.close().catch(() => undefined);

@@ -47,6 +47,8 @@ import {
   type ActorContext,
 } from '../engine/actor/index.js';
 import { RingConsumer } from '../engine/ring/index.js';
+import { RECORD_BYTES_MAX } from '../engine/journal/index.js';
+import { KAFKA_SINK_DEFAULTS } from '../engine/cdc/kafka-sink.js';
 import {
   EnvelopeView,
   EnvelopeWriter,
@@ -169,6 +171,17 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
         ctx.shared(HOST_SHARED.notifier(inputKey(dl.queue, 0))),
       )
     : null;
+  /**
+   * Largest record the bus takes, bytes: on Kafka the sink's limit (under the broker's default
+   * message.max.bytes, which refuses larger ones with MESSAGE_TOO_LARGE), else the journal's.
+   */
+  const recordLimit = logs.kind === 'kafka' ? KAFKA_SINK_DEFAULTS.recordBytesMax : RECORD_BYTES_MAX;
+  const busName = logs.kind === 'kafka' ? 'kafka' : 'journal';
+  /** Snapshot chunk payload, bytes: on Kafka small enough that a chunk's record fits the limit. */
+  const snapshotChunkBytes =
+    logs.kind === 'kafka'
+      ? Math.min(SNAPSHOT_DEFAULTS.chunkBytes, recordLimit >>> 1)
+      : SNAPSHOT_DEFAULTS.chunkBytes;
   /** Tailers of the replays: the output's (no ordinal) or input ordinal n's. */
   const replaySource = (n?: number) => logs.tailer(n === undefined ? outPart : d.inputs[n]);
   try {
@@ -231,6 +244,18 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
     const state = found ? snap!.restore(found.bytes, init) : def.init(init);
     const writer = new EnvelopeWriter();
     const pending: Uint8Array[] = [];
+    /**
+     * An output record over the bus's record limit fails the handler that emitted it (so it is
+     * retried and dead-lettered like any handler error) instead of the whole batch at the broker.
+     * @throws Error naming the size, the limit, the bus and the output queue.
+     */
+    const checkOutputSize = (bytes: Uint8Array): Uint8Array => {
+      if (bytes.length <= recordLimit) return bytes;
+      throw new Error(
+        `output record of ${bytes.length} bytes exceeds the ${busName} record limit of ` +
+          `${recordLimit} bytes (output queue ${d.output.queue})`,
+      );
+    };
     let replaying = false;
     const cause = { queue: 0, partition: 0, index: 0 };
     const kv = def.kvStore
@@ -258,15 +283,17 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
       emit(key, value, eventTimeMs) {
         if (replaying && !d.emitDuringReplay) return;
         pending.push(
-          writer.encode({
-            type: EVENT_TYPE_JSON,
-            key,
-            eventTimeMs: eventTimeMs ?? Date.now(),
-            causeQueue: cause.queue,
-            causePartition: cause.partition,
-            causeIndex: cause.index,
-            payload: encodeJson(value),
-          }),
+          checkOutputSize(
+            writer.encode({
+              type: EVENT_TYPE_JSON,
+              key,
+              eventTimeMs: eventTimeMs ?? Date.now(),
+              causeQueue: cause.queue,
+              causePartition: cause.partition,
+              causeIndex: cause.index,
+              payload: encodeJson(value),
+            }),
+          ),
         );
       },
       log(level, msg, fields) {
@@ -277,15 +304,17 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
         if (type < 100) throw new Error(`emitBytes: user event types are >= 100, type=${type}`);
         if (replaying && !d.emitDuringReplay) return;
         pending.push(
-          writer.encode({
-            type,
-            key,
-            eventTimeMs: eventTimeMs ?? Date.now(),
-            causeQueue: cause.queue,
-            causePartition: cause.partition,
-            causeIndex: cause.index,
-            payload,
-          }),
+          checkOutputSize(
+            writer.encode({
+              type,
+              key,
+              eventTimeMs: eventTimeMs ?? Date.now(),
+              causeQueue: cause.queue,
+              causePartition: cause.partition,
+              causeIndex: cause.index,
+              payload,
+            }),
+          ),
         );
       },
     };
@@ -387,21 +416,30 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
       if (index > (dlqNewest[key] ?? -1)) {
         const { bytes, offset, length } = raw;
         const original = Buffer.from(bytes.buffer, bytes.byteOffset + offset, length);
-        dlqAppender!.append(
-          encodeDeadLetter(writer, {
-            service: d.service,
-            error,
-            attempts,
-            queue: input.queue,
-            partition: input.partition,
-            index,
-            key: ev.key,
-            type: ev.type,
-            eventTimeMs: ev.eventTimeMs,
-            failedAtMs: Date.now(),
-            event: keepEvent ? original.toString('base64') : '',
-          }),
-        );
+        const letter = {
+          service: d.service,
+          error,
+          attempts,
+          queue: input.queue,
+          partition: input.partition,
+          index,
+          key: ev.key,
+          type: ev.type,
+          eventTimeMs: ev.eventTimeMs,
+          failedAtMs: Date.now(),
+          event: keepEvent ? original.toString('base64') : '',
+        };
+        let record = encodeDeadLetter(writer, letter);
+        if (record.length > recordLimit) {
+          // The event in base64 is 4/3 of its size: a dead letter that would not fit the bus
+          // keeps the error and the event's position (where the event still is), not its bytes.
+          letter.error +=
+            ` (the event's ${length} bytes are not kept: the dead letter would be ` +
+            `${record.length} bytes, over the ${busName} record limit of ${recordLimit})`;
+          letter.event = '';
+          record = encodeDeadLetter(writer, letter);
+        }
+        dlqAppender!.append(record);
         // Durable before the output's marker: the marker says the input needs no more work.
         dlqAppender!.flush();
         dlqNewest[key] = index;
@@ -695,7 +733,14 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
         if (snap && (sinceSnapshot >= snapshotEvery || timersDue)) {
           const at: Record<string, number> = {};
           keys.forEach((k, i) => (at[k] = recorder.positions[i]));
-          for (const e of encodeSnapshot(writer, snap.type, snap.write(state), at, nowMs))
+          for (const e of encodeSnapshot(
+            writer,
+            snap.type,
+            snap.write(state),
+            at,
+            nowMs,
+            snapshotChunkBytes,
+          ))
             pending.push(e);
           sinceSnapshot = 0;
           timersSinceSnapshot = 0;

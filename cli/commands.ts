@@ -607,13 +607,16 @@ dlq
   .action((file: string, queue: string) => {
     const view = new EnvelopeView();
     for (const d of listDeadLetters(loadTopology(file), queue)) {
-      view.wrap(d.bytes, 0, d.bytes.length);
+      // A dead letter without its event (over a record limit) prints value null.
+      if (d.bytes.length > 0) view.wrap(d.bytes, 0, d.bytes.length);
       const value =
-        view.type === EVENT_TYPE_CHANGE
-          ? decodeChange(view.payload)
-          : view.type === EVENT_TYPE_JSON
-            ? decodeJson(view.payload)
-            : `<${view.payload.length} bytes>`;
+        d.bytes.length === 0
+          ? null
+          : view.type === EVENT_TYPE_CHANGE
+            ? decodeChange(view.payload)
+            : view.type === EVENT_TYPE_JSON
+              ? decodeJson(view.payload)
+              : `<${view.payload.length} bytes>`;
       const { dlqIndex, service, queue: q, partition, index, key, attempts, error, failedAtMs } = d;
       const line = {
         dlqIndex,

@@ -445,12 +445,47 @@ program
         return;
       }
       onStopSignal(() => process.exit(0));
-      for (;;) {
+      await follow(logs, `queue "${queue}" partition ${opts.partition}`, () => {
         for (let rec = tailer.next(); rec; rec = tailer.next()) print(rec);
-        await new Promise((r) => setTimeout(r, 100));
-      }
+      });
     },
   );
+
+/** How often `tail -f` reads again: after a pass that found the end, and while a broker is down. */
+const FOLLOW_POLL_MS = 100;
+const FOLLOW_BROKER_WAIT_MS = 1000;
+
+/**
+ * `tail -f`'s loop: runs `pass` (read every tailer to its end, print) every FOLLOW_POLL_MS until
+ * the process is stopped. On a kafka bus a broker that cannot be read is waited out: one stderr
+ * line names `where` and the error when it goes away, one when it answers again, and the
+ * tailers go on from the records already printed (a failed read leaves a tailer's position).
+ * @throws the pass's error on the journal bus (a damaged journal is not waited for).
+ */
+async function follow(logs: QueueLogs, where: string, pass: () => void): Promise<never> {
+  let downSinceMs = 0;
+  for (;;) {
+    try {
+      pass();
+      if (downSinceMs > 0) {
+        const s = ((Date.now() - downSinceMs) / 1000).toFixed(1);
+        console.error(`sluice: ${where}: the broker answers again after ${s} s; following`);
+        downSinceMs = 0;
+      }
+    } catch (e) {
+      if (logs.kind !== 'kafka') throw e;
+      if (downSinceMs === 0) {
+        downSinceMs = Date.now();
+        console.error(
+          `sluice: ${where}: the broker cannot be read (${(e as Error).message}); ` +
+            'waiting for it (Ctrl-C stops)',
+        );
+      }
+      await new Promise((r) => setTimeout(r, FOLLOW_BROKER_WAIT_MS));
+    }
+    await new Promise((r) => setTimeout(r, FOLLOW_POLL_MS));
+  }
+}
 
 /**
  * A tailer over one partition of `queue` on the topology's bus (journal files, or the Kafka
@@ -587,13 +622,16 @@ async function tailAllPartitions(
     return;
   }
   onStopSignal(() => process.exit(0));
-  for (;;) {
+  await follow(logs, `queue "${queue}" (all ${tailers.length} partitions)`, () => {
     const batch: TailLine[] = [];
-    for (const [p, tailer] of tailers.entries())
-      for (let rec = tailer.next(); rec; rec = tailer.next()) batch.push(tailLine(view, rec, p));
-    for (const l of batch.sort(byTime)) console.log(l.text);
-    await new Promise((r) => setTimeout(r, 100));
-  }
+    try {
+      for (const [p, tailer] of tailers.entries())
+        for (let rec = tailer.next(); rec; rec = tailer.next()) batch.push(tailLine(view, rec, p));
+    } finally {
+      // What was read before a failed read is printed: those tailers have moved past it.
+      for (const l of batch.sort(byTime)) console.log(l.text);
+    }
+  });
 }
 
 const dlq = program

@@ -26,6 +26,7 @@ import {
 } from '../engine/cdc/index.js';
 import {
   deadLetterOwner,
+  DeadLetterReplayError,
   listDeadLetters,
   purgeDeadLetters,
   replayDeadLetterQueue,
@@ -331,7 +332,7 @@ export function registerErrorRoutes(app: FastifyInstance, ctx: OpsContext): void
         tags: ['dead letters'],
         params: S.queueParams,
         body: S.dlqReplayBody,
-        response: { 200: S.dlqReplayed, 404: S.error, 409: S.error, 503: S.error },
+        response: { 200: S.dlqReplayed, 400: S.error, 404: S.error, 409: S.error, 503: S.error },
       },
     },
     async (req, reply) => {
@@ -343,7 +344,9 @@ export function registerErrorRoutes(app: FastifyInstance, ctx: OpsContext): void
       } catch (err) {
         if (ctx.topology.bus.kind === 'kafka' && /^kafka bus /.test((err as Error).message))
           return brokerDown(reply, err);
-        return reply.code(409).send({ error: (err as Error).message });
+        // The request names what is not there (400); anything else conflicts with the queues' state.
+        const code = err instanceof DeadLetterReplayError ? 400 : 409;
+        return reply.code(code).send({ error: (err as Error).message });
       }
       let held: number;
       try {

@@ -201,6 +201,16 @@ test('the operations API on Kafka: GET /dlq and /dlq/{queue}, POST replay; POST 
     assert.equal(keysOf(other), ['x']);
     const refused = await json(post(`/dlq/${encodeURIComponent(dlq)}/replay`, { to: output }));
     assert.is(refused.status, 409, 'a service output has one writer');
+    // A request naming what is not there is a bad request, and says what is there.
+    const unknownTo = await json(post(`/dlq/${encodeURIComponent(dlq)}/replay`, { to: 'nope' }));
+    assert.is(unknownTo.status, 400, JSON.stringify(unknownTo.body));
+    assert.match(String(unknownTo.body.error), 'unknown queue "nope"');
+    const unknownIndex = await json(
+      post(`/dlq/${encodeURIComponent(dlq)}/replay`, { to: other, indexes: [99999] }),
+    );
+    assert.is(unknownIndex.status, 400, JSON.stringify(unknownIndex.body));
+    assert.match(String(unknownIndex.body.error), 'has no index 99999');
+    assert.equal(keysOf(other), ['x'], 'nothing appended by the refused requests');
 
     // The topology runs: its service writes the dead-letter topic, so the API does not purge it
     // (the journal's appender lock refuses it likewise); sluice dlq purge does, once stopped.

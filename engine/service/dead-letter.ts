@@ -59,6 +59,14 @@ export interface DeadLetter {
   event: string;
 }
 
+/**
+ * A replay request that cannot be done as asked: an index not in the dead-letter queue, a dead
+ * letter without its event, or an unknown target queue (the operations API answers 400).
+ */
+export class DeadLetterReplayError extends Error {
+  override name = 'DeadLetterReplayError';
+}
+
 /** Encodes a dead-letter record for `d` (source position = its cause). */
 export function encodeDeadLetter(writer: EnvelopeWriter, d: DeadLetter): Uint8Array {
   return writer.encode({
@@ -278,8 +286,9 @@ export interface ReplayTarget {
  * Where a replay of `all` (the dead letters of `queue`) appends each: its source partition, or
  * `options.to` partitioned by key hash; `options.indexes` picks some. Checks everything before
  * anything is appended.
- * @throws Error for an index not in the queue, a dead letter without its event, an unknown
- *   target queue, or a target written by a service or capture source (one writer per queue).
+ * @throws DeadLetterReplayError for an index not in the queue, a dead letter without its event or
+ *   an unknown target queue; Error for a target written by a service or capture source (one
+ *   writer per queue).
  */
 export function replayTargets(
   topology: Topology,
@@ -295,7 +304,7 @@ export function replayTargets(
       // Indexes need not be contiguous (Kafka offsets skip transaction markers): name them.
       const have = entries.map((e) => e.dlqIndex);
       const shown = have.length > 20 ? `${have.slice(0, 20).join(', ')}, ...` : have.join(', ');
-      throw new Error(
+      throw new DeadLetterReplayError(
         `dead-letter queue "${queue}" has no index ${missing.join(', ')} ` +
           `(it has ${entries.length} record${entries.length === 1 ? '' : 's'}${have.length > 0 ? `, indexes ${shown}` : ''})`,
       );
@@ -305,7 +314,7 @@ export function replayTargets(
   const byTarget = new Map<string, ReplayTarget>();
   for (const e of entries) {
     if (e.bytes.length === 0) {
-      throw new Error(
+      throw new DeadLetterReplayError(
         `dead letter ${e.dlqIndex} of "${queue}" has no event (${e.error}); ` +
           `it is still at ${e.queue}/${e.partition} index ${e.index}`,
       );
@@ -313,7 +322,9 @@ export function replayTargets(
     const target = options.to ?? e.queue;
     const q = topology.queues.find((x) => x.name === target);
     if (!q) {
-      throw new Error(`unknown queue "${target}" in ${topology.file} (dead letter ${e.dlqIndex})`);
+      throw new DeadLetterReplayError(
+        `unknown queue "${target}" in ${topology.file} (dead letter ${e.dlqIndex})`,
+      );
     }
     const writer =
       topology.services.find((s) => s.output === target)?.name ??

@@ -21,6 +21,7 @@ export {
 export {
   EVENT_TYPE_DEAD_LETTERED,
   encodeDeadLetter,
+  DeadLetterReplayError,
   deadLetteredPositions,
   readDeadLetters,
   decodeDeadLetter,

@@ -43,7 +43,9 @@ const FLUSH_EVERY_RECORDS = 1000;
 /**
  * Appends stdin's lines to `queue`; returns the count appended.
  * @throws AppendInputError `stdin line N: <problem>; M events before it were appended` for the
- *   first bad line (the M records before it are durable); Error if the queue cannot be opened.
+ *   first bad line (the M records before it are durable); Error if the queue cannot be opened,
+ *   or when a flush fails (a broker that does not acknowledge, a full disk), saying how many
+ *   events (stdin lines up to which) are durable and that the ones after may or may not be.
  */
 export async function appendLines(
   t: Topology,
@@ -54,6 +56,31 @@ export async function appendLines(
   const appender = openQueueAppender(t, queue);
   let appended = 0;
   let line = 0;
+  /** Events made durable by the last flush that succeeded, and the stdin line of the last one. */
+  let durable = 0;
+  let durableLine = 0;
+  let lastLine = 0;
+  /**
+   * Runs a flush or close; a failure (a broker that does not acknowledge, a full disk) is
+   * rethrown saying how much of stdin is durable and what may or may not be.
+   */
+  const flushing = (what: () => void): void => {
+    try {
+      what();
+    } catch (e) {
+      const open = appended - durable;
+      throw new Error(
+        `${(e as Error).message}; ${durable} event${durable === 1 ? '' : 's'} ` +
+          `(stdin lines up to ${durableLine}) ${durable === 1 ? 'is' : 'are'} durable in queue ` +
+          `"${queue}", the ${open} after ${durable === 1 ? 'it' : 'them'} ${open === 1 ? 'was' : 'were'} ` +
+          `not acknowledged and may or may not be there (append from line ${durableLine + 1} ` +
+          'again to have them all; some may then be there twice)',
+        { cause: e },
+      );
+    }
+    durable = appended;
+    durableLine = lastLine;
+  };
   const fail = (problem: string): never => {
     throw new AppendInputError(
       `stdin line ${line}: ${problem}; ${appended} event${appended === 1 ? '' : 's'} before it ${appended === 1 ? 'was' : 'were'} appended`,
@@ -71,11 +98,19 @@ export async function appendLines(
       if (problem === 'skipped') continue;
       if (problem !== null) fail(problem);
       appended++;
-      if (appended % FLUSH_EVERY_RECORDS === 0) appender.flush();
+      lastLine = line;
+      if (appended % FLUSH_EVERY_RECORDS === 0) flushing(() => appender.flush());
     }
-  } finally {
-    appender.close(); // flushes and fsyncs what was appended, also when a line was bad
+  } catch (e) {
+    // What was appended before a bad line is still flushed; a failed flush is reported too.
+    try {
+      flushing(() => appender.close());
+    } catch (f) {
+      throw new Error(`${(e as Error).message}; then: ${(f as Error).message}`, { cause: f });
+    }
+    throw e;
   }
+  flushing(() => appender.close()); // flushes and fsyncs what was appended
   return appended;
 }
 

@@ -1,8 +1,10 @@
 /**
- * `sluice tail -f` on a kafka bus while its broker goes away (kill -9 of the real broker) and
- * comes back on the same port and data: the tail waits it out (one stderr line when it goes, one
- * when it answers again), keeps running, and prints the records appended after the restart once,
- * after the ones it printed before. Its own broker: the shared one is not restarted.
+ * The CLI on a kafka bus while its broker goes away (kill -9 of the real broker). `sluice tail
+ * -f`, with the broker back on the same port and data: the tail waits it out (one stderr line
+ * when it goes, one when it answers again), keeps running, and prints the records appended after
+ * the restart once, after the ones it printed before. `sluice append` whose last flush is not
+ * acknowledged: it fails saying how many events (up to which stdin line) are durable. Its own
+ * broker: the shared one is not restarted.
  */
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -90,8 +92,58 @@ test('sluice tail -f on Kafka waits out a broker killed and restarted, then prin
     assert.match(err, /the broker answers again after [\d.]+ s; following/);
   } finally {
     tail.kill('SIGKILL');
-    await kafka.stop({ kill: true });
   }
+});
+
+test('sluice append on Kafka whose broker goes away mid-input says how many events are durable', async () => {
+  const queue = backend.queue('appended');
+  const file = path.join(dir, 'append.yaml');
+  fs.writeFileSync(
+    file,
+    [
+      'name: tailf-append',
+      'dataDir: ./data',
+      ...backend.busLines,
+      'queues:',
+      `  - { name: ${queue} }`,
+      '',
+    ].join('\n'),
+  );
+  await backend.createQueues([{ name: queue, partitions: 1 }]);
+  const append = spawn(process.execPath, [SLUICE_CLI, 'append', file, queue], {
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  let err = '';
+  let exit: number | null | undefined;
+  append.stderr.on('data', (b) => (err += b));
+  append.on('exit', (code) => (exit = code));
+  const lines = (from: number, to: number) =>
+    Array.from({ length: to - from }, (_, n) => `{"key":"k${from + n}"}\n`).join('');
+  // 1000 events are flushed (and acknowledged) together; 5 more wait for the end of stdin.
+  append.stdin.write(lines(0, 1000));
+  const count = () => {
+    const t = backend.tailer(dir, queue, 0);
+    let n = 0;
+    for (let rec = t.next(); rec; rec = t.next()) n++;
+    t.close();
+    return n;
+  };
+  await until('1000 events in the topic', () => count() >= 1000 || exit !== undefined);
+  assert.is(exit, undefined, err);
+  append.stdin.write(lines(1000, 1005));
+  await new Promise((r) => setTimeout(r, 500));
+  await kafka.stopBroker(1, { kill: true });
+  append.stdin.end();
+  await until('append to exit', () => exit !== undefined, 180_000);
+  assert.is.not(exit, 0, err);
+  assert.match(
+    err,
+    `1000 events (stdin lines up to 1000) are durable in queue "${queue}", the 5 after them were not acknowledged and may or may not be there (append from line 1001 again`,
+  );
+});
+
+test.after(async () => {
+  await kafka.stop({ kill: true });
 });
 
 test.run();

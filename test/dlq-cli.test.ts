@@ -139,6 +139,17 @@ test('dlq list shows the dead letter; replay re-injects it into its source queue
       toOutput.err.trim(),
       `sluice: queue "out" is written by "pass" in ${file}; a queue has one writer (replay to a queue no service or capture source writes)`,
     );
+    // Into the dead-letter queue itself: its service writes it, and a raw event there would make
+    // every later dlq list or replay fail ("record N is not a dead letter").
+    const toItself = await sluice(['dlq', 'replay', file, 'pass.dlq', '--to', 'pass.dlq']);
+    assert.is(toItself.code, 2);
+    assert.is(
+      toItself.err.trim(),
+      `sluice: queue "pass.dlq" is written by "pass" in ${file}; a queue has one writer (replay to a queue no service or capture source writes)`,
+    );
+    const stillListed = await sluice(['dlq', 'list', file, 'pass.dlq']);
+    assert.is(stillListed.code, 0, stillListed.err);
+    assert.is(stillListed.out.trim().split('\n').length, 1, stillListed.out);
     const noSuch = await sluice(['dlq', 'replay', file, 'pass.dlq', '-i', '7']);
     assert.is(noSuch.code, 2);
     assert.is(

@@ -287,8 +287,8 @@ export interface ReplayTarget {
  * `options.to` partitioned by key hash; `options.indexes` picks some. Checks everything before
  * anything is appended.
  * @throws DeadLetterReplayError for an index not in the queue, a dead letter without its event or
- *   an unknown target queue; Error for a target written by a service or capture source (one
- *   writer per queue).
+ *   an unknown target queue; Error for a target written by a service (its output or dead-letter
+ *   queue) or capture source (one writer per queue).
  */
 export function replayTargets(
   topology: Topology,
@@ -327,8 +327,11 @@ export function replayTargets(
       );
     }
     const writer =
-      topology.services.find((s) => s.output === target)?.name ??
-      topology.capture.find((c) => c.tables.some((t) => t.target === target))?.name;
+      topology.services.find(
+        (s) =>
+          s.output === target ||
+          (s.errors.onFailure === 'dead-letter' && s.errors.deadLetterQueue === target),
+      )?.name ?? topology.capture.find((c) => c.tables.some((t) => t.target === target))?.name;
     if (writer) {
       throw new Error(
         `queue "${target}" is written by "${writer}" in ${topology.file}; ` +

@@ -143,6 +143,7 @@ test('sluice append on Kafka whose broker goes away mid-input says how many even
 });
 
 test.after(async () => {
+  await backend.close();
   await kafka.stop({ kill: true });
 });
 

@@ -208,4 +208,9 @@ test('on Kafka, a snapshot of 2.5 MB is written in chunks under the record limit
   );
 });
 
+test.after(async () => {
+  await backend.close();
+  await broker.release();
+});
+
 test.run();

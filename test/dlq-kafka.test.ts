@@ -12,9 +12,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { loadTopology, startTopology } from '../index.js';
 import { testKafka } from '../testing/index.js';
-import { kafkaBackend } from './lib/backends.js';
+import { jsonKeysOf, kafkaBackend } from './lib/backends.js';
 import { sluice } from './lib/cli.js';
-import { EnvelopeView, EVENT_TYPE_JSON, decodeJson } from '../engine/codec/index.js';
 
 const poisonFile = new URL('./fixtures/services/poison-file.js', import.meta.url).pathname;
 const quiet = (): void => undefined;
@@ -55,17 +54,7 @@ function setup(tag: string) {
 }
 
 /** Keys of the JSON records of `queue` partition 0, read_committed, in offset order. */
-function keysOf(queue: string): string[] {
-  const t = backend.tailer(dir, queue, 0);
-  const view = new EnvelopeView();
-  const keys: string[] = [];
-  for (let rec = t.next(); rec; rec = t.next()) {
-    view.wrap(rec.bytes, 0, rec.bytes.length);
-    if (view.type === EVENT_TYPE_JSON) keys.push((decodeJson(view.payload) as { key: string }).key);
-  }
-  t.close();
-  return keys;
-}
+const keysOf = (queue: string): string[] => jsonKeysOf(backend, dir, queue);
 
 /**
  * Runs the topology of `file` (with the operations API) until `queue` holds `want` JSON

@@ -15,7 +15,7 @@ import path from 'node:path';
 import { loadTopology, startTopology } from '../index.js';
 import { testKafka } from '../testing/index.js';
 import { KAFKA_SINK_DEFAULTS } from '../engine/cdc/index.js';
-import { kafkaBackend } from './lib/backends.js';
+import { jsonKeysOf, kafkaBackend } from './lib/backends.js';
 import { sluice } from './lib/cli.js';
 import { EnvelopeView, EVENT_TYPE_JSON, decodeJson } from '../engine/codec/index.js';
 
@@ -28,17 +28,7 @@ const backend = await kafkaBackend('reclimit', broker);
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-reclimit-'));
 
 /** Keys of the JSON records of `queue` partition 0, read_committed, in offset order. */
-function keysOf(queue: string): string[] {
-  const t = backend.tailer(dir, queue, 0);
-  const view = new EnvelopeView();
-  const keys: string[] = [];
-  for (let rec = t.next(); rec; rec = t.next()) {
-    view.wrap(rec.bytes, 0, rec.bytes.length);
-    if (view.type === EVENT_TYPE_JSON) keys.push((decodeJson(view.payload) as { key: string }).key);
-  }
-  t.close();
-  return keys;
-}
+const keysOf = (queue: string): string[] => jsonKeysOf(backend, dir, queue);
 
 test('on Kafka, an output over the record limit is dead-lettered, and so is an event whose dead letter would be over it (without its bytes); the service goes on', async () => {
   const limit = KAFKA_SINK_DEFAULTS.recordBytesMax;

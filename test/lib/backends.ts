@@ -12,6 +12,7 @@ import { Appender } from '../../engine/journal/index.js';
 import { createKafkaBus, type BusBackend, type BusProducer } from '../../engine/bus/index.js';
 import { openQueueLogs, type PartitionTailer, type QueueLogs } from '../../engine/service/index.js';
 import type { TestKafka } from '../../testing/index.js';
+import { EnvelopeView, EVENT_TYPE_JSON, decodeJson } from '../../engine/codec/index.js';
 // First: kafkajs must load with the corrected read_committed filter installed.
 import '../../engine/bus/kafka/read-committed.js';
 import kafkajs from 'kafkajs';
@@ -136,4 +137,20 @@ export async function kafkaBackend(tag: string, broker: TestKafka): Promise<Test
       }
     },
   };
+}
+
+/**
+ * The `key` fields of the JSON records of `queue` partition 0 on `backend` (read_committed on
+ * Kafka), in offset order; records of other types are left out.
+ */
+export function jsonKeysOf(backend: TestBackend, dataDir: string, queue: string): string[] {
+  const t = backend.tailer(dataDir, queue, 0);
+  const view = new EnvelopeView();
+  const keys: string[] = [];
+  for (let rec = t.next(); rec; rec = t.next()) {
+    view.wrap(rec.bytes, 0, rec.bytes.length);
+    if (view.type === EVENT_TYPE_JSON) keys.push((decodeJson(view.payload) as { key: string }).key);
+  }
+  t.close();
+  return keys;
 }

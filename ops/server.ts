@@ -31,6 +31,7 @@ import { registerConfigRoutes } from './config-routes.js';
 import { exportCapture, schemaOfSource } from './capture-config.js';
 import { readStats, STATS_DEFAULTS, type StatsRecorder, type StatsStep } from './stats.js';
 import { ResponseCache, type Rendered } from './response-cache.js';
+import { startFront } from './front.js';
 
 /**
  * Response header of GET /metrics and GET /actors: when the figures served were read (ISO time,
@@ -117,7 +118,21 @@ export interface HttpOptions {
    * 0: rendered for every request. Default: the sampler's interval, at most 1000.
    */
   cacheMs?: number;
+  /**
+   * Priority steps (Linux nice, 0-19) the server's thread runs below the actors' threads: the
+   * socket, HTTP parsing and the cached answers are served by a worker thread of their own
+   * (ops/front.ts), so many requests a second slow the answers rather than the pipeline when the
+   * cores are busy. 0: the same priority. Default {@link HTTP_NICE_DEFAULT}. Without Linux's
+   * per-thread priorities the thread runs at the actors' priority.
+   */
+  nice?: number;
 }
+
+/** Default of {@link HttpOptions.nice}. */
+export const HTTP_NICE_DEFAULT = 10;
+
+/** Largest request body the API takes, bytes (fastify's default). */
+const BODY_LIMIT = 1 << 20;
 
 /** What the routes read and change. */
 export interface OpsContext {
@@ -615,24 +630,56 @@ export interface OpsServer {
   /** `http://host:port` as bound. */
   readonly url: string;
   readonly app: FastifyInstance;
+  /** The thread serving the socket: OS thread id (0: unknown), nice value (null: unknown). */
+  readonly thread: { tid: number; nice: number | null };
   close(): Promise<void>;
 }
 
 /**
- * Builds the app and listens. @throws Error when the address is taken or cannot be bound
- * (message names host and port).
+ * Builds the app and listens, the socket in a thread of its own (ops/front.ts).
+ * @throws Error when the address is taken or cannot be bound (message names host and port), or
+ *   when `options.nice` is not an integer 0-19.
  */
 export async function listenOps(ctx: OpsContext, options: HttpOptions): Promise<OpsServer> {
   const host = options.host ?? '127.0.0.1';
+  const nice = options.nice ?? HTTP_NICE_DEFAULT;
+  if (!Number.isInteger(nice) || nice < 0 || nice > 19)
+    throw new Error(`http.nice must be an integer 0-19, got ${nice}`);
   const app = await buildOpsApp(ctx);
+  let front;
   try {
-    await app.listen({ host, port: options.port });
+    front = await startFront(
+      app,
+      {
+        host,
+        port: options.port,
+        cacheMs: ctx.responseCacheMs ?? defaultCacheMs(ctx.sampler),
+        cachedPaths: ['/metrics', '/actors'],
+        asOfHeader: AS_OF_HEADER,
+        nice,
+        bodyLimit: BODY_LIMIT,
+      },
+      (line) => ctx.logger.error(line),
+    );
   } catch (err) {
     await app.close().catch(() => undefined);
     throw new Error(`http: cannot listen on ${host}:${options.port}: ${(err as Error).message}`);
   }
-  const addr = app.server.address();
-  const port = typeof addr === 'object' && addr ? addr.port : options.port;
+  // Answers the front keeps are stale once the sampler has a newer sample.
+  const onSample = ctx.sampler.onSample;
+  const started = front;
+  ctx.sampler.onSample = (all) => {
+    onSample?.(all);
+    started.sampled(ctx.sampler.sampledAtMs);
+  };
   const shown = host.includes(':') ? `[${host}]` : host;
-  return { url: `http://${shown}:${port}`, app, close: () => app.close() };
+  return {
+    url: `http://${shown}:${front.port}`,
+    app,
+    thread: front.thread,
+    close: async () => {
+      await started.close();
+      await app.close();
+    },
+  };
 }

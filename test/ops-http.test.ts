@@ -483,6 +483,69 @@ test('GET /metrics and /actors are rendered once per http.cacheMs and per sample
   assert.ok(Date.parse(a3.body.time) > Date.parse(a1.body.time));
 });
 
+/** Nice value of thread `tid` of this process (field 19 of /proc/self/task/<tid>/stat). */
+function niceOf(tid: number): number {
+  const stat = fs.readFileSync(`/proc/self/task/${tid}/stat`, 'utf8');
+  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]);
+}
+
+test('the socket is served by a thread of its own, http.nice steps below the actors; HEAD, body limit and errors pass through it', async () => {
+  const t = topologyFile(passTopology());
+  append(t, 20);
+  running = await startTopology(t, { http: { port: 0, nice: 7 }, log: () => {} });
+  const server = running.ops.server!;
+  const sampler = running.ops.sampler;
+  await until('handled', async () => sampler.statuses().some((a) => a.counters.eventsOut === 20));
+  const mainNice = niceOf(process.pid);
+  assert.ok(server.thread.tid > 0 && server.thread.tid !== process.pid, 'not the main thread');
+  assert.is(niceOf(server.thread.tid), Math.min(19, mainNice + 7));
+  assert.is(server.thread.nice, niceOf(server.thread.tid));
+  const actorThreads = sampler.statuses().map((a) => a.counters.threadId);
+  assert.ok(actorThreads.length >= 1 && actorThreads.every((tid) => tid > 0));
+  for (const tid of actorThreads) assert.is(niceOf(tid), mainNice, `actor thread ${tid}`);
+
+  // What the app answers, the front writes: status, type, body; HEAD without a body.
+  const head = await fetch(`${server.url}/actors`, { method: 'HEAD' });
+  assert.is(head.status, 200);
+  assert.match(head.headers.get('content-type') ?? '', /application\/json/);
+  assert.is(await head.text(), '');
+  const missing = await fetch(`${server.url}/no-such-route`);
+  assert.is(missing.status, 404);
+  // A body over the limit is refused before it reaches the app, and changes nothing.
+  const big = await fetch(`${server.url}/log-level`, {
+    method: 'PUT',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ level: 'debug', pad: 'x'.repeat(1 << 20) }),
+  });
+  assert.is(big.status, 413);
+  assert.match(((await big.json()) as { error: string }).error, /over 1048576 bytes/);
+  const levels = await get<{ global: string }>(`${server.url}/log-level`);
+  assert.is.not(levels.body.global, 'debug');
+  // A bad body is the app's 400, naming the field.
+  const bad = await fetch(`${server.url}/log-level`, {
+    method: 'PUT',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ level: 'loud' }),
+  });
+  assert.is(bad.status, 400);
+  assert.match(((await bad.json()) as { error: string }).error, /level/);
+
+  const other = path.join(dir, 'other');
+  fs.mkdirSync(other);
+  fs.writeFileSync(path.join(other, 't.yaml'), `name: ops2\ndataDir: ./data\n${passTopology()}`);
+  let refused: Error | null = null;
+  try {
+    const r = await startTopology(loadTopology(path.join(other, 't.yaml')), {
+      http: { port: 0, nice: 20 },
+      log: () => {},
+    });
+    await r.stop();
+  } catch (err) {
+    refused = err as Error;
+  }
+  assert.match(String(refused?.message), /http\.nice must be an integer 0-19, got 20/);
+});
+
 test('/openapi.json describes every route with its schemas', async () => {
   const t = topologyFile(passTopology());
   running = await startTopology(t, { http: { port: 0 }, log: () => {} });

@@ -79,6 +79,7 @@ import {
   packageVersion,
   type Health,
   type LogFormat,
+  HTTP_NICE_DEFAULT,
 } from '../ops/index.js';
 import { healthChange } from './health-line.js';
 
@@ -252,6 +253,16 @@ program
     parseHttpAddress,
   )
   .option(
+    '--http-nice <steps>',
+    `run the API's thread this many priority steps (nice, 0-19) below the actors (default ${HTTP_NICE_DEFAULT})`,
+    (v: string) => {
+      const n = Number(v);
+      if (!Number.isInteger(n) || n < 0 || n > 19)
+        throw new InvalidArgumentError(`--http-nice must be an integer 0-19, got "${v}"`);
+      return n;
+    },
+  )
+  .option(
     '--users <users.json>',
     'require a user token for the API (sluice user add writes the file)',
   )
@@ -274,11 +285,14 @@ program
       opts: {
         statusMs: number;
         http?: { host: string; port: number };
+        httpNice?: number;
         users?: string;
         logFormat: LogFormat;
       },
     ) => {
       if (opts.users && !opts.http) throw new InvalidArgumentError('--users needs --http');
+      if (opts.httpNice !== undefined && !opts.http)
+        throw new InvalidArgumentError('--http-nice needs --http');
       const t = loadTopology(file);
       const progress = new ReplayProgress();
       let ticker: NodeJS.Timeout | null = null;
@@ -308,7 +322,13 @@ program
       const mainProbe = heapProbe('main');
       if (mainProbe) setInterval(mainProbe, 1000).unref();
       const running = await startTopology(t, {
-        http: opts.http ? { ...opts.http, usersFile: opts.users } : undefined,
+        http: opts.http
+          ? {
+              ...opts.http,
+              usersFile: opts.users,
+              ...(opts.httpNice !== undefined ? { nice: opts.httpNice } : {}),
+            }
+          : undefined,
         logFormat: opts.logFormat,
         onSupervisor: (sup) => {
           supervisor = sup;

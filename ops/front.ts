@@ -16,6 +16,9 @@ import { Worker } from 'node:worker_threads';
 import type { FastifyInstance } from 'fastify';
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 
+/** Default of HttpOptions.nice (ops/server.ts): priority steps below the actors. */
+export const HTTP_NICE_DEFAULT = 10;
+
 /** What the front thread starts with (workerData). */
 export interface FrontInit {
   host: string;

@@ -56,6 +56,7 @@ export {
 export { LOG_FORMATS, type LogFormat } from './formats.js';
 export { redactTopology, redactUrl } from './redact.js';
 export type { HttpOptions, OpsServer, OpsContext, PumpCountControl } from './server.js';
+export { HTTP_NICE_DEFAULT } from './front.js';
 export { packageVersion } from './version.js';
 export {
   StatsRecorder,

@@ -31,7 +31,7 @@ import { registerConfigRoutes } from './config-routes.js';
 import { exportCapture, schemaOfSource } from './capture-config.js';
 import { readStats, STATS_DEFAULTS, type StatsRecorder, type StatsStep } from './stats.js';
 import { ResponseCache, type Rendered } from './response-cache.js';
-import { startFront } from './front.js';
+import { startFront, HTTP_NICE_DEFAULT } from './front.js';
 
 /**
  * Response header of GET /metrics and GET /actors: when the figures served were read (ISO time,
@@ -127,9 +127,6 @@ export interface HttpOptions {
    */
   nice?: number;
 }
-
-/** Default of {@link HttpOptions.nice}. */
-export const HTTP_NICE_DEFAULT = 10;
 
 /** Largest request body the API takes, bytes (fastify's default). */
 const BODY_LIMIT = 1 << 20;

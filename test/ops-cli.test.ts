@@ -44,6 +44,19 @@ test('a bad --http value is a usage error naming the expected form', async () =>
     r.err,
     '--http must be [host:]port with port 0-65535 (e.g. 127.0.0.1:8080), got "localhost:99999"',
   );
+  const nice = await sluice([
+    'run',
+    path.join(dir, 'none.yaml'),
+    '--http',
+    '0',
+    '--http-nice',
+    '20',
+  ]);
+  assert.is(nice.code, 2);
+  assert.match(nice.err, '--http-nice must be an integer 0-19, got "20"');
+  const alone = await sluice(['run', path.join(dir, 'none.yaml'), '--http-nice', '5']);
+  assert.is(alone.code, 2);
+  assert.match(alone.err, '--http-nice needs --http');
 });
 
 test('run --http --log-format json: JSON logs with actor and topology, status and log-level against it', async () => {
@@ -54,7 +67,19 @@ test('run --http --log-format json: JSON logs with actor and topology, status an
   );
   child = spawn(
     process.execPath,
-    [cli, 'run', file, '--http', '127.0.0.1:0', '--log-format', 'json', '--status-ms', '0'],
+    [
+      cli,
+      'run',
+      file,
+      '--http',
+      '127.0.0.1:0',
+      '--http-nice',
+      '3',
+      '--log-format',
+      'json',
+      '--status-ms',
+      '0',
+    ],
     { stdio: ['ignore', 'pipe', 'pipe'] },
   );
   const lines: Record<string, unknown>[] = [];
@@ -84,6 +109,17 @@ test('run --http --log-format json: JSON logs with actor and topology, status an
   assert.is(up.topology, 'cli-ops');
   assert.is(up.level, 30);
   const url = /at (http:\/\/127\.0\.0\.1:\d+)\//.exec(String(up.msg))![1];
+  // --http-nice 3: one thread of the process (the API's) runs 3 steps below the main thread.
+  const niceOf = (tid: string) => {
+    const stat = fs.readFileSync(`/proc/${child!.pid}/task/${tid}/stat`, 'utf8');
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]);
+  };
+  const base = niceOf(String(child.pid));
+  const lowered = fs.readdirSync(`/proc/${child.pid}/task`).filter((t) => niceOf(t) !== base);
+  assert.equal(
+    lowered.map((t) => niceOf(t)),
+    [Math.min(19, base + 3)],
+  );
   const live = await waitLine((l) => l.msg === 'ops-logger is live', 'from the actor');
   assert.equal([live.actor, live.topology, live.level], ['service:pass', 'cli-ops', 30]);
 

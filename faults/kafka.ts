@@ -24,7 +24,7 @@ import kafkajs from 'kafkajs';
 import { startKafka, type KafkaCluster } from '../testing/kafka-broker.js';
 import { kafkaBackend, type TestBackend } from '../test/lib/backends.js';
 import { appendLwwInputsTo, verifyLwwOutput, type InputValues } from '../test/replay-helpers.js';
-import { TopologyProcess, REPO_ROOT, between } from './harness.js';
+import { TopologyProcess, REPO_ROOT, between, FAULT_BOUNDS } from './harness.js';
 import {
   commonFaults,
   injectCommon,
@@ -179,8 +179,14 @@ async function runOn(
   ctx.ledger.info(`${name}: ${n} faults injected; draining`);
   if (!proc.running) proc.start();
   await recover(t, 'start before the final drain');
-  // Every input processed before the drain: a read_committed reader of the output then holds
-  // each input's effect (the drain commits what is in flight).
+  // The final drain checks the end state; it is not one more fault: it comes once every input's
+  // effect can be read back and the topology is healthy again, so a service still restarting
+  // after the last fault (its replay and InitProducerId waiting on a cluster that lost a node)
+  // is not asked to drain mid-way (seed 8: drain timeout, exit 1, nothing lost). A drain that
+  // lands in such a restart is left to supervisor.drainTimeoutMs (docs/FAULTS.md).
+  const caughtUpBy = Date.now() + FAULT_BOUNDS.recoveryMs;
+  while (Date.now() < caughtUpBy && verify(true).length > 0) await sleep(1000);
+  await recover(t, 'caught up before the final drain');
   const code = await proc.stop();
   if (code !== 0) ctx.ledger.violation(name, `the final drain exited with code ${code}`);
   await checkAll({ ...t, check: () => verify(true) });

@@ -146,7 +146,7 @@ runActor<PumpData>(async (ctx) => {
       pump: d.pump,
       transactionalId: k.transactionalId,
       topics: [...new Set(Object.values(d.tableTargets))],
-      recordBytesMax,
+      recordBytesMax: Math.min(recordBytesMax, k.busRecordBytesMax),
       encode(ch, inst) {
         const topic = d.tableTargets[ch.table];
         if (!topic)

@@ -168,6 +168,11 @@ export interface PumpKafkaData {
   transactionalId: string;
   /** Table name -> value format of its records. */
   formats: Record<string, 'envelope' | 'json'>;
+  /**
+   * Largest value the bus takes, bytes: a kafka bus's bus.recordBytesMax; on the journal bus
+   * KAFKA_SINK_DEFAULTS.recordBytesMax.
+   */
+  busRecordBytesMax: number;
 }
 
 /** Start data of a sink actor (actors/sink.ts): one partition of a journal queue to a Kafka topic. */

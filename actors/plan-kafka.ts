@@ -4,7 +4,7 @@
  */
 import path from 'node:path';
 import type { GroupSpec } from '../engine/supervisor/index.js';
-import type { CaptureSource } from '../engine/cdc/index.js';
+import { KAFKA_SINK_DEFAULTS, type CaptureSource } from '../engine/cdc/index.js';
 import type { Topology } from '../engine/config/index.js';
 import type { PumpKafkaData, SinkData } from './contracts.js';
 import { kafkaConnectionOf, pumpTransactionalId, sinkTransactionalId } from './kafka-capture.js';
@@ -47,6 +47,10 @@ export function pumpKafkaData(
     ...(topology.bus.kind === 'kafka' ? { connection: kafkaConnectionOf(topology.bus) } : {}),
     transactionalId: pumpTransactionalId(topology.name, source.name, pump),
     formats,
+    busRecordBytesMax:
+      topology.bus.kind === 'kafka'
+        ? topology.bus.recordBytesMax
+        : KAFKA_SINK_DEFAULTS.recordBytesMax,
   };
 }
 

@@ -48,7 +48,6 @@ import {
 } from '../engine/actor/index.js';
 import { RingConsumer } from '../engine/ring/index.js';
 import { RECORD_BYTES_MAX } from '../engine/journal/index.js';
-import { KAFKA_SINK_DEFAULTS } from '../engine/cdc/kafka-sink.js';
 import {
   EnvelopeView,
   EnvelopeWriter,
@@ -172,10 +171,11 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
       )
     : null;
   /**
-   * Largest record the bus takes, bytes: on Kafka the sink's limit (under the broker's default
-   * message.max.bytes, which refuses larger ones with MESSAGE_TOO_LARGE), else the journal's.
+   * Largest record the bus takes, bytes: on Kafka the topology's bus.recordBytesMax (under the
+   * broker's message.max.bytes, which refuses larger ones with MESSAGE_TOO_LARGE), else the
+   * journal's.
    */
-  const recordLimit = logs.kind === 'kafka' ? KAFKA_SINK_DEFAULTS.recordBytesMax : RECORD_BYTES_MAX;
+  const recordLimit = d.bus.kind === 'kafka' ? d.bus.recordBytesMax : RECORD_BYTES_MAX;
   const busName = logs.kind === 'kafka' ? 'kafka' : 'journal';
   /** Snapshot chunk payload, bytes: on Kafka small enough that a chunk's record fits the limit. */
   const snapshotChunkBytes =

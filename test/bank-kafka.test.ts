@@ -91,6 +91,7 @@ test('topology.kafka.yaml is topology.yaml with only its bus line changed', () =
     kind: 'kafka',
     brokers: [broker!.brokers[0]],
     clientId: 'sluice-bank',
+    recordBytesMax: 1_000_000,
   });
   assert.equal({ ...kafka, bus: null, file: null }, { ...journal, bus: null, file: null });
 });

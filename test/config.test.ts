@@ -7,9 +7,11 @@ import { fileURLToPath } from 'node:url';
 import {
   ConfigError,
   TOPOLOGY_DEFAULTS,
+  TOPOLOGY_LIMITS,
   loadTopology,
   parseTopology,
 } from '../engine/config/index.js';
+import { KAFKA_SINK_DEFAULTS } from '../engine/cdc/index.js';
 import type { Topology } from '../engine/config/index.js';
 
 // Compiled to dist/test/: the repository root is two levels up.
@@ -659,6 +661,7 @@ test('bus: journal by default; a kafka bus resolves clientId, TLS files and SASL
         username: 'u',
         passwordFile: path.join(dir, 'secret', 'kafka'),
       },
+      recordBytesMax: 1_000_000,
     });
     const problems = (text: string): string[] => {
       try {
@@ -683,6 +686,50 @@ test('bus: journal by default; a kafka bus resolves clientId, TLS files and SASL
         '2:14: bus.kind: must be one of journal, kafka',
       ),
     );
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('bus.recordBytesMax (kafka): 1000000 by default, any integer in its bounds; a value out of them, not an integer, or on the journal bus is refused naming file, line and field', () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'sluice-cfg-bus-limit-'));
+  try {
+    const file = path.join(dir, 't.yaml');
+    const kafka = (extra: string) => `name: x\nbus: { kind: kafka, brokers: [h:1]${extra} }\n`;
+    const limitOf = (text: string) => {
+      const b = parseTopology(text, file).bus;
+      return b.kind === 'kafka' ? b.recordBytesMax : null;
+    };
+    assert.is(limitOf(kafka('')), KAFKA_SINK_DEFAULTS.recordBytesMax);
+    assert.is(KAFKA_SINK_DEFAULTS.recordBytesMax, 1_000_000);
+    const [min, max] = TOPOLOGY_LIMITS.busRecordBytesMax;
+    assert.equal([min, max], [65_536, 268_435_456]);
+    for (const v of [min, 1_040_000, max]) assert.is(limitOf(kafka(`, recordBytesMax: ${v}`)), v);
+    const problems = (text: string): string[] => {
+      try {
+        parseTopology(text, file);
+      } catch (e) {
+        assert.instance(e, ConfigError);
+        return (e as Error).message.split('\n');
+      }
+      return [];
+    };
+    const at = `${file}:2:53: bus.recordBytesMax: `;
+    assert.equal(problems(kafka(', recordBytesMax: 65535')), [
+      `${at}must be in [65536, 268435456], got 65535`,
+    ]);
+    assert.equal(problems(kafka(', recordBytesMax: 268435457')), [
+      `${at}must be in [65536, 268435456], got 268435457`,
+    ]);
+    assert.equal(problems(kafka(', recordBytesMax: 1000000.5')), [
+      `${at}must be an integer, got 1000000.5`,
+    ]);
+    assert.equal(problems(kafka(', recordBytesMax: "2000000"')), [
+      `${at}must be an integer, got "2000000"`,
+    ]);
+    const journal = problems('name: x\nbus: { kind: journal, recordBytesMax: 2000000 }\n');
+    assert.is(journal.length, 1);
+    assert.match(journal[0]!, /bus\.recordBytesMax: unknown field "recordBytesMax"/);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -1,11 +1,12 @@
 /**
- * The Kafka record limit (KAFKA_SINK_DEFAULTS.recordBytesMax, under the broker's default
- * message.max.bytes) in a running service, against the real broker: an output over it fails its
+ * The Kafka record limit (bus.recordBytesMax, by default KAFKA_SINK_DEFAULTS.recordBytesMax,
+ * under the broker's default message.max.bytes) in a running service, against the real broker: an output over it fails its
  * handler (so the input is dead-lettered, naming sizes and limit) instead of failing the batch at
  * the broker with MESSAGE_TOO_LARGE and restarting the service forever; a dead letter that would
  * be over it (the event in base64 is 4/3 of the event) keeps the error and the event's position
  * without the event's bytes. The inputs after both are processed. A snapshot over the limit is
- * written in chunks that fit it, and a restart restores it.
+ * written in chunks that fit it, and a restart restores it. A raised bus.recordBytesMax lets an
+ * output the default would refuse through to the broker.
  */
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -122,6 +123,76 @@ test('on Kafka, an output over the record limit is dead-lettered, and so is an e
   assert.is.not(replay.code, 0);
   assert.match(replay.err, `has no event`);
   assert.match(replay.err, `it is still at ${input}/0 index 3`);
+});
+
+test('on Kafka, bus.recordBytesMax raises the limit: an output of 1,020,000 bytes passes with 1040000 (the broker takes 1048588), one over 1040000 is dead-lettered naming it', async () => {
+  const limit = 1_040_000;
+  assert.ok(limit > KAFKA_SINK_DEFAULTS.recordBytesMax);
+  const input = backend.queue('raised-in');
+  const output = backend.queue('raised-out');
+  const service = backend.service('raised');
+  const file = path.join(dir, 'raised.yaml');
+  const busLine = backend.busLines[0]!;
+  assert.match(busLine, / }$/);
+  fs.writeFileSync(
+    file,
+    [
+      'name: reclimit-raised',
+      'dataDir: ./data-raised',
+      busLine.replace(/ }$/, `, recordBytesMax: ${limit} }`),
+      'queues:',
+      `  - { name: ${input} }`,
+      `  - { name: ${output} }`,
+      'services:',
+      `  - name: ${service}`,
+      `    module: ${oversizeFile}`,
+      `    inputs: [${input}]`,
+      `    output: ${output}`,
+      '    errors: { retriesMax: 0, retryBackoffMs: 1 }',
+      '',
+    ].join('\n'),
+  );
+  await backend.createQueues([
+    { name: input, partitions: 1 },
+    { name: output, partitions: 1 },
+  ]);
+  const lines = [{ key: 'big', grow: 1_020_000 }, { key: 'over', grow: limit }, { key: 'c' }];
+  const a = await sluice(
+    ['append', file, input],
+    lines.map((l) => JSON.stringify(l)).join('\n') + '\n',
+  );
+  assert.is(a.code, 0, a.err);
+  const running = await startTopology(loadTopology(file), { log: quiet });
+  try {
+    const deadline = Date.now() + 60_000;
+    while (keysOf(output).length < 2) {
+      assert.ok(Date.now() < deadline, `2 records in ${output} within 60 s: ${keysOf(output)}`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  } finally {
+    await running.stop();
+  }
+  assert.equal(keysOf(output), ['big', 'c']);
+  const t = backend.tailer(dir, output, 0);
+  const sizes: number[] = [];
+  for (let rec = t.next(); rec; rec = t.next()) sizes.push(rec.bytes.length);
+  t.close();
+  assert.ok(sizes[0]! > 1_020_000 && sizes[0]! <= limit, `output sizes: ${sizes.join(', ')}`);
+
+  const list = await sluice(['dlq', 'list', file, `${service}.dlq`]);
+  assert.is(list.code, 0, list.err);
+  const letters = list.out
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as Record<string, unknown>);
+  assert.equal(
+    letters.map((l) => l.key),
+    ['over'],
+  );
+  assert.match(
+    String(letters[0]!.error),
+    new RegExp(`^output record of \\d+ bytes exceeds the kafka record limit of ${limit} bytes `),
+  );
 });
 
 test('on Kafka, a snapshot of 2.5 MB is written in chunks under the record limit and restored by a restart', async () => {

@@ -80,9 +80,10 @@ export const KAFKA_CAPTURE_HEADERS = {
 /** Bounds of the Kafka pump sink. */
 export const KAFKA_SINK_DEFAULTS = {
   /**
-   * Largest value a pump sends, bytes: under the broker's default message.max.bytes (1048588,
-   * which bounds a whole record batch) less room for key, headers and batch overhead. A larger
-   * change is refused (RecordRefusedError: retried, then parked) instead of failing forever.
+   * Largest value a pump sends, bytes, unless a kafka bus's bus.recordBytesMax says otherwise
+   * (this is its default): under the broker's default message.max.bytes (1048588, which bounds
+   * a whole record batch) less room for key, headers and batch overhead. A larger change is
+   * refused (RecordRefusedError: retried, then parked) instead of failing forever.
    */
   recordBytesMax: 1_000_000,
   /**
@@ -120,7 +121,10 @@ export interface KafkaPumpSinkOptions {
    * recentStagingIds) and names its topic.
    */
   encode(change: StagedChange, installation: string): KafkaCaptureRecord;
-  /** Largest value, bytes; default and cap KAFKA_SINK_DEFAULTS.recordBytesMax. */
+  /**
+   * Largest value, bytes: the smaller of the capture source's recordBytesMax and the bus's
+   * (a kafka bus's bus.recordBytesMax); default KAFKA_SINK_DEFAULTS.recordBytesMax.
+   */
   recordBytesMax?: number;
   /** Called after each committed transaction with its record count. */
   onCommitted?(records: number): void;
@@ -146,10 +150,7 @@ export class KafkaPumpSink implements PumpSink {
   private readonly pumpTag: string;
 
   constructor(private readonly opts: KafkaPumpSinkOptions) {
-    this.recordBytesMax = Math.min(
-      opts.recordBytesMax ?? KAFKA_SINK_DEFAULTS.recordBytesMax,
-      KAFKA_SINK_DEFAULTS.recordBytesMax,
-    );
+    this.recordBytesMax = opts.recordBytesMax ?? KAFKA_SINK_DEFAULTS.recordBytesMax;
     this.pumpTag = `${opts.source}/${opts.pump}`;
   }
 

@@ -270,6 +270,7 @@ interface TopologyFile {
           rejectUnauthorized?: boolean;
         };
         sasl?: TopologyBusSasl;
+        recordBytesMax?: number;
       };
   rings?: { capacityBytes?: number; recordBytesMax?: number };
   supervisor?: Partial<Topology['supervisor']>;
@@ -339,6 +340,7 @@ function busOf(f: TopologyFile, resolvePath: (p: string) => string): TopologyBus
     kind: 'kafka',
     brokers: [...b.brokers],
     clientId: b.clientId ?? `sluice-${f.name}`,
+    recordBytesMax: b.recordBytesMax ?? TOPOLOGY_DEFAULTS.kafkaBus.recordBytesMax,
     ...(b.tls !== undefined
       ? {
           tls: {

@@ -186,6 +186,7 @@ const bus = {
             passwordFile: filePath,
           },
         },
+        recordBytesMax: int(L.busRecordBytesMax),
       },
       required: ['brokers'],
       additionalProperties: false,

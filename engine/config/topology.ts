@@ -6,7 +6,7 @@
  * in from TOPOLOGY_DEFAULTS, in one place (`applyDefaults` in load.ts); every path is absolute.
  */
 import type { CaptureSource, DatabaseRef } from '../cdc/index.js';
-import { CDC_DEFAULTS, STAGING_NAME_PATTERN } from '../cdc/index.js';
+import { CDC_DEFAULTS, KAFKA_SINK_DEFAULTS, STAGING_NAME_PATTERN } from '../cdc/index.js';
 import { CAPACITY_BYTES_MAX, CAPACITY_BYTES_MIN } from '../ring/index.js';
 import { SUPERVISOR_DEFAULTS } from '../supervisor/index.js';
 import type { SupervisorOptions } from '../supervisor/index.js';
@@ -173,6 +173,14 @@ export type TopologyBus =
       tls?: TopologyBusTls;
       /** Absent: no authentication. */
       sasl?: TopologyBusSasl;
+      /**
+       * Largest record value Sluice writes to a topic, bytes: service outputs, dead letters,
+       * snapshot chunks (half of it), appends and captured changes. Set it below the broker's
+       * message.max.bytes (and any topic's max.message.bytes), less room for key, headers and
+       * the record batch's overhead (the default 1000000 sits under the broker's default
+       * 1048588); a larger record is refused by Sluice, not by the broker.
+       */
+      recordBytesMax: number;
     };
 
 /** Allowed values of `processors[].pattern` (engine/patterns). */
@@ -341,6 +349,7 @@ export interface TopologySink {
  * | bus                                    | `{ kind: journal }`            |       |
  * | bus.clientId (kafka)                   | `sluice-<name>`                |       |
  * | bus.tls.rejectUnauthorized (kafka)     | true                           |       |
+ * | bus.recordBytesMax (kafka)             | 1000000 (KAFKA_SINK_DEFAULTS)  | bytes |
  * | rings.capacityBytes                    | 1048576 (1 MiB)                | bytes |
  * | rings.recordBytesMax                   | 16777216 (16 MiB)              | bytes |
  * | supervisor.restartWindowMs             | 60000 (SUPERVISOR_DEFAULTS)    | ms    |
@@ -391,6 +400,7 @@ export interface TopologySink {
  */
 export const TOPOLOGY_DEFAULTS = deepFreeze({
   dataDirPrefix: './data',
+  kafkaBus: { recordBytesMax: KAFKA_SINK_DEFAULTS.recordBytesMax },
   rings: { capacityBytes: 1 << 20, recordBytesMax: 16 << 20 },
   supervisor: { ...SUPERVISOR_DEFAULTS },
   queue: { partitions: 1, segmentBytes: 64 * 1024 * 1024, fsync: 'batch' as QueueFsync },
@@ -438,6 +448,12 @@ export const TOPOLOGY_LIMITS = deepFreeze({
   pollIntervalMs: [0, 3_600_000],
   busyTimeoutMs: [0, 3_600_000],
   recordBytesMax: [1, CDC_DEFAULTS.recordBytesMax],
+  /**
+   * bus.recordBytesMax (kafka): at least 64 KiB, so that a dead letter without its event's bytes
+   * (error text, position) and a snapshot chunk of half the limit fit; at most the journal's
+   * largest record, as for capture sources (Kafka's own message.max.bytes is an int).
+   */
+  busRecordBytesMax: [1 << 16, CDC_DEFAULTS.recordBytesMax],
   /** Processor poll size; the bus caps a poll at its pollRecordsMax anyway. */
   processorBatchSizeMax: [1, 1 << 16],
   processorCommitRecordsMax: [1, 1 << 20],

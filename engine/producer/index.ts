@@ -19,7 +19,7 @@
  * header) fits the queue's record limit: for a queue a service of the topology reads,
  * rings.recordBytesMax (a record over a ring's eighth reaches the service by reference to the
  * journal; one over rings.recordBytesMax would be dead-lettered), else the journal's
- * RECORD_BYTES_MAX.
+ * RECORD_BYTES_MAX (on Kafka the topology's bus.recordBytesMax).
  */
 import path from 'node:path';
 import {
@@ -34,7 +34,7 @@ import {
   EVENT_TYPE_JSON,
   USER_EVENT_TYPE_MIN,
 } from '../codec/index.js';
-import { keyHash, KAFKA_SINK_DEFAULTS } from '../cdc/index.js';
+import { keyHash } from '../cdc/index.js';
 import { actorBusOf, KafkaAppender } from '../service/index.js';
 import { SyncKafka } from '../service/kafka-sync.js';
 import type { Topology } from '../config/index.js';
@@ -103,8 +103,8 @@ interface PartitionWriter {
  *   flush() sends what was appended and waits for the broker's acknowledgement, so offsets stay
  *   contiguous and a resent batch is not duplicated); appends return index -1 (the broker
  *   assigns the offset at flush), and the topic must exist (the topology creates its topics when
- *   it starts). Records must also fit under the broker's message.max.bytes (engine/cdc
- *   KAFKA_SINK_DEFAULTS.recordBytesMax).
+ *   it starts). Records must also fit the topology's bus.recordBytesMax (under the broker's
+ *   message.max.bytes).
  * @throws Error if the queue is unknown, is written by a service (its output or dead-letter
  *   queue) or capture source of the topology, a partition is locked by another appender
  *   (JournalLockedError), or (kafka, at the first append) the topic does not exist, has another
@@ -151,7 +151,7 @@ export function openQueueAppender(topology: Topology, queue: string): QueueAppen
   };
   const envelopes = new EnvelopeWriter();
   const readByService = topology.services.some((s) => s.inputs.includes(queue));
-  const busLimit = kafka ? KAFKA_SINK_DEFAULTS.recordBytesMax : RECORD_BYTES_MAX;
+  const busLimit = topology.bus.kind === 'kafka' ? topology.bus.recordBytesMax : RECORD_BYTES_MAX;
   // A queue reader hands a record over a ring's share by reference (the service reads it from
   // the journal), up to rings.recordBytesMax; over that it would be dead-lettered, so refuse it.
   const recordBytesMax = readByService
@@ -185,7 +185,7 @@ export function openQueueAppender(topology: Topology, queue: string): QueueAppen
         readByService && recordBytesMax === topology.rings.recordBytesMax
           ? `rings.recordBytesMax: a service reads "${queue}"`
           : kafka
-            ? "the Kafka record limit (under the broker's default message.max.bytes)"
+            ? "the Kafka record limit, bus.recordBytesMax (under the broker's message.max.bytes)"
             : 'the journal record limit';
       throw new RecordInputError(
         `record of ${length} bytes exceeds the ${recordBytesMax}-byte limit of queue "${queue}" (${why})`,

@@ -79,8 +79,12 @@ export interface AppenderSpec extends QueuePartition {
   transactionalId: string;
 }
 
-/** The bus of a topology as an actor needs it (crosses to workers in start data). */
-export type ActorBus = { kind: 'journal' } | { kind: 'kafka'; connection: KafkaConnection };
+/**
+ * The bus of a topology as an actor needs it (crosses to workers in start data); on Kafka with
+ * the largest record value it takes, bytes (topology bus.recordBytesMax).
+ */
+export type ActorBus =
+  { kind: 'journal' } | { kind: 'kafka'; connection: KafkaConnection; recordBytesMax: number };
 
 /** The topology's bus as its actors receive it in their start data (and as the CLI opens it). */
 export function actorBusOf(topology: Topology): ActorBus {
@@ -94,6 +98,7 @@ export function actorBusOf(topology: Topology): ActorBus {
       ...(b.tls ? { tls: b.tls } : {}),
       ...(b.sasl ? { sasl: b.sasl } : {}),
     },
+    recordBytesMax: b.recordBytesMax,
   };
 }
 
@@ -109,7 +114,10 @@ export interface QueueLogs {
  * The queue logs of `bus`. Kafka: one blocking client (a helper worker, see ./kafka-sync.ts) for
  * everything opened here; `onWait` runs while a call waits on the broker (an actor heartbeat).
  */
-export function openQueueLogs(bus: ActorBus, onWait?: () => void): QueueLogs {
+export function openQueueLogs(
+  bus: { kind: 'journal' } | { kind: 'kafka'; connection: KafkaConnection },
+  onWait?: () => void,
+): QueueLogs {
   if (bus.kind === 'journal') {
     return {
       kind: 'journal',

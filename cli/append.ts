@@ -8,9 +8,18 @@
  * is refused before it is parsed, and a key must be a JSON string (or --key-encoding json).
  * The first bad line stops the command; every line before it is appended, flushed and fsynced,
  * and the message says how many.
+ *
+ * On a kafka bus a flush that fails because the broker is away is waited out (like `sluice tail
+ * -f`): one stderr line when the wait starts, one when the broker acknowledges again, then the
+ * rest of stdin follows. The resend is exactly once: the appender keeps only the records the
+ * broker did not acknowledge and resends them with the same idempotent producer and sequence
+ * numbers, so the broker drops the copy of any that were written before the failure. Any other
+ * failed flush (a refusal, a call that timed out while the send may still be in flight, a full
+ * disk) stops the command saying what is durable and what may or may not be there.
  */
 import { firstInvalidUtf8 } from '../engine/codec/index.js';
 import { JSON_DEPTH_MAX, openQueueAppender, RecordInputError } from '../engine/producer/index.js';
+import { isBrokerAwaySend } from '../engine/service/index.js';
 import type { QueueAppender } from '../engine/producer/index.js';
 import type { Topology } from '../engine/config/index.js';
 
@@ -30,7 +39,15 @@ export interface AppendOptions {
   /** The key of every raw line (with rawType). */
   key: string;
   partition?: number;
+  /**
+   * Longest wait for a broker that is away at a flush, seconds; absent: wait until it answers
+   * (Ctrl-C stops), as `sluice tail -f`; 0: do not wait.
+   */
+  brokerWaitS?: number;
 }
+
+/** Pause between two resends to a broker that is away, ms: doubling from the first to the max. */
+export const APPEND_BROKER_BACKOFF_MS = { first: 250, max: 5000 } as const;
 
 /** A bad stdin line: its 1-based number and what is wrong. */
 export class AppendInputError extends Error {
@@ -41,17 +58,21 @@ export class AppendInputError extends Error {
 const FLUSH_EVERY_RECORDS = 1000;
 
 /**
- * Appends stdin's lines to `queue`; returns the count appended.
+ * Appends stdin's lines to `queue`; returns the count appended. A broker that is away at a
+ * flush is waited out (see the module comment), up to `opts.brokerWaitS` seconds when given;
+ * `log` gets the two stderr lines of a wait.
  * @throws AppendInputError `stdin line N: <problem>; M events before it were appended` for the
  *   first bad line (the M records before it are durable); Error if the queue cannot be opened,
- *   or when a flush fails (a broker that does not acknowledge, a full disk), saying how many
- *   events (stdin lines up to which) are durable and that the ones after may or may not be.
+ *   or when a flush fails for good (a refusal, a broker away for longer than brokerWaitS, a full
+ *   disk), saying how many events (stdin lines up to which) are durable and that the ones after
+ *   may or may not be.
  */
 export async function appendLines(
   t: Topology,
   queue: string,
   input: AsyncIterable<Buffer | string>,
   opts: AppendOptions,
+  log: (line: string) => void = (l) => console.error(l),
 ): Promise<number> {
   const appender = openQueueAppender(t, queue);
   let appended = 0;
@@ -61,25 +82,55 @@ export async function appendLines(
   let durableLine = 0;
   let lastLine = 0;
   /**
-   * Runs a flush or close; a failure (a broker that does not acknowledge, a full disk) is
+   * Runs a flush or close; a broker that is away is waited out (the flush is run again, which
+   * resends only what it did not acknowledge); any other failure, or a wait over brokerWaitS, is
    * rethrown saying how much of stdin is durable and what may or may not be.
    */
-  const flushing = (what: () => void): void => {
-    try {
-      what();
-    } catch (e) {
-      const open = appended - durable;
-      throw new Error(
-        `${(e as Error).message}; ${durable} event${durable === 1 ? '' : 's'} ` +
-          `(stdin lines up to ${durableLine}) ${durable === 1 ? 'is' : 'are'} durable in queue ` +
-          `"${queue}", the ${open} after ${durable === 1 ? 'it' : 'them'} ${open === 1 ? 'was' : 'were'} ` +
-          `not acknowledged and may or may not be there (append from line ${durableLine + 1} ` +
-          'again to have them all; some may then be there twice)',
-        { cause: e },
-      );
+  const flushing = async (what: () => void): Promise<void> => {
+    let downSinceMs = 0;
+    let backoffMs: number = APPEND_BROKER_BACKOFF_MS.first;
+    for (;;) {
+      try {
+        what();
+        break;
+      } catch (e) {
+        const waitedMs = downSinceMs === 0 ? 0 : Date.now() - downSinceMs;
+        if (!isBrokerAwaySend(e) || waitedMs >= (opts.brokerWaitS ?? Infinity) * 1000)
+          throw notDurable(e);
+        if (downSinceMs === 0) {
+          downSinceMs = Date.now();
+          log(
+            `sluice: append to queue "${queue}": the broker does not acknowledge ` +
+              `(${(e as Error).message}); ${durableSoFar()}, waiting for it to resend the ` +
+              `${appended - durable} after them (${opts.brokerWaitS === undefined ? 'Ctrl-C stops' : `at most ${opts.brokerWaitS} s`})`,
+          );
+        }
+        await new Promise((r) => setTimeout(r, backoffMs));
+        backoffMs = Math.min(2 * backoffMs, APPEND_BROKER_BACKOFF_MS.max);
+      }
+    }
+    if (downSinceMs > 0) {
+      const s = ((Date.now() - downSinceMs) / 1000).toFixed(1);
+      log(`sluice: append to queue "${queue}": the broker answers again after ${s} s; appending`);
     }
     durable = appended;
     durableLine = lastLine;
+  };
+  const durableSoFar = () =>
+    `${durable} event${durable === 1 ? '' : 's'} (stdin lines up to ${durableLine}) ` +
+    `${durable === 1 ? 'is' : 'are'} durable in queue "${queue}"`;
+  /** Set once a flush failed for good: what it kept is dropped, not flushed again. */
+  let flushFailed = false;
+  const notDurable = (e: unknown): Error => {
+    flushFailed = true;
+    const open = appended - durable;
+    return new Error(
+      `${(e as Error).message}; ${durableSoFar()}, the ${open} after ` +
+        `${durable === 1 ? 'it' : 'them'} ${open === 1 ? 'was' : 'were'} ` +
+        `not acknowledged and may or may not be there (append from line ${durableLine + 1} ` +
+        'again to have them all; some may then be there twice)',
+      { cause: e },
+    );
   };
   const fail = (problem: string): never => {
     throw new AppendInputError(
@@ -99,18 +150,28 @@ export async function appendLines(
       if (problem !== null) fail(problem);
       appended++;
       lastLine = line;
-      if (appended % FLUSH_EVERY_RECORDS === 0) flushing(() => appender.flush());
+      if (appended % FLUSH_EVERY_RECORDS === 0) await flushing(() => appender.flush());
     }
   } catch (e) {
     // What was appended before a bad line is still flushed; a failed flush is reported too.
-    try {
-      flushing(() => appender.close());
-    } catch (f) {
-      throw new Error(`${(e as Error).message}; then: ${(f as Error).message}`, { cause: f });
+    if (!flushFailed) {
+      try {
+        await flushing(() => appender.flush());
+      } catch (f) {
+        appender.close({ flush: false });
+        throw new Error(`${(e as Error).message}; then: ${(f as Error).message}`, { cause: f });
+      }
     }
+    appender.close({ flush: !flushFailed });
     throw e;
   }
-  flushing(() => appender.close()); // flushes and fsyncs what was appended
+  try {
+    await flushing(() => appender.flush()); // flushes and fsyncs what was appended
+  } catch (e) {
+    appender.close({ flush: false });
+    throw e;
+  }
+  appender.close();
   return appended;
 }
 

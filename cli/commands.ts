@@ -389,6 +389,11 @@ program
     'partition (default: hash of the key)',
     intOption('--partition', 0),
   )
+  .option(
+    '--broker-wait-s <s>',
+    'kafka: longest wait for a broker that does not acknowledge a flush, then stop (default: wait until it answers; 0: do not wait)',
+    intOption('--broker-wait-s', 0),
+  )
   .description('append JSON objects, one per line of stdin, as JSON events (type 2)')
   .action(
     async (
@@ -400,6 +405,7 @@ program
         rawType?: number;
         key: string;
         partition?: number;
+        brokerWaitS?: number;
       },
     ) => {
       const t = loadTopology(file);

@@ -2,9 +2,10 @@
  * The CLI on a kafka bus while its broker goes away (kill -9 of the real broker). `sluice tail
  * -f`, with the broker back on the same port and data: the tail waits it out (one stderr line
  * when it goes, one when it answers again), keeps running, and prints the records appended after
- * the restart once, after the ones it printed before. `sluice append` whose last flush is not
- * acknowledged: it fails saying how many events (up to which stdin line) are durable. Its own
- * broker: the shared one is not restarted.
+ * the restart once, after the ones it printed before. `sluice append` whose flush is not
+ * acknowledged waits too (one line each way) and then appends the rest, every line exactly
+ * once; with --broker-wait-s 0 it fails at once saying how many events (up to which stdin line)
+ * are durable. Its own broker: the shared one is not restarted.
  */
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -15,6 +16,7 @@ import path from 'node:path';
 import { startKafka } from '../testing/kafka-broker.js';
 import { kafkaBackend } from './lib/backends.js';
 import { SLUICE_CLI, sluice } from './lib/cli.js';
+import { EnvelopeView, decodeJson } from '../engine/codec/index.js';
 
 const kafka = await startKafka();
 const backend = await kafkaBackend('tailf', {
@@ -95,7 +97,7 @@ test('sluice tail -f on Kafka waits out a broker killed and restarted, then prin
   }
 });
 
-test('sluice append on Kafka whose broker goes away mid-input says how many events are durable', async () => {
+test('sluice append on Kafka waits out a broker killed mid-input and restarted, then appends the rest: every line exactly once, in order', async () => {
   const queue = backend.queue('appended');
   const file = path.join(dir, 'append.yaml');
   fs.writeFileSync(
@@ -119,7 +121,96 @@ test('sluice append on Kafka whose broker goes away mid-input says how many even
   append.on('exit', (code) => (exit = code));
   const lines = (from: number, to: number) =>
     Array.from({ length: to - from }, (_, n) => `{"key":"k${from + n}"}\n`).join('');
-  // 1000 events are flushed (and acknowledged) together; 5 more wait for the end of stdin.
+  const keys = () => {
+    const t = backend.tailer(dir, queue, 0);
+    const out: string[] = [];
+    const view = new EnvelopeView();
+    for (let rec = t.next(); rec; rec = t.next()) {
+      view.wrap(rec.bytes, 0, rec.bytes.length);
+      out.push((decodeJson(view.payload) as { key: string }).key);
+    }
+    t.close();
+    return out;
+  };
+  // Events are flushed (and acknowledged) 1000 at a time and at the end of stdin.
+  append.stdin.write(lines(0, 1000));
+  await until('1000 events in the topic', () => keys().length >= 1000 || exit !== undefined);
+  assert.is(exit, undefined, err);
+  append.stdin.write(lines(1000, 1005));
+  await new Promise((r) => setTimeout(r, 500));
+  await kafka.stopBroker(1, { kill: true });
+  let restarted = false;
+  try {
+    // The flush of events 1001..2000 meets no broker.
+    append.stdin.write(lines(1005, 2003));
+    await until(
+      'append reporting the broker away',
+      () => /the broker does not acknowledge/.test(err) || exit !== undefined,
+      120_000,
+    );
+    assert.is(exit, undefined, `append exited (${exit}) when the broker went away: ${err}`);
+    assert.match(err, `sluice: append to queue "${queue}": the broker does not acknowledge (`);
+    assert.match(
+      err,
+      `1000 events (stdin lines up to 1000) are durable in queue "${queue}", waiting for it to resend the 1000 after them (Ctrl-C stops)`,
+    );
+    await new Promise((r) => setTimeout(r, 3000));
+    await kafka.startBroker(1);
+    restarted = true;
+    await until(
+      'append reporting the broker back',
+      () => /the broker answers again/.test(err) || exit !== undefined,
+      120_000,
+    );
+    assert.is(exit, undefined, `append exited (${exit}): ${err}`);
+    assert.match(
+      err,
+      new RegExp(
+        `append to queue "${queue.replace(/\./g, '\\.')}": the broker answers again after [\\d.]+ s; appending`,
+      ),
+    );
+    append.stdin.end(lines(2003, 2500));
+    await until('append to exit', () => exit !== undefined, 120_000);
+  } finally {
+    // Back up, so that the bus client below closes cleanly (it cannot with no broker).
+    if (!restarted) await kafka.startBroker(1);
+  }
+  assert.is(exit, 0, err);
+  assert.match(err, 'sluice: appended 2500 events to');
+  assert.equal(
+    keys(),
+    Array.from({ length: 2500 }, (_, n) => `k${n}`),
+  );
+});
+
+test('sluice append --broker-wait-s 0 on Kafka whose broker goes away says how many events are durable and stops', async () => {
+  const queue = backend.queue('appended-nowait');
+  const file = path.join(dir, 'append-nowait.yaml');
+  fs.writeFileSync(
+    file,
+    [
+      'name: tailf-append-nowait',
+      'dataDir: ./data',
+      ...backend.busLines,
+      'queues:',
+      `  - { name: ${queue} }`,
+      '',
+    ].join('\n'),
+  );
+  await backend.createQueues([{ name: queue, partitions: 1 }]);
+  const append = spawn(
+    process.execPath,
+    [SLUICE_CLI, 'append', file, queue, '--broker-wait-s', '0'],
+    {
+      stdio: ['pipe', 'pipe', 'pipe'],
+    },
+  );
+  let err = '';
+  let exit: number | null | undefined;
+  append.stderr.on('data', (b) => (err += b));
+  append.on('exit', (code) => (exit = code));
+  const lines = (from: number, to: number) =>
+    Array.from({ length: to - from }, (_, n) => `{"key":"k${from + n}"}\n`).join('');
   append.stdin.write(lines(0, 1000));
   const count = () => {
     const t = backend.tailer(dir, queue, 0);
@@ -137,10 +228,10 @@ test('sluice append on Kafka whose broker goes away mid-input says how many even
   try {
     await until('append to exit', () => exit !== undefined, 180_000);
   } finally {
-    // Back up, so that the bus client below closes cleanly (it cannot with no broker).
     await kafka.startBroker(1);
   }
   assert.is.not(exit, 0, err);
+  assert.not.match(err, 'waiting for it');
   assert.match(
     err,
     `1000 events (stdin lines up to 1000) are durable in queue "${queue}", the 5 after them were not acknowledged and may or may not be there (append from line 1001 again`,

@@ -83,8 +83,11 @@ export interface QueueAppender {
    * broker's acknowledgement); readers see it after this.
    */
   flush(): void;
-  /** Flushes and releases every partition's lock. */
-  close(): void;
+  /**
+   * Flushes and releases every partition's lock. `flush: false` (after a flush that failed)
+   * drops what was not flushed instead of trying again.
+   */
+  close(options?: { flush?: boolean }): void;
 }
 
 /** One partition's writer behind a QueueAppender (journal appender or Kafka producer). */
@@ -209,9 +212,9 @@ export function openQueueAppender(topology: Topology, queue: string): QueueAppen
     flush: () => {
       for (const w of writers) w?.flush();
     },
-    close: () => {
+    close: (options = {}) => {
       try {
-        for (const w of writers) w?.flush();
+        if (options.flush !== false) for (const w of writers) w?.flush();
       } finally {
         for (const w of writers) w?.close();
         kafka?.close();

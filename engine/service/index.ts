@@ -55,6 +55,7 @@ export {
   SyncKafka,
   SyncKafkaError,
   SYNC_KAFKA_DEFAULTS,
+  isBrokerAwaySend,
   kafkaBusOptionsOf,
   type KafkaConnection,
   type KafkaLogRecord,

@@ -92,7 +92,18 @@ export type SyncKafkaReply =
       ok: true;
       value: PackedRecords | { start: number; end: number } | { count: number | null } | null;
     }
-  | { ok: false; error: string; code?: string };
+  | { ok: false; error: string; code?: string; sent?: SentBeforeFailure };
+
+/**
+ * Of a failed send (plain idempotent producer): how many of its records the broker acknowledged
+ * before the failure (they are written, in order), and whether the failure is the broker being
+ * away (kafkajs retriable: connection refused or lost, request timeout, no leader) rather than a
+ * refusal that a resend would meet again (message too large, out-of-order sequence).
+ */
+export interface SentBeforeFailure {
+  records: number;
+  brokerAway: boolean;
+}
 
 /** A record read by {@link SyncKafka.read} / {@link SyncKafka.range}; `bytes` is its own copy. */
 export interface KafkaLogRecord {
@@ -101,15 +112,29 @@ export interface KafkaLogRecord {
   bytes: Uint8Array;
 }
 
-/** A failed call; `code` is the bus's BusError code when the bus gave one (e.g. 'fenced'). */
+/**
+ * A failed call; `code` is the bus's BusError code when the bus gave one (e.g. 'fenced'); `sent`
+ * is set for a send that the helper answered (nothing of it is in flight any more).
+ */
 export class SyncKafkaError extends Error {
   override readonly name = 'SyncKafkaError';
   constructor(
     message: string,
     readonly code: string | undefined,
+    readonly sent?: SentBeforeFailure,
   ) {
     super(message);
   }
+}
+
+/**
+ * Whether `e` is a failed plain send (SyncKafka.send, a KafkaAppender without transactional id)
+ * of a broker that is away, answered by the helper: the appender kept the records the broker did
+ * not acknowledge, and flushing again with the same client resends them under their sequence
+ * numbers, so the broker drops the copy of any that were written after all (idempotent producer).
+ */
+export function isBrokerAwaySend(e: unknown): boolean {
+  return e instanceof SyncKafkaError && e.sent?.brokerAway === true;
 }
 
 const helperFile = new URL('./kafka-sync.worker.js', import.meta.url);
@@ -150,7 +175,7 @@ export class SyncKafka {
         const m = receiveMessageOnPort(this.port);
         if (m) {
           const reply = m.message as SyncKafkaReply;
-          if (!reply.ok) throw new SyncKafkaError(reply.error, reply.code);
+          if (!reply.ok) throw new SyncKafkaError(reply.error, reply.code, reply.sent);
           return reply;
         }
       }
@@ -223,6 +248,8 @@ export class SyncKafka {
    * Sends `values` to topic/partition with the client's plain idempotent producer (no
    * transaction: the broker drops resent duplicates, offsets stay contiguous) and waits for
    * the acknowledgement of every one.
+   * @throws SyncKafkaError with `sent` (records acknowledged before the failure, whether the
+   *   broker is away) when the helper answers with a failure; without it when the call timed out.
    */
   send(topic: string, partition: number, values: readonly Uint8Array[]): void {
     const { bytes, ends } = packValues(values);

@@ -23,6 +23,7 @@ import {
   type SyncKafkaReply,
   type SyncKafkaRequest,
   type PackedRecords,
+  type SentBeforeFailure,
 } from './kafka-sync.js';
 
 const { connection, port, flag } = workerData as {
@@ -37,6 +38,30 @@ const CATCH_UP_WAIT_MS_MAX = 30_000;
 
 /** Largest sum of record bytes in one send of a transaction (see the commit op). */
 const SEND_BYTES_MAX = 512 * 1024;
+
+/** A failed send op: the failure and what of the send the broker acknowledged before it. */
+class SendFailure extends Error {
+  constructor(
+    readonly failure: unknown,
+    readonly sent: SentBeforeFailure,
+  ) {
+    super(failure instanceof Error ? failure.message : String(failure));
+  }
+}
+
+/**
+ * kafkajs calls a failure retriable when the broker is away (connection refused or closed,
+ * request timeout, leader not available); retries exhausted wrap it (originalError), and the
+ * bus wraps that (cause). A refusal (MESSAGE_TOO_LARGE, OUT_OF_ORDER_SEQUENCE_NUMBER) is not.
+ */
+function retriable(e: unknown): boolean {
+  for (let cur: unknown = e, depth = 0; cur && depth < 6; depth++) {
+    const c = cur as { retriable?: unknown; originalError?: unknown; cause?: unknown };
+    if (c.retriable === true) return true;
+    cur = c.originalError ?? c.cause;
+  }
+  return false;
+}
 
 let bus: BusBackend | null = null;
 const consumers = new Map<string, Promise<BusConsumer>>();
@@ -203,8 +228,19 @@ async function handle(req: SyncKafkaRequest): Promise<(SyncKafkaReply & { ok: tr
       return null;
     }
     case 'send': {
-      plain ??= await busOf().producer({ clientId: connection.clientId });
-      for (const chunk of sendChunks(req)) await plain.send(chunk);
+      // Records acknowledged before a failure: the caller resends only the rest. kafkajs rolls a
+      // failed request's sequence numbers back, so the resent first chunk has the sequence
+      // numbers it had, and the broker drops it if it was written after all.
+      let records = 0;
+      try {
+        plain ??= await busOf().producer({ clientId: connection.clientId });
+        for (const chunk of sendChunks(req)) {
+          await plain.send(chunk);
+          records += chunk.length;
+        }
+      } catch (e) {
+        throw new SendFailure(e, { records, brokerAway: retriable(e) });
+      }
       return null;
     }
     case 'deleteRecords':
@@ -238,11 +274,14 @@ port.on('message', (req: SyncKafkaRequest) => {
         port.postMessage(reply, transfer as ArrayBuffer[]);
       },
       (e: unknown) => {
+        const sent = e instanceof SendFailure ? e.sent : undefined;
+        if (e instanceof SendFailure) e = e.failure;
         const code = e instanceof BusError ? e.code : undefined;
         const reply: SyncKafkaReply = {
           ok: false,
           error: e instanceof Error ? e.message : String(e),
           code,
+          ...(sent ? { sent } : {}),
         };
         port.postMessage(reply);
       },

@@ -19,7 +19,12 @@
  */
 import { Appender, Tailer } from '../journal/index.js';
 import type { Topology } from '../config/index.js';
-import { SyncKafka, type KafkaConnection, type KafkaLogRecord } from './kafka-sync.js';
+import {
+  SyncKafka,
+  SyncKafkaError,
+  type KafkaConnection,
+  type KafkaLogRecord,
+} from './kafka-sync.js';
 
 /** One queue partition: its name, number and (journal) directory. */
 export interface QueuePartition {
@@ -267,7 +272,8 @@ export class KafkaTailer implements PartitionTailer {
  * A {@link PartitionAppender} over a Kafka topic partition: a transactional producer (opened, and
  * so fencing its predecessors, in the constructor); each flush() is one committed transaction.
  * What was appended but not flushed when the actor dies is never visible (its transaction is
- * aborted by the next open, or never began).
+ * aborted by the next open, or never began). Without a transactional id each flush() is a plain
+ * idempotent send; a failed one keeps the records the broker did not acknowledge pending.
  */
 export class KafkaAppender implements PartitionAppender {
   private pending: Uint8Array[] = [];
@@ -315,8 +321,22 @@ export class KafkaAppender implements PartitionAppender {
     this.pending = [];
     this.pendingBytes = 0;
     this.deferredSinceMs = 0;
-    if (this.transactionalId === '') this.kafka.send(this.topic, this.partition, batch);
-    else this.kafka.commit(this.transactionalId, this.topic, this.partition, batch);
+    if (this.transactionalId !== '') {
+      this.kafka.commit(this.transactionalId, this.topic, this.partition, batch);
+      return;
+    }
+    try {
+      this.kafka.send(this.topic, this.partition, batch);
+    } catch (e) {
+      // The records the broker did not acknowledge stay pending, so the next flush resends them
+      // first, as they were (see isBrokerAwaySend); close() drops them.
+      const sent = e instanceof SyncKafkaError ? e.sent : undefined;
+      if (sent) {
+        this.pending = batch.slice(sent.records);
+        for (const b of this.pending) this.pendingBytes += b.length;
+      }
+      throw e;
+    }
   }
 
   /** Drops what was not flushed: it was never committed, as after a crash. */

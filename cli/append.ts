@@ -46,8 +46,16 @@ export interface AppendOptions {
   brokerWaitS?: number;
 }
 
-/** Pause between two resends to a broker that is away, ms: doubling from the first to the max. */
-export const APPEND_BROKER_BACKOFF_MS = { first: 250, max: 5000 } as const;
+/**
+ * Bounds of the append command. The pause between two resends to a broker that is away doubles
+ * from brokerBackoffInitialMs to brokerBackoffMaxMs; one resend itself takes up to the producer's
+ * retries (about 25 s) while the broker does not answer, so a --broker-wait-s bound is kept to
+ * within that.
+ */
+export const APPEND_DEFAULTS = {
+  brokerBackoffInitialMs: 250,
+  brokerBackoffMaxMs: 5000,
+} as const;
 
 /** A bad stdin line: its 1-based number and what is wrong. */
 export class AppendInputError extends Error {
@@ -88,7 +96,7 @@ export async function appendLines(
    */
   const flushing = async (what: () => void): Promise<void> => {
     let downSinceMs = 0;
-    let backoffMs: number = APPEND_BROKER_BACKOFF_MS.first;
+    let backoffMs: number = APPEND_DEFAULTS.brokerBackoffInitialMs;
     for (;;) {
       try {
         what();
@@ -106,7 +114,7 @@ export async function appendLines(
           );
         }
         await new Promise((r) => setTimeout(r, backoffMs));
-        backoffMs = Math.min(2 * backoffMs, APPEND_BROKER_BACKOFF_MS.max);
+        backoffMs = Math.min(2 * backoffMs, APPEND_DEFAULTS.brokerBackoffMaxMs);
       }
     }
     if (downSinceMs > 0) {

@@ -12,6 +12,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
 import swagger from '@fastify/swagger';
+import AjvModule from 'ajv';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { LOG_LEVELS, logLevelName } from '../engine/actor/index.js';
@@ -48,6 +49,29 @@ export const lagMaxAgeMs = (cacheMs: number): number => (cacheMs === 0 ? LAG_FRE
 
 const sendRendered = (reply: import('fastify').FastifyReply, type: string, r: Rendered) =>
   reply.type(type).header(AS_OF_HEADER, new Date(r.asOfMs).toISOString()).send(r.body);
+
+// ajv is CommonJS; under NodeNext its class is the default export's `default`.
+const Ajv = AjvModule.default;
+
+/** fastify's own request-validation options (@fastify/ajv-compiler's defaults). */
+const REQUEST_AJV_OPTIONS = {
+  coerceTypes: 'array',
+  useDefaults: true,
+  removeAdditional: true,
+  allErrors: false,
+} as const;
+
+/**
+ * The validator of each request part. A querystring, the URL's params and headers are text, so
+ * `?limit=5` must be coerced to the integer the schema declares; a body is JSON and carries its
+ * own types, so a `{"to": 5}` where a queue name is declared is refused (400 "body/to must be
+ * string") rather than coerced into queue "5".
+ */
+function requestValidators(): (part: string | undefined) => InstanceType<typeof Ajv> {
+  const coercing = new Ajv(REQUEST_AJV_OPTIONS);
+  const typed = new Ajv({ ...REQUEST_AJV_OPTIONS, coerceTypes: false });
+  return (part) => (part === 'body' ? typed : coercing);
+}
 
 /**
  * The right a request needs: runtime changes operate, capture configuration changes and the audit
@@ -195,6 +219,8 @@ export async function buildOpsApp(ctx: OpsContext): Promise<FastifyInstance> {
   // On close, open keep-alive connections (a dashboard, a scraper) are destroyed, so stop() does
   // not wait for clients; a request arriving while closing gets 503.
   const app = Fastify({ logger: false, forceCloseConnections: true });
+  const validatorOf = requestValidators();
+  app.setValidatorCompiler(({ schema, httpPart }) => validatorOf(httpPart).compile(schema));
   await app.register(swagger, {
     openapi: {
       openapi: '3.0.3',

@@ -41,6 +41,7 @@ queues:
   - { name: orders }
   - { name: priced }
   - { name: retry }
+  - { name: "5" }
 capture:
   - name: shop
     database: { dialect: sqlite, file: ${file} }
@@ -199,7 +200,7 @@ test('a refused change is listed for read; requeue and purge are refused to read
     );
 });
 
-test('dead letters: listed for read; replay refused to read, done for operate (appended again); purge refused while the service runs', async () => {
+test('dead letters: listed for read; replay refused to read, done for operate (appended again), refused with 400 naming "to" when it is not a string; purge refused while the service runs', async () => {
   const appender = (await import('../index.js')).openQueueAppender;
   const orders = appender(running!.topology, 'orders');
   orders.appendJson('o1', { key: 'o1' });
@@ -226,6 +227,24 @@ test('dead letters: listed for read; replay refused to read, done for operate (a
   );
   assert.equal(d.value, { key: 'o2', bad: true });
   assert.is((await call('/dlq/orders', 'rita')).status, 404);
+
+  // A query string is text, so its integers are coerced; a JSON body has its own types.
+  const limited = await call('/dlq/pricer.dlq?limit=1', 'rita');
+  assert.is(limited.status, 200, JSON.stringify(limited.body));
+  assert.is(limited.body.deadLetters.length, 1);
+  for (const to of [5, true, ['retry']]) {
+    const notAName = await call('/dlq/pricer.dlq/replay', 'olga', { to });
+    assert.is(notAName.status, 400, `to: ${JSON.stringify(to)}: ${JSON.stringify(notAName.body)}`);
+    assert.is(notAName.body.error, 'body/to must be string');
+  }
+  assert.is((await call('/dlq/pricer.dlq/replay', 'olga', { indexes: ['0'] })).status, 400);
+  const five = path.join(dir, 'data', 'queues', '5', '0');
+  if (fs.existsSync(five)) {
+    const t5 = Tailer.open({ dir: five });
+    assert.is(t5.next(), null, 'nothing was replayed into queue "5"');
+    t5.close();
+  }
+  assert.is((await call('/dlq/pricer.dlq', 'rita')).body.total, 1);
 
   const refused = await call('/dlq/pricer.dlq/replay', 'rita', { to: 'retry' });
   assert.is(refused.status, 403);

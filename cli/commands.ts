@@ -88,7 +88,8 @@ const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
 function intOption(name: string, min: number) {
   return (value: string): number => {
     const n = Number(value);
-    if (!Number.isInteger(n) || n < min)
+    // Digits only: Number() would also take "", " ", "0x5", "1e1" and "5.0".
+    if (!/^-?\d+$/.test(value.trim()) || !Number.isSafeInteger(n) || n < min)
       throw new InvalidArgumentError(`${name} must be an integer >= ${min}, got "${value}"`);
     return n;
   };
@@ -257,7 +258,7 @@ program
     `run the API's thread this many priority steps (nice, 0-19) below the actors (default ${HTTP_NICE_DEFAULT})`,
     (v: string) => {
       const n = Number(v);
-      if (!Number.isInteger(n) || n < 0 || n > 19)
+      if (!/^\d+$/.test(v) || n > 19)
         throw new InvalidArgumentError(`--http-nice must be an integer 0-19, got "${v}"`);
       return n;
     },

@@ -170,7 +170,8 @@ export async function startFront(
         await new Promise<void>((resolve) => {
           onClosed = resolve;
           worker.postMessage({ type: 'close' } satisfies MainToFront);
-          setTimeout(resolve, 2000).unref();
+          // The front waits up to 2 s for requests being answered (front.worker.ts).
+          setTimeout(resolve, 3000).unref();
         });
         await worker.terminate();
       })()),

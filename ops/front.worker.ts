@@ -77,8 +77,10 @@ function isFresh(e: Entry, nowMs: number): boolean {
 }
 
 /**
- * The answer to a cacheable GET: the cached one while fresh, else the main thread's (one request
- * in flight per key: concurrent ones share it). Only a 200 carrying the as-of header is kept.
+ * The answer to a cacheable GET: the kept one while fresh, else the main thread's. Only a key
+ * whose header the app accepted before (a kept answer, fresh or not) shares one request in flight
+ * among concurrent ones; any other request goes to the app on its own, so each refused token
+ * counts in the app's failure limiter. Only a 200 carrying the as-of header is kept.
  */
 async function cached(
   key: string,
@@ -87,19 +89,23 @@ async function cached(
 ): Promise<FrontResponse> {
   const e = cache.get(key);
   if (e && isFresh(e, nowMs)) return e.response;
+  const keep = (r: FrontResponse): FrontResponse => {
+    const asOf = r.headers[init.asOfHeader];
+    const asOfMs = typeof asOf === 'string' ? Date.parse(asOf) : NaN;
+    if (r.status === 200 && Number.isFinite(asOfMs)) {
+      cache.delete(key);
+      cache.set(key, { response: r, asOfMs });
+      // Distinct Authorization headers are few (users' tokens); bound them anyway.
+      if (cache.size > 64) cache.delete(cache.keys().next().value as string);
+    }
+    return r;
+  };
+  if (!e) return ask(req).then(keep);
   let pending = inFlight.get(key);
   if (!pending) {
     pending = ask(req).then((r) => {
       inFlight.delete(key);
-      const asOf = r.headers[init.asOfHeader];
-      const asOfMs = typeof asOf === 'string' ? Date.parse(asOf) : NaN;
-      if (r.status === 200 && Number.isFinite(asOfMs)) {
-        cache.delete(key);
-        cache.set(key, { response: r, asOfMs });
-        // Distinct Authorization headers are few (users' tokens); bound them anyway.
-        if (cache.size > 64) cache.delete(cache.keys().next().value as string);
-      }
-      return r;
+      return keep(r);
     });
     inFlight.set(key, pending);
   }
@@ -115,29 +121,59 @@ function send(res: http.ServerResponse, r: FrontResponse, head: boolean): void {
   for (const [name, value] of Object.entries(r.headers))
     if (value !== undefined && !DROPPED.has(name)) res.setHeader(name, value);
   res.statusCode = r.status;
-  res.setHeader('content-length', r.body.byteLength);
+  // A HEAD answer has no body: its length is the GET's, as the app said.
+  const length = head ? r.headers['content-length'] : undefined;
+  res.setHeader('content-length', length ?? r.body.byteLength);
+  if (closing) res.setHeader('connection', 'close');
   res.end(head ? undefined : r.body);
 }
 
-function refuse(res: http.ServerResponse, status: number, error: string): void {
+/** A JSON error answer written by the front itself; `close`: the connection ends after it. */
+function refuse(res: http.ServerResponse, status: number, error: string, close = false): void {
+  if (res.headersSent) return;
   const body = Buffer.from(JSON.stringify({ error }));
-  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8' });
+  res.writeHead(status, {
+    'content-type': 'application/json; charset=utf-8',
+    'content-length': body.byteLength,
+    ...(close || closing ? { connection: 'close' } : {}),
+  });
   res.end(body);
 }
 
+/** Requests read and not yet answered (a close waits for them, CLOSE_WAIT_MS at most). */
+let open = 0;
+let onIdle: (() => void) | null = null;
+const CLOSE_WAIT_MS = 2_000;
+
 const server = http.createServer((req, res) => {
-  if (closing) return refuse(res, 503, 'the server is closing');
+  if (closing) return refuse(res, 503, 'the server is closing', true);
+  open++;
+  res.on('close', () => {
+    open--;
+    if (open === 0) onIdle?.();
+  });
+  const tooLarge = () => {
+    // Answered at once, without reading the rest; the connection ends after the answer.
+    refuse(res, 413, `request body over ${init.bodyLimit} bytes (the API's limit)`, true);
+    req.removeAllListeners('data');
+    req.resume();
+    res.on('finish', () => req.socket.destroy());
+  };
+  const declared = Number(req.headers['content-length'] ?? 0);
+  if (declared > init.bodyLimit) return tooLarge();
   const chunks: Buffer[] = [];
   let bytes = 0;
-  let tooLarge = false;
+  let refused = false;
   req.on('data', (c: Buffer) => {
+    if (refused) return;
     bytes += c.length;
-    if (bytes > init.bodyLimit) tooLarge = true;
-    else chunks.push(c);
+    if (bytes > init.bodyLimit) {
+      refused = true;
+      tooLarge();
+    } else chunks.push(c);
   });
   req.on('end', () => {
-    if (tooLarge)
-      return refuse(res, 413, `request body over ${init.bodyLimit} bytes (the API's limit)`);
+    if (refused) return;
     const method = req.method ?? 'GET';
     const url = req.url ?? '/';
     const one = {
@@ -173,9 +209,21 @@ port.on('message', (m: MainToFront) => {
     waiting.delete(m.id);
     resolve?.(m);
   } else if (m.type === 'close') {
+    // No new connection; idle ones end now; requests being answered get their answers (with
+    // `connection: close`), CLOSE_WAIT_MS at most; a request arriving meanwhile on an open
+    // connection gets 503.
     closing = true;
     server.close(() => toMain({ type: 'closed' }));
-    server.closeAllConnections();
+    server.closeIdleConnections();
+    const end = () => {
+      onIdle = null;
+      server.closeAllConnections();
+    };
+    if (open === 0) end();
+    else {
+      onIdle = end;
+      setTimeout(end, CLOSE_WAIT_MS).unref();
+    }
   }
 });
 

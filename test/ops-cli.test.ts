@@ -54,6 +54,13 @@ test('a bad --http value is a usage error naming the expected form', async () =>
   ]);
   assert.is(nice.code, 2);
   assert.match(nice.err, '--http-nice must be an integer 0-19, got "20"');
+  for (const bad of ['', '0x5', '1e1', '5.0']) {
+    const r = await sluice(['run', path.join(dir, 'none.yaml'), '--http', '0', '--http-nice', bad]);
+    assert.is(r.code, 2, bad);
+    assert.match(r.err, `--http-nice must be an integer 0-19, got "${bad}"`);
+  }
+  const status = await sluice(['run', path.join(dir, 'none.yaml'), '--status-ms', '']);
+  assert.match(status.err, '--status-ms must be an integer >= 0, got ""');
   const alone = await sluice(['run', path.join(dir, 'none.yaml'), '--http-nice', '5']);
   assert.is(alone.code, 2);
   assert.match(alone.err, '--http-nice needs --http');

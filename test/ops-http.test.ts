@@ -7,6 +7,7 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
@@ -505,10 +506,14 @@ test('the socket is served by a thread of its own, http.nice steps below the act
   for (const tid of actorThreads) assert.is(niceOf(tid), mainNice, `actor thread ${tid}`);
 
   // What the app answers, the front writes: status, type, body; HEAD without a body.
-  const head = await fetch(`${server.url}/actors`, { method: 'HEAD' });
+  const head = await fetch(`${server.url}/health`, { method: 'HEAD' });
   assert.is(head.status, 200);
   assert.match(head.headers.get('content-type') ?? '', /application\/json/);
   assert.is(await head.text(), '');
+  const got = await fetch(`${server.url}/health`);
+  const gotBytes = Buffer.byteLength(await got.text());
+  assert.is(Number(got.headers.get('content-length')), gotBytes);
+  assert.is(Number(head.headers.get('content-length')), gotBytes, "HEAD names the GET's length");
   const missing = await fetch(`${server.url}/no-such-route`);
   assert.is(missing.status, 404);
   // A body over the limit is refused before it reaches the app, and changes nothing.
@@ -519,6 +524,22 @@ test('the socket is served by a thread of its own, http.nice steps below the act
   });
   assert.is(big.status, 413);
   assert.match(((await big.json()) as { error: string }).error, /over 1048576 bytes/);
+  // A declared length over the limit is refused before the body comes: only headers are sent.
+  const { port } = new URL(server.url);
+  const early = await new Promise<string>((resolve, reject) => {
+    const sock = net.connect(Number(port), '127.0.0.1', () =>
+      sock.write(
+        'PUT /log-level HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\ncontent-length: 3000000\r\n\r\n{"level":',
+      ),
+    );
+    let text = '';
+    sock.on('data', (b) => (text += b));
+    sock.on('close', () => resolve(text));
+    sock.on('error', reject);
+    setTimeout(() => reject(new Error(`no answer within 5 s: ${text}`)), 5000).unref();
+  });
+  assert.match(early, /^HTTP\/1\.1 413 /);
+  assert.match(early, /request body over 1048576 bytes/);
   const levels = await get<{ global: string }>(`${server.url}/log-level`);
   assert.is.not(levels.body.global, 'debug');
   // A bad body is the app's 400, naming the field.

@@ -90,6 +90,61 @@ test('a SIGINT in the first moments (while the CLI is still loading) stops clean
   }
 });
 
+test('a SIGINT while the actors start (the service launched, its reader not yet) exits 0 at once, inputs kept for the next start', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-drain-starting-'));
+  try {
+    const file = path.join(dir, 'topology.yaml');
+    fs.writeFileSync(
+      file,
+      `name: drain\ndataDir: ./data\nqueues:\n  - { name: in }\n  - { name: out }\nservices:\n  - name: summer\n    module: ${serviceModule}\n    inputs: [in]\n    output: out\n`,
+    );
+    const inDir = path.join(dir, 'data/queues/in/0');
+    const writer = new EnvelopeWriter();
+    const a = Appender.open({ dir: inDir });
+    for (let n = 0; n < 100; n++)
+      a.append(
+        writer.encode({
+          type: EVENT_TYPE_JSON,
+          key: `k${n % 5}`,
+          eventTimeMs: Date.now(),
+          payload: encodeJson({ v: 1, n }),
+        }),
+      );
+    a.close();
+    const run = async (signalAt: 'http' | null) => {
+      // --http prints its line before any actor starts: a signal then lands in the group's start.
+      const child = spawn(
+        process.execPath,
+        [cli, 'run', file, '--status-ms', '0', '--http', '127.0.0.1:0'],
+        { stdio: ['ignore', 'pipe', 'pipe'] },
+      );
+      let err = '';
+      let signalled = 0;
+      child.stderr.on('data', (b) => {
+        err += b;
+        if (!signalled && (signalAt === 'http' ? /http: operations/ : /is up/).test(err)) {
+          signalled = Date.now();
+          child.kill('SIGINT');
+        }
+      });
+      const code = await new Promise<number | null>((r) => child.on('exit', (c) => r(c)));
+      return { code, err, ms: Date.now() - signalled };
+    };
+    const early = await run('http');
+    // Before the fix: the service waited for a ring its never-launched reader would close, was
+    // terminated after drainTimeoutMs (10 s) and the process exited 1.
+    assert.is(early.code, 0, early.err);
+    assert.not.match(early.err, 'did not drain');
+    assert.ok(early.ms < 5000, `exited ${early.ms} ms after the signal`);
+    // Nothing lost: the next start (signalled once up, so it drains) processes every input once.
+    const next = await run(null);
+    assert.is(next.code, 0, next.err);
+    assert.is(countRecords(path.join(dir, 'data/queues/out/0')), 100);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test('SIGINT during a long replay stops the replay, drains and exits 0; nothing is written', async () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-drain-replay-'));
   try {

@@ -456,12 +456,18 @@ export class Supervisor extends EventEmitter {
   }
 
   private async drainGroup(g: GroupState, result: StopResult): Promise<void> {
+    // A group whose start the drain cut short (its later actors are never launched once the
+    // supervisor drains, e.g. a service's readers after a Ctrl-C in the first moments) cannot
+    // drain: its actors would wait for rings no reader will close. They are stopped instead
+    // (Command.stop: the work in flight is finished, the backlog stays for the next start),
+    // which keeps their durable state exact as a drain does.
+    const command = g.startedGeneration === g.generation ? Command.drain : Command.stop;
     const orders = [...new Set(g.actors.map((a) => a.spec.drainOrder ?? 0))].sort((a, b) => a - b);
     for (const order of orders) {
       const batch = g.actors.filter((a) => (a.spec.drainOrder ?? 0) === order);
       await Promise.all(
         batch.map(async (a) => {
-          a.control.request(Command.drain);
+          a.control.request(command);
           const timeout = new Promise<'timeout'>((res) => {
             const t = setTimeout(() => res('timeout'), this.options.drainTimeoutMs);
             t.unref();

@@ -12,7 +12,7 @@
  * meanwhile), so the reader sees how much of the two cores the load generator took.
  * Prints markdown.
  *   node dist/bench/ops-overhead.js [--duration-s 20] [--rounds 2] [--connections 10]
- *        [--rates 200,50] [--baseline DIR]
+ *        [--rates 200,50] [--baseline DIR] [--cannon-nice N]
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -57,11 +57,15 @@ const rateOf = (mode: Mode): number | null => {
   return m ? Number(m[1]) : null;
 };
 
+/** The autocannon child of `--cannon-nice` (bench/cannon-child.ts, built next to this file). */
+const CANNON_CHILD = path.join(path.dirname(new URL(import.meta.url).pathname), 'cannon-child.js');
+
 async function runBank(
   build: { name: string; root: string },
   mode: Mode,
   durationS: number,
   connections: number,
+  cannonNice: number,
 ): Promise<Run> {
   const bank = path.join(build.root, 'dist/examples/bank/main.js');
   const args = [
@@ -79,14 +83,16 @@ async function runBank(
   const p = spawn(TIME, args, { stdio: ['ignore', 'pipe', 'pipe'], cwd: build.root });
   let out = '';
   let cannon: ReturnType<typeof autocannon> | null = null;
+  let child: ReturnType<typeof spawn> | null = null;
+  let childOut = '';
+  let childExit: Promise<unknown> | null = null;
   let cpuAtStart: NodeJS.CpuUsage | null = null;
   const onData = (b: Buffer) => {
     out += b;
     const m = /operations API and dashboard at (http:\/\/[\d.:]+)\//.exec(out);
-    if (m && mode !== 'no server' && mode !== 'server, idle' && !cannon) {
+    if (m && mode !== 'no server' && mode !== 'server, idle' && !cannon && !child) {
       const rate = rateOf(mode);
-      cpuAtStart = process.cpuUsage();
-      cannon = autocannon({
+      const options = {
         // The workload's duration from the moment the server is up (the workload starts then):
         // the drain and the verification afterwards are not loaded, and the server's close
         // (503s, refused connections) is not counted.
@@ -95,10 +101,22 @@ async function runBank(
         duration: durationS,
         ...(rate !== null ? { overallRate: rate } : {}),
         requests: [
-          { method: 'GET', path: '/metrics' },
-          { method: 'GET', path: '/actors' },
+          { method: 'GET' as const, path: '/metrics' },
+          { method: 'GET' as const, path: '/actors' },
         ],
-      });
+      };
+      if (cannonNice > 0) {
+        child = spawn(
+          'nice',
+          ['-n', String(cannonNice), process.execPath, CANNON_CHILD, JSON.stringify(options)],
+          { stdio: ['ignore', 'pipe', 'inherit'] },
+        );
+        child.stdout!.on('data', (d: Buffer) => (childOut += d));
+        childExit = new Promise((r) => child!.on('exit', r));
+      } else {
+        cpuAtStart = process.cpuUsage();
+        cannon = autocannon(options);
+      }
     }
   };
   p.stdout.on('data', onData);
@@ -106,7 +124,14 @@ async function runBank(
   const code = await new Promise<number | null>((r) => p.on('exit', r));
   if (code !== 0) throw new Error(`bank job (${build.name}, ${mode}) exited ${code}:\n${out}`);
   let requests: Run['requests'];
-  if (cannon) {
+  if (child) {
+    const c = child as ReturnType<typeof spawn>;
+    if (c.exitCode === null) c.kill('SIGTERM');
+    await childExit;
+    const r = JSON.parse(childOut.trim().split('\n').pop() ?? 'null') as Run['requests'] | null;
+    if (!r) throw new Error(`no result from ${CANNON_CHILD} (${build.name}, ${mode})`);
+    requests = r;
+  } else if (cannon) {
     const c = cannon as ReturnType<typeof autocannon>;
     c.stop();
     const r = await c;
@@ -150,6 +175,12 @@ export interface OpsBenchOptions {
   rates?: number[];
   /** Root of another built checkout to compare with, run by run. */
   baseline?: string;
+  /**
+   * Priority steps (nice) of the load generator: above 0, autocannon runs in a child process
+   * under `nice -n` (bench/cannon-child.ts) instead of in this process at the pipeline's
+   * priority. Default 0.
+   */
+  cannonNice?: number;
 }
 
 /** Runs the comparison; returns the markdown section. @throws Error when a bank run fails. */
@@ -158,6 +189,7 @@ export async function runOpsOverheadBench(o: OpsBenchOptions = {}): Promise<stri
   const rounds = o.rounds ?? 2;
   const connections = o.connections ?? 10;
   const rates = o.rates ?? [200, 50];
+  const cannonNice = o.cannonNice ?? 0;
   const builds = [{ name: 'this', root: thisRoot }];
   if (o.baseline) {
     const root = path.resolve(o.baseline);
@@ -181,7 +213,7 @@ export async function runOpsOverheadBench(o: OpsBenchOptions = {}): Promise<stri
     for (const [k, mode] of order.entries()) {
       const bs = (i + k) % 2 === 0 ? builds : [...builds].reverse();
       for (const b of bs) {
-        const r = await runBank(b, mode, durationS, connections);
+        const r = await runBank(b, mode, durationS, connections, cannonNice);
         runs.push(r);
         // Progress on stderr, so a cut-short run leaves its rows.
         console.error(`ops bench: ${JSON.stringify(r)}`);
@@ -194,7 +226,7 @@ export async function runOpsOverheadBench(o: OpsBenchOptions = {}): Promise<stri
   const perEvent = (r: Run) => (r.bankCpuS * 1e6) / r.events;
   const cpuCell = (r: Run) => (r.requests ? r.requests.cpuS.toFixed(1) : '-');
   const lines = [
-    `### Operations server overhead (bank, SQLite, scale 1, 4 clients, ${durationS} s; autocannon ${connections} connections on /metrics + /actors)`,
+    `### Operations server overhead (bank, SQLite, scale 1, 4 clients, ${durationS} s; autocannon ${connections} connections on /metrics + /actors${cannonNice > 0 ? `, autocannon at nice ${cannonNice} in a process of its own` : ''})`,
     '',
     `${os.cpus().length} CPUs (${os.cpus()[0]?.model ?? '?'}), Node ${process.version}; 1-minute load average ${loadStart[0]!.toFixed(1)} at the start, ${os.loadavg()[0]!.toFixed(1)} at the end${o.baseline ? `; baseline: ${path.resolve(o.baseline)}` : ''}`,
     '',
@@ -241,6 +273,7 @@ if (process.argv[1] && new URL(import.meta.url).pathname === process.argv[1]) {
     connections: num('--connections'),
     rates: rates === undefined ? undefined : rates.split(',').filter(Boolean).map(Number),
     baseline: arg('--baseline'),
+    cannonNice: num('--cannon-nice'),
   }).then(
     (md) => console.log(md),
     (e: Error) => {

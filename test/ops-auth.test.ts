@@ -235,9 +235,16 @@ test('the dashboard asks for a token, then shows the actors; a read user is refu
     await page.waitForSelector('#login:not([hidden])');
     assert.is(await page.textContent('#health'), 'sign in');
     assert.is(await page.$$eval('#actors tbody tr', (rows) => rows.length), 0);
+    // A token whose user has no right on this topology: said, and asked for again.
+    await page.fill('#token', tokens.otto);
+    await page.click('#sign-in');
+    await page.waitForFunction(`document.querySelector('#health').textContent === 'refused'`);
+    await page.waitForSelector('#login:not([hidden])');
+    assert.match((await page.textContent('#login-error')) ?? '', /otto/);
     await page.fill('#token', tokens.rita);
     await page.click('#sign-in');
     await page.waitForSelector('#actors tbody tr[data-actor="service:pass"]');
+    assert.is(await page.textContent('#login-error'), '');
     assert.is(await page.textContent('#health'), 'ok');
     await page.selectOption('#log-actor', 'service:pass');
     await page.selectOption('#log-level', 'warn');

@@ -445,17 +445,37 @@ async function refresh() {
 
 let started = false;
 
+/**
+ * A first answer that is not a 200: 403 (the token's user has no right on this topology) or 429
+ * (too many failed tokens from this address) is said, with the server's message, and the token is
+ * asked for again.
+ */
+function refused(r) {
+  $('#health').textContent = r.status === 429 ? 'rate-limited' : 'refused';
+  $('#health').dataset.status = 'failed';
+  $('#login-error').textContent = (r.body && r.body.error) || `HTTP ${r.status}`;
+  $('#login').hidden = false;
+}
+
 async function main() {
   let v, t;
   try {
-    [{ body: v }, { body: t }] = await Promise.all([getJson('version'), getJson('topology')]);
+    // One after the other: a refused token then costs one failure in the server's limiter.
+    const version = await getJson('version');
+    if (version.status !== 200) return refused(version);
+    const topology = await getJson('topology');
+    if (topology.status !== 200) return refused(topology);
+    v = version.body;
+    t = topology.body;
   } catch (err) {
     if (err instanceof Unauthorized) {
       $('#health').textContent = 'sign in';
+      $('#login-error').textContent = sessionStorage.getItem(TOKEN_KEY) ? err.message : '';
       return;
     }
     throw err;
   }
+  $('#login-error').textContent = '';
   started = true;
   $('#topology-name').textContent = t.name;
   $('#version').textContent = `v${v.version}`;

@@ -1,0 +1,31 @@
+/**
+ * autocannon in a process of its own, for bench/ops-overhead.ts `--cannon-nice N`: the parent
+ * starts it under `nice -n N`, so the load generator can give way to the pipeline on the same
+ * cores instead of competing with it at the pipeline's priority. Options: one JSON argument
+ * (autocannon's options). Runs until its duration ends or SIGTERM, then prints one JSON line:
+ * `{ total, perS, p99Ms, non2xx, errors, cpuS }` (cpuS: this process's user + system CPU, s).
+ */
+import autocannon from 'autocannon';
+
+const options = JSON.parse(process.argv[2] ?? '{}') as Parameters<typeof autocannon>[0];
+const instance = autocannon(options);
+process.on('SIGTERM', () => instance.stop());
+instance.then(
+  (r) => {
+    const cpu = process.cpuUsage();
+    console.log(
+      JSON.stringify({
+        total: r.requests.total,
+        perS: Math.round(r.requests.average),
+        p99Ms: r.latency.p99,
+        non2xx: r.non2xx,
+        errors: r.errors,
+        cpuS: (cpu.user + cpu.system) / 1e6,
+      }),
+    );
+  },
+  (err: Error) => {
+    console.error(`cannon-child: ${err.message}`);
+    process.exit(2);
+  },
+);

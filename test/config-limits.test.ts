@@ -43,6 +43,14 @@ test('a 200,000-character queue name is refused at its field in one short line (
   ]);
 });
 
+test('a 200,000-character map key is shown cut in its problem line (fuzz seed 935163229: a 131,072-character line)', () => {
+  const key = 'k'.repeat(200_000);
+  const lines = problems(yaml('name: t', `${key}: 1`));
+  assert.is(lines.length, 1);
+  assert.ok(lines[0]!.length < 400, `${lines[0]!.length} characters`);
+  assert.match(lines[0]!, `["${'k'.repeat(100)}"... (200000 characters)]: `);
+});
+
 test('names, SQL identifiers and references have stated maximum lengths', () => {
   const long = (n: number) => 'b'.repeat(n + 1);
   const text = yaml(

@@ -6,12 +6,21 @@ export type Segment = string | number;
 
 const IDENTIFIER = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
 
-/** `['services', 1, 'inputs', 0]` -> `services[1].inputs[0]`; `[]` -> `(root)`. */
+/** Longest map key a path shows whole, characters; a longer one is cut (its length named). */
+const KEY_SHOWN_MAX = 100;
+
+/**
+ * `['services', 1, 'inputs', 0]` -> `services[1].inputs[0]`; `[]` -> `(root)`. A key over
+ * KEY_SHOWN_MAX characters is shown cut, `["abc"... (200300 characters)]`, so a problem line stays
+ * one readable line whatever the file holds.
+ */
 export function formatPath(path: readonly Segment[]): string {
   if (path.length === 0) return '(root)';
   let out = '';
   for (const s of path) {
     if (typeof s === 'number') out += `[${s}]`;
+    else if (s.length > KEY_SHOWN_MAX)
+      out += `[${JSON.stringify(s.slice(0, KEY_SHOWN_MAX))}... (${s.length} characters)]`;
     else if (IDENTIFIER.test(s)) out += out === '' ? s : `.${s}`;
     else out += `[${JSON.stringify(s)}]`;
   }

@@ -22,6 +22,22 @@ function countRecords(dir: string): number {
   return n;
 }
 
+/** Appends `n` JSON inputs `{ v: 1, n }` (keys k0..k4) to queue `in` of the topology in `dir`. */
+function appendInputs(dir: string, n: number): void {
+  const writer = new EnvelopeWriter();
+  const a = Appender.open({ dir: path.join(dir, 'data/queues/in/0') });
+  for (let i = 0; i < n; i++)
+    a.append(
+      writer.encode({
+        type: EVENT_TYPE_JSON,
+        key: `k${i % 5}`,
+        eventTimeMs: Date.now(),
+        payload: encodeJson({ v: 1, n: i }),
+      }),
+    );
+  a.close();
+}
+
 for (const signal of ['SIGTERM', 'SIGINT'] as const) {
   test(`${signal} drains the topology and exits 0 with every accepted input processed`, async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-drain-'));
@@ -31,20 +47,8 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
         file,
         `name: drain\ndataDir: ./data\nqueues:\n  - { name: in }\n  - { name: out }\nservices:\n  - name: summer\n    module: ${serviceModule}\n    inputs: [in]\n    output: out\n    settings: { spinUs: 50 }\n`,
       );
-      const inDir = path.join(dir, 'data/queues/in/0');
-      const writer = new EnvelopeWriter();
-      const a = Appender.open({ dir: inDir });
       const N = 3000;
-      for (let n = 0; n < N; n++)
-        a.append(
-          writer.encode({
-            type: EVENT_TYPE_JSON,
-            key: `k${n % 5}`,
-            eventTimeMs: Date.now(),
-            payload: encodeJson({ v: 1, n }),
-          }),
-        );
-      a.close();
+      appendInputs(dir, N);
       const child = spawn(process.execPath, [cli, 'run', file, '--status-ms', '0'], {
         stdio: ['ignore', 'pipe', 'pipe'],
       });
@@ -98,19 +102,7 @@ test('a SIGINT while the actors start (the service launched, its reader not yet)
       file,
       `name: drain\ndataDir: ./data\nqueues:\n  - { name: in }\n  - { name: out }\nservices:\n  - name: summer\n    module: ${serviceModule}\n    inputs: [in]\n    output: out\n`,
     );
-    const inDir = path.join(dir, 'data/queues/in/0');
-    const writer = new EnvelopeWriter();
-    const a = Appender.open({ dir: inDir });
-    for (let n = 0; n < 100; n++)
-      a.append(
-        writer.encode({
-          type: EVENT_TYPE_JSON,
-          key: `k${n % 5}`,
-          eventTimeMs: Date.now(),
-          payload: encodeJson({ v: 1, n }),
-        }),
-      );
-    a.close();
+    appendInputs(dir, 100);
     const run = async (signalAt: 'http' | null) => {
       // --http prints its line before any actor starts: a signal then lands in the group's start.
       const child = spawn(

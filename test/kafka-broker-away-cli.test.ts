@@ -34,13 +34,12 @@ async function until(what: string, cond: () => boolean, ms = 90_000): Promise<vo
   }
 }
 
-test('sluice tail -f on Kafka waits out a broker killed and restarted, then prints what comes after', async () => {
-  const queue = backend.queue('events');
-  const file = path.join(dir, 'topology.yaml');
+/** Writes a topology file of one queue (1 partition) on the test's Kafka bus and creates it. */
+async function queueTopology(file: string, name: string, queue: string): Promise<void> {
   fs.writeFileSync(
     file,
     [
-      'name: tailf',
+      `name: ${name}`,
       'dataDir: ./data',
       ...backend.busLines,
       'queues:',
@@ -49,6 +48,12 @@ test('sluice tail -f on Kafka waits out a broker killed and restarted, then prin
     ].join('\n'),
   );
   await backend.createQueues([{ name: queue, partitions: 1 }]);
+}
+
+test('sluice tail -f on Kafka waits out a broker killed and restarted, then prints what comes after', async () => {
+  const queue = backend.queue('events');
+  const file = path.join(dir, 'topology.yaml');
+  await queueTopology(file, 'tailf', queue);
   const before = await sluice(['append', file, queue], '{"key":"a"}\n{"key":"b"}\n{"key":"c"}\n');
   assert.is(before.code, 0, before.err);
 
@@ -100,18 +105,7 @@ test('sluice tail -f on Kafka waits out a broker killed and restarted, then prin
 test('sluice append on Kafka waits out a broker killed mid-input and restarted, then appends the rest: every line exactly once, in order', async () => {
   const queue = backend.queue('appended');
   const file = path.join(dir, 'append.yaml');
-  fs.writeFileSync(
-    file,
-    [
-      'name: tailf-append',
-      'dataDir: ./data',
-      ...backend.busLines,
-      'queues:',
-      `  - { name: ${queue} }`,
-      '',
-    ].join('\n'),
-  );
-  await backend.createQueues([{ name: queue, partitions: 1 }]);
+  await queueTopology(file, 'tailf-append', queue);
   const append = spawn(process.execPath, [SLUICE_CLI, 'append', file, queue], {
     stdio: ['pipe', 'pipe', 'pipe'],
   });
@@ -186,18 +180,7 @@ test('sluice append on Kafka waits out a broker killed mid-input and restarted, 
 test('sluice append --broker-wait-s 0 on Kafka whose broker goes away says how many events are durable and stops', async () => {
   const queue = backend.queue('appended-nowait');
   const file = path.join(dir, 'append-nowait.yaml');
-  fs.writeFileSync(
-    file,
-    [
-      'name: tailf-append-nowait',
-      'dataDir: ./data',
-      ...backend.busLines,
-      'queues:',
-      `  - { name: ${queue} }`,
-      '',
-    ].join('\n'),
-  );
-  await backend.createQueues([{ name: queue, partitions: 1 }]);
+  await queueTopology(file, 'tailf-append-nowait', queue);
   const append = spawn(
     process.execPath,
     [SLUICE_CLI, 'append', file, queue, '--broker-wait-s', '0'],

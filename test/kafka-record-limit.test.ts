@@ -31,6 +31,47 @@ const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-reclimit-'));
 /** Keys of the JSON records of `queue` partition 0, read_committed, in offset order. */
 const keysOf = (queue: string): string[] => jsonKeysOf(backend, dir, queue);
 
+/**
+ * Writes a topology file of one service (`input` -> `output`) on the test's Kafka bus, with one
+ * more service line (`extra`), and creates its two topics (1 partition each).
+ */
+async function serviceTopology(
+  file: string,
+  t: {
+    name: string;
+    dataDir: string;
+    busLines: readonly string[];
+    input: string;
+    output: string;
+    service: string;
+    module: string;
+    extra: string;
+  },
+): Promise<void> {
+  fs.writeFileSync(
+    file,
+    [
+      `name: ${t.name}`,
+      `dataDir: ${t.dataDir}`,
+      ...t.busLines,
+      'queues:',
+      `  - { name: ${t.input} }`,
+      `  - { name: ${t.output} }`,
+      'services:',
+      `  - name: ${t.service}`,
+      `    module: ${t.module}`,
+      `    inputs: [${t.input}]`,
+      `    output: ${t.output}`,
+      `    ${t.extra}`,
+      '',
+    ].join('\n'),
+  );
+  await backend.createQueues([
+    { name: t.input, partitions: 1 },
+    { name: t.output, partitions: 1 },
+  ]);
+}
+
 test('on Kafka, an output over the record limit is dead-lettered, and so is an event whose dead letter would be over it (without its bytes); the service goes on', async () => {
   const limit = KAFKA_SINK_DEFAULTS.recordBytesMax;
   const input = backend.queue('in');
@@ -38,28 +79,16 @@ test('on Kafka, an output over the record limit is dead-lettered, and so is an e
   const service = backend.service('grow');
   const dlq = `${service}.dlq`;
   const file = path.join(dir, 'topology.yaml');
-  fs.writeFileSync(
-    file,
-    [
-      'name: reclimit',
-      'dataDir: ./data',
-      ...backend.busLines,
-      'queues:',
-      `  - { name: ${input} }`,
-      `  - { name: ${output} }`,
-      'services:',
-      `  - name: ${service}`,
-      `    module: ${oversizeFile}`,
-      `    inputs: [${input}]`,
-      `    output: ${output}`,
-      '    errors: { retriesMax: 1, retryBackoffMs: 1 }',
-      '',
-    ].join('\n'),
-  );
-  await backend.createQueues([
-    { name: input, partitions: 1 },
-    { name: output, partitions: 1 },
-  ]);
+  await serviceTopology(file, {
+    name: 'reclimit',
+    dataDir: './data',
+    busLines: backend.busLines,
+    input,
+    output,
+    service,
+    module: oversizeFile,
+    extra: 'errors: { retriesMax: 1, retryBackoffMs: 1 }',
+  });
   // "wide" fits the limit as an input (0.8 of it) but its dead letter would not (4/3 of it).
   const wide = { key: 'wide', bad: true, pad: 'y'.repeat(Math.floor(limit * 0.8)) };
   const lines = [
@@ -134,28 +163,16 @@ test('on Kafka, bus.recordBytesMax raises the limit: an output of 1,020,000 byte
   const file = path.join(dir, 'raised.yaml');
   const busLine = backend.busLines[0]!;
   assert.match(busLine, / }$/);
-  fs.writeFileSync(
-    file,
-    [
-      'name: reclimit-raised',
-      'dataDir: ./data-raised',
-      busLine.replace(/ }$/, `, recordBytesMax: ${limit} }`),
-      'queues:',
-      `  - { name: ${input} }`,
-      `  - { name: ${output} }`,
-      'services:',
-      `  - name: ${service}`,
-      `    module: ${oversizeFile}`,
-      `    inputs: [${input}]`,
-      `    output: ${output}`,
-      '    errors: { retriesMax: 0, retryBackoffMs: 1 }',
-      '',
-    ].join('\n'),
-  );
-  await backend.createQueues([
-    { name: input, partitions: 1 },
-    { name: output, partitions: 1 },
-  ]);
+  await serviceTopology(file, {
+    name: 'reclimit-raised',
+    dataDir: './data-raised',
+    busLines: [busLine.replace(/ }$/, `, recordBytesMax: ${limit} }`)],
+    input,
+    output,
+    service,
+    module: oversizeFile,
+    extra: 'errors: { retriesMax: 0, retryBackoffMs: 1 }',
+  });
   const lines = [{ key: 'big', grow: 1_020_000 }, { key: 'over', grow: limit }, { key: 'c' }];
   const a = await sluice(
     ['append', file, input],
@@ -200,28 +217,16 @@ test('on Kafka, a snapshot of 2.5 MB is written in chunks under the record limit
   const output = backend.queue('snap-out');
   const service = backend.service('snap');
   const file = path.join(dir, 'snap.yaml');
-  fs.writeFileSync(
-    file,
-    [
-      'name: reclimit-snap',
-      'dataDir: ./data-snap',
-      ...backend.busLines,
-      'queues:',
-      `  - { name: ${input} }`,
-      `  - { name: ${output} }`,
-      'services:',
-      `  - name: ${service}`,
-      `    module: ${bigSnapshotFile}`,
-      `    inputs: [${input}]`,
-      `    output: ${output}`,
-      '    settings: { padBytes: 2500000 }',
-      '',
-    ].join('\n'),
-  );
-  await backend.createQueues([
-    { name: input, partitions: 1 },
-    { name: output, partitions: 1 },
-  ]);
+  await serviceTopology(file, {
+    name: 'reclimit-snap',
+    dataDir: './data-snap',
+    busLines: backend.busLines,
+    input,
+    output,
+    service,
+    module: bigSnapshotFile,
+    extra: 'settings: { padBytes: 2500000 }',
+  });
   const run = async (keys: string[], want: number): Promise<void> => {
     const a = await sluice(
       ['append', file, input],

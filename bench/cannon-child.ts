@@ -6,24 +6,13 @@
  * `{ total, perS, p99Ms, non2xx, errors, cpuS }` (cpuS: this process's user + system CPU, s).
  */
 import autocannon from 'autocannon';
+import { cannonSummary } from './lib/cannon-summary.js';
 
 const options = JSON.parse(process.argv[2] ?? '{}') as Parameters<typeof autocannon>[0];
 const instance = autocannon(options);
 process.on('SIGTERM', () => instance.stop());
 instance.then(
-  (r) => {
-    const cpu = process.cpuUsage();
-    console.log(
-      JSON.stringify({
-        total: r.requests.total,
-        perS: Math.round(r.requests.average),
-        p99Ms: r.latency.p99,
-        non2xx: r.non2xx,
-        errors: r.errors,
-        cpuS: (cpu.user + cpu.system) / 1e6,
-      }),
-    );
-  },
+  (r) => console.log(JSON.stringify(cannonSummary(r, process.cpuUsage()))),
   (err: Error) => {
     console.error(`cannon-child: ${err.message}`);
     process.exit(2);

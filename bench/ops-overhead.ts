@@ -19,6 +19,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { spawn } from 'node:child_process';
 import autocannon from 'autocannon';
+import { cannonSummary } from './lib/cannon-summary.js';
 
 const thisRoot = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 const TIME = '/usr/bin/time';
@@ -135,15 +136,7 @@ async function runBank(
     const c = cannon as ReturnType<typeof autocannon>;
     c.stop();
     const r = await c;
-    const cpu = process.cpuUsage(cpuAtStart!);
-    requests = {
-      total: r.requests.total,
-      perS: Math.round(r.requests.average),
-      p99Ms: r.latency.p99,
-      non2xx: r.non2xx,
-      errors: r.errors,
-      cpuS: (cpu.user + cpu.system) / 1e6,
-    };
+    requests = cannonSummary(r, process.cpuUsage(cpuAtStart!));
   }
   const eventsPerS = Number(/events\/s\s+(\d+)/.exec(out)?.[1]);
   const events = Number(/events processed\s+(\d+)/.exec(out)?.[1]);

@@ -584,7 +584,7 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
           ev.index = rec.index;
           ev.payload = view.payload;
           outputsReplayed++;
-          if ((outputsReplayed & 0xfff) === 0) progress(outputsReplayed);
+          if ((outputsReplayed & 0xff) === 0) progress(outputsReplayed);
           if (replayOutput(state, ev)) break;
         }
       } finally {

@@ -231,10 +231,10 @@ export async function buildOpsApp(ctx: OpsContext): Promise<FastifyInstance> {
       },
     },
   });
-  app.setErrorHandler((err: Error & { statusCode?: number; validation?: unknown }, req, reply) => {
+  app.setErrorHandler((err: Error & { statusCode?: number } & ValidationFailure, req, reply) => {
     const status = err.statusCode ?? 500;
     if (status >= 500) ctx.logger.error({ url: req.url, err: err.message }, 'http request failed');
-    void reply.code(status).send({ error: err.message });
+    void reply.code(status).send({ error: err.message + givenOf(err, req) });
   });
 
   if (ctx.auth) {
@@ -584,14 +584,15 @@ export async function buildOpsApp(ctx: OpsContext): Promise<FastifyInstance> {
     async (req, reply) => {
       const step = req.query.step ?? 'minute';
       const opts = ctx.stats?.options ?? STATS_DEFAULTS;
-      const toMs = req.query.to === undefined ? Date.now() + 1 : timeOf(req.query.to);
-      const fromMs =
-        req.query.from === undefined
-          ? toMs - (step === 'minute' ? 3_600_000 : 86_400_000)
-          : timeOf(req.query.from);
-      if (Number.isNaN(fromMs) || Number.isNaN(toMs))
+      const to = timeParam('to', req.query.to);
+      if (typeof to === 'string') return reply.code(400).send({ error: to });
+      const from = timeParam('from', req.query.from);
+      if (typeof from === 'string') return reply.code(400).send({ error: from });
+      const toMs = to ?? Date.now() + 1;
+      const fromMs = from ?? toMs - (step === 'minute' ? 3_600_000 : 86_400_000);
+      if (fromMs > toMs)
         return reply.code(400).send({
-          error: `querystring/from and /to must be ms since the epoch or an ISO time, got from=${req.query.from} to=${req.query.to}`,
+          error: `querystring/from must not be after to, got from ${JSON.stringify(req.query.from)} (${isoOf(fromMs)}) and to ${req.query.to === undefined ? 'now' : JSON.stringify(req.query.to)} (${isoOf(toMs)})`,
         });
       const hourMs = opts.intervalMs * opts.hourIntervals;
       return {
@@ -621,10 +622,19 @@ export async function buildOpsApp(ctx: OpsContext): Promise<FastifyInstance> {
   return app;
 }
 
-/** ms since the epoch from `12345` or an ISO time; NaN when neither. */
-function timeOf(v: string): number {
-  return /^\d+$/.test(v) ? Number(v) : Date.parse(v);
+/**
+ * The time of query parameter `name` (`12345`: ms since the epoch, else an ISO time), undefined
+ * when absent, or the 400's message naming the parameter, the value and what it takes.
+ */
+function timeParam(name: string, v: string | undefined): number | undefined | string {
+  if (v === undefined) return undefined;
+  const ms = /^\d+$/.test(v) ? Number(v) : Date.parse(v);
+  // A Date holds ±8.64e15 ms: beyond that there is no time to name.
+  if (Number.isFinite(ms) && Math.abs(ms) <= 8.64e15) return ms;
+  return `querystring/${name} must be ms since the epoch or an ISO time (e.g. 2026-12-01T08:00:00Z), got ${JSON.stringify(v)}`;
 }
+
+const isoOf = (ms: number): string => new Date(ms).toISOString();
 
 function logLevels(ctx: OpsContext) {
   const actors: Record<string, string> = {};
@@ -646,6 +656,35 @@ async function sendDashboardFile(reply: import('fastify').FastifyReply, file: st
       .code(404)
       .send({ error: `no dashboard file "${file}" (was the package built? npm run build)` });
   }
+}
+
+/** What fastify adds to the error of a request its schemas refuse. */
+interface ValidationFailure {
+  validation?: Array<{ instancePath?: string; keyword?: string; params?: Record<string, unknown> }>;
+  validationContext?: string;
+}
+
+/**
+ * The tail of a refused query parameter's or path parameter's message: the values the schema
+ * allows and the value given (`querystring/step must be equal to one of the allowed values`
+ * alone does not say which were meant, nor what was sent). '' for a body (its own types are
+ * named) and for any other error.
+ */
+function givenOf(err: ValidationFailure, req: FastifyRequest): string {
+  const first = err.validation?.[0];
+  const part =
+    err.validationContext === 'querystring'
+      ? req.query
+      : err.validationContext === 'params'
+        ? req.params
+        : undefined;
+  const key = /^\/([^/]+)$/.exec(first?.instancePath ?? '')?.[1];
+  if (!first || key === undefined || part === null || typeof part !== 'object') return '';
+  const allowed = first.keyword === 'enum' ? first.params?.allowedValues : undefined;
+  return (
+    (Array.isArray(allowed) ? ` (${allowed.join(', ')})` : '') +
+    `, got ${JSON.stringify((part as Record<string, unknown>)[key])}`
+  );
 }
 
 /** A listening server. */

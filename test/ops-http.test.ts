@@ -164,6 +164,41 @@ test('startTopology with http serves on 127.0.0.1 by default; ready and /actors 
   assert.is((await get(`${url}/actors/nope/history`)).status, 404);
 });
 
+test('GET /stats: a bad from, to or step is a 400 naming the parameter, the value and what it takes; so is from after to', async () => {
+  const t = topologyFile(passTopology());
+  running = await startTopology(t, { http: { port: 0 }, log: () => {} });
+  const url = running.ops.server!.url;
+  const time = (name: string, v: string) =>
+    `querystring/${name} must be ms since the epoch or an ISO time (e.g. 2026-12-01T08:00:00Z), got ${JSON.stringify(v)}`;
+  for (const [query, error] of [
+    ['from=abc', time('from', 'abc')],
+    ['to=abc', time('to', 'abc')],
+    ['from=0&to=2026-13-45', time('to', '2026-13-45')],
+    ['from=99999999999999999999', time('from', '99999999999999999999')],
+    [
+      'step=day',
+      'querystring/step must be equal to one of the allowed values (minute, hour), got "day"',
+    ],
+    [
+      'from=2026-12-02T00:00:00Z&to=1000',
+      'querystring/from must not be after to, got from "2026-12-02T00:00:00Z" (2026-12-02T00:00:00.000Z) and to "1000" (1970-01-01T00:00:01.000Z)',
+    ],
+    [
+      'from=99999999999999',
+      'querystring/from must not be after to, got from "99999999999999" (5138-11-16T09:46:39.999Z) and to now',
+    ],
+  ]) {
+    const r = await get<{ error: string }>(`${url}/stats?${query}`);
+    assert.is(r.status, 400, query);
+    assert.ok(r.body.error.startsWith(error), `${query}: ${r.body.error}`);
+  }
+  const ok = await get<{ fromMs: number; toMs: number }>(
+    `${url}/stats?from=2026-12-01T00:00:00Z&to=1796169600000`,
+  );
+  assert.is(ok.status, 200);
+  assert.equal([ok.body.fromMs, ok.body.toMs], [Date.parse('2026-12-01T00:00:00Z'), 1796169600000]);
+});
+
 test('lag per input: records and ms grow while the service is behind, and return to 0 when it catches up', async () => {
   const t = topologyFile(passTopology('{ spinUs: 3000 }'));
   running = await startTopology(t, { http: { port: 0 }, log: () => {} });

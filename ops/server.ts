@@ -10,7 +10,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import swagger from '@fastify/swagger';
 import AjvModule from 'ajv';
 import type { Logger } from 'pino';
@@ -39,6 +39,9 @@ import { startFront, HTTP_NICE_DEFAULT } from './front.js';
  * ms). The answer is at most HttpOptions.cacheMs older than the response.
  */
 export const AS_OF_HEADER = 'x-sluice-as-of';
+
+/** The tail of an actor's history route after the name. */
+const HISTORY_SUFFIX = '/history';
 
 /** Default of {@link HttpOptions.cacheMs}: the sampler's interval, at most 1000 ms. */
 export const defaultCacheMs = (sampler: Sampler): number =>
@@ -356,24 +359,47 @@ export async function buildOpsApp(ctx: OpsContext): Promise<FastifyInstance> {
       ),
   );
 
-  app.get<{
-    Params: { name: string };
-    Querystring: { step?: 'second' | 'minute'; samples?: number };
-  }>(
+  // Actor names hold slashes (`pump:shop/0`, `reader:in/1>pass`): the documented route takes the
+  // name as one path segment (`%2F` for each `/`); the hidden wildcard route beside it takes the
+  // plain slashes, which fastify leaves to it only when no other /actors/... route matches.
+  type HistoryQuery = { step?: 'second' | 'minute'; samples?: number };
+  const history = (name: string, query: HistoryQuery, reply: FastifyReply) => {
+    const h = ctx.sampler.history(name, query.step ?? 'second', query.samples);
+    if (!h)
+      return reply.code(404).send({ error: `unknown actor "${name}" (GET /actors lists them)` });
+    return h;
+  };
+  app.get<{ Params: { name: string }; Querystring: HistoryQuery }>(
     '/actors/:name/history',
     {
       schema: {
-        summary: 'Per-second (last hour) or per-minute (last day) samples of one actor.',
+        summary:
+          'Per-second (last hour) or per-minute (last day) samples of one actor. The slashes of a name (pump:shop/0) may be written plain or as %2F.',
         tags: ['status'],
         params: S.actorParams,
         querystring: S.historyQuery,
         response: { 200: S.history, 404: S.error },
       },
     },
+    async (req, reply) => history(req.params.name, req.query, reply),
+  );
+  app.get<{ Params: { '*': string }; Querystring: HistoryQuery }>(
+    '/actors/*',
+    {
+      schema: {
+        hide: true,
+        querystring: S.historyQuery,
+        response: { 200: S.history, 404: S.error },
+      },
+    },
     async (req, reply) => {
-      const h = ctx.sampler.history(req.params.name, req.query.step ?? 'second', req.query.samples);
-      if (!h) return reply.code(404).send({ error: `unknown actor "${req.params.name}"` });
-      return h;
+      const rest = req.params['*'];
+      const name = rest.endsWith(HISTORY_SUFFIX) ? rest.slice(0, -HISTORY_SUFFIX.length) : '';
+      if (name === '')
+        return reply.code(404).send({
+          error: `no route GET ${req.url.split('?')[0]} (GET /actors/{name}/history takes an actor's name)`,
+        });
+      return history(name, req.query, reply);
     },
   );
 

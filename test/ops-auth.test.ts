@@ -115,6 +115,8 @@ test('without a token only /health/live and the dashboard page answer; the API i
     '/dlq',
     '/config/capture',
     '/config/history',
+    '/actors/service:pass/history',
+    '/actors/reader:in/0>pass/history',
   ]) {
     const r = await call(route);
     assert.is(r.status, 401, route);
@@ -139,6 +141,10 @@ test('read: every GET but the audit log; refused runtime changes (403)', async (
     '/config/history',
   ])
     assert.is((await call(route, 'rita')).status, 200, route);
+  // An actor's history is read (a 404 only until the sampler has sampled the actor), its name's
+  // slashes written plain or as %2F.
+  for (const route of ['/actors/reader:in%2F0%3Epass/history', '/actors/reader:in/0>pass/history'])
+    assert.ok([200, 404].includes((await call(route, 'rita')).status), route);
   const put = await putLevel('rita', 'debug');
   assert.is(put.status, 403);
   assert.is(put.body.error, 'user "rita" has read right on topology "ops"; this needs operate');

@@ -164,6 +164,50 @@ test('startTopology with http serves on 127.0.0.1 by default; ready and /actors 
   assert.is((await get(`${url}/actors/nope/history`)).status, 404);
 });
 
+test("an actor's history is found by its name with plain slashes as with %2F; an unknown actor is a 404 naming it", async () => {
+  const t = topologyFile(passTopology());
+  append(t, 10);
+  running = await startTopology(t, { http: { port: 0 }, log: () => {} });
+  const url = running.ops.server!.url;
+  // The history has a sample once the sampler has seen the reader.
+  await until('a sample of reader:in/1>pass', async () => {
+    const h = await get<{ timeMs: number[] }>(`${url}/actors/reader:in%2F1%3Epass/history`);
+    return h.status === 200 && h.body.timeMs.length > 0;
+  });
+  for (const written of ['reader:in/1>pass', 'reader:in%2F1%3Epass', 'reader:in/1%3Epass']) {
+    const h = await get<{ actor: string; step: string }>(
+      `${url}/actors/${written}/history?step=minute`,
+    );
+    assert.is(h.status, 200, written);
+    assert.is(h.body.actor, 'reader:in/1>pass', written);
+    assert.is(h.body.step, 'minute', written);
+  }
+  assert.is((await get(`${url}/actors/service:pass/history`)).status, 200);
+  assert.is((await get(`${url}/actors`)).status, 200, '/actors itself is still the list');
+  // The query is validated on the plain form too.
+  const badStep = await get<{ error: string }>(`${url}/actors/reader:in/1>pass/history?step=hour`);
+  assert.is(badStep.status, 400);
+  assert.is(
+    badStep.body.error,
+    'querystring/step must be equal to one of the allowed values (second, minute), got "hour"',
+  );
+  for (const [written, name] of [
+    ['nope', 'nope'],
+    ['reader:in/7>pass', 'reader:in/7>pass'],
+    ['reader:in%2F7%3Epass', 'reader:in/7>pass'],
+  ]) {
+    const missing = await get<{ error: string }>(`${url}/actors/${written}/history`);
+    assert.is(missing.status, 404, written);
+    assert.is(missing.body.error, `unknown actor "${name}" (GET /actors lists them)`, written);
+  }
+  const elsewhere = await get<{ error: string }>(`${url}/actors/reader:in/1>pass/nothing`);
+  assert.is(elsewhere.status, 404);
+  assert.is(
+    elsewhere.body.error,
+    "no route GET /actors/reader:in/1%3Epass/nothing (GET /actors/{name}/history takes an actor's name)",
+  );
+});
+
 test('GET /stats: a bad from, to or step is a 400 naming the parameter, the value and what it takes; so is from after to', async () => {
   const t = topologyFile(passTopology());
   running = await startTopology(t, { http: { port: 0 }, log: () => {} });

@@ -17,6 +17,7 @@ import { AuditLog } from '../ops/audit.js';
 import {
   configHistory,
   exportCapture,
+  historyFile,
   importCapture,
   restoreCapture,
   type ConfigVersion,
@@ -409,7 +410,11 @@ export function addOpsCommands(
     .option('--json', 'one JSON object per version, the capture section included', false)
     .description('every applied version of the capture section: version, time, user, diff')
     .action((file: string, opts: { json: boolean }) => {
-      for (const v of configHistory(loadTopology(file).dataDir)) {
+      const dataDir = loadTopology(file).dataDir;
+      const versions = configHistory(dataDir);
+      // --json is one line per version: none is no line, which a reader of lines takes as is.
+      if (versions.length === 0 && !opts.json) console.log(noHistoryLine(historyFile(dataDir)));
+      for (const v of versions) {
         if (opts.json) {
           console.log(JSON.stringify(v));
           continue;
@@ -435,6 +440,15 @@ export function addOpsCommands(
       auditConfig(file, user, 'config-restore', before.capture, v);
       console.log(versionLine(v));
     });
+}
+
+/**
+ * What `sluice config history` prints before any version is recorded. A restore needs a version
+ * to restore, so the first version always comes from an import (applyImport records the section
+ * as it was as version 0 and the import as version 1).
+ */
+export function noHistoryLine(file: string): string {
+  return `no capture configuration history yet (${file}): the first "sluice config import" (or POST /config/capture) records version 0, the capture section as it was, and version 1, the import`;
 }
 
 /** `version 3 (import by olga at ...): 2 changes`. */

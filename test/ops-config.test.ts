@@ -74,6 +74,15 @@ test('export prints the capture section; import validates as the YAML does, inst
   const { dir, file, dbFile } = setup();
   try {
     assert.is((await sluice(['install', file])).code, 0);
+    // Before the first import there is no version: history says so (--json: no line at all).
+    const none = await sluice(['config', 'history', file]);
+    assert.is(none.code, 0, none.err);
+    assert.is(
+      none.out,
+      `no capture configuration history yet (${path.join(dir, 'data', 'ops', 'config-history.jsonl')}): the first "sluice config import" (or POST /config/capture) records version 0, the capture section as it was, and version 1, the import\n`,
+    );
+    const noneJson = await sluice(['config', 'history', file, '--json']);
+    assert.equal([noneJson.code, noneJson.out], [0, '']);
     const exported = await sluice(['config', 'export', file]);
     assert.is(exported.code, 0, exported.err);
     const doc = JSON.parse(exported.out) as { capture: Array<{ tables: unknown[] }> };

@@ -8,6 +8,8 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import fs from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
@@ -234,6 +236,48 @@ test('the dashboard shows the topology, actors and capture figures of the API, c
   assert.equal(outside, [], 'no request leaves the server (no CDN)');
   assert.equal(pageErrors, [], 'no script error');
   await page.close();
+});
+
+test('loading the dashboard asks the server only for what it has: no 404 (no /favicon.ico)', async () => {
+  // The browser fetches a page's icon itself, unseen by the page's request events: a proxy in
+  // front of the server records every request the load makes, as the server answers it.
+  const target = new URL(running!.ops.server!.url);
+  const answered: string[] = [];
+  const proxy = http.createServer((req, res) => {
+    const upstream = http.request(
+      {
+        host: target.hostname,
+        port: target.port,
+        path: req.url,
+        method: req.method,
+        headers: req.headers,
+      },
+      (up) => {
+        answered.push(`${up.statusCode} ${req.method} ${req.url}`);
+        res.writeHead(up.statusCode ?? 502, up.headers);
+        up.pipe(res);
+      },
+    );
+    req.pipe(upstream);
+  });
+  await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r));
+  const page = await browser!.newPage();
+  try {
+    await page.goto(`http://127.0.0.1:${(proxy.address() as AddressInfo).port}/`);
+    await page.waitForSelector('#actors tbody tr[data-actor="service:item-log"]');
+    // The icon is asked for after the page has loaded.
+    await sleep(1500);
+    assert.ok(answered.includes('200 GET /'), answered.join('\n'));
+    assert.equal(
+      answered.filter((a) => !a.startsWith('200 ')),
+      [],
+      'every request of the load is answered 200',
+    );
+  } finally {
+    await page.close();
+    proxy.closeAllConnections();
+    await new Promise((r) => proxy.close(r));
+  }
 });
 
 test('a parked change shows in the capture errors with a requeue button; once the limit is raised, requeue takes it out of the table and it is delivered', async () => {

@@ -10,7 +10,8 @@
  * the next set of pumps ships; asked to drain (the topology stopping) it ships the backlog first.
  *
  * Crash between append and delete: on start the sink reports the staging ids of those of the
- * last batchSizeMax records of each target partition that carry the current installation id
+ * last batchSizeMax * pumps staged changes of each target partition (read events of initial
+ * loads not counted: engine/cdc/journal-sink.ts) that carry the current installation id
  * (engine/cdc/staging.ts); staged rows with those ids are deleted without being appended again,
  * so the queue holds each change once. Records of an earlier installation (the staging table
  * created again, its ids reused) never match.
@@ -27,13 +28,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { addShipped, PUMP_PORTS, PUMP_SHARED, type PumpData } from './contracts.js';
 import { runActor, Counter } from '../engine/actor/index.js';
-import { Appender, Tailer } from '../engine/journal/index.js';
-import {
-  ChangeRecordWriter,
-  EnvelopeView,
-  decodeChange,
-  EVENT_TYPE_CHANGE,
-} from '../engine/codec/index.js';
+import { Appender } from '../engine/journal/index.js';
+import { ChangeRecordWriter } from '../engine/codec/index.js';
 import {
   openStaging,
   PumpCore,
@@ -42,6 +38,7 @@ import {
   KafkaPumpSink,
   encodeCaptureJson,
   jsonSourceInfo,
+  recentStagingIdsInJournal,
   type StagedChange,
   type PumpSink,
   type StagingClient,
@@ -226,33 +223,8 @@ runActor<PumpData>(async (ctx) => {
     },
     recentStagingIds(limit: number, installationId: string) {
       installation = installationId;
-      const ids = new Set<string>();
-      const view = new EnvelopeView();
-      for (const dir of Object.values(d.targets).flatMap((t) => Object.values(t.dirs))) {
-        const tailer = Tailer.open({ dir });
-        try {
-          tailer.moveToEnd();
-          // The window is the last `limit` staged changes: an initial load's read events (no
-          // staging id) between them take no place in it. They did, so a batch appended and not
-          // acked before a kill -9 could fall out of a window filled with read events written
-          // after it, and was appended again (test/cdc-initial-load-crash, PostgreSQL, in CI).
-          let counted = 0;
-          while (counted < limit) {
-            const rec = tailer.previous();
-            if (!rec) break;
-            view.wrap(rec.bytes, 0, rec.bytes.length);
-            if (view.type !== EVENT_TYPE_CHANGE) continue;
-            const ch = decodeChange(view.payload);
-            if (ch.stagingId === '') continue;
-            counted++;
-            // Only this installation's records: a recreated staging table reuses staging ids.
-            if (installationId !== '' && ch.installation === installationId) ids.add(ch.stagingId);
-          }
-        } finally {
-          tailer.close();
-        }
-      }
-      return ids;
+      const dirs = Object.values(d.targets).flatMap((t) => Object.values(t.dirs));
+      return recentStagingIdsInJournal(dirs, limit, installationId);
     },
   };
   // Outages (issue item 8): the database or the target failing is waited out, never a reason to

@@ -199,6 +199,7 @@ export {
   kafkaKeyOf,
 } from './kafka-sink.js';
 export type { KafkaCaptureRecord, KafkaPumpSinkOptions } from './kafka-sink.js';
+export { recentStagingIdsInJournal } from './journal-sink.js';
 export {
   CAPTURE_FORMATS,
   captureJsonValue,

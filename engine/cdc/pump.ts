@@ -49,7 +49,8 @@
  * Initial loads (engine/cdc/initial-load.ts): while a table's load is requested, a cycle claims
  * in the same read snapshot as it selects the table's next chunk, ships the claimed changes,
  * then the chunk's rows of this pump's keys as read events (not those of held keys), acks, and
- * stores the chunk's cursor.
+ * stores the chunk's cursor. With a sink without sync() the changes are acked before the read
+ * events are appended: such a sink may reconcile against its last batch only (Kafka).
  */
 import { CDC_DEFAULTS, resolveErrorPolicy } from './config.js';
 import type { CaptureErrorPolicy, StagedChange } from './config.js';
@@ -384,12 +385,19 @@ export class PumpCore {
         await this.keepAckAfterOutage(shipped);
         throw err;
       }
-      if (sync === undefined) {
+      if (sync === undefined && shipped.length > 0) {
         this.pendingAck = shipped.map((r) => r.stagingId);
-        if (shipped.length > 0) this.opts.onDurable(shipped);
+        this.opts.onDurable(shipped);
+        // Acked before the read events are appended: a sink without sync() may reconcile
+        // against its last batch only (Kafka: the newest transaction), which the read events
+        // would be; a crash before the ack then shipped the changes again.
+        await staging.ack(this.pendingAck);
+        this.pendingAck = null;
+        this.stats.shipped += shipped.length;
       }
     }
-    const ids = shipped.map((r) => r.stagingId);
+    const ids = sync === undefined ? [] : shipped.map((r) => r.stagingId);
+    const changes = shipped.length;
     let emitted = 0;
     if (read.reads !== null) {
       // A held key's refused change is still ahead of its read: it brings the row's image itself.
@@ -410,13 +418,13 @@ export class PumpCore {
       this.pendingAck = ids;
       if (ids.length > 0) this.opts.onDurable(shipped);
     }
-    if (fault === 'after-append' && ids.length + emitted > 0) process.kill(process.pid, 'SIGKILL');
+    if (fault === 'after-append' && changes + emitted > 0) process.kill(process.pid, 'SIGKILL');
     await staging.ack(ids);
     this.pendingAck = null;
     this.stats.shipped += ids.length;
     if (read.reads !== null) await loader.save(read, emitted);
     this.stats.loaded += emitted;
-    return ids.length + emitted;
+    return changes + emitted;
   }
 
   /** Appends read events, halving on refusal; a single refused row is skipped and counted. */

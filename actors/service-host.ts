@@ -48,6 +48,7 @@ import {
 } from '../engine/actor/index.js';
 import { RingConsumer } from '../engine/ring/index.js';
 import { RECORD_BYTES_MAX } from '../engine/journal/index.js';
+import { checkRecordBytes } from '../engine/bus/index.js';
 import {
   EnvelopeView,
   EnvelopeWriter,
@@ -247,14 +248,11 @@ runActor<ServiceHostData>(async (ctx: ActorContext<ServiceHostData>) => {
     /**
      * An output record over the bus's record limit fails the handler that emitted it (so it is
      * retried and dead-lettered like any handler error) instead of the whole batch at the broker.
-     * @throws Error naming the size, the limit, the bus and the output queue.
+     * @throws RecordTooLargeError naming the size, the limit, the bus and the output queue.
      */
     const checkOutputSize = (bytes: Uint8Array): Uint8Array => {
-      if (bytes.length <= recordLimit) return bytes;
-      throw new Error(
-        `output record of ${bytes.length} bytes exceeds the ${busName} record limit of ` +
-          `${recordLimit} bytes (output queue ${d.output.queue})`,
-      );
+      checkRecordBytes(bytes.length, recordLimit, busName, `output queue ${d.output.queue}`);
+      return bytes;
     };
     let replaying = false;
     const cause = { queue: 0, partition: 0, index: 0 };

@@ -16,6 +16,7 @@
  */
 export * from './types.js';
 export { murmur2, partitionForKey, PartitionResolver, tpKey } from './partitioner.js';
+export { checkRecordBytes, recordPlace, RecordTooLargeError } from './record-limit.js';
 export { createMemoryBus } from './memory/index.js';
 export {
   createJournalBus,

@@ -268,7 +268,15 @@ export interface ProcessorData {
    * `journal`: the topology's journal bus, served by the thread that opened it, reached through
    * the port PROCESSOR_PORTS.bus; `kafka`: the actor connects to the brokers itself.
    */
-  bus: { kind: 'journal' } | { kind: 'kafka'; brokers: string[]; clientId: string };
+  bus:
+    | { kind: 'journal' }
+    | {
+        kind: 'kafka';
+        brokers: string[];
+        clientId: string;
+        /** The topology's bus.recordBytesMax: the largest output value, bytes. */
+        recordBytesMax: number;
+      };
 }
 
 /** MessagePort names a processor actor expects. */
@@ -299,6 +307,8 @@ export interface PoolWorkerData {
   inputs: string[];
   outputs: string[];
   settings: Record<string, unknown>;
+  /** The record limit of the processor's bus (actors/processor-records.ts OutputLimit). */
+  limit: import('./processor-records.js').OutputLimit;
 }
 
 /** One pool task: a batch of consecutive records of one poll (durable), or of a key group (pubsub). */

@@ -380,7 +380,12 @@ function processorGroups(topology: Topology, options: PlanOptions): GroupSpec[] 
   const b = topology.bus;
   const bus: ProcessorData['bus'] =
     b.kind === 'kafka'
-      ? { kind: 'kafka', brokers: [...b.brokers], clientId: b.clientId }
+      ? {
+          kind: 'kafka',
+          brokers: [...b.brokers],
+          clientId: b.clientId,
+          recordBytesMax: b.recordBytesMax,
+        }
       : { kind: 'journal' };
   return topology.processors.map((p): GroupSpec => {
     const data: ProcessorData = { topology: topology.name, processor: p, bus };

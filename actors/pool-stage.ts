@@ -24,7 +24,7 @@ import { keyHash } from '../engine/cdc/key-hash.js';
 import type { TopologyProcessor, TopologyProcessorPool } from '../engine/config/index.js';
 import type { PatternRecord } from '../engine/patterns/index.js';
 import type { PoolResult, PoolTask, PoolWorkerData } from './contracts.js';
-import type { RecordSegment } from './processor-records.js';
+import type { OutputLimit, RecordSegment } from './processor-records.js';
 
 /** A running pool stage. */
 export interface PoolStage {
@@ -89,7 +89,10 @@ function taskOf(
  * Starts the pool stage of processor `p` (which must have `pool`): `pool.threads` piscina
  * threads, each loading `p.module`. Threads beyond the machine's cores only time-share them.
  */
-export function startPoolStage(p: TopologyProcessor & { pool: TopologyProcessorPool }): PoolStage {
+export function startPoolStage(
+  p: TopologyProcessor & { pool: TopologyProcessorPool },
+  limit: OutputLimit,
+): PoolStage {
   if (p.pattern !== 'durable' && p.pattern !== 'pubsub')
     throw new Error(`processor ${p.name}: pool applies to durable and pubsub, not ${p.pattern}`);
   const data: PoolWorkerData = {
@@ -99,6 +102,7 @@ export function startPoolStage(p: TopologyProcessor & { pool: TopologyProcessorP
     inputs: [...p.inputs],
     outputs: [...p.outputs],
     settings: p.settings,
+    limit,
   };
   const pool = new Piscina({
     filename: new URL('./pool-worker.js', import.meta.url).href,

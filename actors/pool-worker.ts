@@ -40,6 +40,7 @@ export default async function runTask(task: PoolTask): Promise<PoolResult> {
         h.onNext as DurableOnNext,
         task.records,
         task.isolate,
+        data.limit,
       ),
     };
   return { failed: await pubsubFailures(h.onNext as (r: unknown) => unknown, task.records) };

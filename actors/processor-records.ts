@@ -22,10 +22,16 @@
  * over the batch) sees a different output for an isolated batch; isolation exists for stateless
  * per-record transforms.
  *
+ * Output size: an output record whose value is over the bus's record limit (on Kafka
+ * bus.recordBytesMax) is a failure of the handler call that returned it (rules 2 and 3: the
+ * batch fails, or the record is isolated, retried and dead-lettered), instead of a transaction
+ * the broker refuses with MESSAGE_TOO_LARGE at every retry and restart. A dead letter whose
+ * value would be over the limit is written without it (value null), its `error` saying so.
+ *
  * Pubsub (at most once, no outputs): each record is one `onNext(record)` call; a throw is
  * reported to `onError` and the record skipped, inline or pooled.
  */
-import type { ProducerRecord } from '../engine/bus/index.js';
+import { checkRecordBytes, recordPlace, type ProducerRecord } from '../engine/bus/index.js';
 import type { PatternRecord } from '../engine/patterns/index.js';
 
 /**
@@ -42,13 +48,30 @@ export type DurableOnNext = (
   records: PatternRecord<unknown>[],
 ) => ProducerRecord[] | Promise<ProducerRecord[]>;
 
-/** onNext's return value, if it is an array; else an Error naming the processor and the batch. */
+/** The record limit of a processor's bus: the largest output value, bytes, on which bus. */
+export interface OutputLimit {
+  bytesMax: number;
+  bus: 'kafka' | 'journal';
+}
+
+/**
+ * onNext's return value, if it is an array of records that fit `limit`; else an Error naming the
+ * processor and the batch, or a RecordTooLargeError naming the processor and the record.
+ */
 function outputsOf(
   name: string,
   out: unknown,
   records: PatternRecord<unknown>[],
+  limit: OutputLimit,
 ): ProducerRecord[] {
-  if (Array.isArray(out)) return out as ProducerRecord[];
+  if (Array.isArray(out)) {
+    for (const r of out as ProducerRecord[]) {
+      const bytes = r?.value?.length ?? 0;
+      if (bytes > limit.bytesMax)
+        checkRecordBytes(bytes, limit.bytesMax, limit.bus, `processor ${name}, ${recordPlace(r)}`);
+    }
+    return out as ProducerRecord[];
+  }
   const first = records[0]!;
   throw new Error(
     `processor ${name}: durable onNext must return an array of output records (may be empty), got ${out === null ? 'null' : typeof out} for the batch of ${records.length} records from ${first.topic}/${first.partition} at offset ${first.offset}`,
@@ -62,18 +85,20 @@ export function errorText(e: unknown): string {
 
 /**
  * Runs a durable handler over `records` (rules 1-3 above, before the retries). Without
- * `isolate` a throw propagates; with it the batch is run again record by record and each
- * failure becomes an `error` segment.
+ * `isolate` a throw (or an output over `limit`) propagates; with it the batch is run again
+ * record by record and each failure becomes an `error` segment.
  */
 export async function durableSegments(
   name: string,
   onNext: DurableOnNext,
   records: PatternRecord<unknown>[],
   isolate: boolean,
+  limit: OutputLimit,
 ): Promise<RecordSegment[]> {
   if (records.length === 0) return [];
   try {
-    return [{ count: records.length, outputs: outputsOf(name, await onNext(records), records) }];
+    const outputs = outputsOf(name, await onNext(records), records, limit);
+    return [{ count: records.length, outputs }];
   } catch (e) {
     if (!isolate) throw e;
     if (records.length === 1) return [{ count: 1, error: errorText(e) }];
@@ -81,7 +106,7 @@ export async function durableSegments(
   const segments: RecordSegment[] = [];
   for (const r of records) {
     try {
-      segments.push({ count: 1, outputs: outputsOf(name, await onNext([r]), [r]) });
+      segments.push({ count: 1, outputs: outputsOf(name, await onNext([r]), [r], limit) });
     } catch (e) {
       segments.push({ count: 1, error: errorText(e) });
     }
@@ -117,6 +142,8 @@ export interface RecordErrorRules {
   retryBackoffMs: number;
   /** The processor's codec, to write a record's value to the dead-letter topic. */
   encode(value: unknown): Uint8Array;
+  /** The bus's record limit; a dead letter over it is written without its value. */
+  limit: OutputLimit;
 }
 
 /**
@@ -161,10 +188,18 @@ export async function resolveSegments(
       continue;
     }
     deadLettered++;
+    let value = r.value === null ? null : rules.encode(r.value);
+    if (value !== null && value.length > rules.limit.bytesMax) {
+      // An input can be larger than the limit (a producer of its own, up to the broker's).
+      error +=
+        ` (the record's ${value.length} bytes are not kept: the dead letter would be over the ` +
+        `${rules.limit.bus} record limit of ${rules.limit.bytesMax} bytes)`;
+      value = null;
+    }
     outputs.push({
       topic: rules.deadLetterTopic,
       key: r.key,
-      value: r.value === null ? null : rules.encode(r.value),
+      value,
       headers: {
         ...r.headers,
         error,

@@ -21,9 +21,12 @@
  * alone, then dead-lettered; without: the batch fails).
  */
 import { runActor, Counter } from '../engine/actor/index.js';
+import { RECORD_BYTES_MAX } from '../engine/journal/index.js';
 import {
+  checkRecordBytes,
   connectBus,
   createKafkaBus,
+  recordPlace,
   kafkaBusOptionsOf,
   type BusBackend,
   type ProducerRecord,
@@ -48,6 +51,7 @@ import {
   durableSegments,
   resolveSegments,
   type DurableOnNext,
+  type OutputLimit,
   type RecordErrorRules,
 } from './processor-records.js';
 import { startPoolStage, type PoolStage } from './pool-stage.js';
@@ -62,6 +66,23 @@ const CODECS: Record<TopologyProcessor['codec'], Codec<unknown>> = {
   string: stringCodec as Codec<unknown>,
   bytes: bytesCodec as Codec<unknown>,
 };
+
+/** The record limit of the processor's bus: on Kafka bus.recordBytesMax, else the journal's. */
+function outputLimitOf(d: ProcessorData): OutputLimit {
+  return d.bus.kind === 'kafka'
+    ? { bytesMax: d.bus.recordBytesMax, bus: 'kafka' }
+    : { bytesMax: RECORD_BYTES_MAX, bus: 'journal' };
+}
+
+/**
+ * A state-and-event output or an rpc response over the bus's record limit fails its handler
+ * call (as a durable output does, actors/processor-records.ts) instead of the broker's send.
+ */
+function checkOutput(name: string, limit: OutputLimit, r: ProducerRecord): void {
+  const bytes = r.value?.length ?? 0;
+  if (bytes > limit.bytesMax)
+    checkRecordBytes(bytes, limit.bytesMax, limit.bus, `processor ${name}, ${recordPlace(r)}`);
+}
 
 /** Records to topics outside `outputs` fail the batch (the outputs are the processor's contract). */
 function checkTopics(
@@ -94,6 +115,7 @@ function start(
 ): Running {
   const p = d.processor;
   const codec = CODECS[p.codec];
+  const limit = outputLimitOf(d);
   const loop = {
     ...(p.batchSizeMax !== undefined ? { batchSizeMax: p.batchSizeMax } : {}),
     ...(p.retriesMax !== undefined ? { retriesMax: p.retriesMax } : {}),
@@ -108,18 +130,21 @@ function start(
     retriesMax: p.retriesMax ?? PATTERN_DEFAULTS.retriesMax,
     retryBackoffMs: p.retryBackoffMs ?? PATTERN_DEFAULTS.retryBackoffMs,
     encode: (v) => codec.encode(v),
+    limit,
   };
   /** Rules 1-3 of actors/processor-records.ts, on the pool stage or in this thread. */
   const durableOutputs = async (records: PatternRecord<unknown>[]): Promise<ProducerRecord[]> => {
     const isolate = p.deadLetterTopic !== undefined;
     const segments = stage
       ? await stage.durable(records, isolate)
-      : await durableSegments(p.name, onNext, records, isolate);
+      : await durableSegments(p.name, onNext, records, isolate, limit);
     for (const s of segments) if (s.outputs) checkTopics(p.name, p.outputs, s.outputs);
     const retryOne = async (r: PatternRecord<unknown>): Promise<ProducerRecord[]> => {
       const out = stage
         ? await stage.one(r)
-        : (await durableSegments(p.name, onNext, [r], false)).flatMap((x) => x.outputs ?? []);
+        : (await durableSegments(p.name, onNext, [r], false, limit)).flatMap(
+            (x) => x.outputs ?? [],
+          );
       checkTopics(p.name, p.outputs, out);
       return out;
     };
@@ -193,6 +218,7 @@ function start(
             )(state, event);
             if (result?.outputs) {
               checkTopics(p.name, p.outputs, result.outputs);
+              for (const r of result.outputs) checkOutput(p.name, limit, r);
               c[Counter.eventsOut] += result.outputs.length;
             }
             return result;
@@ -258,7 +284,17 @@ function start(
             handled(1);
             c[Counter.eventsOut]++;
             try {
-              return await (h.onRequest as (r: unknown) => unknown)(request);
+              const response = await (h.onRequest as (r: unknown) => unknown)(request);
+              // Encoded once more here (the pattern encodes what this returns): an rpc response
+              // is one record per request, and an oversized one becomes the response's error.
+              const value = response === null ? null : codec.encode(response);
+              checkOutput(p.name, limit, {
+                topic: p.outputs[0]!,
+                key: request.key,
+                value,
+                partition: request.partition,
+              });
+              return response;
             } catch (e) {
               c[Counter.errors]++;
               throw e;
@@ -292,7 +328,7 @@ runActor<ProcessorData>(async (ctx) => {
       bus,
     });
     // Before the pattern starts: its first poll's records go straight to the pool.
-    if (p.pool !== undefined) stage = startPoolStage({ ...p, pool: p.pool });
+    if (p.pool !== undefined) stage = startPoolStage({ ...p, pool: p.pool }, outputLimitOf(d));
     running = start(d, bus, handler, c, stage, (msg, fields) => ctx.log('warn', msg, fields));
     const { sub } = running;
     let ended: { error: unknown } | null = null;

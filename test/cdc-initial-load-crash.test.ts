@@ -16,10 +16,8 @@ import path from 'node:path';
 import { spawn } from 'node:child_process';
 import { installCapture, loadTopology } from 'sluice';
 import { openStaging, readLoadProgress } from '../engine/cdc/index.js';
-import { Tailer } from '../engine/journal/index.js';
-import { EnvelopeView, decodeChange, type Change } from '../engine/codec/index.js';
 import { createAppDb, sleepMs, type AppDb, type Dialect } from './cdc-helpers.js';
-import { ITEMS_DDL, fillItems, itemsInDb, applyEvents } from './initial-load-helpers.js';
+import { ITEMS_DDL, fillItems, itemsInDb, applyEvents, readAll } from './initial-load-helpers.js';
 import { longOr } from './lib/long.js';
 
 const child = new URL('./initial-load.child.js', import.meta.url).pathname;
@@ -61,20 +59,6 @@ function runChild(
       resolve({ code, signal, out });
     });
   });
-}
-
-/** Every change of one journal partition, decoded at once (a record's bytes are reused by the next). */
-function readAll(dir: string): Change[] {
-  if (!fs.existsSync(dir)) return [];
-  const t = Tailer.open({ dir });
-  const view = new EnvelopeView();
-  const out: Change[] = [];
-  for (let r = t.next(); r; r = t.next()) {
-    view.wrap(r.bytes, 0, r.bytes.length);
-    out.push(decodeChange(view.payload));
-  }
-  t.close();
-  return out;
 }
 
 async function writer(app: AppDb, rows: number, stop: { now: boolean }): Promise<number> {

@@ -15,10 +15,8 @@ import path from 'node:path';
 import { spawn } from 'node:child_process';
 import { installCapture, loadTopology } from 'sluice';
 import { openStaging, readLoadProgress } from '../engine/cdc/index.js';
-import { Tailer } from '../engine/journal/index.js';
-import { EnvelopeView, decodeChange, type Change } from '../engine/codec/index.js';
 import { createAppDb } from './cdc-helpers.js';
-import { ITEMS_DDL, fillItems, itemsInDb, applyEvents } from './initial-load-helpers.js';
+import { ITEMS_DDL, fillItems, itemsInDb, applyEvents, readAll } from './initial-load-helpers.js';
 
 const child = new URL('./initial-load.child.js', import.meta.url).pathname;
 /** Two chunks (CDC_DEFAULTS.loadChunkRows 2000): the killed cycle is the first one's. */
@@ -41,20 +39,6 @@ function runChild(
     p.stderr.on('data', (b: Buffer) => (out += b));
     p.on('exit', (code, signal) => resolve({ code, signal, out }));
   });
-}
-
-/** Every change of one journal partition, decoded at once (a record's bytes are reused by the next). */
-function readAll(dir: string): Change[] {
-  if (!fs.existsSync(dir)) return [];
-  const t = Tailer.open({ dir });
-  const view = new EnvelopeView();
-  const out: Change[] = [];
-  for (let r = t.next(); r; r = t.next()) {
-    view.wrap(r.bytes, 0, r.bytes.length);
-    out.push(decodeChange(view.payload));
-  }
-  t.close();
-  return out;
 }
 
 test(`postgres: kill -9 after a load cycle appended ${CHANGES} changes and 2000 read events, before its ack; after restart each change is in the journal once`, async () => {

@@ -2,6 +2,9 @@
  * Shared by the initial-load tests (not a test file itself): the `items` table per dialect, its
  * rows as the images render them, and a consumer that keeps a table from change events.
  */
+import fs from 'node:fs';
+import { Tailer } from '../engine/journal/index.js';
+import { EnvelopeView, decodeChange, type Change } from '../engine/codec/index.js';
 import type { AppDb, Dialect } from './cdc-helpers.js';
 
 export const ITEMS_DDL: Record<Dialect, string> = {
@@ -54,4 +57,18 @@ export function applyEvents(
     else table.set(e.key, JSON.parse(e.after!));
     if (e.op === 'read') reads.set(e.key, (reads.get(e.key) ?? 0) + 1);
   }
+}
+
+/** Every change of one journal partition, decoded at once (a record's bytes are reused by the next). */
+export function readAll(dir: string): Change[] {
+  if (!fs.existsSync(dir)) return [];
+  const t = Tailer.open({ dir });
+  const view = new EnvelopeView();
+  const out: Change[] = [];
+  for (let r = t.next(); r; r = t.next()) {
+    view.wrap(r.bytes, 0, r.bytes.length);
+    out.push(decodeChange(view.payload));
+  }
+  t.close();
+  return out;
 }

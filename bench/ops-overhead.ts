@@ -19,7 +19,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { spawn } from 'node:child_process';
 import autocannon from 'autocannon';
-import { cannonSummary } from './lib/cannon-summary.js';
+import { cannonSummary, type CannonSummary } from './lib/cannon-summary.js';
 
 const thisRoot = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 const TIME = '/usr/bin/time';
@@ -37,15 +37,8 @@ interface Run {
   bankCpuS: number;
   /** 1-minute load average when the run started. */
   load: number;
-  requests?: {
-    total: number;
-    perS: number;
-    p99Ms: number;
-    non2xx: number;
-    errors: number;
-    /** CPU of autocannon (this process) over the load, s. */
-    cpuS: number;
-  };
+  /** The load's autocannon summary (its cpuS: the process that ran autocannon). */
+  requests?: CannonSummary;
 }
 
 function arg(name: string): string | undefined {

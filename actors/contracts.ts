@@ -266,17 +266,16 @@ export interface ProcessorData {
   processor: TopologyProcessor;
   /**
    * `journal`: the topology's journal bus, served by the thread that opened it, reached through
-   * the port PROCESSOR_PORTS.bus; `kafka`: the actor connects to the brokers itself.
+   * the port PROCESSOR_PORTS.bus; `kafka`: the actor connects to the brokers itself, with the
+   * bus's TLS and SASL settings (files and passwords are read in the worker).
    */
   bus:
     | { kind: 'journal' }
-    | {
+    | ({
         kind: 'kafka';
-        brokers: string[];
-        clientId: string;
         /** The topology's bus.recordBytesMax: the largest output value, bytes. */
         recordBytesMax: number;
-      };
+      } & KafkaConnectionData);
 }
 
 /** MessagePort names a processor actor expects. */

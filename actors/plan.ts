@@ -25,6 +25,7 @@ import {
   type ConfigProblem,
   type Topology,
 } from '../engine/config/index.js';
+import { kafkaConnectionOf } from './kafka-capture.js';
 import { captureIntoBus, pumpKafkaData, sinkGroups } from './plan-kafka.js';
 import {
   createPositions,
@@ -380,12 +381,7 @@ function processorGroups(topology: Topology, options: PlanOptions): GroupSpec[] 
   const b = topology.bus;
   const bus: ProcessorData['bus'] =
     b.kind === 'kafka'
-      ? {
-          kind: 'kafka',
-          brokers: [...b.brokers],
-          clientId: b.clientId,
-          recordBytesMax: b.recordBytesMax,
-        }
+      ? { kind: 'kafka', ...kafkaConnectionOf(b), recordBytesMax: b.recordBytesMax }
       : { kind: 'journal' };
   return topology.processors.map((p): GroupSpec => {
     const data: ProcessorData = { topology: topology.name, processor: p, bus };

@@ -3,7 +3,8 @@
  * SASL_SSL listener with a CA made for the run, PLAIN and SCRAM-SHA-512, user `sluice`): a
  * topology's `bus` section with a CA file and a password file connects, produces and consumes;
  * a wrong password, no CA, and plaintext to the TLS port are refused, and no password appears in
- * any error. Private broker (its own listeners), stopped at the end.
+ * any error. A whole topology on that bus (a service, a durable processor, the queue appender)
+ * runs over TLS and SCRAM. Private broker (its own listeners), stopped at the end.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -16,6 +17,12 @@ import { parseTopology } from '../engine/config/index.js';
 import { startKafka } from '../testing/kafka-broker.js';
 import type { KafkaCluster } from '../testing/kafka-broker.js';
 import { readFileSync } from 'node:fs';
+import { loadTopology, openQueueAppender, startTopology } from '../index.js';
+import { decodeJson, EnvelopeView } from '../engine/codec/index.js';
+import { bytes, text, waitForRecords } from './patterns-helpers.js';
+
+const runningSum = new URL('./fixtures/services/running-sum.js', import.meta.url).pathname;
+const echo = new URL('./fixtures/processors/echo.js', import.meta.url).pathname;
 
 let cluster: KafkaCluster;
 let dir = '';
@@ -142,6 +149,72 @@ test('unreadable TLS and password files are named in the error, without their co
     () => kafkaSecurityOptions({ certFile: pw, rejectUnauthorized: true }),
     /certFile and keyFile go together/,
   );
+});
+
+test('a topology on the TLS + SCRAM bus: its service, its durable processor and the queue appender all connect', async () => {
+  const s = cluster.secure!;
+  const x = `secrun-${process.pid}`;
+  const file = path.join(dir, 'run.yaml');
+  writeFileSync(
+    file,
+    [
+      'name: secrun',
+      `dataDir: ${dir}/data`,
+      'bus:',
+      '  kind: kafka',
+      `  brokers: ["${s.broker}"]`,
+      `  tls: { caFile: ${s.caFile} }`,
+      `  sasl: { mechanism: scram-sha-512, username: ${s.username}, passwordFile: ${s.passwordFile} }`,
+      'queues:',
+      ...['sin', 'sout', 'pin', 'pout'].map((q) => `  - { name: ${x}-${q} }`),
+      'services:',
+      '  - name: sum',
+      `    module: ${runningSum}`,
+      `    inputs: [${x}-sin]`,
+      `    output: ${x}-sout`,
+      'processors:',
+      '  - name: echo',
+      '    pattern: durable',
+      `    module: ${echo}`,
+      `    inputs: [${x}-pin]`,
+      `    outputs: [${x}-pout]`,
+      `    group: ${x}-echo`,
+      '    codec: string',
+      '',
+    ].join('\n'),
+  );
+  const topology = loadTopology(file);
+  const logs: string[] = [];
+  const running = await startTopology(topology, { log: (m: string) => logs.push(m) });
+  try {
+    const appender = openQueueAppender(topology, `${x}-sin`);
+    for (let i = 1; i <= 3; i++) appender.appendJson('k', { v: i, n: i });
+    appender.close();
+    const bus = running.bus!;
+    const p = await bus.producer();
+    try {
+      await p.send(['a', 'b', 'c'].map((v) => ({ topic: `${x}-pin`, key: v, value: bytes(v) })));
+    } finally {
+      await p.close();
+    }
+    const pout = await waitForRecords(bus, `${x}-pout`, 3, 30_000);
+    assert.equal(pout.map(text), ['o:a', 'o:b', 'o:c'], 'the processor, once each, in order');
+    const sout = await waitForRecords(bus, `${x}-sout`, 3, 30_000);
+    const view = new EnvelopeView();
+    const sums = sout.map((r) => {
+      view.wrap(r.value!, 0, r.value!.length);
+      return (decodeJson(view.payload) as { sum: number }).sum;
+    });
+    assert.equal(sums, [1, 3, 6], 'the service, once each, in order');
+    assert.equal(
+      logs.filter((m) => /restarting|failed/.test(m)),
+      [],
+      'no actor failed or restarted',
+    );
+  } finally {
+    const result = await running.stop();
+    assert.equal(result.terminated, []);
+  }
 });
 
 test.run();

@@ -61,6 +61,26 @@ export {
   type KafkaLogRecord,
 } from './kafka-sync.js';
 export {
+  HOST_SHARED,
+  createPositions,
+  type HostInput,
+  type ServiceHostData,
+  type ServiceReadyInfo,
+  type ServiceSummary,
+} from './host-contract.js';
+export { runServiceHost } from './host.js';
+export { ServiceRuntime, type ServiceRuntimeOptions } from './host-runtime.js';
+export { HostEvent } from './host-event.js';
+export {
+  findRestartPositions,
+  replayStrategyOf,
+  REPLAY_STRATEGIES,
+  type ReplayStrategy,
+  type ReplayRun,
+  type ReplayResult,
+  type RestartPositions,
+} from './host-replay.js';
+export {
   startFromStrategy,
   START_FROM_STRATEGIES,
   type StartFromStrategy,

@@ -1,7 +1,7 @@
 /**
  * The service API: what an application writes. A service module's default export is a
  * {@link ServiceDefinition}: an `init` that builds the state, and handlers per event type.
- * The runtime (actors/service-host) feeds it events from its input queues and appends what it
+ * The runtime (engine/service/host.ts, in the actors/service-host worker) feeds it events from its input queues and appends what it
  * emits to its output queue, each output stamped with the input that caused it.
  *
  * Follows Chronicle Services' model: a service is a deterministic function of its inputs, so

@@ -6,7 +6,7 @@
  * touches again, so it needs no appender lock.
  *
  * What holds a partition: the lowest index any reader's restart would read now, computed from the
- * files exactly as the service host computes it at a restart (actors/service-host.ts step 1), so
+ * files exactly as the service host computes it at a restart (engine/service/host-replay.ts findRestartPositions), so
  * a restart after any pass (and after a crash in one) finds what it needs. Per service:
  *
  * | restart strategy                          | input partition held from        | own output held from                 |

@@ -17,10 +17,11 @@
  * created again, its ids reused) never match.
  *
  * On a kafka bus (PumpData.kafka) the targets are Kafka topics: each cycle's batch is one Kafka
- * transaction of the pump's fixed transactional.id, and the start reconciles against the
- * pump's last committed transaction (engine/cdc/kafka-sink.ts). On the journal bus, targets
- * that are processor topics are shipped the same way into the bus (PumpData.kafka without a
- * connection: the bus is served to this worker over the port PUMP_PORTS.bus).
+ * transaction of the pump's fixed transactional.id (a refused batch split in halves: one per
+ * half, each acked before the next: engine/cdc/pump.ts point 3), and the start reconciles
+ * against the pump's last committed transaction (engine/cdc/kafka-sink.ts). On the journal
+ * bus, targets that are processor topics are shipped the same way into the bus (PumpData.kafka
+ * without a connection: the bus is served to this worker over the port PUMP_PORTS.bus).
  *
  * Per table, the changes made durable in the target are added to the source's shipped counters
  * (PUMP_SHARED.shipped, shared by all its pumps), which the statistics read (ops/stats.ts).

@@ -40,8 +40,11 @@
  * from their start too. Its staging ids are returned when its records carry the current
  * installation id (a transaction of an earlier installation, whose staging ids the recreated
  * staging table reuses, or of a version without the header, returns none), and the pump core
- * deletes those rows without shipping them again. Since a transaction is atomic, "newest committed transaction" is
- * exactly "the batch that may be unacked". Reading to the end rather than stopping at the
+ * deletes those rows without shipping them again. Since a transaction is atomic, "newest
+ * committed transaction" is exactly "the batch that may be unacked": the pump acks each
+ * appendBatch before its next one, also when it splits a refused batch into halves, each a
+ * transaction (engine/cdc/pump.ts point 3; acked only at the cycle's end, a crash re-shipped all
+ * halves but the last). Reading to the end rather than stopping at the
  * committed transaction's records keeps this right even when the offsets are read before the
  * broker applied the last commit's offsets (kafkajs cannot ask OffsetFetch for stable offsets);
  * its cost is what other pumps wrote to a partition since this pump last wrote there.

@@ -23,7 +23,17 @@
  *  3. a sink that refuses a batch for its content throws RecordRefusedError. The pump splits the
  *     batch in halves and appends each (recursively) until the refused changes are single; the
  *     rest is appended in staging-id order. Any other error is an outage: the cycle throws and
- *     nothing is split (shipped halves are acked first).
+ *     nothing is split (shipped halves are acked first). With a sink without sync() each append
+ *     is durable when it returns, and the halves appended so far are acked before the next
+ *     append (Shipment), so a split batch, too, leaves at most its last append unacked: a sink
+ *     that reconciles against its last append only (Kafka: its newest transaction, each half one
+ *     transaction) finds everything a crash left unacked. Acked only at the cycle's end, a kill -9
+ *     after the last half re-shipped every earlier one (test/cdc-split-crash). Widening the
+ *     reconciliation instead would need the Kafka sink to find several transactions per pump,
+ *     whose offsets the reconciliation group no longer holds (each commit overwrites them); the
+ *     extra acks cost one staging round trip per further append, and only batches that split pay.
+ *     A sink with sync() reconciles a window of staged changes that covers the whole batch
+ *     (engine/cdc/journal-sink.ts), so its halves are acked with the batch, after one sync().
  *  4. a single refused change is tried errors.retriesImmediate more times at once; still refused,
  *     its round count `attempts` is incremented in staging with next_attempt_ms =
  *     now + min(retryDelayMs * 2^(attempts-1), retryDelayMaxMs), and its key is held: no later
@@ -59,6 +69,16 @@ import { PumpLoader } from './initial-load.js';
 import type { LoadTask } from './initial-load.js';
 
 /**
+ * The changes one cycle appended, in staging-id order. Without sink.sync() the first `acked`
+ * of them are acked and passed to onDurable already (before a later append: point 3); with
+ * sync() `acked` stays 0 and the cycle acks them all after its sync.
+ */
+interface Shipment {
+  rows: StagedChange[];
+  acked: number;
+}
+
+/**
  * Thrown by a PumpSink whose target refuses the batch for its content (a record over the size
  * limit, a schema violation): the pump divides the batch to find the refused changes. Nothing of
  * the batch may have been appended when it is thrown.
@@ -73,11 +93,13 @@ export class RecordRefusedError extends Error {
  *   throws on failure, in which case nothing is acked and the same rows are claimed again.
  * - recentStagingIds: staging ids of those of the last `limit` records the sink holds (any
  *   order) that carry installation id `installationId`; a record of another installation or
- *   without one must not be returned. A sink that knows its last batch exactly (Kafka:
- *   engine/cdc/kafka-sink.ts) returns that batch's. Called once at each start, before any
- *   appendBatch: every record the sink appends afterwards carries `installationId` (the Change's
- *   `installation`, JSON `source.installation`, Kafka header `sluice.installation`); '' means
- *   none is installed (records carry none, and the pump ignores what this returns).
+ *   without one must not be returned. A sink that knows its last appendBatch exactly (Kafka:
+ *   engine/cdc/kafka-sink.ts) may return that append's only when it has no sync(): the pump then
+ *   acks every append before the next one, a refused batch's halves included (module comment,
+ *   point 3). Called once at each start, before any appendBatch: every record the sink appends
+ *   afterwards carries `installationId` (the Change's `installation`, JSON
+ *   `source.installation`, Kafka header `sluice.installation`); '' means none is installed
+ *   (records carry none, and the pump ignores what this returns).
  */
 export interface PumpSink {
   appendBatch(changes: StagedChange[]): void | Promise<void>;
@@ -288,14 +310,16 @@ export class PumpCore {
     ).filter((r) => r.key !== NO_KEY || !((this.retrying.get(orderKey(r)) ?? 0) > now));
     if (rows.length === 0) return 0;
     if (fault === 'before-append') process.kill(process.pid, 'SIGKILL');
-    const shipped: StagedChange[] = [];
+    const shipment: Shipment = { rows: [], acked: 0 };
     const sync = sink.sync?.bind(sink);
     try {
-      await this.ship(rows, new Set(), shipped);
+      await this.ship(rows, new Set(), shipment);
     } catch (err) {
-      await this.keepAckAfterOutage(shipped);
+      await this.keepAckAfterOutage(shipment);
       throw err;
     }
+    // Not acked yet: everything with sync(), else what the last append shipped (point 3).
+    const shipped = shipment.rows.slice(shipment.acked);
     const ids = shipped.map((r) => r.stagingId);
     if (sync !== undefined && ids.length > 0) {
       const durable = sync();
@@ -327,34 +351,54 @@ export class PumpCore {
       this.pendingAck = ids;
     }
     if (ids.length > 0) this.opts.onDurable(shipped);
-    if (fault === 'after-append' && ids.length > 0) process.kill(process.pid, 'SIGKILL');
-    if (fault === 'hang-after-append' && ids.length > 0) await new Promise(() => undefined);
+    const appended = shipment.rows.length;
+    if (fault === 'after-append' && appended > 0) process.kill(process.pid, 'SIGKILL');
+    if (fault === 'hang-after-append' && appended > 0) await new Promise(() => undefined);
     await staging.ack(ids);
     this.pendingAck = null;
     this.stats.shipped += ids.length;
-    return ids.length;
+    return appended;
   }
 
   /**
-   * After an outage error while shipping: the changes appended before it (`shipped`) must be
-   * acked, never appended again, so their staging ids become the pending ack, and they are
-   * durable (onDurable); with a sink that syncs separately, only once synced (a failed sync acks
-   * nothing: the sink refuses until reopened, and the restart's reconciliation finds what
-   * reached it). Never throws.
+   * After an outage error while shipping: the changes appended before it and not acked yet (of
+   * `shipment`) must be acked, never appended again, so their staging ids become the pending
+   * ack, and they are durable (onDurable); with a sink that syncs separately, only once synced (a
+   * failed sync acks nothing: the sink refuses until reopened, and the restart's reconciliation
+   * finds what reached it). When none are left (an ack between appends failed: its ids are the
+   * pending ack already) the pending ack is kept. Never throws.
    */
-  private async keepAckAfterOutage(shipped: StagedChange[]): Promise<void> {
+  private async keepAckAfterOutage(shipment: Shipment): Promise<void> {
     const sync = this.opts.sink.sync?.bind(this.opts.sink);
-    const ids = shipped.map((r) => r.stagingId);
+    const shipped = shipment.rows.slice(shipment.acked);
+    if (shipped.length === 0) return;
     if (sync !== undefined) {
-      if (ids.length === 0) return;
       const synced = await sync().then(
         () => true,
         () => false,
       );
       if (!synced) return;
     }
+    this.pendingAck = shipped.map((r) => r.stagingId);
+    this.opts.onDurable(shipped);
+  }
+
+  /**
+   * Point 3, before each append of a cycle to a sink without sync(): acks the changes the
+   * cycle's earlier appends shipped and that are not acked yet (durable: each append was when it
+   * returned), passing them to onDurable first. A failed ack stays the pending ack (retried
+   * before the next claim) and throws, so nothing more is appended. With sync() it does nothing.
+   */
+  private async ackBeforeAppend(shipment: Shipment): Promise<void> {
+    if (this.opts.sink.sync !== undefined || shipment.acked === shipment.rows.length) return;
+    const fresh = shipment.rows.slice(shipment.acked);
+    shipment.acked = shipment.rows.length;
+    const ids = fresh.map((r) => r.stagingId);
+    this.opts.onDurable(fresh);
     this.pendingAck = ids;
-    if (ids.length > 0) this.opts.onDurable(shipped);
+    await this.opts.staging.ack(ids);
+    this.pendingAck = null;
+    this.stats.shipped += ids.length;
   }
 
   /**
@@ -375,27 +419,31 @@ export class PumpCore {
       (r) => r.key !== NO_KEY || !((this.retrying.get(orderKey(r)) ?? 0) > now),
     );
     const blocked = new Set<string>();
-    const shipped: StagedChange[] = [];
+    const shipment: Shipment = { rows: [], acked: 0 };
     const sync = this.opts.sink.sync?.bind(this.opts.sink);
     if (rows.length > 0) {
       if (fault === 'before-append') process.kill(process.pid, 'SIGKILL');
       try {
-        await this.ship(rows, blocked, shipped);
+        await this.ship(rows, blocked, shipment);
       } catch (err) {
-        await this.keepAckAfterOutage(shipped);
+        await this.keepAckAfterOutage(shipment);
         throw err;
       }
-      if (sync === undefined && shipped.length > 0) {
-        this.pendingAck = shipped.map((r) => r.stagingId);
-        this.opts.onDurable(shipped);
+      // Without sync(): what the last append shipped (the earlier ones are acked: point 3).
+      const unacked = shipment.rows.slice(shipment.acked);
+      if (sync === undefined && unacked.length > 0) {
+        this.pendingAck = unacked.map((r) => r.stagingId);
+        this.opts.onDurable(unacked);
         // Acked before the read events are appended: a sink without sync() may reconcile
         // against its last batch only (Kafka: the newest transaction), which the read events
         // would be; a crash before the ack then shipped the changes again.
         await staging.ack(this.pendingAck);
         this.pendingAck = null;
-        this.stats.shipped += shipped.length;
+        this.stats.shipped += unacked.length;
       }
     }
+    // With sync() nothing is acked yet (shipment.acked is 0).
+    const shipped = shipment.rows;
     const ids = sync === undefined ? [] : shipped.map((r) => r.stagingId);
     const changes = shipped.length;
     let emitted = 0;
@@ -408,7 +456,7 @@ export class PumpCore {
       } catch (err) {
         // An outage: the changes appended before it are acked and counted once synced (without
         // sync() that happened above).
-        if (sync !== undefined) await this.keepAckAfterOutage(shipped);
+        if (sync !== undefined) await this.keepAckAfterOutage(shipment);
         throw err;
       }
     }
@@ -469,16 +517,14 @@ export class PumpCore {
 
   /**
    * Steps 3-5: appends `rows` minus the keys in `blocked`, dividing on refusal. Changes appended
-   * go to `shipped` in order; a refused change's key joins `blocked`, so its later changes in this
+   * go to `shipped.rows` in order (without sync(), those of earlier appends are acked before each
+   * append: ackBeforeAppend); a refused change's key joins `blocked`, so its later changes in this
    * batch stay staged behind it.
    */
-  private async ship(
-    rows: StagedChange[],
-    blocked: Set<string>,
-    shipped: StagedChange[],
-  ): Promise<void> {
+  private async ship(rows: StagedChange[], blocked: Set<string>, shipped: Shipment): Promise<void> {
     const open = blocked.size === 0 ? rows : rows.filter((r) => !blocked.has(orderKey(r)));
     if (open.length === 0) return;
+    await this.ackBeforeAppend(shipped);
     try {
       await this.opts.sink.appendBatch(open);
     } catch (err) {
@@ -491,7 +537,7 @@ export class PumpCore {
       return;
     }
     for (const r of open) {
-      shipped.push(r);
+      shipped.rows.push(r);
       this.retrying.delete(orderKey(r));
     }
   }
@@ -501,14 +547,15 @@ export class PumpCore {
     row: StagedChange,
     first: RecordRefusedError,
     blocked: Set<string>,
-    shipped: StagedChange[],
+    shipped: Shipment,
   ): Promise<void> {
     const { staging, sink, errors, clock } = this.opts;
     let error: Error = first;
     for (let i = 0; i < errors.retriesImmediate; i++) {
+      await this.ackBeforeAppend(shipped);
       try {
         await sink.appendBatch([row]);
-        shipped.push(row);
+        shipped.rows.push(row);
         this.retrying.delete(orderKey(row));
         return;
       } catch (err) {

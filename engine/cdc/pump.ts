@@ -135,7 +135,8 @@ export const PUMP_FAULT_ENV = 'SLUICE_FAULT';
  * - clock: ms since the epoch; default Date.now (tests move time).
  * - loadChunkRows: table rows per initial-load chunk; default CDC_DEFAULTS.loadChunkRows.
  * - onDurable: called with the staged changes of each batch once their append is durable (the
- *   sink's appendBatch returned, and with sync() once it resolved), before they are acked; the
+ *   sink's appendBatch returned, and with sync() once it resolved), before they are acked (a
+ *   refused batch split without sync(): once per group of halves acked together, point 3); the
  *   per-table shipped figures of the statistics (ops/stats.ts) come from it. Each change is
  *   passed once by the pump that appended it: a change found in the sink by start()'s
  *   reconciliation is not passed again (its appender passed it, unless that pump's thread was

@@ -30,7 +30,8 @@
  *     transaction) finds everything a crash left unacked. Acked only at the cycle's end, a kill -9
  *     after the last half re-shipped every earlier one (test/cdc-split-crash). Widening the
  *     reconciliation instead would need the Kafka sink to find several transactions per pump,
- *     whose offsets the reconciliation group no longer holds (each commit overwrites them); the
+ *     whose offsets the reconciliation group no longer holds (each commit overwrites them in
+ *     the partitions it writes), and a way to tell which of them are still unacked; the
  *     extra acks cost one staging round trip per further append, and only batches that split pay.
  *     A sink with sync() reconciles a window of staged changes that covers the whole batch
  *     (engine/cdc/journal-sink.ts), so its halves are acked with the batch, after one sync().

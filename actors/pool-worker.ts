@@ -1,8 +1,8 @@
 /**
  * Pool thread of a processor's pool stage (piscina worker entry; the main side, which cuts polls
- * into tasks and keeps their order, is actors/pool-stage.ts). Loads the processor's handler
+ * into tasks and keeps their order, is engine/processors/pool-stage.ts). Loads the processor's handler
  * module once per thread, from `workerData` ({@link PoolWorkerData}), and runs each
- * {@link PoolTask} through actors/processor-records.ts, the rules the inline path follows too.
+ * {@link PoolTask} through engine/processors/records.ts, the rules the inline path follows too.
  *
  * The handler factory's context has no bus: a pool thread neither consumes nor produces (the
  * processor's thread commits outputs and positions); `ctx.bus` throws saying so.
@@ -10,8 +10,12 @@
 import { workerData } from 'node:worker_threads';
 import type { ProcessorContext } from '../engine/patterns/index.js';
 import type { PoolResult, PoolTask, PoolWorkerData } from './contracts.js';
-import { loadHandler, type Handler } from './processor-handler.js';
-import { durableSegments, pubsubFailures, type DurableOnNext } from './processor-records.js';
+import { loadHandler, type Handler } from '../engine/processors/handler.js';
+import {
+  durableSegments,
+  pubsubFailures,
+  type DurableOnNext,
+} from '../engine/processors/records.js';
 
 const data = workerData as PoolWorkerData;
 

@@ -47,7 +47,7 @@ import {
   type ProcessorSpec,
   type RunningProcessor,
 } from './patterns-runners.js';
-import { INJECTED_COMMIT_FAILURE } from '../actors/processor-faults.js';
+import { INJECTED_COMMIT_FAILURE } from '../engine/processors/faults.js';
 
 /** A backend under test. */
 export interface PatternBackend {
@@ -306,7 +306,7 @@ export function patternConformance(
         'in input order (one partition)',
       );
     if (runner.mode === 'actor') {
-      // The processor actor's 2nd transaction commit throws once (actors/processor-faults.ts).
+      // The processor actor's 2nd transaction commit throws once (engine/processors/faults.ts).
       const actor = await run(pb.bus, {
         pattern: 'durable',
         handler: 'echo',

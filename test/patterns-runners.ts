@@ -18,7 +18,7 @@ import {
   commitFaultHook,
   PROCESSOR_FAULT_DIR_ENV,
   type ProcessorFault,
-} from '../actors/processor-faults.js';
+} from '../engine/processors/faults.js';
 import {
   jsonCodec,
   startCompacted,
@@ -47,7 +47,7 @@ export interface ProcessorSpec {
   sessionTimeoutMs?: number;
   settings?: Record<string, unknown>;
   /**
-   * Durable only: an injected commit fault (actors/processor-faults.ts). Actor: through the
+   * Durable only: an injected commit fault (engine/processors/faults.ts). Actor: through the
    * processor actor's test-only SLUICE_FAULT_PROCESSOR_DIR hook; library: the same hook as the
    * pattern's `faults.beforeCommit`.
    */

@@ -255,7 +255,7 @@ export interface TopologyProcessor {
   /** durable: who fences a zombie; default 'partition' on kafka, 'member' on the journal. */
   fencing?: (typeof PROCESSOR_FENCING_VALUES)[number];
   /**
-   * durable, pubsub: run the handler on a piscina pool of worker threads (actors/pool-stage.ts)
+   * durable, pubsub: run the handler on a piscina pool of worker threads (engine/processors/pool-stage.ts)
    * instead of in the processor's own thread. Absent: inline.
    */
   pool?: TopologyProcessorPool;

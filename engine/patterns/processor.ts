@@ -17,7 +17,7 @@
  * Optional members besides the handlers: `listener` (durable: a RebalanceListener;
  * state-and-event: a StateAndEventListener), `onError` (pubsub, compacted).
  *
- * With `pool: { threads }` (durable, pubsub; actors/pool-stage.ts) the same module is also loaded
+ * With `pool: { threads }` (durable, pubsub; engine/processors/pool-stage.ts) the same module is also loaded
  * in each pool thread, and its default export (called there with a context whose `bus` throws:
  * a pool thread neither consumes nor produces) gets the handler calls: `onNext(records)` with a
  * batch of at most `pool.batchSize` consecutive records of one poll (durable, returning output

@@ -1,10 +1,10 @@
 /**
- * A processor's handler module, loaded: in the processor's own thread (actors/processor.ts) and,
+ * A processor's handler module, loaded: in the processor's own thread (./host.ts) and,
  * for a pool stage, in each pool thread (actors/pool-worker.ts). See engine/patterns/processor.ts
  * for the shape a module exports.
  */
 import { pathToFileURL } from 'node:url';
-import type { ProcessorContext } from '../engine/patterns/index.js';
+import type { ProcessorContext } from '../patterns/index.js';
 
 /** A loaded handler: the pattern's methods, and optional `listener` and `onError`. */
 export type Handler = Record<string, unknown> & {

@@ -1,6 +1,6 @@
 /**
  * How a stateless processor's handler is run over a batch of records and what happens to a
- * record it throws on: one module for the inline path (actors/processor.ts, in the processor's
+ * record it throws on: one module for the inline path (./patterns.ts, in the processor's
  * thread) and the pool path (actors/pool-worker.ts, in a piscina thread), so both follow the
  * same rules.
  *
@@ -31,8 +31,8 @@
  * Pubsub (at most once, no outputs): each record is one `onNext(record)` call; a throw is
  * reported to `onError` and the record skipped, inline or pooled.
  */
-import { checkRecordBytes, recordPlace, type ProducerRecord } from '../engine/bus/index.js';
-import type { PatternRecord } from '../engine/patterns/index.js';
+import { checkRecordBytes, recordPlace, type ProducerRecord } from '../bus/index.js';
+import type { PatternRecord } from '../patterns/index.js';
 
 /**
  * A run of consecutive input records of one batch: either their outputs together (`outputs`),

@@ -1,5 +1,5 @@
 /**
- * Test-only fault hook of the processor actor (actors/processor.ts), in the convention of the
+ * Test-only fault hook of the processor host (engine/processors/host.ts), in the convention of the
  * worker hook of engine/actor/runtime.ts (SLUICE_FAULT_WORKER_DIR): when the environment
  * variable {@link PROCESSOR_FAULT_DIR_ENV} names a directory, a durable processor actor looks
  * there once, when its worker starts, for a file named `encodeURIComponent(<processor name>)`.
@@ -10,7 +10,7 @@
  *
  * It cannot fire by accident: unset (the default) it costs nothing, a processor only takes a
  * file named after itself, and a file is taken once (a restarted worker does not see it again).
- * Separate from actors/processor.ts, a worker entry that must not be imported elsewhere.
+ * Separate from ./host.ts, so tests import it without the host's dependencies.
  */
 import fs from 'node:fs';
 import path from 'node:path';

@@ -14,17 +14,17 @@
  * free slot, and the pattern polls again only when the whole poll is computed, so the consumer
  * waits while the pool is full.
  *
- * Errors: see actors/processor-records.ts (the same rules as the inline path). A task that
+ * Errors: see ./records.ts (the same rules as the inline path). A task that
  * rejects (the handler threw without a dead-letter topic, or the thread died) rejects the poll's
  * computation after every task of it has settled, failing the pattern's batch.
  */
 import { Piscina } from 'piscina';
-import type { ProducerRecord } from '../engine/bus/index.js';
-import { keyHash } from '../engine/cdc/key-hash.js';
-import type { TopologyProcessor, TopologyProcessorPool } from '../engine/config/index.js';
-import type { PatternRecord } from '../engine/patterns/index.js';
-import type { PoolResult, PoolTask, PoolWorkerData } from './contracts.js';
-import type { OutputLimit, RecordSegment } from './processor-records.js';
+import type { ProducerRecord } from '../bus/index.js';
+import { keyHash } from '../cdc/key-hash.js';
+import type { TopologyProcessor, TopologyProcessorPool } from '../config/index.js';
+import type { PatternRecord } from '../patterns/index.js';
+import type { PoolResult, PoolTask, PoolWorkerData } from './contract.js';
+import type { OutputLimit, RecordSegment } from './records.js';
 
 /** A running pool stage. */
 export interface PoolStage {
@@ -87,11 +87,13 @@ function taskOf(
 
 /**
  * Starts the pool stage of processor `p` (which must have `pool`): `pool.threads` piscina
- * threads, each loading `p.module`. Threads beyond the machine's cores only time-share them.
+ * threads running `workerFile` (the processor actor passes actors/pool-worker.ts's URL), each
+ * loading `p.module`. Threads beyond the machine's cores only time-share them.
  */
 export function startPoolStage(
   p: TopologyProcessor & { pool: TopologyProcessorPool },
   limit: OutputLimit,
+  workerFile: string,
 ): PoolStage {
   if (p.pattern !== 'durable' && p.pattern !== 'pubsub')
     throw new Error(`processor ${p.name}: pool applies to durable and pubsub, not ${p.pattern}`);
@@ -105,7 +107,7 @@ export function startPoolStage(
     limit,
   };
   const pool = new Piscina({
-    filename: new URL('./pool-worker.js', import.meta.url).href,
+    filename: workerFile,
     minThreads: p.pool.threads,
     maxThreads: p.pool.threads,
     // Threads live as long as the stage: a poll's tasks must not wait for a thread to start.

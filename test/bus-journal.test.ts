@@ -338,4 +338,35 @@ s(
 s.after(() => {
   if (!process.env.KEEP) fs.rmSync(root, { recursive: true, force: true });
 });
+s(
+  'committed offsets are stable: a read while a transaction commits offsets waits for its sync (KIP-447 require_stable), so a member taking the partition over starts after it',
+  async () => {
+    const bus = await createJournalBus({ dir: freshDir(), fsync: 'batch' });
+    try {
+      await bus.createTopics([
+        { name: 'in', partitions: 1 },
+        { name: 'out', partitions: 1 },
+      ]);
+      const p = await bus.producer({ transactionalId: 'stable' });
+      const t = await p.begin();
+      await t.send([{ topic: 'out', key: 'k', value: enc.encode('o'), partition: 0 }]);
+      await t.sendOffsets('g', [{ topic: 'in', partition: 0, offset: 7 }]);
+      // commit() runs to its store sync; the read comes while the sync is pending.
+      const committing = t.commit();
+      const read = bus.committed('g', [{ topic: 'in', partition: 0 }]);
+      await committing;
+      assert.equal(await read, [7], 'not the offset before the commit (null)');
+      // A consumer of the group starts there too.
+      const c = await bus.consumer({ groupId: 'g' });
+      await c.subscribe(['in']);
+      for (let i = 0; i < 50 && c.assignment().length === 0; i++) await c.poll({ timeoutMs: 20 });
+      assert.is(c.position({ topic: 'in', partition: 0 }), 7);
+      await c.close();
+      await p.close();
+    } finally {
+      await bus.close();
+    }
+  },
+);
+
 s.run();

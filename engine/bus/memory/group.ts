@@ -46,6 +46,14 @@ export function rangeAssign(
  */
 export class MemoryGroup {
   readonly committed = new Map<string, number>();
+  /**
+   * tpKey -> the durability of a transaction that is committing offsets for it (its store's
+   * sync): a committed-offset read waits for it, as a Kafka OffsetFetch with require_stable
+   * (KIP-447) gets UNSTABLE_OFFSET_COMMIT until the transaction completes. Without the wait, a
+   * member that takes a partition over while its old owner's commit syncs starts from the offset
+   * before that commit and processes its records a second time.
+   */
+  readonly pending = new Map<string, Promise<unknown>>();
   readonly members = new Map<string, GroupMember>();
   /** tpKey -> memberId of the current owner. */
   readonly owner = new Map<string, string>();

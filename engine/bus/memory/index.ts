@@ -141,9 +141,20 @@ class MemoryBus implements BusBackend {
     });
   }
 
+  /**
+   * Committed offsets of `groupId` for `tps` (null: none), stable: a transaction committing
+   * offsets for one of them is waited for first (MemoryGroup.pending), whatever its outcome.
+   */
   async committed(groupId: string, tps: TopicPartition[]): Promise<(number | null)[]> {
-    const g = this.groups.get(groupId);
-    return tps.map((tp) => g?.committed.get(tpKey(tp.topic, tp.partition)) ?? null);
+    for (;;) {
+      const g = this.groups.get(groupId);
+      const waits = g
+        ? tps.flatMap((tp) => g.pending.get(tpKey(tp.topic, tp.partition)) ?? [])
+        : [];
+      if (waits.length === 0)
+        return tps.map((tp) => g?.committed.get(tpKey(tp.topic, tp.partition)) ?? null);
+      await Promise.allSettled(waits);
+    }
   }
 
   async producer(opts: ProducerOptions = {}): Promise<BusProducer> {
@@ -498,10 +509,24 @@ class MemoryTransaction implements BusTransaction {
       // the store syncs; the transaction stays invisible until decided below.
       this.writeMarkers();
       this.committing = true;
+      // Its offsets are unstable until decided: committed() reads of them wait (KIP-447).
+      const unstable: [MemoryGroup, string][] = [];
+      for (const { group, positions } of this.offsets) {
+        const g = this.bus.group(typeof group === 'string' ? group : group.groupId);
+        for (const p of positions) {
+          const k = tpKey(p.topic, p.partition);
+          g.pending.set(k, durable);
+          unstable.push([g, k]);
+        }
+      }
+      const settle = () => {
+        for (const [g, k] of unstable) if (g.pending.get(k) === durable) g.pending.delete(k);
+      };
       try {
         await durable;
       } catch (e) {
         this.committing = false;
+        settle();
         this.decide('aborted');
         throw storeFailure(
           e,
@@ -509,6 +534,13 @@ class MemoryTransaction implements BusTransaction {
         );
       }
       this.committing = false;
+      for (const { group, positions } of this.offsets) {
+        const g = this.bus.group(typeof group === 'string' ? group : group.groupId);
+        for (const p of positions) g.committed.set(tpKey(p.topic, p.partition), p.offset);
+      }
+      settle();
+      this.decide('committed');
+      return;
     }
     for (const { group, positions } of this.offsets) {
       const g = this.bus.group(typeof group === 'string' ? group : group.groupId);

@@ -9,16 +9,22 @@
  * The first bad line stops the command; every line before it is appended, flushed and fsynced,
  * and the message says how many.
  *
- * On a kafka bus a flush that fails because the broker is away is waited out (like `sluice tail
- * -f`): one stderr line when the wait starts, one when the broker acknowledges again, then the
- * rest of stdin follows. The resend is exactly once: the appender keeps only the records the
+ * On a kafka bus a broker that is away is waited out (like `sluice tail -f`), both at the first
+ * line (the lookup of the topic's partition count that opens the appender: nothing is appended
+ * yet) and at a flush that fails: one stderr line when the wait starts, one when the broker
+ * answers again, then the rest of stdin follows. The resend is exactly once: the appender keeps only the records the
  * broker did not acknowledge and resends them with the same idempotent producer and sequence
  * numbers, so the broker drops the copy of any that were written before the failure. Any other
  * failed flush (a refusal, a call that timed out while the send may still be in flight, a full
  * disk) stops the command saying what is durable and what may or may not be there.
  */
 import { firstInvalidUtf8 } from '../engine/codec/index.js';
-import { JSON_DEPTH_MAX, openQueueAppender, RecordInputError } from '../engine/producer/index.js';
+import {
+  BrokerAwayError,
+  JSON_DEPTH_MAX,
+  openQueueAppender,
+  RecordInputError,
+} from '../engine/producer/index.js';
 import { isBrokerAwaySend } from '../engine/service/index.js';
 import type { QueueAppender } from '../engine/producer/index.js';
 import type { Topology } from '../engine/config/index.js';
@@ -40,17 +46,17 @@ export interface AppendOptions {
   key: string;
   partition?: number;
   /**
-   * Longest wait for a broker that is away at a flush, seconds; absent: wait until it answers
-   * (Ctrl-C stops), as `sluice tail -f`; 0: do not wait.
+   * Longest wait for a broker that is away at the first lookup or at a flush, seconds; absent:
+   * wait until it answers (Ctrl-C stops), as `sluice tail -f`; 0: do not wait.
    */
   brokerWaitS?: number;
 }
 
 /**
- * Bounds of the append command. The pause between two resends to a broker that is away doubles
- * from brokerBackoffInitialMs to brokerBackoffMaxMs; one resend itself takes up to the producer's
- * retries (about 25 s) while the broker does not answer, so a --broker-wait-s bound is kept to
- * within that.
+ * Bounds of the append command. The pause between two tries (a lookup or a resend) to a broker
+ * that is away doubles from brokerBackoffInitialMs to brokerBackoffMaxMs; one try itself takes
+ * up to the client's retries while the broker does not answer (a lookup about 5 s, a resend
+ * about 25 s), so a --broker-wait-s bound is kept to within that.
  */
 export const APPEND_DEFAULTS = {
   brokerBackoffInitialMs: 250,
@@ -66,14 +72,15 @@ export class AppendInputError extends Error {
 const FLUSH_EVERY_RECORDS = 1000;
 
 /**
- * Appends stdin's lines to `queue`; returns the count appended. A broker that is away at a
- * flush is waited out (see the module comment), up to `opts.brokerWaitS` seconds when given;
- * `log` gets the two stderr lines of a wait.
+ * Appends stdin's lines to `queue`; returns the count appended. A broker that is away at the
+ * first line or at a flush is waited out (see the module comment), up to `opts.brokerWaitS`
+ * seconds when given; `log` gets the two stderr lines of a wait.
  * @throws AppendInputError `stdin line N: <problem>; M events before it were appended` for the
- *   first bad line (the M records before it are durable); Error if the queue cannot be opened,
- *   or when a flush fails for good (a refusal, a broker away for longer than brokerWaitS, a full
- *   disk), saying how many events (stdin lines up to which) are durable and that the ones after
- *   may or may not be.
+ *   first bad line (the M records before it are durable); Error if the queue cannot be opened
+ *   (a missing topic, a broker away for longer than brokerWaitS at the first line: the message
+ *   says how long was waited and that nothing was appended), or when a flush fails for good (a
+ *   refusal, a broker away for longer than brokerWaitS, a full disk), saying how many events
+ *   (stdin lines up to which) are durable and that the ones after may or may not be.
  */
 export async function appendLines(
   t: Topology,
@@ -95,34 +102,38 @@ export async function appendLines(
    * rethrown saying how much of stdin is durable and what may or may not be.
    */
   const flushing = async (what: () => void): Promise<void> => {
-    let downSinceMs = 0;
-    let backoffMs: number = APPEND_DEFAULTS.brokerBackoffInitialMs;
-    for (;;) {
-      try {
-        what();
-        break;
-      } catch (e) {
-        const waitedMs = downSinceMs === 0 ? 0 : Date.now() - downSinceMs;
-        if (!isBrokerAwaySend(e) || waitedMs >= (opts.brokerWaitS ?? Infinity) * 1000)
-          throw notDurable(e);
-        if (downSinceMs === 0) {
-          downSinceMs = Date.now();
-          log(
-            `sluice: append to queue "${queue}": the broker does not acknowledge ` +
-              `(${(e as Error).message}); ${durableSoFar()}, waiting for it to resend the ` +
-              `${appended - durable} after them (${opts.brokerWaitS === undefined ? 'Ctrl-C stops' : `at most ${opts.brokerWaitS} s`})`,
-          );
-        }
-        await new Promise((r) => setTimeout(r, backoffMs));
-        backoffMs = Math.min(2 * backoffMs, APPEND_DEFAULTS.brokerBackoffMaxMs);
-      }
-    }
-    if (downSinceMs > 0) {
-      const s = ((Date.now() - downSinceMs) / 1000).toFixed(1);
-      log(`sluice: append to queue "${queue}": the broker answers again after ${s} s; appending`);
-    }
+    await waitingOut(queue, opts.brokerWaitS, log, what, isBrokerAwaySend, {
+      waiting: (e) =>
+        `append to queue "${queue}": the broker does not acknowledge (${e.message}); ` +
+        `${durableSoFar()}, waiting for it to resend the ${appended - durable} after them`,
+      failed: (e) => notDurable(e),
+    });
     durable = appended;
     durableLine = lastLine;
+  };
+  /** Opens the appender's connection at the first line; a broker that is away is waited out. */
+  let connected = false;
+  const connecting = async (): Promise<void> => {
+    await waitingOut(
+      queue,
+      opts.brokerWaitS,
+      log,
+      () => appender.connect(),
+      (e) => e instanceof BrokerAwayError,
+      {
+        waiting: (e) => `${e.message}; nothing is appended yet, waiting for them`,
+        failed: (e, waitedMs) =>
+          waitedMs === null
+            ? e
+            : new Error(
+                `${e.message}; waited ${(waitedMs / 1000).toFixed(1)} s (--broker-wait-s ` +
+                  `${opts.brokerWaitS}) for the broker to answer the lookup of topic "${queue}" ` +
+                  'before the first event; nothing was appended',
+                { cause: e },
+              ),
+      },
+    );
+    connected = true;
   };
   const durableSoFar = () =>
     `${durable} event${durable === 1 ? '' : 's'} (stdin lines up to ${durableLine}) ` +
@@ -147,6 +158,7 @@ export async function appendLines(
   };
   try {
     for await (const item of splitLines(input, appender.recordBytesMax)) {
+      if (!connected) await connecting();
       line++;
       if ('tooLongBytes' in item) {
         fail(
@@ -181,6 +193,53 @@ export async function appendLines(
   }
   appender.close();
   return appended;
+}
+
+/**
+ * Runs `what` (a blocking bus call) until it succeeds; a failure that `away` says is the broker
+ * being away is waited out with backoff (APPEND_DEFAULTS, 250 ms doubling to 5 s) for up to
+ * `waitS` seconds from the first failure (absent: until it answers; 0: not at all). `log` gets
+ * `sluice: <say.waiting(e)> (<bound>)` when the wait starts and `sluice: append to queue
+ * "<queue>": the broker answers again after <s> s; appending` when it answers.
+ * @throws say.failed(e, waitedMs) for the last failure: waitedMs null when it was not waited
+ *   for (not away, or waitS 0), else the ms waited when the bound ran out.
+ */
+async function waitingOut(
+  queue: string,
+  waitS: number | undefined,
+  log: (line: string) => void,
+  what: () => void,
+  away: (e: unknown) => boolean,
+  say: {
+    waiting: (e: Error) => string;
+    failed: (e: Error, waitedMs: number | null) => Error;
+  },
+): Promise<void> {
+  let downSinceMs = 0;
+  let backoffMs: number = APPEND_DEFAULTS.brokerBackoffInitialMs;
+  for (;;) {
+    try {
+      what();
+      break;
+    } catch (e) {
+      const waitedMs = downSinceMs === 0 ? 0 : Date.now() - downSinceMs;
+      if (!away(e) || waitS === 0) throw say.failed(e as Error, null);
+      if (waitedMs >= (waitS ?? Infinity) * 1000) throw say.failed(e as Error, waitedMs);
+      if (downSinceMs === 0) {
+        downSinceMs = Date.now();
+        log(
+          `sluice: ${say.waiting(e as Error)} ` +
+            `(${waitS === undefined ? 'Ctrl-C stops' : `at most ${waitS} s`})`,
+        );
+      }
+      await new Promise((r) => setTimeout(r, backoffMs));
+      backoffMs = Math.min(2 * backoffMs, APPEND_DEFAULTS.brokerBackoffMaxMs);
+    }
+  }
+  if (downSinceMs > 0) {
+    const s = ((Date.now() - downSinceMs) / 1000).toFixed(1);
+    log(`sluice: append to queue "${queue}": the broker answers again after ${s} s; appending`);
+  }
 }
 
 /** Appends one line; null when appended, 'skipped' for a blank line, else the problem. */

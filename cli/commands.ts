@@ -392,7 +392,7 @@ program
   )
   .option(
     '--broker-wait-s <s>',
-    'kafka: longest wait for a broker that does not acknowledge a flush, then stop (default: wait until it answers; 0: do not wait)',
+    'kafka: longest wait, seconds, for a broker that does not answer the first lookup or acknowledge a flush, then stop (default: wait until it answers; 0: do not wait)',
     intOption('--broker-wait-s', 0),
   )
   .description('append JSON objects, one per line of stdin, as JSON events (type 2)')

@@ -5,7 +5,10 @@
  * the restart once, after the ones it printed before. `sluice append` whose flush is not
  * acknowledged waits too (one line each way) and then appends the rest, every line exactly
  * once; with --broker-wait-s 0 it fails at once saying how many events (up to which stdin line)
- * are durable. Its own broker: the shared one is not restarted.
+ * are durable. `sluice append` started while the broker is already down waits at its first line
+ * (the topic lookup) and then appends every line once; with a small --broker-wait-s it stops
+ * saying how long it waited and that nothing was appended. Its own broker: the shared one is not
+ * restarted.
  */
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -219,6 +222,108 @@ test('sluice append --broker-wait-s 0 on Kafka whose broker goes away says how m
     err,
     `1000 events (stdin lines up to 1000) are durable in queue "${queue}", the 5 after them were not acknowledged and may or may not be there (append from line 1001 again`,
   );
+});
+
+/** The keys of the events in partition 0 of `queue`'s topic, in offset order. */
+function topicKeys(queue: string): string[] {
+  const t = backend.tailer(dir, queue, 0);
+  const out: string[] = [];
+  const view = new EnvelopeView();
+  for (let rec = t.next(); rec; rec = t.next()) {
+    view.wrap(rec.bytes, 0, rec.bytes.length);
+    out.push((decodeJson(view.payload) as { key: string }).key);
+  }
+  t.close();
+  return out;
+}
+
+/** `sluice append <args>` as a child, stdin `input` (then closed); its stderr and exit code. */
+function spawnAppend(args: string[], input: string) {
+  const child = spawn(process.execPath, [SLUICE_CLI, 'append', ...args], {
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  const run = { err: '', exit: undefined as number | null | undefined, child };
+  child.stderr.on('data', (b) => (run.err += b));
+  child.on('exit', (code) => (run.exit = code));
+  child.stdin.end(input);
+  return run;
+}
+
+test('sluice append on Kafka started while the broker is down waits at the first line, then appends every line once, in order', async () => {
+  const queue = backend.queue('appended-down');
+  const file = path.join(dir, 'append-down.yaml');
+  await queueTopology(file, 'tailf-append-down', queue);
+  const lines = Array.from({ length: 2500 }, (_, n) => `{"key":"k${n}"}\n`).join('');
+  await kafka.stopBroker(1, { kill: true });
+  const startMs = Date.now();
+  const append = spawnAppend([file, queue], lines);
+  let restarted = false;
+  try {
+    await until(
+      'append reporting the broker away',
+      () => /nothing is appended yet, waiting/.test(append.err) || append.exit !== undefined,
+    );
+    const waitingMs = Date.now();
+    assert.is(append.exit, undefined, `append exited (${append.exit}): ${append.err}`);
+    assert.match(
+      append.err,
+      `sluice: queue "${queue}": the Kafka brokers do not answer (${file}: bus kind kafka, brokers ${kafka.brokers.join(', ')}): `,
+    );
+    assert.match(append.err, '; nothing is appended yet, waiting for them (Ctrl-C stops)');
+    await new Promise((r) => setTimeout(r, 3000));
+    await kafka.startBroker(1);
+    restarted = true;
+    const restartedMs = Date.now();
+    await until('append to exit', () => append.exit !== undefined, 120_000);
+    console.log(
+      `  broker down at start: the waiting line after ${((waitingMs - startMs) / 1000).toFixed(1)} s, ` +
+        `the broker back after ${((restartedMs - startMs) / 1000).toFixed(1)} s, append exited ` +
+        `${((Date.now() - restartedMs) / 1000).toFixed(1)} s after that`,
+    );
+  } finally {
+    if (!restarted) await kafka.startBroker(1);
+    append.child.kill('SIGKILL');
+  }
+  assert.is(append.exit, 0, append.err);
+  assert.match(
+    append.err,
+    new RegExp(
+      `append to queue "${queue.replace(/\./g, '\\.')}": the broker answers again after [\\d.]+ s; appending`,
+    ),
+  );
+  assert.match(append.err, `sluice: appended 2500 events to ${queue}`);
+  assert.equal(
+    topicKeys(queue),
+    Array.from({ length: 2500 }, (_, n) => `k${n}`),
+  );
+});
+
+test('sluice append --broker-wait-s 2 on Kafka whose broker is down and stays down stops saying how long it waited and that nothing was appended', async () => {
+  const queue = backend.queue('appended-down-bounded');
+  const file = path.join(dir, 'append-down-bounded.yaml');
+  await queueTopology(file, 'tailf-append-down-bounded', queue);
+  await kafka.stopBroker(1, { kill: true });
+  const startMs = Date.now();
+  const append = spawnAppend([file, queue, '--broker-wait-s', '2'], '{"key":"a"}\n{"key":"b"}\n');
+  try {
+    await until('append to exit', () => append.exit !== undefined, 120_000);
+    console.log(
+      `  broker down, --broker-wait-s 2: append exited after ${((Date.now() - startMs) / 1000).toFixed(1)} s`,
+    );
+  } finally {
+    append.child.kill('SIGKILL');
+    await kafka.startBroker(1);
+  }
+  assert.is.not(append.exit, 0, append.err);
+  assert.match(append.err, 'nothing is appended yet, waiting for them (at most 2 s)');
+  assert.match(
+    append.err,
+    new RegExp(
+      `; waited [\\d.]+ s \\(--broker-wait-s 2\\) for the broker to answer the lookup of topic "${queue.replace(/\./g, '\\.')}" before the first event; nothing was appended\n`,
+    ),
+  );
+  assert.not.match(append.err, 'sluice: appended');
+  assert.equal(topicKeys(queue), []);
 });
 
 test.after(async () => {

@@ -36,7 +36,7 @@ import {
 } from '../codec/index.js';
 import { keyHash } from '../cdc/index.js';
 import { actorBusOf, KafkaAppender } from '../service/index.js';
-import { SyncKafka } from '../service/kafka-sync.js';
+import { isBrokerAway, SyncKafka } from '../service/kafka-sync.js';
 import type { Topology } from '../config/index.js';
 
 /** Deepest nesting of arrays and objects in a JSON event value. */
@@ -45,6 +45,16 @@ export const JSON_DEPTH_MAX = 64;
 /** Bad input refused by a QueueAppender (a key, a value, a record size); nothing was appended. */
 export class RecordInputError extends Error {
   override readonly name = 'RecordInputError';
+}
+
+/**
+ * The Kafka brokers did not answer the lookup that opens a queue appender on a kafka bus (the
+ * topic's partition count), because they are away (connection refused or lost, request timeout):
+ * nothing was appended, and QueueAppender.connect() may be called again to wait them out. The
+ * message names the queue, the topology file, the brokers and kafkajs' error.
+ */
+export class BrokerAwayError extends Error {
+  override readonly name = 'BrokerAwayError';
 }
 
 /** Appends events to one queue; see {@link openQueueAppender}. */
@@ -78,6 +88,15 @@ export interface QueueAppender {
     payload: Uint8Array,
     options?: { partition?: number; eventTimeMs?: number },
   ): [number, number];
+  /**
+   * Opens the queue's bus connection now rather than at the first append (a no-op on the
+   * journal bus, or once connected): on a kafka bus it starts the client and reads the topic's
+   * partition count. After a failure nothing is open, and it may be called again.
+   * @throws BrokerAwayError when the brokers do not answer; Error when they answer but the
+   *   topic does not exist or has another partition count than the topology declares, or the
+   *   lookup fails otherwise (authentication, TLS).
+   */
+  connect(): void;
   /**
    * Writes what was appended and fsyncs per the queue's policy (kafka: sends it and waits for the
    * broker's acknowledgement); readers see it after this.
@@ -200,6 +219,7 @@ export function openQueueAppender(topology: Topology, queue: string): QueueAppen
     queue,
     partitions: q.partitions,
     recordBytesMax,
+    connect: () => kafka?.connect(),
     appendJson: (key, value, options = {}) =>
       append(EVENT_TYPE_JSON, key, jsonPayload(value), options),
     appendBytes: (type, key, payload, options = {}) => {
@@ -225,45 +245,50 @@ export function openQueueAppender(topology: Topology, queue: string): QueueAppen
 
 /**
  * The Kafka side of openQueueAppender: one blocking client (engine/service SyncKafka) and, per
- * partition, a KafkaAppender without a transactional id (plain idempotent sends at flush). The
- * first append reads the topic's partition count, so a missing topic, a topic with another
- * count than the topology declares (keys would land in other partitions than the topology's
- * own writers put them), or a broker that does not answer fails there with the topic named.
+ * partition, a KafkaAppender without a transactional id (plain idempotent sends at flush).
+ * connect() (or else the first append) reads the topic's partition count, so a missing topic, a
+ * topic with another count than the topology declares (keys would land in other partitions than
+ * the topology's own writers put them), or a broker that does not answer fails there with the
+ * topic named.
  */
 function kafkaWriters(
   topology: Topology,
   queue: string,
   partitions: number,
-): { open(p: number): PartitionWriter; close(): void } {
+): { connect(): void; open(p: number): PartitionWriter; close(): void } {
   const bus = actorBusOf(topology);
   if (bus.kind !== 'kafka') throw new Error('kafkaWriters: not a kafka bus');
   const where = `${topology.file}: bus kind kafka, brokers ${bus.connection.brokers.join(', ')}`;
   let client: SyncKafka | null = null;
-  return {
-    open(p) {
-      if (client === null) {
-        const c = new SyncKafka(bus.connection);
-        let count: number | null;
-        try {
-          count = c.partitionCount(queue);
-        } catch (e) {
-          c.close();
-          throw new Error(
-            `queue "${queue}": the Kafka brokers do not answer (${where}): ${(e as Error).message}`,
-          );
-        }
-        // Keys are partitioned by the declared count: another count would split a key's events.
-        if (count !== partitions) {
-          c.close();
-          throw new Error(
-            count === null
-              ? `queue "${queue}": Kafka topic "${queue}" does not exist (${where}); the topology creates its topics when it starts (sluice run), or create it with ${partitions} partition${partitions === 1 ? '' : 's'}`
-              : `queue "${queue}" has ${partitions} partition${partitions === 1 ? '' : 's'} in ${topology.file} but Kafka topic "${queue}" has ${count} (${where}); appending by the file's count would move keys to other partitions`,
-          );
-        }
-        client = c;
+  const connect = (): SyncKafka => {
+    if (client === null) {
+      // A new client each time: one whose lookup failed is closed, not reused.
+      const c = new SyncKafka(bus.connection);
+      let count: number | null;
+      try {
+        count = c.partitionCount(queue);
+      } catch (e) {
+        c.close();
+        const message = `queue "${queue}": the Kafka brokers do not answer (${where}): ${(e as Error).message}`;
+        throw isBrokerAway(e) ? new BrokerAwayError(message) : new Error(message);
       }
-      const a = new KafkaAppender(client, queue, p, '');
+      // Keys are partitioned by the declared count: another count would split a key's events.
+      if (count !== partitions) {
+        c.close();
+        throw new Error(
+          count === null
+            ? `queue "${queue}": Kafka topic "${queue}" does not exist (${where}); the topology creates its topics when it starts (sluice run), or create it with ${partitions} partition${partitions === 1 ? '' : 's'}`
+            : `queue "${queue}" has ${partitions} partition${partitions === 1 ? '' : 's'} in ${topology.file} but Kafka topic "${queue}" has ${count} (${where}); appending by the file's count would move keys to other partitions`,
+        );
+      }
+      client = c;
+    }
+    return client;
+  };
+  return {
+    connect: () => void connect(),
+    open(p) {
+      const a = new KafkaAppender(connect(), queue, p, '');
       return {
         write: (envelopes, length) => {
           const bytes = new Uint8Array(length);

@@ -92,7 +92,7 @@ export type SyncKafkaReply =
       ok: true;
       value: PackedRecords | { start: number; end: number } | { count: number | null } | null;
     }
-  | { ok: false; error: string; code?: string; sent?: SentBeforeFailure };
+  | { ok: false; error: string; code?: string; sent?: SentBeforeFailure; brokerAway?: boolean };
 
 /**
  * Of a failed send (plain idempotent producer): how many of its records the broker acknowledged
@@ -114,7 +114,10 @@ export interface KafkaLogRecord {
 
 /**
  * A failed call; `code` is the bus's BusError code when the bus gave one (e.g. 'fenced'); `sent`
- * is set for a send that the helper answered (nothing of it is in flight any more).
+ * is set for a send that the helper answered (nothing of it is in flight any more); `brokerAway`
+ * is true when the helper answered that the failure is the broker being away (kafkajs
+ * retriable, as SentBeforeFailure.brokerAway), false for a refusal, a bad request or a call the
+ * helper did not answer in time.
  */
 export class SyncKafkaError extends Error {
   override readonly name = 'SyncKafkaError';
@@ -122,6 +125,7 @@ export class SyncKafkaError extends Error {
     message: string,
     readonly code: string | undefined,
     readonly sent?: SentBeforeFailure,
+    readonly brokerAway: boolean = false,
   ) {
     super(message);
   }
@@ -135,6 +139,15 @@ export class SyncKafkaError extends Error {
  */
 export function isBrokerAwaySend(e: unknown): boolean {
   return e instanceof SyncKafkaError && e.sent?.brokerAway === true;
+}
+
+/**
+ * Whether `e` is a failed call (any op) that the helper answered with the broker being away
+ * (connection refused or lost, request timeout, no leader): a lookup such as partitionCount can
+ * simply be made again once the broker answers. A send needs {@link isBrokerAwaySend} instead.
+ */
+export function isBrokerAway(e: unknown): boolean {
+  return e instanceof SyncKafkaError && e.brokerAway;
 }
 
 const helperFile = new URL('./kafka-sync.worker.js', import.meta.url);
@@ -175,7 +188,8 @@ export class SyncKafka {
         const m = receiveMessageOnPort(this.port);
         if (m) {
           const reply = m.message as SyncKafkaReply;
-          if (!reply.ok) throw new SyncKafkaError(reply.error, reply.code, reply.sent);
+          if (!reply.ok)
+            throw new SyncKafkaError(reply.error, reply.code, reply.sent, reply.brokerAway);
           return reply;
         }
       }

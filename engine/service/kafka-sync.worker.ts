@@ -282,6 +282,7 @@ port.on('message', (req: SyncKafkaRequest) => {
           error: e instanceof Error ? e.message : String(e),
           code,
           ...(sent ? { sent } : {}),
+          brokerAway: retriable(e),
         };
         port.postMessage(reply);
       },

@@ -111,6 +111,8 @@ export interface SinkData {
   format: 'envelope' | 'json';
   batchSizeMax: number;
   pollIntervalMs: number;
+  /** The target's Kafka record limit (sinks[].to.recordBytesMax): the largest value sent, bytes. */
+  recordBytesMax: number;
   /** The capture source writing `queue`, for the source block of JSON change values; null if none. */
   captureSource: CaptureSource | null;
 }

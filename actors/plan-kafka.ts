@@ -82,6 +82,7 @@ export function sinkGroups(
         format: k.format,
         batchSizeMax: k.batchSizeMax,
         pollIntervalMs: k.pollIntervalMs,
+        recordBytesMax: k.to.recordBytesMax,
         captureSource,
       };
       groups.push({

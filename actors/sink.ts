@@ -14,6 +14,16 @@
  *     and sendOffsets(group, partition 0 of the topic = index after the batch); commit.
  *  3. a failed cycle (broker down, fenced) aborts; the actor waits (100 ms doubling to 5 s) and
  *     goes back to step 1, so it resumes from what the last committed transaction recorded.
+ *  4. a record whose value is over the target's record limit (sinks[].to.recordBytesMax,
+ *     engine/bus/record-limit.ts) ends the batch before it: the records before it are sent and
+ *     the committed offset is its index. Then the actor stops shipping the partition: the broker
+ *     would refuse the record (MESSAGE_TOO_LARGE) at every try, and a sink has no dead-letter
+ *     queue to put it in (nor may it skip a journal record: "each record once, in order"). It
+ *     reports the error once (actor state `failed`, its message as the actor's last
+ *     error, downSinceMs set, so ops/health.ts shows the topology degraded naming the sink,
+ *     queue, partition, index, size and limit), and idles until drained: it is not restarted,
+ *     and a restart of the topology stops at the same index, shipping nothing twice. Raising
+ *     the limit (and the broker's) and restarting ships it and what follows.
  * A read_committed consumer of the topic sees each journal record once, in index order per
  * journal partition (records of one key keep their order when the key maps to one partition).
  */
@@ -29,6 +39,7 @@ import {
   EVENT_TYPE_JSON,
 } from '../engine/codec/index.js';
 import { createKafkaBus, type BusProducer, type ProducerRecord } from '../engine/bus/index.js';
+import { checkRecordBytes, RecordTooLargeError } from '../engine/bus/record-limit.js';
 import {
   CDC_DEFAULTS,
   encodeCaptureJson,
@@ -57,6 +68,8 @@ runActor<SinkData>(async (ctx) => {
   let producer: BusProducer | null = null;
   let next = 0;
   const outage = { sinceMs: 0, attempts: 0 };
+  /** Set by a cycle that met a record over the limit (step 4): why the partition stops. */
+  let refused: string | null = null;
 
   /** Step 1. */
   const up = async (): Promise<void> => {
@@ -97,15 +110,45 @@ runActor<SinkData>(async (ctx) => {
     );
   };
 
-  /** Step 2; returns the records read from the journal (0: caught up). */
+  /**
+   * Step 4's check: null when `value` fits the target's limit, else why the partition stops at
+   * journal index `index`.
+   */
+  const overLimit = (value: Uint8Array, index: number): string | null => {
+    try {
+      checkRecordBytes(
+        value.length,
+        d.recordBytesMax,
+        'kafka',
+        `sinks[].to.recordBytesMax of sink "${d.sink}", topic "${d.topic}"`,
+      );
+      return null;
+    } catch (e) {
+      if (!(e instanceof RecordTooLargeError)) throw e;
+      return (
+        `sink "${d.sink}" stops shipping queue "${d.queue}" partition ${d.partition} at index ` +
+        `${index}: ${e.message}; the records before it are shipped, it and the ones after are ` +
+        "not (raise sinks[].to.recordBytesMax, under the brokers' message.max.bytes and the " +
+        "topic's max.message.bytes, and restart to ship them)"
+      );
+    }
+  };
+
+  /** Step 2; returns the records read from the journal (0: caught up, or stopped by step 4). */
   const cycle = async (): Promise<number> => {
     const records: ProducerRecord[] = [];
     let read = 0;
+    /** The index after the last record of this batch: the committed offset. */
+    let end = next;
+    let over: string | null = null;
     while (read < d.batchSizeMax) {
       const rec = tailer.next();
       if (!rec) break;
-      read++;
       const value = valueOf(rec.bytes);
+      if (value !== null) over = overLimit(value, rec.index);
+      if (over !== null) break;
+      read++;
+      end = tailer.index;
       if (value === null) continue;
       view.wrap(rec.bytes, 0, rec.bytes.length);
       const key = view.key;
@@ -119,19 +162,21 @@ runActor<SinkData>(async (ctx) => {
         headers: { ...at, [SINK_HEADERS.index]: String(rec.index) },
       });
     }
-    if (read === 0) return 0;
-    const t = await producer!.begin();
-    try {
-      if (records.length > 0) await t.send(records);
-      await t.sendOffsets(d.transactionalId, [
-        { topic: d.topic, partition: 0, offset: tailer.index },
-      ]);
-      await t.commit();
-    } catch (err) {
-      await t.abort().catch(() => undefined);
-      throw err;
+    if (read > 0) {
+      const t = await producer!.begin();
+      try {
+        if (records.length > 0) await t.send(records);
+        await t.sendOffsets(d.transactionalId, [{ topic: d.topic, partition: 0, offset: end }]);
+        await t.commit();
+      } catch (err) {
+        await t.abort().catch(() => undefined);
+        throw err;
+      }
     }
-    next = tailer.index;
+    // Only once what came before it is committed: a failed cycle re-reads it after step 1.
+    refused = over;
+    if (read === 0) return 0;
+    next = end;
     c[Counter.eventsIn] += read;
     c[Counter.eventsOut] += records.length;
     c[Counter.batches]++;
@@ -159,6 +204,19 @@ runActor<SinkData>(async (ctx) => {
     }
   };
 
+  /** Step 4: reports why the partition stops, then idles until drained. */
+  const stopShipping = async (why: string): Promise<void> => {
+    c[Counter.errors]++;
+    c[Counter.downSinceMs] = Date.now();
+    ctx.setState('failed');
+    // The supervisor logs it (`actor sink:<sink>/<p> failed: ...`) and keeps it as lastError.
+    ctx.send({ type: 'failed', message: why });
+    while (!ctx.draining()) {
+      ctx.heartbeat();
+      await sleep(100);
+    }
+  };
+
   ctx.send({ type: 'ready', info: {} });
   ctx.setState('live');
   ctx.send({ type: 'live' });
@@ -179,7 +237,13 @@ runActor<SinkData>(async (ctx) => {
           outage.attempts = 0;
           c[Counter.downSinceMs] = 0;
         }
-        if ((await cycle()) > 0) continue;
+        // A cycle that shipped the records before a refused one is not followed by another: the
+        // tailer is past the refused record.
+        if ((await cycle()) > 0 && refused === null) continue;
+        if (refused !== null) {
+          await stopShipping(refused);
+          break;
+        }
       } catch (err) {
         connected = false;
         await down(err);

@@ -1,10 +1,21 @@
 /**
  * Health of a running topology from its supervisor: live (the process answers), ready (every
- * actor of every group is live), and degraded (a group failed and is not live again yet, or a
- * pump's or sink's database or broker does not answer: named with the actor, its error and since
- * when).
+ * actor of every group is live), and degraded (a group failed and is not live again yet, a
+ * pump's or sink's database or broker does not answer, or an actor stopped its work on an error
+ * it cannot get past, such as a sink at a record over its target's limit: named with the actor,
+ * its error and since when).
  */
-import type { Supervisor } from '../engine/supervisor/index.js';
+import type { ActorInfo, Supervisor } from '../engine/supervisor/index.js';
+
+/**
+ * An actor whose thread runs on but that stopped its work on an error it cannot get past (a
+ * sink at a record over sinks[].to.recordBytesMax, actors/sink.ts): it set its state to
+ * `failed`, sent the error (its lastError) and downSinceMs. It is not restarted: the same
+ * record would stop it again.
+ */
+function halted(a: ActorInfo): boolean {
+  return a.counters.state === 'failed' && a.counters.downSinceMs > 0 && a.lastError !== null;
+}
 
 /** Overall state. `starting`: not every actor is live yet, nothing failed. */
 export type HealthStatus = 'ok' | 'starting' | 'degraded' | 'draining' | 'stopped' | 'failed';
@@ -61,12 +72,16 @@ export function healthOf(supervisor: Supervisor): Health {
         `${g.name}: degraded since ${since}: ${g.failure.actor} failed: ${g.failure.error}`,
       );
     } else if (!g.live) {
-      const notLive = actors.filter((a) => a.group === g.name && a.counters.state !== 'live');
-      reasons.push(
-        notLive.length > 0
-          ? `${g.name}: ${notLive.map((a) => `${a.name} is ${a.counters.state}`).join(', ')}`
-          : `${g.name}: starting`,
-      );
+      const mine = actors.filter((a) => a.group === g.name);
+      const notLive = mine.filter((a) => a.counters.state !== 'live' && !halted(a));
+      // A halted actor is a degraded reason below, not a start still under way.
+      if (notLive.length > 0 || !mine.some(halted)) {
+        reasons.push(
+          notLive.length > 0
+            ? `${g.name}: ${notLive.map((a) => `${a.name} is ${a.counters.state}`).join(', ')}`
+            : `${g.name}: starting`,
+        );
+      }
     }
   }
   // A pump or sink whose database or broker does not answer stays live (it waits the outage out
@@ -75,7 +90,9 @@ export function healthOf(supervisor: Supervisor): Health {
     const down = a.counters.downSinceMs;
     if (!down || degraded.some((d) => d.group === a.group)) continue;
     const since = new Date(down).toISOString();
-    const error = 'its database or broker does not answer; retrying';
+    const error = halted(a)
+      ? `stopped: ${a.lastError}`
+      : 'its database or broker does not answer; retrying';
     degraded.push({
       group: a.group,
       actor: a.name,

@@ -209,6 +209,30 @@ test('sinks and format: refusals at file:line:col', () => {
     ),
     ['5:22: sinks[0].from: unknown queue "nope" (known: q)'],
   );
+  // to.recordBytesMax has bus.recordBytesMax's bounds (64 KiB .. 256 MiB).
+  assert.equal(
+    problems(
+      [
+        ...base,
+        'sinks:',
+        '  - { name: s, from: q, to: { brokers: [h:1], recordBytesMax: 1000 } }',
+        '',
+      ].join('\n'),
+    ),
+    ['5:63: sinks[0].to.recordBytesMax: must be in [65536, 268435456], got 1000'],
+  );
+  assert.is(
+    parseTopology(
+      [
+        ...base,
+        'sinks:',
+        '  - { name: s, from: q, to: { brokers: [h:1], recordBytesMax: 2000000 } }',
+        '',
+      ].join('\n'),
+      file,
+    ).sinks[0]!.to.recordBytesMax,
+    2_000_000,
+  );
   assert.equal(
     problems(
       [
@@ -290,7 +314,13 @@ test('sinks and format: refusals at file:line:col', () => {
     {
       name: 's',
       from: 'q',
-      to: { brokers: ['h:1'], topic: 'q', partitions: 2, clientId: 'sluice-x' },
+      to: {
+        brokers: ['h:1'],
+        topic: 'q',
+        partitions: 2,
+        clientId: 'sluice-x',
+        recordBytesMax: 1_000_000,
+      },
       format: 'envelope',
       batchSizeMax: 500,
       pollIntervalMs: 10,

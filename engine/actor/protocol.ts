@@ -33,7 +33,11 @@ export type ActorMessage =
   | { type: 'live' }
   /** The actor finished draining; `summary` is actor-specific plain data. */
   | { type: 'stopped'; summary: unknown }
-  /** A failure the actor reports before it exits (the supervisor restarts the group). */
+  /**
+   * A failure the actor reports before it exits (the supervisor restarts the group on the exit),
+   * or, with its state set to `failed` and downSinceMs set, one it stays halted on without
+   * exiting (a sink at a record over its target's limit; ops/health.ts reports it degraded).
+   */
   | { type: 'failed'; message: string; stack?: string }
   /** A log line at `level` (LOG_LEVELS numbers), sent only when the actor's level allows it. */
   | { type: 'log'; level: number; msg: string; fields?: Record<string, unknown> };

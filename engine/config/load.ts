@@ -325,7 +325,13 @@ interface TopologyFile {
   sinks?: Array<{
     name: string;
     from: string;
-    to: { brokers: string[]; topic?: string; partitions?: number; clientId?: string };
+    to: {
+      brokers: string[];
+      topic?: string;
+      partitions?: number;
+      clientId?: string;
+      recordBytesMax?: number;
+    };
     format?: 'envelope' | 'json';
     batchSizeMax?: number;
     pollIntervalMs?: number;
@@ -509,6 +515,7 @@ function applyDefaults(f: TopologyFile, file: string, baseDir: string): Topology
         t.queues.find((q) => q.name === k.from)?.partitions ??
         D.queue.partitions,
       clientId: k.to.clientId ?? `sluice-${f.name}`,
+      recordBytesMax: k.to.recordBytesMax ?? D.sink.recordBytesMax,
     },
     format: k.format ?? D.sink.format,
     batchSizeMax: k.batchSizeMax ?? D.sink.batchSizeMax,

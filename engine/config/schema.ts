@@ -292,6 +292,7 @@ const sink = {
         topic: named('^[A-Za-z0-9._-]+$', 249),
         partitions: int(L.partitions),
         clientId: named('^[A-Za-z0-9._-]+$', S.serviceNameLengthMax),
+        recordBytesMax: int(L.sinkRecordBytesMax),
       },
     },
     format: { enum: SINK_FORMAT_VALUES },

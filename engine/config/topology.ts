@@ -327,6 +327,14 @@ export interface TopologySink {
     partitions: number;
     /** Kafka client id; default `sluice-<topology name>`. */
     clientId: string;
+    /**
+     * The Kafka record limit of the target, bytes: the largest record value the sink sends to
+     * `topic` (default KAFKA_SINK_DEFAULTS.recordBytesMax, as a kafka bus's bus.recordBytesMax);
+     * set it under the brokers' message.max.bytes and the topic's max.message.bytes, less room
+     * for key, headers and batch overhead. At a record over it the sink stops shipping the
+     * partition (actors/sink.ts) instead of sending a batch the broker refuses.
+     */
+    recordBytesMax: number;
   };
   /**
    * `envelope` (default): each record's envelope bytes as they are in the journal. `json`:
@@ -394,6 +402,7 @@ export interface TopologySink {
  * | sinks[].to.topic                       | the `from` queue's name        |       |
  * | sinks[].to.partitions                  | the `from` queue's partitions  |       |
  * | sinks[].to.clientId                    | `sluice-<name>`                |       |
+ * | sinks[].to.recordBytesMax              | 1000000 (KAFKA_SINK_DEFAULTS)  | bytes |
  * | sinks[].format                         | envelope                       |       |
  * | sinks[].batchSizeMax                   | 500                            | records|
  * | sinks[].pollIntervalMs                 | 10                             | ms    |
@@ -417,7 +426,12 @@ export const TOPOLOGY_DEFAULTS = deepFreeze({
     suppressNoopUpdates: CDC_DEFAULTS.suppressNoopUpdates as boolean,
     format: 'envelope' as const,
   },
-  sink: { format: 'envelope' as const, batchSizeMax: 500, pollIntervalMs: 10 },
+  sink: {
+    format: 'envelope' as const,
+    batchSizeMax: 500,
+    pollIntervalMs: 10,
+    recordBytesMax: KAFKA_SINK_DEFAULTS.recordBytesMax,
+  },
 });
 
 /** Inclusive [min, max] bounds of every numeric topology field. */
@@ -454,6 +468,8 @@ export const TOPOLOGY_LIMITS = deepFreeze({
    * largest record, as for capture sources (Kafka's own message.max.bytes is an int).
    */
   busRecordBytesMax: [1 << 16, CDC_DEFAULTS.recordBytesMax],
+  /** sinks[].to.recordBytesMax: the same bounds as bus.recordBytesMax (one Kafka limit). */
+  sinkRecordBytesMax: [1 << 16, CDC_DEFAULTS.recordBytesMax],
   /** Processor poll size; the bus caps a poll at its pollRecordsMax anyway. */
   processorBatchSizeMax: [1, 1 << 16],
   processorCommitRecordsMax: [1, 1 << 20],

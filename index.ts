@@ -100,6 +100,7 @@ export type {
 export {
   openQueueAppender,
   RecordInputError,
+  BrokerAwayError,
   JSON_DEPTH_MAX,
   type QueueAppender,
 } from './engine/producer/index.js';

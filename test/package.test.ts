@@ -36,6 +36,7 @@ const DOCUMENTED: Record<string, string[]> = {
     'loadTopology',
     'openQueueAppender',
     'RecordInputError',
+    'BrokerAwayError',
     'JSON_DEPTH_MAX',
     'parseTopology',
     'partitionDir',

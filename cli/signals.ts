@@ -30,7 +30,15 @@ export function installStopSignals(options: { defer: boolean }): void {
   };
   process.on('SIGINT', () => on('SIGINT'));
   process.on('SIGTERM', () => on('SIGTERM'));
+  // Test hook (test/cli-drain.test.ts): Node catches SIGINT from its own start (to reset the
+  // terminal, then it dies of the signal), so /proc cannot tell when these listeners exist.
+  if (process.env[SIGNALS_READY_ENV] === '1') process.stderr.write(SIGNALS_READY_LINE);
 }
+
+/** Env variable that makes {@link installStopSignals} print {@link SIGNALS_READY_LINE} (tests). */
+export const SIGNALS_READY_ENV = 'SLUICE_TEST_SIGNALS_READY';
+/** The line printed to stderr once the listeners are installed, with SIGNALS_READY_ENV=1. */
+export const SIGNALS_READY_LINE = 'sluice: stop signals installed\n';
 
 /**
  * Registers the stop handler (replacing any earlier one). A signal that came before it (with

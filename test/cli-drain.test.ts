@@ -8,6 +8,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { spawn } from 'node:child_process';
+import { SIGNALS_READY_ENV, SIGNALS_READY_LINE } from '../cli/signals.js';
 import { Appender, Tailer } from '../engine/journal/index.js';
 import { EnvelopeWriter, EVENT_TYPE_JSON, encodeJson } from '../engine/codec/index.js';
 
@@ -80,30 +81,25 @@ test('a SIGINT in the first moments (while the CLI is still loading) stops clean
     );
     const child = spawn(process.execPath, [cli, 'run', file, '--status-ms', '0'], {
       stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, [SIGNALS_READY_ENV]: '1' },
     });
     let err = '';
     child.stderr.on('data', (b) => (err += b));
     // Before this change the listeners came after loading the CLI and the topology (~0.3 s on
     // a fast machine): a signal at 250 ms killed the process (exit 130) without a word. The
     // signal goes at 250 ms, or, on a machine so loaded that Node itself has not run the CLI's
-    // first lines by then, as soon as the process catches SIGINT (SigCgt in /proc/<pid>/status):
-    // a signal before that is Node's default action, which no code of ours can change.
-    const exited = new Promise<number | null>((r) => child.on('exit', (c) => r(c)));
-    const catches = (): boolean => {
-      try {
-        const m = /^SigCgt:\s*([0-9a-f]+)$/m.exec(
-          fs.readFileSync(`/proc/${child.pid}/status`, 'utf8'),
-        );
-        return m !== null && (BigInt(`0x${m[1]}`) & 2n) !== 0n; // bit 1: signal 2, SIGINT
-      } catch {
-        return false;
-      }
-    };
+    // first lines by then, once the entry says its listeners are installed (SIGNALS_READY_ENV):
+    // a signal before that is Node's own (it catches SIGINT from its start and dies of it),
+    // which no code of ours can change. /proc's SigCgt cannot tell the two apart.
+    const exited = new Promise<[number | null, string | null]>((r) =>
+      child.on('exit', (c, sig) => r([c, sig])),
+    );
     await new Promise((r) => setTimeout(r, 250));
-    while (!catches() && child.exitCode === null) await new Promise((r) => setTimeout(r, 5));
+    while (!err.includes(SIGNALS_READY_LINE) && child.exitCode === null)
+      await new Promise((r) => setTimeout(r, 5));
     child.kill('SIGINT');
-    const code = await exited;
-    assert.is(code, 0, err);
+    const [code, signal] = await exited;
+    assert.is(code, 0, `exit ${code} signal ${signal}: ${err}`);
     assert.match(err, 'SIGINT: draining');
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });

@@ -577,9 +577,50 @@ interface TailLine {
   text: string;
 }
 
-/** A record as `sluice tail` prints it: index, type, key, event time, cause, decoded value. */
+/**
+ * The value of a record that is not a Sluice envelope (a capture record with format json, a value
+ * another producer wrote to a Kafka topic): its JSON when it is JSON text, else its text when it
+ * is UTF-8, else `<N bytes>`.
+ */
+function foreignValue(bytes: Uint8Array): unknown {
+  let text: string;
+  try {
+    text = new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+  } catch {
+    return `<${bytes.length} bytes>`;
+  }
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return text;
+  }
+}
+
+/** Wraps `view` over `bytes`; false when they are not a Sluice envelope. */
+function wrapsEnvelope(view: EnvelopeView, bytes: Uint8Array): boolean {
+  try {
+    view.wrap(bytes, 0, bytes.length);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * A record as `sluice tail` prints it: index, type, key, event time, cause, decoded value. A
+ * record that is not a Sluice envelope prints type, key and cause null, event time 0 and
+ * {@link foreignValue}.
+ */
 function tailRecord(view: EnvelopeView, rec: { index: number; bytes: Uint8Array }) {
-  view.wrap(rec.bytes, 0, rec.bytes.length);
+  if (!wrapsEnvelope(view, rec.bytes))
+    return {
+      index: rec.index,
+      type: null,
+      key: null,
+      eventTimeMs: 0,
+      cause: undefined,
+      value: foreignValue(rec.bytes),
+    };
   const value =
     view.type === EVENT_TYPE_CHANGE
       ? decodeChange(view.payload)
@@ -672,16 +713,19 @@ dlq
   .action((file: string, queue: string) => {
     const view = new EnvelopeView();
     for (const d of listDeadLetters(loadTopology(file), queue)) {
-      // A dead letter without its event (over a record limit) prints value null.
-      if (d.bytes.length > 0) view.wrap(d.bytes, 0, d.bytes.length);
+      // A dead letter without its event (over a record limit) prints value null; one whose
+      // event is not a Sluice envelope (another producer's value) prints it as tail does.
+      const envelope = d.bytes.length > 0 && wrapsEnvelope(view, d.bytes);
       const value =
         d.bytes.length === 0
           ? null
-          : view.type === EVENT_TYPE_CHANGE
-            ? decodeChange(view.payload)
-            : view.type === EVENT_TYPE_JSON
-              ? decodeJson(view.payload)
-              : `<${view.payload.length} bytes>`;
+          : !envelope
+            ? foreignValue(d.bytes)
+            : view.type === EVENT_TYPE_CHANGE
+              ? decodeChange(view.payload)
+              : view.type === EVENT_TYPE_JSON
+                ? decodeJson(view.payload)
+                : `<${view.payload.length} bytes>`;
       const { dlqIndex, service, queue: q, partition, index, key, attempts, error, failedAtMs } = d;
       const line = {
         dlqIndex,

@@ -217,6 +217,30 @@ test('pool is refused on state-and-event, compacted and rpc with the reason, and
   ]);
 });
 
+test('a service input that a capture table fills with format json is refused (a service reads envelopes)', () => {
+  assert.equal(
+    problems(
+      yaml(
+        'name: t', //                                                            1
+        'bus: { kind: kafka, brokers: ["127.0.0.1:9092"] }', //                  2
+        'queues:', //                                                            3
+        '  - { name: changes }', //                                              4
+        '  - { name: out }', //                                                  5
+        'capture:', //                                                           6
+        '  - name: db', //                                                       7
+        '    database: { dialect: postgres, url: "postgres://h@127.0.0.1/x" }', // 8
+        '    tables:', //                                                        9
+        '      - { table: a, operations: [insert], target: changes, format: json }', // 10
+        'services:', //                                                          11
+        '  - { name: s, module: ./echo.ts, inputs: [changes], output: out }', // 12
+      ),
+    ),
+    [
+      '12:44: services[0].inputs[0]: queue "changes" gets capture[0].tables[0] as format json (line 10), and a service reads Sluice envelopes: use format envelope for it, or read it with a processor (codec json)',
+    ],
+  );
+});
+
 test.run();
 
 /** A capture source of one table into `target` on the journal bus, then one durable processor. */

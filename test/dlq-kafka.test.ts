@@ -11,6 +11,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { loadTopology, startTopology } from '../index.js';
+import { createKafkaBus } from '../engine/bus/index.js';
 import { testKafka } from '../testing/index.js';
 import { jsonKeysOf, kafkaBackend } from './lib/backends.js';
 import { sluice } from './lib/cli.js';
@@ -144,6 +145,50 @@ test('sluice dlq on Kafka: a dead letter listed, replayed into its source topic 
   const after = await sluice(['dlq', 'list', file, dlq]);
   assert.is(after.code, 0, after.err);
   assert.is(after.out, '');
+});
+
+test('a record that is not a Sluice envelope on a service input topic is dead-lettered with its bytes; the service goes on', async () => {
+  const { input, output, dlq, file } = setup('foreign');
+  await backend.createQueues([
+    { name: input, partitions: 1 },
+    { name: output, partitions: 1 },
+  ]);
+  const first = await sluice(['append', file, input], '{"key":"a"}\n');
+  assert.is(first.code, 0, first.err);
+  // A producer of its own writes a plain JSON value, not an envelope.
+  const bus = createKafkaBus({ brokers: broker.brokers, clientId: 'dlq-foreign' });
+  try {
+    const p = await bus.producer();
+    await p.send([{ topic: input, key: 'x', value: new TextEncoder().encode('{"plain":"json"}') }]);
+    await p.close();
+  } finally {
+    await bus.close();
+  }
+  const last = await sluice(['append', file, input], '{"key":"c"}\n');
+  assert.is(last.code, 0, last.err);
+  await runUntil(file, output, 2);
+  assert.equal(keysOf(output), ['a', 'c'], 'the records around it handled, once each');
+  const list = await sluice(['dlq', 'list', file, dlq]);
+  assert.is(list.code, 0, list.err);
+  const lines = list.out
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as Record<string, unknown>);
+  assert.is(lines.length, 1, list.out);
+  assert.is(lines[0]!.index, 1);
+  assert.match(
+    String(lines[0]!.error),
+    /^record is not a Sluice envelope \(envelope root offset out of range/,
+  );
+  assert.equal(lines[0]!.value, { plain: 'json' }, 'listed with its value');
+  // sluice tail prints it between the two envelopes.
+  const tail = await sluice(['tail', file, input, '-n', '10']);
+  assert.is(tail.code, 0, tail.err);
+  const values = tail.out
+    .trim()
+    .split('\n')
+    .map((l) => (JSON.parse(l) as { type: number | null; value: unknown }).value);
+  assert.equal(values, [{ key: 'a' }, { plain: 'json' }, { key: 'c' }]);
 });
 
 test('the operations API on Kafka: GET /dlq and /dlq/{queue}, POST replay; POST purge refused while the topology runs', async () => {

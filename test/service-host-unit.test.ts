@@ -111,7 +111,9 @@ function runLive(logs: QueueLogs, d: ServiceHostData, def: ServiceDefinition, st
     partition: 0,
     transactionalId: '',
   });
-  const dlqAppender = logs.appender({ ...d.deadLetter!, partition: 0, transactionalId: '' });
+  const dlqAppender = d.deadLetter
+    ? logs.appender({ ...d.deadLetter, partition: 0, transactionalId: '' })
+    : null;
   const counters = new Float64Array(COUNTER_SLOTS);
   const rt = new ServiceRuntime(
     {
@@ -128,19 +130,22 @@ function runLive(logs: QueueLogs, d: ServiceHostData, def: ServiceDefinition, st
     state,
   );
   const t = logs.tailer(d.inputs[0]);
-  for (let rec = t.next(); rec; rec = t.next()) {
-    rt.view.wrap(rec.bytes, 0, rec.bytes.length);
-    rt.raw.bytes = rec.bytes;
-    rt.raw.offset = 0;
-    rt.raw.length = rec.bytes.length;
-    rt.dispatch(d.inputs[0], queueId('in'), rec.index);
-    appender.appendBatch(rt.pending);
-    appender.flush();
-    rt.pending.length = 0;
+  try {
+    for (let rec = t.next(); rec; rec = t.next()) {
+      rt.raw.bytes = rec.bytes;
+      rt.raw.offset = 0;
+      rt.raw.length = rec.bytes.length;
+      if (rt.open(d.inputs[0], queueId('in'), rec.index))
+        rt.dispatch(d.inputs[0], queueId('in'), rec.index);
+      appender.appendBatch(rt.pending);
+      appender.flush();
+      rt.pending.length = 0;
+    }
+  } finally {
+    t.close();
+    appender.close();
+    dlqAppender?.close();
   }
-  t.close();
-  appender.close();
-  dlqAppender.close();
   return { rt, counters };
 }
 
@@ -265,6 +270,54 @@ test('a restart: LAST_WRITTEN from the outputs, INPUTS rebuilds the state with o
   assert.is(reverse.strategy, 'OUTPUT_REVERSE');
   assert.equal([...(reverse.rt.state as Sums)], [['b', 15]], 'newest first, stopped at "stop"');
   assert.is(reverse.r.outputsReplayed, 2);
+  logs.close();
+});
+
+test('a record that is not a Sluice envelope is dead-lettered with its bytes, and the inputs after it are handled', () => {
+  const d = hostData('foreign');
+  const logs = openQueueLogs({ kind: 'journal' });
+  writeInputs(logs, d, [['a', 1]]);
+  const raw = logs.appender({
+    ...d.inputs[0],
+    segmentBytes: 1 << 20,
+    fsync: 'none',
+    transactionalId: '',
+  });
+  raw.append(new TextEncoder().encode('{"plain":"json"}'));
+  raw.flush();
+  raw.close();
+  writeInputs(logs, d, [['a', 2]]);
+  const { rt, counters } = runLive(
+    logs,
+    d,
+    summing,
+    summing.init({ service: d.service, settings: {} }),
+  );
+  assert.equal([...(rt.state as Sums)], [['a', 3]], 'both envelopes handled');
+  assert.is(counters[Counter.errors], 1);
+  const letters = readDeadLetters(d.deadLetter!.dir);
+  assert.is(letters.length, 1);
+  assert.is(letters[0]!.index, 1);
+  assert.match(
+    letters[0]!.error,
+    /^record is not a Sluice envelope \(envelope root offset out of range/,
+  );
+  assert.is(new TextDecoder().decode(letters[0]!.bytes), '{"plain":"json"}', 'its bytes kept');
+  const noDlq = hostData('foreign-stop', { deadLetter: null });
+  writeInputs(logs, noDlq, []);
+  const a = logs.appender({
+    ...noDlq.inputs[0],
+    segmentBytes: 1 << 20,
+    fsync: 'none',
+    transactionalId: '',
+  });
+  a.append(new TextEncoder().encode('xx'));
+  a.flush();
+  a.close();
+  assert.throws(
+    () => runLive(logs, noDlq, summing, new Map()),
+    /^service foreign-stop: in\/0 index 0: record is not a Sluice envelope/,
+  );
   logs.close();
 });
 

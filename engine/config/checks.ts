@@ -471,6 +471,19 @@ export function checkReferences(
           "format json needs a kafka bus (bus: { kind: kafka, brokers: [...] }); the journal's readers take the envelope (a sink with format json ships a journal queue to Kafka as JSON)",
         );
       }
+      // A service reads Sluice envelopes: JSON records would fail at its first one.
+      if (isRecord(t) && t.format === 'json' && typeof t.target === 'string') {
+        list(root.services).forEach((sv, si) => {
+          if (!isRecord(sv)) return;
+          list(sv.inputs).forEach((q, qi) => {
+            if (q === t.target)
+              report(
+                ['services', si, 'inputs', qi],
+                `queue "${q}" gets capture[${i}].tables[${k}] as format json (line ${lineOf(['capture', i, 'tables', k, 'format'])}), and a service reads Sluice envelopes: use format envelope for it, or read it with a processor (codec json)`,
+              );
+          });
+        });
+      }
     });
   });
 

@@ -336,18 +336,59 @@ export class ServiceRuntime {
   }
 
   /**
+   * Wraps `view` over `raw` (the input record at `index`); false when the record is not a Sluice
+   * envelope (a value a producer of its own wrote to a Kafka topic, a JSON capture record), which
+   * then went the way of a failing handler ({@link malformed}).
+   * @throws Error naming the input when it is not an envelope and there is no dead-letter queue.
+   */
+  open(input: HostInput, qid: number, index: number): boolean {
+    const { raw } = this;
+    try {
+      this.view.wrap(raw.bytes, raw.offset, raw.length);
+      return true;
+    } catch (e) {
+      this.malformed(input, qid, index, e);
+      return false;
+    }
+  }
+
+  /**
+   * A record that is not a Sluice envelope (`raw`): dead-lettered with its bytes (so it is not
+   * lost and the inputs after it are handled), skipped in a replay (the live run dead-lettered
+   * it). Counted in `errors`.
+   * @throws Error naming the service, the input, the index and the cause without a dead-letter
+   *   queue (errors.onFailure stop).
+   */
+  malformed(input: HostInput, qid: number, index: number, cause: unknown): void {
+    const d = this.o.data;
+    const why = cause instanceof Error ? cause.message : String(cause);
+    const error =
+      `record is not a Sluice envelope (${why}); a service reads what sluice append, ` +
+      `openQueueAppender, services and capture with format envelope write`;
+    const at = `${input.queue}/${input.partition} index ${index}`;
+    if (!this.o.dlqAppender) throw new Error(`service ${d.service}: ${at}: ${error}`);
+    if (this.replaying) return;
+    const { ev } = this;
+    ev.type = 0;
+    ev.key = '';
+    ev.eventTimeMs = 0;
+    this.o.counters[Counter.errors]++;
+    this.deadLetter(input, qid, index, 0, error);
+  }
+
+  /**
    * Handles input ordinal `input`'s record `index` (`bytes`, one envelope) in a replay; what it
    * emitted (emitDuringReplay) is appended once batchSizeMax records are pending.
    */
   readonly applyInput = (input: number, index: number, bytes: Uint8Array): void => {
     const d = this.o.data;
-    this.view.wrap(bytes, 0, bytes.length);
-    if (bytes.length > d.recordBytesMax) {
-      return this.overLimit(d.inputs[input], this.qids[input], index, bytes.length);
-    }
     this.raw.bytes = bytes;
     this.raw.offset = 0;
     this.raw.length = bytes.length;
+    if (!this.open(d.inputs[input], this.qids[input], index)) return;
+    if (bytes.length > d.recordBytesMax) {
+      return this.overLimit(d.inputs[input], this.qids[input], index, bytes.length);
+    }
     this.dispatch(d.inputs[input], this.qids[input], index);
     if (this.pending.length >= d.batchSizeMax) this.flushReplayed();
   };

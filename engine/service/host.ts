@@ -270,7 +270,7 @@ export async function runServiceHost(
     const groupCommitInputsMax = d.batchSizeMax * GROUP_COMMIT_BATCHES_MAX;
     // Records too large for a ring come by reference: read from the input's journal here.
     const refTailers: (PartitionTailer | null)[] = d.inputs.map(() => null);
-    const { raw, view, ev, pending, writer } = rt;
+    const { raw, ev, pending, writer } = rt;
     const onRecord = (typeId: number, bytes: Uint8Array, offset: number, length: number) => {
       const index = current.frames.readIndex(offset);
       raw.bytes = bytes;
@@ -289,14 +289,17 @@ export async function runServiceHost(
         raw.offset = 0;
         raw.length = rec.bytes.length;
       }
-      view.wrap(raw.bytes, raw.offset, raw.length);
-      if (raw.length > d.recordBytesMax)
+      // Not an envelope: dead-lettered by rt.open (rt.malformed), without an event time for the lag.
+      const envelope = rt.open(current.input, current.qid, index);
+      if (envelope && raw.length > d.recordBytesMax)
         rt.overLimit(current.input, current.qid, index, raw.length);
-      else rt.dispatch(current.input, current.qid, index);
+      else if (envelope) rt.dispatch(current.input, current.qid, index);
       handled[current.ordinal] = index;
       if (recorder) recorder.note(current.ordinal, index);
-      const l = nowMs - ev.eventTimeMs;
-      lag.recordValue(l > 0 ? l : 0);
+      if (envelope) {
+        const l = nowMs - ev.eventTimeMs;
+        lag.recordValue(l > 0 ? l : 0);
+      }
     };
     for (;;) {
       ctx.heartbeat();

@@ -23,6 +23,9 @@
  * Without --brokers (or SLUICE_KAFKA_BROKERS) a private single-node broker is started for the
  * run (testing/kafka-broker.ts) and stopped at the end.
  */
+// First: kafkajs must load with the backend's read_committed filter installed (the backend
+// refuses a consumer otherwise), as bench/lib/raw-kafkajs.ts does.
+import '../engine/bus/kafka/read-committed.js';
 import kafkajs from 'kafkajs';
 import { createKafkaBus, type TopicSpec } from '../engine/bus/index.js';
 import { startKafka, type KafkaCluster } from '../testing/kafka-broker.js';

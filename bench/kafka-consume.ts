@@ -22,7 +22,7 @@
  *     [--rounds 8] [--side both|raw|bus] [--profile FILE.cpuprofile]
  *     [--baseline PATH]
  *
- * `--baseline DIST/engine/bus/index.js` adds a third side, the backend of another build (e.g. the
+ * `--baseline DIST/engine/bus/index.js` (repeatable) adds a side, the backend of another build (e.g. the
  * commit before a change, built into another directory whose engine/bus/kafka/read-committed.js
  * is a symlink to this build's, so both use one kafkajs with one filter), alternated with the
  * other two in every round: a before/after ratio from the same run.
@@ -211,7 +211,9 @@ async function main(): Promise<void> {
   const side = arg('side') ?? 'both';
   if (!['both', 'raw', 'bus'].includes(side)) throw new Error(`--side must be both, raw or bus`);
   const profile = arg('profile');
-  const baseline = arg('baseline');
+  const baselines = process.argv.flatMap((a, i) =>
+    a === '--baseline' && process.argv[i + 1] ? [process.argv[i + 1]] : [],
+  );
   const given = arg('brokers') ?? process.env.SLUICE_KAFKA_BROKERS;
   if (!given) throw new Error('--brokers host:port (or SLUICE_KAFKA_BROKERS) is required');
   const brokers = given.split(',').map((b) => b.trim());
@@ -229,7 +231,7 @@ async function main(): Promise<void> {
       run: () => consumeBus(createKafkaBus, brokers, topic, records, passes),
       rows: [],
     });
-  if (baseline) {
+  for (const baseline of baselines) {
     const mod = (await import(path.resolve(baseline))) as { createKafkaBus: typeof createKafkaBus };
     sides.push({
       name: `kafka backend (${baseline})`,

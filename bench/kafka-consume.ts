@@ -36,6 +36,7 @@ import '../engine/bus/kafka/read-committed.js';
 import fs from 'node:fs';
 import inspector from 'node:inspector';
 import path from 'node:path';
+import { constants, PerformanceObserver } from 'node:perf_hooks';
 import kafkajs from 'kafkajs';
 import { createKafkaBus, type BusBackend, type KafkaBusOptions } from '../engine/bus/index.js';
 import { batches, cpuSince, PARTITIONS } from './lib/raw-kafkajs.js';
@@ -67,16 +68,32 @@ interface Consumed {
  * Garbage collections of this thread (PerformanceObserver 'gc' entries: start in
  * performance.now() ms, duration ms), attributed to the timed windows after the run.
  */
-const gcs: { start: number; ms: number }[] = [];
+const gcs: { start: number; ms: number; minor: boolean }[] = [];
 new PerformanceObserver((list) => {
-  for (const e of list.getEntries()) gcs.push({ start: e.startTime, ms: e.duration });
+  for (const e of list.getEntries())
+    gcs.push({
+      start: e.startTime,
+      ms: e.duration,
+      minor:
+        (e as unknown as { detail?: { kind?: number } }).detail?.kind ===
+        constants.NODE_PERFORMANCE_GC_MINOR,
+    });
 }).observe({ entryTypes: ['gc'] });
 
-/** GC ms whose start falls inside one of `windows`. */
-function gcMsIn(windows: [number, number][]): number {
+/**
+ * GC pause ms (wall time of the main thread's pauses, so it includes waits for a core) and the
+ * number of scavenges (minor GCs: about proportional to the bytes allocated) whose start falls
+ * inside one of `windows`.
+ */
+function gcIn(windows: [number, number][]): { ms: number; scavenges: number } {
   let ms = 0;
-  for (const g of gcs) if (windows.some(([a, b]) => g.start >= a && g.start <= b)) ms += g.ms;
-  return ms;
+  let scavenges = 0;
+  for (const g of gcs)
+    if (windows.some(([a, b]) => g.start >= a && g.start <= b)) {
+      ms += g.ms;
+      if (g.minor) scavenges++;
+    }
+  return { ms, scavenges };
 }
 
 /** Raw kafkajs: eachBatch counts; seek every partition to 0 after each pass. */
@@ -295,7 +312,7 @@ async function main(): Promise<void> {
   for (const s of sides) {
     const t = total(s.rows);
     lines.push(
-      `${s.name}: CPU ${perRec(t).toFixed(3)} µs/record (rounds ${s.rows.map((c) => perRec(c).toFixed(2)).join(', ')}), of it GC ${((gcMsIn(t.windows) * 1000) / t.records).toFixed(3)} µs/record, ${Math.round((t.records / t.ms) * 1000).toLocaleString('en-US')} records/s`,
+      `${s.name}: CPU ${perRec(t).toFixed(3)} µs/record (rounds ${s.rows.map((c) => perRec(c).toFixed(2)).join(', ')}), GC pauses ${((gcIn(t.windows).ms * 1000) / t.records).toFixed(3)} µs/record, ${((gcIn(t.windows).scavenges * 1e5) / t.records).toFixed(2)} scavenges per 100,000 records, ${Math.round((t.records / t.ms) * 1000).toLocaleString('en-US')} records/s`,
     );
   }
   const raw = sides.find((s) => s.name === 'raw kafkajs');

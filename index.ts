@@ -545,7 +545,23 @@ export interface CaptureErrorsOptions extends ParkedSelection {
   source?: string;
 }
 
-/** Runs `work` on a staging client of each selected source. @throws Error for an unknown source. */
+/**
+ * Staging ids are numbered per capture source, so ids without a source would select a change
+ * of every source that has that id: with several sources, ids need `source`.
+ * @throws Error naming the sources when ids are given without a source and there are several.
+ */
+function idsNeedSource(topology: Topology, options: CaptureErrorsOptions, verb: string): void {
+  if (options.source !== undefined || !options.ids?.length || topology.capture.length < 2) return;
+  throw new Error(
+    `errors ${verb}: staging ids are numbered per capture source and ${topology.file} has ${topology.capture.length} (${topology.capture.map((c) => c.name).join(', ')}): name one with --source`,
+  );
+}
+
+/**
+ * Runs `work` on a staging client of each selected source.
+ * @throws Error for an unknown source; ConfigError at the source's database field when it
+ *   cannot be opened (openSource).
+ */
 async function eachSource<T>(
   topology: Topology,
   source: string | undefined,
@@ -559,7 +575,7 @@ async function eachSource<T>(
   }
   const out: Array<{ source: string; result: T }> = [];
   for (const c of sources) {
-    const staging = await openStaging(c);
+    const staging = await openSource(topology, topology.capture.indexOf(c));
     try {
       out.push({ source: c.name, result: await work(staging) });
     } finally {
@@ -593,6 +609,7 @@ export async function requeueCaptureErrors(
   topology: Topology,
   options: CaptureErrorsOptions = {},
 ): Promise<number> {
+  idsNeedSource(topology, options, 'requeue');
   return (await eachSource(topology, options.source, (s) => s.requeue(options))).reduce(
     (n, r) => n + r.result,
     0,
@@ -604,6 +621,7 @@ export async function purgeCaptureErrors(
   topology: Topology,
   options: CaptureErrorsOptions = {},
 ): Promise<number> {
+  idsNeedSource(topology, options, 'purge');
   return (await eachSource(topology, options.source, (s) => s.purge(options))).reduce(
     (n, r) => n + r.result,
     0,

@@ -70,6 +70,7 @@ export type {
   ParkedChange,
   ParkedSelection,
   StagingClient,
+  TableDescription,
   UninstallOptions,
 } from './staging.js';
 export { installationTableName, newInstallationId } from './staging.js';

@@ -33,6 +33,7 @@ import type {
   ParkedChange,
   ParkedSelection,
   StagingClient,
+  TableDescription,
   UninstallOptions,
 } from './staging.js';
 import { installationTableName, newInstallationId } from './staging.js';
@@ -271,30 +272,50 @@ export function pgDynamicFunctionRef(schema: string, stagingTable: string): stri
 }
 
 /**
- * `<staging>_images(rel, op, cols, keycols, o, n)`: the key texts and images of a row change
- * rendered from the columns `rel` has now (dynamic SQL, slow), used by a capture function when the
- * table's columns changed since install (issue item 9): a dropped or renamed column is left out
- * instead of failing the application's statement, and a new column is captured when the table
- * captures all columns (`cols` NULL). Renderings are pgText's, taken from the same source.
+ * `<staging>_images(rel, tbl, op, cols, keycols, keynums, o, n)`: the key texts and images of a
+ * row change rendered from the columns `rel` has now (dynamic SQL, slow), used by a capture
+ * function when the table's columns changed since install (issue item 9): a dropped or renamed
+ * column is left out of the images instead of failing the application's statement, and a new
+ * column is captured when the table captures all columns (`cols` NULL). Renderings are pgText's,
+ * taken from the same source.
+ *
+ * Key columns are found by their attribute numbers at install (`keynums`, pg_attribute.attnum,
+ * which a RENAME COLUMN keeps), in key order; `keycols` are their names at install, for the
+ * error text only. When one of them is gone (DROP COLUMN), the change has no key: rather than
+ * staging it under key `[]` (the wrong key, and unordered), the function parks it in the error
+ * table under key `*` with both images and an error naming `tbl` (the configured table name),
+ * the operation and the column, returns `parked` true, and the caller stages nothing. The
+ * application's statement succeeds either way. The catalog is read once per call, which is once
+ * per row: this path is taken only after a schema change, until `sluice install`.
  */
 export function pgDynamicFunctionDdl(schema: string, stagingTable: string): string {
   const template = (type: string) => quoteLiteral(pgText(REF, { name: '', type, pkPosition: 0 }));
   const typeCase = PG_TEXT_TYPES.map((t) => `WHEN ${quoteLiteral(t)} THEN ${template(t)}`).join(
     '\n      ',
   );
+  const staging = `${quoteIdent(schema)}.${quoteIdent(stagingTable)}`;
+  const errors = `${quoteIdent(schema)}.${quoteIdent(`${stagingTable}_errors`)}`;
+  const fix =
+    ', so this change has no key; it was parked here instead of staged under key []: give the table a key (or restore the column) and run sluice install, then requeue or purge it';
   return `CREATE OR REPLACE FUNCTION ${pgDynamicFunctionRef(schema, stagingTable)}(
-  rel oid, op text, cols text[], keycols text[], o anyelement, n anyelement,
-  OUT ko text, OUT k text, OUT b text, OUT a text)
+  rel oid, tbl text, op text, cols text[], keycols text[], keynums int2[], o anyelement, n anyelement,
+  OUT ko text, OUT k text, OUT b text, OUT a text, OUT parked boolean)
 LANGUAGE plpgsql ${PG_PINNED_SETTINGS} AS $sluice$
 DECLARE
   img text[] := ARRAY[NULL, NULL];
   kx text[] := ARRAY[NULL, NULL];
+  ke text[];
+  pos int;
+  missing int;
   r record;
   e text;
+  now_ms bigint;
 BEGIN
+  parked := false;
   FOR side IN 1 .. 2 LOOP
+    ke := '{}';
     FOR r IN
-      SELECT at.attname::text AS name, coalesce(bt.typname, t.typname)::text AS typ
+      SELECT at.attnum AS num, at.attname::text AS name, coalesce(bt.typname, t.typname)::text AS typ
       FROM pg_attribute at JOIN pg_type t ON t.oid = at.atttypid
       LEFT JOIN pg_type bt ON t.typtype = 'd' AND bt.oid = t.typbasetype
       WHERE at.attrelid = rel AND at.attnum > 0 AND NOT at.attisdropped
@@ -307,8 +328,16 @@ BEGIN
       IF cols IS NULL OR r.name = ANY (cols) THEN
         img[side] := coalesce(img[side] || ' || '','' || ', '') || quote_literal(pg_catalog.to_json(r.name)::text || ':') || ' || ' || e;
       END IF;
-      IF r.name = ANY (keycols) THEN
-        kx[side] := coalesce(kx[side] || ' || '','' || ', '') || e;
+      pos := pg_catalog.array_position(keynums, r.num);
+      IF pos IS NOT NULL THEN
+        ke[pos] := e;
+      END IF;
+    END LOOP;
+    FOR i IN 1 .. coalesce(pg_catalog.cardinality(keynums), 0) LOOP
+      IF ke[i] IS NULL THEN
+        missing := i;
+      ELSE
+        kx[side] := coalesce(kx[side] || ' || '','' || ', '') || ke[i];
       END IF;
     END LOOP;
   END LOOP;
@@ -320,8 +349,45 @@ BEGIN
     EXECUTE 'SELECT ''{'' || ' || coalesce(img[2], '''''') || ' || ''}'', ''['' || ' || coalesce(kx[2], '''''') || ' || '']'''
       INTO a, k USING o, n;
   END IF;
+  IF missing IS NOT NULL THEN
+    now_ms := ${PG_NOW_MS};
+    INSERT INTO ${errors} (id, table_name, op, key, key_hash, before, after, txid, time_ms, attempts, error, parked_time_ms)
+    VALUES (pg_catalog.nextval(pg_catalog.pg_get_serial_sequence(${quoteLiteral(staging)}, 'id')),
+      tbl, pg_catalog.lower(op), '*', ${keyHash('*')}, b, a, pg_catalog.txid_current()::text, now_ms, 0,
+      pg_catalog.format('capture of table %s (%s): key column %s no longer exists (dropped after install)',
+        pg_catalog.to_json(tbl)::text, pg_catalog.lower(op), pg_catalog.to_json(keycols[missing])::text) || ${quoteLiteral(fix)},
+      now_ms);
+    ko := NULL;
+    k := NULL;
+    parked := true;
+  END IF;
 END
 $sluice$`;
+}
+
+/** `c`'s attribute number (introspectPgTable sets it); a key column without one is a bug. */
+function pgAttnum(t: ResolvedTable, c: ColumnInfo): number {
+  if (c.attnum === undefined || !Number.isInteger(c.attnum) || c.attnum <= 0)
+    throw new Error(
+      `capture table "${t.config.table}": key column "${c.name}" has no attribute number (introspect it with introspectPgTable), attnum=${c.attnum}`,
+    );
+  return c.attnum;
+}
+
+/** Prefix of the comment in a capture function naming its key columns (see pgInstalledKey). */
+const PG_KEY_COMMENT = '-- sluice key columns at install: ';
+
+/**
+ * The key columns a capture function's source (pg_proc.prosrc) keys on, as install recorded
+ * them: names and attribute numbers in key order. Null when the function keys on no column
+ * (key strategy none, fixed, transactionId, expression) or predates the record.
+ */
+export function pgInstalledKey(src: string): { names: string[]; attnums: number[] } | null {
+  const at = src.indexOf(PG_KEY_COMMENT);
+  if (at < 0) return null;
+  const line = src.slice(at + PG_KEY_COMMENT.length).split('\n', 1)[0]!;
+  const parsed = JSON.parse(line) as { names: string[]; attnums: number[] };
+  return { names: parsed.names, attnums: parsed.attnums };
 }
 
 /** Label of a capture function's outer block: its variables are read as `sluice_fn.<name>`. */
@@ -382,7 +448,14 @@ export function pgTriggerDdl(
   const allColumns = cfg.columns === undefined;
   const textArray = (names: string[]) => `ARRAY[${names.map(quoteLiteral).join(', ')}]::text[]`;
   const colsArg = allColumns ? 'NULL::text[]' : textArray(t.columns.map((c) => c.name));
-  const keyColsArg = byColumns ? textArray(t.key.map((c) => c.name)) : 'NULL::text[]';
+  // Key columns by name (for the error text) and by attribute number (what the dynamic path
+  // matches: a RENAME COLUMN keeps it), in key order.
+  const keyComment = byColumns
+    ? `    ${PG_KEY_COMMENT}${JSON.stringify({ names: t.key.map((c) => c.name), attnums: t.key.map((c) => pgAttnum(t, c)) })}\n`
+    : '';
+  const keyColsArg = byColumns
+    ? `${textArray(t.key.map((c) => c.name))}, ARRAY[${t.key.map((c) => pgAttnum(t, c)).join(', ')}]::int2[]`
+    : 'NULL::text[], NULL::int2[]';
   const dyn = pgDynamicFunctionRef(schema, stagingTable);
   const arityChecked = allColumns && relnatts !== undefined;
   // A row of the installed columns; `*=` with the live row raises datatype_mismatch when the
@@ -457,7 +530,8 @@ ${stage('update', 'k', 'b', 'a')}
     // The row is cast to the table's type under its current name (TG_RELID), so a renamed
     // table changes nothing here.
     return `      FOR r IN EXECUTE 'SELECT t::' || TG_RELID::pg_catalog.regclass::text || ' AS "row" FROM ${transition} AS t' LOOP
-${cond}        SELECT d.ko, d.k, d.b, d.a INTO ko, k, b, a FROM ${dyn}(TG_RELID, TG_OP, ${colsArg}, ${keyColsArg}, r.row, r.row) d;
+${cond}        SELECT d.ko, d.k, d.b, d.a, d.parked INTO ko, k, b, a, gone FROM ${dyn}(TG_RELID, ${tableLit}, TG_OP, ${colsArg}, ${keyColsArg}, r.row, r.row) d;
+        CONTINUE WHEN gone;
 ${keyOutside}${op === 'insert' ? stage('insert', 'k', 'NULL', 'a') : stage('delete', 'ko', 'b', 'NULL')}
       END LOOP;`;
   };
@@ -507,6 +581,7 @@ DECLARE
   jit_v text;
   jit_v2 text;
   ok boolean;
+  gone boolean;
   r record;
 BEGIN
   IF TG_OP = 'TRUNCATE' THEN
@@ -518,7 +593,9 @@ ${arityCheck}    IF TG_OP <> 'DELETE' THEN ${keyN}a := ${imgNew}; END IF;
     IF TG_OP <> 'INSERT' THEN ${keyO}b := ${imgOld}; END IF;
   EXCEPTION WHEN undefined_column OR datatype_mismatch THEN
     -- The table's columns changed since install: render from the columns it has now.
-    SELECT d.ko, d.k, d.b, d.a INTO ko, k, b, a FROM ${dyn}(TG_RELID, TG_OP, ${colsArg}, ${keyColsArg}, OLD, NEW) d;
+    SELECT d.ko, d.k, d.b, d.a, d.parked INTO ko, k, b, a, gone FROM ${dyn}(TG_RELID, ${tableLit}, TG_OP, ${colsArg}, ${keyColsArg}, OLD, NEW) d;
+    -- A key column is gone: the dynamic function parked the change in the error table.
+${keyComment}    IF gone THEN RETURN NULL; END IF;
   END;
 ${keysOutside}${suppressSql}  IF TG_OP = 'INSERT' THEN
 ${stage('insert', 'k', 'NULL', 'a')}
@@ -563,13 +640,18 @@ $sluice$`,
   return out;
 }
 
-/** Introspects `table` (resolved through search_path); empty when it does not exist. */
+/** Introspects `table` (resolved through search_path), attnum included; empty when it does not exist. */
 export async function introspectPgTable(
   client: pg.ClientBase,
   table: string,
 ): Promise<ColumnInfo[]> {
-  const res = await client.query<{ name: string; type: string; pk_position: number }>(
-    `SELECT a.attname AS name, coalesce(bt.typname, t.typname)::text AS type,
+  const res = await client.query<{
+    name: string;
+    type: string;
+    pk_position: number;
+    attnum: number;
+  }>(
+    `SELECT a.attname AS name, coalesce(bt.typname, t.typname)::text AS type, a.attnum::int AS attnum,
        coalesce((SELECT k.n FROM pg_index i, unnest(i.indkey) WITH ORDINALITY AS k(attnum, n)
                  WHERE i.indrelid = a.attrelid AND i.indisprimary AND k.attnum = a.attnum), 0)::int AS pk_position
      FROM pg_attribute a
@@ -579,7 +661,12 @@ export async function introspectPgTable(
      ORDER BY a.attnum`,
     [pgQualifiedTable(table)],
   );
-  return res.rows.map((r) => ({ name: r.name, type: r.type, pkPosition: r.pk_position }));
+  return res.rows.map((r) => ({
+    name: r.name,
+    type: r.type,
+    pkPosition: r.pk_position,
+    attnum: r.attnum,
+  }));
 }
 
 interface PgStagedRow {
@@ -741,6 +828,10 @@ export class PgStaging implements StagingClient {
         await this.client.query(
           `DROP FUNCTION IF EXISTS ${pgHashFunctionRef(schema, this.source.stagingTable)}(text)`,
         );
+        await this.client.query(
+          `DROP FUNCTION IF EXISTS ${pgDynamicFunctionRef(schema, this.source.stagingTable)}(oid, text, text, text[], text[], int2[], anyelement, anyelement)`,
+        );
+        // The signature before key columns were matched by attribute number (older installs).
         await this.client.query(
           `DROP FUNCTION IF EXISTS ${pgDynamicFunctionRef(schema, this.source.stagingTable)}(oid, text, text[], text[], anyelement, anyelement)`,
         );
@@ -1013,7 +1104,7 @@ export class PgStaging implements StagingClient {
     return res.rowCount ?? 0;
   }
 
-  async describeTable(table: string): Promise<{ live: string[]; installed: string[] | null }> {
+  async describeTable(table: string): Promise<TableDescription> {
     const schema = await this.open();
     const live = (await introspectPgTable(this.client, table)).map((c) => c.name);
     const fn = await this.client.query<{ src: string }>(
@@ -1022,7 +1113,21 @@ export class PgStaging implements StagingClient {
       [schema, pgFunctionName(this.source.stagingTable, table)],
     );
     const src = fn.rows[0]?.src;
-    return { live, installed: src === undefined ? null : imageColumnsOf(src) };
+    if (src === undefined) return { live, installed: null };
+    const recorded = pgInstalledKey(src);
+    if (recorded === null) return { live, installed: imageColumnsOf(src) };
+    // The installed key columns by attribute number: renamed (another name) or dropped (none).
+    const now = await this.client.query<{ n: number; name: string }>(
+      `SELECT a.attnum::int AS n, a.attname::text AS name FROM pg_catalog.pg_attribute a
+       WHERE a.attrelid = to_regclass($1) AND a.attnum = ANY ($2::int2[]) AND NOT a.attisdropped`,
+      [pgQualifiedTable(table), recorded.attnums],
+    );
+    const byNum = new Map(now.rows.map((r) => [r.n, r.name]));
+    const key = recorded.names.map((installed, i) => ({
+      installed,
+      live: byNum.get(recorded.attnums[i]!) ?? null,
+    }));
+    return { live, installed: imageColumnsOf(src), key };
   }
 
   private installationRef(schema: string): string {

@@ -15,6 +15,11 @@ export interface ColumnInfo {
   type: string;
   /** 1-based position in the primary key, 0 when not part of it. */
   pkPosition: number;
+  /**
+   * PostgreSQL: pg_attribute.attnum, the column's number in its table, which RENAME COLUMN keeps
+   * (the capture function's dynamic path finds key columns by it). Absent on other databases.
+   */
+  attnum?: number;
 }
 
 /** A key strategy resolved against the table (see KeyStrategy). */

@@ -52,6 +52,21 @@ export function newInstallationId(): string {
   return randomBytes(8).toString('hex');
 }
 
+/** What {@link StagingClient.describeTable} reports of one captured table. */
+export interface TableDescription {
+  /** The table's columns now, in order; empty when it does not exist. */
+  live: string[];
+  /** The columns the installed triggers put in the images; null when none are installed. */
+  installed: string[] | null;
+  /**
+   * PostgreSQL: the key columns the installed triggers key on, in key order, each with its name
+   * at install and its name now (found by attribute number, so a rename is followed; null when
+   * the column was dropped). Absent when the triggers key on no column or the dialect does not
+   * record it.
+   */
+  key?: { installed: string; live: string | null }[];
+}
+
 /** A change parked in the error table. */
 export interface ParkedChange extends StagedChange {
   /** The target's refusal that parked it. */
@@ -163,7 +178,7 @@ export interface StagingClient {
    * its installed capture triggers put in the images (null when none are installed): what
    * `sluice check --live` compares to report dropped, renamed and new columns. Optional.
    */
-  describeTable?(table: string): Promise<{ live: string[]; installed: string[] | null }>;
+  describeTable?(table: string): Promise<TableDescription>;
   /**
    * The installation id install stored (see the module comment), or '' when there is none
    * (capture installed by a version without it and not installed again): then a pump reconciles

@@ -377,7 +377,8 @@ export async function installCapture(topology: Topology): Promise<void> {
  * Compares each captured table of the live database with what its installed triggers capture
  * (`sluice check --live`): one line per difference, naming source, table and column, e.g.
  * `capture source "app": table "ledger": column "memo" is captured by the installed triggers but
- * the table no longer has it (dropped or renamed; run sluice install)`. Empty when all match.
+ * the table no longer has it (dropped or renamed; run sluice install)`; on PostgreSQL also a key
+ * column of the installed triggers dropped or renamed since install. Empty when all match.
  * @throws when a database cannot be reached.
  */
 export async function checkCaptureLive(topology: Topology): Promise<string[]> {
@@ -388,7 +389,7 @@ export async function checkCaptureLive(topology: Topology): Promise<string[]> {
       if (staging.describeTable === undefined) continue;
       for (const t of source.tables) {
         const where = `capture source "${source.name}": table "${t.table}"`;
-        const { live, installed } = await staging.describeTable(t.table);
+        const { live, installed, key } = await staging.describeTable(t.table);
         if (live.length === 0) {
           out.push(`${where}: the table does not exist`);
           continue;
@@ -396,6 +397,16 @@ export async function checkCaptureLive(topology: Topology): Promise<string[]> {
         if (installed === null) {
           out.push(`${where}: capture is not installed (run sluice install)`);
           continue;
+        }
+        for (const c of key ?? []) {
+          if (c.live === null)
+            out.push(
+              `${where}: key column "${c.installed}" no longer exists (dropped): its changes are parked in the error table under key "*" instead of staged; give the table a key and run sluice install`,
+            );
+          else if (c.live !== c.installed)
+            out.push(
+              `${where}: key column "${c.installed}" is now "${c.live}" (renamed): the installed triggers still key on it; name it so in the topology's key (if listed) and run sluice install`,
+            );
         }
         for (const c of installed) {
           if (!live.includes(c))

@@ -530,8 +530,8 @@ ${stage('update', 'k', 'b', 'a')}
     // The row is cast to the table's type under its current name (TG_RELID), so a renamed
     // table changes nothing here.
     return `      FOR r IN EXECUTE 'SELECT t::' || TG_RELID::pg_catalog.regclass::text || ' AS "row" FROM ${transition} AS t' LOOP
-${cond}        SELECT d.ko, d.k, d.b, d.a, d.parked INTO ko, k, b, a, gone FROM ${dyn}(TG_RELID, ${tableLit}, TG_OP, ${colsArg}, ${keyColsArg}, r.row, r.row) d;
-        CONTINUE WHEN gone;
+${cond}        SELECT d.ko, d.k, d.b, d.a, d.parked INTO ko, k, b, a, ok FROM ${dyn}(TG_RELID, ${tableLit}, TG_OP, ${colsArg}, ${keyColsArg}, r.row, r.row) d;
+        CONTINUE WHEN ok;
 ${keyOutside}${op === 'insert' ? stage('insert', 'k', 'NULL', 'a') : stage('delete', 'ko', 'b', 'NULL')}
       END LOOP;`;
   };
@@ -581,7 +581,6 @@ DECLARE
   jit_v text;
   jit_v2 text;
   ok boolean;
-  gone boolean;
   r record;
 BEGIN
   IF TG_OP = 'TRUNCATE' THEN
@@ -593,9 +592,9 @@ ${arityCheck}    IF TG_OP <> 'DELETE' THEN ${keyN}a := ${imgNew}; END IF;
     IF TG_OP <> 'INSERT' THEN ${keyO}b := ${imgOld}; END IF;
   EXCEPTION WHEN undefined_column OR datatype_mismatch THEN
     -- The table's columns changed since install: render from the columns it has now.
-    SELECT d.ko, d.k, d.b, d.a, d.parked INTO ko, k, b, a, gone FROM ${dyn}(TG_RELID, ${tableLit}, TG_OP, ${colsArg}, ${keyColsArg}, OLD, NEW) d;
-    -- A key column is gone: the dynamic function parked the change in the error table.
-${keyComment}    IF gone THEN RETURN NULL; END IF;
+    SELECT d.ko, d.k, d.b, d.a, d.parked INTO ko, k, b, a, ok FROM ${dyn}(TG_RELID, ${tableLit}, TG_OP, ${colsArg}, ${keyColsArg}, OLD, NEW) d;
+    -- ok: a key column is gone, the dynamic function parked the change in the error table.
+${keyComment}    IF ok THEN RETURN NULL; END IF;
   END;
 ${keysOutside}${suppressSql}  IF TG_OP = 'INSERT' THEN
 ${stage('insert', 'k', 'NULL', 'a')}

@@ -377,8 +377,10 @@ export async function installCapture(topology: Topology): Promise<void> {
  * Compares each captured table of the live database with what its installed triggers capture
  * (`sluice check --live`): one line per difference, naming source, table and column, e.g.
  * `capture source "app": table "ledger": column "memo" is captured by the installed triggers but
- * the table no longer has it (dropped or renamed; run sluice install)`; on PostgreSQL also a key
- * column of the installed triggers dropped or renamed since install. Empty when all match.
+ * the table no longer has it (dropped or renamed; run sluice install)`, or (PostgreSQL, MariaDB)
+ * `... : capture schema "sluice" has no insert, delete trigger on the table: ...` when the
+ * source's own triggers are gone; on PostgreSQL also a key column of the installed triggers
+ * dropped or renamed since install. Empty when all match.
  * @throws when a database cannot be reached.
  */
 export async function checkCaptureLive(topology: Topology): Promise<string[]> {
@@ -389,13 +391,21 @@ export async function checkCaptureLive(topology: Topology): Promise<string[]> {
       if (staging.describeTable === undefined) continue;
       for (const t of source.tables) {
         const where = `capture source "${source.name}": table "${t.table}"`;
-        const { live, installed, key } = await staging.describeTable(t.table);
+        const { live, installed, key, captureSchema, triggersMissing } =
+          await staging.describeTable(t.table);
         if (live.length === 0) {
           out.push(`${where}: the table does not exist`);
           continue;
         }
+        const gone = triggersMissing !== undefined && triggersMissing.length > 0;
+        if (gone) {
+          out.push(
+            `${where}: capture schema "${captureSchema}" has no ${triggersMissing.join(', ')} trigger on the table: ` +
+              `those changes are not staged for this source (triggers dropped, or replaced by another capture source's install; run sluice install)`,
+          );
+        }
         if (installed === null) {
-          out.push(`${where}: capture is not installed (run sluice install)`);
+          if (!gone) out.push(`${where}: capture is not installed (run sluice install)`);
           continue;
         }
         for (const c of key ?? []) {

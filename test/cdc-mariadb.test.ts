@@ -672,6 +672,8 @@ test("mariadb: a captured column dropped or renamed never fails the application'
       {
         live: ['id', 'owner', 'amount', 'booked', 'booked_tz', 'extra'],
         installed: ['id', 'holder', 'memo', 'amount', 'booked', 'booked_tz'],
+        captureSchema: (app.ref as { captureSchema: string }).captureSchema,
+        triggersMissing: [],
       },
       'what sluice check --live compares',
     );

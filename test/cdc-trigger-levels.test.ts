@@ -95,7 +95,10 @@ test('postgres: the statement level installs AFTER ... FOR EACH STATEMENT trigge
         `SELECT tgname AS name, (tgtype & 1) = 1 AS row, tgnewtable AS newtab, tgoldtable AS oldtab
          FROM pg_trigger WHERE tgrelid = 'ledger'::regclass AND NOT tgisinternal ORDER BY tgname`,
       );
-      const byOp = Object.fromEntries(rows.map((r) => [r.name.replace(/^.*_/, ''), r]));
+      // Names end `_<op>_<8 hex>` (pgTriggerName).
+      const byOp = Object.fromEntries(
+        rows.map((r) => [r.name.replace(/_[0-9a-f]{8}$/, '').replace(/^.*_/, ''), r]),
+      );
       assert.is(byOp.update!.row, true, `${level}: update is a row trigger`);
       assert.is(byOp.insert!.row, level === 'row', `${level}: insert level`);
       assert.is(byOp.delete!.row, level === 'row', `${level}: delete level`);

@@ -49,6 +49,7 @@ import type {
   ParkedChange,
   ParkedSelection,
   StagingClient,
+  TableDescription,
   UninstallOptions,
 } from './staging.js';
 import { installationTableName, newInstallationId } from './staging.js';
@@ -108,9 +109,65 @@ export function mariaDbQualifiedTable(database: string, table: string): string {
   return `${mariaDbIdent(db ?? database)}.${mariaDbIdent(name)}`;
 }
 
-/** Trigger name for `op` of `table` (trigger names are per database in MariaDB, not per table). */
-export function mariaDbTriggerName(stagingTable: string, table: string, op: RowOp): string {
-  return mariaDbName(`sluice_cdc_${stagingTable}_${table.replace('.', '__')}_${op}`);
+/**
+ * Trigger name for `op` of `table` capturing into `database`.`stagingTable` (trigger names are
+ * per database in MariaDB, not per table, and the capture database is in them: several capture
+ * databases may capture one table, each with its own triggers):
+ * `sluice_cdc_<database>_<staging>_<table>_<op>_<8 hex>`, the hex an FNV-1a of the exact names
+ * and operation (so `a_b` + `c` never shares a name with `a` + `b_c`). Within 64 characters: long
+ * names are cut, never the operation or the hash. Versions before this named it
+ * `sluice_cdc_<staging>_<table>_<op>`; install and uninstall find those by their body
+ * (mariaDbOwnTriggers), never by that name.
+ */
+export function mariaDbTriggerName(
+  database: string,
+  stagingTable: string,
+  table: string,
+  op: RowOp,
+): string {
+  const hash = keyHash(JSON.stringify([database, stagingTable, table, op]))
+    .toString(16)
+    .padStart(8, '0');
+  const tail = `_${op}_${hash}`;
+  const head = `sluice_cdc_${database}_${stagingTable}_${table}`.replace(/[^A-Za-z0-9_]/g, '_');
+  return `${head.slice(0, NAME_CHARS_MAX - tail.length)}${tail}`;
+}
+
+/** A capture trigger on one table as information_schema.TRIGGERS lists it. */
+export interface MariaDbTrigger {
+  /** TRIGGER_NAME (in the captured table's database). */
+  name: string;
+  /** The operation it fires on. */
+  op: RowOp;
+  /** ACTION_STATEMENT: the body, BEGIN ... END. */
+  body: string;
+}
+
+/**
+ * The capture triggers on `table` (`db.table`, or a bare name in `home`) that stage into
+ * `database`.`stagingTable`: named `sluice_cdc_...` and with a body that inserts into that
+ * staging table (compared byte for byte). This is how a source tells its own triggers, whatever
+ * their name (also a previous version's names without the capture database), from another
+ * capture database's on the same table.
+ */
+export async function mariaDbOwnTriggers(
+  conn: mysql.Connection,
+  database: string,
+  stagingTable: string,
+  home: string,
+  table: string,
+): Promise<MariaDbTrigger[]> {
+  const [db, name] = mariaDbSplitTable(table);
+  const [rows] = await conn.query<mysql.RowDataPacket[]>(
+    `SELECT TRIGGER_NAME AS name, LOWER(EVENT_MANIPULATION) AS op, ACTION_STATEMENT AS body
+     FROM information_schema.TRIGGERS WHERE EVENT_OBJECT_SCHEMA = ? AND EVENT_OBJECT_TABLE = ?
+     ORDER BY TRIGGER_NAME`,
+    [db ?? home, name],
+  );
+  const marker = `INSERT INTO ${mariaDbIdent(database)}.${mariaDbIdent(stagingTable)} (table_name`;
+  return rows
+    .map((r) => ({ name: String(r.name), op: String(r.op) as RowOp, body: String(r.body) }))
+    .filter((t) => t.name.startsWith('sluice_cdc_') && t.body.includes(marker));
 }
 
 /** Name of the TRUNCATE guard table of `table` (in the staging database). */
@@ -342,7 +399,7 @@ export function mariaDbTriggerDdl(
   const suppress = cfg.suppressNoopUpdates ?? CDC_DEFAULTS.suppressNoopUpdates;
   const out: string[] = [];
   for (const op of ROW_OPS) {
-    const name = `${triggerDb}.${mariaDbIdent(mariaDbTriggerName(stagingTable, cfg.table, op))}`;
+    const name = `${triggerDb}.${mariaDbIdent(mariaDbTriggerName(database, stagingTable, cfg.table, op))}`;
     if (!cfg.operations.includes(op)) {
       out.push(`DROP TRIGGER IF EXISTS ${name}`);
       continue;
@@ -704,6 +761,13 @@ export class MariaDbStaging implements StagingClient {
             await conn.query(stmt);
           for (const stmt of mariaDbTriggerDdl(this.database, staging, table, this.home))
             await conn.query(stmt);
+          // This database's triggers under other names (a previous version's had no capture
+          // database in them) go only now: until here they captured beside the new ones (a
+          // change in between may be staged twice, never lost).
+          const current = new Set(
+            ROW_OPS.map((op) => mariaDbTriggerName(this.database, staging, table.config.table, op)),
+          );
+          await this.dropOwnTriggers(conn, table.config.table, (n) => !current.has(n));
         } catch (err) {
           throw new Error(
             `capture table "${table.config.table}": install failed: ${(err as Error).message}`,
@@ -717,13 +781,7 @@ export class MariaDbStaging implements StagingClient {
     const conn = await this.open();
     await this.withInstallLock(conn, async () => {
       for (const cfg of this.source.tables) {
-        const [tableDb] = mariaDbSplitTable(cfg.table);
-        for (const op of ROW_OPS) {
-          const name = mariaDbTriggerName(this.source.stagingTable, cfg.table, op);
-          await conn.query(
-            `DROP TRIGGER IF EXISTS ${mariaDbIdent(tableDb ?? this.home)}.${mariaDbIdent(name)}`,
-          );
-        }
+        await this.dropOwnTriggers(conn, cfg.table, () => true);
         const guard = mariaDbIdent(mariaDbGuardName(this.source.stagingTable, cfg.table));
         await conn.query(`DROP TABLE IF EXISTS ${mariaDbIdent(this.database)}.${guard}`);
       }
@@ -738,6 +796,30 @@ export class MariaDbStaging implements StagingClient {
         await this.dropCaptureDatabaseIfOurs(conn);
       }
     });
+  }
+
+  /**
+   * Drops the triggers on `table` that stage into this source's staging table (any name, see
+   * mariaDbOwnTriggers) and whose name `which` accepts, plus its current names when `which`
+   * accepts them. Another capture database's triggers on the table stay, whatever their name.
+   */
+  private async dropOwnTriggers(
+    conn: mysql.Connection,
+    table: string,
+    which: (name: string) => boolean,
+  ): Promise<void> {
+    const staging = this.source.stagingTable;
+    const [tableDb] = mariaDbSplitTable(table);
+    const names = new Set(
+      (await mariaDbOwnTriggers(conn, this.database, staging, this.home, table)).map((t) => t.name),
+    );
+    for (const op of ROW_OPS) names.add(mariaDbTriggerName(this.database, staging, table, op));
+    for (const name of names) {
+      if (!which(name)) continue;
+      await conn.query(
+        `DROP TRIGGER IF EXISTS ${mariaDbIdent(tableDb ?? this.home)}.${mariaDbIdent(name)}`,
+      );
+    }
   }
 
   /** Creates the capture database when missing, marked by its comment as created by install. */
@@ -1044,19 +1126,32 @@ export class MariaDbStaging implements StagingClient {
     }
   }
 
-  async describeTable(table: string): Promise<{ live: string[]; installed: string[] | null }> {
+  async describeTable(table: string): Promise<TableDescription> {
     const conn = await this.open();
     const live = (await introspectMariaDbTable(conn, this.home, table)).columns.map((c) => c.name);
-    const [tableDb] = mariaDbSplitTable(table);
-    const names = ROW_OPS.map((op) => mariaDbTriggerName(this.source.stagingTable, table, op));
-    const [rows] = await conn.query<mysql.RowDataPacket[]>(
-      `SELECT TRIGGER_NAME AS name, ACTION_STATEMENT AS body FROM information_schema.TRIGGERS
-       WHERE TRIGGER_SCHEMA = ? AND TRIGGER_NAME IN (?)`,
-      [tableDb ?? this.home, names],
-    );
+    const staging = this.source.stagingTable;
+    const own = await mariaDbOwnTriggers(conn, this.database, staging, this.home, table);
     // Any one trigger tells: every captured operation's trigger carries the same image columns.
-    const body = rows.find((r) => String(r.name) === names[0]) ?? rows[0];
-    return { live, installed: body === undefined ? null : imageColumnsOf(String(body.body)) };
+    const first = mariaDbTriggerName(this.database, staging, table, 'insert');
+    const body = own.find((t) => t.name === first) ?? own[0];
+    const cfg = this.source.tables.find((t) => t.table === table);
+    const wanted = (cfg?.operations ?? []).filter((op): op is RowOp => op !== 'truncate');
+    const missing = wanted.filter((op) => !own.some((t) => t.op === op));
+    if (body === undefined) {
+      // No trigger at all: installed, and its triggers dropped, when its TRUNCATE guard is there.
+      const [guard] = await conn.query<mysql.RowDataPacket[]>(
+        'SELECT 1 FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?',
+        [this.database, mariaDbGuardName(staging, table)],
+      );
+      if (guard.length === 0 || live.length === 0) return { live, installed: null };
+      return { live, installed: null, captureSchema: this.database, triggersMissing: missing };
+    }
+    return {
+      live,
+      installed: imageColumnsOf(body.body),
+      captureSchema: this.database,
+      triggersMissing: missing,
+    };
   }
 
   private installationRef(): string {

@@ -75,10 +75,47 @@ export function pgFunctionName(stagingTable: string, table: string): string {
   return pgName(`sluice_cdc_${stagingTable}_${table}`);
 }
 
-/** Name of the trigger capturing `op` into `stagingTable` (trigger names are per table). */
-export function pgTriggerName(stagingTable: string, op: CaptureOperation): string {
-  return pgName(`sluice_cdc_${stagingTable}_${op}`);
+/**
+ * Name of the trigger capturing `op` into `schema`.`stagingTable` (trigger names are per table,
+ * so the capture schema is in it: several capture schemas may capture one table, each with its
+ * own triggers): `sluice_cdc_<schema>_<staging>_<op>_<8 hex>`, the hex an FNV-1a of the exact
+ * schema, staging table and operation, so schema `a_b` with staging `c` never shares a name with
+ * schema `a` and staging `b_c`. Within 63 bytes: a long schema or staging name is cut, never the
+ * operation or the hash. Versions before this named it `sluice_cdc_<staging>_<op>` (no schema);
+ * install and uninstall find those by their function (PG_OWN_TRIGGERS_SQL), never by that name.
+ */
+export function pgTriggerName(schema: string, stagingTable: string, op: CaptureOperation): string {
+  const hash = keyHash(JSON.stringify([schema, stagingTable, op]))
+    .toString(16)
+    .padStart(8, '0');
+  const tail = `_${op}_${hash}`;
+  const head = `sluice_cdc_${schema}_${stagingTable}`.replace(/[^A-Za-z0-9_]/g, '_');
+  return `${head.slice(0, PG_NAME_BYTES_MAX - tail.length)}${tail}`;
 }
+
+/** pg_trigger.tgtype bit of each captured operation. */
+const PG_TRIGGER_TYPE_BITS: Record<CaptureOperation, number> = {
+  insert: 4,
+  delete: 8,
+  update: 16,
+  truncate: 32,
+};
+
+/**
+ * SQL selecting the triggers on table $1 (pgQualifiedTable text) whose function is $2.$3 (the
+ * capture function of one source in its capture schema): `name`, `ops` (the operations each
+ * fires on) and `enabled` (false when ALTER TABLE ... DISABLE TRIGGER). This is how a source
+ * tells its own triggers, whatever their name (also the names of versions before the capture
+ * schema was in them), from another capture schema's on the same table.
+ */
+const PG_OWN_TRIGGERS_SQL = `SELECT t.tgname::text AS name, t.tgenabled <> 'D' AS enabled,
+  ARRAY_REMOVE(ARRAY[${Object.entries(PG_TRIGGER_TYPE_BITS)
+    .map(([op, bit]) => `CASE WHEN t.tgtype::int & ${bit} <> 0 THEN '${op}' END`)
+    .join(', ')}], NULL) AS ops
+FROM pg_catalog.pg_trigger t JOIN pg_catalog.pg_proc p ON p.oid = t.tgfoid
+JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+WHERE t.tgrelid = to_regclass($1) AND NOT t.tgisinternal AND n.nspname = $2 AND p.proname = $3
+ORDER BY t.tgname`;
 
 /** Exact text of one value; `ref` is `NEW."col"` / `OLD."col"`; NULL stays NULL. */
 function pgText(ref: string, c: ColumnInfo): string {
@@ -614,7 +651,7 @@ ${body}
 $sluice$`,
   ];
   for (const op of ['insert', 'update', 'delete', 'truncate'] as const) {
-    const name = quoteIdent(pgTriggerName(stagingTable, op));
+    const name = quoteIdent(pgTriggerName(schema, stagingTable, op));
     out.push(`DROP TRIGGER IF EXISTS ${name} ON ${table}`);
     if (!cfg.operations.includes(op)) continue;
     if (op === 'truncate') {
@@ -801,6 +838,9 @@ export class PgStaging implements StagingClient {
           'SELECT relnatts::int AS n FROM pg_catalog.pg_class WHERE oid = to_regclass($1)',
           [pgQualifiedTable(cfg.table)],
         );
+        // This schema's triggers under any name (a previous version's names had no schema in
+        // them); pgTriggerDdl creates them again in the same transaction, so no change is missed.
+        await this.dropOwnTriggers(schema, cfg);
         for (const stmt of pgTriggerDdl(
           schema,
           this.source.stagingTable,
@@ -851,18 +891,50 @@ export class PgStaging implements StagingClient {
     });
   }
 
-  private async dropTriggers(schema: string, cfg: CaptureTable): Promise<void> {
+  /**
+   * The triggers on `cfg.table` that call this source's capture function in `schema`, whatever
+   * their name (PG_OWN_TRIGGERS_SQL); empty when the table or the function does not exist.
+   */
+  private async ownTriggers(
+    schema: string,
+    cfg: CaptureTable,
+  ): Promise<{ name: string; enabled: boolean; ops: CaptureOperation[] }[]> {
+    const res = await this.client.query<{
+      name: string;
+      enabled: boolean;
+      ops: CaptureOperation[];
+    }>(PG_OWN_TRIGGERS_SQL, [
+      pgQualifiedTable(cfg.table),
+      schema,
+      pgFunctionName(this.source.stagingTable, cfg.table),
+    ]);
+    return res.rows;
+  }
+
+  /**
+   * Drops this source's triggers on `cfg.table`: those calling its function in `schema` (any
+   * name: also a previous version's `sluice_cdc_<staging>_<op>`), and its current names. A
+   * trigger of another capture schema on the same table calls that schema's function and stays,
+   * even when it has the previous version's name.
+   */
+  private async dropOwnTriggers(schema: string, cfg: CaptureTable): Promise<void> {
     const exists = await this.client.query<{ r: string | null }>(
       'SELECT to_regclass($1)::text AS r',
       [pgQualifiedTable(cfg.table)],
     );
-    if (exists.rows[0]?.r) {
-      for (const op of ['insert', 'update', 'delete', 'truncate'] as const) {
-        await this.client.query(
-          `DROP TRIGGER IF EXISTS ${quoteIdent(pgTriggerName(this.source.stagingTable, op))} ON ${pgQualifiedTable(cfg.table)}`,
-        );
-      }
+    if (!exists.rows[0]?.r) return;
+    const names = new Set((await this.ownTriggers(schema, cfg)).map((t) => t.name));
+    for (const op of ['insert', 'update', 'delete', 'truncate'] as const)
+      names.add(pgTriggerName(schema, this.source.stagingTable, op));
+    for (const name of names) {
+      await this.client.query(
+        `DROP TRIGGER IF EXISTS ${quoteIdent(name)} ON ${pgQualifiedTable(cfg.table)}`,
+      );
     }
+  }
+
+  private async dropTriggers(schema: string, cfg: CaptureTable): Promise<void> {
+    await this.dropOwnTriggers(schema, cfg);
     await this.client.query(
       `DROP FUNCTION IF EXISTS ${quoteIdent(schema)}.${quoteIdent(pgFunctionName(this.source.stagingTable, cfg.table))}()`,
     );
@@ -1112,9 +1184,21 @@ export class PgStaging implements StagingClient {
       [schema, pgFunctionName(this.source.stagingTable, table)],
     );
     const src = fn.rows[0]?.src;
-    if (src === undefined) return { live, installed: null };
+    if (src === undefined || live.length === 0) return { live, installed: null };
+    // The function alone says nothing about capture: its triggers may have been dropped (or,
+    // before the capture schema was in their names, replaced by another schema's install).
+    const cfg = this.source.tables.find((t) => t.table === table);
+    const firing = new Set<string>();
+    if (cfg !== undefined) {
+      for (const t of await this.ownTriggers(schema, cfg))
+        if (t.enabled) for (const op of t.ops) firing.add(op);
+    }
+    const triggers = {
+      captureSchema: schema,
+      triggersMissing: (cfg?.operations ?? []).filter((op) => !firing.has(op)),
+    };
     const recorded = pgInstalledKey(src);
-    if (recorded === null) return { live, installed: imageColumnsOf(src) };
+    if (recorded === null) return { live, installed: imageColumnsOf(src), ...triggers };
     // The installed key columns by attribute number: renamed (another name) or dropped (none).
     const now = await this.client.query<{ n: number; name: string }>(
       `SELECT a.attnum::int AS n, a.attname::text AS name FROM pg_catalog.pg_attribute a
@@ -1126,7 +1210,7 @@ export class PgStaging implements StagingClient {
       installed,
       live: byNum.get(recorded.attnums[i]!) ?? null,
     }));
-    return { live, installed: imageColumnsOf(src), key };
+    return { live, installed: imageColumnsOf(src), key, ...triggers };
   }
 
   private installationRef(schema: string): string {

@@ -52,21 +52,6 @@ export function newInstallationId(): string {
   return randomBytes(8).toString('hex');
 }
 
-/** What {@link StagingClient.describeTable} reports of one captured table. */
-export interface TableDescription {
-  /** The table's columns now, in order; empty when it does not exist. */
-  live: string[];
-  /** The columns the installed triggers put in the images; null when none are installed. */
-  installed: string[] | null;
-  /**
-   * PostgreSQL: the key columns the installed triggers key on, in key order, each with its name
-   * at install and its name now (found by attribute number, so a rename is followed; null when
-   * the column was dropped). Absent when the triggers key on no column or the dialect does not
-   * record it.
-   */
-  key?: { installed: string; live: string | null }[];
-}
-
 /** A change parked in the error table. */
 export interface ParkedChange extends StagedChange {
   /** The target's refusal that parked it. */
@@ -100,6 +85,30 @@ export interface UninstallOptions {
    * install created it and nothing else is left in it). Default false.
    */
   dropStaging?: boolean;
+}
+
+/** What StagingClient.describeTable reports about one captured table. */
+export interface TableDescription {
+  /** The columns the table has now, in order; empty when it does not exist. */
+  live: string[];
+  /** The columns the installed capture puts in the images; null when none is installed. */
+  installed: string[] | null;
+  /** The capture schema (database on MariaDB) whose triggers were looked at; absent on SQLite and Oracle. */
+  captureSchema?: string;
+  /**
+   * Captured operations of the table with no (enabled) trigger of this source's capture schema,
+   * so their changes are staged nowhere for this source: dropped by hand, or replaced by another
+   * capture schema's install under the names of versions before the schema was in them. Absent
+   * when the dialect does not check it (SQLite, Oracle).
+   */
+  triggersMissing?: string[];
+  /**
+   * PostgreSQL: the key columns the installed triggers key on, in key order, each with its name
+   * at install and its name now (found by attribute number, so a rename is followed; null when
+   * the column was dropped). Absent when the triggers key on no column or the dialect does not
+   * record it.
+   */
+  key?: { installed: string; live: string | null }[];
 }
 
 /**
@@ -175,8 +184,9 @@ export interface StagingClient {
   ack(stagingIds: string[]): Promise<number>;
   /**
    * The columns `table` has now in the database (empty when it does not exist), and the columns
-   * its installed capture triggers put in the images (null when none are installed): what
-   * `sluice check --live` compares to report dropped, renamed and new columns. Optional.
+   * its installed capture triggers put in the images (null when none are installed), and which
+   * captured operations have no trigger of this source's capture schema: what `sluice check
+   * --live` compares to report dropped, renamed and new columns and missing triggers. Optional.
    */
   describeTable?(table: string): Promise<TableDescription>;
   /**

@@ -13,6 +13,7 @@ import {
   CaptureTableError,
   OracleStaging,
   oracleCheckTypes,
+  introspectMariaDbTable,
   introspectPgTable,
   introspectSqliteTable,
   parseMariaDbUrl,
@@ -72,8 +73,6 @@ async function openLive(source: CaptureSource): Promise<LiveDatabase | null> {
     };
   }
   if ((db.dialect === 'mariadb' || db.dialect === 'mysql') && 'url' in db) {
-    // Only that the database answers here (its tables are described by its staging client in
-    // checkCaptureLive, next): an unreachable one is reported at its field like the others.
     const url = parseMariaDbUrl(db.url);
     if (typeof url === 'string') throw new Error(url);
     const conn = await mysqlDriver().createConnection({
@@ -84,7 +83,12 @@ async function openLive(source: CaptureSource): Promise<LiveDatabase | null> {
       database: url.database,
       connectTimeout: 10_000,
     });
-    await conn.end();
+    // Bare table names are in the URL's database, as the staging client resolves them.
+    return {
+      introspect: async (table) =>
+        (await introspectMariaDbTable(conn as mysql.Connection, url.database, table)).columns,
+      close: () => conn.end(),
+    };
   }
   return null;
 }
@@ -92,9 +96,8 @@ async function openLive(source: CaptureSource): Promise<LiveDatabase | null> {
 /**
  * The problems of the capture section against the live databases, each at its field:
  * `capture[i].database.url` / `.file` (cannot connect or open), `capture[i].tables[k].table`
- * (table not found), `.columns[n]` / `.key[n]` (column not found), `.key` (no primary key).
- * MariaDB/MySQL sources: only the connection here (reported at `.url`); their tables are left to
- * checkCaptureLive (their staging client describes them).
+ * (table not found), `.columns[n]` / `.key[n]` (column not found), `.key` (no primary key),
+ * on every dialect (MariaDB/MySQL from information_schema, bare names in the URL's database).
  */
 export async function liveCaptureProblems(topology: Topology): Promise<ConfigProblem[]> {
   const problems: ConfigProblem[] = [];
@@ -113,8 +116,6 @@ export async function liveCaptureProblems(topology: Topology): Promise<ConfigPro
       );
       continue;
     }
-    // MariaDB/MySQL: its tables and columns are checked through its staging client
-    // (checkCaptureLive, which check --live runs next), not here.
     if (live === null) continue;
     try {
       for (const [k, table] of source.tables.entries()) {

@@ -11,6 +11,7 @@ import net from 'node:net';
 import { spawn } from 'node:child_process';
 import Database from 'better-sqlite3';
 import pg from 'pg';
+import { createAppDb } from './cdc-helpers.js';
 
 const cli = new URL('../cli/sluice.js', import.meta.url).pathname;
 const passThrough = new URL('./fixtures/services/thrower.js', import.meta.url).pathname;
@@ -539,6 +540,47 @@ test('check --live: an unreachable MariaDB is reported at its url field before a
       'm',
     ),
   );
+});
+
+test('check --live on MariaDB: a table or column that does not exist is refused at its field', async () => {
+  const app = await createAppDb('mariadb', 'sluice_cli_live_');
+  try {
+    await app.exec('CREATE TABLE orders (id INT PRIMARY KEY, name VARCHAR(20))');
+    const url = (app.ref as { url: string }).url;
+    const file = path.join(dir, 'maria-live.yaml');
+    const write = (tables: string[]) =>
+      fs.writeFileSync(
+        file,
+        [
+          'name: mlive',
+          'dataDir: ./data',
+          'queues:',
+          '  - { name: a }',
+          'capture:',
+          '  - name: shop',
+          `    database: { dialect: mariadb, url: "${url}" }`,
+          '    tables:',
+          ...tables,
+          '',
+        ].join('\n'),
+      );
+    write([
+      '      - { table: ordrs, operations: [insert], target: a }',
+      '      - { table: orders, columns: [id, nme], operations: [insert], target: a }',
+    ]);
+    const r = await sluice(['check', '--live', file]);
+    assert.is(r.code, 2, r.out + r.err);
+    assert.not.match(r.out, /ok \(/);
+    assert.equal(r.err.trim().split('\n'), [
+      `${file}:9:18: capture[0].tables[0].table: capture source "shop": capture table "ordrs": table not found (no columns introspected)`,
+      `${file}:10:40: capture[0].tables[1].columns[1]: capture source "shop": capture table "orders": columns: column "nme" not found (columns: id, name)`,
+    ]);
+    write(['      - { table: orders, columns: [id, name], operations: [insert], target: a }']);
+    const ok = await sluice(['check', '--live', file]);
+    assert.match(ok.out, 'live: 1 captured table found with their columns and keys');
+  } finally {
+    await app.destroy();
+  }
 });
 
 test.run();

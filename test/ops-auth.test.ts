@@ -281,10 +281,15 @@ test('after 5 failed authentications from one address it gets 429, even with a g
     [0, 1, 2].map(async () => (await call('/actors', `nobody.${'B'.repeat(43)}`)).status),
   );
   assert.equal(together, [401, 401, 401]);
+  // With the earlier failure still in the 60 s window the 5th failure is the next; on a machine
+  // slow enough that it dropped out of the window (ci-2 today: the file took 88 s), the one after.
   const statuses: number[] = [];
-  for (let i = 0; i < 2; i++)
+  while (statuses.at(-1) !== 429 && statuses.length < 3)
     statuses.push((await call('/metrics', `nobody.${'C'.repeat(43)}`)).status);
-  assert.equal(statuses, [401, 429]);
+  assert.ok(
+    JSON.stringify(statuses) === '[401,429]' || JSON.stringify(statuses) === '[401,401,429]',
+    `after 4 or 5 failures within the window, 429: ${JSON.stringify(statuses)}`,
+  );
   const good = await call('/actors', 'adam');
   assert.is(good.status, 429);
   assert.match(

@@ -99,7 +99,9 @@ test('run --http --log-format json: JSON logs with actor and topology, status an
   });
   let stderr = '';
   child.stderr!.on('data', (b) => (stderr += b));
-  const deadline = Date.now() + 30_000;
+  // One bound for the start and the actor's first line; generous: a loaded machine (ci-2 today)
+  // took over 30 s to bring the service live.
+  const deadline = Date.now() + 90_000;
   const waitLine = async (pred: (l: Record<string, unknown>) => boolean, what: string) => {
     for (;;) {
       const hit = lines.find(pred);

@@ -673,8 +673,18 @@ test('bus: journal by default; a kafka bus resolves clientId, TLS files and SASL
       return [];
     };
     assert.equal(problems('name: x\nbus: { kind: kafka, brokers: [localhost] }\n'), [
-      '2:31: bus.brokers[0]: must be host:port (an IPv6 host in brackets) (/^(\\[[0-9a-fA-F:.]+\\]|[A-Za-z0-9._-]+):[0-9]{1,5}$/), got "localhost"',
+      '2:31: bus.brokers[0]: must be host:port with a port 1-65535 (an IPv6 host in brackets), got "localhost"',
     ]);
+    // The port range at check time, not at the first connection (a fresh user's 99999).
+    assert.equal(
+      problems(
+        'name: x\nbus: { kind: kafka, brokers: ["h:99999", "h:0", "h:65535", "[::1]:1"] }\n',
+      ),
+      [
+        '2:31: bus.brokers[0]: must be host:port with a port 1-65535 (an IPv6 host in brackets), got "h:99999"',
+        '2:42: bus.brokers[1]: must be host:port with a port 1-65535 (an IPv6 host in brackets), got "h:0"',
+      ],
+    );
     assert.equal(
       problems(
         'name: x\nbus: { kind: kafka, brokers: [h:1], sasl: { mechanism: plain, username: u } }\n',

@@ -547,7 +547,8 @@ export const PATH_PATTERN = '^[^\\u0000]+$';
 /** Topology names: also used in directory names. */
 export const TOPOLOGY_NAME_PATTERN = '^[a-z0-9-]+$';
 /** A Kafka bootstrap server: `host:port` (IPv6 hosts in brackets). */
-export const BROKER_PATTERN = '^(\\[[0-9a-fA-F:.]+\\]|[A-Za-z0-9._-]+):[0-9]{1,5}$';
+export const BROKER_PATTERN =
+  '^(\\[[0-9a-fA-F:.]+\\]|[A-Za-z0-9._-]+):([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])$';
 
 /** Queue names: also used in directory names. */
 export const QUEUE_NAME_PATTERN = '^[a-z0-9][a-z0-9._-]*$';

@@ -42,7 +42,7 @@ const PATTERN_MEANINGS = new Map<string, string>([
     'a lowercase letter or digit, then lowercase letters, digits, ".", "_" or "-"',
   ],
   [STAGING_TABLE_PATTERN, 'an SQL identifier: letters, digits and "_", not starting with a digit'],
-  [BROKER_PATTERN, 'host:port (an IPv6 host in brackets)'],
+  [BROKER_PATTERN, 'host:port with a port 1-65535 (an IPv6 host in brackets)'],
 ]);
 
 /**
@@ -133,7 +133,13 @@ function describe(e: ErrorObject): SchemaProblem | undefined {
       if (pattern === PATH_PATTERN)
         return { path, at: 'value', message: 'must not contain NUL characters' };
       const meaning = PATTERN_MEANINGS.get(pattern);
-      const what = meaning !== undefined ? `${meaning} (/${pattern}/)` : `/${pattern}/`;
+      // The broker's regex (its port range spelled out digit by digit) says less than its words.
+      const what =
+        meaning === undefined
+          ? `/${pattern}/`
+          : pattern === BROKER_PATTERN
+            ? meaning
+            : `${meaning} (/${pattern}/)`;
       return { path, at: 'value', message: `must be ${what}, got ${show(e.data)}` };
     }
     case 'minLength':

@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import {
+  checkEnvironment,
   ConfigError,
   TOPOLOGY_DEFAULTS,
   TOPOLOGY_LIMITS,
@@ -740,6 +741,46 @@ test('bus.recordBytesMax (kafka): 1000000 by default, any integer in its bounds;
     const journal = problems('name: x\nbus: { kind: journal, recordBytesMax: 2000000 }\n');
     assert.is(journal.length, 1);
     assert.match(journal[0]!, /bus\.recordBytesMax: unknown field "recordBytesMax"/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('sluice check (checkEnvironment): a kafka bus file that cannot be read is named at its field, without its contents', () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'sluice-busfiles-'));
+  try {
+    const file = path.join(dir, 't.yaml');
+    writeFileSync(path.join(dir, 'ca.pem'), 'not checked here');
+    writeFileSync(
+      file,
+      [
+        'name: x',
+        'bus:',
+        '  kind: kafka',
+        '  brokers: ["h:9092"]',
+        '  tls: { caFile: ./ca.pem, certFile: ./cert.pem, keyFile: ./key.pem }',
+        '  sasl: { mechanism: plain, username: u, passwordFile: ./pw }',
+        '',
+      ].join('\n'),
+    );
+    const t = loadTopology(file);
+    const e = (() => {
+      try {
+        checkEnvironment(t);
+      } catch (x) {
+        return x as Error;
+      }
+      return null;
+    })();
+    assert.instance(e, ConfigError);
+    assert.equal(
+      e!.message.split('\n').map((l) => l.slice(file.length + 1)),
+      [
+        `5:38: bus.tls.certFile: cannot read ${dir}/cert.pem: ENOENT`,
+        `5:59: bus.tls.keyFile: cannot read ${dir}/key.pem: ENOENT`,
+        `6:56: bus.sasl.passwordFile: cannot read ${dir}/pw: ENOENT`,
+      ],
+    );
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

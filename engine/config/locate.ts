@@ -3,7 +3,7 @@
  * (files a topology names) or by steps that open its databases (install). The loaded Topology
  * keeps no positions, so the file is parsed again.
  */
-import { existsSync, readFileSync } from 'node:fs';
+import { accessSync, constants, existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { LineCounter, parseDocument } from 'yaml';
 import { substituteEnv } from './env.js';
@@ -41,16 +41,46 @@ export function problemAt(
 /**
  * Checks what a loaded topology needs from its environment but the config checks do not look at:
  * every SQLite capture database file exists (capture opens it with fileMustExist; ":memory:" and
- * "file:" URIs are not checked). `sluice check` runs it after loadTopology.
+ * "file:" URIs are not checked), and a kafka bus's TLS and SASL files can be read. `sluice
+ * check` runs it after loadTopology.
  *
- * @throws ConfigError listing each missing file at its `capture[i].database.file`.
+ * @throws ConfigError listing each missing file at its `capture[i].database.file`, and each
+ *   unreadable bus file at its `bus.tls.*File` / `bus.sasl.passwordFile`.
  */
 export function checkEnvironment(topology: Topology): void {
   const problems = sqliteFileProblems(
     topology.file,
     topology.capture.map((c) => c.database),
   );
+  problems.push(...busFileProblems(topology));
   if (problems.length > 0) throw new ConfigError(problems);
+}
+
+/**
+ * A kafka bus's TLS and SASL files (bus.tls.caFile, certFile, keyFile, bus.sasl.passwordFile)
+ * that cannot be read, each at its field, as the actors would fail on them at the start (the
+ * contents are not read here and never shown).
+ */
+function busFileProblems(topology: Topology): ConfigProblem[] {
+  const b = topology.bus;
+  if (b.kind !== 'kafka') return [];
+  const files: [Segment[], string | undefined][] = [
+    [['bus', 'tls', 'caFile'], b.tls?.caFile],
+    [['bus', 'tls', 'certFile'], b.tls?.certFile],
+    [['bus', 'tls', 'keyFile'], b.tls?.keyFile],
+    [['bus', 'sasl', 'passwordFile'], b.sasl?.passwordFile],
+  ];
+  const problems: ConfigProblem[] = [];
+  for (const [at, f] of files) {
+    if (f === undefined) continue;
+    try {
+      accessSync(f, constants.R_OK);
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code ?? String(e);
+      problems.push(problemAt(topology.file, at, `cannot read ${f}: ${code}`));
+    }
+  }
+  return problems;
 }
 
 /**

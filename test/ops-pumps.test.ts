@@ -140,7 +140,7 @@ services:
       const w = writer;
 
       // 1 -> 4 over HTTP, once one pump has shipped a part of the writer's changes.
-      await until('the first pump shipping updates', () => handled() > KEYS + 200);
+      await until('the first pump shipping updates', () => handled() > KEYS + 200, 120_000);
       const up = await fetch(`${url}/capture/app/pumps`, {
         method: 'PUT',
         headers: { 'content-type': 'application/json', 'x-sluice-user': 'alice' },

@@ -131,6 +131,10 @@ export async function kafkaBackend(tag: string, broker: TestKafka): Promise<Test
         const existing = new Set(await admin.listTopics());
         const topics = [...made].filter((t) => existing.has(t));
         if (topics.length > 0) await admin.deleteTopics({ topics });
+      } catch (e) {
+        // Best effort: a broker slow after a test's restarts (a DeleteTopics timeout in ci-4)
+        // must not fail the file after its tests ran; the topics' names are unique to the run.
+        console.log(`  (cleanup: test topics not deleted: ${(e as Error).message})`);
       } finally {
         await admin.disconnect();
         await broker.release();

@@ -39,7 +39,7 @@ import path from 'node:path';
 import { constants, PerformanceObserver } from 'node:perf_hooks';
 import kafkajs from 'kafkajs';
 import { createKafkaBus, type BusBackend, type KafkaBusOptions } from '../engine/bus/index.js';
-import { batches, cpuSince, PARTITIONS } from './lib/raw-kafkajs.js';
+import { cpuSince, PARTITIONS, prefillTopic } from './lib/raw-kafkajs.js';
 
 function arg(name: string): string | undefined {
   const i = process.argv.indexOf(`--${name}`);
@@ -264,19 +264,7 @@ async function main(): Promise<void> {
   const admin = kafka.admin();
   await admin.connect();
   try {
-    await admin.createTopics({
-      waitForLeaders: true,
-      topics: [{ topic, numPartitions: PARTITIONS, replicationFactor: 1 }],
-    });
-    const p = kafka.producer({ idempotent: true });
-    await p.connect();
-    const buf = Buffer.alloc(100, 0x61);
-    for (const b of batches(topic, records, 1000))
-      await p.sendBatch({
-        acks: -1,
-        topicMessages: [{ topic, messages: b.map((r) => ({ key: r.key, value: buf })) }],
-      });
-    await p.disconnect();
+    await prefillTopic(kafka, admin, topic, records);
     for (const s of sides) await s.run();
     if (profile) await startProfile();
     for (let i = 0; i < rounds; i++) {

@@ -26,7 +26,7 @@ import kafkajs, { type KafkaMessage } from 'kafkajs';
 import { KafkaConsumer } from '../engine/bus/kafka/consumer.js';
 import type { KafkaBusInternals } from '../engine/bus/kafka/index.js';
 import type { ConsumedRecord } from '../engine/bus/index.js';
-import { batches, PARTITIONS } from './lib/raw-kafkajs.js';
+import { PARTITIONS, prefillTopic } from './lib/raw-kafkajs.js';
 
 function arg(name: string): string | undefined {
   const i = process.argv.indexOf(`--${name}`);
@@ -95,19 +95,7 @@ async function main(): Promise<void> {
   const topic = `bench-take-${Date.now()}`;
   const fetched: { partition: number; offset: number; messages: KafkaMessage[] }[] = [];
   try {
-    await admin.createTopics({
-      waitForLeaders: true,
-      topics: [{ topic, numPartitions: PARTITIONS, replicationFactor: 1 }],
-    });
-    const p = kafka.producer({ idempotent: true });
-    await p.connect();
-    const buf = Buffer.alloc(100, 0x61);
-    for (const b of batches(topic, records, 1000))
-      await p.sendBatch({
-        acks: -1,
-        topicMessages: [{ topic, messages: b.map((r) => ({ key: r.key, value: buf })) }],
-      });
-    await p.disconnect();
+    await prefillTopic(kafka, admin, topic, records);
     const c = kafka.consumer({
       groupId: `${topic}-g`,
       readUncommitted: false,

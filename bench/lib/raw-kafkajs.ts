@@ -194,3 +194,29 @@ export async function benchRawKafkajs(
     firstRecordMs: [firstAt - ready],
   };
 }
+
+/**
+ * Creates `topic` (PARTITIONS partitions, replication 1, leaders elected) through `admin` and
+ * fills it with `records` 100-byte values (keys from {@link batches}), 1000 per idempotent send
+ * with acks -1, through a producer of `kafka` that is closed again.
+ */
+export async function prefillTopic(
+  kafka: import('kafkajs').Kafka,
+  admin: import('kafkajs').Admin,
+  topic: string,
+  records: number,
+): Promise<void> {
+  await admin.createTopics({
+    waitForLeaders: true,
+    topics: [{ topic, numPartitions: PARTITIONS, replicationFactor: 1 }],
+  });
+  const p = kafka.producer({ idempotent: true });
+  await p.connect();
+  const buf = Buffer.alloc(100, 0x61);
+  for (const b of batches(topic, records, 1000))
+    await p.sendBatch({
+      acks: -1,
+      topicMessages: [{ topic, messages: b.map((r) => ({ key: r.key, value: buf })) }],
+    });
+  await p.disconnect();
+}

@@ -29,12 +29,39 @@ const backend = await kafkaBackend('tailf', {
 });
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-tail-follow-'));
 
-/** Resolves once `cond()` holds; fails naming `what` after `ms`. */
+/**
+ * Resolves once `cond()` holds; fails naming `what` (and the last error `cond` threw) after `ms`.
+ * A `cond` that throws counts as not yet: the test's own reads of the topic can time out on a
+ * loaded machine (a ListOffsets timeout in one CI run, the broker up), which is not what the test
+ * is about.
+ */
 async function until(what: string, cond: () => boolean, ms = 90_000): Promise<void> {
   const deadline = Date.now() + ms;
-  while (!cond()) {
-    assert.ok(Date.now() < deadline, `${what} within ${ms / 1000} s`);
+  let last: unknown;
+  for (;;) {
+    try {
+      if (cond()) return;
+    } catch (e) {
+      last = e;
+    }
+    assert.ok(
+      Date.now() < deadline,
+      `${what} within ${ms / 1000} s${last === undefined ? '' : ` (last error: ${(last as Error).message})`}`,
+    );
     await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+/** `read()` once it does not throw (retried every 500 ms for up to 60 s, then its error). */
+async function settled<T>(read: () => T): Promise<T> {
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    try {
+      return read();
+    } catch (e) {
+      if (Date.now() > deadline) throw e;
+      await new Promise((r) => setTimeout(r, 500));
+    }
   }
 }
 
@@ -123,11 +150,14 @@ test('sluice append on Kafka waits out a broker killed mid-input and restarted, 
     const t = backend.tailer(dir, queue, 0);
     const out: string[] = [];
     const view = new EnvelopeView();
-    for (let rec = t.next(); rec; rec = t.next()) {
-      view.wrap(rec.bytes, 0, rec.bytes.length);
-      out.push((decodeJson(view.payload) as { key: string }).key);
+    try {
+      for (let rec = t.next(); rec; rec = t.next()) {
+        view.wrap(rec.bytes, 0, rec.bytes.length);
+        out.push((decodeJson(view.payload) as { key: string }).key);
+      }
+    } finally {
+      t.close();
     }
-    t.close();
     return out;
   };
   // Events are flushed (and acknowledged) 1000 at a time and at the end of stdin.
@@ -176,7 +206,7 @@ test('sluice append on Kafka waits out a broker killed mid-input and restarted, 
   assert.is(exit, 0, err);
   assert.match(err, 'sluice: appended 2500 events to');
   assert.equal(
-    keys(),
+    await settled(keys),
     Array.from({ length: 2500 }, (_, n) => `k${n}`),
   );
 });
@@ -202,8 +232,11 @@ test('sluice append --broker-wait-s 0 on Kafka whose broker goes away says how m
   const count = () => {
     const t = backend.tailer(dir, queue, 0);
     let n = 0;
-    for (let rec = t.next(); rec; rec = t.next()) n++;
-    t.close();
+    try {
+      for (let rec = t.next(); rec; rec = t.next()) n++;
+    } finally {
+      t.close();
+    }
     return n;
   };
   await until('1000 events in the topic', () => count() >= 1000 || exit !== undefined);
@@ -230,11 +263,14 @@ function topicKeys(queue: string): string[] {
   const t = backend.tailer(dir, queue, 0);
   const out: string[] = [];
   const view = new EnvelopeView();
-  for (let rec = t.next(); rec; rec = t.next()) {
-    view.wrap(rec.bytes, 0, rec.bytes.length);
-    out.push((decodeJson(view.payload) as { key: string }).key);
+  try {
+    for (let rec = t.next(); rec; rec = t.next()) {
+      view.wrap(rec.bytes, 0, rec.bytes.length);
+      out.push((decodeJson(view.payload) as { key: string }).key);
+    }
+  } finally {
+    t.close();
   }
-  t.close();
   return out;
 }
 
@@ -301,7 +337,7 @@ function spawnAppend(args: string[], input: string) {
     );
     assert.match(append.err, `sluice: appended 2500 events to ${queue}`);
     assert.equal(
-      topicKeys(queue),
+      await settled(() => topicKeys(queue)),
       Array.from({ length: 2500 }, (_, n) => `k${n}`),
     );
   },
@@ -332,7 +368,7 @@ test('sluice append --broker-wait-s 2 on Kafka whose broker is down and stays do
     ),
   );
   assert.not.match(append.err, 'sluice: appended');
-  assert.equal(topicKeys(queue), []);
+  assert.equal(await settled(() => topicKeys(queue)), []);
 });
 
 test.after(async () => {

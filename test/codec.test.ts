@@ -1,5 +1,6 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
+import fc from 'fast-check';
 import { Builder, ByteBuffer } from 'flatbuffers';
 import { Envelope } from '../schemas/index.js';
 import {
@@ -221,6 +222,75 @@ test('the view reads envelopes built by the generated flatc code directly (same 
   assert.is(generated.cause()?.queue(), 7);
   assert.is(generated.cause()?.index(), 3);
 });
+
+test('any envelope the writer lays out reads back the same through EnvelopeView and the generated flatc code; 64-bit fields and the payload start 8-byte aligned', () => {
+  const view = new EnvelopeView();
+  // One writer for every case, with a small key cache, so reuse and cache eviction are exercised.
+  const writer = new EnvelopeWriter({
+    initialBytes: 64,
+    keyCacheEntriesMax: 4,
+    keyCacheLengthMax: 6,
+  });
+  fc.assert(
+    fc.property(
+      fc.record(
+        {
+          type: fc.integer({ min: 1, max: 0xffffffff }),
+          key: fc.oneof(fc.constant(null), fc.string({ unit: 'grapheme', maxLength: 12 })),
+          eventTimeMs: fc.double({ noNaN: true }),
+          causeQueue: fc.integer({ min: 0, max: 0xffffffff }),
+          causePartition: fc.integer({ min: 0, max: 0xffffffff }),
+          causeIndex: fc.integer({ min: -1, max: Number.MAX_SAFE_INTEGER }),
+          payload: fc.uint8Array({ maxLength: 600 }),
+        },
+        { requiredKeys: ['type'] },
+      ),
+      (e) => {
+        const n = writer.build(e);
+        // At an odd offset of a bigger array, as in a journal write buffer.
+        const target = new Uint8Array(n + 16);
+        writer.copyTo(target, 8);
+        const bytes = target.subarray(8, 8 + n);
+        const f = view.wrap(bytes, 0, n).toFields();
+        const hasCause = e.causeIndex !== undefined && e.causeIndex >= 0;
+        assert.is(f.type, e.type);
+        assert.is(f.key, e.key ?? null);
+        assert.ok(Object.is(f.eventTimeMs, e.eventTimeMs ?? 0), `eventTimeMs ${f.eventTimeMs}`);
+        assert.is(f.causeIndex, hasCause ? e.causeIndex : -1);
+        assert.is(f.causeQueue, hasCause ? (e.causeQueue ?? 0) : 0);
+        assert.is(f.causePartition, hasCause ? (e.causePartition ?? 0) : 0);
+        assert.equal([...f.payload], [...(e.payload ?? [])]);
+        const g = Envelope.getRootAsEnvelope(new ByteBuffer(bytes.slice()));
+        assert.is(g.type(), e.type);
+        assert.is(g.key(), e.key ?? null);
+        assert.is(g.payloadLength(), e.payload?.length ?? 0);
+        assert.is(g.cause()?.index() ?? -1, hasCause ? e.causeIndex : -1);
+        if ((e.payload?.length ?? 0) > 0) assert.is(view.payloadOffset % 8, 0, 'payload 8-aligned');
+        assert.equal(writer.bytes(), bytes);
+      },
+    ),
+    { numRuns: 2000 },
+  );
+});
+
+test('a Change record as the payload of an envelope decodes in place (the payload is 8-byte aligned)', () => {
+  const change = encodeChange(sampleChangeForNesting);
+  const bytes = new EnvelopeWriter().encode({ type: EVENT_TYPE_CHANGE, key: 'k', payload: change });
+  const view = new EnvelopeView().wrap(bytes, 0, bytes.length);
+  assert.is(view.payloadOffset % 8, 0);
+  assert.equal(decodeChange(view.payload), sampleChangeForNesting);
+});
+
+const sampleChangeForNesting: Change = {
+  stagingId: '7',
+  table: 't',
+  op: 'insert',
+  key: '["1"]',
+  before: null,
+  after: '{"id":"1"}',
+  txid: '42',
+  commitTimeMs: 1.5,
+};
 
 const sampleChange: Change = {
   stagingId: '12345678901234567890',

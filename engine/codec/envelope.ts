@@ -1,4 +1,4 @@
-import { Builder, Encoding } from 'flatbuffers';
+import { Encoding } from 'flatbuffers';
 import { Cause, Envelope } from '../../schemas/index.js';
 import { ByteBufferCache, copyBytes } from './byte-buffers.js';
 import { checkRange } from './json.js';
@@ -78,13 +78,52 @@ export const ENVELOPE_WRITER_DEFAULTS: Readonly<Required<EnvelopeWriterOptions>>
   keyCacheLengthMax: 64,
 });
 
+/** Envelope layout of EnvelopeWriter (byte offsets; see the class comment). */
+const VTABLE = 4;
+const VTABLE_BYTES = 14; // 4 + 2 x 5 fields
+const TABLE = 20;
+/** Table field positions, relative to the table, without and with a cause. */
+const F_TIME = 4;
+const F_TYPE = 12;
+const F_KEY = 16;
+const F_PAYLOAD = 20;
+const TABLE_BYTES = 24;
+const FC_CAUSE = 12;
+const FC_TYPE = 28;
+const FC_KEY = 32;
+const FC_PAYLOAD = 36;
+const TABLE_BYTES_CAUSE = 40;
+/** Records up to this size are copied out byte by byte (no subarray to allocate). */
+const COPY_LOOP_BYTES_MAX = 256;
+
 /**
- * Encodes envelopes (schemas/sluice.fbs `Envelope`) with one reused FlatBuffers builder and a
- * cache of pre-encoded keys, so steady-state encoding allocates nothing but the output you ask
- * for.
+ * Encodes envelopes (schemas/sluice.fbs `Envelope`) into one reused buffer, laid out front to
+ * back by hand (as engine/codec/change-record.ts does for capture records), with a cache of
+ * pre-encoded keys, so steady-state encoding allocates nothing but the output you ask for.
  *
- * FlatBuffers builds back to front, so the envelope is first built in the writer's buffer and then
- * copied once to its destination. Three ways to get the bytes:
+ * The bytes are a valid FlatBuffer that the generated code reads (EnvelopeView, and flatc's
+ * classes; test/codec.test.ts checks both ways): offsets point forward, the 64-bit fields start
+ * 8-byte aligned, strings are length-prefixed and NUL-terminated, and the payload's bytes start
+ * 8-byte aligned (a nested FlatBuffer such as a Change decodes in place). A flatbuffers Builder
+ * builds back to front, so each field went through its bookkeeping and then the whole envelope
+ * was copied out: the producer's CPU profile (bench/RESULTS.md, "Main path, quiet machine")
+ * had the builder's calls at about a fifth of an append.
+ *
+ * Layout (byte offsets; T = 20, the table; E its end: 44, or 60 with a cause):
+ *
+ * | at        | what                                                                       |
+ * |-----------|----------------------------------------------------------------------------|
+ * | 0         | root offset -> table at T                                                  |
+ * | 4..17     | vtable: its size 14, the table's size, then type, key, event_time_ms,      |
+ * |           | cause, payload (0 = absent)                                                |
+ * | T+0       | the table's soffset to the vtable (16)                                     |
+ * | T+4       | event_time_ms f64                                                          |
+ * | T+12      | type u32, key and payload offsets; with a cause: cause {queue u32,         |
+ * |           | partition u32, index f64} at T+12..35, then type, key, payload             |
+ * | E..       | key string (u32 length, UTF-8, NUL, padding to 4)                          |
+ * | ..        | payload vector (u32 length, bytes from an 8-aligned position)              |
+ *
+ * Three ways to get the bytes:
  *
  * - `encode(e)`: a fresh Uint8Array (a copy you own);
  * - `encodeInto(e, target, offset)`: copy into `target` at `offset`, returns bytes written;
@@ -94,8 +133,11 @@ export const ENVELOPE_WRITER_DEFAULTS: Readonly<Required<EnvelopeWriterOptions>>
  * Not thread-safe: one writer per actor. The target may be backed by a SharedArrayBuffer.
  */
 export class EnvelopeWriter {
-  private readonly builder: Builder;
+  private buf: Buffer;
+  private view: Uint8Array;
   private readonly keys: Utf8Cache;
+  private readonly keyCacheLengthMax: number;
+  private size = 0;
   private built = false;
 
   constructor(options: EnvelopeWriterOptions = {}) {
@@ -103,10 +145,13 @@ export class EnvelopeWriter {
     if (!(Number.isInteger(initialBytes) && initialBytes >= 64)) {
       throw new Error(`initialBytes must be an integer >= 64, initialBytes=${initialBytes}`);
     }
-    this.builder = new Builder(initialBytes);
+    this.buf = Buffer.alloc(initialBytes);
+    this.view = new Uint8Array(this.buf.buffer, this.buf.byteOffset, this.buf.length);
+    this.keyCacheLengthMax =
+      options.keyCacheLengthMax ?? ENVELOPE_WRITER_DEFAULTS.keyCacheLengthMax;
     this.keys = new Utf8Cache(
       options.keyCacheEntriesMax ?? ENVELOPE_WRITER_DEFAULTS.keyCacheEntriesMax,
-      options.keyCacheLengthMax ?? ENVELOPE_WRITER_DEFAULTS.keyCacheLengthMax,
+      this.keyCacheLengthMax,
     );
   }
 
@@ -121,21 +166,14 @@ export class EnvelopeWriter {
     if (!(type >= 1 && type <= 0xffffffff && Number.isInteger(type))) {
       throw new Error(`envelope type must be an integer in 1 .. 2^32-1, type=${type}`);
     }
-    const b = this.builder;
     this.built = false;
-    b.clear();
-
-    const payload = e.payload;
-    const payloadOffset = payload != null && payload.length > 0 ? b.createByteVector(payload) : 0;
-    const key = e.key;
-    const keyOffset = key != null ? b.createString(this.keys.encode(key)) : 0;
-
-    Envelope.startEnvelope(b);
-    // Largest fields first keeps the table free of alignment padding.
     const causeIndex = e.causeIndex;
-    if (causeIndex !== undefined && causeIndex >= 0) {
-      const causeQueue = e.causeQueue ?? 0;
-      const causePartition = e.causePartition ?? 0;
+    const hasCause = causeIndex !== undefined && causeIndex >= 0;
+    let causeQueue = 0;
+    let causePartition = 0;
+    if (hasCause) {
+      causeQueue = e.causeQueue ?? 0;
+      causePartition = e.causePartition ?? 0;
       if (!(causeIndex <= INDEX_MAX && Number.isInteger(causeIndex))) {
         throw new Error(`causeIndex must be an integer in 0 .. 2^53-1, causeIndex=${causeIndex}`);
       }
@@ -145,22 +183,91 @@ export class EnvelopeWriter {
       if (causePartition >>> 0 !== causePartition) {
         throw new Error(`causePartition must be a uint32, causePartition=${causePartition}`);
       }
-      Envelope.addCause(b, Cause.createCause(b, causeQueue, causePartition, causeIndex));
     }
+    const key = e.key;
+    const payload = e.payload;
+    const payloadLength = payload != null ? payload.length : 0;
+    const cachedKey =
+      key != null && key.length <= this.keyCacheLengthMax ? this.keys.encode(key) : null;
+    const tableBytes = hasCause ? TABLE_BYTES_CAUSE : TABLE_BYTES;
+    const end = TABLE + tableBytes;
+    // Worst case: 3 UTF-8 bytes per UTF-16 unit, length prefix, NUL, padding.
+    const worst =
+      end +
+      (key != null ? 8 + (cachedKey !== null ? cachedKey.length : 3 * key.length) : 0) +
+      8 +
+      payloadLength;
+    if (worst > this.buf.length) this.grow(worst);
+    const b = this.buf;
+    const u = this.view;
+    const fKey = hasCause ? FC_KEY : F_KEY;
+    const fPayload = hasCause ? FC_PAYLOAD : F_PAYLOAD;
+    const fType = hasCause ? FC_TYPE : F_TYPE;
     const eventTimeMs = e.eventTimeMs;
-    if (eventTimeMs !== undefined) Envelope.addEventTimeMs(b, eventTimeMs);
-    if (payloadOffset !== 0) Envelope.addPayload(b, payloadOffset);
-    if (keyOffset !== 0) Envelope.addKey(b, keyOffset);
-    Envelope.addType(b, type);
-    Envelope.finishEnvelopeBuffer(b, Envelope.endEnvelope(b));
+    // Root offset and vtable.
+    b.writeUInt32LE(TABLE, 0);
+    b.writeUInt16LE(VTABLE_BYTES, VTABLE);
+    b.writeUInt16LE(tableBytes, VTABLE + 2);
+    b.writeUInt16LE(fType, VTABLE + 4);
+    b.writeUInt16LE(key != null ? fKey : 0, VTABLE + 6);
+    b.writeUInt16LE(eventTimeMs !== undefined ? F_TIME : 0, VTABLE + 8);
+    b.writeUInt16LE(hasCause ? FC_CAUSE : 0, VTABLE + 10);
+    b.writeUInt16LE(payloadLength > 0 ? fPayload : 0, VTABLE + 12);
+    u[VTABLE + 14] = 0;
+    u[VTABLE + 15] = 0;
+    // The table.
+    b.writeInt32LE(TABLE - VTABLE, TABLE);
+    b.writeDoubleLE(eventTimeMs !== undefined ? eventTimeMs : 0, TABLE + F_TIME);
+    if (hasCause) {
+      b.writeUInt32LE(causeQueue, TABLE + FC_CAUSE);
+      b.writeUInt32LE(causePartition, TABLE + FC_CAUSE + 4);
+      b.writeDoubleLE(causeIndex, TABLE + FC_CAUSE + 8);
+    }
+    b.writeUInt32LE(type, TABLE + fType);
+    let at = end;
+    if (key != null) {
+      let n: number;
+      if (cachedKey !== null) {
+        n = cachedKey.length;
+        for (let i = 0; i < n; i++) u[at + 4 + i] = cachedKey[i];
+      } else {
+        n = b.write(key, at + 4, 'utf8');
+      }
+      b.writeUInt32LE(n, at);
+      b.writeUInt32LE(at - (TABLE + fKey), TABLE + fKey);
+      const stop = at + 4 + n;
+      // NUL, then zero padding to a multiple of 4.
+      at = (stop + 4) & ~3;
+      for (let i = stop; i < at; i++) u[i] = 0;
+    } else {
+      b.writeUInt32LE(0, TABLE + fKey);
+    }
+    if (payloadLength > 0) {
+      if ((at & 7) === 0) {
+        b.writeUInt32LE(0, at);
+        at += 4;
+      }
+      b.writeUInt32LE(payloadLength, at);
+      b.writeUInt32LE(at - (TABLE + fPayload), TABLE + fPayload);
+      at += 4;
+      if (payloadLength <= COPY_LOOP_BYTES_MAX) {
+        for (let i = 0; i < payloadLength; i++) u[at + i] = payload![i];
+      } else {
+        u.set(payload!, at);
+      }
+      at += payloadLength;
+    } else {
+      b.writeUInt32LE(0, TABLE + fPayload);
+    }
+    this.size = at;
     this.built = true;
-    return b.offset();
+    return at;
   }
 
   /** Size in bytes of the last built envelope. @throws Error if nothing was built. */
   get length(): number {
     this.assertBuilt();
-    return this.builder.offset();
+    return this.size;
   }
 
   /**
@@ -169,7 +276,7 @@ export class EnvelopeWriter {
    */
   bytes(): Uint8Array {
     this.assertBuilt();
-    return this.builder.asUint8Array();
+    return this.view.subarray(0, this.size);
   }
 
   /**
@@ -178,10 +285,15 @@ export class EnvelopeWriter {
    */
   copyTo(target: Uint8Array, offset: number): number {
     this.assertBuilt();
-    const src = this.builder.asUint8Array();
-    checkRange(target, offset, src.length);
-    target.set(src, offset);
-    return src.length;
+    const n = this.size;
+    checkRange(target, offset, n);
+    const u = this.view;
+    if (n <= COPY_LOOP_BYTES_MAX) {
+      for (let i = 0; i < n; i++) target[offset + i] = u[i];
+    } else {
+      target.set(u.subarray(0, n), offset);
+    }
+    return n;
   }
 
   /**
@@ -191,7 +303,7 @@ export class EnvelopeWriter {
    */
   encode(e: EnvelopeInit): Uint8Array {
     this.build(e);
-    return copyBytes(this.builder.asUint8Array());
+    return copyBytes(this.view.subarray(0, this.size));
   }
 
   /**
@@ -201,6 +313,14 @@ export class EnvelopeWriter {
   encodeInto(e: EnvelopeInit, target: Uint8Array, offset: number): number {
     this.build(e);
     return this.copyTo(target, offset);
+  }
+
+  /** Replaces the buffer by one of at least `bytes` (doubling); it keeps its largest size. */
+  private grow(bytes: number): void {
+    let size = this.buf.length;
+    while (size < bytes) size *= 2;
+    this.buf = Buffer.alloc(size);
+    this.view = new Uint8Array(this.buf.buffer, this.buf.byteOffset, this.buf.length);
   }
 
   private assertBuilt(): void {

@@ -40,14 +40,19 @@ const echoModule = new URL('../test/fixtures/services/bench-echo.js', import.met
 const keys = Array.from({ length: KEYS }, (_, i) => `k${i}`);
 const payload = new Uint8Array(PAYLOAD_BYTES).map((_, i) => i * 7);
 
-/** Starts a worker tailing `dir` until `count` records; resolves `ready` once it is open. */
+/**
+ * Starts a worker tailing `dir` until `count` records; resolves `ready` once it is open. With
+ * `latency`, the worker records append -> visible latency, and with `warmupMs` also without the
+ * events appended in the first `warmupMs` (bench/pipeline-tail.worker.ts).
+ */
 export function startTail(
   dir: string,
   count: number,
   notifier?: SharedArrayBuffer,
   latency = false,
+  warmupMs = 0,
 ): { ready: Promise<void>; done: Promise<PipelineTailResult> } {
-  const w = new Worker(tailWorker, { workerData: { dir, notifier, count, latency } });
+  const w = new Worker(tailWorker, { workerData: { dir, notifier, count, latency, warmupMs } });
   let readyResolve: () => void = () => {};
   const ready = new Promise<void>((r) => (readyResolve = r));
   const done = new Promise<PipelineTailResult>((resolve, reject) => {

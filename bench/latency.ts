@@ -3,7 +3,9 @@
  * p99.9 in an HdrHistogram, with the producer in the topology's own thread and in another
  * process, against the journal alone (append -> visible to a tailer) in the same run.
  *
- *   node dist/bench/latency.js [rate] [seconds] [rounds] [warmupMs]   (default 50000 5 1 1000)
+ *   node dist/bench/latency.js [rate] [seconds] [rounds] [warmupMs] [batch|none]
+ *   (default 50000 5 1 1000 batch; the last: the fsync policy of every queue, `none` to see the
+ *   wake-up path without the disk's fdatasync)
  *
  * Each case reports all its events and, separately, the events appended after the first
  * `warmupMs` (JIT compilation and first-segment setup in every thread fall there), as latency
@@ -47,9 +49,10 @@ async function journalCase(
   rate: number,
   count: number,
   warmupMs: number,
+  fsync: Fsync,
 ): Promise<Latency> {
   const notifier = createQueueNotifier();
-  const a = Appender.open({ dir, fsync: 'batch', notifier });
+  const a = Appender.open({ dir, fsync, notifier });
   const tail = startTail(dir, count, notifier, true, warmupMs);
   await tail.ready;
   const writer = new EnvelopeWriter();
@@ -84,8 +87,9 @@ async function pipelineCase(
   count: number,
   crossProcess: boolean,
   warmupMs: number,
+  fsync: Fsync,
 ): Promise<Latency> {
-  const file = writeTopology(dir, 'latency-bench', 256);
+  const file = writeTopology(dir, 'latency-bench', 256, fsync);
   const topology = loadTopology(file);
   const running = await startTopology(topology, {
     log: (l) => process.stderr.write(`latency bench: ${l}\n`),
@@ -120,6 +124,8 @@ async function pipelineCase(
   }
 }
 
+type Fsync = 'batch' | 'none';
+
 const ms = (us: number) => (us / 1000).toFixed(us < 10_000 ? 2 : 1);
 
 /** Runs the three cases `rounds` times and returns a markdown section. */
@@ -128,6 +134,7 @@ export async function runLatencyBench(
   seconds = 5,
   rounds = 1,
   warmupMs = 1000,
+  fsync: Fsync = 'batch',
 ): Promise<string> {
   const count = rate * seconds;
   const rows: string[][] = [];
@@ -138,15 +145,15 @@ export async function runLatencyBench(
       const cases: [string, () => Promise<Latency>][] = [
         [
           'journal alone (append -> tailer, same process)',
-          () => journalCase(path.join(dir, 'journal'), rate, count, warmupMs),
+          () => journalCase(path.join(dir, 'journal'), rate, count, warmupMs, fsync),
         ],
         [
           "pipeline, producer in the topology's thread",
-          () => pipelineCase(path.join(dir, 'same'), rate, count, false, warmupMs),
+          () => pipelineCase(path.join(dir, 'same'), rate, count, false, warmupMs, fsync),
         ],
         [
           'pipeline, producer in another process',
-          () => pipelineCase(path.join(dir, 'cross'), rate, count, true, warmupMs),
+          () => pipelineCase(path.join(dir, 'cross'), rate, count, true, warmupMs, fsync),
         ],
       ];
       for (const [name, run] of cases) {
@@ -178,7 +185,7 @@ export async function runLatencyBench(
   }
   const load1 = os.loadavg()[0];
   return [
-    `### Latency: append -> durable output at ${si(rate)} events/s (${seconds} s per case)`,
+    `### Latency: append -> ${fsync === 'batch' ? 'durable' : 'visible (fsync none)'} output at ${si(rate)} events/s (${seconds} s per case)`,
     '',
     `${machineLine()}; 1-minute load average ${load0.toFixed(1)} at start, ${load1.toFixed(1)} at end.`,
     '',
@@ -200,7 +207,7 @@ export async function runLatencyBench(
       ['r', 'l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r'],
     ),
     '',
-    'HdrHistogram (hdr-histogram-js), 3 significant digits, µs resolution; fsync batch on every queue; ' +
+    `HdrHistogram (hdr-histogram-js), 3 significant digits, µs resolution; fsync ${fsync} on every queue; ` +
       'the events due are appended and flushed together every ~100 µs. ' +
       `"after ${warmupMs} ms": the events appended after the first ${warmupMs} ms of each case (warm-up left out).`,
     '',
@@ -208,13 +215,17 @@ export async function runLatencyBench(
 }
 
 if (isMainModule(import.meta.url)) {
-  const [rate, seconds, rounds, warmupMs] = process.argv.slice(2).map(Number);
+  const [rate, seconds, rounds, warmupMs] = process.argv.slice(2, 6).map(Number);
+  const fsync = process.argv[6] ?? 'batch';
+  if (fsync !== 'batch' && fsync !== 'none')
+    throw new Error(`fsync must be batch or none, got ${fsync}`);
   console.log(
     await runLatencyBench(
       rate || undefined,
       seconds || undefined,
       rounds || undefined,
       Number.isFinite(warmupMs) ? warmupMs : undefined,
+      fsync,
     ),
   );
   process.exit(0);

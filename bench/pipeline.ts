@@ -94,8 +94,13 @@ async function journalRound(dir: string, events: number): Promise<Result> {
   return { ms: r.lastAtMs - t0, produceMs, records: r.records };
 }
 
-/** Writes the benchmark topology into `dir` and returns its file. */
-export function writeTopology(dir: string, name: string, batchSizeMax: number): string {
+/** Writes the benchmark topology into `dir` and returns its file; `fsync` of both queues. */
+export function writeTopology(
+  dir: string,
+  name: string,
+  batchSizeMax: number,
+  fsync: 'batch' | 'none' = 'batch',
+): string {
   const file = path.join(dir, 'topology.yaml');
   fs.writeFileSync(
     file,
@@ -103,8 +108,8 @@ export function writeTopology(dir: string, name: string, batchSizeMax: number): 
       `name: ${name}`,
       `dataDir: ${path.join(dir, 'data')}`,
       'queues:',
-      '  - { name: in }',
-      '  - { name: out }',
+      `  - { name: in, fsync: ${fsync} }`,
+      `  - { name: out, fsync: ${fsync} }`,
       'services:',
       '  - name: echo',
       `    module: ${echoModule}`,

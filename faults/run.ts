@@ -1,5 +1,5 @@
 /**
- * `npm run faults [-- --seed N --faults 1000 --minutes 60 --shapes a,b --kafka --keep]`: the fault
+ * `npm run faults [-- --seed N --faults 1000 --minutes 60 --shapes a,b --kafka|--all-shapes --keep]`: the fault
  * suite from the command line. Prints every fault and every violation (each with the seed), then
  * one summary line; exits 0 with no violation, 1 with any, 2 on a usage error.
  */
@@ -33,6 +33,7 @@ const o = new Command()
     'the Kafka shapes (a 1-node and a 3-node cluster started by the suite; broker faults)',
     false,
   )
+  .option('--all-shapes', 'the journal shapes and the Kafka shapes in one run', false)
   .option(
     '--port-base <port>',
     "first port of the topologies' operations API (default 19161, Kafka 19181)",
@@ -54,6 +55,7 @@ const o = new Command()
     shapes?: string;
     tmpfs: boolean;
     kafka: boolean;
+    allShapes: boolean;
     portBase?: number;
     dir?: string;
     keep: boolean;
@@ -68,6 +70,7 @@ const result = await runSuite({
   shapes: o.shapes?.split(','),
   tmpfs: o.tmpfs,
   kafka: o.kafka,
+  all: o.allShapes,
   portBase: o.portBase,
   dir: o.dir,
   keep: o.keep,

@@ -4,7 +4,13 @@
  * timed from its start until staging is empty; pumps 1, 2 and 4. The journal target has one
  * partition per pump (its rule); the Kafka topic has 4 partitions whatever the pump count.
  * Each configuration gets a fresh copy of the same staged file and fresh topics.
- *   node dist/bench/capture-kafka.js [--brokers host:port] [--changes 20000]
+ *   node dist/bench/capture-kafka.js [--brokers host:port] [--changes 20000] [--batch 500,5000]
+ * `--batch`: the capture source's batchSizeMax values to run (each a row per pump count; default
+ * 500, the default of the topology). On Kafka each pump batch is one transaction, so the batch
+ * size sets how many records share a transaction's round trips.
+ * Ceiling, same run: raw kafkajs, one transactional producer sending `changes` records of a
+ * capture record's size (a ledger insert as the pumps encode it) to a new 4-partition topic,
+ * `batchSizeMax` records per transaction (sendBatch of at most 2,000 records, acks -1), keys spread like the rows'.
  * Without --brokers (or SLUICE_KAFKA_BROKERS) a private broker is started (testing/kafka-broker.ts).
  */
 import fs from 'node:fs';
@@ -14,7 +20,9 @@ import { randomBytes } from 'node:crypto';
 import Database from 'better-sqlite3';
 import { loadTopology, startTopology, installCapture } from '../index.js';
 import { openStaging } from '../engine/cdc/index.js';
+import kafkajs from 'kafkajs';
 import { startKafka } from '../testing/kafka-broker.js';
+import { ChangeRecordWriter } from '../engine/codec/index.js';
 
 function arg(name: string): string | undefined {
   const i = process.argv.indexOf(`--${name}`);
@@ -29,8 +37,9 @@ async function drainOnce(
   pumps: number,
   brokers: string[],
   changes: number,
+  batch: number,
 ): Promise<number> {
-  const run = path.join(dir, `${bus}-${pumps}`);
+  const run = path.join(dir, `${bus}-${pumps}-${batch}`);
   fs.mkdirSync(run);
   const dbFile = path.join(run, 'app.db');
   fs.copyFileSync(template, dbFile);
@@ -48,6 +57,7 @@ async function drainOnce(
       '  - name: app',
       `    database: { dialect: sqlite, file: ${dbFile} }`,
       `    pumps: ${pumps}`,
+      `    batchSizeMax: ${batch}`,
       '    tables:',
       `      - { table: ledger, operations: [insert, update, delete], target: ${name}.ledger }`,
       '',
@@ -72,8 +82,47 @@ async function drainOnce(
   return rate;
 }
 
+/** Raw kafkajs: `changes` records of `value`, `batch` per transaction, into a new 4-partition topic. */
+async function rawTxnRate(
+  brokers: string[],
+  changes: number,
+  batch: number,
+  value: Buffer,
+): Promise<number> {
+  const kafka = new kafkajs.Kafka({
+    brokers,
+    clientId: 'capkafka-raw',
+    logLevel: kafkajs.logLevel.NOTHING,
+  });
+  const topic = `capkafka-raw-${randomBytes(4).toString('hex')}`;
+  const admin = kafka.admin();
+  await admin.connect();
+  await admin.createTopics({ topics: [{ topic, numPartitions: 4 }], waitForLeaders: true });
+  await admin.disconnect();
+  const p = kafka.producer({ transactionalId: `${topic}-tx`, maxInFlightRequests: 1 });
+  await p.connect();
+  const t0 = Date.now();
+  for (let i = 0; i < changes; i += batch) {
+    const messages = [];
+    for (let k = i; k < Math.min(changes, i + batch); k++) messages.push({ key: `${k}`, value });
+    const t = await p.transaction();
+    // Sends of at most 2,000 records: a record batch over the broker's message.max.bytes (1 MB
+    // per partition) is refused.
+    for (let k = 0; k < messages.length; k += 2000)
+      await t.sendBatch({
+        acks: -1,
+        topicMessages: [{ topic, messages: messages.slice(k, k + 2000) }],
+      });
+    await t.commit();
+  }
+  const rate = changes / ((Date.now() - t0) / 1000);
+  await p.disconnect();
+  return rate;
+}
+
 async function main(): Promise<void> {
   const changes = Number(arg('changes') ?? 20_000);
+  const batches = (arg('batch') ?? '500').split(',').map(Number);
   let brokers = (arg('brokers') ?? process.env.SLUICE_KAFKA_BROKERS)?.split(',');
   const own = brokers ? null : await startKafka();
   brokers ??= own!.brokers;
@@ -99,16 +148,37 @@ async function main(): Promise<void> {
     w.pragma('wal_checkpoint(TRUNCATE)');
     w.close();
     console.log(
-      `### Capture drain rate: into Kafka against into the journal (${changes} staged changes, SQLite, batchSizeMax 500)\n`,
+      `### Capture drain rate: into Kafka against into the journal (${changes} staged changes, SQLite)\n`,
     );
-    console.log('| pumps | journal events/s | kafka events/s | kafka / journal |');
-    console.log('|---|---|---|---|');
-    for (const pumps of [1, 2, 4]) {
-      const rj = await drainOnce(dir, template, 'journal', pumps, brokers, changes);
-      const rk = await drainOnce(dir, template, 'kafka', pumps, brokers, changes);
-      console.log(
-        `| ${pumps} | ${Math.round(rj)} | ${Math.round(rk)} | ${(rk / rj).toFixed(2)}x |`,
-      );
+    const records = new ChangeRecordWriter();
+    records.build({
+      stagingId: '54321',
+      table: 'ledger',
+      op: 'insert',
+      key: '["54321"]',
+      before: null,
+      after:
+        '{"id":"54321","holder":"holder-54321","memo":null,"amount":"54321.25","booked":null,"booked_tz":null}',
+      txid: '4321',
+      commitTimeMs: Date.now(),
+    });
+    const value = Buffer.from(records.bytes());
+    console.log(
+      `Raw kafkajs: one transactional producer, records of ${value.length} bytes (a capture record of this table).\n`,
+    );
+    console.log(
+      '| batchSizeMax | pumps | journal events/s | kafka events/s | kafka / journal | raw kafkajs events/s | kafka / raw |',
+    );
+    console.log('|---|---|---|---|---|---|---|');
+    for (const batch of batches) {
+      const raw = await rawTxnRate(brokers, changes, batch, value);
+      for (const pumps of [1, 2, 4]) {
+        const rj = await drainOnce(dir, template, 'journal', pumps, brokers, changes, batch);
+        const rk = await drainOnce(dir, template, 'kafka', pumps, brokers, changes, batch);
+        console.log(
+          `| ${batch} | ${pumps} | ${Math.round(rj)} | ${Math.round(rk)} | ${(rk / rj).toFixed(2)}x | ${Math.round(raw)} | ${(rk / raw).toFixed(2)}x |`,
+        );
+      }
     }
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });

@@ -35,6 +35,7 @@ import {
   openStaging,
   PumpCore,
   RecordRefusedError,
+  SinkFailures,
   CDC_DEFAULTS,
   KafkaPumpSink,
   encodeCaptureJson,
@@ -164,7 +165,7 @@ runActor<PumpData>(async (ctx) => {
       },
     });
   }
-  const sink: PumpSink = kafkaSink ?? {
+  const journalSink: PumpSink = {
     appendBatch(changes: StagedChange[]) {
       // Each record is encoded into its partition's open batch (claim, one copy, commit); a
       // refusal or a bad change drops every open batch, so a refused batch appends nothing.
@@ -228,11 +229,20 @@ runActor<PumpData>(async (ctx) => {
       return recentStagingIdsInJournal(dirs, limit, installationId);
     },
   };
+  // Where an outage is: a failure of the sink's calls (or of opening its journal appenders) is
+  // the target's, any other the capture source's (engine/cdc/pump.ts SinkFailures), so the log
+  // line and the health name what does not answer, never by reading the error's text.
+  const failures = new SinkFailures();
+  const sourceName = `capture source "${d.source.name}"`;
+  const targetName = `${targetOf(d)} (target of ${sourceName})`;
+  const sink = failures.watch(kafkaSink ?? journalSink);
   // Outages (issue item 8): the database or the target failing is waited out, never a reason to
   // exit: the pump reconnects with capped exponential backoff, forever, and a fresh PumpCore's
   // start() reconciles against the sink, so a batch appended before the failure is not appended
   // again. Only a drain stops the retrying.
-  const outage = { sinceMs: 0, attempts: 0 };
+  // `what`: the source's or the target's name, as the last failure said ('' while up).
+  const outage = { sinceMs: 0, attempts: 0, what: '' };
+  const whatOf = (err: unknown) => (failures.isTarget(err) ? targetName : sourceName);
   let staging: StagingClient | null = null;
   let core: PumpCore | null = null;
   let recovered = 0;
@@ -246,12 +256,22 @@ runActor<PumpData>(async (ctx) => {
   const down = async (err: unknown) => {
     await closeStaging();
     closeAppenders();
+    const what = whatOf(err);
+    const error = String((err as Error).message ?? err);
+    // Sent before the counter is set, so the health finds it with the counter (ops/health.ts).
+    if (outage.what !== what) {
+      outage.what = what;
+      ctx.send({
+        type: 'outage',
+        outage: { side: failures.isTarget(err) ? 'target' : 'source', what, error },
+      });
+    }
     if (outage.sinceMs === 0) {
       outage.sinceMs = Date.now();
       c[Counter.downSinceMs] = outage.sinceMs;
       ctx.log(
         'warn',
-        `capture source "${d.source.name}" is down since ${new Date(outage.sinceMs).toISOString()}: ${(err as Error).message ?? err}; retrying`,
+        `${what} is down since ${new Date(outage.sinceMs).toISOString()}: ${error}; retrying`,
       );
     }
     c[Counter.errors]++;
@@ -268,7 +288,11 @@ runActor<PumpData>(async (ctx) => {
   const up = async (): Promise<PumpCore> => {
     for (;;) {
       try {
-        openAppenders();
+        try {
+          openAppenders();
+        } catch (err) {
+          throw failures.mark(err);
+        }
         staging = await openStaging(d.source);
         const fresh = new PumpCore({
           staging,
@@ -296,19 +320,19 @@ runActor<PumpData>(async (ctx) => {
         if (outage.sinceMs !== 0) {
           ctx.log(
             'info',
-            `capture source "${d.source.name}" is up again after ${((Date.now() - outage.sinceMs) / 1000).toFixed(1)} s down`,
+            `${outage.what} is up again after ${((Date.now() - outage.sinceMs) / 1000).toFixed(1)} s down`,
           );
+          ctx.send({ type: 'outage', outage: null });
         }
         outage.sinceMs = 0;
         outage.attempts = 0;
+        outage.what = '';
         c[Counter.downSinceMs] = 0;
         return fresh;
       } catch (err) {
         await down(err);
         if (ctx.draining())
-          throw new Error(
-            `capture source "${d.source.name}" is down while draining: ${(err as Error).message}`,
-          );
+          throw new Error(`${whatOf(err)} is down while draining: ${(err as Error).message}`);
       }
     }
   };
@@ -326,9 +350,7 @@ runActor<PumpData>(async (ctx) => {
       } catch (err) {
         await down(err);
         if (ctx.draining())
-          throw new Error(
-            `capture source "${d.source.name}" is down while draining: ${(err as Error).message}`,
-          );
+          throw new Error(`${whatOf(err)} is down while draining: ${(err as Error).message}`);
         continue;
       }
       c[Counter.errors] += pump.stats.refusals - before;
@@ -353,3 +375,15 @@ runActor<PumpData>(async (ctx) => {
     await kafkaBus?.close().catch(() => undefined);
   }
 });
+
+/**
+ * What a pump ships into, as its outage lines name it: the Kafka brokers and topics of a kafka
+ * bus, the bus topics of the journal bus (processor topics), or the journal queues.
+ */
+function targetOf(d: PumpData): string {
+  const targets = [...new Set(Object.values(d.tableTargets))];
+  const names = (one: string) => `${one}${targets.length === 1 ? '' : 's'} ${targets.join(', ')}`;
+  if (d.kafka?.connection) return `Kafka ${d.kafka.connection.brokers.join(',')} ${names('topic')}`;
+  if (d.kafka) return `bus ${names('topic')}`;
+  return `journal ${names('queue')}`;
+}

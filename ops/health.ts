@@ -1,7 +1,8 @@
 /**
  * Health of a running topology from its supervisor: live (the process answers), ready (every
  * actor of every group is live), and degraded (a group failed and is not live again yet, a
- * pump's or sink's database or broker does not answer, or an actor stopped its work on an error
+ * pump's or sink's database or broker does not answer (a pump's reason names which: its capture
+ * source, or its target's brokers and topics), or an actor stopped its work on an error
  * it cannot get past, such as a sink at a record over its target's limit: named with the actor,
  * its error and since when).
  */
@@ -85,14 +86,17 @@ export function healthOf(supervisor: Supervisor): Health {
     }
   }
   // A pump or sink whose database or broker does not answer stays live (it waits the outage out
-  // and retries) but the topology is degraded until it answers again.
+  // and retries) but the topology is degraded until it answers again. A pump says which (its
+  // `outage`: the capture source, or the target's brokers and topics).
   for (const a of actors) {
     const down = a.counters.downSinceMs;
     if (!down || degraded.some((d) => d.group === a.group)) continue;
     const since = new Date(down).toISOString();
     const error = halted(a)
       ? `stopped: ${a.lastError}`
-      : 'its database or broker does not answer; retrying';
+      : a.outage !== null
+        ? `${a.outage.what} is down: ${a.outage.error}; retrying`
+        : 'its database or broker does not answer; retrying';
     degraded.push({
       group: a.group,
       actor: a.name,

@@ -23,7 +23,7 @@ import { Tailer } from '../engine/journal/index.js';
 import { EnvelopeView } from '../engine/codec/index.js';
 import { inputKey } from '../engine/service/index.js';
 import type { ActorInfo, Supervisor } from '../engine/supervisor/index.js';
-import type { CounterSnapshot } from '../engine/actor/index.js';
+import type { CounterSnapshot, Outage } from '../engine/actor/index.js';
 import {
   HOST_SHARED,
   READER_SHARED,
@@ -91,6 +91,13 @@ export interface ActorStatus {
   /** Ms since the actor's loop last stamped its heartbeat. */
   heartbeatAgeMs: number;
   lastError: string | null;
+  /**
+   * While the actor waits out an outage (counters.downSinceMs set): what it cannot reach, `side`
+   * `source` (a pump's capture source database) or `target` (its Kafka brokers and topics, the
+   * bus, the journal), `what` naming it and `error` the failure's message; null while up, and
+   * for an actor that does not say (a sink, a halted actor).
+   */
+  outage: Outage | null;
   counters: Omit<CounterSnapshot, 'state' | 'heartbeatMs'>;
   rates: { eventsIn: Rates; eventsOut: Rates };
   /** Services: every input partition; readers: the one they read. Others: empty. */
@@ -340,6 +347,7 @@ export class Sampler {
       startedAt: new Date(a.startedMs).toISOString(),
       heartbeatAgeMs: heartbeatMs > 0 ? Math.max(0, nowMs - heartbeatMs) : -1,
       lastError: a.lastError,
+      outage: a.counters.downSinceMs > 0 ? a.outage : null,
       counters,
       rates: {
         eventsIn: t ? rates(t.seconds, COL_IN, 60) : { perSecond1s: 0, perSecond1m: 0 },

@@ -52,6 +52,10 @@ export const actor = obj({
   startedAt: { type: 'string', format: 'date-time' },
   heartbeatAgeMs: num,
   lastError: { type: 'string', nullable: true },
+  outage: {
+    ...obj({ side: { type: 'string', enum: ['source', 'target'] }, what: str, error: str }),
+    nullable: true,
+  },
   counters: obj({
     eventsIn: num,
     eventsOut: num,

@@ -178,12 +178,20 @@ capture:
     const url = /operations API and dashboard at (http:\/\/\S+?)\/?\n/.exec(err)?.[1];
     assert.ok(url, err);
     const down = await fetch(`${url}/health/ready`);
-    const body = (await down.json()) as { status: string; degraded: { actor: string }[] };
+    const body = (await down.json()) as {
+      status: string;
+      degraded: { actor: string; error: string }[];
+    };
     assert.is(down.status, 503);
     assert.is(body.status, 'degraded');
     assert.equal(
       body.degraded.map((d) => d.actor),
       ['pump:app/0'],
+    );
+    // The call that failed was to the source's database: the reason names the source.
+    assert.is(
+      body.degraded[0]!.error,
+      `capture source "app" is down: role "${role}" does not exist; retrying`,
     );
     assert.match(err, /is up \(\d+ actor groups?\), not ready yet: |not ready \(degraded\): /);
     await admin.query(`CREATE ROLE "${role}" LOGIN SUPERUSER`);

@@ -22,5 +22,5 @@ export {
   type ActorState,
   type CounterSnapshot,
 } from './counters.js';
-export type { ActorMessage, ActorWorkerData } from './protocol.js';
+export type { ActorMessage, ActorWorkerData, Outage } from './protocol.js';
 export { FRAME_TYPE_EVENT, FRAME_TYPE_EVENT_REF, FRAME_HEADER_BYTES, FrameCodec } from './frame.js';

@@ -25,6 +25,20 @@ export interface ActorWorkerData<D = unknown> {
   restarts: number;
 }
 
+/**
+ * What an actor that waits out an outage (its downSinceMs counter set) cannot reach: `side`
+ * `source` for a pump's capture source database, `target` for where it ships (the Kafka brokers
+ * and topics, the bus, the journal queues), told apart by which call failed, never by the error's
+ * text; `what` names it as the actor's log line does (`capture source "app"`, `Kafka
+ * 127.0.0.1:9092 topic app.orders (target of capture source "app")`); `error` is the failure's own
+ * message.
+ */
+export interface Outage {
+  side: 'source' | 'target';
+  what: string;
+  error: string;
+}
+
 /** Actor -> supervisor. */
 export type ActorMessage =
   /** Init done; `info` is actor-specific (a service host sends its LAST_WRITTEN positions). */
@@ -39,5 +53,10 @@ export type ActorMessage =
    * exiting (a sink at a record over its target's limit; ops/health.ts reports it degraded).
    */
   | { type: 'failed'; message: string; stack?: string }
+  /**
+   * What the actor's outage is about, sent when it goes down and when what fails changes (a
+   * source back up, its target still down); null once it is up again (downSinceMs 0).
+   */
+  | { type: 'outage'; outage: Outage | null }
   /** A log line at `level` (LOG_LEVELS numbers), sent only when the actor's level allows it. */
   | { type: 'log'; level: number; msg: string; fields?: Record<string, unknown> };

@@ -124,7 +124,7 @@ export {
   ORACLE_TRUNCATE_REFUSAL,
   ORACLE_INITIAL_LOAD_REFUSAL,
 } from './oracle-url.js';
-export { PumpCore, PUMP_FAULT_ENV, RecordRefusedError } from './pump.js';
+export { PumpCore, PUMP_FAULT_ENV, RecordRefusedError, SinkFailures } from './pump.js';
 export {
   PumpLoader,
   checkLoads,

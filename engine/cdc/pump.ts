@@ -116,6 +116,57 @@ export interface PumpSink {
 }
 
 /**
+ * Tells an outage of a pump's target from one of its source by where the call failed: the
+ * errors thrown by the calls of a sink wrapped with {@link SinkFailures.watch} are remembered (by
+ * identity, the error passes through unchanged), so `isTarget(err)` is true for an error of the
+ * target (the Kafka brokers, the bus, the journal) and false for one of the staging client (the
+ * capture source's database), whatever its text says. A thrown value that is not an object is
+ * thrown as an Error of its text, so it can be remembered too.
+ */
+export class SinkFailures {
+  private readonly seen = new WeakSet<object>();
+
+  /** `sink` with each failure of appendBatch, recentStagingIds and sync remembered. */
+  watch(sink: PumpSink): PumpSink {
+    const fail = (err: unknown): never => {
+      throw this.mark(err);
+    };
+    // Each call's own kind (a value or a promise) is kept: the journal sink appends synchronously.
+    const guarded = <A extends unknown[], R>(call: (...a: A) => R) =>
+      ((...a: A): R => {
+        let r: R;
+        try {
+          r = call(...a);
+        } catch (err) {
+          return fail(err);
+        }
+        return r instanceof Promise ? (r.catch(fail) as R) : r;
+      }) as (...a: A) => R;
+    const watched: PumpSink = {
+      appendBatch: guarded(sink.appendBatch.bind(sink)),
+      recentStagingIds: guarded(sink.recentStagingIds.bind(sink)),
+    };
+    if (sink.sync !== undefined) watched.sync = guarded(sink.sync.bind(sink));
+    return watched;
+  }
+
+  /**
+   * Remembers `err` as a failure of the target (an error of the actor's own target code outside
+   * the sink's calls: opening the journal appenders). @returns the error to throw.
+   */
+  mark(err: unknown): Error {
+    const e = err instanceof Error ? err : new Error(String(err));
+    this.seen.add(e);
+    return e;
+  }
+
+  /** True when `err` was thrown by a watched sink's call (or marked). */
+  isTarget(err: unknown): boolean {
+    return typeof err === 'object' && err !== null && this.seen.has(err);
+  }
+}
+
+/**
  * Fault points a pump honours (tests of crash recovery). `after-append`: SIGKILL itself after
  * append, before ack. `hang-after-append`: after the first append that shipped rows, never ack
  * and never return (the pump's thread stays busy until it is terminated: a pump retired at

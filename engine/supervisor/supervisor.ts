@@ -23,6 +23,7 @@ import {
   type ActorMessage,
   type ActorWorkerData,
   type CounterSnapshot,
+  type Outage,
 } from '../actor/index.js';
 
 /** One actor to run in its own worker thread. */
@@ -135,6 +136,8 @@ interface RunningActor {
   stopped: boolean;
   summary: unknown;
   lastError: string | null;
+  /** What its outage is about, as it last said (an `outage` message); null while up. */
+  outage: Outage | null;
   exited: Promise<number>;
   readyWaiters: { resolve: (v: unknown) => void; reject: (e: Error) => void }[];
   readyInfo: { value: unknown } | null;
@@ -178,6 +181,11 @@ export interface ActorInfo {
   /** Date.now() at its (last) launch. */
   startedMs: number;
   lastError: string | null;
+  /**
+   * What it cannot reach while its downSinceMs counter is set (a pump's capture source or its
+   * target), as the actor last said; null while up, and until the actor's message arrives.
+   */
+  outage: Outage | null;
 }
 
 /** Health of one group: live when its start finished and every actor of it is live. */
@@ -302,6 +310,7 @@ export class Supervisor extends EventEmitter {
           counters: readCounters(a.counters),
           startedMs: a.startedMs,
           lastError: a.lastError,
+          outage: a.outage,
         });
       }
     }
@@ -547,6 +556,7 @@ export class Supervisor extends EventEmitter {
       stopped: false,
       summary: null,
       lastError: null,
+      outage: null,
       exited: new Promise<number>((res) => (exitResolve = res)),
       readyWaiters: [],
       readyInfo: null,
@@ -579,6 +589,9 @@ export class Supervisor extends EventEmitter {
           );
           break;
         case 'live':
+          break;
+        case 'outage':
+          running.outage = m.outage;
           break;
         case 'log':
           this.emit('actorLog', {

@@ -22,6 +22,7 @@ import {
   ConfigError,
   formatProblem,
   problemAt,
+  syntaxErrorText,
   type ConfigProblem,
   type Topology,
 } from '../engine/config/index.js';
@@ -433,7 +434,9 @@ export async function serviceModuleProblems(
     try {
       def = assertServiceDefinition(await import(pathToFileURL(s.module).href), s.module);
     } catch (err) {
-      const message = `service "${s.name}": ${(err as Error).message}`;
+      // A syntax error is named with its file and line:col (Node's own message names neither).
+      const located = await syntaxErrorText(s.module, err);
+      const message = `service "${s.name}": ${located ?? (err as Error).message}`;
       problems.push(problemAt(file, ['services', s.index, 'module'], message));
       continue;
     }
@@ -538,7 +541,8 @@ export async function processorModuleProblems(topology: Topology): Promise<Confi
     try {
       exported = ((await import(pathToFileURL(p.module).href)) as { default?: unknown }).default;
     } catch (err) {
-      at(`cannot import ${p.module}: ${(err as Error).message}`);
+      const located = await syntaxErrorText(p.module, err);
+      at(located ?? `cannot import ${p.module}: ${(err as Error).message}`);
       continue;
     }
     if (typeof exported === 'function') continue;

@@ -11,6 +11,8 @@ export type { TopologyLoadOptions, ServiceModuleRef } from './load.js';
 export { ConfigError, formatProblem } from './errors.js';
 export type { ConfigProblem } from './errors.js';
 export { resolveModule } from './checks.js';
+export { syntaxErrorText, locateSyntaxError, MODULE_SYNTAX_LIMITS } from './module-syntax.js';
+export type { SyntaxErrorAt } from './module-syntax.js';
 export { checkEnvironment, environmentProblemsOf, problemAt } from './locate.js';
 export { TOPOLOGY_SCHEMA } from './schema.js';
 export type { ModuleResolution } from './checks.js';

@@ -342,34 +342,28 @@ function lockTopology(topology: Topology): AppenderLock {
  * Installs every capture source of a topology: staging table, error table and triggers
  * (idempotent; re-running it regenerates the triggers from the current config).
  * @throws ConfigError at the topology field (`file:line:col: capture[i].tables[k].table: ...`)
- *   when a captured table, column or key is missing, or at the source's database field
- *   (`capture[i].database.url` / `.file`) when its database cannot be opened.
+ *   when a captured table, column, key or a condition's SQL is wrong, at the source's database
+ *   field (`capture[i].database.url` / `.file`) when its database cannot be opened, and at
+ *   `capture[i].name` with the driver's message for any other failure (captureStepError); each
+ *   names the sources installed before the failure.
  */
 export async function installCapture(topology: Topology): Promise<void> {
+  const done: string[] = [];
   for (const [i, source] of topology.capture.entries()) {
-    const staging = await openSource(topology, i);
     try {
-      await checkLoads(staging);
-      await staging.install();
-      // Tables with initialLoad: true get their load requested (once; sluice snapshot redoes one).
-      await installLoads(staging);
+      const staging = await openCaptureSource(topology, i);
+      try {
+        await checkLoads(staging);
+        await staging.install();
+        // Tables with initialLoad: true get their load requested (once; sluice snapshot redoes one).
+        await installLoads(staging);
+      } finally {
+        await staging.close();
+      }
     } catch (err) {
-      const k =
-        err instanceof CaptureTableError
-          ? source.tables.findIndex((t) => t.table === err.table)
-          : -1;
-      if (!(err instanceof CaptureTableError) || k < 0) throw err;
-      const field = [...err.field.split('.'), ...(err.index === undefined ? [] : [err.index])];
-      throw new ConfigError([
-        problemAt(
-          topology.file,
-          ['capture', i, 'tables', k, ...field],
-          `capture source "${source.name}": ${err.message}`,
-        ),
-      ]);
-    } finally {
-      await staging.close();
+      throw captureStepError(topology, i, err, 'install', { done, doneVerb: 'installed' });
     }
+    done.push(source.name);
   }
 }
 
@@ -456,15 +450,17 @@ export interface UninstallCaptureOptions {
  * function, this topology's statistics rows (and the stats table once empty), and the capture
  * schema if install created it and it is empty; nothing else.
  * @throws Error naming the source when staging or error tables hold changes and neither
- * keepStaging nor force is given (nothing is dropped then, for any source).
+ * keepStaging nor force is given (nothing is dropped then, for any source); ConfigError at the
+ * source's database field when it cannot be opened, or at `capture[i].name` naming the step and
+ * the driver's message (captureStepError), with the sources uninstalled before the failure.
  */
 export async function uninstallCapture(
   topology: Topology,
   options: UninstallCaptureOptions = {},
 ): Promise<void> {
   if (!options.keepStaging && !options.force) {
-    for (const source of topology.capture) {
-      const staging = await openStaging(source);
+    for (const [i, source] of topology.capture.entries()) {
+      const staging = await openCaptureSource(topology, i);
       try {
         const [staged, parked] = await Promise.all([
           staging.stagedCount(),
@@ -481,16 +477,29 @@ export async function uninstallCapture(
       }
     }
   }
-  for (const source of topology.capture) {
-    // The operations layer's statistics rows of this topology (ops/stats.ts) go with the
-    // staging tables, so the capture schema install created can be dropped.
-    if (!options.keepStaging) await removeStatsTable(source, topology.name);
-    const staging = await openStaging(source);
+  const done: string[] = [];
+  for (const [i, source] of topology.capture.entries()) {
+    const dropping = options.keepStaging ? 'triggers' : 'triggers, staging and error tables';
+    let doing = 'uninstall';
     try {
-      await staging.uninstall({ dropStaging: !options.keepStaging });
-    } finally {
-      await staging.close();
+      // Opened first: an unreachable database is named at its field before anything is dropped.
+      const staging = await openCaptureSource(topology, i);
+      try {
+        if (!options.keepStaging) {
+          // The operations layer's statistics rows of this topology (ops/stats.ts) go with the
+          // staging tables, so the capture schema install created can be dropped.
+          doing = `uninstall (removing the statistics rows of topology "${topology.name}")`;
+          await removeStatsTable(source, topology.name);
+        }
+        doing = `uninstall (dropping its ${dropping} of ${source.tables.map((t) => `"${t.table}"`).join(', ')})`;
+        await staging.uninstall({ dropStaging: !options.keepStaging });
+      } finally {
+        await staging.close();
+      }
+    } catch (err) {
+      throw captureStepError(topology, i, err, doing, { done, doneVerb: 'uninstalled' });
     }
+    done.push(source.name);
   }
 }
 
@@ -507,7 +516,7 @@ async function checkCaptureInstalled(
   for (const [i, source] of topology.capture.entries()) {
     let staging: StagingClient;
     try {
-      staging = await openSource(topology, i);
+      staging = await openCaptureSource(topology, i);
     } catch (err) {
       // A database server that is down or refuses the login is waited out by the pumps (they
       // retry forever); a bad config or a missing SQLite file is an error now.
@@ -581,7 +590,7 @@ function idsNeedSource(topology: Topology, options: CaptureErrorsOptions, verb: 
 /**
  * Runs `work` on a staging client of each selected source.
  * @throws Error for an unknown source; ConfigError at the source's database field when it
- *   cannot be opened (openSource).
+ *   cannot be opened (openCaptureSource).
  */
 async function eachSource<T>(
   topology: Topology,
@@ -596,7 +605,7 @@ async function eachSource<T>(
   }
   const out: Array<{ source: string; result: T }> = [];
   for (const c of sources) {
-    const staging = await openSource(topology, topology.capture.indexOf(c));
+    const staging = await openCaptureSource(topology, topology.capture.indexOf(c));
     try {
       out.push({ source: c.name, result: await work(staging) });
     } finally {
@@ -656,7 +665,7 @@ export async function purgeCaptureErrors(
  *   `topology.yaml:7:36: capture[0].database.url: capture source "shop-db": cannot connect to
  *   postgres://app:***@db:5432/shop: connect ECONNREFUSED 10.0.0.5:5432`.
  */
-async function openSource(topology: Topology, i: number): Promise<StagingClient> {
+export async function openCaptureSource(topology: Topology, i: number): Promise<StagingClient> {
   const source = topology.capture[i]!;
   try {
     return await openStaging(source);
@@ -670,6 +679,72 @@ async function openSource(topology: Topology, i: number): Promise<StagingClient>
     const problem = problemAt(topology.file, ['capture', i, 'database', field], message);
     throw new ConfigError([problem], { cause: err });
   }
+}
+
+/** Options of {@link captureStepError}. */
+export interface CaptureStepErrorOptions {
+  /** The captured table the step worked on, when it was one (sluice snapshot). */
+  table?: string;
+  /** Capture sources the command already acted on before this one failed (not undone). */
+  done?: readonly string[];
+  /** What was done to each of `done`, e.g. `installed`. */
+  doneVerb?: string;
+  /** Said after the driver's message: what to do (e.g. run sluice install). */
+  hint?: string;
+}
+
+/**
+ * The error of step `doing` (e.g. `install`, `uninstall (dropping its triggers of "ledger")`) on
+ * capture source `i` of `topology`, located in the topology file as one ConfigError (the error
+ * kept as its cause), so the command line prints `file:line:col: path: message`:
+ * - a ConfigError (openCaptureSource's `capture[i].database.url` / `.file`) is kept;
+ * - a CaptureTableError of one of the source's tables is put at that table's field
+ *   (`capture[i].tables[k].table`, `.columns[n]`, `.key`, `.condition.update`, ...) as
+ *   `capture source "<name>": <its message>`; one naming a table the source does not capture
+ *   at `capture[i].tables`;
+ * - any other error (the driver's) at `capture[i].tables[k].table` when `options.table` is one of
+ *   the source's tables, else at `capture[i].name`, as `capture source "<name>": [table "<t>": ]
+ *   <doing> failed: <the driver's message>[; <hint>]`.
+ * Sources in `options.done` are named after it (`capture "a" was installed before this
+ * failure`): a command over several sources hides nothing it did.
+ */
+export function captureStepError(
+  topology: Topology,
+  i: number,
+  err: unknown,
+  doing: string,
+  options: CaptureStepErrorOptions = {},
+): ConfigError {
+  const source = topology.capture[i]!;
+  const done = options.done ?? [];
+  const after =
+    done.length === 0
+      ? ''
+      : ` (capture ${done.map((n) => `"${n}"`).join(', ')} ${done.length === 1 ? 'was' : 'were'} ${options.doneVerb ?? 'done'} before this failure)`;
+  if (err instanceof ConfigError) {
+    if (after === '') return err;
+    return new ConfigError(
+      err.problems.map((p) => ({ ...p, message: p.message + after })),
+      { cause: err.cause ?? err },
+    );
+  }
+  let at: (string | number)[];
+  let message: string;
+  if (err instanceof CaptureTableError) {
+    const k = source.tables.findIndex((t) => t.table === err.table);
+    const field = [...err.field.split('.'), ...(err.index === undefined ? [] : [err.index])];
+    at = k < 0 ? ['capture', i, 'tables'] : ['capture', i, 'tables', k, ...field];
+    message = `capture source "${source.name}": ${err.message}`;
+  } else {
+    const k =
+      options.table === undefined ? -1 : source.tables.findIndex((t) => t.table === options.table);
+    at = k < 0 ? ['capture', i, 'name'] : ['capture', i, 'tables', k, 'table'];
+    const table = k < 0 ? '' : `table "${options.table}": `;
+    const reason = (err as Error)?.message ?? String(err);
+    const hint = options.hint === undefined ? '' : `; ${options.hint}`;
+    message = `capture source "${source.name}": ${table}${doing} failed: ${reason}${hint}`;
+  }
+  return new ConfigError([problemAt(topology.file, at, message + after)], { cause: err });
 }
 
 /** A connection URL with its password replaced by `***` (for messages and logs). */

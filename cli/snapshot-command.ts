@@ -9,11 +9,12 @@ import cliProgress from 'cli-progress';
 import type { Command } from 'commander';
 import { loadTopology } from '../engine/config/index.js';
 import {
-  openStaging,
+  isMissingTable,
   readLoadProgress,
   requestLoad,
   type LoadProgress,
 } from '../engine/cdc/index.js';
+import { captureStepError, openCaptureSource } from '../index.js';
 
 /** Rows covered by the slowest pump (each pump reads every row and ships those of its keys). */
 function covered(rows: LoadProgress[]): number {
@@ -35,14 +36,27 @@ export function addSnapshotCommand(program: Command): void {
     )
     .action(async (file: string, sourceName: string, table: string, opts: { wait: boolean }) => {
       const t = loadTopology(file);
-      const source = t.capture.find((c) => c.name === sourceName);
+      const i = t.capture.findIndex((c) => c.name === sourceName);
+      const source = t.capture[i];
       if (!source)
         throw new Error(
           `unknown capture source "${sourceName}" in ${file} (known: ${t.capture.map((c) => c.name).join(', ') || 'none'})`,
         );
-      const staging = await openStaging(source);
+      // Every database failure is located at the source (or the table) in the topology file.
+      let doing = 'snapshot (requesting the initial load)';
+      const located = (err: unknown) =>
+        captureStepError(t, i, err, doing, {
+          table,
+          hint: isMissingTable(err)
+            ? `capture is not installed (or installed by a version without initial loads): run sluice install ${file}`
+            : undefined,
+        });
+      const staging = await openCaptureSource(t, i);
       try {
-        const total = await requestLoad(staging, table);
+        const total = await requestLoad(staging, table).catch((err: unknown) => {
+          throw located(err);
+        });
+        doing = 'snapshot (reading the load progress)';
         console.log(
           `snapshot of "${table}" requested: ${total} rows, ${source.pumps} pump${source.pumps === 1 ? '' : 's'}`,
         );
@@ -64,7 +78,12 @@ export function addSnapshotCommand(program: Command): void {
         let lastPrint = 0;
         let hinted = false;
         for (;;) {
-          const rows = (await readLoadProgress(staging)).filter((r) => r.table === table);
+          const rows = (
+            await readLoadProgress(staging).catch((err: unknown) => {
+              bar?.stop();
+              throw located(err);
+            })
+          ).filter((r) => r.table === table);
           const value = covered(rows);
           const events = rows.reduce((a, r) => a + r.emitted, 0);
           const seconds = (Date.now() - started) / 1000;

@@ -131,6 +131,7 @@ export {
   installLoads,
   requestLoad,
   readLoadProgress,
+  isMissingTable,
   loadTableDdl,
   chunkKeyOf,
 } from './initial-load.js';

@@ -165,7 +165,7 @@ export async function requestLoad(
   const cfg = staging.source.tables.find((t) => t.table === table);
   if (cfg === undefined) {
     throw new CaptureTableError(
-      `capture source "${staging.source.name}" does not capture table "${table}" (captured: ${staging.source.tables.map((t) => t.table).join(', ')})`,
+      `table "${table}" is not captured by this source (captured: ${staging.source.tables.map((t) => t.table).join(', ')})`,
       table,
       'table',
     );

@@ -405,7 +405,7 @@ test('mariadb: a condition over NEW on a delete trigger is refused at load; a ba
   );
   await rejects(
     withLedger({ operations: ['insert'], condition: `NEW.nope <> 'skip'` }, async () => undefined),
-    /capture table "ledger": install failed: Unknown column 'nope' in 'NEW'/,
+    /capture table "ledger": condition \(insert\): the database refuses it: Unknown column 'NEW\.nope' in '/,
   );
 });
 

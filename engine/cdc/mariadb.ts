@@ -42,7 +42,7 @@ import { CDC_DEFAULTS, conditionFor, validateCaptureSource, checkClaimArgs } fro
 import type { CaptureOperation, CaptureSource, CaptureTable, StagedChange } from './config.js';
 import { keyHash } from './key-hash.js';
 import { parseMariaDbUrl } from './mariadb-url.js';
-import { imageColumnsOf, resolveTable } from './sql.js';
+import { checkUserSql, imageColumnsOf, resolveTable, userSqlProbes } from './sql.js';
 import type { ColumnInfo, ResolvedTable } from './sql.js';
 import type {
   HeldKeys,
@@ -734,6 +734,16 @@ export class MariaDbStaging implements StagingClient {
               '(a change of a non-transactional table survives the rollback of its staging row)',
           );
         }
+        // MariaDB resolves a trigger's names only when a write fires it, and a syntax error
+        // would stop the DDL below half way (each statement commits): conditions and an
+        // expression key are checked here, at their fields, before anything is created.
+        const probes = userSqlProbes(
+          table,
+          mariaDbQualifiedTable(this.home, cfg.table),
+          mariaDbIdent,
+          mariaDbKeyText(table, 'NEW'),
+        );
+        await checkUserSql(table, probes, (sql) => conn.query(sql));
         resolved.push({ table, info });
       }
       await this.createCaptureDatabase(conn);

@@ -20,12 +20,15 @@ import { CDC_DEFAULTS, conditionFor, validateCaptureSource, checkClaimArgs } fro
 import type { CaptureOperation, CaptureSource, CaptureTable, StagedChange } from './config.js';
 import { keyHash } from './key-hash.js';
 import {
+  CaptureTableError,
+  checkUserSql,
   imageColumnsOf,
   jsonObjectExpr,
   keyTextExpr,
   quoteIdent,
   quoteLiteral,
   resolveTable,
+  userSqlProbes,
 } from './sql.js';
 import type { ColumnInfo, KeyDialect, ResolvedTable } from './sql.js';
 import type {
@@ -834,6 +837,15 @@ export class PgStaging implements StagingClient {
       await this.client.query(pgDynamicFunctionDdl(schema, this.source.stagingTable));
       for (const cfg of this.source.tables) {
         const resolved = resolveTable(cfg, await introspectPgTable(this.client, cfg.table));
+        // A statement trigger's condition is resolved only when it runs: checked here, at its
+        // field. A refusal anywhere rolls the whole install back (one transaction).
+        const probes = userSqlProbes(
+          resolved,
+          pgQualifiedTable(cfg.table),
+          (row) => row.toLowerCase(),
+          keyTextExpr(resolved, 'NEW', PG_KEY_DIALECT),
+        );
+        await checkUserSql(resolved, probes, (sql) => this.client.query(sql));
         const natts = await this.client.query<{ n: number }>(
           'SELECT relnatts::int AS n FROM pg_catalog.pg_class WHERE oid = to_regclass($1)',
           [pgQualifiedTable(cfg.table)],
@@ -841,13 +853,22 @@ export class PgStaging implements StagingClient {
         // This schema's triggers under any name (a previous version's names had no schema in
         // them); pgTriggerDdl creates them again in the same transaction, so no change is missed.
         await this.dropOwnTriggers(schema, cfg);
-        for (const stmt of pgTriggerDdl(
-          schema,
-          this.source.stagingTable,
-          resolved,
-          natts.rows[0]?.n,
-        ))
-          await this.client.query(stmt);
+        try {
+          for (const stmt of pgTriggerDdl(
+            schema,
+            this.source.stagingTable,
+            resolved,
+            natts.rows[0]?.n,
+          ))
+            await this.client.query(stmt);
+        } catch (err) {
+          // E.g. a row trigger's WHEN refuses what a SELECT allows (a subquery).
+          throw new CaptureTableError(
+            `capture table "${cfg.table}": creating its capture function and triggers failed: ${(err as Error).message}`,
+            cfg.table,
+            'table',
+          );
+        }
       }
     });
   }

@@ -90,6 +90,92 @@ export function quoteLiteral(text: string): string {
   return `'${text.replaceAll("'", "''")}'`;
 }
 
+/** A field of a captured table (`tables[k].<field>`), dot-separated below the table. */
+export type CaptureTableField =
+  | 'table'
+  | 'columns'
+  | 'key'
+  | 'key.columns'
+  | 'key.expression'
+  | 'initialLoad'
+  | 'condition'
+  | 'condition.insert'
+  | 'condition.update'
+  | 'condition.delete';
+
+/** A statement that resolves a table's user-written SQL (probe), with the field it comes from. */
+export interface UserSqlProbe {
+  field: CaptureTableField;
+  /** What the field is, for messages: `condition (update)`, `key expression`. */
+  what: string;
+  sql: string;
+}
+
+/**
+ * The SQL a user wrote for captured table `t` (each row operation's `condition`, an expression
+ * `key`), each as a SELECT over the table that the database parses and resolves (syntax, column
+ * names, types) but that reads no row (`WHERE 1 = 0 AND ...`): a condition over the images its
+ * operation has (`tableRef` aliased `alias('NEW')` / `alias('OLD')`; every `NEW.` / `OLD.` of it
+ * written upper case, so it matches the alias where aliases are case-sensitive), the key text
+ * over NEW (`keyNew`, the dialect's keyTextExpr). Install runs them before it creates any
+ * trigger, so a wrong one is refused at its field (`condition.update`, `key.expression`) instead
+ * of in the trigger DDL, or (SQLite, MariaDB, a PostgreSQL statement trigger, which resolve names
+ * only when the trigger runs) in the application's writes.
+ */
+export function userSqlProbes(
+  t: ResolvedTable,
+  tableRef: string,
+  alias: (row: 'NEW' | 'OLD') => string,
+  keyNew: string,
+): UserSqlProbe[] {
+  const out: UserSqlProbe[] = [];
+  const c = t.config.condition;
+  const images = { insert: ['NEW'], update: ['NEW', 'OLD'], delete: ['OLD'] } as const;
+  for (const op of ['insert', 'update', 'delete'] as const) {
+    if (c === undefined || !t.config.operations.includes(op)) continue;
+    const sql = typeof c === 'string' ? c : c[op];
+    if (sql === undefined) continue;
+    const from = images[op].map((row) => `${tableRef} AS ${alias(row)}`).join(' CROSS JOIN ');
+    const text = sql.replace(/(new|old)(\s*\.)/gi, (_, row: string, dot: string) => {
+      return `${row.toUpperCase()}${dot}`;
+    });
+    out.push({
+      field: typeof c === 'string' ? 'condition' : `condition.${op}`,
+      what: `condition (${op})`,
+      sql: `SELECT 1 FROM ${from} WHERE 1 = 0 AND (${text})`,
+    });
+  }
+  if (t.keyStrategy.kind === 'expression')
+    out.push({
+      field: 'key.expression',
+      what: 'key expression',
+      sql: `SELECT ${keyNew} FROM ${tableRef} AS ${alias('NEW')} WHERE 1 = 0`,
+    });
+  return out;
+}
+
+/**
+ * Runs userSqlProbes' statements with `run`, in order. @throws CaptureTableError at the field of
+ * the first the database refuses, naming the table, the field and the database's message.
+ */
+export async function checkUserSql(
+  t: ResolvedTable,
+  probes: readonly UserSqlProbe[],
+  run: (sql: string) => unknown,
+): Promise<void> {
+  for (const p of probes) {
+    try {
+      await run(p.sql);
+    } catch (err) {
+      throw new CaptureTableError(
+        `capture table "${t.config.table}": ${p.what}: the database refuses it: ${(err as Error).message}`,
+        t.config.table,
+        p.field,
+      );
+    }
+  }
+}
+
 /**
  * A captured table's config does not match the database: the table, a listed column or its key
  * is missing. `field` and `index` name the topology field at fault (`tables[].table`,
@@ -102,7 +188,7 @@ export class CaptureTableError extends Error {
   constructor(
     message: string,
     readonly table: string,
-    readonly field: 'table' | 'columns' | 'key' | 'key.columns' | 'initialLoad',
+    readonly field: CaptureTableField,
     readonly index?: number,
   ) {
     super(message);

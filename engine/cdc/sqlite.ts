@@ -16,12 +16,14 @@ import { CDC_DEFAULTS, conditionFor, validateCaptureSource, checkClaimArgs } fro
 import type { CaptureOperation, CaptureSource, StagedChange } from './config.js';
 import { keyHash } from './key-hash.js';
 import {
+  checkUserSql,
   imageColumnsOf,
   jsonObjectExpr,
   keyTextExpr,
   quoteIdent,
   quoteLiteral,
   resolveTable,
+  userSqlProbes,
 } from './sql.js';
 import type { ColumnInfo, KeyDialect, ResolvedTable } from './sql.js';
 import type {
@@ -246,6 +248,19 @@ export class SqliteStaging implements StagingClient {
   async install(): Promise<void> {
     this.checkOpen();
     const stmts = sqliteInstallDdl(this.db, this.source);
+    // SQLite resolves a trigger's names only when a write fires it: each condition and key
+    // expression is compiled here first (prepared, not run), so a wrong one is refused at its
+    // field before anything is created.
+    for (const cfg of this.source.tables) {
+      const t = resolveTable(cfg, introspectSqliteTable(this.db, cfg.table));
+      const probes = userSqlProbes(
+        t,
+        quoteIdent(cfg.table),
+        (row) => row,
+        keyTextExpr(t, 'NEW', SQLITE_KEY_DIALECT),
+      );
+      await checkUserSql(t, probes, (sql) => this.db.prepare(sql));
+    }
     const inst = quoteIdent(installationTableName(this.source.stagingTable));
     this.db
       .transaction(() => {

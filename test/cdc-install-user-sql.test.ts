@@ -1,0 +1,196 @@
+/**
+ * The SQL a user writes in a topology (a `condition`, global or per operation, and a
+ * `key: { expression }`) is checked by `sluice install` against the live table before any
+ * trigger exists: a wrong one is refused at its field (`file:line:col:
+ * capture[0].tables[1].condition.update`), naming the table, then the database's message, and
+ * nothing is left installed. On PostgreSQL the whole install is one transaction: a failure in the
+ * trigger DDL of a later table rolls back the triggers of the earlier ones and the capture schema.
+ */
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { createAppDb, LEDGER_DDL } from './cdc-helpers.js';
+import type { AppDb, Dialect } from './cdc-helpers.js';
+import { sluice } from './lib/cli.js';
+
+const ITEMS_DDL: Record<Dialect, string> = {
+  sqlite: 'CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT)',
+  postgres: 'CREATE TABLE items (id int PRIMARY KEY, name text)',
+  mariadb: 'CREATE TABLE items (id INT PRIMARY KEY, name VARCHAR(20))',
+};
+
+/** Writes a topology capturing items, then ledger with `ledger` (YAML lines of its entry). */
+function writeTopology(dir: string, app: AppDb, ledger: string[]): string {
+  const file = path.join(dir, 'topology.yaml');
+  const lines = [
+    'name: usersql',
+    'dataDir: ./data',
+    'queues:',
+    '  - { name: changes }',
+    'capture:',
+    '  - name: app',
+    `    database: ${JSON.stringify(app.ref)}`,
+    '    tables:',
+    '      - { table: items, operations: [insert], target: changes }',
+    '      - table: ledger',
+    '        operations: [insert, update, delete]',
+    '        target: changes',
+    ...ledger.map((l) => `        ${l}`),
+  ];
+  fs.writeFileSync(file, `${lines.join('\n')}\n`);
+  return file;
+}
+
+/** `line:col` (1-based) of `token` in the first line of `file` that contains `lineToken`. */
+function at(file: string, lineToken: string, token = lineToken): string {
+  const lines = fs.readFileSync(file, 'utf8').split('\n');
+  const line = lines.findIndex((l) => l.includes(lineToken));
+  if (line < 0 || !lines[line]!.includes(token))
+    throw new Error(`test bug: "${token}" not in ${file}`);
+  return `${line + 1}:${lines[line]!.indexOf(token) + 1}`;
+}
+
+/** Triggers on the application's tables, and whether the capture schema / staging table exists. */
+async function installed(app: AppDb): Promise<{ triggers: number; staging: boolean }> {
+  const ref = app.ref as { schema?: string; captureSchema?: string };
+  if (app.dialect === 'sqlite') {
+    const [t] = await app.query<{ n: number }>(
+      `SELECT count(*) AS n FROM sqlite_master WHERE type = 'trigger'`,
+    );
+    const [s] = await app.query<{ n: number }>(
+      `SELECT count(*) AS n FROM sqlite_master WHERE name LIKE 'sluice_staging%'`,
+    );
+    return { triggers: Number(t!.n), staging: Number(s!.n) > 0 };
+  }
+  if (app.dialect === 'postgres') {
+    const [t] = await app.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+       JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = '${ref.schema}' AND NOT t.tgisinternal`,
+    );
+    const [s] = await app.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM pg_namespace WHERE nspname = '${ref.captureSchema}'`,
+    );
+    return { triggers: Number(t!.n), staging: Number(s!.n) > 0 };
+  }
+  const [t] = await app.query<{ n: number }>(
+    `SELECT count(*) AS n FROM information_schema.TRIGGERS WHERE EVENT_OBJECT_SCHEMA = DATABASE()`,
+  );
+  const [s] = await app.query<{ n: number }>(
+    `SELECT count(*) AS n FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = '${ref.captureSchema}'`,
+  );
+  return { triggers: Number(t!.n), staging: Number(s!.n) > 0 };
+}
+
+/** The database's refusal of a name `amout` that the table has not, per dialect. */
+const UNKNOWN_COLUMN: Record<Dialect, (image: string) => RegExp> = {
+  sqlite: (image) => new RegExp(`^no such column: ${image}\\.amout$`),
+  postgres: (image) => new RegExp(`^column ${image.toLowerCase()}\\.amout does not exist$`),
+  mariadb: (image) => new RegExp(`^Unknown column '${image}\\.amout' in '`),
+};
+
+const CASES = [
+  {
+    what: 'an update condition naming a column the table has not',
+    ledger: [
+      'condition:',
+      '  insert: "NEW.amount <> \'0\'"',
+      '  update: "NEW.amout <> OLD.amount"',
+    ],
+    token: '"NEW.amout <> OLD.amount"',
+    field: 'condition.update',
+    message: 'condition (update)',
+    image: 'NEW',
+  },
+  {
+    // PostgreSQL: an insert is a statement trigger, whose condition is resolved only when it runs.
+    what: 'an insert condition naming a column the table has not',
+    ledger: ['condition: { insert: "NEW.amout > 0", delete: "OLD.amount > 0" }'],
+    token: '"NEW.amout > 0"',
+    field: 'condition.insert',
+    message: 'condition (insert)',
+    image: 'NEW',
+  },
+  {
+    what: 'one condition for every operation, with a syntax error',
+    ledger: ['condition: "NEW.amount > AND OLD.amount > 0"', 'operations: [update]'],
+    token: '"NEW.amount > AND',
+    field: 'condition',
+    message: 'condition (update)',
+    image: null,
+  },
+  {
+    what: 'a key expression naming a column the table has not',
+    ledger: ['key: { expression: "ROW.amout" }'],
+    token: '"ROW.amout"',
+    field: 'key.expression',
+    message: 'key expression',
+    image: 'NEW',
+  },
+];
+
+for (const dialect of ['sqlite', 'postgres', 'mariadb'] as const) {
+  for (const c of CASES) {
+    test(`${dialect}: install refuses ${c.what} at its field, with the table and the database's message, and installs nothing`, async () => {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-usersql-'));
+      const app = await createAppDb(dialect, 'sluice_usersql_');
+      try {
+        await app.exec(LEDGER_DDL[dialect]);
+        await app.exec(ITEMS_DDL[dialect]);
+        // The last `operations:` wins in the flow of lines: replace the default one instead.
+        const ops = c.ledger.find((l) => l.startsWith('operations:'));
+        const file = writeTopology(
+          dir,
+          app,
+          c.ledger.filter((l) => !l.startsWith('operations:')),
+        );
+        if (ops !== undefined)
+          fs.writeFileSync(
+            file,
+            fs.readFileSync(file, 'utf8').replace('operations: [insert, update, delete]', ops),
+          );
+        const check = await sluice(['check', file]);
+        assert.is(check.code, 0, check.err); // the file alone is fine
+        const r = await sluice(['install', file]);
+        assert.is(r.code, 2, r.out + r.err);
+        const prefix = `${file}:${at(file, c.token)}: capture[0].tables[1].${c.field}: capture source "app": capture table "ledger": ${c.message}: the database refuses it: `;
+        assert.ok(r.err.startsWith(prefix), `${r.err}\nexpected to start with\n${prefix}`);
+        const driver = r.err.slice(prefix.length).trimEnd();
+        assert.ok(!driver.includes('\n'), r.err);
+        if (c.image !== null) assert.match(driver, UNKNOWN_COLUMN[dialect](c.image));
+        else assert.ok(driver.length > 0, r.err);
+        assert.is(r.out, '');
+        assert.equal(await installed(app), { triggers: 0, staging: false });
+      } finally {
+        await app.destroy();
+        fs.rmSync(dir, { recursive: true, force: true });
+      }
+    });
+  }
+}
+
+test('postgres: install is one transaction: a trigger DDL refused for the second table leaves no trigger on the first and no capture schema', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-usersql-'));
+  const app = await createAppDb('postgres', 'sluice_usersql_');
+  try {
+    await app.exec(LEDGER_DDL.postgres);
+    await app.exec(ITEMS_DDL.postgres);
+    // A valid SELECT condition that a row trigger's WHEN refuses (updates have row triggers).
+    const file = writeTopology(dir, app, [
+      'condition: { update: "NEW.amount IN (SELECT amount FROM ledger)" }',
+    ]);
+    const r = await sluice(['install', file]);
+    assert.is(r.code, 2, r.out + r.err);
+    assert.is(
+      r.err,
+      `${file}:${at(file, '- table: ledger', 'ledger')}: capture[0].tables[1].table: capture source "app": capture table "ledger": creating its capture function and triggers failed: cannot use subquery in trigger WHEN condition\n`,
+    );
+    assert.equal(await installed(app), { triggers: 0, staging: false });
+  } finally {
+    await app.destroy();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test.run();

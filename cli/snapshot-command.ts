@@ -23,6 +23,30 @@ function covered(rows: LoadProgress[]): number {
     : Math.min(...rows.map((r) => (r.done ? r.total : Math.min(r.scanned, r.total))));
 }
 
+/**
+ * The final count of a load over every pump: rows delivered as read events and rows skipped,
+ * with why, e.g. `1998 rows delivered as read events, 2 skipped (1 refused by the target: ...)`.
+ */
+function summary(rows: LoadProgress[]): string {
+  const delivered = rows.reduce((a, r) => a + r.emitted, 0);
+  const held = rows.reduce((a, r) => a + r.skippedHeld, 0);
+  const refused = rows.reduce((a, r) => a + r.skippedRefused, 0);
+  const why = [
+    ...(refused > 0
+      ? [
+          `${refused} refused by the target (larger than recordBytesMax): not delivered and not parked; raise recordBytesMax and run sluice snapshot again`,
+        ]
+      : []),
+    ...(held > 0
+      ? [
+          `${held} of a key held by a refused change (waiting for a retry or parked): that change carries the row when it is delivered`,
+        ]
+      : []),
+  ];
+  const rowsWord = delivered === 1 ? 'row' : 'rows';
+  return `${delivered} ${rowsWord} delivered as read events, ${held + refused} skipped${why.length > 0 ? ` (${why.join('; ')})` : ''}`;
+}
+
 /** Adds the `snapshot` command to `program`. */
 export function addSnapshotCommand(program: Command): void {
   program
@@ -99,7 +123,7 @@ export function addSnapshotCommand(program: Command): void {
           if (done) {
             bar?.stop();
             console.log(
-              `snapshot of "${table}" done: ${events} read events in ${seconds.toFixed(1)} s (${rate} rows/s)`,
+              `snapshot of "${table}" done: ${summary(rows)}, in ${seconds.toFixed(1)} s (${rate} rows/s)`,
             );
             return;
           }

@@ -132,6 +132,7 @@ export {
   requestLoad,
   readLoadProgress,
   isMissingTable,
+  upgradeLoadTable,
   loadTableDdl,
   chunkKeyOf,
 } from './initial-load.js';
@@ -140,6 +141,7 @@ export type {
   LoadProgress,
   LoadQuery,
   LoadRead,
+  LoadSkipped,
   LoadTable,
   LoadTask,
 } from './initial-load.js';

@@ -90,6 +90,10 @@ export interface LoadCapable {
  * - `generation`: ms since the epoch of the request it belongs to (a new request starts over).
  * - `cursor`: the chunk key values of the last row read, null before the first chunk.
  * - `scanned`: table rows this pump's chunks covered; `emitted`: read events it delivered.
+ * - `skippedHeld`: rows of this pump's keys not read because a refused change of the key was
+ *   ahead of them (waiting for a retry or parked): that change, when delivered, carries the row.
+ * - `skippedRefused`: rows the target refused as read events (over recordBytesMax): not
+ *   delivered, not parked (a read has no staging id); the pump's `readsRefused` counts them too.
  * - `total`: the table's row count at the request (the progress bar's 100%).
  */
 export interface LoadProgress {
@@ -101,9 +105,20 @@ export interface LoadProgress {
   done: boolean;
   scanned: number;
   emitted: number;
+  skippedHeld: number;
+  skippedRefused: number;
   total: number;
   updatedMs: number;
 }
+
+/** Rows of a chunk not delivered as read events, by reason (see LoadProgress). */
+export interface LoadSkipped {
+  held: number;
+  refused: number;
+}
+
+/** Columns added to the load table after its first version (counters, BIGINT / INTEGER). */
+const LOAD_COLUMNS_ADDED = ['skipped_held', 'skipped_refused'] as const;
 
 /** CREATE TABLE of the load table in `dialect` (IF NOT EXISTS). */
 export function loadTableDdl(dialect: LoadHooks['dialect'], ref: string): string {
@@ -113,7 +128,8 @@ export function loadTableDdl(dialect: LoadHooks['dialect'], ref: string): string
   return `CREATE TABLE IF NOT EXISTS ${ref} (
   table_name ${text} NOT NULL, pump ${big} NOT NULL, pumps ${big} NOT NULL, generation ${big} NOT NULL,
   cursor_key ${long}, done ${big} NOT NULL DEFAULT 0, scanned ${big} NOT NULL DEFAULT 0,
-  emitted ${big} NOT NULL DEFAULT 0, total ${big} NOT NULL DEFAULT 0, updated_ms ${big} NOT NULL,
+  emitted ${big} NOT NULL DEFAULT 0, skipped_held ${big} NOT NULL DEFAULT 0,
+  skipped_refused ${big} NOT NULL DEFAULT 0, total ${big} NOT NULL DEFAULT 0, updated_ms ${big} NOT NULL,
   PRIMARY KEY (table_name, pump)
 )${dialect === 'mariadb' ? ' ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin' : ''}`;
 }
@@ -126,11 +142,37 @@ function hooksOf(staging: LoadCapable): LoadHooks {
   return staging.load;
 }
 
-/** Every progress row of the source's load table (empty when the table does not exist yet). */
+/**
+ * Adds the columns a load table created by an earlier version lacks (LOAD_COLUMNS_ADDED, 0 in
+ * existing rows); nothing when it has them or does not exist. Two processes may race: the
+ * loser's ALTER fails and the columns are there.
+ */
+export async function upgradeLoadTable(staging: LoadCapable): Promise<void> {
+  const h = hooksOf(staging);
+  const big = h.dialect === 'sqlite' ? 'INTEGER' : 'BIGINT';
+  for (const col of LOAD_COLUMNS_ADDED) {
+    const has = () => h.query(`SELECT ${col} FROM ${h.loadTable} WHERE 1 = 0`);
+    try {
+      await has();
+      continue;
+    } catch (err) {
+      if (isMissingTable(err)) return;
+    }
+    try {
+      await h.query(`ALTER TABLE ${h.loadTable} ADD COLUMN ${col} ${big} NOT NULL DEFAULT 0`);
+    } catch (err) {
+      await has().catch(() => {
+        throw err;
+      });
+    }
+  }
+}
+
+/** Every progress row of the source's load table. @throws when the load table does not exist. */
 export async function readLoadProgress(staging: LoadCapable): Promise<LoadProgress[]> {
   const h = hooksOf(staging);
   const rows = await h.query(
-    `SELECT table_name, pump, pumps, generation, cursor_key, done, scanned, emitted, total, updated_ms FROM ${h.loadTable} ORDER BY table_name, pump`,
+    `SELECT table_name, pump, pumps, generation, cursor_key, done, scanned, emitted, skipped_held, skipped_refused, total, updated_ms FROM ${h.loadTable} ORDER BY table_name, pump`,
   );
   return rows.map((r) => ({
     table: String(r.table_name),
@@ -144,6 +186,8 @@ export async function readLoadProgress(staging: LoadCapable): Promise<LoadProgre
     done: Number(r.done) === 1,
     scanned: Number(r.scanned),
     emitted: Number(r.emitted),
+    skippedHeld: Number(r.skipped_held),
+    skippedRefused: Number(r.skipped_refused),
     total: Number(r.total),
     updatedMs: Number(r.updated_ms),
   }));
@@ -171,6 +215,7 @@ export async function requestLoad(
     );
   }
   const lt = await h.resolveLoad(cfg);
+  await upgradeLoadTable(staging);
   const count = await h.query(`SELECT COUNT(*) AS n FROM ${h.tableSql(lt)}`);
   const total = Number(count[0]?.n ?? 0);
   const pumps = staging.source.pumps;
@@ -216,6 +261,7 @@ export class PumpLoader {
   private tasks: LoadProgress[] = [];
   private readMs = -Infinity;
   private readonly tables = new Map<string, LoadTable>();
+  private upgraded = false;
 
   /**
    * @param chunkRows rows per chunk (default CDC_DEFAULTS.loadChunkRows); @param clock ms since the epoch.
@@ -243,6 +289,9 @@ export class PumpLoader {
       this.readMs = now;
       let all: LoadProgress[];
       try {
+        // A load requested by an earlier version may still run: save() needs today's columns.
+        if (!this.upgraded) await upgradeLoadTable(this.staging);
+        this.upgraded = true;
         all = await readLoadProgress(this.staging);
       } catch (err) {
         // Installed before initial loads existed: no load table, nothing requested.
@@ -327,21 +376,29 @@ export class PumpLoader {
 
   /**
    * Step 4: stores the cursor and counts of a shipped chunk (only into the request it was read
-   * for: a newer request is left alone).
+   * for: a newer request is left alone): `emitted` read events delivered, `skipped` rows of this
+   * pump's keys not delivered, by reason.
    */
-  async save(read: LoadRead, emitted: number): Promise<void> {
+  async save(
+    read: LoadRead,
+    emitted: number,
+    skipped: LoadSkipped = { held: 0, refused: 0 },
+  ): Promise<void> {
     const h = this.hooks;
     const p = h.param.bind(h);
     const prog = read.task.progress;
     const nowMs = this.clock();
     await h.query(
-      `UPDATE ${h.loadTable} SET cursor_key = ${p(1)}, done = ${p(2)}, scanned = scanned + ${p(3)}, emitted = emitted + ${p(4)}, updated_ms = ${p(5)}
-       WHERE table_name = ${p(6)} AND pump = ${p(7)} AND pumps = ${p(8)} AND generation = ${p(9)}`,
+      `UPDATE ${h.loadTable} SET cursor_key = ${p(1)}, done = ${p(2)}, scanned = scanned + ${p(3)}, emitted = emitted + ${p(4)},
+         skipped_held = skipped_held + ${p(5)}, skipped_refused = skipped_refused + ${p(6)}, updated_ms = ${p(7)}
+       WHERE table_name = ${p(8)} AND pump = ${p(9)} AND pumps = ${p(10)} AND generation = ${p(11)}`,
       [
         read.cursor === null ? null : JSON.stringify(read.cursor),
         read.done ? 1 : 0,
         read.scanned,
         emitted,
+        skipped.held,
+        skipped.refused,
         nowMs,
         prog.table,
         prog.pump,
@@ -352,6 +409,8 @@ export class PumpLoader {
     prog.cursor = read.cursor;
     prog.scanned += read.scanned;
     prog.emitted += emitted;
+    prog.skippedHeld += skipped.held;
+    prog.skippedRefused += skipped.refused;
     if (read.done) {
       prog.done = true;
       this.tasks = this.tasks.filter((t) => t !== prog);
@@ -369,6 +428,7 @@ export async function installLoads(staging: LoadCapable, nowMs = Date.now()): Pr
   if (staging.load === undefined) return [];
   const h = staging.load;
   await h.query(loadTableDdl(h.dialect, h.loadTable));
+  await upgradeLoadTable(staging);
   const have = new Set((await readLoadProgress(staging)).map((r) => r.table));
   const requested: string[] = [];
   for (const t of staging.source.tables) {

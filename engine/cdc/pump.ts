@@ -60,8 +60,9 @@
  * Initial loads (engine/cdc/initial-load.ts): while a table's load is requested, a cycle claims
  * in the same read snapshot as it selects the table's next chunk, ships the claimed changes,
  * then the chunk's rows of this pump's keys as read events (not those of held keys), acks, and
- * stores the chunk's cursor. With a sink without sync() the changes are acked before the read
- * events are appended: such a sink may reconcile against its last batch only (Kafka).
+ * stores the chunk's cursor with the rows it skipped (held keys; refused by the target). With a
+ * sink without sync() the changes are acked before the read events are appended: such a sink may
+ * reconcile against its last batch only (Kafka).
  */
 import { CDC_DEFAULTS, resolveErrorPolicy } from './config.js';
 import type { CaptureErrorPolicy, StagedChange } from './config.js';
@@ -500,12 +501,15 @@ export class PumpCore {
     const ids = sync === undefined ? [] : shipped.map((r) => r.stagingId);
     const changes = shipped.length;
     let emitted = 0;
+    const skipped = { held: 0, refused: 0 };
     if (read.reads !== null) {
       // A held key's refused change is still ahead of its read: it brings the row's image itself.
+      const reads = read.reads.filter((r) => !excluded.has(r.key) && !blocked.has(r.key));
+      skipped.held = read.reads.length - reads.length;
+      const refusedBefore = this.stats.readsRefused;
       try {
-        emitted = await this.shipReads(
-          read.reads.filter((r) => !excluded.has(r.key) && !blocked.has(r.key)),
-        );
+        emitted = await this.shipReads(reads);
+        skipped.refused = this.stats.readsRefused - refusedBefore;
       } catch (err) {
         // An outage: the changes appended before it are acked and counted once synced (without
         // sync() that happened above).
@@ -523,7 +527,7 @@ export class PumpCore {
     await staging.ack(ids);
     this.pendingAck = null;
     this.stats.shipped += ids.length;
-    if (read.reads !== null) await loader.save(read, emitted);
+    if (read.reads !== null) await loader.save(read, emitted, skipped);
     this.stats.loaded += emitted;
     return changes + emitted;
   }

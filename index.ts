@@ -374,7 +374,11 @@ export async function installCapture(topology: Topology): Promise<void> {
  * the table no longer has it (dropped or renamed; run sluice install)`, or (PostgreSQL, MariaDB)
  * `... : capture schema "sluice" has no insert, delete trigger on the table: ...` when the
  * source's own triggers are gone; on PostgreSQL also a key column of the installed triggers
- * dropped or renamed since install. Empty when all match.
+ * dropped or renamed since install. A column the table has and the triggers do not name is
+ * reported (`... is not captured yet ...: run sluice install to capture it`) only where the
+ * triggers name their columns (SQLite, MariaDB, Oracle, listed columns): on PostgreSQL a table
+ * that captures all columns has it captured already (TableDescription.capturesAddedColumns).
+ * Empty when all match.
  * @throws when a database cannot be reached.
  */
 export async function checkCaptureLive(topology: Topology): Promise<string[]> {
@@ -385,7 +389,7 @@ export async function checkCaptureLive(topology: Topology): Promise<string[]> {
       if (staging.describeTable === undefined) continue;
       for (const t of source.tables) {
         const where = `capture source "${source.name}": table "${t.table}"`;
-        const { live, installed, key, captureSchema, triggersMissing } =
+        const { live, installed, key, captureSchema, triggersMissing, capturesAddedColumns } =
           await staging.describeTable(t.table);
         if (live.length === 0) {
           out.push(`${where}: the table does not exist`);
@@ -420,13 +424,13 @@ export async function checkCaptureLive(topology: Topology): Promise<string[]> {
         }
         const wanted = t.columns ?? live;
         for (const c of wanted) {
-          if (!installed.includes(c)) {
+          if (installed.includes(c)) continue;
+          if (!live.includes(c)) out.push(`${where}: columns: column "${c}" is not in the table`);
+          // PostgreSQL, all columns: the triggers already render it from the current columns.
+          else if (!capturesAddedColumns)
             out.push(
-              live.includes(c)
-                ? `${where}: column "${c}" is not captured by the installed triggers yet (added or renamed; run sluice install)`
-                : `${where}: columns: column "${c}" is not in the table`,
+              `${where}: column "${c}" is not captured yet (added or renamed since install; the installed triggers name their columns): run sluice install to capture it`,
             );
-          }
         }
       }
     } finally {

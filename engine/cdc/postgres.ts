@@ -430,6 +430,12 @@ export function pgInstalledKey(src: string): { names: string[]; attnums: number[
   return { names: parsed.names, attnums: parsed.attnums };
 }
 
+/**
+ * The operator of a capture function's column-count check (pgTriggerDdl), only present in the
+ * function of a table that captures all columns: describeTable reads it from the source.
+ */
+const PG_ARITY_MARK = 'OPERATOR(pg_catalog.*=)';
+
 /** Label of a capture function's outer block: its variables are read as `sluice_fn.<name>`. */
 const PG_FN_LABEL = 'sluice_fn';
 
@@ -501,7 +507,7 @@ export function pgTriggerDdl(
   // A row of the installed columns; `*=` with the live row raises datatype_mismatch when the
   // table has gained a column (dropped ones raise undefined_column when named).
   const arity = (row: 'NEW' | 'OLD') =>
-    `(${row} OPERATOR(pg_catalog.*=) ROW(${t.columns.map((c) => `${row}.${quoteIdent(c.name)}`).join(', ')}))`;
+    `(${row} ${PG_ARITY_MARK} ROW(${t.columns.map((c) => `${row}.${quoteIdent(c.name)}`).join(', ')}))`;
   const arityCheck = arityChecked
     ? `    IF TG_OP = 'DELETE' THEN
       IF ${arity('OLD')} THEN NULL; END IF;
@@ -1217,6 +1223,9 @@ export class PgStaging implements StagingClient {
     const triggers = {
       captureSchema: schema,
       triggersMissing: (cfg?.operations ?? []).filter((op) => !firing.has(op)),
+      // pgTriggerDdl's column-count check (an all-column table) sends a row with an added
+      // column to the dynamic path, which renders every current column.
+      capturesAddedColumns: cfg?.columns === undefined && src.includes(PG_ARITY_MARK),
     };
     const recorded = pgInstalledKey(src);
     if (recorded === null) return { live, installed: imageColumnsOf(src), ...triggers };

@@ -109,6 +109,14 @@ export interface TableDescription {
    * record it.
    */
   key?: { installed: string; live: string | null }[];
+  /**
+   * True when the installed triggers render the images from the table's current columns once
+   * its columns changed (PostgreSQL, a table that captures all columns, installed with the
+   * column-count check): a column added since install is captured already, without install.
+   * Absent or false: the triggers name their columns (SQLite, MariaDB, listed columns), so an
+   * added column is captured only after `sluice install` regenerates them.
+   */
+  capturesAddedColumns?: boolean;
 }
 
 /**

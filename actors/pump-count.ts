@@ -66,11 +66,12 @@ export class PumpCountError extends Error {
   override readonly name = 'PumpCountError';
   /**
    * @param status 404 for an unknown source, 400 for a count that cannot be applied, 503 when
-   *   the retired pumps could not be reconciled (step 3') and the old count was restored.
+   *   the retired pumps could not be reconciled (step 3') and the old count was restored, 409
+   *   when the topology is not running (draining, stopped or failed): nothing changed.
    */
   constructor(
     message: string,
-    readonly status: 400 | 404 | 503,
+    readonly status: 400 | 404 | 409 | 503,
   ) {
     super(message);
   }
@@ -153,6 +154,12 @@ export class PumpCounts {
     }
     if (pumps === before)
       return { source: name, before, after: pumps, terminated: [], switchMs: 0 };
+    const state = this.supervisor.status();
+    if (state !== 'running')
+      throw new PumpCountError(
+        `capture source "${name}": the topology is ${state}; its pump count cannot change now (${before} pumps)`,
+        409,
+      );
     const startMs = Date.now();
     const groupsOf = (n: number) =>
       pumpGroups(this.topology, source, this.buffers, n, this.options.connectBus);

@@ -551,7 +551,7 @@ function firstOrLast(
     for (let i = 0; i < opts.lines; i++) {
       const rec = tailer.next();
       if (!rec) break;
-      out.push({ index: rec.index, bytes: rec.bytes.slice() });
+      out.push({ index: rec.index, bytes: new Uint8Array(rec.bytes) });
     }
     if (opts.follow) tailer.moveToEnd();
     return out;
@@ -563,7 +563,7 @@ function firstOrLast(
   for (; back > 0; back--) {
     const rec = tailer.next();
     if (!rec) break;
-    out.push({ index: rec.index, bytes: rec.bytes.slice() });
+    out.push({ index: rec.index, bytes: new Uint8Array(rec.bytes) });
   }
   if (tailer.index !== end) tailer.moveToIndex(end);
   return out;

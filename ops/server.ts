@@ -469,6 +469,7 @@ export async function buildOpsApp(ctx: OpsContext): Promise<FastifyInstance> {
           200: S.pumpCountChange,
           400: S.error,
           404: S.error,
+          409: S.error,
           501: S.error,
           503: S.error,
         },
@@ -482,7 +483,7 @@ export async function buildOpsApp(ctx: OpsContext): Promise<FastifyInstance> {
         change = await ctx.pumps.set(req.params.source, req.body.pumps);
       } catch (err) {
         const status = (err as { status?: number }).status;
-        if (status === 400 || status === 404 || status === 503)
+        if (status === 400 || status === 404 || status === 409 || status === 503)
           return reply.code(status).send({ error: (err as Error).message });
         throw err;
       }

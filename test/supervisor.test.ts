@@ -56,4 +56,31 @@ test('too many restarts within the window stop the topology with a clear error',
   assert.match(err!.message, 'crashy failure on start 2');
 });
 
+test('an actor that fails at every start stays in actors(): failed with its error between restarts', async () => {
+  const sup = new Supervisor({ backoffInitialMs: 150, backoffMaxMs: 150 });
+  const restarts: RestartEvent[] = [];
+  sup.on('restart', (e: RestartEvent) => restarts.push(e));
+  void sup.start([group('never', 1_000_000, 'throw')]).catch(() => undefined);
+  try {
+    const states = new Set<string>();
+    let failedError: string | null = null;
+    while (restarts.length < 4) {
+      const a = sup.actors().find((x) => x.name === 'never-actor');
+      // Listed at every sample once first launched, whatever the moment of its restart cycle.
+      if (restarts.length > 0)
+        assert.ok(a, `never-actor missing from actors() after ${restarts.length} restarts`);
+      if (a) {
+        states.add(a.counters.state);
+        if (a.counters.state === 'failed') failedError = a.lastError;
+      }
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    assert.ok(states.has('failed'), `states seen: ${[...states].join(', ')}`);
+    assert.match(failedError ?? '', 'crashy failure on start');
+    assert.ok(sup.actors().find((x) => x.name === 'never-actor')!.restarts >= 4);
+  } finally {
+    await sup.stop();
+  }
+});
+
 test.run();

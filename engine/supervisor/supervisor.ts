@@ -156,6 +156,12 @@ interface GroupState {
   failure: GroupFailure | null;
   /** Generation whose start function resolved (its actors were all launched). */
   startedGeneration: number;
+  /**
+   * The actors of the generation that failed last, until the restart launches each again: what
+   * actors() reports for them meanwhile (an actor that fails in its init every time is never in
+   * `actors` for long, and must not vanish from GET /actors and the metrics).
+   */
+  previous: RunningActor[];
 }
 
 /** Why a group is degraded: the actor that failed first, its error, and since when. */
@@ -260,6 +266,7 @@ export class Supervisor extends EventEmitter {
         timer: null,
         status: { state: 'starting', restarts: 0, lastError: null, restartDelayMs: 0 },
         failure: null,
+        previous: [],
         startedGeneration: 0,
       });
     }
@@ -299,19 +306,27 @@ export class Supervisor extends EventEmitter {
   actors(): ActorInfo[] {
     const out: ActorInfo[] = [];
     for (const g of this.groups.values()) {
-      for (const a of g.actors) {
-        out.push({
-          name: a.spec.name,
-          group: g.spec.name,
-          stage: g.spec.stage,
-          restarts: g.restarts,
-          data: a.spec.data,
-          shared: a.spec.shared ?? {},
-          counters: readCounters(a.counters),
-          startedMs: a.startedMs,
-          lastError: a.lastError,
-          outage: a.outage,
-        });
+      const info = (a: RunningActor, counters: CounterSnapshot, lastError: string | null) => ({
+        name: a.spec.name,
+        group: g.spec.name,
+        stage: g.spec.stage,
+        restarts: g.restarts,
+        data: a.spec.data,
+        shared: a.spec.shared ?? {},
+        counters,
+        startedMs: a.startedMs,
+        lastError,
+        outage: a.outage,
+      });
+      for (const a of g.actors) out.push(info(a, readCounters(a.counters), a.lastError));
+      // Actors of the failed generation not launched again yet: the one that failed as
+      // `failed` with the group's failure, the others as `new` (waiting for their launch).
+      const current = new Set(g.actors.map((a) => a.spec.name));
+      for (const a of g.previous) {
+        if (current.has(a.spec.name)) continue;
+        const failed = g.failure?.actor === a.spec.name;
+        const counters = { ...readCounters(a.counters), state: failed ? 'failed' : 'new' } as const;
+        out.push(info(a, counters, failed ? (g.failure?.error ?? a.lastError) : a.lastError));
       }
     }
     return out;
@@ -324,7 +339,10 @@ export class Supervisor extends EventEmitter {
         g.startedGeneration === g.generation &&
         g.actors.length > 0 &&
         g.actors.every((a) => readCounters(a.counters).state === 'live');
-      if (live) g.failure = null;
+      if (live) {
+        g.failure = null;
+        g.previous = [];
+      }
       return {
         name: g.spec.name,
         stage: g.spec.stage,
@@ -455,6 +473,7 @@ export class Supervisor extends EventEmitter {
       status: { state: 'starting', restarts: 0, lastError: null, restartDelayMs: 0 },
       failure: null,
       startedGeneration: 0,
+      previous: [],
     }));
     for (const g of added) this.groups.set(g.spec.name, g);
     for (const g of [...added].sort((a, b) => b.spec.stage - a.spec.stage)) {
@@ -645,6 +664,7 @@ export class Supervisor extends EventEmitter {
     g.generation++; // supersede the failed start; stale events of the old actors are ignored
     const old = g.actors;
     g.actors = [];
+    g.previous = old;
     // Restarted only once the old threads are gone: their queues' appender locks are released
     // with their threads (a lock of a live thread is never taken over).
     const terminated = Promise.all(old.map((a) => a.worker.terminate().catch(() => -1)));

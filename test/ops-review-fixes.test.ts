@@ -22,7 +22,11 @@ test('tail --from-start and -n over several MiB prints every record as written',
     const pad = 'x'.repeat(200);
     const lines = Array.from({ length: N }, (_, n) => JSON.stringify({ key: `k${n}`, n, pad }));
     assert.is((await sluice(['append', file, 'orders'], lines.join('\n'))).code, 0);
-    for (const args of [['--from-start', '-n', String(N)], ['-n', String(N)], ['-a', '-n', String(N)]]) {
+    for (const args of [
+      ['--from-start', '-n', String(N)],
+      ['-n', String(N)],
+      ['-a', '-n', String(N)],
+    ]) {
       const r = await sluice(['tail', file, 'orders', ...args]);
       assert.is(r.code, 0, r.err);
       const got = r.out

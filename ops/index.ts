@@ -7,7 +7,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
-import type { Supervisor } from '../engine/supervisor/index.js';
+import type { RetiredEvent, Supervisor } from '../engine/supervisor/index.js';
 import type { Topology } from '../engine/config/index.js';
 import { Sampler, SAMPLER_DEFAULTS, type SamplerOptions } from './sampler.js';
 import { KafkaEnds } from './kafka-lag.js';
@@ -128,6 +128,10 @@ export async function startOps(options: OpsOptions): Promise<Ops> {
     if (statsOptions !== false) {
       stats = new StatsRecorder(topology, supervisor, capture, logger, statsOptions);
       stats.open();
+      const recorder = stats;
+      supervisor.on('retired', (e: RetiredEvent) =>
+        recorder.retired(e.name, e.startedMs, e.counters),
+      );
     }
     if (options.http) {
       const [{ createMetrics }, { listenOps, defaultCacheMs, lagMaxAgeMs }] = await Promise.all([

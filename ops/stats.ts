@@ -62,6 +62,7 @@ import { CDC_DEFAULTS, parseMariaDbUrl, type CaptureSource } from '../engine/cdc
 import type { Topology } from '../engine/config/index.js';
 import { kindOf, type ActorStatus } from './sampler.js';
 import type { ActorInfo } from '../engine/supervisor/index.js';
+import type { CounterSnapshot } from '../engine/actor/index.js';
 import { PUMP_SHARED, readShipped, type PumpData } from '../actors/contracts.js';
 import { CaptureStats, type CaptureSourceStats } from './capture-stats.js';
 
@@ -778,6 +779,41 @@ export class StatsRecorder {
 
   private windowOf(ms: number): number {
     return Math.floor(ms / this.options.intervalMs) * this.options.intervalMs;
+  }
+
+  /**
+   * The last counters of an actor that a change of the pump count retired (the supervisor's
+   * `retired` event; `startedMs` its launch, Date.now() ms): what it counted after the last
+   * sample goes into the current interval, and an actor of the same name launched later counts
+   * from 0 (its own start), so nothing is lost or counted twice across the change.
+   */
+  retired(name: string, startedMs: number, counters: CounterSnapshot): void {
+    if (this.closed || this.windowStartMs === 0) return;
+    const startedAt = new Date(startedMs).toISOString();
+    let a = this.actors.get(name);
+    if (!a) {
+      a = {
+        startedAt,
+        eventsIn: 0,
+        eventsOut: 0,
+        errors: 0,
+        dIn: 0,
+        dOut: 0,
+        dErrors: 0,
+        lags: [],
+        hasInputs: false,
+      };
+      this.actors.set(name, a);
+    }
+    const base = a.startedAt === startedAt ? a : { eventsIn: 0, eventsOut: 0, errors: 0 };
+    a.dIn += Math.max(0, counters.eventsIn - base.eventsIn);
+    a.dOut += Math.max(0, counters.eventsOut - base.eventsOut);
+    a.dErrors += Math.max(0, counters.errors - base.errors);
+    a.eventsIn = counters.eventsIn;
+    a.eventsOut = counters.eventsOut;
+    a.errors = counters.errors;
+    // A later sample of this name is another launch: counted from 0.
+    a.startedAt = '';
   }
 
   /** Takes one sampler sample: counter deltas and lag samples; ends an interval when it is over. */

@@ -252,6 +252,63 @@ capture:
   }
 });
 
+test("pump count changed while the pumps ship: the pump actors' per-minute eventsOut sum to every row shipped once (their last counts before a retire are kept)", async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ops-stats-pumps-retired-'));
+  const app = await createAppDb('sqlite');
+  let running: RunningTopology | null = null;
+  try {
+    await createTables(app);
+    const file = path.join(dir, 'topology.yaml');
+    fs.writeFileSync(
+      file,
+      `name: stats-pumps-retired
+dataDir: ./data
+queues:
+  - { name: changes, partitions: 4 }
+capture:
+  - name: app
+    database: ${databaseYaml(app)}
+    pumps: 2
+    batchSizeMax: 5
+    pollIntervalMs: 10
+    tables:
+      - { table: alpha, operations: [insert, update, delete], target: changes }
+`,
+    );
+    const t = loadTopology(file);
+    await installCapture(t);
+    // A slow sampler: the pumps retired by a change ship well after its last sample.
+    running = await startTopology(t, {
+      stats: STATS,
+      sampler: { intervalMs: 2000 },
+      log: () => {},
+    });
+    const r = running;
+    const rows = 300;
+    await insert(app, 'alpha', 1, rows + 1);
+    // Each change while the pumps are still shipping what is staged.
+    for (const count of [4, 1, 2]) {
+      await sleep(150);
+      await r.pumps!.set('app', count);
+    }
+    await until('staging drained', () => stagingEmpty(app));
+    await sleep(300);
+    await r.stop();
+    running = null;
+    const series = journalStats(t.dataDir);
+    const pumpsOut = series
+      .filter((x) => x.kind === 'actor' && x.name.startsWith('pump:app/'))
+      .flatMap((x) => x.points)
+      .reduce((n, p) => n + p.eventsOut, 0);
+    assert.is(pumpsOut, rows, JSON.stringify(series.filter((x) => x.kind === 'actor')));
+    assert.equal(totals(series, 'app/alpha'), { eventsIn: rows, eventsOut: rows, errors: 0 });
+  } finally {
+    await running?.stop();
+    await app.destroy();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test('journal bus into a processor topic: the table counts its rows (the topic is in the bus, not under dataDir/queues)', async () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ops-stats-tables-bus-'));
   const app = await createAppDb('sqlite');

@@ -8,6 +8,7 @@ export {
   type GroupSpec,
   type SupervisorOptions,
   type RestartEvent,
+  type RetiredEvent,
   type GroupStatus,
   type StopResult,
   type ActorInfo,

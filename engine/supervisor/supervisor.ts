@@ -164,6 +164,16 @@ interface GroupState {
   previous: RunningActor[];
 }
 
+/**
+ * Emitted as `retired` for each actor of a group that replaceGroups retired, once it stopped:
+ * its name, Date.now() of its launch, and its counters as it left them.
+ */
+export interface RetiredEvent {
+  name: string;
+  startedMs: number;
+  counters: CounterSnapshot;
+}
+
 /** Why a group is degraded: the actor that failed first, its error, and since when. */
 export interface GroupFailure {
   actor: string;
@@ -457,6 +467,13 @@ export class Supervisor extends EventEmitter {
             }
             result.summaries[a.spec.name] = a.stopped ? a.summary : null;
             result.counters[a.spec.name] = readCounters(a.counters);
+            // Its last counters, for whoever keeps per-interval deltas (ops/stats.ts): what it
+            // did after their last sample would be lost otherwise.
+            this.emit('retired', {
+              name: a.spec.name,
+              startedMs: a.startedMs,
+              counters: result.counters[a.spec.name],
+            } satisfies RetiredEvent);
           }),
         );
         this.groups.delete(g.spec.name);

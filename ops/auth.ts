@@ -287,7 +287,14 @@ export class Authenticator {
       this.failures.set(remote, recent);
       if (this.failures.size > this.limits.addressesMax)
         this.failures.delete(this.failures.keys().next().value as string);
-      return required;
+      // Presented and refused: said apart from no credentials (a typo of a token is not a
+      // missing one), with what is left before the address is refused; the token is not echoed.
+      const left = Math.max(0, this.limits.failuresMax - recent.length);
+      return {
+        ok: false,
+        status: 401,
+        error: `authentication failed: the token is not one of this topology's users (Authorization: Bearer <user>.<secret>, made by sluice user add); ${left} more failed attempts from ${remote} within ${this.limits.windowMs / 1000} s, then it is refused (429)`,
+      };
     }
     const right = this.rightOf(user);
     if (needed === null) return { ok: true, user, right };

@@ -692,10 +692,10 @@ interface ValidationFailure {
 }
 
 /**
- * The tail of a refused query parameter's or path parameter's message: the values the schema
- * allows and the value given (`querystring/step must be equal to one of the allowed values`
- * alone does not say which were meant, nor what was sent). '' for a body (its own types are
- * named) and for any other error.
+ * The tail of a refused query parameter's, path parameter's or body field's message: the values
+ * the schema allows and the value given (`querystring/step must be equal to one of the allowed
+ * values` alone does not say which were meant, nor what was sent). A body field only for an enum
+ * (its other refusals name their types); '' for any other error.
  */
 function givenOf(err: ValidationFailure, req: FastifyRequest): string {
   const first = err.validation?.[0];
@@ -704,7 +704,9 @@ function givenOf(err: ValidationFailure, req: FastifyRequest): string {
       ? req.query
       : err.validationContext === 'params'
         ? req.params
-        : undefined;
+        : err.validationContext === 'body' && first?.keyword === 'enum'
+          ? req.body
+          : undefined;
   const key = /^\/([^/]+)$/.exec(first?.instancePath ?? '')?.[1];
   if (!first || key === undefined || part === null || typeof part !== 'object') return '';
   const allowed = first.keyword === 'enum' ? first.params?.allowedValues : undefined;

@@ -176,7 +176,7 @@ test('run --http --log-format json: JSON logs with actor and topology, status an
   assert.is(bad.code, 2);
   assert.match(
     bad.err,
-    'log-level: HTTP 400: body/level must be equal to one of the allowed values',
+    'log-level: HTTP 400: body/level must be equal to one of the allowed values (trace, debug, info, warn, error, fatal, silent), got "loud"',
   );
 
   child.kill('SIGINT');

@@ -14,7 +14,7 @@ import {
   requestLoad,
   type LoadProgress,
 } from '../engine/cdc/index.js';
-import { captureStepError, openCaptureSource } from '../index.js';
+import { captureStepError, openCaptureSource } from '../capture-steps.js';
 
 /** Rows covered by the slowest pump (each pump reads every row and ships those of its keys). */
 function covered(rows: LoadProgress[]): number {

@@ -12,7 +12,8 @@ import {
   type ConsumedRecord,
 } from '../engine/bus/index.js';
 import { testKafka } from '../testing/kafka-broker.js';
-import { decimal } from '../engine/bus/kafka/consumer.js';
+import { decimal, type KafkaConsumer } from '../engine/bus/kafka/consumer.js';
+import type { Consumer } from 'kafkajs';
 
 const kafka = await testKafka();
 let n = 0;
@@ -21,7 +22,7 @@ const topicName = (what: string): string =>
 const enc = new TextEncoder();
 
 async function withBus(
-  opts: { fetchMaxWaitMs?: number },
+  opts: { fetchMaxWaitMs?: number; fetchStallMs?: number },
   body: (bus: BusBackend) => Promise<void>,
 ): Promise<void> {
   const bus = createKafkaBus({ brokers: kafka.brokers, ...opts });
@@ -172,6 +173,95 @@ test('a partition paused at fetchBufferRecordsMax is resumed at half of it: ever
       `buffer held ${longest} kafkajs messages`,
     );
     assert.equal(await c.poll({ timeoutMs: 200 }), [], 'nothing more');
+  });
+});
+
+/**
+ * The fault: kafkajs stops fetching a partition without an error, a crash or a rejoin (as after a
+ * coordinator move on a 3-broker cluster, docs/FAULTS.md defect 8). Injected by pausing the
+ * partition in the adapter's kafkajs client behind the adapter's back, which makes kafkajs fetch
+ * nothing more for it and say nothing.
+ */
+async function stallKafkajs(c: KafkaConsumer, topic: string): Promise<void> {
+  const kc = (c as unknown as { kc: Consumer | null }).kc;
+  assert.ok(kc, 'the consumer has a kafkajs client');
+  kc.pause([{ topic, partitions: [0] }]);
+  // Let a fetch under way when it was paused come back first.
+  await new Promise((r) => setTimeout(r, 500));
+}
+
+async function sendValues(bus: BusBackend, topic: string, from: number, count: number) {
+  const p = await bus.producer();
+  await p.send(
+    Array.from({ length: count }, (_, i) => ({
+      topic,
+      key: null,
+      value: enc.encode(`v${from + i}`),
+      partition: 0,
+    })),
+  );
+  await p.close();
+}
+
+async function pollFor(c: KafkaConsumer, count: number, withinMs: number) {
+  const got: ConsumedRecord[] = [];
+  const t0 = Date.now();
+  while (got.length < count && Date.now() - t0 < withinMs)
+    got.push(...(await c.poll({ timeoutMs: 200 })));
+  return got;
+}
+
+test('an assigned consumer whose kafkajs client stops fetching without an error is replaced after fetchStallMs: every record once, in order; an idle partition at its end is left alone', async () => {
+  const fetchStallMs = 1500;
+  await withBus({ fetchStallMs }, async (bus) => {
+    const topic = topicName('stall');
+    await bus.createTopics([{ name: topic, partitions: 1 }]);
+    await sendValues(bus, topic, 0, 10);
+    const c = (await bus.consumer()) as KafkaConsumer;
+    await c.assign([{ topic, partition: 0 }]);
+    const first = await pollFor(c, 10, 10_000);
+    assert.equal(
+      first.map((r) => r.offset),
+      Array.from({ length: 10 }, (_, i) => i),
+    );
+    // At its end and idle for three periods: the broker has nothing beyond, no restart.
+    await new Promise((r) => setTimeout(r, 3 * fetchStallMs));
+    assert.is(c.stallRestarts, 0, 'no restart of a consumer at its end');
+
+    await stallKafkajs(c, topic);
+    await sendValues(bus, topic, 10, 10);
+    const t0 = Date.now();
+    const rest = await pollFor(c, 10, 20_000);
+    const waitedMs = Date.now() - t0;
+    assert.equal(
+      rest.map((r) => r.offset),
+      Array.from({ length: 10 }, (_, i) => 10 + i),
+      `offsets 10..19 once, in order, after the stall (waited ${waitedMs} ms)`,
+    );
+    assert.equal(
+      rest.map((r) => new TextDecoder().decode(r.value!)),
+      Array.from({ length: 10 }, (_, i) => `v${10 + i}`),
+    );
+    assert.is(c.stallRestarts, 1, 'one stall restart');
+    assert.ok(c.position({ topic, partition: 0 }) === 20, 'position after the last record');
+    // Nothing more arrives (no record read twice after the restart's seek).
+    assert.is((await c.poll({ timeoutMs: 1000 })).length, 0);
+    await c.close();
+  });
+});
+
+test('the injected stall is real: with fetchStallMs 0 the stalled consumer gets nothing', async () => {
+  await withBus({ fetchStallMs: 0 }, async (bus) => {
+    const topic = topicName('stall-off');
+    await bus.createTopics([{ name: topic, partitions: 1 }]);
+    const c = (await bus.consumer()) as KafkaConsumer;
+    await c.assign([{ topic, partition: 0 }]);
+    await c.poll({ timeoutMs: 1000 });
+    await stallKafkajs(c, topic);
+    await sendValues(bus, topic, 0, 5);
+    assert.is((await pollFor(c, 1, 5000)).length, 0, 'no record while kafkajs is stalled');
+    assert.is(c.stallRestarts, 0);
+    await c.close();
   });
 });
 

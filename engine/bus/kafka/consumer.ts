@@ -35,6 +35,16 @@
  *   single-member group (`<groupId or clientId>.assign.<uuid>`), which the default assigner gives
  *   every partition of the topics, and pauses the partitions not assigned. commit() is refused in
  *   this mode (kafkajs cannot commit to a group it is not a member of); committed() works.
+ * - Fetch stalls (assign mode): kafkajs can stop fetching without an error, a crash or a rejoin
+ *   (seen on a 3-broker cluster after the group's coordinator moved: "not the correct
+ *   coordinator", then "the coordinator is loading", then nothing for minutes; docs/FAULTS.md,
+ *   defect 8; kafkajs#267 reports the same). A timer every `fetchStallMs / 2` looks for partitions
+ *   the caller wants (not paused, nothing buffered, not paused for backpressure) with no fetched
+ *   batch for `fetchStallMs`, asks the broker for their last stable offsets, and if one is beyond
+ *   the partition's position, replaces the kafkajs client with a new one on a new private group;
+ *   GROUP_JOIN seeks it to the adapter's positions, so nothing is skipped or read twice. A
+ *   partition at its end is asked again only after another `fetchStallMs`. Subscribe mode has no
+ *   such watchdog: a replaced member would rebalance the whole group.
  *
  * Records are read_committed (readUncommitted: false).
  */
@@ -71,6 +81,8 @@ interface PartState {
   seekPending: boolean;
   /** Paused in kafkajs because the buffer is full. */
   fetchPaused: boolean;
+  /** Date.now() of the last fetched batch, seek or stall check that found the partition at its end. */
+  progressAt: number;
 }
 
 function headerString(v: Buffer | string | (Buffer | string)[] | undefined): string | undefined {
@@ -227,6 +239,9 @@ export class KafkaConsumer implements BusConsumer {
   private readonly reset: 'earliest' | 'latest';
   private readonly sessionTimeoutMs: number;
   private readonly lostListeners = new Set<(error: BusError) => void>();
+  private stallTimer: NodeJS.Timeout | null = null;
+  private stallChecking = false;
+  private restarts = 0;
 
   constructor(
     private readonly bus: KafkaBusInternals,
@@ -396,6 +411,7 @@ export class KafkaConsumer implements BusConsumer {
   private seekKafka(kc: Consumer, st: PartState): void {
     this.dropBuffer(st);
     st.seekPending = true;
+    st.progressAt = Date.now();
     if (st.fetchPaused) st.fetchPaused = false;
     whileRunning(() =>
       kc.seek({ topic: st.tp.topic, partition: st.tp.partition, offset: String(st.position) }),
@@ -417,6 +433,7 @@ export class KafkaConsumer implements BusConsumer {
       }
     }
     st.seekPending = false;
+    st.progressAt = Date.now();
     const messages = batch.messages;
     // kafkajs builds a fresh filtered array per batch and never touches it after eachBatch: an
     // empty buffer adopts it instead of copying.
@@ -460,6 +477,7 @@ export class KafkaConsumer implements BusConsumer {
       st.seekPending = false;
     }
     st.fetchOffset = Math.max(st.fetchOffset, lastOffset + 1);
+    st.progressAt = Date.now();
     if (st.head === st.buffer.length) st.position = Math.max(st.position, st.fetchOffset);
   }
 
@@ -565,6 +583,71 @@ export class KafkaConsumer implements BusConsumer {
       }
     }
     this.syncKafkaPauses();
+    this.startStallWatch();
+  }
+
+  /**
+   * Times kafkajs restarted by the fetch-stall watchdog (module comment, "Fetch stalls"). Assign
+   * mode only; 0 otherwise.
+   */
+  get stallRestarts(): number {
+    return this.restarts;
+  }
+
+  private startStallWatch(): void {
+    const stallMs = this.bus.opts.fetchStallMs;
+    if (this.stallTimer || stallMs <= 0 || this.mode !== 'assign' || this.closed) return;
+    this.stallTimer = setInterval(() => void this.checkStall(stallMs), Math.max(stallMs / 2, 50));
+    this.stallTimer.unref();
+  }
+
+  /** One watchdog round (module comment, "Fetch stalls"); a failure is retried next round. */
+  private async checkStall(stallMs: number): Promise<void> {
+    if (this.stallChecking || this.closed || this.mode !== 'assign' || this.owned.size === 0)
+      return;
+    const now = Date.now();
+    const idle = [...this.owned.values()].filter(
+      (st) =>
+        !st.paused &&
+        !st.fetchPaused &&
+        st.head === st.buffer.length &&
+        now - st.progressAt >= stallMs,
+    );
+    if (idle.length === 0) return;
+    this.stallChecking = true;
+    try {
+      const ends = await this.bus.offsets(idle.map((st) => st.tp));
+      const behind = idle.filter(
+        (st, i) =>
+          this.owned.get(tpKey(st.tp.topic, st.tp.partition)) === st && ends[i].end > st.position,
+      );
+      for (const st of idle) if (!behind.includes(st)) st.progressAt = Date.now();
+      // Re-check: a batch may have come while ListOffsets was under way.
+      const stalled = behind.filter(
+        (st) => st.head === st.buffer.length && Date.now() - st.progressAt >= stallMs,
+      );
+      if (stalled.length === 0 || this.closed || this.mode !== 'assign') return;
+      this.restarts++;
+      const at = stalled.map((st) => `${st.tp.topic}/${st.tp.partition}@${st.position}`).join(', ');
+      this.bus.kafka
+        .logger()
+        .warn(
+          `kafka consumer got no fetched batch for ${stallMs} ms although the last stable offset is beyond ${at}: its kafkajs client is replaced (stall restart ${this.restarts})`,
+          { groupId: this.groupId },
+        );
+      const topics = [...new Set([...this.owned.values()].map((st) => st.tp.topic))].sort();
+      await this.startKafka(
+        `${this.groupId ?? this.bus.opts.clientId}.assign.${randomUUID()}`,
+        topics,
+      );
+      const t = Date.now();
+      for (const st of this.owned.values()) st.progressAt = t;
+      this.syncKafkaPauses();
+    } catch {
+      // The broker is away (ListOffsets or the new client's join failed): the next round retries.
+    } finally {
+      this.stallChecking = false;
+    }
   }
 
   private own(tp: TopicPartition, position: number): void {
@@ -577,6 +660,7 @@ export class KafkaConsumer implements BusConsumer {
       fetchOffset: position,
       seekPending: false,
       fetchPaused: false,
+      progressAt: Date.now(),
     };
     this.owned.set(tpKey(tp.topic, tp.partition), st);
     if (this.kc) this.seekKafka(this.kc, st);
@@ -774,6 +858,8 @@ export class KafkaConsumer implements BusConsumer {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    if (this.stallTimer) clearInterval(this.stallTimer);
+    this.stallTimer = null;
     this.owned.clear();
     this.onClose();
     await this.stopKafka();

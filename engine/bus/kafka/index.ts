@@ -79,6 +79,16 @@ export interface KafkaBusOptions {
    * Costs one Metadata request per consumer per period.
    */
   metadataMaxAgeMs?: number;
+  /**
+   * Fetch stall bound of an assigned (group-less) consumer, ms; 0 = off. Default 10,000. A
+   * partition the caller wants (not paused, nothing buffered) that got no fetched batch for this
+   * long while the broker's last stable offset is beyond its position restarts the consumer's
+   * kafkajs client on a new private group, from the same positions (consumer.ts, "Fetch
+   * stalls"). kafkajs can stop fetching without any error or rejoin after its group's
+   * coordinator moved (docs/FAULTS.md, defect 8). Costs one ListOffsets per idle partition per
+   * period.
+   */
+  fetchStallMs?: number;
   /** Producers' retry settings. Default {@link KAFKA_PRODUCER_RETRY}. */
   producerRetry?: KafkaRetryOptions;
   /** kafkajs log level name. Default 'NOTHING' (kafkajs logs expected rebalance errors loudly). */
@@ -213,7 +223,7 @@ export interface KafkaBusInternals {
   readonly opts: Required<
     Pick<
       KafkaBusOptions,
-      'fetchMaxWaitMs' | 'heartbeatIntervalMs' | 'metadataMaxAgeMs' | 'clientId'
+      'fetchMaxWaitMs' | 'heartbeatIntervalMs' | 'metadataMaxAgeMs' | 'clientId' | 'fetchStallMs'
     >
   > &
     Pick<KafkaBusOptions, 'partitionAssigners'>;
@@ -238,8 +248,14 @@ class KafkaBus implements BusBackend, KafkaBusInternals {
       fetchMaxWaitMs: options.fetchMaxWaitMs ?? 100,
       heartbeatIntervalMs: options.heartbeatIntervalMs ?? 500,
       metadataMaxAgeMs: options.metadataMaxAgeMs ?? 5000,
+      fetchStallMs: options.fetchStallMs ?? 10_000,
       partitionAssigners: options.partitionAssigners,
     };
+    if (!(this.opts.fetchStallMs >= 0))
+      throw new BusError(
+        'bad-input',
+        `fetchStallMs must be a number of ms >= 0, fetchStallMs=${options.fetchStallMs}`,
+      );
     this.kafka = new Kafka({
       clientId: this.opts.clientId,
       brokers: options.brokers,

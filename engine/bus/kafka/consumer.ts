@@ -629,12 +629,11 @@ export class KafkaConsumer implements BusConsumer {
       if (stalled.length === 0 || this.closed || this.mode !== 'assign') return;
       this.restarts++;
       const at = stalled.map((st) => `${st.tp.topic}/${st.tp.partition}@${st.position}`).join(', ');
-      this.bus.kafka
-        .logger()
-        .warn(
-          `kafka consumer got no fetched batch for ${stallMs} ms although the last stable offset is beyond ${at}: its kafkajs client is replaced (stall restart ${this.restarts})`,
-          { groupId: this.groupId },
-        );
+      // A process warning (stderr, or process.on('warning')): the bus has no logger of its own.
+      process.emitWarning(
+        `kafka consumer${this.groupId ? ` of group ${this.groupId}` : ''} got no fetched batch for ${stallMs} ms although the last stable offset is beyond ${at}: its kafkajs client is replaced (stall restart ${this.restarts})`,
+        { code: 'SLUICE_KAFKA_FETCH_STALL' },
+      );
       const topics = [...new Set([...this.owned.values()].map((st) => st.tp.topic))].sort();
       await this.startKafka(
         `${this.groupId ?? this.bus.opts.clientId}.assign.${randomUUID()}`,

@@ -85,8 +85,8 @@ export interface KafkaBusOptions {
    * long while the broker's last stable offset is beyond its position restarts the consumer's
    * kafkajs client on a new private group, from the same positions (consumer.ts, "Fetch
    * stalls"). kafkajs can stop fetching without any error or rejoin after its group's
-   * coordinator moved (docs/FAULTS.md, defect 8). Costs one ListOffsets per idle partition per
-   * period.
+   * coordinator moved (docs/FAULTS.md, defect 8). Each restart emits a process warning (code
+   * SLUICE_KAFKA_FETCH_STALL). Costs one ListOffsets per idle partition per period.
    */
   fetchStallMs?: number;
   /** Producers' retry settings. Default {@link KAFKA_PRODUCER_RETRY}. */

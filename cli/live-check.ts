@@ -2,7 +2,10 @@
  * `sluice check --live`: the capture section against the live databases, read only. For every
  * capture source: the database opens (SQLite read only, PostgreSQL with its `schema` as the
  * search_path; Oracle through its staging client's connection), and every captured table exists with every configured column and key column
- * (or, without `key`, a primary key), as `install` would need them. Nothing is created.
+ * (or, without `key`, a primary key), as `install` would need them, and the user-written SQL
+ * (each operation's `condition`, an expression `key`) resolves against the table, by the probes
+ * install runs (engine/cdc/sql.ts userSqlProbes: a SELECT that reads no row) on SQLite,
+ * PostgreSQL and MariaDB/MySQL; Oracle's is not probed. Nothing is created.
  */
 import Database from 'better-sqlite3';
 import type pg from 'pg';
@@ -12,6 +15,10 @@ import { problemAt, type ConfigProblem, type Topology } from '../engine/config/i
 import {
   CaptureTableError,
   OracleStaging,
+  checkUserSql,
+  mariaDbUserSqlProbes,
+  pgUserSqlProbes,
+  sqliteUserSqlProbes,
   oracleCheckTypes,
   introspectMariaDbTable,
   introspectPgTable,
@@ -28,8 +35,11 @@ type Introspect = (table: string) => Promise<ColumnInfo[]>;
 /** An open read-only connection to a capture source's database. */
 interface LiveDatabase {
   introspect: Introspect;
-  /** Further checks of a resolved table (Oracle: column types it can render); throws CaptureTableError. */
-  verify?: (t: ReturnType<typeof resolveTable>) => void;
+  /**
+   * Further checks of a resolved table (Oracle: column types it can render; the others: the
+   * probes of its user-written SQL); throws CaptureTableError.
+   */
+  verify?: (t: ReturnType<typeof resolveTable>) => void | Promise<void>;
   close(): Promise<void>;
 }
 
@@ -39,6 +49,7 @@ async function openLive(source: CaptureSource): Promise<LiveDatabase | null> {
     const sqlite = new Database(db.file, { readonly: true, fileMustExist: true });
     return {
       introspect: async (table) => introspectSqliteTable(sqlite, table),
+      verify: (t) => checkUserSql(t, sqliteUserSqlProbes(t), (sql) => sqlite.prepare(sql)),
       close: async () => void sqlite.close(),
     };
   }
@@ -56,7 +67,11 @@ async function openLive(source: CaptureSource): Promise<LiveDatabase | null> {
       await client.end();
       throw err;
     }
-    return { introspect: (table) => introspectPgTable(client, table), close: () => client.end() };
+    return {
+      introspect: (table) => introspectPgTable(client, table),
+      verify: (t) => checkUserSql(t, pgUserSqlProbes(t), (sql) => client.query(sql)),
+      close: () => client.end(),
+    };
   }
   if (db.dialect === 'oracle') {
     const staging = new OracleStaging(source);
@@ -87,6 +102,8 @@ async function openLive(source: CaptureSource): Promise<LiveDatabase | null> {
     return {
       introspect: async (table) =>
         (await introspectMariaDbTable(conn as mysql.Connection, url.database, table)).columns,
+      verify: (t) =>
+        checkUserSql(t, mariaDbUserSqlProbes(url.database, t), (sql) => conn.query(sql)),
       close: () => conn.end(),
     };
   }
@@ -97,6 +114,7 @@ async function openLive(source: CaptureSource): Promise<LiveDatabase | null> {
  * The problems of the capture section against the live databases, each at its field:
  * `capture[i].database.url` / `.file` (cannot connect or open), `capture[i].tables[k].table`
  * (table not found), `.columns[n]` / `.key[n]` (column not found), `.key` (no primary key),
+ * `.condition` / `.condition.<op>` / `.key.expression` (the database refuses the SQL),
  * on every dialect (MariaDB/MySQL from information_schema, bare names in the URL's database).
  */
 export async function liveCaptureProblems(topology: Topology): Promise<ConfigProblem[]> {
@@ -121,7 +139,7 @@ export async function liveCaptureProblems(topology: Topology): Promise<ConfigPro
       for (const [k, table] of source.tables.entries()) {
         try {
           const resolved = resolveTable(table, await live.introspect(table.table));
-          live.verify?.(resolved);
+          await live.verify?.(resolved);
         } catch (err) {
           if (!(err instanceof CaptureTableError)) throw err;
           const at = [...err.field.split('.'), ...(err.index === undefined ? [] : [err.index])];

@@ -583,4 +583,70 @@ test('check --live on MariaDB: a table or column that does not exist is refused 
   }
 });
 
+for (const dialect of ['sqlite', 'postgres', 'mariadb'] as const) {
+  test(`check --live on ${dialect}: a condition or an expression key the database refuses is reported at its field, and nothing is installed`, async () => {
+    const app = await createAppDb(dialect, 'sluice_cli_sql_');
+    try {
+      await app.exec('CREATE TABLE orders (id INT PRIMARY KEY, amount INT)');
+      await app.exec('CREATE TABLE items (id INT PRIMARY KEY, name VARCHAR(20))');
+      const file = path.join(dir, `sql-live-${dialect}.yaml`);
+      const write = (condition: string, expression: string) =>
+        fs.writeFileSync(
+          file,
+          [
+            'name: sqllive',
+            'dataDir: ./data',
+            'queues:',
+            '  - { name: a }',
+            'capture:',
+            '  - name: shop',
+            `    database: ${JSON.stringify(app.ref)}`,
+            '    tables:',
+            `      - { table: orders, operations: [insert, update], target: a, condition: { update: "${condition}" } }`,
+            `      - { table: items, operations: [insert], target: a, key: { expression: "${expression}" } }`,
+            '',
+          ].join('\n'),
+        );
+      write('NEW.amont > OLD.amount', 'upper(ROW.nme)');
+      const plain = await sluice(['check', file]);
+      assert.is(plain.code, 0, plain.err); // the file alone is fine: the SQL is the database's
+      const r = await sluice(['check', '--live', file]);
+      assert.is(r.code, 2, r.out + r.err);
+      const lines = r.err.trim().split('\n');
+      assert.is(lines.length, 2, r.err);
+      assert.match(
+        lines[0],
+        `${file}:9:88: capture[0].tables[0].condition.update: capture source "shop": capture table "orders": condition (update): the database refuses it: `,
+      );
+      assert.match(lines[0], /amont/);
+      assert.match(
+        lines[1],
+        `${file}:10:77: capture[0].tables[1].key.expression: capture source "shop": capture table "items": key expression: the database refuses it: `,
+      );
+      assert.match(lines[1], /nme/);
+      write('NEW.amount > OLD.amount', 'upper(ROW.name)');
+      const ok = await sluice(['check', '--live', file]);
+      assert.is(ok.code, 0, ok.err);
+      assert.match(ok.out, 'live: 2 captured tables found with their columns and keys');
+      // Read only: an insert still stages nothing (no trigger was created by either check).
+      await app.exec('INSERT INTO orders (id, amount) VALUES (1, 5)');
+      const triggers =
+        dialect === 'sqlite'
+          ? await app.query<{ n: number }>(
+              "SELECT count(*) AS n FROM sqlite_master WHERE type = 'trigger'",
+            )
+          : dialect === 'postgres'
+            ? await app.query<{ n: number }>(
+                'SELECT count(*)::int AS n FROM pg_trigger WHERE NOT tgisinternal',
+              )
+            : await app.query<{ n: number }>(
+                'SELECT count(*) AS n FROM information_schema.triggers WHERE event_object_schema = database()',
+              );
+      assert.is(Number(triggers[0].n), 0, 'no trigger exists');
+    } finally {
+      await app.destroy();
+    }
+  });
+}
+
 test.run();

@@ -74,8 +74,8 @@ export type {
   UninstallOptions,
 } from './staging.js';
 export { installationTableName, newInstallationId } from './staging.js';
-export type { ColumnInfo, ResolvedTable } from './sql.js';
-export { resolveTable, CaptureTableError } from './sql.js';
+export type { ColumnInfo, ResolvedTable, UserSqlProbe } from './sql.js';
+export { resolveTable, checkUserSql, CaptureTableError } from './sql.js';
 export {
   SqliteStaging,
   introspectSqliteTable,
@@ -83,6 +83,7 @@ export {
   sqliteStagingDdl,
   sqliteTriggerDdl,
   sqliteTriggerName,
+  sqliteUserSqlProbes,
 } from './sqlite.js';
 export {
   PgStaging,
@@ -94,6 +95,7 @@ export {
   pgStagingDdl,
   pgTriggerDdl,
   pgTriggerName,
+  pgUserSqlProbes,
 } from './postgres.js';
 export {
   MariaDbStaging,
@@ -104,6 +106,7 @@ export {
   mariaDbStagingDdl,
   mariaDbTriggerDdl,
   mariaDbTriggerName,
+  mariaDbUserSqlProbes,
 } from './mariadb.js';
 export { parseMariaDbUrl, MARIADB_TRUNCATE_REFUSAL } from './mariadb-url.js';
 export { OracleStaging, introspectOracleTable, oraclePassword } from './oracle.js';

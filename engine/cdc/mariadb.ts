@@ -43,7 +43,21 @@ import type { CaptureOperation, CaptureSource, CaptureTable, StagedChange } from
 import { keyHash } from './key-hash.js';
 import { parseMariaDbUrl } from './mariadb-url.js';
 import { checkUserSql, imageColumnsOf, resolveTable, userSqlProbes } from './sql.js';
-import type { ColumnInfo, ResolvedTable } from './sql.js';
+import type { ColumnInfo, ResolvedTable, UserSqlProbe } from './sql.js';
+
+/**
+ * The probes of captured table `t`'s user-written SQL on MariaDB/MySQL (engine/cdc/sql.ts
+ * userSqlProbes; a bare table name in `database`, the key text of the MariaDB triggers): what
+ * install runs before any trigger exists, and `sluice check --live` without installing.
+ */
+export function mariaDbUserSqlProbes(database: string, t: ResolvedTable): UserSqlProbe[] {
+  return userSqlProbes(
+    t,
+    mariaDbQualifiedTable(database, t.config.table),
+    mariaDbIdent,
+    mariaDbKeyText(t, 'NEW'),
+  );
+}
 import type {
   HeldKeys,
   ParkedChange,
@@ -737,13 +751,7 @@ export class MariaDbStaging implements StagingClient {
         // MariaDB resolves a trigger's names only when a write fires it, and a syntax error
         // would stop the DDL below half way (each statement commits): conditions and an
         // expression key are checked here, at their fields, before anything is created.
-        const probes = userSqlProbes(
-          table,
-          mariaDbQualifiedTable(this.home, cfg.table),
-          mariaDbIdent,
-          mariaDbKeyText(table, 'NEW'),
-        );
-        await checkUserSql(table, probes, (sql) => conn.query(sql));
+        await checkUserSql(table, mariaDbUserSqlProbes(this.home, table), (sql) => conn.query(sql));
         resolved.push({ table, info });
       }
       await this.createCaptureDatabase(conn);

@@ -30,7 +30,7 @@ import {
   resolveTable,
   userSqlProbes,
 } from './sql.js';
-import type { ColumnInfo, KeyDialect, ResolvedTable } from './sql.js';
+import type { ColumnInfo, KeyDialect, ResolvedTable, UserSqlProbe } from './sql.js';
 import type {
   HeldKeys,
   ParkedChange,
@@ -66,6 +66,20 @@ export function pgName(base: string): string {
 }
 
 /** `schema.table` -> quoted `"schema"."table"`; a bare name stays unqualified (search_path). */
+/**
+ * The probes of captured table `t`'s user-written SQL on PostgreSQL (engine/cdc/sql.ts
+ * userSqlProbes; row aliases `new` / `old`, the key text of the PostgreSQL triggers): what install
+ * runs before any trigger exists, and `sluice check --live` without installing.
+ */
+export function pgUserSqlProbes(t: ResolvedTable): UserSqlProbe[] {
+  return userSqlProbes(
+    t,
+    pgQualifiedTable(t.config.table),
+    (row) => row.toLowerCase(),
+    keyTextExpr(t, 'NEW', PG_KEY_DIALECT),
+  );
+}
+
 export function pgQualifiedTable(table: string): string {
   const dot = table.indexOf('.');
   return dot < 0
@@ -845,13 +859,7 @@ export class PgStaging implements StagingClient {
         const resolved = resolveTable(cfg, await introspectPgTable(this.client, cfg.table));
         // A statement trigger's condition is resolved only when it runs: checked here, at its
         // field. A refusal anywhere rolls the whole install back (one transaction).
-        const probes = userSqlProbes(
-          resolved,
-          pgQualifiedTable(cfg.table),
-          (row) => row.toLowerCase(),
-          keyTextExpr(resolved, 'NEW', PG_KEY_DIALECT),
-        );
-        await checkUserSql(resolved, probes, (sql) => this.client.query(sql));
+        await checkUserSql(resolved, pgUserSqlProbes(resolved), (sql) => this.client.query(sql));
         const natts = await this.client.query<{ n: number }>(
           'SELECT relnatts::int AS n FROM pg_catalog.pg_class WHERE oid = to_regclass($1)',
           [pgQualifiedTable(cfg.table)],

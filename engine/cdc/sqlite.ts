@@ -25,7 +25,21 @@ import {
   resolveTable,
   userSqlProbes,
 } from './sql.js';
-import type { ColumnInfo, KeyDialect, ResolvedTable } from './sql.js';
+import type { ColumnInfo, KeyDialect, ResolvedTable, UserSqlProbe } from './sql.js';
+
+/**
+ * The probes of captured table `t`'s user-written SQL on SQLite (engine/cdc/sql.ts
+ * userSqlProbes; row aliases NEW / OLD, the key text of the SQLite triggers): what install
+ * prepares before any trigger exists, and `sluice check --live` without installing.
+ */
+export function sqliteUserSqlProbes(t: ResolvedTable): UserSqlProbe[] {
+  return userSqlProbes(
+    t,
+    quoteIdent(t.config.table),
+    (row) => row,
+    keyTextExpr(t, 'NEW', SQLITE_KEY_DIALECT),
+  );
+}
 import type {
   HeldKeys,
   ParkedChange,
@@ -253,13 +267,7 @@ export class SqliteStaging implements StagingClient {
     // field before anything is created.
     for (const cfg of this.source.tables) {
       const t = resolveTable(cfg, introspectSqliteTable(this.db, cfg.table));
-      const probes = userSqlProbes(
-        t,
-        quoteIdent(cfg.table),
-        (row) => row,
-        keyTextExpr(t, 'NEW', SQLITE_KEY_DIALECT),
-      );
-      await checkUserSql(t, probes, (sql) => this.db.prepare(sql));
+      await checkUserSql(t, sqliteUserSqlProbes(t), (sql) => this.db.prepare(sql));
     }
     const inst = quoteIdent(installationTableName(this.source.stagingTable));
     this.db

@@ -12,7 +12,7 @@ import {
   type ConsumedRecord,
 } from '../engine/bus/index.js';
 import { testKafka } from '../testing/kafka-broker.js';
-import { decimal, type KafkaConsumer } from '../engine/bus/kafka/consumer.js';
+import { decimal, filteredBatchRange, type KafkaConsumer } from '../engine/bus/kafka/consumer.js';
 import type { Consumer } from 'kafkajs';
 
 const kafka = await testKafka();
@@ -262,6 +262,19 @@ test('the injected stall is real: with fetchStallMs 0 the stalled consumer gets 
     assert.is((await pollFor(c, 1, 5000)).length, 0, 'no record while kafkajs is stalled');
     assert.is(c.stallRestarts, 0);
     await c.close();
+  });
+});
+
+test('a filtered batch with no record at or after its fetched offset (kafkajs firstOffset null) is placed at its fetched offset, never at 0', () => {
+  // kafkajs Batch: firstOffset() is null and lastOffset() the fetched offset when every record of
+  // the fetch lies below the fetched offset. Number(null) is 0, which matched a seek to 0.
+  assert.equal(filteredBatchRange({ firstOffset: null, lastOffset: '8392' }), {
+    first: 8392,
+    last: 8392,
+  });
+  assert.equal(filteredBatchRange({ firstOffset: '17', lastOffset: '19' }), {
+    first: 17,
+    last: 19,
   });
 });
 

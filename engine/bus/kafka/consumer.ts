@@ -217,6 +217,25 @@ function whileRunning(f: () => void): void {
   }
 }
 
+/**
+ * The offsets of a batch kafkajs resolved without calling eachBatch (END_BATCH_PROCESS with
+ * batchSize 0: only markers, aborted records, or records below the fetched offset), as
+ * onFilteredBatch takes them. kafkajs' Batch (src/consumer/batch.js) reports `firstOffset` null
+ * (its types say string) when no record of the fetch is at or after the fetched offset, and then
+ * `lastOffset` is the fetched offset itself; `first` is then that offset too. Read as a number,
+ * null was 0: a stale batch of that kind coming in after a seek to offset 0 matched the seek
+ * and moved the position to the stale fetch's offset, skipping every record before it (a fault
+ * run's reader of a whole topic, seed 8 after a leader kill: "input 2975 processed where 0 was
+ * due").
+ */
+export function filteredBatchRange(p: { firstOffset: string | null; lastOffset: string }): {
+  first: number;
+  last: number;
+} {
+  const last = decimal(p.lastOffset);
+  return { first: p.firstOffset === null ? last : decimal(p.firstOffset), last };
+}
+
 export class KafkaConsumer implements BusConsumer {
   readonly groupId: string | null;
   private kc: Consumer | null = null;
@@ -348,13 +367,10 @@ export class KafkaConsumer implements BusConsumer {
       this.notify();
     });
     kc.on(kc.events.END_BATCH_PROCESS, (e) => {
-      if (kc === this.kc && e.payload.batchSize === 0)
-        this.onFilteredBatch(
-          e.payload.topic,
-          e.payload.partition,
-          Number(e.payload.firstOffset),
-          Number(e.payload.lastOffset),
-        );
+      if (kc === this.kc && e.payload.batchSize === 0) {
+        const { first, last } = filteredBatchRange(e.payload);
+        this.onFilteredBatch(e.payload.topic, e.payload.partition, first, last);
+      }
     });
     try {
       await kc.connect();
@@ -703,7 +719,9 @@ export class KafkaConsumer implements BusConsumer {
       throw new BusError('bad-input', `offset must be an integer >= 0, offset=${offset}`);
     const st = this.stateOf(tp);
     st.position = offset;
+    // Without a kafkajs client (being replaced) the buffer still goes: the next GROUP_JOIN seeks.
     if (this.kc) this.seekKafka(this.kc, st);
+    else this.dropBuffer(st);
     this.syncKafkaPauses();
   }
 

@@ -67,7 +67,21 @@ runActor<SinkData>(async (ctx) => {
   const at = { [SINK_HEADERS.queue]: d.queue, [SINK_HEADERS.partition]: String(d.partition) };
   let producer: BusProducer | null = null;
   let next = 0;
-  const outage = { sinceMs: 0, attempts: 0 };
+  const outage = { sinceMs: 0, attempts: 0, what: '' };
+  // What an outage names (GET /actors `outage`, the health's degraded reason, the log): the
+  // journal queue for a failure of its reads, else the Kafka target.
+  const targetName = `Kafka ${d.connection.brokers.join(',')} topic ${d.topic} (target of sink "${d.sink}")`;
+  const sourceName = `journal queue "${d.queue}" partition ${d.partition} (source of sink "${d.sink}")`;
+  const journalFailures = new WeakSet<object>();
+  /** Runs a read of the journal; what it throws is marked as the source's. */
+  const journalRead = <T>(read: () => T): T => {
+    try {
+      return read();
+    } catch (e) {
+      if (typeof e === 'object' && e !== null) journalFailures.add(e);
+      throw e;
+    }
+  };
   /** Set by a cycle that met a record over the limit (step 4): why the partition stops. */
   let refused: string | null = null;
 
@@ -78,10 +92,12 @@ runActor<SinkData>(async (ctx) => {
     producer = await bus.producer({ transactionalId: d.transactionalId });
     const [committed] = await bus.committed(d.transactionalId, [{ topic: d.topic, partition: 0 }]);
     next = committed ?? 0;
-    if (!tailer.moveToIndex(next)) {
-      throw new Error(
+    if (!journalRead(() => tailer.moveToIndex(next))) {
+      const e = new Error(
         `sink ${d.sink}: Kafka group ${d.transactionalId} says index ${next} of ${d.queue}/${d.partition} is next, but the journal ends at ${tailer.index}`,
       );
+      journalFailures.add(e);
+      throw e;
     }
   };
 
@@ -142,7 +158,7 @@ runActor<SinkData>(async (ctx) => {
     let end = next;
     let over: string | null = null;
     while (read < d.batchSizeMax) {
-      const rec = tailer.next();
+      const rec = journalRead(() => tailer.next());
       if (!rec) break;
       const value = valueOf(rec.bytes);
       if (value !== null) over = overLimit(value, rec.index);
@@ -184,12 +200,20 @@ runActor<SinkData>(async (ctx) => {
   };
 
   const down = async (err: unknown): Promise<void> => {
+    const source = typeof err === 'object' && err !== null && journalFailures.has(err);
+    const what = source ? sourceName : targetName;
+    const error = String((err as Error).message ?? err);
+    // Sent before the counter is set, so the health finds it with the counter (ops/health.ts).
+    if (outage.what !== what) {
+      outage.what = what;
+      ctx.send({ type: 'outage', outage: { side: source ? 'source' : 'target', what, error } });
+    }
     if (outage.sinceMs === 0) {
       outage.sinceMs = Date.now();
       c[Counter.downSinceMs] = outage.sinceMs;
       ctx.log(
         'warn',
-        `sink "${d.sink}" to ${d.connection.brokers.join(',')} topic ${d.topic} is down since ${new Date(outage.sinceMs).toISOString()}: ${(err as Error).message ?? err}; retrying`,
+        `${what} is down since ${new Date(outage.sinceMs).toISOString()}: ${error}; retrying`,
       );
     }
     c[Counter.errors]++;
@@ -228,11 +252,14 @@ runActor<SinkData>(async (ctx) => {
         if (!connected) {
           await up();
           connected = true;
-          if (outage.sinceMs !== 0)
+          if (outage.sinceMs !== 0) {
             ctx.log(
               'info',
-              `sink "${d.sink}" is up again after ${((Date.now() - outage.sinceMs) / 1000).toFixed(1)} s down`,
+              `${outage.what} is up again after ${((Date.now() - outage.sinceMs) / 1000).toFixed(1)} s down`,
             );
+            ctx.send({ type: 'outage', outage: null });
+          }
+          outage.what = '';
           outage.sinceMs = 0;
           outage.attempts = 0;
           c[Counter.downSinceMs] = 0;

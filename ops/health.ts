@@ -86,8 +86,9 @@ export function healthOf(supervisor: Supervisor): Health {
     }
   }
   // A pump or sink whose database or broker does not answer stays live (it waits the outage out
-  // and retries) but the topology is degraded until it answers again. A pump says which (its
-  // `outage`: the capture source, or the target's brokers and topics).
+  // and retries) but the topology is degraded until it answers again. Pumps and sinks say which
+  // (their `outage`: the capture source or the sink's journal queue, or the target's brokers and
+  // topics).
   for (const a of actors) {
     const down = a.counters.downSinceMs;
     if (!down || degraded.some((d) => d.group === a.group)) continue;

@@ -93,9 +93,9 @@ export interface ActorStatus {
   lastError: string | null;
   /**
    * While the actor waits out an outage (counters.downSinceMs set): what it cannot reach, `side`
-   * `source` (a pump's capture source database) or `target` (its Kafka brokers and topics, the
-   * bus, the journal), `what` naming it and `error` the failure's message; null while up, and
-   * for an actor that does not say (a sink, a halted actor).
+   * `source` (a pump's capture source database, a sink's journal queue) or `target` (its Kafka
+   * brokers and topics, the bus, the journal), `what` naming it and `error` the failure's message; null while up, and
+   * for an actor that does not say (a halted actor).
    */
   outage: Outage | null;
   counters: Omit<CounterSnapshot, 'state' | 'heartbeatMs'>;

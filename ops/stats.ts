@@ -789,7 +789,20 @@ export class StatsRecorder {
    */
   retired(name: string, startedMs: number, counters: CounterSnapshot): void {
     if (this.closed || this.windowStartMs === 0) return;
-    const startedAt = new Date(startedMs).toISOString();
+    this.addCounts(name, new Date(startedMs).toISOString(), counters);
+    // A later sample of this name is another launch: counted from 0.
+    this.actors.get(name)!.startedAt = '';
+  }
+
+  /**
+   * Adds what actor `name` (launched at `startedAt`, ISO) counted since its last reading to the
+   * current interval and keeps `counters` as that reading; a new launch counts from 0.
+   */
+  private addCounts(
+    name: string,
+    startedAt: string,
+    counters: Pick<CounterSnapshot, 'eventsIn' | 'eventsOut' | 'errors'>,
+  ): ActorAcc {
     let a = this.actors.get(name);
     if (!a) {
       a = {
@@ -809,11 +822,11 @@ export class StatsRecorder {
     a.dIn += Math.max(0, counters.eventsIn - base.eventsIn);
     a.dOut += Math.max(0, counters.eventsOut - base.eventsOut);
     a.dErrors += Math.max(0, counters.errors - base.errors);
+    a.startedAt = startedAt;
     a.eventsIn = counters.eventsIn;
     a.eventsOut = counters.eventsOut;
     a.errors = counters.errors;
-    // A later sample of this name is another launch: counted from 0.
-    a.startedAt = '';
+    return a;
   }
 
   /** Takes one sampler sample: counter deltas and lag samples; ends an interval when it is over. */
@@ -821,30 +834,7 @@ export class StatsRecorder {
     if (this.closed || this.windowStartMs === 0) return;
     if (this.windowOf(nowMs) > this.windowStartMs) this.endWindow(this.windowOf(nowMs));
     for (const s of statuses) {
-      let a = this.actors.get(s.name);
-      const restarted = a !== undefined && a.startedAt !== s.startedAt;
-      if (!a) {
-        a = {
-          startedAt: s.startedAt,
-          eventsIn: 0,
-          eventsOut: 0,
-          errors: 0,
-          dIn: 0,
-          dOut: 0,
-          dErrors: 0,
-          lags: [],
-          hasInputs: false,
-        };
-        this.actors.set(s.name, a);
-      }
-      const base = restarted ? { eventsIn: 0, eventsOut: 0, errors: 0 } : a;
-      a.dIn += Math.max(0, s.counters.eventsIn - base.eventsIn);
-      a.dOut += Math.max(0, s.counters.eventsOut - base.eventsOut);
-      a.dErrors += Math.max(0, s.counters.errors - base.errors);
-      a.startedAt = s.startedAt;
-      a.eventsIn = s.counters.eventsIn;
-      a.eventsOut = s.counters.eventsOut;
-      a.errors = s.counters.errors;
+      const a = this.addCounts(s.name, s.startedAt, s.counters);
       if (s.inputs.length > 0) {
         a.hasInputs = true;
         a.lags.push(s.inputs.reduce((m, l) => Math.max(m, l.lagMs), 0));

@@ -11,7 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import net from 'node:net';
 import Database from 'better-sqlite3';
-import { createAppDb, LEDGER_DDL, DIALECTS } from './cdc-helpers.js';
+import { createAppDb, LEDGER_DDL, DIALECTS, positionIn as at } from './cdc-helpers.js';
 import type { AppDb } from './cdc-helpers.js';
 import { sluice } from './lib/cli.js';
 
@@ -55,15 +55,6 @@ function writeTopology(sources: SourceText[]): string {
 /** The database entry of `app`, as a YAML flow map (JSON is YAML). */
 function databaseOf(app: AppDb): string {
   return JSON.stringify(app.ref);
-}
-
-/** `line:col` (1-based) of `token` in the first line of `file` that contains `lineToken`. */
-function at(file: string, lineToken: string, token = lineToken): string {
-  const lines = fs.readFileSync(file, 'utf8').split('\n');
-  const line = lines.findIndex((l) => l.includes(lineToken));
-  if (line < 0 || !lines[line]!.includes(token))
-    throw new Error(`test bug: "${token}" not in ${file}`);
-  return `${line + 1}:${lines[line]!.indexOf(token) + 1}`;
 }
 
 /** A local TCP port nothing listens on. */

@@ -3,7 +3,7 @@
  * a temp-dir SQLite file per test, the capture cases' `ledger` table in both dialects, and a
  * capture source over it.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -298,4 +298,16 @@ export async function assertLedgerExactlyOnce(app: AppDb, events: LedgerEvent[])
   const got = JSON.stringify([...state.entries()].sort());
   const want = JSON.stringify(rows.map((r) => [`["${r.id}"]`, r.holder]).sort());
   if (got !== want) throw new Error(`consumer table differs from the database:\n${got}\n${want}`);
+}
+
+/**
+ * `line:col` (1-based) of `token` in the first line of `file` that contains `lineToken`: where a
+ * located error (`file:line:col: field: ...`) must point. Throws when the file has no such line.
+ */
+export function positionIn(file: string, lineToken: string, token = lineToken): string {
+  const lines = readFileSync(file, 'utf8').split('\n');
+  const line = lines.findIndex((l) => l.includes(lineToken));
+  if (line < 0 || !lines[line]!.includes(token))
+    throw new Error(`test bug: "${token}" not in ${file}`);
+  return `${line + 1}:${lines[line]!.indexOf(token) + 1}`;
 }

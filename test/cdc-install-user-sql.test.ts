@@ -11,7 +11,7 @@ import * as assert from 'uvu/assert';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { createAppDb, LEDGER_DDL } from './cdc-helpers.js';
+import { createAppDb, LEDGER_DDL, positionIn as at } from './cdc-helpers.js';
 import type { AppDb, Dialect } from './cdc-helpers.js';
 import { sluice } from './lib/cli.js';
 
@@ -41,15 +41,6 @@ function writeTopology(dir: string, app: AppDb, ledger: string[]): string {
   ];
   fs.writeFileSync(file, `${lines.join('\n')}\n`);
   return file;
-}
-
-/** `line:col` (1-based) of `token` in the first line of `file` that contains `lineToken`. */
-function at(file: string, lineToken: string, token = lineToken): string {
-  const lines = fs.readFileSync(file, 'utf8').split('\n');
-  const line = lines.findIndex((l) => l.includes(lineToken));
-  if (line < 0 || !lines[line]!.includes(token))
-    throw new Error(`test bug: "${token}" not in ${file}`);
-  return `${line + 1}:${lines[line]!.indexOf(token) + 1}`;
 }
 
 /** Triggers on the application's tables, and whether the capture schema / staging table exists. */

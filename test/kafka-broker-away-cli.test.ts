@@ -146,20 +146,7 @@ test('sluice append on Kafka waits out a broker killed mid-input and restarted, 
   append.on('exit', (code) => (exit = code));
   const lines = (from: number, to: number) =>
     Array.from({ length: to - from }, (_, n) => `{"key":"k${from + n}"}\n`).join('');
-  const keys = () => {
-    const t = backend.tailer(dir, queue, 0);
-    const out: string[] = [];
-    const view = new EnvelopeView();
-    try {
-      for (let rec = t.next(); rec; rec = t.next()) {
-        view.wrap(rec.bytes, 0, rec.bytes.length);
-        out.push((decodeJson(view.payload) as { key: string }).key);
-      }
-    } finally {
-      t.close();
-    }
-    return out;
-  };
+  const keys = () => topicKeys(queue);
   // Events are flushed (and acknowledged) 1000 at a time and at the end of stdin.
   append.stdin.write(lines(0, 1000));
   await until('1000 events in the topic', () => keys().length >= 1000 || exit !== undefined);

@@ -441,12 +441,17 @@ export class KafkaConsumer implements BusConsumer {
     // fetchedOffset is set by kafkajs' Batch (src/consumer/batch.js) but missing from its types.
     const fetched = Number((batch as typeof batch & { fetchedOffset: string }).fetchedOffset);
     if (fetched !== st.fetchOffset) {
-      // A batch from before our last seek, or kafkajs lost the seek: (re)issue it. A forward jump
-      // without a pending seek is kafkajs skipping batches of markers/aborted records only.
-      if (st.seekPending || fetched < st.fetchOffset) {
-        this.seekKafka(kc, st);
-        return;
-      }
+      // A batch from before our last seek, or kafkajs lost the seek: (re)issue it. Forward jumps
+      // too: kafkajs moves past batches of markers/aborted records only through
+      // END_BATCH_PROCESS (onFilteredBatch follows it), so a batch fetched from beyond
+      // fetchOffset is a stale one. kafkajs fetches a partition from each node that led it while
+      // a fetch was in flight, and drops a response only while a seek is pending in kafkajs
+      // itself: once one fetcher applied the seek and its batch came in, a response of another
+      // fetcher to a request made before the seek passed as new (a fault run's reader of a whole
+      // topic after a leader kill: the records after the first batch skipped up to the old
+      // position, "input 2975 processed where 0 was due").
+      this.seekKafka(kc, st);
+      return;
     }
     st.seekPending = false;
     st.progressAt = Date.now();

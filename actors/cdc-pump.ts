@@ -29,20 +29,17 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { addShipped, PUMP_PORTS, PUMP_SHARED, type PumpData } from './contracts.js';
 import { runActor, Counter } from '../engine/actor/index.js';
-import { Appender } from '../engine/journal/index.js';
 import { ChangeRecordWriter } from '../engine/codec/index.js';
 import {
   openStaging,
   PumpCore,
-  RecordRefusedError,
   SinkFailures,
   CDC_DEFAULTS,
+  JournalPumpSink,
   KafkaPumpSink,
   encodeCaptureJson,
   jsonSourceInfo,
-  recentStagingIdsInJournal,
   type StagedChange,
-  type PumpSink,
   type StagingClient,
 } from '../engine/cdc/index.js';
 import type { BusBackend } from '../engine/bus/index.js';
@@ -63,50 +60,11 @@ runActor<PumpData>(async (ctx) => {
     }
     for (const [slot, n] of perSlot) addShipped(shippedSab, slot, n);
   };
-  // Opened on first use and closed after any failure: an appender whose write or fsync failed
-  // (ENOSPC, EIO) still buffers the failed frames and may have left a partial frame in its
-  // segment; only a reopen (recovery cuts the torn tail) makes the next append land right.
-  // `${queue}/${partition}` -> its appender.
-  const appenders = new Map<string, Appender>();
-  // fdatasyncs of journal batches started by appendBatch and not yet awaited by sync().
-  const syncing: Promise<void>[] = [];
-  const openAppenders = () => {
-    for (const [queue, t] of Object.entries(d.targets)) {
-      for (const [p, dir] of Object.entries(t.dirs)) {
-        const k = `${queue}/${p}`;
-        if (appenders.has(k)) continue;
-        appenders.set(
-          k,
-          Appender.open({
-            dir,
-            segmentBytes: t.segmentBytes,
-            fsync: t.fsync,
-            notifier: ctx.shared(PUMP_SHARED.notifier(queue, Number(p))),
-          }),
-        );
-      }
-    }
-  };
-  const closeAppenders = () => {
-    for (const a of appenders.values()) {
-      try {
-        a.close();
-      } catch {
-        // a failed appender may fail to close too; its lock and descriptors die with it
-      }
-    }
-    appenders.clear();
-    // close() fsynced what they had written; their pending syncs concern no open appender.
-    syncing.length = 0;
-  };
-  // Each change is encoded once, into this writer's reused buffer (strings straight to UTF-8,
-  // the key shared by envelope and Change), then copied once to its destination.
-  const writer = new ChangeRecordWriter();
   const recordBytesMax = d.source.recordBytesMax ?? CDC_DEFAULTS.recordBytesMax;
-  // The installation id of the staging this pump ships from: given to the sink by each start's
-  // reconciliation (PumpSink.recentStagingIds), stamped on every record after it.
-  let installation = '';
-  const buildRecord = (ch: StagedChange, inst: string): number =>
+  // Into Kafka each change is encoded into this writer's reused buffer, then copied once.
+  const writer = new ChangeRecordWriter();
+  /** An owned copy of the record (Kafka keeps the value after the call). */
+  const envelopeOf = (ch: StagedChange, inst: string): Uint8Array => {
     writer.build({
       stagingId: ch.stagingId,
       table: ch.table,
@@ -118,9 +76,6 @@ runActor<PumpData>(async (ctx) => {
       commitTimeMs: ch.timeMs,
       installation: inst,
     });
-  /** An owned copy of the record (Kafka keeps the value after the call). */
-  const envelopeOf = (ch: StagedChange, inst: string): Uint8Array => {
-    buildRecord(ch, inst);
     return new Uint8Array(writer.bytes());
   };
   // Into bus topics each batch is one bus transaction (engine/cdc/kafka-sink.ts): on a kafka
@@ -165,77 +120,26 @@ runActor<PumpData>(async (ctx) => {
       },
     });
   }
-  const journalSink: PumpSink = {
-    appendBatch(changes: StagedChange[]) {
-      // Each record is encoded into its partition's open batch (claim, one copy, commit); a
-      // refusal or a bad change drops every open batch, so a refused batch appends nothing.
-      const open: Appender[] = [];
-      try {
-        for (const ch of changes) {
-          const queue = d.tableTargets[ch.table];
-          if (!queue)
-            throw new Error(
-              `pump ${ctx.name}: staged change ${ch.stagingId} is for table "${ch.table}", which has no target in the topology`,
-            );
-          const target = d.targets[queue]!;
-          // The staged key hash (what claim() split the pumps by), so the partition is this pump's.
-          const k = `${queue}/${ch.keyHash % target.partitions}`;
-          const a = appenders.get(k);
-          if (!a)
-            throw new Error(
-              `pump ${ctx.name}: claimed a change for ${k}, a partition this pump does not append (pump ${d.pump} of ${d.source.pumps})`,
-            );
-          const n = buildRecord(ch, installation);
-          if (n > recordBytesMax) {
-            const many = changes.length > 1 ? ` (in a batch of ${changes.length})` : '';
-            throw new RecordRefusedError(
-              `record of ${n} bytes exceeds recordBytesMax ${recordBytesMax} of capture source "${d.source.name}" (target queue "${queue}")${many}`,
-            );
-          }
-          if (!open.includes(a)) {
-            a.beginBatch();
-            open.push(a);
-          }
-          // claim() first: it may replace the write buffer claimBuffer returns.
-          const at = a.claim(n);
-          writer.copyTo(a.claimBuffer, at);
-          a.commit();
-        }
-      } catch (err) {
-        for (const a of open) {
-          a.truncateBatch(0);
-          a.endBatch();
-        }
-        throw err;
-      }
-      for (const a of open) a.endBatch();
-      // Written now (in order); one fdatasync per partition per batch runs on libuv's pool,
-      // awaited by sync() before the pump deletes the rows, while it claims the next batch.
-      for (const a of open) {
-        const durable = a.flushAsync();
-        // Observed by sync(); never an unhandled rejection meanwhile.
-        durable.catch(() => undefined);
-        syncing.push(durable);
-      }
-      c[Counter.eventsOut] += changes.length;
-    },
-    async sync() {
-      const all = syncing.splice(0);
-      await Promise.all(all);
-    },
-    recentStagingIds(limit: number, installationId: string) {
-      installation = installationId;
-      const dirs = Object.values(d.targets).flatMap((t) => Object.values(t.dirs));
-      return recentStagingIdsInJournal(dirs, limit, installationId);
-    },
-  };
+  // Into journal queues (engine/cdc/journal-sink.ts): appenders opened by up(), closed after
+  // any failure and at the end.
+  const journal = new JournalPumpSink({
+    source: d.source.name,
+    actor: ctx.name,
+    pump: d.pump,
+    pumps: d.source.pumps,
+    targets: d.targets,
+    tableTargets: d.tableTargets,
+    recordBytesMax,
+    notifierOf: (queue, p) => ctx.shared(PUMP_SHARED.notifier(queue, p)),
+    onAppended: (n) => (c[Counter.eventsOut] += n),
+  });
   // Where an outage is: a failure of the sink's calls (or of opening its journal appenders) is
   // the target's, any other the capture source's (engine/cdc/pump.ts SinkFailures), so the log
   // line and the health name what does not answer, never by reading the error's text.
   const failures = new SinkFailures();
   const sourceName = `capture source "${d.source.name}"`;
   const targetName = `${targetOf(d)} (target of ${sourceName})`;
-  const sink = failures.watch(kafkaSink ?? journalSink);
+  const sink = failures.watch(kafkaSink ?? journal);
   // Outages (issue item 8): the database or the target failing is waited out, never a reason to
   // exit: the pump reconnects with capped exponential backoff, forever, and a fresh PumpCore's
   // start() reconciles against the sink, so a batch appended before the failure is not appended
@@ -255,7 +159,7 @@ runActor<PumpData>(async (ctx) => {
   };
   const down = async (err: unknown) => {
     await closeStaging();
-    closeAppenders();
+    journal.close();
     const what = whatOf(err);
     const error = String((err as Error).message ?? err);
     // Sent before the counter is set, so the health finds it with the counter (ops/health.ts).
@@ -289,7 +193,7 @@ runActor<PumpData>(async (ctx) => {
     for (;;) {
       try {
         try {
-          openAppenders();
+          journal.open();
         } catch (err) {
           throw failures.mark(err);
         }
@@ -370,7 +274,7 @@ runActor<PumpData>(async (ctx) => {
     return { pump: d.pump, shipped: c[Counter.eventsIn], recovered };
   } finally {
     await closeStaging();
-    closeAppenders();
+    journal.close();
     await kafkaSink?.close();
     await kafkaBus?.close().catch(() => undefined);
   }

@@ -206,7 +206,8 @@ export {
   kafkaKeyOf,
 } from './kafka-sink.js';
 export type { KafkaCaptureRecord, KafkaPumpSinkOptions } from './kafka-sink.js';
-export { recentStagingIdsInJournal } from './journal-sink.js';
+export { JournalPumpSink, recentStagingIdsInJournal } from './journal-sink.js';
+export type { JournalPumpSinkOptions, JournalPumpTarget } from './journal-sink.js';
 export {
   CAPTURE_FORMATS,
   captureJsonValue,

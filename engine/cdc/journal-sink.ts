@@ -1,7 +1,8 @@
 /**
- * The journal pump sink's crash reconciliation (PumpSink.recentStagingIds on the journal; the
- * sink itself is the pump actor's, actors/cdc-pump.ts): which staged changes of the last batch
- * the target partitions already hold, read from their ends backwards.
+ * The journal pump sink ({@link JournalPumpSink}: a capture pump's PumpSink into journal queues,
+ * used by actors/cdc-pump.ts) and its crash reconciliation (PumpSink.recentStagingIds on the
+ * journal): which staged changes of the last batch the target partitions already hold, read
+ * from their ends backwards.
  *
  * The window is the last `limit` staged changes of each partition, not its last `limit` records:
  * an initial load's read events (staging id "") are appended after the claimed changes of the
@@ -10,8 +11,180 @@
  * out of a window of batchSizeMax * pumps records, so a kill -9 between append and ack appended
  * them again (staging id 572 twice in test/cdc-initial-load-crash, PostgreSQL).
  */
-import { Tailer } from '../journal/index.js';
-import { EnvelopeView, decodeChange, EVENT_TYPE_CHANGE } from '../codec/index.js';
+import { Appender, Tailer, type FsyncPolicy } from '../journal/index.js';
+import {
+  ChangeRecordWriter,
+  EnvelopeView,
+  decodeChange,
+  EVENT_TYPE_CHANGE,
+} from '../codec/index.js';
+import type { StagedChange } from './config.js';
+import { RecordRefusedError, type PumpSink } from './pump.js';
+
+/** One target queue of a {@link JournalPumpSink}. */
+export interface JournalPumpTarget {
+  /** The queue's partition count: a change goes to partition keyHash mod partitions. */
+  partitions: number;
+  /** Journal directory of each partition this pump appends (p mod pumps = pump). */
+  dirs: Record<number, string>;
+  /** engine/journal segment roll size, bytes. */
+  segmentBytes: number;
+  fsync: FsyncPolicy;
+}
+
+/** What a {@link JournalPumpSink} ships, and where. */
+export interface JournalPumpSinkOptions {
+  /** Capture source name, for messages. */
+  source: string;
+  /** The pump's actor name and index (of `pumps`), for messages. */
+  actor: string;
+  pump: number;
+  pumps: number;
+  /** Target queue name -> its partitions. */
+  targets: Record<string, JournalPumpTarget>;
+  /** Table name -> target queue name. */
+  tableTargets: Record<string, string>;
+  /** Largest record, bytes (the source's recordBytesMax): a larger one is refused. */
+  recordBytesMax: number;
+  /** The queue notifier (engine/journal/notifier.ts) of a partition: its readers wake on each flush. */
+  notifierOf?: (queue: string, partition: number) => SharedArrayBuffer | undefined;
+  /** Called with the count of changes of each batch appended (written, not yet durable). */
+  onAppended?: (changes: number) => void;
+}
+
+/**
+ * A capture pump's sink into journal queues: each change is encoded once (ChangeRecordWriter,
+ * strings straight to UTF-8, the key shared by envelope and Change) into the open batch of its
+ * partition (engine/journal Appender claim, one copy, commit); a batch is written in order by
+ * appendBatch and made durable by sync(), one fdatasync per partition per batch on libuv's pool
+ * (Appender.flushAsync), which the pump awaits before it deletes the rows from staging while it
+ * claims the next batch. A refusal (a record over recordBytesMax: RecordRefusedError) or a bad
+ * change (a table without a target, a partition of another pump) drops every open batch, so a
+ * refused batch appends nothing.
+ *
+ * Appenders are opened by open() and closed by close() after any failure: an appender whose
+ * write or fsync failed (ENOSPC, EIO) still buffers the failed frames and may have left a partial
+ * frame in its segment; only a reopen (recovery cuts the torn tail) makes the next append land
+ * right. Records carry the installation id that the last recentStagingIds() call was given.
+ */
+export class JournalPumpSink implements PumpSink {
+  /** `${queue}/${partition}` -> its appender, while open. */
+  private readonly appenders = new Map<string, Appender>();
+  /** fdatasyncs of appended batches not yet awaited by sync(). */
+  private syncing: Promise<void>[] = [];
+  private readonly writer = new ChangeRecordWriter();
+  private installation = '';
+
+  constructor(private readonly opts: JournalPumpSinkOptions) {}
+
+  /** Opens the appender of every target partition not open yet. @throws the journal's errors. */
+  open(): void {
+    for (const [queue, t] of Object.entries(this.opts.targets)) {
+      for (const [p, dir] of Object.entries(t.dirs)) {
+        const k = `${queue}/${p}`;
+        if (this.appenders.has(k)) continue;
+        this.appenders.set(
+          k,
+          Appender.open({
+            dir,
+            segmentBytes: t.segmentBytes,
+            fsync: t.fsync,
+            notifier: this.opts.notifierOf?.(queue, Number(p)),
+          }),
+        );
+      }
+    }
+  }
+
+  /** Closes every appender (each fsyncs what it wrote); a failed one's close error is ignored. */
+  close(): void {
+    for (const a of this.appenders.values()) {
+      try {
+        a.close();
+      } catch {
+        // a failed appender may fail to close too; its lock and descriptors die with it
+      }
+    }
+    this.appenders.clear();
+    // close() fsynced what they had written; their pending syncs concern no open appender.
+    this.syncing = [];
+  }
+
+  appendBatch(changes: StagedChange[]): void {
+    const o = this.opts;
+    const open: Appender[] = [];
+    try {
+      for (const ch of changes) {
+        const queue = o.tableTargets[ch.table];
+        if (!queue)
+          throw new Error(
+            `pump ${o.actor}: staged change ${ch.stagingId} is for table "${ch.table}", which has no target in the topology`,
+          );
+        const target = o.targets[queue]!;
+        // The staged key hash (what claim() split the pumps by), so the partition is this pump's.
+        const k = `${queue}/${ch.keyHash % target.partitions}`;
+        const a = this.appenders.get(k);
+        if (!a)
+          throw new Error(
+            `pump ${o.actor}: claimed a change for ${k}, a partition this pump does not append (pump ${o.pump} of ${o.pumps})`,
+          );
+        const n = this.writer.build({
+          stagingId: ch.stagingId,
+          table: ch.table,
+          op: ch.op,
+          key: ch.key,
+          before: ch.before,
+          after: ch.after,
+          txid: ch.txid,
+          commitTimeMs: ch.timeMs,
+          installation: this.installation,
+        });
+        if (n > o.recordBytesMax) {
+          const many = changes.length > 1 ? ` (in a batch of ${changes.length})` : '';
+          throw new RecordRefusedError(
+            `record of ${n} bytes exceeds recordBytesMax ${o.recordBytesMax} of capture source "${o.source}" (target queue "${queue}")${many}`,
+          );
+        }
+        if (!open.includes(a)) {
+          a.beginBatch();
+          open.push(a);
+        }
+        // claim() first: it may replace the write buffer claimBuffer returns.
+        const at = a.claim(n);
+        this.writer.copyTo(a.claimBuffer, at);
+        a.commit();
+      }
+    } catch (err) {
+      for (const a of open) {
+        a.truncateBatch(0);
+        a.endBatch();
+      }
+      throw err;
+    }
+    for (const a of open) a.endBatch();
+    // Written now (in order); the fdatasyncs run on libuv's pool, awaited by sync().
+    for (const a of open) {
+      const durable = a.flushAsync();
+      // Observed by sync(); never an unhandled rejection meanwhile.
+      durable.catch(() => undefined);
+      this.syncing.push(durable);
+    }
+    o.onAppended?.(changes.length);
+  }
+
+  /** Resolves once every batch appended so far is durable; rejects with the first failed fdatasync. */
+  async sync(): Promise<void> {
+    const all = this.syncing.splice(0);
+    await Promise.all(all);
+  }
+
+  /** See {@link recentStagingIdsInJournal}; also the installation id later records carry. */
+  recentStagingIds(limit: number, installationId: string): Set<string> {
+    this.installation = installationId;
+    const dirs = Object.values(this.opts.targets).flatMap((t) => Object.values(t.dirs));
+    return recentStagingIdsInJournal(dirs, limit, installationId);
+  }
+}
 
 /**
  * Staging ids of those of the last `limit` staged changes of each journal partition in `dirs`

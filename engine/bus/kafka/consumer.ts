@@ -81,7 +81,10 @@ interface PartState {
   seekPending: boolean;
   /** Paused in kafkajs because the buffer is full. */
   fetchPaused: boolean;
-  /** Date.now() of the last fetched batch, seek or stall check that found the partition at its end. */
+  /**
+   * Date.now() of the last accepted batch, of the caller's last seek, or of the last stall check
+   * that found the partition at its end.
+   */
   progressAt: number;
 }
 
@@ -427,7 +430,6 @@ export class KafkaConsumer implements BusConsumer {
   private seekKafka(kc: Consumer, st: PartState): void {
     this.dropBuffer(st);
     st.seekPending = true;
-    st.progressAt = Date.now();
     if (st.fetchPaused) st.fetchPaused = false;
     whileRunning(() =>
       kc.seek({ topic: st.tp.topic, partition: st.tp.partition, offset: String(st.position) }),
@@ -724,6 +726,9 @@ export class KafkaConsumer implements BusConsumer {
       throw new BusError('bad-input', `offset must be an integer >= 0, offset=${offset}`);
     const st = this.stateOf(tp);
     st.position = offset;
+    // A seek of the caller's starts the stall clock again; the re-seeks of onBatch and onJoin do
+    // not: kafkajs answering each of them from another offset is a stall too.
+    st.progressAt = Date.now();
     // Without a kafkajs client (being replaced) the buffer still goes: the next GROUP_JOIN seeks.
     if (this.kc) this.seekKafka(this.kc, st);
     else this.dropBuffer(st);

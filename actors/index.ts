@@ -5,17 +5,19 @@ export {
   transactionalIdOf,
   partitionDir,
   busDir,
+  type PlanOptions,
+  ACTOR_MODULES,
+  type TopologyPlan,
+} from './plan.js';
+export {
   processorModuleProblems,
   checkProcessorModules,
-  type PlanOptions,
   checkServiceModules,
   serviceModuleEntries,
   serviceModuleProblems,
   serviceWarnings,
-  ACTOR_MODULES,
   type ServiceModuleEntry,
-  type TopologyPlan,
-} from './plan.js';
+} from './module-checks.js';
 export { createKafkaTopics } from './kafka-topics.js';
 export type {
   ServiceHostData,

@@ -93,8 +93,13 @@ const FC_TYPE = 28;
 const FC_KEY = 32;
 const FC_PAYLOAD = 36;
 const TABLE_BYTES_CAUSE = 40;
-/** Records up to this size are copied out byte by byte (no subarray to allocate). */
-const COPY_LOOP_BYTES_MAX = 256;
+/**
+ * Payloads and records up to this size are copied byte by byte (no subarray to allocate); larger
+ * ones with Uint8Array#set. Measured (bench/copy-loop.ts, bench/RESULTS.md "Byte loop or set"):
+ * the loop costs about 2 ns per byte and wins only up to about 16 bytes; at 256 (the value
+ * before) encode + copy into a ring slot of a 64-byte payload took 397-423 ns, at 16 275-291 ns.
+ */
+const COPY_LOOP_BYTES_MAX = 16;
 
 /**
  * Encodes envelopes (schemas/sluice.fbs `Envelope`) into one reused buffer, laid out front to

@@ -141,6 +141,19 @@ function sendChunks(req: {
   return chunks;
 }
 
+/**
+ * `p`, or a rejection with `late()` once `deadlineMs` (Date.now() ms) has passed, whichever comes
+ * first; `p` goes on and its outcome is then ignored.
+ */
+function beforeDeadline<T>(p: Promise<T>, deadlineMs: number, late: () => Error): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(late()), Math.max(0, deadlineMs - Date.now()));
+  });
+  p.catch(() => undefined);
+  return Promise.race([p, expired]).finally(() => clearTimeout(timer));
+}
+
 async function endOf(topic: string, partition: number): Promise<number> {
   return (await busOf().offsets([{ topic, partition }]))[0].end;
 }
@@ -161,12 +174,25 @@ async function handle(req: SyncKafkaRequest): Promise<(SyncKafkaReply & { ok: tr
       let recs = await c.poll({ timeoutMs: req.waitMs, recordsMax: req.recordsMax });
       if (recs.length === 0) {
         const deadline = Date.now() + CATCH_UP_WAIT_MS_MAX;
-        while (recs.length === 0 && c.position(tp) < (await endOf(req.topic, req.partition))) {
-          if (Date.now() > deadline) {
-            throw new Error(
-              `kafka ${req.topic}/${req.partition}: no record from offset ${c.position(tp)} within ${CATCH_UP_WAIT_MS_MAX} ms although the partition's last stable offset is beyond it`,
-            );
-          }
+        const stalled = () =>
+          new Error(
+            `kafka ${req.topic}/${req.partition}: no record from offset ${c.position(tp)} within ${CATCH_UP_WAIT_MS_MAX} ms although the partition's last stable offset is beyond it`,
+          );
+        // The bound holds for the ListOffsets calls too: one that meets a dead node may wait
+        // kafkajs' request timeout (30 s) per attempt.
+        while (
+          recs.length === 0 &&
+          c.position(tp) <
+            (await beforeDeadline(
+              endOf(req.topic, req.partition),
+              deadline,
+              () =>
+                new Error(
+                  `kafka ${req.topic}/${req.partition}: reading from offset ${c.position(tp)}, the cluster did not answer ListOffsets within ${CATCH_UP_WAIT_MS_MAX} ms`,
+                ),
+            ))
+        ) {
+          if (Date.now() > deadline) throw stalled();
           recs = await c.poll({ timeoutMs: 500, recordsMax: req.recordsMax });
         }
       }

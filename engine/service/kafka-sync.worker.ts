@@ -89,6 +89,34 @@ function consumerOf(topic: string, partition: number): Promise<BusConsumer> {
   return c;
 }
 
+/**
+ * {@link consumerOf}, bounded: a consumer whose first join has not finished within
+ * CATCH_UP_WAIT_MS_MAX (kafkajs can retry a join for minutes while a cluster's group
+ * coordinators move, seen after a controller kill) is dropped, closed once it settles, and the
+ * call fails, so the caller (an actor) fails and is restarted instead of waiting without end;
+ * the next call makes a new consumer.
+ */
+async function joinedConsumerOf(topic: string, partition: number): Promise<BusConsumer> {
+  const k = `${topic}/${partition}`;
+  const pending = consumerOf(topic, partition);
+  try {
+    return await beforeDeadline(
+      pending,
+      Date.now() + CATCH_UP_WAIT_MS_MAX,
+      () =>
+        new Error(
+          `kafka ${k}: the read_committed consumer did not join within ${CATCH_UP_WAIT_MS_MAX} ms`,
+        ),
+    );
+  } catch (e) {
+    if (consumers.get(k) === pending) {
+      consumers.delete(k);
+      pending.then((c) => c.close()).catch(() => undefined);
+    }
+    throw e;
+  }
+}
+
 function pack(values: (Uint8Array | null)[], offsets: number[], position: number): PackedRecords {
   let total = 0;
   for (const v of values) total += v ? v.length : 0;
@@ -169,7 +197,7 @@ async function handle(req: SyncKafkaRequest): Promise<(SyncKafkaReply & { ok: tr
       // broker already has (below its last stable offset) are waited for longer, so an empty
       // answer means `from` is at the end.
       const tp = { topic: req.topic, partition: req.partition };
-      const c = await consumerOf(req.topic, req.partition);
+      const c = await joinedConsumerOf(req.topic, req.partition);
       if (c.position(tp) !== req.from) c.seek(tp, req.from);
       let recs = await c.poll({ timeoutMs: req.waitMs, recordsMax: req.recordsMax });
       if (recs.length === 0) {
@@ -205,7 +233,7 @@ async function handle(req: SyncKafkaRequest): Promise<(SyncKafkaReply & { ok: tr
     case 'range': {
       // Every record with lo <= offset < hi (hi at most the last stable offset).
       const tp = { topic: req.topic, partition: req.partition };
-      const c = await consumerOf(req.topic, req.partition);
+      const c = await joinedConsumerOf(req.topic, req.partition);
       c.seek(tp, req.lo);
       const values: (Uint8Array | null)[] = [];
       const offsets: number[] = [];

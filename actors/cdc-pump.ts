@@ -37,6 +37,7 @@ import {
   CDC_DEFAULTS,
   JournalPumpSink,
   KafkaPumpSink,
+  buildChangeRecord,
   encodeCaptureJson,
   jsonSourceInfo,
   type StagedChange,
@@ -65,17 +66,7 @@ runActor<PumpData>(async (ctx) => {
   const writer = new ChangeRecordWriter();
   /** An owned copy of the record (Kafka keeps the value after the call). */
   const envelopeOf = (ch: StagedChange, inst: string): Uint8Array => {
-    writer.build({
-      stagingId: ch.stagingId,
-      table: ch.table,
-      op: ch.op,
-      key: ch.key,
-      before: ch.before,
-      after: ch.after,
-      txid: ch.txid,
-      commitTimeMs: ch.timeMs,
-      installation: inst,
-    });
+    buildChangeRecord(writer, ch, inst);
     return new Uint8Array(writer.bytes());
   };
   // Into bus topics each batch is one bus transaction (engine/cdc/kafka-sink.ts): on a kafka

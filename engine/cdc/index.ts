@@ -206,7 +206,7 @@ export {
   kafkaKeyOf,
 } from './kafka-sink.js';
 export type { KafkaCaptureRecord, KafkaPumpSinkOptions } from './kafka-sink.js';
-export { JournalPumpSink, recentStagingIdsInJournal } from './journal-sink.js';
+export { JournalPumpSink, buildChangeRecord, recentStagingIdsInJournal } from './journal-sink.js';
 export type { JournalPumpSinkOptions, JournalPumpTarget } from './journal-sink.js';
 export {
   CAPTURE_FORMATS,

@@ -21,6 +21,29 @@ import {
 import type { StagedChange } from './config.js';
 import { RecordRefusedError, type PumpSink } from './pump.js';
 
+/**
+ * Encodes staged change `ch` as its capture record (an EVENT_TYPE_CHANGE envelope, engine/codec
+ * ChangeRecordWriter) stamped with `installation`, into `writer`'s reused buffer; returns its
+ * size in bytes. The record is `writer.bytes()` until the next build.
+ */
+export function buildChangeRecord(
+  writer: ChangeRecordWriter,
+  ch: StagedChange,
+  installation: string,
+): number {
+  return writer.build({
+    stagingId: ch.stagingId,
+    table: ch.table,
+    op: ch.op,
+    key: ch.key,
+    before: ch.before,
+    after: ch.after,
+    txid: ch.txid,
+    commitTimeMs: ch.timeMs,
+    installation,
+  });
+}
+
 /** One target queue of a {@link JournalPumpSink}. */
 export interface JournalPumpTarget {
   /** The queue's partition count: a change goes to partition keyHash mod partitions. */
@@ -128,17 +151,7 @@ export class JournalPumpSink implements PumpSink {
           throw new Error(
             `pump ${o.actor}: claimed a change for ${k}, a partition this pump does not append (pump ${o.pump} of ${o.pumps})`,
           );
-        const n = this.writer.build({
-          stagingId: ch.stagingId,
-          table: ch.table,
-          op: ch.op,
-          key: ch.key,
-          before: ch.before,
-          after: ch.after,
-          txid: ch.txid,
-          commitTimeMs: ch.timeMs,
-          installation: this.installation,
-        });
+        const n = buildChangeRecord(this.writer, ch, this.installation);
         if (n > o.recordBytesMax) {
           const many = changes.length > 1 ? ` (in a batch of ${changes.length})` : '';
           throw new RecordRefusedError(

@@ -21,27 +21,13 @@ import {
   assertLedgerExactlyOnce,
   createAppDb,
   LEDGER_DDL,
-  sleepMs,
   stagingName,
   type AppDb,
   type LedgerEvent,
 } from './cdc-helpers.js';
 import { readCommitted } from './lib/kafka-read.js';
 import { SLUICE_CLI, sluice } from './lib/cli.js';
-
-/** Resolves once `cond()` holds; fails naming `what` (and what `detail()` says) after `ms`. */
-async function until(
-  what: string,
-  cond: () => boolean | Promise<boolean>,
-  ms: number,
-  detail: () => string = () => '',
-): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await cond())) {
-    assert.ok(Date.now() < deadline, `${what} within ${ms / 1000} s: ${detail()}`);
-    await sleepMs(200);
-  }
-}
+import { assertOutageReported, escapeRegExp, until, type ActorsBody } from './lib/outage.js';
 
 async function staged(app: AppDb): Promise<number> {
   const [row] = await app.query<{ n: number }>(`SELECT count(*) AS n FROM ${stagingName(app)}`);
@@ -121,45 +107,9 @@ test('kafka broker killed under a capture pump: the outage names the brokers and
     assert.match(err, `[pump:app/0] ${target} is down since `, err);
     assert.not.match(err, 'capture source "app" is down', err);
 
-    // The health names the target, the reason the same.
-    const ready = await fetch(`${url}/health/ready`);
-    assert.is(ready.status, 503);
-    const health = (await ready.json()) as {
-      status: string;
-      reasons: string[];
-      degraded: { actor: string; error: string }[];
-    };
-    assert.is(health.status, 'degraded');
-    assert.equal(
-      health.degraded.map((d) => d.actor),
-      ['pump:app/0'],
-    );
-    assert.ok(
-      health.degraded[0]!.error.startsWith(`${target} is down: `),
-      health.degraded[0]!.error,
-    );
-    assert.ok(health.degraded[0]!.error.endsWith('; retrying'), health.degraded[0]!.error);
-    assert.ok(
-      health.reasons.some((r) => r.includes(`pump:app/0: ${target} is down: `)),
-      health.reasons.join('\n'),
-    );
-    // GET /actors: the pump's outage is its target's.
-    const actors = (await (await fetch(`${url}/actors`)).json()) as {
-      actors: {
-        name: string;
-        counters: { downSinceMs: number };
-        outage: { side: string; what: string; error: string } | null;
-      }[];
-    };
-    const pump = actors.actors.find((a) => a.name === 'pump:app/0')!;
-    assert.ok(pump.counters.downSinceMs > 0);
-    assert.is(pump.outage?.side, 'target');
-    assert.is(pump.outage?.what, target);
-    // `sluice status` prints the health's reasons.
-    const status = await sluice(['status', '--http', url, '--once']);
-    assert.is(status.code, 0, status.err);
-    assert.match(status.out, `pump:app/0: ${target} is down: `);
-    assert.not.match(status.out, 'capture source "app" is down');
+    // The health, GET /actors and `sluice status` name the target, not the source.
+    const status = await assertOutageReported(url, 'pump:app/0', target);
+    assert.not.match(status, 'capture source "app" is down');
     // The source's database answers all along.
     const metrics = await (await fetch(`${url}/metrics`)).text();
     assert.match(metrics, /^sluice_capture_source_up\{source="app"\} 1$/m);
@@ -180,14 +130,14 @@ test('kafka broker killed under a capture pump: the outage names the brokers and
     );
     assert.match(
       err,
-      new RegExp(`\\[pump:app/0\\] ${escape(target)} is up again after \\d+\\.\\d s down`),
+      new RegExp(`\\[pump:app/0\\] ${escapeRegExp(target)} is up again after \\d+\\.\\d s down`),
     );
     await until(
       'ready again',
       async () => (await fetch(`${url}/health/ready`)).status === 200,
       30_000,
     );
-    const again = (await (await fetch(`${url}/actors`)).json()) as typeof actors;
+    const again = (await (await fetch(`${url}/actors`)).json()) as ActorsBody;
     assert.is(again.actors.find((a) => a.name === 'pump:app/0')!.outage, null);
     run.kill('SIGTERM');
     assert.is(await exited, 0, err);
@@ -210,9 +160,5 @@ test('kafka broker killed under a capture pump: the outage names the brokers and
     fs.rmSync(dir, { recursive: true, force: true });
   }
 });
-
-function escape(text: string): string {
-  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-}
 
 test.run();

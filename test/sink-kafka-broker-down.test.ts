@@ -16,27 +16,9 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { startKafka } from '../testing/kafka-broker.js';
 import { EnvelopeView, decodeJson } from '../engine/codec/index.js';
-import { sleepMs } from './cdc-helpers.js';
 import { readCommitted } from './lib/kafka-read.js';
 import { SLUICE_CLI, sluice } from './lib/cli.js';
-
-/** Resolves once `cond()` holds; fails naming `what` (and what `detail()` says) after `ms`. */
-async function until(
-  what: string,
-  cond: () => boolean | Promise<boolean>,
-  ms: number,
-  detail: () => string = () => '',
-): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await cond())) {
-    assert.ok(Date.now() < deadline, `${what} within ${ms / 1000} s: ${detail()}`);
-    await sleepMs(200);
-  }
-}
-
-function escape(text: string): string {
-  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-}
+import { assertOutageReported, escapeRegExp, until, type ActorsBody } from './lib/outage.js';
 
 /** `count` JSON lines keyed k<from>..k<from+count-1>. */
 function lines(from: number, count: number): string {
@@ -105,42 +87,7 @@ test("kafka broker killed under a sink: the outage names the sink's brokers and 
     assert.match(err, `[sink:ship/0] ${target} is down since `, err);
     assert.not.match(err, 'journal queue "events"', err);
 
-    // The health names the target, the reason the same.
-    const ready = await fetch(`${url}/health/ready`);
-    assert.is(ready.status, 503);
-    const health = (await ready.json()) as {
-      status: string;
-      reasons: string[];
-      degraded: { actor: string; error: string }[];
-    };
-    assert.is(health.status, 'degraded');
-    assert.equal(
-      health.degraded.map((d) => d.actor),
-      ['sink:ship/0'],
-    );
-    assert.ok(
-      health.degraded[0]!.error.startsWith(`${target} is down: `),
-      health.degraded[0]!.error,
-    );
-    assert.ok(health.degraded[0]!.error.endsWith('; retrying'), health.degraded[0]!.error);
-    assert.ok(
-      health.reasons.some((r) => r.includes(`sink:ship/0: ${target} is down: `)),
-      health.reasons.join('\n'),
-    );
-    const actors = (await (await fetch(`${url}/actors`)).json()) as {
-      actors: {
-        name: string;
-        counters: { downSinceMs: number };
-        outage: { side: string; what: string; error: string } | null;
-      }[];
-    };
-    const sink = actors.actors.find((a) => a.name === 'sink:ship/0')!;
-    assert.ok(sink.counters.downSinceMs > 0);
-    assert.is(sink.outage?.side, 'target');
-    assert.is(sink.outage?.what, target);
-    const status = await sluice(['status', '--http', url, '--once']);
-    assert.is(status.code, 0, status.err);
-    assert.match(status.out, `sink:ship/0: ${target} is down: `);
+    await assertOutageReported(url, 'sink:ship/0', target);
 
     await kafka.startBroker(1);
     await until(
@@ -151,14 +98,14 @@ test("kafka broker killed under a sink: the outage names the sink's brokers and 
     );
     assert.match(
       err,
-      new RegExp(`\\[sink:ship/0\\] ${escape(target)} is up again after \\d+\\.\\d s down`),
+      new RegExp(`\\[sink:ship/0\\] ${escapeRegExp(target)} is up again after \\d+\\.\\d s down`),
     );
     await until(
       'ready again',
       async () => (await fetch(`${url}/health/ready`)).status === 200,
       30_000,
     );
-    const again = (await (await fetch(`${url}/actors`)).json()) as typeof actors;
+    const again = (await (await fetch(`${url}/actors`)).json()) as ActorsBody;
     assert.is(again.actors.find((a) => a.name === 'sink:ship/0')!.outage, null);
 
     // Every record once, in order, the ones appended during the outage included.

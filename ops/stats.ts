@@ -846,15 +846,21 @@ export class StatsRecorder {
       !this.capturing
     ) {
       this.lastCaptureMs = nowMs;
-      // Shipped totals first, then the staging depths (uncached); see observeCapture for why
-      // the totals stay exact whatever lands between the two reads.
-      const shipped = this.shippedNow();
-      this.capturing = this.captureNow
-        .read()
-        .then((sources) => this.observeCapture(sources, shipped))
-        .catch((err: Error) => this.logger.warn(`stats: capture figures: ${err.message}`))
-        .finally(() => (this.capturing = null));
+      this.sampleCapture();
     }
+  }
+
+  /** Starts one reading of the capture figures (this.capturing until it is taken in). */
+  private sampleCapture(): Promise<void> {
+    // Shipped totals first, then the staging depths (uncached); see observeCapture for why
+    // the totals stay exact whatever lands between the two reads.
+    const shipped = this.shippedNow();
+    this.capturing = this.captureNow
+      .read()
+      .then((sources) => this.observeCapture(sources, shipped))
+      .catch((err: Error) => this.logger.warn(`stats: capture figures: ${err.message}`))
+      .finally(() => (this.capturing = null));
+    return this.capturing;
   }
 
   private observeCapture(sources: CaptureSourceStats[], shipped: Map<string, number>): void {
@@ -1056,11 +1062,17 @@ export class StatsRecorder {
     }
   }
 
-  /** Writes the interval in progress (counts so far), waits for the databases, closes. Idempotent. */
+  /**
+   * Writes the interval in progress (counts so far; the capture tables read once more, so what
+   * the pumps shipped since the last sample is in it too), waits for the databases, closes.
+   * Idempotent.
+   */
   async close(): Promise<void> {
     if (this.closed) return;
     if (this.windowStartMs !== 0) {
       await this.capturing;
+      // Without it a run shorter than the sampler's period kept only its first capture reading.
+      if (this.tables.size > 0) await this.sampleCapture();
       this.endWindow(this.windowOf(Date.now()) + this.options.intervalMs);
     }
     this.closed = true;

@@ -45,6 +45,7 @@ import {
 } from './bank-snapshots/branch-balances.js';
 import { TopologyProcess, Tmpfs, CLI, REPO_ROOT, FAULT_BOUNDS, between } from './harness.js';
 import { CaptureChecker, CauseChecker } from './checks.js';
+import { NetScope } from './network.js';
 import {
   commonFaults,
   injectCommon,
@@ -289,11 +290,15 @@ export function bankShape(dialect: 'sqlite' | 'postgres', opts: { bounded?: bool
       }
       let workload: Workload | null = null;
       let checker: NodeJS.Timeout | null = null;
+      // Network faults between the topology and PostgreSQL (the pumps' sessions); the pgbench
+      // workload and the suite's checks keep theirs.
+      const net = ctx.net && dialect === 'postgres' ? NetScope.open(name, [ctx.httpPort]) : null;
       const proc = new TopologyProcess({
         file,
         httpPort: ctx.httpPort,
         logFile: path.join(ctx.dir, 'sluice.log'),
         faultDir: path.join(ctx.dir, 'worker-faults'),
+        ...(net ? { cgroupProcs: net.procsFile } : {}),
       });
       try {
         if (dialect === 'sqlite') {
@@ -333,6 +338,8 @@ export function bankShape(dialect: 'sqlite' | 'postgres', opts: { bounded?: bool
           ctx,
           proc,
           disk,
+          net,
+          netPeer: 'PostgreSQL',
           check: () => [...capture.check(), ...outputs.flatMap((o) => o.check())],
         };
         proc.start();
@@ -378,6 +385,7 @@ export function bankShape(dialect: 'sqlite' | 'postgres', opts: { bounded?: bool
         if (workload) await workload.stop().catch(() => undefined);
         if (proc.running) await proc.kill9();
         proc.close();
+        net?.close();
         disk?.unmount();
         if (dialect === 'postgres')
           await dropPg().catch((e) =>

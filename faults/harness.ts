@@ -19,6 +19,7 @@ import path from 'node:path';
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { inScope } from './network.js';
 
 /** The repository root (faults/ is compiled to dist/faults/). */
 export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -115,6 +116,11 @@ export interface TopologyProcessOptions {
   faultDir: string;
   /** Extra environment. */
   env?: Record<string, string>;
+  /**
+   * A cgroup's `cgroup.procs` (faults/network.ts NetScope): each run is put there before it
+   * starts, so the network faults of that scope hit its sockets.
+   */
+  cgroupProcs?: string;
 }
 
 /**
@@ -179,22 +185,21 @@ export class TopologyProcess {
     this.starts++;
     this.expectingExit = false;
     this.log.write(`\n=== faults: start #${this.starts} at ${new Date().toISOString()}\n`);
-    const child = spawn(
-      process.execPath,
-      [
-        CLI,
-        'run',
-        this.options.file,
-        '--http',
-        `127.0.0.1:${this.options.httpPort}`,
-        '--status-ms',
-        '0',
-      ],
-      {
-        stdio: ['ignore', 'pipe', 'pipe'],
-        env: { ...process.env, [WORKER_FAULT_DIR_ENV]: this.options.faultDir, ...this.options.env },
-      },
-    );
+    const args = [
+      CLI,
+      'run',
+      this.options.file,
+      '--http',
+      `127.0.0.1:${this.options.httpPort}`,
+      '--status-ms',
+      '0',
+    ];
+    const cg = this.options.cgroupProcs;
+    const [command, argv] = cg ? inScope(cg, process.execPath, args) : [process.execPath, args];
+    const child = spawn(command, argv, {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, [WORKER_FAULT_DIR_ENV]: this.options.faultDir, ...this.options.env },
+    });
     const onData = (b: Buffer) => {
       this.log.write(b);
       this.logTail = (this.logTail + b.toString()).slice(-4000);

@@ -36,6 +36,7 @@ import {
   type FaultTarget,
 } from './shape.js';
 import { reportFinalVerdict, TAIL_ONLY } from './services.js';
+import { NetScope } from './network.js';
 
 /** Names of the broker faults. */
 export type KafkaFault = 'broker-restart' | 'leader-kill' | 'controller-kill';
@@ -60,6 +61,9 @@ export function kafkaShape(nodes: 1 | 3): Shape {
       let backend: TestBackend | null = null;
       let admin: kafkajs.Admin | null = null;
       let proc: TopologyProcess | null = null;
+      // Network faults between the topology and the cluster; the nodes' own traffic (replication,
+      // the controller quorum) and the suite's producer and checks keep theirs.
+      const net = ctx.net ? NetScope.open(name, [ctx.httpPort]) : null;
       try {
         backend = await kafkaBackend(`faults-${nodes}`, {
           brokers: cluster.brokers,
@@ -70,10 +74,11 @@ export function kafkaShape(nodes: 1 | 3): Shape {
           logLevel: kafkajs.logLevel.NOTHING,
         }).admin();
         await admin.connect();
-        proc = await runOn(ctx, name, nodes, cluster, backend, admin);
+        proc = await runOn(ctx, name, nodes, cluster, backend, admin, net);
       } finally {
         if (proc?.running) await proc.kill9();
         proc?.close();
+        net?.close();
         await admin?.disconnect().catch(() => undefined);
         await backend?.close().catch(() => undefined);
         await cluster.stop({ kill: true });
@@ -89,6 +94,7 @@ async function runOn(
   cluster: KafkaCluster,
   backend: TestBackend,
   admin: kafkajs.Admin,
+  net: NetScope | null,
 ): Promise<TopologyProcess> {
   const q = (n: string) => backend.queue(n);
   const dataDir = path.join(ctx.dir, 'data');
@@ -130,6 +136,7 @@ async function runOn(
     httpPort: ctx.httpPort,
     logFile: path.join(ctx.dir, 'sluice.log'),
     faultDir: path.join(ctx.dir, 'worker-faults'),
+    ...(net ? { cgroupProcs: net.procsFile } : {}),
   });
   const inputs = QUEUES.flatMap((x) =>
     Array.from({ length: x.partitions }, (_, p) => ({ queue: q(x.name), partition: p })),
@@ -153,7 +160,15 @@ async function runOn(
   };
   const append = (n: number) => appendLwwInputsTo(backend, dataDir, inputs, n, ctx.random, values);
   await append(500);
-  const t: FaultTarget = { shape: name, ctx, proc, disk: null, check: () => verify(false) };
+  const t: FaultTarget = {
+    shape: name,
+    ctx,
+    proc,
+    disk: null,
+    net,
+    netPeer: `the Kafka cluster (${cluster.brokers.join(', ')})`,
+    check: () => verify(false),
+  };
   proc.start();
   if ((await recover(t, 'first start')) === null) return proc;
   const t0 = Date.now();

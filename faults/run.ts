@@ -28,6 +28,7 @@ const o = new Command()
   )
   .option('--shapes <names>', 'comma-separated shape names (default: all)')
   .option('--no-tmpfs', 'no disk-full or read-only faults')
+  .option('--no-net', 'no network faults (net-partition, net-loss)')
   .option(
     '--kafka',
     'the Kafka shapes (a 1-node and a 3-node cluster started by the suite; broker faults)',
@@ -54,6 +55,7 @@ const o = new Command()
     minutes: number;
     shapes?: string;
     tmpfs: boolean;
+    net: boolean;
     kafka: boolean;
     allShapes: boolean;
     portBase?: number;
@@ -69,6 +71,7 @@ const result = await runSuite({
   budgetMs: o.minutes * 60_000,
   shapes: o.shapes?.split(','),
   tmpfs: o.tmpfs,
+  net: o.net,
   kafka: o.kafka,
   all: o.allShapes,
   portBase: o.portBase,

@@ -6,6 +6,7 @@
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { TopologyProcess, Tmpfs, Ledger, FAULT_BOUNDS, between, pick } from './harness.js';
+import type { NetScope } from './network.js';
 
 /** Given to a shape's run. */
 export interface ShapeContext {
@@ -21,6 +22,8 @@ export interface ShapeContext {
   httpPort: number;
   /** `mount -t tmpfs` works here (disk-full and read-only faults). */
   tmpfs: boolean;
+  /** Network faults work here (faults/network.ts NetScope.available). */
+  net: boolean;
   /** Pause before each fault, [min, max] ms (default [200, 2000]; the soak: minutes). */
   gapMs?: [number, number];
 }
@@ -43,17 +46,32 @@ export interface FaultTarget {
   check(): Promise<string[]> | string[];
   /** Actor name prefixes a worker fault may hit (default: every actor). */
   actorPrefixes?: string[];
+  /**
+   * The topology process's network scope, for shapes whose topology talks to a server
+   * (PostgreSQL, Kafka); null or absent: no network faults.
+   */
+  net?: NetScope | null;
+  /** What the network faults cut the topology off from, for the ledger ("PostgreSQL"). */
+  netPeer?: string;
 }
 
 /** Names of the common faults. */
-export type CommonFault = 'kill9' | 'worker-exit' | 'worker-throw' | 'disk-full' | 'read-only';
+export type CommonFault =
+  | 'kill9'
+  | 'worker-exit'
+  | 'worker-throw'
+  | 'disk-full'
+  | 'read-only'
+  | 'net-partition'
+  | 'net-loss';
 
-/** The common faults available to `t` (disk faults only with a tmpfs). */
+/** The common faults available to `t` (disk faults only with a tmpfs, network ones with a scope). */
 export function commonFaults(t: FaultTarget): CommonFault[] {
   const out: CommonFault[] = ['kill9', 'kill9', 'worker-exit', 'worker-exit', 'worker-throw'];
   // 'read-only' is not among them: Linux refuses `mount -o remount,ro` (EBUSY) while a process
   // holds a file open for writing, which a running topology always does (docs/FAULTS.md).
   if (t.disk) out.push('disk-full');
+  if (t.net) out.push('net-partition', 'net-loss');
   return out;
 }
 
@@ -189,6 +207,33 @@ export async function injectCommon(
         detail = `${path.basename(disk.dir)} read only for ${holdMs} ms`;
       }
       violations(t, proc.unexpectedExits.splice(0));
+      const ms = await recover(t, `after ${detail}`);
+      ctx.ledger.fault({ shape: t.shape, fault, atMs: at, detail, recoveredMs: ms });
+      break;
+    }
+    case 'net-partition':
+    case 'net-loss': {
+      const net = t.net;
+      if (!net) return false;
+      // A partition of a few seconds (requests wait it out on TCP retransmits), or of up to half
+      // a minute (past kafkajs' 30 s request timeout and a group's session timeout).
+      const holdMs = r() < 0.75 ? between(r, 1000, 8000) : between(r, 15_000, 35_000);
+      let detail: string;
+      if (fault === 'net-partition') {
+        net.partition();
+        detail = `every packet between sluice run and ${t.netPeer ?? 'its servers'} dropped for ${holdMs} ms`;
+      } else {
+        const percent = between(r, 10, 40);
+        net.loss(percent);
+        detail = `${percent}% of the packets between sluice run and ${t.netPeer ?? 'its servers'} dropped for ${holdMs} ms`;
+      }
+      try {
+        await sleep(holdMs);
+        // Cut off from its servers, the supervisor waits: it must not exit.
+        violations(t, proc.unexpectedExits.splice(0));
+      } finally {
+        net.heal();
+      }
       const ms = await recover(t, `after ${detail}`);
       ctx.ledger.fault({ shape: t.shape, fault, atMs: at, detail, recoveredMs: ms });
       break;

@@ -397,6 +397,7 @@ await shape.run({
   dir: work,
   httpPort: o.port,
   tmpfs: false,
+  net: false,
   gapMs: [gap * 0.5, gap * 1.5],
 });
 sampling = false;

@@ -7,6 +7,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Ledger, Tmpfs, rng } from './harness.js';
+import { NetScope } from './network.js';
 import { bankShape, pgAvailable } from './bank.js';
 import { serviceShape, STRATEGIES } from './services.js';
 import { kafkaShape } from './kafka.js';
@@ -43,6 +44,8 @@ export interface SuiteOptions {
   all?: boolean;
   /** Use tmpfs faults when available (default true). */
   tmpfs?: boolean;
+  /** Use network faults when available (default true; faults/network.ts). */
+  net?: boolean;
   /** First port for the topologies' operations API (one per shape; default 19161, Kafka 19181). */
   portBase?: number;
   /** Where the shapes' directories go (default a fresh one under the OS temp directory). */
@@ -85,8 +88,9 @@ export async function runSuite(o: SuiteOptions): Promise<SuiteResult> {
     shapes = shapes.filter((s) => s.name !== 'bank-postgres');
   }
   const tmpfs = (o.tmpfs ?? true) && Tmpfs.available(path.join(dir, 'tmpfs-probe'));
+  const net = (o.net ?? true) && NetScope.available() !== null;
   ledger.info(
-    `seed ${o.seed}, ${o.faults} faults over ${shapes.map((s) => s.name).join(', ')}; tmpfs faults ${tmpfs ? 'on' : 'off (mount -t tmpfs refused)'}; directory ${dir}`,
+    `seed ${o.seed}, ${o.faults} faults over ${shapes.map((s) => s.name).join(', ')}; tmpfs faults ${tmpfs ? 'on' : 'off (mount -t tmpfs refused)'}; network faults ${net ? 'on' : 'off (needs root, nft and a cgroup2 mount under /sys/fs/cgroup)'}; directory ${dir}`,
   );
   const random = rng(o.seed);
   const seeds = shapes.map(() => Math.floor(random() * 2 ** 31));
@@ -115,6 +119,7 @@ export async function runSuite(o: SuiteOptions): Promise<SuiteResult> {
           dir: shapeDir,
           httpPort: (o.portBase ?? (o.kafka ? 19181 : 19161)) + i,
           tmpfs,
+          net,
         });
       } catch (e) {
         ledger.violation(shape.name, `the shape failed: ${(e as Error).stack ?? e}`);

@@ -14,6 +14,8 @@ import {
 import { testKafka } from '../testing/kafka-broker.js';
 import { decimal, filteredBatchRange, type KafkaConsumer } from '../engine/bus/kafka/consumer.js';
 import type { Consumer } from 'kafkajs';
+import net from 'node:net';
+import type { AddressInfo } from 'node:net';
 
 const kafka = await testKafka();
 let n = 0;
@@ -305,4 +307,78 @@ test('decimal() reads the offsets and timestamps kafkajs hands over as strings, 
 });
 
 test.after(() => kafka.release());
+/**
+ * A "broker" that accepts connections and never answers a request: what a stopped (SIGSTOP),
+ * cut-off or overloaded node looks like to a client whose TCP connect still succeeds.
+ */
+async function silentNode(): Promise<{ broker: string; close: () => void }> {
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer((s) => {
+    sockets.add(s);
+    s.on('error', () => undefined);
+    s.resume();
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    broker: `127.0.0.1:${(server.address() as AddressInfo).port}`,
+    close: () => {
+      for (const s of sockets) s.destroy();
+      server.close();
+    },
+  };
+}
+
+/** Settles `p` into what happened within `ms`: resolved, rejected (with the error) or pending. */
+async function within(
+  p: Promise<unknown>,
+  ms: number,
+): Promise<{ state: 'resolved' | 'rejected' | 'pending'; error?: Error; ms: number }> {
+  const t0 = Date.now();
+  let timer: NodeJS.Timeout | undefined;
+  const r = await Promise.race([
+    p.then(
+      () => ({ state: 'resolved' as const }),
+      (error: Error) => ({ state: 'rejected' as const, error }),
+    ),
+    new Promise<{ state: 'pending' }>((resolve) => {
+      timer = setTimeout(() => resolve({ state: 'pending' }), ms);
+    }),
+  ]);
+  clearTimeout(timer);
+  return { ...r, ms: Date.now() - t0 };
+}
+
+test('assign() against a node that accepts connections and answers nothing rejects after assignTimeoutMs, naming the brokers; unbounded, it is still waiting', async () => {
+  const node = await silentNode();
+  try {
+    const bounded = createKafkaBus({ brokers: [node.broker], assignTimeoutMs: 1500 });
+    const c = await bounded.consumer();
+    const r = await within(c.assign([{ topic: 'never-answered', partition: 0 }]), 10_000);
+    assert.is(r.state, 'rejected', `assign() ${r.state} after ${r.ms} ms`);
+    assert.ok(r.ms >= 1400 && r.ms < 5000, `rejected after ${r.ms} ms`);
+    assert.match(r.error!.message, /got no answer from the cluster within 1500 ms/);
+    assert.ok(r.error!.message.includes(node.broker), r.error!.message);
+    assert.is((r.error as { code?: string }).code, 'backend');
+    await within(bounded.close(), 5000);
+
+    // The control: the same call with the bound off is still waiting (kafkajs' request timeout
+    // is 30 s per attempt).
+    const unbounded = createKafkaBus({ brokers: [node.broker], assignTimeoutMs: 0 });
+    const u = await unbounded.consumer();
+    const pending = u.assign([{ topic: 'never-answered', partition: 0 }]);
+    pending.catch(() => undefined);
+    assert.is((await within(pending, 4000)).state, 'pending');
+    await within(unbounded.close(), 5000);
+  } finally {
+    node.close();
+  }
+});
+
+test('assignTimeoutMs must be a number of ms >= 0', () => {
+  assert.throws(
+    () => createKafkaBus({ brokers: kafka.brokers, assignTimeoutMs: -1 }),
+    /assignTimeoutMs must be a number of ms >= 0, assignTimeoutMs=-1/,
+  );
+});
+
 test.run();

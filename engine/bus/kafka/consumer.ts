@@ -264,6 +264,8 @@ export class KafkaConsumer implements BusConsumer {
   private stallTimer: NodeJS.Timeout | null = null;
   private stallChecking = false;
   private restarts = 0;
+  /** Bumped by each assign() and by its timeout: a late step of an older one stops there. */
+  private assignAttempt = 0;
 
   constructor(
     private readonly bus: KafkaBusInternals,
@@ -321,9 +323,13 @@ export class KafkaConsumer implements BusConsumer {
     });
   }
 
-  /** (Re)starts the kafkajs consumer for `groupId` on `topics`; resolves once it has joined. */
-  private async startKafka(groupId: string, topics: string[]): Promise<void> {
+  /**
+   * (Re)starts the kafkajs consumer for `groupId` on `topics`; resolves once it has joined. With
+   * `attempt` (an assign()'s), makes no client once that assign is superseded (timed out).
+   */
+  private async startKafka(groupId: string, topics: string[], attempt?: number): Promise<void> {
     await this.stopKafka();
+    if (attempt !== undefined) this.checkAttempt(attempt);
     const kc = this.bus.kafka.consumer({
       groupId,
       sessionTimeout: this.sessionTimeoutMs,
@@ -555,6 +561,14 @@ export class KafkaConsumer implements BusConsumer {
     await this.startKafka(this.groupId, topics);
   }
 
+  /**
+   * See {@link BusConsumer.assign}. Bounded by `assignTimeoutMs` (KafkaBusOptions, default
+   * 30,000): when the cluster does not answer its metadata, offset and join requests within it
+   * (a node that accepts connections and answers nothing: stopped, cut off, overloaded; kafkajs
+   * would wait its request timeout per attempt, for minutes), assign() rejects with BusError
+   * 'backend' and leaves the consumer with no partitions and no kafkajs client; it may be called
+   * again. The steps of the timed-out call still under way stop at their next one.
+   */
   async assign(partitions: TopicPartition[]): Promise<void> {
     this.checkOpen();
     if (this.mode === 'subscribe')
@@ -563,9 +577,40 @@ export class KafkaConsumer implements BusConsumer {
         `assign() after subscribe() on one consumer, groupId=${this.groupId}`,
       );
     this.mode = 'assign';
+    const attempt = ++this.assignAttempt;
+    const work = this.assignNow(partitions, attempt);
+    const ms = this.bus.opts.assignTimeoutMs;
+    if (ms <= 0) return work;
+    let timer: NodeJS.Timeout | undefined;
+    const expired = new Promise<'expired'>((resolve) => {
+      timer = setTimeout(() => resolve('expired'), ms);
+    });
+    try {
+      if ((await Promise.race([work.then(() => 'done' as const), expired])) === 'done') return;
+    } finally {
+      clearTimeout(timer);
+    }
+    work.catch(() => undefined);
+    if (attempt === this.assignAttempt) this.assignAttempt++;
+    this.owned.clear();
+    await this.stopKafka();
+    throw new BusError(
+      'backend',
+      `kafka consumer${this.groupId ? ` of group ${this.groupId}` : ''}: assign() of ${partitions.map((tp) => `${tp.topic}/${tp.partition}`).join(', ')} got no answer from the cluster within ${ms} ms (metadata, offsets, or the join of its private group); brokers ${this.bus.brokers.join(',')}`,
+    );
+  }
+
+  /** Throws once assign() `attempt` is superseded (timed out, or a later assign() began). */
+  private checkAttempt(attempt: number): void {
+    if (attempt !== this.assignAttempt)
+      throw new BusError('backend', 'assign() superseded: it timed out or a later one began');
+  }
+
+  private async assignNow(partitions: TopicPartition[], attempt: number): Promise<void> {
     const topics = [...new Set(partitions.map((tp) => tp.topic))].sort();
     for (const t of topics) {
       const n = await this.bus.partitionCount(t);
+      this.checkAttempt(attempt);
       if (n === null) throw new BusError('unknown-topic', `topic does not exist, topic=${t}`);
       this.partitionsOf.set(
         t,
@@ -588,18 +633,22 @@ export class KafkaConsumer implements BusConsumer {
     }
     const restart = !this.kc || topics.join('\n') !== this.kcTopics.join('\n');
     if (restart) await this.stopKafka();
+    this.checkAttempt(attempt);
     // Own the new partitions before kafkajs joins: GROUP_JOIN then seeks them and leaves them
     // unpaused, so the first Fetch already reads them. Owned after the join, they would be paused
     // by the join and kafkajs' first fetch would find no partition and sleep fetchMaxWaitMs.
     const fresh = [...wanted].filter(([k]) => !this.owned.has(k)).map(([, tp]) => tp);
     const positions = await this.initialPositions(fresh);
+    this.checkAttempt(attempt);
     fresh.forEach((tp, i) => this.own(tp, positions[i]));
     if (restart) {
       try {
         await this.startKafka(
           `${this.groupId ?? this.bus.opts.clientId}.assign.${randomUUID()}`,
           topics,
+          attempt,
         );
+        this.checkAttempt(attempt);
       } catch (e) {
         for (const tp of fresh) this.owned.delete(tpKey(tp.topic, tp.partition));
         throw e;

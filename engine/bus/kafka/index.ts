@@ -89,6 +89,13 @@ export interface KafkaBusOptions {
    * SLUICE_KAFKA_FETCH_STALL). Costs one ListOffsets per idle partition per period.
    */
   fetchStallMs?: number;
+  /**
+   * Longest a group-less consumer's assign() waits for the cluster, ms (metadata, committed and
+   * end offsets, the join of its private group); 0 = no bound. Default 30,000. Past it, assign()
+   * rejects with BusError 'backend' instead of waiting out kafkajs' request timeout attempt after
+   * attempt while a node accepts connections and answers nothing (consumer.ts assign()).
+   */
+  assignTimeoutMs?: number;
   /** Producers' retry settings. Default {@link KAFKA_PRODUCER_RETRY}. */
   producerRetry?: KafkaRetryOptions;
   /** kafkajs log level name. Default 'NOTHING' (kafkajs logs expected rebalance errors loudly). */
@@ -223,10 +230,17 @@ export interface KafkaBusInternals {
   readonly opts: Required<
     Pick<
       KafkaBusOptions,
-      'fetchMaxWaitMs' | 'heartbeatIntervalMs' | 'metadataMaxAgeMs' | 'clientId' | 'fetchStallMs'
+      | 'fetchMaxWaitMs'
+      | 'heartbeatIntervalMs'
+      | 'metadataMaxAgeMs'
+      | 'clientId'
+      | 'fetchStallMs'
+      | 'assignTimeoutMs'
     >
   > &
     Pick<KafkaBusOptions, 'partitionAssigners'>;
+  /** The bootstrap brokers (host:port), for messages. */
+  readonly brokers: readonly string[];
   admin(): Promise<Admin>;
   offsets(tps: TopicPartition[]): Promise<{ start: number; end: number }[]>;
   committed(groupId: string, tps: TopicPartition[]): Promise<(number | null)[]>;
@@ -237,6 +251,7 @@ class KafkaBus implements BusBackend, KafkaBusInternals {
   readonly kind = 'kafka';
   readonly kafka: KafkaClient;
   readonly opts: KafkaBusInternals['opts'];
+  readonly brokers: readonly string[];
   private adminClient: Promise<Admin> | null = null;
   private readonly producers = new Set<KafkaProducer>();
   private readonly consumers = new Set<KafkaConsumer>();
@@ -249,13 +264,13 @@ class KafkaBus implements BusBackend, KafkaBusInternals {
       heartbeatIntervalMs: options.heartbeatIntervalMs ?? 500,
       metadataMaxAgeMs: options.metadataMaxAgeMs ?? 5000,
       fetchStallMs: options.fetchStallMs ?? 10_000,
+      assignTimeoutMs: options.assignTimeoutMs ?? 30_000,
       partitionAssigners: options.partitionAssigners,
     };
-    if (!(this.opts.fetchStallMs >= 0))
-      throw new BusError(
-        'bad-input',
-        `fetchStallMs must be a number of ms >= 0, fetchStallMs=${options.fetchStallMs}`,
-      );
+    this.brokers = [...options.brokers];
+    for (const k of ['fetchStallMs', 'assignTimeoutMs'] as const)
+      if (!(this.opts[k] >= 0))
+        throw new BusError('bad-input', `${k} must be a number of ms >= 0, ${k}=${options[k]}`);
     this.kafka = new Kafka({
       clientId: this.opts.clientId,
       brokers: options.brokers,

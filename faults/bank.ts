@@ -6,7 +6,9 @@
  * SQLite: the workload is runTpcb (sluice/testing) in this process. PostgreSQL: the real
  * `pgbench` against a database of the suite's own (`faults_bank`), the pumps connecting as a role
  * of its own (`faults_pump`), so its sessions can be terminated and its logins refused without
- * touching anyone else's.
+ * touching anyone else's; and `sluice run` in a network scope of its own (faults/network.ts), so
+ * its packets to PostgreSQL can be dropped (net-partition, net-loss) while pgbench and the
+ * suite's checks keep their network.
  *
  * Checks after every fault: each change once in the targets and per key in staging-id order
  * (CaptureChecker); each service input with exactly one output, in order (CauseChecker); no

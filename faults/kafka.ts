@@ -12,6 +12,9 @@
  *   1-8 s, inputs still produced meanwhile; `controller-kill`, the same for the active
  *   controller; `broker-restart` of a random node.
  *
+ * Both also take the network faults (faults/network.ts: every packet, or a share, between
+ * `sluice run` and the cluster dropped; the nodes' own traffic untouched).
+ *
  * Checks (test/replay-helpers.ts verifyLwwOutput over a read_committed reader of the output
  * topic): every input processed once and in order per partition, every output once, every
  * output's state equal to the reference after its input; every start rebuilt the reference

@@ -12,7 +12,13 @@ import {
   type ConsumedRecord,
 } from '../engine/bus/index.js';
 import { testKafka } from '../testing/kafka-broker.js';
-import { decimal, filteredBatchRange, type KafkaConsumer } from '../engine/bus/kafka/consumer.js';
+import {
+  crashRestartable,
+  decimal,
+  filteredBatchRange,
+  type KafkaConsumer,
+} from '../engine/bus/kafka/consumer.js';
+import kafkajs from 'kafkajs';
 import type { Consumer } from 'kafkajs';
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
@@ -372,6 +378,23 @@ test('assign() against a node that accepts connections and answers nothing rejec
   } finally {
     node.close();
   }
+});
+
+test('an assigned consumer restarts kafkajs itself after a crash on a group coordinator not found, and after nothing else kafkajs gives up on', () => {
+  // kafkajs' types give this class no constructor arguments; its code passes the message.
+  const NotFound = kafkajs.KafkaJSGroupCoordinatorNotFound as unknown as new (m: string) => Error;
+  const notFound = new NotFound('Failed to find group coordinator');
+  assert.ok(crashRestartable(notFound));
+  // kafkajs wraps what its runner threw; the cause chain is followed.
+  const wrapped = Object.assign(new kafkajs.KafkaJSNonRetriableError('runner failed'), {
+    cause: notFound,
+  });
+  assert.ok(crashRestartable(wrapped));
+  assert.not.ok(
+    crashRestartable(new kafkajs.KafkaJSNonRetriableError('TOPIC_AUTHORIZATION_FAILED')),
+  );
+  assert.not.ok(crashRestartable(new Error('Failed to find group coordinator')));
+  assert.not.ok(crashRestartable(undefined));
 });
 
 test('assignTimeoutMs must be a number of ms >= 0', () => {

@@ -45,6 +45,14 @@
  *   GROUP_JOIN seeks it to the adapter's positions, so nothing is skipped or read twice. A
  *   partition at its end is asked again only after another `fetchStallMs`. Subscribe mode has no
  *   such watchdog: a replaced member would rebalance the whole group.
+ * - Crashes kafkajs does not restart (assign mode): kafkajs ends a consumer for good when it
+ *   cannot find its group's coordinator within its retries (KafkaJSGroupCoordinatorNotFound, a
+ *   non-retriable error: after a broker restart, the coordinator loads the offsets topic for
+ *   seconds on a loaded machine; fault seed 43, docs/FAULTS.md defect 11). The private group is
+ *   only kafkajs' way of fetching, so the adapter starts a new client on a new private group from
+ *   its positions, after 0.5 s and then up to 5 s between tries ({@link crashRestartable}); the
+ *   connection-lost listeners hear of it. Other non-retriable crashes (authorization, a deleted
+ *   topic) still fail the consumer: poll() throws them.
  *
  * Records are read_committed (readUncommitted: false).
  */
@@ -231,6 +239,20 @@ function whileRunning(f: () => void): void {
  * run's reader of a whole topic, seed 8 after a leader kill: "input 2975 processed where 0 was
  * due").
  */
+/**
+ * Whether an assign-mode consumer restarts kafkajs itself after a crash kafkajs will not restart
+ * (`error` is the CRASH event's): true for a group coordinator that could not be found (the
+ * private group's coordinator moving or loading), whatever the wrapping; false for everything
+ * else (those are real failures, or kafkajs restarts them itself).
+ */
+export function crashRestartable(error: unknown): boolean {
+  for (let e = error as { name?: string; cause?: unknown } | undefined; e;) {
+    if (e.name === 'KafkaJSGroupCoordinatorNotFound') return true;
+    e = e.cause as typeof e;
+  }
+  return false;
+}
+
 export function filteredBatchRange(p: { firstOffset: string | null; lastOffset: string }): {
   first: number;
   last: number;
@@ -365,7 +387,15 @@ export class KafkaConsumer implements BusConsumer {
     });
     kc.on(kc.events.CRASH, (e) => {
       if (kc !== this.kc) return;
-      if (!e.payload.restart) this.failure = e.payload.error;
+      if (!e.payload.restart && this.mode === 'assign' && crashRestartable(e.payload.error)) {
+        if (this.closed) return;
+        const lost = toBusError(
+          e.payload.error,
+          `kafka consumer lost its private group's coordinator (a new client is started), groupId=${this.groupId}`,
+        );
+        for (const l of [...this.lostListeners]) l(lost);
+        this.restartAfterCrash(kc, 500);
+      } else if (!e.payload.restart) this.failure = e.payload.error;
       else if (!this.closed) {
         const lost = toBusError(
           e.payload.error,
@@ -393,6 +423,37 @@ export class KafkaConsumer implements BusConsumer {
     } catch (e) {
       throw toBusError(e, `starting kafka consumer of group ${groupId}`);
     }
+  }
+
+  /**
+   * Replaces `crashed` (still this.kc) with a new client on a new private group, from the
+   * adapter's positions, `delayMs` from now; tries again with a longer delay (up to 5 s) while
+   * that fails. Nothing when the consumer was closed or its client replaced meanwhile.
+   */
+  private restartAfterCrash(crashed: Consumer, delayMs: number): void {
+    const t = setTimeout(() => {
+      if (this.closed || this.kc !== crashed || this.mode !== 'assign') return;
+      process.emitWarning(
+        `kafka consumer${this.groupId ? ` of group ${this.groupId}` : ''} crashed (its private group's coordinator was not found): its kafkajs client is replaced`,
+        { code: 'SLUICE_KAFKA_CONSUMER_RESTART' },
+      );
+      const topics = [...this.kcTopics];
+      void this.startKafka(
+        `${this.groupId ?? this.bus.opts.clientId}.assign.${randomUUID()}`,
+        topics,
+      )
+        .then(() => {
+          const now = Date.now();
+          for (const st of this.owned.values()) st.progressAt = now;
+          this.syncKafkaPauses();
+          this.notify();
+        })
+        .catch(() => {
+          const kc = this.kc;
+          if (kc) this.restartAfterCrash(kc, Math.min(delayMs * 2, 5000));
+        });
+    }, delayMs);
+    t.unref();
   }
 
   private async stopKafka(): Promise<void> {

@@ -49,6 +49,14 @@ export const SYNC_KAFKA_DEFAULTS = {
   callTimeoutMs: 120_000,
   /** How often a blocked call runs `onWait`, ms. */
   waitSliceMs: 500,
+  /**
+   * Longest close() waits for the helper to close its clients, ms; the helper is ended after it
+   * either way. kafkajs' disconnect waits on a cluster that answers nothing (LeaveGroup, request
+   * timeouts), and a reader closes its client while draining: unbounded, the drain outlasted the
+   * supervisor's drainTimeoutMs (fault seed 45). Clients left unclosed cost nothing lasting: a
+   * private group expires, an open transaction is fenced at the next start.
+   */
+  closeTimeoutMs: 5_000,
 } as const;
 
 /** Records as the helper sends them: values back to back, `ends[i]` the end of value i. */
@@ -162,11 +170,14 @@ export class SyncKafka {
   /**
    * Starts the helper (it connects lazily, at the first call).
    * @param onWait runs while a call is blocked, every waitSliceMs (e.g. an actor heartbeat).
+   * @param callTimeoutMs longest one call blocks, ms; then it throws SyncKafkaError 'backend'.
+   * @param closeTimeoutMs longest close() waits for the helper's clients to close, ms.
    */
   constructor(
     readonly connection: KafkaConnection,
     private readonly onWait: () => void = () => undefined,
     private readonly callTimeoutMs: number = SYNC_KAFKA_DEFAULTS.callTimeoutMs,
+    private readonly closeTimeoutMs: number = SYNC_KAFKA_DEFAULTS.closeTimeoutMs,
   ) {
     const { port1, port2 } = new MessageChannel();
     this.port = port1;
@@ -177,11 +188,15 @@ export class SyncKafka {
     this.worker.unref();
   }
 
-  private call(req: SyncKafkaRequest, transfer: ArrayBuffer[] = []): SyncKafkaReply & { ok: true } {
+  private call(
+    req: SyncKafkaRequest,
+    transfer: ArrayBuffer[] = [],
+    timeoutMs = this.callTimeoutMs,
+  ): SyncKafkaReply & { ok: true } {
     if (this.closed) throw new SyncKafkaError('kafka client is closed', 'closed');
     Atomics.store(this.flag, 0, 0);
     this.port.postMessage(req, transfer);
-    const deadline = Date.now() + this.callTimeoutMs;
+    const deadline = Date.now() + timeoutMs;
     for (;;) {
       Atomics.wait(this.flag, 0, 0, SYNC_KAFKA_DEFAULTS.waitSliceMs);
       if (Atomics.load(this.flag, 0) === 1) {
@@ -195,7 +210,7 @@ export class SyncKafka {
       }
       if (Date.now() > deadline) {
         throw new SyncKafkaError(
-          `kafka ${req.op} did not answer within ${this.callTimeoutMs} ms (brokers ${this.connection.brokers.join(',')})`,
+          `kafka ${req.op} did not answer within ${timeoutMs} ms (brokers ${this.connection.brokers.join(',')})`,
           'backend',
         );
       }
@@ -279,10 +294,14 @@ export class SyncKafka {
   }
 
   /** Closes producers and consumers, then ends the helper. Idempotent. */
+  /**
+   * Closes the helper's clients, waiting at most `closeTimeoutMs` (SYNC_KAFKA_DEFAULTS), and ends
+   * the helper. Never throws. Idempotent.
+   */
   close(): void {
     if (this.closed) return;
     try {
-      this.call({ op: 'close' });
+      this.call({ op: 'close' }, [], Math.min(this.closeTimeoutMs, this.callTimeoutMs));
     } catch {
       // the helper is ended below either way
     } finally {

@@ -1,0 +1,45 @@
+/**
+ * SyncKafka (engine/service/kafka-sync.ts), the blocking Kafka client of readers and services,
+ * closes within its bound when the cluster answers nothing: a reader closes it while draining,
+ * and an unbounded close outlasted the supervisor's drain timeout (fault seed 45, docs/FAULTS.md
+ * defect 12). The cluster is a real TCP listener that accepts connections and never answers, as
+ * a stopped or cut-off node looks to a client.
+ */
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import net from 'node:net';
+import type { AddressInfo } from 'node:net';
+import { SyncKafka } from '../engine/service/kafka-sync.js';
+
+test('close() returns within closeTimeoutMs although the helper client is stuck on a node that never answers', async () => {
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer((s) => {
+    sockets.add(s);
+    s.on('error', () => undefined);
+    s.resume();
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const broker = `127.0.0.1:${(server.address() as AddressInfo).port}`;
+  try {
+    const k = new SyncKafka(
+      { brokers: [broker], clientId: 'close-test' },
+      () => undefined,
+      4000,
+      500,
+    );
+    let t0 = Date.now();
+    assert.throws(() => k.offsets('never-answered', 0), /did not answer within 4000 ms/);
+    assert.ok(Date.now() - t0 >= 3900, `the call gave up after ${Date.now() - t0} ms`);
+    t0 = Date.now();
+    k.close();
+    const closeMs = Date.now() - t0;
+    // Before the bound, close() waited the whole call timeout (4 s here, 120 s by default).
+    assert.ok(closeMs < 2000, `close() took ${closeMs} ms with closeTimeoutMs 500`);
+    k.close(); // idempotent
+  } finally {
+    for (const s of sockets) s.destroy();
+    server.close();
+  }
+});
+
+test.run();

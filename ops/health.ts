@@ -5,6 +5,10 @@
  * source, or its target's brokers and topics), or an actor stopped its work on an error
  * it cannot get past, such as a sink at a record over its target's limit: named with the actor,
  * its error and since when).
+ *
+ * A reason names the group, and the actor when it is not the group's only one: `sink:ship/0:
+ * degraded since <time>: Kafka ... is down: ...; retrying`, `service:pass: degraded since <time>:
+ * reader:in/0>pass failed: ...`.
  */
 import type { ActorInfo, Supervisor } from '../engine/supervisor/index.js';
 
@@ -69,9 +73,8 @@ export function healthOf(supervisor: Supervisor): Health {
         since,
         restarts: g.restarts,
       });
-      reasons.push(
-        `${g.name}: degraded since ${since}: ${g.failure.actor} failed: ${g.failure.error}`,
-      );
+      const who = actorOf(g.failure.actor, g.name, ' ');
+      reasons.push(`${g.name}: degraded since ${since}: ${who}failed: ${g.failure.error}`);
     } else if (!g.live) {
       const mine = actors.filter((a) => a.group === g.name);
       const notLive = mine.filter((a) => a.counters.state !== 'live' && !halted(a));
@@ -105,10 +108,18 @@ export function healthOf(supervisor: Supervisor): Health {
       since,
       restarts: groups.find((g) => g.name === a.group)?.restarts ?? 0,
     });
-    reasons.push(`${a.group}: degraded since ${since}: ${a.name}: ${error}`);
+    reasons.push(`${a.group}: degraded since ${since}: ${actorOf(a.name, a.group, ': ')}${error}`);
   }
   if (state === 'idle' || groups.length === 0) reasons.push('topology is starting');
   const status: HealthStatus =
     degraded.length > 0 ? 'degraded' : reasons.length > 0 ? 'starting' : 'ok';
   return { status, ready: reasons.length === 0, reasons, degraded };
+}
+
+/**
+ * `<actor><separator>` ahead of what a reason says of the actor, or nothing when the actor is
+ * named as its group (a pump, a sink, a service's host): the reason starts with that name.
+ */
+function actorOf(actor: string, group: string, separator: string): string {
+  return actor === group ? '' : `${actor}${separator}`;
 }

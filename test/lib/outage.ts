@@ -35,10 +35,12 @@ export interface ActorsBody {
 }
 
 /**
- * While actor `actor` waits out an outage of `what` (side `side`) and nothing else is wrong:
- * GET /health/ready is 503 `degraded` with that actor alone, its error `<what> is down: ...;
- * retrying` and the same in a reason; GET /actors shows downSinceMs and its `outage`; `sluice
- * status --once` prints the reason. Returns `sluice status`' output for further checks.
+ * While actor `actor` (the one actor of its group, as pumps and sinks are) waits out an outage
+ * of `what` (side `side`) and nothing else is wrong: GET /health/ready is 503 `degraded` with
+ * that actor alone, its error `<what> is down: ...; retrying` and the reason `<actor>: degraded
+ * since <time>: <what> is down: ...` (the actor named once); GET /actors shows downSinceMs and
+ * its `outage`; `sluice status --once` prints the reason. Returns `sluice status`' output for
+ * further checks.
  */
 export async function assertOutageReported(
   url: string,
@@ -51,18 +53,20 @@ export async function assertOutageReported(
   const health = (await ready.json()) as {
     status: string;
     reasons: string[];
-    degraded: { actor: string; error: string }[];
+    degraded: { actor: string; error: string; since: string }[];
   };
   assert.is(health.status, 'degraded');
   assert.equal(
     health.degraded.map((d) => d.actor),
     [actor],
   );
-  assert.ok(health.degraded[0]!.error.startsWith(`${what} is down: `), health.degraded[0]!.error);
-  assert.ok(health.degraded[0]!.error.endsWith('; retrying'), health.degraded[0]!.error);
+  const { error, since } = health.degraded[0]!;
+  assert.ok(error.startsWith(`${what} is down: `), error);
+  assert.ok(error.endsWith('; retrying'), error);
+  const reason = `${actor}: degraded since ${since}: ${what} is down: `;
   assert.ok(
-    health.reasons.some((r) => r.includes(`${actor}: ${what} is down: `)),
-    health.reasons.join('\n'),
+    health.reasons.some((r) => r.startsWith(reason)),
+    `${reason}... in ${health.reasons.join('\n')}`,
   );
   const actors = (await (await fetch(`${url}/actors`)).json()) as ActorsBody;
   const a = actors.actors.find((x) => x.name === actor)!;
@@ -71,6 +75,6 @@ export async function assertOutageReported(
   assert.is(a.outage?.what, what);
   const status = await sluice(['status', '--http', url, '--once']);
   assert.is(status.code, 0, status.err);
-  assert.match(status.out, `${actor}: ${what} is down: `);
+  assert.match(status.out, reason);
   return status.out;
 }

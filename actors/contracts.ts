@@ -118,6 +118,21 @@ export interface SinkData {
 }
 
 /**
+ * Shared buffer names a sink actor expects. `position` ({@link createSinkPosition}): a
+ * Float64Array [the next index of its journal partition to ship, as its last committed Kafka
+ * transaction recorded], NaN until the sink has read it; read by the operations layer for the
+ * sink's lag (the partition's end minus it: the records not shipped yet).
+ */
+export const SINK_SHARED = { position: 'position' } as const;
+
+/** Allocates a sink's `position` buffer (see {@link SINK_SHARED}; NaN). */
+export function createSinkPosition(): SharedArrayBuffer {
+  const sab = new SharedArrayBuffer(Float64Array.BYTES_PER_ELEMENT);
+  new Float64Array(sab).fill(NaN);
+  return sab;
+}
+
+/**
  * Shared buffer names: `notifier:<queue>` for each target queue's partition `pump`, and
  * `shipped`, the source's per-table shipped counters ({@link createShippedCounters}).
  */

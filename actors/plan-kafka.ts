@@ -6,7 +6,7 @@ import path from 'node:path';
 import type { GroupSpec } from '../engine/supervisor/index.js';
 import { KAFKA_SINK_DEFAULTS, type CaptureSource } from '../engine/cdc/index.js';
 import type { Topology } from '../engine/config/index.js';
-import type { PumpKafkaData, SinkData } from './contracts.js';
+import { createSinkPosition, SINK_SHARED, type PumpKafkaData, type SinkData } from './contracts.js';
 import { kafkaConnectionOf, pumpTransactionalId, sinkTransactionalId } from './kafka-capture.js';
 
 const here = path.dirname(new URL(import.meta.url).pathname);
@@ -85,11 +85,14 @@ export function sinkGroups(
         recordBytesMax: k.to.recordBytesMax,
         captureSource,
       };
+      // One buffer for every start of the group: a restarted sink's lag is known until it has
+      // read its committed offset again.
+      const shared = { [SINK_SHARED.position]: createSinkPosition() };
       groups.push({
         name,
         stage,
         start: async (launcher) => {
-          await launcher.launch({ name, module: SINK_MODULE, data, shared: {} }).ready();
+          await launcher.launch({ name, module: SINK_MODULE, data, shared }).ready();
         },
       });
     }

@@ -26,10 +26,12 @@
  *     the limit (and the broker's) and restarting ships it and what follows.
  * A read_committed consumer of the topic sees each journal record once, in index order per
  * journal partition (records of one key keep their order when the key maps to one partition).
+ * The next index to ship, as read in step 1 and after each commit of step 2, is published in
+ * SINK_SHARED.position: the operations layer's lag of the sink is the partition's end minus it.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { mkdirSync } from 'node:fs';
-import type { SinkData } from './contracts.js';
+import { SINK_SHARED, type SinkData } from './contracts.js';
 import { runActor, Counter } from '../engine/actor/index.js';
 import { Tailer } from '../engine/journal/index.js';
 import {
@@ -67,6 +69,8 @@ runActor<SinkData>(async (ctx) => {
   const at = { [SINK_HEADERS.queue]: d.queue, [SINK_HEADERS.partition]: String(d.partition) };
   let producer: BusProducer | null = null;
   let next = 0;
+  /** SINK_SHARED.position: `next` once known, for the operations layer's lag. */
+  const position = new Float64Array(ctx.shared(SINK_SHARED.position));
   const outage = { sinceMs: 0, attempts: 0, what: '' };
   // What an outage names (GET /actors `outage`, the health's degraded reason, the log): the
   // journal queue for a failure of its reads, else the Kafka target.
@@ -92,6 +96,7 @@ runActor<SinkData>(async (ctx) => {
     producer = await bus.producer({ transactionalId: d.transactionalId });
     const [committed] = await bus.committed(d.transactionalId, [{ topic: d.topic, partition: 0 }]);
     next = committed ?? 0;
+    position[0] = next;
     if (!journalRead(() => tailer.moveToIndex(next))) {
       const e = new Error(
         `sink ${d.sink}: Kafka group ${d.transactionalId} says index ${next} of ${d.queue}/${d.partition} is next, but the journal ends at ${tailer.index}`,
@@ -193,6 +198,7 @@ runActor<SinkData>(async (ctx) => {
     refused = over;
     if (read === 0) return 0;
     next = end;
+    position[0] = next;
     c[Counter.eventsIn] += read;
     c[Counter.eventsOut] += records.length;
     c[Counter.batches]++;

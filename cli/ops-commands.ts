@@ -84,7 +84,11 @@ const fmt = (n: number) =>
       ? `${(n / 1e3).toFixed(1)}k`
       : String(Math.round(n * 10) / 10);
 
-/** The status table: one line per actor, then capture sources. */
+/**
+ * The status table: one line per actor, then capture sources. An actor waiting out an outage
+ * (counters.downSinceMs set) ends its line with `DOWN since <time>`, as `sluice run`'s status
+ * lines do.
+ */
 export function statusTable(
   actors: ActorStatus[],
   health: Health,
@@ -127,7 +131,11 @@ export function statusTable(
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
   const line = (r: string[]) =>
     r.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ');
-  lines.push(line(head), ...rows.map(line));
+  const down = (a: ActorStatus) =>
+    a.counters.downSinceMs > 0
+      ? `  DOWN since ${new Date(a.counters.downSinceMs).toISOString()}`
+      : '';
+  lines.push(line(head), ...rows.map((r, i) => line(r) + down(actors[i])));
   for (const s of capture) {
     if (s.error !== null) {
       lines.push(`capture ${s.source}: cannot read (${s.error})`);

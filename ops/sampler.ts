@@ -27,8 +27,10 @@ import type { CounterSnapshot, Outage } from '../engine/actor/index.js';
 import {
   HOST_SHARED,
   READER_SHARED,
+  SINK_SHARED,
   type QueueReaderData,
   type ServiceHostData,
+  type SinkData,
 } from '../actors/contracts.js';
 import { ringOccupancy, type RingOccupancy } from './ring-occupancy.js';
 import type { KafkaEnds } from './kafka-lag.js';
@@ -56,15 +58,15 @@ export const LAG_FRESH_MS = 200;
 /** Actor kinds, from the name's prefix (`pump:`, `reader:`, `service:`, `timer:`). */
 export type ActorKind = 'pump' | 'reader' | 'service' | 'timer' | 'other';
 
-/** Consumer lag of one input partition of a service. */
+/** Consumer lag of one input partition of a service (or of the partition a sink ships). */
 export interface InputLag {
   queue: string;
   partition: number;
   /** Index the partition's next record will get (records in it, counting from 0). */
   endIndex: number;
-  /** Index of the last record the service handled live; -1: none. */
+  /** Index of the last record the service handled live (a sink: shipped); -1: none. */
   handledIndex: number;
-  /** Records appended but not handled yet. */
+  /** Records appended but not handled (a sink: shipped) yet. */
   lagRecords: number;
   /** Age of the oldest record not handled yet (now - its event time), ms; 0 when caught up. */
   lagMs: number;
@@ -100,7 +102,10 @@ export interface ActorStatus {
   outage: Outage | null;
   counters: Omit<CounterSnapshot, 'state' | 'heartbeatMs'>;
   rates: { eventsIn: Rates; eventsOut: Rates };
-  /** Services: every input partition; readers: the one they read. Others: empty. */
+  /**
+   * Services: every input partition; readers: the one they read; sinks: the one they ship
+   * (lag: its records not shipped yet). Others: empty.
+   */
   inputs: InputLag[];
   /** Readers: the ring they write into the service. Others: null. */
   ring: RingOccupancy | null;
@@ -373,7 +378,7 @@ export class Sampler {
     return t;
   }
 
-  /** Lag of the inputs an actor stands for: a service's all, a reader's one. */
+  /** Lag of the inputs an actor stands for: a service's all, a reader's one, a sink's one. */
   private inputLags(
     a: ActorInfo,
     all: ActorInfo[],
@@ -403,6 +408,13 @@ export class Sampler {
         hd?.inputs.findIndex((x) => x.queue === d.queue && x.partition === d.partition) ?? -1;
       const h = handled && i >= 0 ? new Float64Array(handled)[i] : d.from - 1;
       return [this.lagOf(d.queue, d.partition, d.dir, h, nowMs, probed, a)];
+    }
+    const sinkPosition = a.name.startsWith('sink:') ? a.shared[SINK_SHARED.position] : undefined;
+    if (sinkPosition) {
+      // Sinks ship journal queues only (refused on a kafka bus), so the end is the journal's.
+      const d = a.data as SinkData;
+      const next = new Float64Array(sinkPosition)[0];
+      return [this.lagOf(d.queue, d.partition, d.dir, next - 1, nowMs, probed)];
     }
     return [];
   }

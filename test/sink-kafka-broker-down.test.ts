@@ -3,9 +3,11 @@
  * (kill -9 of a real broker of the test's own: the shared one is not stopped): the sink's outage
  * names what does not answer, the Kafka brokers and topic of the sink, not its journal queue, in
  * the log line, in the degraded reason of GET /health/ready, in GET /actors' `outage` and in
- * `sluice status`. Records appended to the queue while the broker is away are shipped once it is
- * back on the same port and data: a read_committed reader of the topic sees every record once,
- * in order. test-timeout-s: 420
+ * `sluice status` (its line marked `DOWN since`); the sink's lag (GET /actors `inputs`, the lag
+ * column of `sluice status`) counts the records appended meanwhile. Records appended to the queue
+ * while the broker is away are shipped once it is back on the same port and data: a
+ * read_committed reader of the topic sees every record once, in order, and the lag is 0.
+ * test-timeout-s: 420
  */
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -16,6 +18,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { startKafka } from '../testing/kafka-broker.js';
 import { EnvelopeView, decodeJson } from '../engine/codec/index.js';
+import type { ActorStatus, InputLag } from '../ops/index.js';
 import { readCommitted } from './lib/kafka-read.js';
 import { SLUICE_CLI, sluice } from './lib/cli.js';
 import { assertOutageReported, escapeRegExp, until, type ActorsBody } from './lib/outage.js';
@@ -25,6 +28,14 @@ function lines(from: number, count: number): string {
   return Array.from({ length: count }, (_, i) => `{"key":"k${from + i}","n":${from + i}}\n`).join(
     '',
   );
+}
+
+/** The one input of sink:ship/0 in GET /actors: the partition it ships and its lag. */
+async function sinkInput(url: string): Promise<InputLag> {
+  const body = (await (await fetch(`${url}/actors`)).json()) as { actors: ActorStatus[] };
+  const inputs = body.actors.find((a) => a.name === 'sink:ship/0')!.inputs;
+  assert.is(inputs.length, 1, JSON.stringify(inputs));
+  return inputs[0]!;
 }
 
 test("kafka broker killed under a sink: the outage names the sink's brokers and topic; back up, every record once, in order", async () => {
@@ -87,7 +98,17 @@ test("kafka broker killed under a sink: the outage names the sink's brokers and 
     assert.match(err, `[sink:ship/0] ${target} is down since `, err);
     assert.not.match(err, 'journal queue "events"', err);
 
-    await assertOutageReported(url, 'sink:ship/0', target);
+    const status = await assertOutageReported(url, 'sink:ship/0', target);
+    // Its lag: the 20 records appended during the outage are not shipped yet.
+    const behind = await sinkInput(url);
+    assert.equal(
+      { ...behind, lagMs: 0 },
+      { queue: 'events', partition: 0, endIndex: 40, handledIndex: 19, lagRecords: 20, lagMs: 0 },
+    );
+    assert.ok(behind.lagMs > 0, JSON.stringify(behind));
+    const row = status.split('\n').find((l) => l.startsWith('sink:ship/0 '))!;
+    // actor, state, restarts, in, out, in/s 1s, in/s 1m, out/s 1m, lag rec, ...
+    assert.is(row.trim().split(/\s+/)[8], '20', status);
 
     await kafka.startBroker(1);
     await until(
@@ -107,6 +128,11 @@ test("kafka broker killed under a sink: the outage names the sink's brokers and 
     );
     const again = (await (await fetch(`${url}/actors`)).json()) as ActorsBody;
     assert.is(again.actors.find((a) => a.name === 'sink:ship/0')!.outage, null);
+    await until('the sink caught up', async () => (await sinkInput(url)).lagRecords === 0, 30_000);
+    assert.equal(
+      { ...(await sinkInput(url)), lagMs: 0 },
+      { queue: 'events', partition: 0, endIndex: 40, handledIndex: 39, lagRecords: 0, lagMs: 0 },
+    );
 
     // Every record once, in order, the ones appended during the outage included.
     const records = await readCommitted(kafka.brokers, [topic], 40);

@@ -39,8 +39,8 @@ export interface ActorsBody {
  * of `what` (side `side`) and nothing else is wrong: GET /health/ready is 503 `degraded` with
  * that actor alone, its error `<what> is down: ...; retrying` and the reason `<actor>: degraded
  * since <time>: <what> is down: ...` (the actor named once); GET /actors shows downSinceMs and
- * its `outage`; `sluice status --once` prints the reason. Returns `sluice status`' output for
- * further checks.
+ * its `outage`; `sluice status --once` prints the reason and marks the actor's line `DOWN since
+ * <time>`. Returns `sluice status`' output for further checks.
  */
 export async function assertOutageReported(
   url: string,
@@ -76,5 +76,9 @@ export async function assertOutageReported(
   const status = await sluice(['status', '--http', url, '--once']);
   assert.is(status.code, 0, status.err);
   assert.match(status.out, reason);
+  assert.match(
+    status.out,
+    new RegExp(`^${escapeRegExp(actor)} .* DOWN since ${escapeRegExp(since)}$`, 'm'),
+  );
   return status.out;
 }

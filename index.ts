@@ -20,6 +20,7 @@ import {
   type TopologyBusHost,
 } from './actors/index.js';
 import { prepareKafkaTopics } from './actors/kafka-capture.js';
+import { StartWaits } from './actors/start-waits.js';
 import { PumpCounts } from './actors/pump-count.js';
 import { captureStepError, openCaptureSource } from './capture-steps.js';
 import { startQueueRetention, type QueueRetentionRunner } from './actors/queue-retention.js';
@@ -160,7 +161,8 @@ export interface StartOptions {
   logger?: Logger;
   /**
    * Starts the operations HTTP server (health, /actors, /metrics, dashboard at /) before the
-   * actors, bound to `host` (default 127.0.0.1) and `port` (0: a free one, see ops.server.url).
+   * actors, and before the start waits for its Kafka topics (GET /health names each wait),
+   * bound to `host` (default 127.0.0.1) and `port` (0: a free one, see ops.server.url).
    */
   http?: HttpOptions;
   /**
@@ -218,9 +220,6 @@ export async function startTopology(
     // Producers (this thread's openQueueAppender, other processes' appends) wake the readers.
     unlinkProducers = linkProducerNotifiers(topology, plan.notifiers);
     await checkCaptureInstalled(topology, log);
-    await createKafkaTopics(topology, log);
-    await prepareKafkaTopics(topology, log);
-    if (topology.processors.length > 0) busHost = await openTopologyBus(topology);
     const supervisor = new Supervisor(topology.supervisor);
     attachSupervisorLogs(supervisor, logger);
     supervisor.on('restart', (e: RestartEvent) =>
@@ -230,21 +229,22 @@ export async function startTopology(
     );
     supervisor.on('fatal', (e: Error) => logger.error(`stopped: ${e.message}`));
     // The topology is no longer running once the supervisor has stopped (stop(), by whoever
-    // calls it) or failed (its workers terminated).
-    const host = busHost;
+    // calls it) or failed (its workers terminated). The bus is opened below: read at release.
     const release = (): void => {
       unlinkProducers();
       // The bus is closed once every processor is gone (stopped, or terminated on a failure).
-      void (host?.close() ?? Promise.resolve())
+      void (busHost?.close() ?? Promise.resolve())
         .catch(() => undefined)
         .finally(() => lock.release());
     };
     supervisor.done.then(release, release);
-    options.onSupervisor?.(supervisor);
     const pumps = new PumpCounts(topology, supervisor, plan, {
       connectBus: () => busHost!.connect!(),
       journalBus: () => busHost?.bus ?? null,
     });
+    // Before the topics are waited for: a broker that is down at the start holds the start for
+    // as long as it is down, and the API says so meanwhile (the health names each wait).
+    const waits = new StartWaits();
     ops = await startOps({
       topology,
       supervisor,
@@ -253,12 +253,20 @@ export async function startTopology(
       stats: options.stats,
       ...(options.sampler ? { sampler: options.sampler } : {}),
       pumps,
+      waits,
     });
     if (ops.server) logger.info(`http: operations API and dashboard at ${ops.server.url}/`);
     // A topology that failed leaves nothing running behind it (the sampler's kafka client kept
     // the process alive), unless an HTTP server is there to show what failed: stop() ends it.
     const opsStarted = ops;
     supervisor.done.catch(() => (opsStarted.server ? undefined : opsStarted.close()));
+    await createKafkaTopics(topology, { log, waits });
+    await prepareKafkaTopics(topology, { log, waits });
+    if (topology.processors.length > 0) busHost = await openTopologyBus(topology);
+    const host = busHost;
+    // Only now: a caller given the supervisor may stop it (sluice run on Ctrl-C); before, a start
+    // waiting for a broker has nothing to drain and is ended as it is (sluice run exits).
+    options.onSupervisor?.(supervisor);
     retention = await startQueueRetention(
       topology,
       (e) => logger.warn(`queue retention pass failed (retried at the next): ${e.message}`),

@@ -11,6 +11,7 @@ import { BusError, type BusBackend } from '../engine/bus/types.js';
 import type { KafkaBusOptions } from '../engine/bus/index.js';
 import { kafkaBusOptionsOf } from '../engine/bus/kafka/security.js';
 import { ConfigError, problemAt, type Topology, type TopologyBus } from '../engine/config/index.js';
+import type { StartWaits } from './start-waits.js';
 
 /** How an actor reaches a Kafka cluster: a topology's kafka bus, or a sink's `to`. */
 export interface KafkaConnectionData {
@@ -61,36 +62,64 @@ const WAIT_REPORT_MS = 5_000;
 /** Pause between two attempts while a broker is unreachable, ms. */
 const RETRY_MS = 1_000;
 
+/** A Kafka topic the start creates before any actor starts, and what needs it. */
+export interface TopicJob {
+  connection: KafkaConnectionData;
+  topic: string;
+  partitions: number;
+  /** The topology field that sets the partition count (named when the topic has another). */
+  at: (string | number)[];
+  /** The topology entry the topic is for: `queue "ledger"`, `sink "ship"`. */
+  what: string;
+  /**
+   * What needs the topic, as the actors that use it name their target: `target of sink
+   * "ship"`, `target of capture source "app"`, `queue "orders" of the kafka bus`.
+   */
+  role: string;
+}
+
+/** Where a start's topic creation reports: its log, and its waits (null: not reported there). */
+export interface TopicWaitReport {
+  /** Receives one line per WAIT_REPORT_MS while a broker cannot be reached. */
+  log: (line: string) => void;
+  /** Holds each wait while it lasts, for the operations API (ops/health.ts). */
+  waits: StartWaits | null;
+}
+
+/**
+ * What a wait for `job`'s topic is named by, in the log, the health and the actors' outages:
+ * `Kafka 127.0.0.1:9092 topic ledger (target of sink "ship")`.
+ */
+export function topicJobName(job: TopicJob): string {
+  return `Kafka ${job.connection.brokers.join(',')} topic ${job.topic} (${job.role})`;
+}
+
 /**
  * Main side, before any actor starts: creates the Kafka topics that capture pumps (on a kafka
  * bus: the capture targets, with their queue's partitions) and sinks (their `to.topic`, with
- * `to.partitions`) write, where missing. A broker that cannot be reached is waited out, one
- * `log` line every few seconds.
+ * `to.partitions`) write, where missing. A broker that cannot be reached is waited out, without
+ * end, one `log` line every few seconds naming the topic and what needs it, and held in
+ * `report.waits` while it lasts.
  * @throws ConfigError at the field that sets the partition count when a topic exists with
  *   another one (`queues[i].partitions`, `sinks[i].to`).
  */
 export async function prepareKafkaTopics(
   topology: Topology,
-  log: (line: string) => void,
+  report: TopicWaitReport,
 ): Promise<void> {
-  const jobs: {
-    connection: KafkaConnectionData;
-    topic: string;
-    partitions: number;
-    at: (string | number)[];
-    what: string;
-  }[] = [];
+  const jobs: TopicJob[] = [];
   if (topology.bus.kind === 'kafka') {
     const connection = kafkaConnectionOf(topology.bus);
-    const targets = new Set(topology.capture.flatMap((c) => c.tables.map((t) => t.target)));
     topology.queues.forEach((q, i) => {
-      if (targets.has(q.name))
+      const sources = captureSourcesInto(topology, q.name);
+      if (sources.length > 0)
         jobs.push({
           connection,
           topic: q.name,
           partitions: q.partitions,
           at: ['queues', i, 'partitions'],
           what: `queue "${q.name}"`,
+          role: `target of ${sources.join(', ')}`,
         });
     });
   }
@@ -101,8 +130,29 @@ export async function prepareKafkaTopics(
       partitions: k.to.partitions,
       at: ['sinks', i, 'to'],
       what: `sink "${k.name}"`,
+      role: `target of sink "${k.name}"`,
     });
   });
+  await createTopicsWaiting(topology, jobs, report);
+}
+
+/** `capture source "app"` for each capture source with a table whose target is `queue`. */
+export function captureSourcesInto(topology: Topology, queue: string): string[] {
+  return topology.capture
+    .filter((c) => c.tables.some((t) => t.target === queue))
+    .map((c) => `capture source "${c.name}"`);
+}
+
+/**
+ * Creates each job's topic where missing, in order, one client per broker list, waiting out
+ * brokers that cannot be reached (see {@link prepareKafkaTopics}).
+ * @throws ConfigError at `job.at` when a topic exists with another partition count.
+ */
+export async function createTopicsWaiting(
+  topology: Topology,
+  jobs: TopicJob[],
+  report: TopicWaitReport,
+): Promise<void> {
   if (jobs.length === 0) return;
   const { createKafkaBus } = await import('../engine/bus/index.js');
   const buses = new Map<string, BusBackend>();
@@ -111,7 +161,12 @@ export async function prepareKafkaTopics(
       const key = job.connection.brokers.join(',');
       let bus = buses.get(key);
       if (!bus) buses.set(key, (bus = createKafkaBus(kafkaOptionsOf(job.connection))));
-      await createTopicWaiting(bus, job, topology, log);
+      const name = topicJobName(job);
+      try {
+        await createTopicWaiting(bus, job, topology, report);
+      } finally {
+        report.waits?.over(name);
+      }
     }
   } finally {
     for (const bus of buses.values()) await bus.close().catch(() => undefined);
@@ -120,18 +175,13 @@ export async function prepareKafkaTopics(
 
 async function createTopicWaiting(
   bus: BusBackend,
-  job: {
-    connection: KafkaConnectionData;
-    topic: string;
-    partitions: number;
-    at: (string | number)[];
-    what: string;
-  },
+  job: TopicJob,
   topology: Topology,
-  log: (line: string) => void,
+  report: TopicWaitReport,
 ): Promise<void> {
   const startedMs = Date.now();
   let reportedMs = startedMs;
+  const brokers = job.connection.brokers.join(',');
   for (;;) {
     try {
       await bus.createTopics([{ name: job.topic, partitions: job.partitions }]);
@@ -142,16 +192,19 @@ async function createTopicWaiting(
           problemAt(
             topology.file,
             job.at,
-            `${job.what}: Kafka topic ${job.topic} on ${job.connection.brokers.join(',')}: ${e.message} (declare its partition count, or delete the topic)`,
+            `${job.what}: Kafka topic ${job.topic} on ${brokers}: ${e.message} ` +
+              '(declare its partition count, or delete the topic)',
           ),
         ]);
       }
+      const error = (e as Error).message;
+      report.waits?.failed(topicJobName(job), `create topic ${job.topic}`, error);
       const now = Date.now();
       if (now - reportedMs >= WAIT_REPORT_MS) {
         reportedMs = now;
-        log(
-          `kafka ${job.connection.brokers.join(',')}: waiting ${Math.round((now - startedMs) / 1000)} s to create topic ${job.topic}: ${(e as Error).message}`,
-        );
+        const waitedS = Math.round((now - startedMs) / 1000);
+        const topic = `topic ${job.topic} (${job.role})`;
+        report.log(`kafka ${brokers}: waiting ${waitedS} s to create ${topic}: ${error}`);
       }
       await new Promise((r) => setTimeout(r, RETRY_MS));
     }

@@ -2,61 +2,52 @@
  * Main side of a topology on a kafka bus: before any actor starts, every queue of the topology
  * is a Kafka topic with the declared partition count (missing topics are created; an existing
  * topic with another partition count is an error at that queue's `partitions` field). A broker
- * that is not reachable yet is waited out and reported every few seconds.
+ * that is not reachable yet is waited out, without end, and reported every few seconds naming
+ * the topic and what needs it (actors/kafka-capture.ts createTopicsWaiting).
  */
-import { createKafkaBus, BusError } from '../engine/bus/index.js';
-import { ConfigError, problemAt, type Topology } from '../engine/config/index.js';
-import { kafkaBusOptionsOf } from '../engine/service/index.js';
-import { actorBusOf } from '../engine/service/index.js';
-
-/** How often a wait for an unreachable broker is reported, ms. */
-const WAIT_REPORT_MS = 5_000;
-/** Pause between two attempts while the broker is unreachable, ms. */
-const RETRY_MS = 1_000;
+import type { Topology } from '../engine/config/index.js';
+import {
+  captureSourcesInto,
+  createTopicsWaiting,
+  kafkaConnectionOf,
+  type TopicJob,
+  type TopicWaitReport,
+} from './kafka-capture.js';
 
 /**
  * Creates the topology's queues as topics on its kafka bus (a no-op on the journal bus).
- * @param log receives one line per WAIT_REPORT_MS while the brokers cannot be reached.
+ * @param report receives one log line per few seconds while the brokers cannot be reached, and
+ *   holds each wait while it lasts.
  * @throws ConfigError at `queues[i].partitions` when topic queues[i] exists with another
  *   partition count.
  */
 export async function createKafkaTopics(
   topology: Topology,
-  log: (line: string) => void,
+  report: TopicWaitReport,
 ): Promise<void> {
-  const bus = actorBusOf(topology);
-  if (bus.kind !== 'kafka') return;
-  const kafka = createKafkaBus(kafkaBusOptionsOf(bus.connection));
-  const startedMs = Date.now();
-  let reportedMs = startedMs;
-  try {
-    for (const [i, q] of topology.queues.entries()) {
-      for (;;) {
-        try {
-          await kafka.createTopics([{ name: q.name, partitions: q.partitions }]);
-          break;
-        } catch (e) {
-          if (e instanceof BusError && e.code === 'bad-input') {
-            throw new ConfigError([
-              problemAt(
-                topology.file,
-                ['queues', i, 'partitions'],
-                `queue "${q.name}": Kafka topic ${q.name} on ${bus.connection.brokers.join(',')}: ${e.message} (declare its partition count, or delete the topic)`,
-              ),
-            ]);
-          }
-          const now = Date.now();
-          if (now - reportedMs >= WAIT_REPORT_MS) {
-            reportedMs = now;
-            log(
-              `kafka bus ${bus.connection.brokers.join(',')}: waiting ${Math.round((now - startedMs) / 1000)} s to create topic ${q.name}: ${(e as Error).message}`,
-            );
-          }
-          await new Promise((r) => setTimeout(r, RETRY_MS));
-        }
-      }
-    }
-  } finally {
-    await kafka.close();
-  }
+  if (topology.bus.kind !== 'kafka') return;
+  const connection = kafkaConnectionOf(topology.bus);
+  const jobs = topology.queues.map((q, i): TopicJob => ({
+    connection,
+    topic: q.name,
+    partitions: q.partitions,
+    at: ['queues', i, 'partitions'],
+    what: `queue "${q.name}"`,
+    role: [`queue "${q.name}" of the kafka bus`, ...usersOf(topology, q.name)].join(', '),
+  }));
+  await createTopicsWaiting(topology, jobs, report);
+}
+
+/** What reads or writes queue `queue`: `target of capture source "app"`, `input of service "s"`. */
+function usersOf(topology: Topology, queue: string): string[] {
+  const sources = captureSourcesInto(topology, queue);
+  return [
+    ...(sources.length > 0 ? [`target of ${sources.join(', ')}`] : []),
+    ...topology.services
+      .filter((s) => s.inputs.includes(queue))
+      .map((s) => `input of service "${s.name}"`),
+    ...topology.services
+      .filter((s) => s.output === queue)
+      .map((s) => `output of service "${s.name}"`),
+  ];
 }

@@ -87,7 +87,7 @@ const fmt = (n: number) =>
 /**
  * The status table: one line per actor, then capture sources. An actor waiting out an outage
  * (counters.downSinceMs set) ends its line with `DOWN since <time>`, as `sluice run`'s status
- * lines do.
+ * lines do; a start still waiting for a broker (health.waiting) has one such line per wait.
  */
 export function statusTable(
   actors: ActorStatus[],
@@ -136,6 +136,9 @@ export function statusTable(
       ? `  DOWN since ${new Date(a.counters.downSinceMs).toISOString()}`
       : '';
   lines.push(line(head), ...rows.map((r, i) => line(r) + down(actors[i])));
+  // An older server's health has no `waiting`.
+  for (const w of health.waiting ?? [])
+    lines.push(`start: ${w.what} DOWN since ${w.since}: waiting to ${w.action}`);
   for (const s of capture) {
     if (s.error !== null) {
       lines.push(`capture ${s.source}: cannot read (${s.error})`);

@@ -4,13 +4,16 @@
  * pump's or sink's database or broker does not answer (a pump's reason names which: its capture
  * source, or its target's brokers and topics), or an actor stopped its work on an error
  * it cannot get past, such as a sink at a record over its target's limit: named with the actor,
- * its error and since when).
+ * its error and since when). Before the first actor starts, the start's own waits (a broker that
+ * does not answer, so a topic the actors need cannot be created yet: actors/start-waits.ts) make
+ * it degraded too, each named with what needs it and since when.
  *
  * A reason names the group, and the actor when it is not the group's only one: `sink:ship/0:
  * degraded since <time>: Kafka ... is down: ...; retrying`, `service:pass: degraded since <time>:
  * reader:in/0>pass failed: ...`.
  */
 import type { ActorInfo, Supervisor } from '../engine/supervisor/index.js';
+import type { StartWaits } from '../actors/start-waits.js';
 
 /**
  * An actor whose thread runs on but that stopped its work on an error it cannot get past (a
@@ -35,6 +38,18 @@ export interface Degraded {
   restarts: number;
 }
 
+/** A wait of the start before its first actor (actors/start-waits.ts), as GET /health gives it. */
+export interface Waiting {
+  /** What does not answer: `Kafka 127.0.0.1:9092 topic ledger (target of sink "ship")`. */
+  what: string;
+  /** What the start waits to do: `create topic ledger`. */
+  action: string;
+  /** The last failed attempt's message. */
+  error: string;
+  /** ISO time of the first failed attempt. */
+  since: string;
+}
+
 /** What GET /health and GET /health/ready return. */
 export interface Health {
   status: HealthStatus;
@@ -42,10 +57,15 @@ export interface Health {
   /** Why it is not ready, one line each (empty when ready). */
   reasons: string[];
   degraded: Degraded[];
+  /** What the start waits for before its first actor starts (empty once they are launched). */
+  waiting: Waiting[];
 }
 
-/** Reads the health of a topology now. */
-export function healthOf(supervisor: Supervisor): Health {
+/**
+ * Reads the health of a topology now.
+ * @param waits the waits of its start (startTopology's), if any.
+ */
+export function healthOf(supervisor: Supervisor, waits: StartWaits | null = null): Health {
   const state = supervisor.status();
   if (state === 'failed') {
     const message = supervisor.failure()?.message ?? 'failed';
@@ -54,10 +74,17 @@ export function healthOf(supervisor: Supervisor): Health {
       ready: false,
       reasons: [`topology stopped: ${message}`],
       degraded: [],
+      waiting: [],
     };
   }
   if (state === 'draining' || state === 'stopped') {
-    return { status: state, ready: false, reasons: [`topology is ${state}`], degraded: [] };
+    return {
+      status: state,
+      ready: false,
+      reasons: [`topology is ${state}`],
+      degraded: [],
+      waiting: [],
+    };
   }
   const groups = supervisor.health();
   const actors = supervisor.actors();
@@ -110,10 +137,23 @@ export function healthOf(supervisor: Supervisor): Health {
     });
     reasons.push(`${a.group}: degraded since ${since}: ${actorOf(a.name, a.group, ': ')}${error}`);
   }
+  // No actor runs yet to report what the start waits for: the start says it itself.
+  const waiting: Waiting[] = (waits?.list() ?? []).map((w) => ({
+    what: w.what,
+    action: w.action,
+    error: w.error,
+    since: new Date(w.sinceMs).toISOString(),
+  }));
+  for (const w of waiting) {
+    reasons.push(
+      `start: degraded since ${w.since}: ${w.what} is down: ${w.error}; ` +
+        `waiting to ${w.action} before the actors start`,
+    );
+  }
   if (state === 'idle' || groups.length === 0) reasons.push('topology is starting');
   const status: HealthStatus =
-    degraded.length > 0 ? 'degraded' : reasons.length > 0 ? 'starting' : 'ok';
-  return { status, ready: reasons.length === 0, reasons, degraded };
+    degraded.length > 0 || waiting.length > 0 ? 'degraded' : reasons.length > 0 ? 'starting' : 'ok';
+  return { status, ready: reasons.length === 0, reasons, degraded, waiting };
 }
 
 /**

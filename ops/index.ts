@@ -16,6 +16,7 @@ import { CaptureStats } from './capture-stats.js';
 import { AuditLog } from './audit.js';
 import { Authenticator, loadUsers } from './auth.js';
 import { healthOf } from './health.js';
+import type { StartWaits } from '../actors/start-waits.js';
 import type { HttpOptions, OpsServer, PumpCountControl } from './server.js';
 import { packageVersion } from './version.js';
 import { StatsRecorder, type StatsOptions } from './stats.js';
@@ -46,7 +47,7 @@ export {
   type StoredUser,
   type AuthLimits,
 } from './auth.js';
-export { healthOf, type Health, type HealthStatus, type Degraded } from './health.js';
+export { healthOf, type Health, type HealthStatus, type Degraded, type Waiting } from './health.js';
 export {
   createLogger,
   attachSupervisorLogs,
@@ -98,11 +99,17 @@ export interface OpsOptions {
   stats?: Partial<StatsOptions> | false;
   /** Runtime pump counts (actors/pump-count.ts), for PUT /capture/:source/pumps. */
   pumps?: PumpCountControl;
+  /**
+   * What the start waits for before its first actor (actors/start-waits.ts): the health reports
+   * it while it lasts (startOps runs before the start's waits, so the API answers during them).
+   */
+  waits?: StartWaits;
 }
 
 /**
- * Starts sampling and, when `http` is given, the HTTP server (before the actors start, so
- * /health/ready reports the start). @throws Error when the server cannot listen.
+ * Starts sampling and, when `http` is given, the HTTP server (before the actors start, and
+ * before the start waits for brokers, so /health/ready reports the start). @throws Error when
+ * the server cannot listen.
  */
 export async function startOps(options: OpsOptions): Promise<Ops> {
   const { topology, supervisor, logger } = options;
@@ -142,7 +149,7 @@ export async function startOps(options: OpsOptions): Promise<Ops> {
       const metrics = createMetrics({
         sampler,
         capture,
-        ready: () => healthOf(supervisor).ready,
+        ready: () => healthOf(supervisor, options.waits ?? null).ready,
         lagMaxAgeMs: lagMaxAgeMs(cacheMs),
       });
       const metricsOnSample = sampler.onSample;
@@ -171,6 +178,7 @@ export async function startOps(options: OpsOptions): Promise<Ops> {
           pumps: options.pumps ?? null,
           version: packageVersion(),
           responseCacheMs: cacheMs,
+          waits: options.waits ?? null,
         },
         options.http,
       );

@@ -30,6 +30,15 @@ export const health = obj({
       restarts: int,
     }),
   },
+  waiting: {
+    type: 'array',
+    items: obj({
+      what: str,
+      action: str,
+      error: str,
+      since: { type: 'string', format: 'date-time' },
+    }),
+  },
 });
 
 const rates = obj({ perSecond1s: num, perSecond1m: num });

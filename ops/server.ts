@@ -22,6 +22,7 @@ import { LAG_FRESH_MS, type Sampler } from './sampler.js';
 import type { CaptureStats } from './capture-stats.js';
 import type { AuditLog } from './audit.js';
 import { healthOf } from './health.js';
+import type { StartWaits } from '../actors/start-waits.js';
 import { redactTopology } from './redact.js';
 import { parseLogLevel } from './logging.js';
 import * as S from './schemas.js';
@@ -177,6 +178,8 @@ export interface OpsContext {
   pumps?: PumpCountControl | null;
   /** {@link HttpOptions.cacheMs}; absent: its default. */
   responseCacheMs?: number;
+  /** What the start waits for before its first actor (actors/start-waits.ts); absent: none. */
+  waits?: StartWaits | null;
 }
 
 /**
@@ -294,7 +297,7 @@ export async function buildOpsApp(ctx: OpsContext): Promise<FastifyInstance> {
       },
     },
     async (_req, reply) => {
-      const h = healthOf(ctx.supervisor);
+      const h = healthOf(ctx.supervisor, ctx.waits ?? null);
       return reply.code(h.ready ? 200 : 503).send(h);
     },
   );
@@ -304,13 +307,14 @@ export async function buildOpsApp(ctx: OpsContext): Promise<FastifyInstance> {
     {
       schema: {
         summary:
-          'Overall state: ok, starting, degraded (naming the failing actor and since when), draining, stopped, failed.',
+          'Overall state: ok, starting, degraded (naming the failing actor, or what the start ' +
+          'waits for, and since when), draining, stopped, failed.',
         tags: ['health'],
         response: { 200: S.health, 503: S.health },
       },
     },
     async (_req, reply) => {
-      const h = healthOf(ctx.supervisor);
+      const h = healthOf(ctx.supervisor, ctx.waits ?? null);
       return reply.code(h.status === 'failed' || h.status === 'stopped' ? 503 : 200).send(h);
     },
   );

@@ -141,7 +141,13 @@ test('startTopology with http serves on 127.0.0.1 by default; ready and /actors 
   }
   const ready = await get<Health>(`${url}/health/ready`);
   assert.is(ready.status, 200);
-  assert.equal(ready.body, { status: 'ok', ready: true, reasons: [], degraded: [] });
+  assert.equal(ready.body, {
+    status: 'ok',
+    ready: true,
+    reasons: [],
+    degraded: [],
+    waiting: [],
+  });
   // Rates come from the per-second samples: the next one counts the 300 events in its minute,
   // and the history's per-second rates add up to them.
   const rated = await until('a sample with the events', async () => {

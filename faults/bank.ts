@@ -48,6 +48,7 @@ import {
 import { TopologyProcess, Tmpfs, CLI, REPO_ROOT, FAULT_BOUNDS, between } from './harness.js';
 import { CaptureChecker, CauseChecker } from './checks.js';
 import { NetScope } from './network.js';
+import { startBenchCluster, PG_BIN_DIR, type BenchCluster } from '../bench/lib/pg-cluster.js';
 import {
   commonFaults,
   injectCommon,
@@ -71,15 +72,33 @@ export const FAULTS_PG = {
   role: `${PG_PREFIX}_pump`,
 } as const;
 
+/**
+ * The admin URL of the server the running PostgreSQL shape uses: FAULTS_PG.adminUrl, or the
+ * shape's own cluster while it runs (see {@link privatePg}).
+ */
+let serverUrl: string = FAULTS_PG.adminUrl;
+
+/**
+ * A PostgreSQL cluster of the shape's own (bench/lib/pg-cluster.ts: initdb in a temp directory,
+ * its own port), so the `pg-restart` fault may stop and start the server: when the PostgreSQL 15
+ * binaries are here and SLUICE_FAULTS_PG_ADMIN_URL does not name a server; else null (the
+ * shared server, no pg-restart).
+ */
+async function privatePg(): Promise<BenchCluster | null> {
+  if (process.env.SLUICE_FAULTS_PG_ADMIN_URL !== undefined) return null;
+  if (!fs.existsSync(path.join(PG_BIN_DIR, 'initdb'))) return null;
+  return startBenchCluster({});
+}
+
 function pgUrl(user: string, database: string): string {
-  const u = new URL(FAULTS_PG.adminUrl);
+  const u = new URL(serverUrl);
   u.username = user;
   u.pathname = `/${database}`;
   return u.toString();
 }
 
 async function admin<T>(database: string, work: (c: pg.Client) => Promise<T>): Promise<T> {
-  const u = new URL(FAULTS_PG.adminUrl);
+  const u = new URL(serverUrl);
   u.pathname = `/${database}`;
   const c = new pg.Client({ connectionString: u.toString() });
   await c.connect();
@@ -281,6 +300,18 @@ export function bankShape(dialect: 'sqlite' | 'postgres', opts: { bounded?: bool
       const dataDir = path.join(ctx.dir, 'data');
       const dbFile = path.join(ctx.dir, 'bank.db');
       const file = path.join(ctx.dir, 'topology.yaml');
+      let cluster: BenchCluster | null = null;
+      if (dialect === 'postgres') {
+        try {
+          cluster = await privatePg();
+        } catch (e) {
+          ledger.info(`${name}: no cluster of its own (${(e as Error).message}); the shared one`);
+        }
+        if (cluster) {
+          serverUrl = cluster.url('postgres');
+          ledger.info(`${name}: PostgreSQL cluster of its own on port ${cluster.port}`);
+        }
+      }
       fs.writeFileSync(file, topologyYaml(dialect, dataDir, dbFile, bounded));
       let disk: Tmpfs | null = null;
       if (ctx.tmpfs) {
@@ -366,11 +397,13 @@ export function bankShape(dialect: 'sqlite' | 'postgres', opts: { bounded?: bool
             'pg-login-refused',
             'pg-row-lock',
             'pg-row-lock',
+            ...(cluster ? ['pg-restart', 'pg-restart'] : []),
           );
         const n = await faultLoop(ctx, kinds, async (kind) => {
           const burstMs = between(ctx.random, 200, 1500);
           workload!.burst(burstMs);
           await sleep(between(ctx.random, 0, burstMs));
+          if (kind === 'pg-restart') return injectPgRestart(t, cluster!, t0);
           if (kind.startsWith('pg-')) return injectPg(t, kind as PgFault, t0);
           return injectCommon(t, kind as Parameters<typeof injectCommon>[1], t0);
         });
@@ -389,7 +422,12 @@ export function bankShape(dialect: 'sqlite' | 'postgres', opts: { bounded?: bool
         proc.close();
         net?.close();
         disk?.unmount();
-        if (dialect === 'postgres')
+        if (cluster) {
+          await cluster
+            .stop()
+            .catch((e) => ledger.info(`could not stop the cluster: ${(e as Error).message}`));
+          serverUrl = FAULTS_PG.adminUrl;
+        } else if (dialect === 'postgres')
           await dropPg().catch((e) =>
             ledger.info(`could not drop ${FAULTS_PG.database}: ${(e as Error).message}`),
           );
@@ -563,6 +601,41 @@ async function terminatePumpSessions(c: pg.Client): Promise<number> {
 }
 
 /**
+ * `pg-restart`: the shape's own PostgreSQL server stopped, by seed cleanly (`pg_ctl -m fast`) or
+ * as in a crash (`-m immediate`: no shutdown checkpoint, crash recovery at the next start), for
+ * 1-8 s (three in four) or 15-30 s, while pgbench and the pumps keep trying; then started again
+ * on the same port and data. `sluice run` must wait it out (no exit), report the source down and
+ * up again, and lose or repeat nothing (the checks after it).
+ */
+async function injectPgRestart(
+  t: FaultTarget,
+  cluster: BenchCluster,
+  t0: number,
+): Promise<boolean> {
+  const r = t.ctx.random;
+  const at = Date.now() - t0;
+  const mode = r() < 0.5 ? 'fast' : 'immediate';
+  const holdMs = r() < 0.75 ? between(r, 1000, 8000) : between(r, 15_000, 30_000);
+  await cluster.stopServer(mode);
+  try {
+    await sleep(holdMs);
+    for (const e of t.proc.unexpectedExits.splice(0)) t.ctx.ledger.violation(t.shape, e);
+  } finally {
+    await cluster.startServer();
+  }
+  const detail = `PostgreSQL stopped (${mode === 'fast' ? 'clean shutdown' : 'immediate: crash recovery at start'}) for ${holdMs} ms`;
+  if (!(await t.proc.waitSourcesUp(FAULT_BOUNDS.recoveryMs)))
+    t.ctx.ledger.violation(
+      t.shape,
+      `pg-restart: a capture source not up again within ${FAULT_BOUNDS.recoveryMs} ms`,
+    );
+  const ms = await recover(t, `after ${detail}`);
+  t.ctx.ledger.fault({ shape: t.shape, fault: 'pg-restart', atMs: at, detail, recoveredMs: ms });
+  await checkAll(t);
+  return true;
+}
+
+/**
  * PostgreSQL faults:
  * - pg-terminate: a burst of 2..8 `pg_terminate_backend` of the pumps' sessions, 50..400 ms apart;
  * - pg-login-refused: `ALTER ROLE faults_pump NOLOGIN`, its sessions terminated, 1..8 s, LOGIN again;
@@ -577,7 +650,7 @@ async function injectPg(t: FaultTarget, fault: PgFault, t0: number): Promise<boo
   let detail = '';
   const c = new pg.Client({
     connectionString: (() => {
-      const u = new URL(FAULTS_PG.adminUrl);
+      const u = new URL(serverUrl);
       u.pathname = `/${FAULTS_PG.database}`;
       return u.toString();
     })(),

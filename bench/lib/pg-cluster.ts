@@ -1,6 +1,7 @@
 /**
  * A throwaway PostgreSQL 15 cluster for benchmarks that must change server settings (the
- * Debezium peer needs wal_level=logical): initdb into a fresh temp directory, started with
+ * Debezium peer needs wal_level=logical) and for the fault suite, which stops and starts it
+ * (faults/bank.ts `pg-restart`): initdb into a fresh temp directory, started with
  * pg_ctl on a free port, listening on 127.0.0.1 only, trust authentication, stopped and removed
  * by stop(). The system cluster (port 5432) is never touched.
  *
@@ -27,6 +28,14 @@ export interface BenchCluster {
   dir: string;
   /** postgres:// URL of `database` on this cluster (user postgres, no password). */
   url(database: string): string;
+  /**
+   * Stops the server and keeps its data: `fast` (clients disconnected, a clean shutdown) or
+   * `immediate` (no shutdown checkpoint: the next start runs crash recovery, as after a crash
+   * of the server's processes). For fault tests; start it again with {@link startServer}.
+   */
+  stopServer(mode: 'fast' | 'immediate'): Promise<void>;
+  /** Starts the stopped server again on the same port and data; resolves once it accepts. */
+  startServer(): Promise<void>;
   /** Stops the server (fast shutdown) and removes `dir`. Idempotent. */
   stop(): Promise<void>;
 }
@@ -116,11 +125,20 @@ export async function startBenchCluster(
     port,
     dir,
     url: (database) => `postgres://postgres@127.0.0.1:${port}/${database}`,
+    async stopServer(mode) {
+      await pgRun('pg_ctl', ['-D', dataDir, '-m', mode, '-w', '-t', '60', 'stop']);
+    },
+    async startServer() {
+      await pgRun('pg_ctl', ['-D', dataDir, '-l', logFile, '-w', '-t', '120', 'start']);
+    },
     async stop() {
       if (stopped) return;
       stopped = true;
       try {
-        await pgRun('pg_ctl', ['-D', dataDir, '-m', 'fast', '-w', '-t', '60', 'stop']);
+        // Already stopped (a fault test's stopServer): pg_ctl fails; the directory goes anyway.
+        await pgRun('pg_ctl', ['-D', dataDir, '-m', 'fast', '-w', '-t', '60', 'stop']).catch(
+          () => undefined,
+        );
       } finally {
         rmSync(dir, { recursive: true, force: true });
       }

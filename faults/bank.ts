@@ -4,7 +4,8 @@
  * and account balances; `sluice run` of that topology is faulted throughout.
  *
  * SQLite: the workload is runTpcb (sluice/testing) in this process. PostgreSQL: the real
- * `pgbench` against a database of the suite's own (`faults_bank`), the pumps connecting as a role
+ * `pgbench` against a database of the suite's own (`faults_bank`) on a cluster of the shape's own
+ * where it can make one (so `pg-restart` may stop the server), the pumps connecting as a role
  * of its own (`faults_pump`), so its sessions can be terminated and its logins refused without
  * touching anyone else's; and `sluice run` in a network scope of its own (faults/network.ts), so
  * its packets to PostgreSQL can be dropped (net-partition, net-loss) while pgbench and the

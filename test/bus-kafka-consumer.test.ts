@@ -397,6 +397,84 @@ test('an assigned consumer restarts kafkajs itself after a crash on a group coor
   assert.not.ok(crashRestartable(undefined));
 });
 
+/**
+ * Records every CRASH listener the adapter gives its kafkajs clients, so a test can crash one as
+ * kafkajs does when it gives up (it disconnects the client, then emits CRASH with restart false).
+ */
+function crashHook(bus: BusBackend): {
+  crash(c: KafkaConsumer, error: Error): Promise<void>;
+} {
+  const kafka = (bus as unknown as { kafka: { consumer: (cfg: unknown) => Consumer } }).kafka;
+  const make = kafka.consumer.bind(kafka);
+  const listeners = new Map<Consumer, (e: unknown) => void>();
+  kafka.consumer = (cfg: unknown) => {
+    const kc = make(cfg);
+    const on = kc.on.bind(kc) as (ev: string, fn: (e: unknown) => void) => () => void;
+    (kc as unknown as { on: typeof on }).on = (ev, fn) => {
+      if (ev === kc.events.CRASH) listeners.set(kc, fn);
+      return on(ev, fn);
+    };
+    return kc;
+  };
+  return {
+    async crash(c, error) {
+      const kc = (c as unknown as { kc: Consumer | null }).kc;
+      assert.ok(kc && listeners.has(kc), 'the consumer has a hooked kafkajs client');
+      await kc.disconnect();
+      listeners.get(kc)!({
+        type: 'consumer.crash',
+        payload: { error, groupId: 'x', restart: false },
+      });
+    },
+  };
+}
+
+test('an assigned consumer whose kafkajs client crashed for good on a group coordinator not found starts a new client: every record once, in order; another non-retriable crash fails its polls', async () => {
+  await withBus({}, async (bus) => {
+    const hook = crashHook(bus);
+    const topic = topicName('crash');
+    await bus.createTopics([{ name: topic, partitions: 1 }]);
+    await sendValues(bus, topic, 0, 5);
+    const c = (await bus.consumer()) as KafkaConsumer;
+    await c.assign([{ topic, partition: 0 }]);
+    assert.is((await pollFor(c, 5, 10_000)).length, 5);
+    const warnings: string[] = [];
+    const onWarning = (w: Error & { code?: string }) => void warnings.push(w.code ?? '');
+    process.on('warning', onWarning);
+    const lost: string[] = [];
+    c.onConnectionLost((e) => lost.push(e.message));
+    try {
+      const NotFound = kafkajs.KafkaJSGroupCoordinatorNotFound as unknown as new (
+        m: string,
+      ) => Error;
+      await hook.crash(c, new NotFound('Failed to find group coordinator'));
+      await sendValues(bus, topic, 5, 10);
+      const rest = await pollFor(c, 10, 20_000);
+      assert.equal(
+        rest.map((r) => r.offset),
+        Array.from({ length: 10 }, (_, i) => 5 + i),
+        'offsets 5..14 once, in order, from the new client',
+      );
+      assert.is((await c.poll({ timeoutMs: 1000 })).length, 0, 'nothing read twice');
+      assert.ok(warnings.includes('SLUICE_KAFKA_CONSUMER_RESTART'), `warnings: ${warnings}`);
+      assert.is(lost.length, 1, 'the connection-lost listeners heard of it once');
+      // The control: kafkajs giving up for another reason still fails the consumer.
+      await hook.crash(c, new kafkajs.KafkaJSNonRetriableError('TOPIC_AUTHORIZATION_FAILED'));
+      let failed: Error | null = null;
+      try {
+        await c.poll({ timeoutMs: 500 });
+      } catch (e) {
+        failed = e as Error;
+      }
+      assert.ok(failed, 'poll() throws after a crash that is not restarted');
+      assert.match(failed.message, /kafka consumer crashed/);
+    } finally {
+      process.off('warning', onWarning);
+      await c.close();
+    }
+  });
+});
+
 test('assignTimeoutMs must be a number of ms >= 0', () => {
   assert.throws(
     () => createKafkaBus({ brokers: kafka.brokers, assignTimeoutMs: -1 }),

@@ -9,7 +9,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
-import { SyncKafka } from '../engine/service/kafka-sync.js';
+import { SyncKafka, isBrokerAway } from '../engine/service/kafka-sync.js';
 
 test('close() returns within closeTimeoutMs although the helper client is stuck on a node that never answers', async () => {
   const sockets = new Set<net.Socket>();
@@ -21,12 +21,11 @@ test('close() returns within closeTimeoutMs although the helper client is stuck 
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const broker = `127.0.0.1:${(server.address() as AddressInfo).port}`;
   try {
-    const k = new SyncKafka(
-      { brokers: [broker], clientId: 'close-test' },
-      () => undefined,
-      4000,
-      500,
-    );
+    const k = new SyncKafka({ brokers: [broker], clientId: 'close-test' }, () => undefined, {
+      callTimeoutMs: 4000,
+      closeTimeoutMs: 500,
+      lookupTimeoutMs: 60_000,
+    });
     let t0 = Date.now();
     assert.throws(() => k.offsets('never-answered', 0), /did not answer within 4000 ms/);
     assert.ok(Date.now() - t0 >= 3900, `the call gave up after ${Date.now() - t0} ms`);
@@ -37,6 +36,42 @@ test('close() returns within closeTimeoutMs although the helper client is stuck 
     assert.ok(closeMs < 2000, `close() took ${closeMs} ms with closeTimeoutMs 500`);
     k.close(); // idempotent
   } finally {
+    for (const s of sockets) s.destroy();
+    server.close();
+  }
+});
+
+test('a lookup (offsets, partitionCount) gives up after lookupTimeoutMs as the broker being away, well before the call timeout', async () => {
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer((s) => {
+    sockets.add(s);
+    s.on('error', () => undefined);
+    s.resume();
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const broker = `127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const k = new SyncKafka({ brokers: [broker], clientId: 'lookup-test' }, () => undefined, {
+    callTimeoutMs: 20_000,
+    closeTimeoutMs: 500,
+    lookupTimeoutMs: 1500,
+  });
+  try {
+    for (const call of [() => k.offsets('never-answered', 0), () => k.partitionCount('never')]) {
+      const t0 = Date.now();
+      let failure: unknown = null;
+      try {
+        call();
+      } catch (e) {
+        failure = e;
+      }
+      const ms = Date.now() - t0;
+      assert.ok(failure instanceof Error, 'the lookup failed');
+      assert.match((failure as Error).message, /the cluster did not answer for .* within 1500 ms/);
+      assert.ok(isBrokerAway(failure), 'it counts as the broker being away');
+      assert.ok(ms >= 1400 && ms < 6000, `gave up after ${ms} ms (call timeout 20000 ms)`);
+    }
+  } finally {
+    k.close();
     for (const s of sockets) s.destroy();
     server.close();
   }

@@ -57,7 +57,21 @@ export const SYNC_KAFKA_DEFAULTS = {
    * private group expires, an open transaction is fenced at the next start.
    */
   closeTimeoutMs: 5_000,
+  /**
+   * Longest a lookup (partitionCount, offsets) waits for the cluster, ms; then it fails as the
+   * broker being away (isBrokerAway). kafkajs retries a metadata or ListOffsets request that
+   * meets a dead node for minutes: a restarted reader's first lookup, unbounded but by the call
+   * timeout, kept it from reading for the fault suite's whole 90 s recovery window.
+   */
+  lookupTimeoutMs: 30_000,
 } as const;
+
+/** Bounds of one {@link SyncKafka} (defaults: SYNC_KAFKA_DEFAULTS). */
+export interface SyncKafkaOptions {
+  callTimeoutMs?: number;
+  closeTimeoutMs?: number;
+  lookupTimeoutMs?: number;
+}
 
 /** Records as the helper sends them: values back to back, `ends[i]` the end of value i. */
 export interface PackedRecords {
@@ -166,23 +180,29 @@ export class SyncKafka {
   private readonly port: MessagePort;
   private readonly flag = new Int32Array(new SharedArrayBuffer(4));
   private closed = false;
+  private readonly callTimeoutMs: number;
+  private readonly closeTimeoutMs: number;
 
   /**
    * Starts the helper (it connects lazily, at the first call).
    * @param onWait runs while a call is blocked, every waitSliceMs (e.g. an actor heartbeat).
-   * @param callTimeoutMs longest one call blocks, ms; then it throws SyncKafkaError 'backend'.
-   * @param closeTimeoutMs longest close() waits for the helper's clients to close, ms.
+   * @param options.callTimeoutMs longest one call blocks, ms; then it throws SyncKafkaError
+   *   'backend'. options.closeTimeoutMs: longest close() waits for the helper's clients, ms.
+   *   options.lookupTimeoutMs: longest partitionCount() and offsets() wait for the cluster, ms;
+   *   then they throw a SyncKafkaError that isBrokerAway().
    */
   constructor(
     readonly connection: KafkaConnection,
     private readonly onWait: () => void = () => undefined,
-    private readonly callTimeoutMs: number = SYNC_KAFKA_DEFAULTS.callTimeoutMs,
-    private readonly closeTimeoutMs: number = SYNC_KAFKA_DEFAULTS.closeTimeoutMs,
+    options: SyncKafkaOptions = {},
   ) {
+    this.callTimeoutMs = options.callTimeoutMs ?? SYNC_KAFKA_DEFAULTS.callTimeoutMs;
+    this.closeTimeoutMs = options.closeTimeoutMs ?? SYNC_KAFKA_DEFAULTS.closeTimeoutMs;
+    const lookupTimeoutMs = options.lookupTimeoutMs ?? SYNC_KAFKA_DEFAULTS.lookupTimeoutMs;
     const { port1, port2 } = new MessageChannel();
     this.port = port1;
     this.worker = new Worker(helperFile, {
-      workerData: { connection, port: port2, flag: this.flag.buffer },
+      workerData: { connection, port: port2, flag: this.flag.buffer, lookupTimeoutMs },
       transferList: [port2],
     });
     this.worker.unref();

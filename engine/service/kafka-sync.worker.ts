@@ -26,10 +26,12 @@ import {
   type SentBeforeFailure,
 } from './kafka-sync.js';
 
-const { connection, port, flag } = workerData as {
+const { connection, port, flag, lookupTimeoutMs } = workerData as {
   connection: KafkaConnection;
   port: MessagePort;
   flag: SharedArrayBuffer;
+  /** Bound of the partitions and offsets ops, ms (SYNC_KAFKA_DEFAULTS.lookupTimeoutMs). */
+  lookupTimeoutMs: number;
 };
 const done = new Int32Array(flag);
 
@@ -182,6 +184,21 @@ function beforeDeadline<T>(p: Promise<T>, deadlineMs: number, late: () => Error)
   return Promise.race([p, expired]).finally(() => clearTimeout(timer));
 }
 
+/**
+ * `p` within lookupTimeoutMs, or a failure that counts as the broker being away (retriable, so
+ * callers that wait for the broker retry it, and an actor fails and restarts with new clients).
+ */
+function lookup<T>(p: Promise<T>, what: string): Promise<T> {
+  return beforeDeadline(p, Date.now() + lookupTimeoutMs, () =>
+    Object.assign(
+      new Error(
+        `kafka ${connection.brokers.join(',')}: the cluster did not answer for ${what} within ${lookupTimeoutMs} ms`,
+      ),
+      { retriable: true },
+    ),
+  );
+}
+
 async function endOf(topic: string, partition: number): Promise<number> {
   return (await busOf().offsets([{ topic, partition }]))[0].end;
 }
@@ -189,9 +206,16 @@ async function endOf(topic: string, partition: number): Promise<number> {
 async function handle(req: SyncKafkaRequest): Promise<(SyncKafkaReply & { ok: true })['value']> {
   switch (req.op) {
     case 'partitions':
-      return { count: await busOf().partitionCount(req.topic) };
+      return {
+        count: await lookup(busOf().partitionCount(req.topic), `the partitions of ${req.topic}`),
+      };
     case 'offsets':
-      return (await busOf().offsets([{ topic: req.topic, partition: req.partition }]))[0];
+      return (
+        await lookup(
+          busOf().offsets([{ topic: req.topic, partition: req.partition }]),
+          `the offsets of ${req.topic}/${req.partition}`,
+        )
+      )[0];
     case 'read': {
       // Up to recordsMax records from `from`, waiting up to waitMs for the first; records the
       // broker already has (below its last stable offset) are waited for longer, so an empty

@@ -431,6 +431,72 @@ test('a condition naming a row image its operation lacks is refused at its field
   ]);
 });
 
+/** Each dialect's `database:` line, and a condition whose parentheses balance only by its rules. */
+const SQL_TEXT_DIALECTS = {
+  sqlite: {
+    database: '{ dialect: sqlite, file: a.db }',
+    // A [bracketed] and a `backquoted` identifier, a literal and a trailing line comment.
+    balanced: "NEW.[na)me] <> ')' AND NEW.`b(` > 0 -- (",
+    unbalancedHere: 'NEW.a > 0 # (', // `#` starts no comment on SQLite
+  },
+  postgres: {
+    database: '{ dialect: postgres, url: "postgres://u@h/d" }',
+    // A dollar quote, an E'' literal with an escaped quote, a nested block comment.
+    balanced: "NEW.name <> $x$)$x$ AND NEW.memo <> E'\\')' /* ( /* ) */ ( */",
+    unbalancedHere: 'NEW.name <> "(" OR (true', // "..." is an identifier, the second ( is open
+  },
+  mariadb: {
+    database: '{ dialect: mariadb, url: "mysql://u@h/d" }',
+    // A "..." string with a backslash escape, a # comment and a -- comment.
+    balanced: 'NEW.name <> "\\")" -- (\n  AND NEW.memo <> \'(\' # (',
+    unbalancedHere: 'NEW.a --(\n > 0', // `--(` is two minus signs: the ( is code
+  },
+} as const;
+
+for (const [dialect, d] of Object.entries(SQL_TEXT_DIALECTS)) {
+  test(`${dialect}: a condition or key expression whose parentheses do not balance (outside literals, quoted identifiers and comments) is refused at load, at its field`, () => {
+    const text = yaml(
+      ...BASE,
+      'capture:',
+      '  - name: db',
+      `    database: ${d.database}`,
+      '    tables:',
+      '      - table: a',
+      '        operations: [insert, update, delete]',
+      '        target: in',
+      '        condition:',
+      "          update: 'NEW.id > 0) OR (true'",
+      `          insert: ${JSON.stringify(d.balanced)}`,
+      `          delete: ${JSON.stringify(d.unbalancedHere.replace('NEW.', 'OLD.'))}`,
+      "      - { table: b, operations: [insert], target: in, key: { expression: 'upper(ROW.name' } }",
+      "      - { table: c, operations: [insert], target: in, key: { expression: 'ROW.a || '')'' -- (' } }",
+    );
+    const delete_ = d.unbalancedHere.replace('NEW.', 'OLD.');
+    const open = delete_.lastIndexOf('(') + 1;
+    assertProblems(text, [
+      `${at(text, 18, "'NEW")}: capture[0].tables[0].condition.update: parentheses do not balance: the ")" at character 11 closes no "(" (outside of string literals, quoted identifiers and comments)`,
+      `${at(text, 20, '"OLD')}: capture[0].tables[0].condition.delete: parentheses do not balance: the "(" at character ${open} is not closed (outside of string literals, quoted identifiers and comments)`,
+      `${at(text, 21, "'upper")}: capture[0].tables[1].key.expression: parentheses do not balance: the "(" at character 6 is not closed (outside of string literals, quoted identifiers and comments)`,
+    ]);
+  });
+}
+
+test('a condition or key expression that leaves a literal, quoted identifier or block comment open is refused at load', () => {
+  const text = yaml(
+    ...BASE,
+    'capture:',
+    '  - name: db',
+    '    database: { dialect: postgres, url: "postgres://u@h/d" }',
+    '    tables:',
+    `      - { table: a, operations: [insert], target: in, condition: "NEW.name <> 'x" }`,
+    '      - { table: b, operations: [insert], target: in, key: { expression: "ROW.a /* note" } }',
+  );
+  assertProblems(text, [
+    `${at(text, 14, '"NEW')}: capture[0].tables[0].condition: the string literal at character 13 is not closed`,
+    `${at(text, 15, '"ROW')}: capture[0].tables[1].key.expression: the comment at character 7 is not closed`,
+  ]);
+});
+
 test('unknown enum values list the allowed ones and suggest the closest', () => {
   const text = yaml(
     'name: t',

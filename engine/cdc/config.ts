@@ -11,6 +11,7 @@ import {
   ORACLE_TRUNCATE_REFUSAL,
   parseOracleUrl,
 } from './oracle-url.js';
+import { sqlTextProblem, type SqlTextDialect } from './sql-text.js';
 
 /** One operation a capture trigger can record. */
 export type CaptureOperation = 'insert' | 'update' | 'delete' | 'truncate';
@@ -156,11 +157,13 @@ export function imagesNamed(sql: string): Set<'NEW' | 'OLD'> {
 /**
  * Problems of a table's `condition` against its `operations` (empty when valid or absent): a
  * condition naming an image its operation lacks, a blank one, a condition for an operation that is
- * not captured. `sub` is the path below the `condition` field.
+ * not captured, one whose parentheses do not balance or that leaves a literal or comment open
+ * (sqlTextProblem, by `dialect`'s lexical rules). `sub` is the path below the `condition` field.
  */
 export function conditionProblems(
   condition: unknown,
   operations: readonly unknown[],
+  dialect?: unknown,
 ): KeyStrategyProblem[] {
   const out: KeyStrategyProblem[] = [];
   if (condition === undefined) return out;
@@ -170,6 +173,8 @@ export function conditionProblems(
       out.push({ sub, message: 'must be a non-empty SQL boolean expression' });
       return;
     }
+    const text = sqlTextProblem(sql, sqlTextDialect(dialect));
+    if (text !== null) out.push({ sub, message: text });
     for (const image of imagesNamed(sql)) {
       const lacking = ops.filter((op) => !IMAGES_OF[op].includes(image));
       if (lacking.length === 0) continue;
@@ -202,6 +207,12 @@ export function conditionProblems(
         'must be an SQL boolean expression or a map of them per operation (insert, update, delete)',
     });
   return out;
+}
+
+/** The lexical rules user SQL of a source of `dialect` is read by (PostgreSQL's when unknown). */
+function sqlTextDialect(dialect: unknown): SqlTextDialect {
+  const known: readonly unknown[] = ['sqlite', 'postgres', 'mariadb', 'mysql', 'oracle'];
+  return known.includes(dialect) ? (dialect as SqlTextDialect) : 'postgres';
 }
 
 /** How an UPDATE that changes the key is captured (CaptureTable.keyUpdate). */
@@ -540,6 +551,7 @@ export function validateCaptureSource(source: CaptureSource): CaptureSource {
       for (const c of conditionProblems(
         t?.condition,
         Array.isArray(t?.operations) ? t.operations : [],
+        db?.dialect,
       )) {
         bad([`${p}.condition`, ...c.sub].join('.'), c.message);
       }
@@ -628,6 +640,10 @@ export function keyStrategyProblems(
     } else if ('expression' in k) {
       if (typeof k.expression !== 'string' || k.expression.trim() === '')
         bad(['expression'], 'must be a non-empty SQL expression');
+      else {
+        const text = sqlTextProblem(k.expression, sqlTextDialect(dialect));
+        if (text !== null) bad(['expression'], text);
+      }
     } else bad([Object.keys(k)[0]!], `unknown key strategy (one of ${shapes})`);
   } else {
     bad([], `must be one of ${shapes}`);

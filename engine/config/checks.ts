@@ -401,7 +401,7 @@ export function checkReferences(
           'needs a key that names the row (primaryKey, columns, fixed, expression or none); key transactionId orders by transaction and a read event has none',
         );
       }
-      for (const problem of conditionProblems(t.condition, list(t.operations))) {
+      for (const problem of conditionProblems(t.condition, list(t.operations), dialect)) {
         report(['capture', i, 'tables', k, 'condition', ...problem.sub], problem.message);
       }
       if (dialect === 'sqlite') {

@@ -11,7 +11,7 @@ import * as assert from 'uvu/assert';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { createAppDb, LEDGER_DDL, positionIn as at } from './cdc-helpers.js';
+import { createAppDb, LEDGER_DDL, positionIn as at, stagingName } from './cdc-helpers.js';
 import type { AppDb, Dialect } from './cdc-helpers.js';
 import { sluice } from './lib/cli.js';
 
@@ -159,6 +159,78 @@ for (const dialect of ['sqlite', 'postgres', 'mariadb'] as const) {
       }
     });
   }
+}
+
+/** `SELECT table_name, op, key` of the staging table, in staging order. */
+async function staged(app: AppDb): Promise<[string, string, string][]> {
+  const key = app.dialect === 'mariadb' ? '`key`' : '"key"';
+  const rows = await app.query<{ t: string; op: string; k: string }>(
+    `SELECT table_name AS t, op, ${key} AS k FROM ${stagingName(app)} ORDER BY id`,
+  );
+  return rows.map((r) => [r.t, r.op, r.k]);
+}
+
+for (const dialect of ['sqlite', 'postgres', 'mariadb'] as const) {
+  test(`${dialect}: a condition and a key expression ending in a -- comment pass check --live, install, and capture exactly the rows the condition selects`, async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-usersql-'));
+    const app = await createAppDb(dialect, 'sluice_usersql_');
+    try {
+      await app.exec(LEDGER_DDL[dialect]);
+      await app.exec(ITEMS_DDL[dialect]);
+      const file = path.join(dir, 'topology.yaml');
+      const lines = [
+        'name: usersql',
+        'dataDir: ./data',
+        'queues:',
+        '  - { name: changes }',
+        'capture:',
+        '  - name: app',
+        `    database: ${JSON.stringify(app.ref)}`,
+        '    tables:',
+        '      - table: ledger',
+        '        operations: [insert, update, delete]',
+        '        target: changes',
+        '        key: { expression: "ROW.holder -- the holder is the key" }',
+        '        condition:',
+        '          insert: "NEW.id > 1 -- note"',
+        '          update: "NEW.memo <> OLD.memo -- note"',
+        '          delete: "OLD.id > 1 --"',
+      ];
+      // PostgreSQL: inserts and deletes have statement triggers (the condition is a WHERE);
+      // with triggers: row it is the trigger's WHEN.
+      if (dialect === 'postgres')
+        lines.push(
+          '      - table: items',
+          '        operations: [insert]',
+          '        target: changes',
+          '        triggers: row',
+          '        condition: "NEW.id > 1 -- note"',
+        );
+      fs.writeFileSync(file, `${lines.join('\n')}\n`);
+      const check = await sluice(['check', '--live', file]);
+      assert.is(check.code, 0, check.out + check.err);
+      const r = await sluice(['install', file]);
+      assert.is(r.code, 0, r.out + r.err);
+      await app.exec("INSERT INTO ledger (id, holder, memo) VALUES (1, 'a', 'm')");
+      await app.exec("INSERT INTO ledger (id, holder, memo) VALUES (2, 'b', 'm')");
+      await app.exec("UPDATE ledger SET memo = 'x' WHERE id = 1");
+      await app.exec("UPDATE ledger SET holder = 'z' WHERE id = 2");
+      await app.exec('DELETE FROM ledger WHERE id = 1');
+      await app.exec('DELETE FROM ledger WHERE id = 2');
+      if (dialect === 'postgres') await app.exec("INSERT INTO items VALUES (1, 'p'), (2, 'q')");
+      assert.equal(await staged(app), [
+        ['ledger', 'insert', '["b"]'],
+        ['ledger', 'update', '["a"]'],
+        ['ledger', 'delete', '["z"]'],
+        ...(dialect === 'postgres'
+          ? [['items', 'insert', '["2"]'] as [string, string, string]]
+          : []),
+      ]);
+    } finally {
+      await app.destroy();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
 }
 
 test('postgres: install is one transaction: a trigger DDL refused for the second table leaves no trigger on the first and no capture schema', async () => {

@@ -352,9 +352,10 @@ test('oracle DDL: key strategies decide the key text and hash', () => {
   assert.ok(
     ddl('transactionId').includes(`'[' || "SLUICE"."SLUICE_STAGING_PKG".jstr(v_txid) || ']'`),
   );
-  const expr = ddl({ expression: "UPPER(ROW.holder) || '/' || ROW.id" });
-  assert.ok(expr.includes(`jstr(TO_CHAR((UPPER(:NEW.holder) || '/' || :NEW.id)))`));
-  assert.ok(expr.includes(`jstr(TO_CHAR((UPPER(:OLD.holder) || '/' || :OLD.id)))`));
+  // A line break before the closing parenthesis, so a trailing -- comment ends before it.
+  const expr = ddl({ expression: "UPPER(ROW.holder) || '/' || ROW.id -- note" });
+  assert.ok(expr.includes(`jstr(TO_CHAR((UPPER(:NEW.holder) || '/' || :NEW.id -- note\n)))`));
+  assert.ok(expr.includes(`jstr(TO_CHAR((UPPER(:OLD.holder) || '/' || :OLD.id -- note\n)))`));
   const cols = tokenize(ddl(['holder', 'id']));
   const ins = branch(cols, 'INSERTING');
   const keyAt = ins.findIndex((x, k) => x.text === 'PUSH' && ins[k + 2]?.text === 'insert');

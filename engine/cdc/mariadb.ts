@@ -42,7 +42,7 @@ import { CDC_DEFAULTS, conditionFor, validateCaptureSource, checkClaimArgs } fro
 import type { CaptureOperation, CaptureSource, CaptureTable, StagedChange } from './config.js';
 import { keyHash } from './key-hash.js';
 import { parseMariaDbUrl } from './mariadb-url.js';
-import { checkUserSql, imageColumnsOf, resolveTable, userSqlProbes } from './sql.js';
+import { checkUserSql, imageColumnsOf, resolveTable, userSqlParens, userSqlProbes } from './sql.js';
 import type { ColumnInfo, ResolvedTable, UserSqlProbe } from './sql.js';
 
 /**
@@ -329,7 +329,7 @@ function mariaDbKeyText(t: ResolvedTable, row: 'NEW' | 'OLD'): string {
     case 'fixed':
       return mariaDbLiteral(JSON.stringify([k.value]));
     case 'expression':
-      return `CONCAT('[', IFNULL(JSON_QUOTE(${utf8(`(${k.sql.replace(/\bROW\./gi, `${row}.`)})`)}), 'null'), ']')`;
+      return `CONCAT('[', IFNULL(JSON_QUOTE(${utf8(userSqlParens(k.sql.replace(/\bROW\./gi, `${row}.`)))}), 'null'), ']')`;
     case 'transactionId':
       throw new Error(
         `capture table "${t.config.table}": key: transactionId is not supported on mariadb`,
@@ -464,7 +464,7 @@ export function mariaDbTriggerDdl(
     }
     const condition = conditionFor(cfg, op);
     if (condition !== undefined) when.push(condition);
-    const whenSql = when.length > 0 ? when.map((w) => `(${w})`).join(' AND ') : 'TRUE';
+    const whenSql = when.length > 0 ? when.map(userSqlParens).join(' AND ') : 'TRUE';
     out.push(`CREATE OR REPLACE TRIGGER ${name} AFTER ${op.toUpperCase()} ON ${table} FOR EACH ROW
 BEGIN
   DECLARE k LONGTEXT CHARACTER SET utf8mb4;

@@ -27,7 +27,7 @@
 import { CDC_DEFAULTS, conditionFor } from './config.js';
 import type { CaptureOperation, CaptureTable } from './config.js';
 import { keyHash } from './key-hash.js';
-import { CaptureTableError } from './sql.js';
+import { CaptureTableError, userSqlParens } from './sql.js';
 import type { ColumnInfo, ResolvedTable } from './sql.js';
 
 type RowOp = Exclude<CaptureOperation, 'truncate'>;
@@ -333,7 +333,7 @@ function keyText(t: ResolvedTable, row: 'NEW' | 'OLD', pkg: string): string {
     case 'transactionId':
       return `'[' || ${pkg}.jstr(v_txid) || ']'`;
     case 'expression':
-      return `'[' || ${pkg}.jstr(TO_CHAR((${oracleRowRefs(k.sql, row)}))) || ']'`;
+      return `'[' || ${pkg}.jstr(TO_CHAR(${userSqlParens(oracleRowRefs(k.sql, row))})) || ']'`;
   }
 }
 
@@ -568,7 +568,7 @@ export function oracleTriggerDdl(n: OracleNames, t: ResolvedTable, owner: string
   const guarded = (op: RowOp, body: string) => {
     const c = condition(op);
     if (c === null) return body;
-    return `      IF (${c}) THEN\n${body.replace(/^/gm, '  ')}\n      END IF;`;
+    return `      IF ${userSqlParens(c)} THEN\n${body.replace(/^/gm, '  ')}\n      END IF;`;
   };
   const branches: string[] = [];
   if (ops.includes('insert')) {

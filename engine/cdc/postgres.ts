@@ -28,6 +28,7 @@ import {
   quoteIdent,
   quoteLiteral,
   resolveTable,
+  userSqlParens,
   userSqlProbes,
 } from './sql.js';
 import type { ColumnInfo, KeyDialect, ResolvedTable, UserSqlProbe } from './sql.js';
@@ -556,7 +557,7 @@ ${stage('update', 'k', 'b', 'a')}
     const alias = op === 'insert' ? 'new' : 'old';
     const transition = op === 'insert' ? 'sluice_new' : 'sluice_old';
     const condition = conditionFor(cfg, op);
-    const where = condition !== undefined ? `\n      WHERE (${condition})` : '';
+    const where = condition !== undefined ? `\n      WHERE ${userSqlParens(condition)}` : '';
     const key = op === 'insert' ? keyNew : keyOld;
     const img = op === 'insert' ? imgNew : imgOld;
     // OFFSET 0 keeps s a subquery, so the key text is rendered once for the key and its hash.
@@ -580,7 +581,7 @@ ${stage('update', 'k', 'b', 'a')}
       condition === undefined
         ? ''
         : `        BEGIN
-          EXECUTE ${overRow(`(${condition})`)} INTO ok USING r.row;
+          EXECUTE ${overRow(userSqlParens(condition))} INTO ok USING r.row;
         EXCEPTION WHEN undefined_column THEN ok := true;
         END;
         CONTINUE WHEN ok IS NOT TRUE;\n`;
@@ -691,7 +692,7 @@ $sluice$`,
       continue;
     }
     const condition = conditionFor(cfg, op);
-    const whenSql = condition !== undefined ? `\nWHEN (${condition})` : '';
+    const whenSql = condition !== undefined ? `\nWHEN ${userSqlParens(condition)}` : '';
     out.push(
       `CREATE TRIGGER ${name} AFTER ${op.toUpperCase()} ON ${table} FOR EACH ROW${whenSql}\nEXECUTE FUNCTION ${fn}()`,
     );

@@ -72,8 +72,18 @@ export function keyTextExpr(t: ResolvedTable, row: 'NEW' | 'OLD', d: KeyDialect)
         );
       return `'[' || ${d.jsonOfText(d.txid)} || ']'`;
     case 'expression':
-      return `'[' || ${d.jsonOfText(`(${k.sql.replace(/\bROW\./gi, `${row}.`)})`)} || ']'`;
+      return `'[' || ${d.jsonOfText(userSqlParens(k.sql.replace(/\bROW\./gi, `${row}.`)))} || ']'`;
   }
+}
+
+/**
+ * `(sql` + line break + `)`: SQL a user wrote (a condition, a key expression) as one
+ * parenthesized expression, the way every probe and generated trigger embeds it. The line break
+ * ends a trailing `-- comment` of the text before the closing parenthesis (the parentheses of the
+ * text itself balance: refused at load otherwise, see sqlTextProblem).
+ */
+export function userSqlParens(sql: string): string {
+  return `(${sql}\n)`;
 }
 
 /** `"name"` with embedded double quotes doubled (SQL standard; PostgreSQL and SQLite). */
@@ -142,7 +152,7 @@ export function userSqlProbes(
     out.push({
       field: typeof c === 'string' ? 'condition' : `condition.${op}`,
       what: `condition (${op})`,
-      sql: `SELECT 1 FROM ${from} WHERE 1 = 0 AND (${text})`,
+      sql: `SELECT 1 FROM ${from} WHERE 1 = 0 AND ${userSqlParens(text)}`,
     });
   }
   if (t.keyStrategy.kind === 'expression')

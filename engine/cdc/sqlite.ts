@@ -23,6 +23,7 @@ import {
   quoteIdent,
   quoteLiteral,
   resolveTable,
+  userSqlParens,
   userSqlProbes,
 } from './sql.js';
 import type { ColumnInfo, KeyDialect, ResolvedTable, UserSqlProbe } from './sql.js';
@@ -148,7 +149,7 @@ export function sqliteTriggerDdl(stagingTable: string, t: ResolvedTable): string
     }
     const condition = conditionFor(cfg, op);
     if (condition !== undefined) when.push(condition);
-    const whenSql = when.length > 0 ? `\nWHEN ${when.map((w) => `(${w})`).join(' AND ')}` : '';
+    const whenSql = when.length > 0 ? `\nWHEN ${when.map(userSqlParens).join(' AND ')}` : '';
     out.push(
       `CREATE TRIGGER ${name} AFTER ${op.toUpperCase()} ON ${quoteIdent(cfg.table)} FOR EACH ROW${whenSql}
 BEGIN

@@ -14,6 +14,8 @@ import path from 'node:path';
 import { createAppDb, LEDGER_DDL, positionIn as at, stagingName } from './cdc-helpers.js';
 import type { AppDb, Dialect } from './cdc-helpers.js';
 import { sluice } from './lib/cli.js';
+import { pgTriggerStatements } from '../engine/cdc/postgres.js';
+import { resolveTable } from '../engine/cdc/index.js';
 
 const ITEMS_DDL: Record<Dialect, string> = {
   sqlite: 'CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT)',
@@ -237,17 +239,19 @@ test('postgres: install is one transaction: a trigger DDL refused for the second
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-usersql-'));
   const app = await createAppDb('postgres', 'sluice_usersql_');
   try {
-    await app.exec(LEDGER_DDL.postgres);
     await app.exec(ITEMS_DDL.postgres);
-    // A valid SELECT condition that a row trigger's WHEN refuses (updates have row triggers).
+    // A view: its columns resolve and the SQL probes pass, but it can have no capture trigger.
+    await app.exec(LEDGER_DDL.postgres.replace('TABLE ledger', 'TABLE ledger_rows'));
+    await app.exec('CREATE VIEW ledger AS SELECT * FROM ledger_rows');
     const file = writeTopology(dir, app, [
-      'condition: { update: "NEW.amount IN (SELECT amount FROM ledger)" }',
+      'key: { columns: [id] }',
+      'condition: { update: "NEW.amount <> OLD.amount" }',
     ]);
     const r = await sluice(['install', file]);
     assert.is(r.code, 2, r.out + r.err);
     assert.is(
       r.err,
-      `${file}:${at(file, '- table: ledger', 'ledger')}: capture[0].tables[1].table: capture source "app": capture table "ledger": creating its capture function and triggers failed: cannot use subquery in trigger WHEN condition\n`,
+      `${file}:${at(file, '- table: ledger', 'ledger')}: capture[0].tables[1].table: capture source "app": capture table "ledger": creating its capture function and triggers failed: "ledger" is a view\n`,
     );
     assert.equal(await installed(app), { triggers: 0, staging: false });
   } finally {
@@ -255,5 +259,143 @@ test('postgres: install is one transaction: a trigger DDL refused for the second
     fs.rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test("postgres: a row trigger's CREATE TRIGGER carries its condition's field and where the condition is in it, so a refusal inside its WHEN points at the condition", () => {
+  const columns = [
+    { name: 'id', type: 'int4', pkPosition: 1, attnum: 1 },
+    { name: 'amount', type: 'numeric', pkPosition: 0, attnum: 2 },
+  ];
+  const condition = { insert: 'NEW.amount > 0 -- note', update: 'NEW.amount <> OLD.amount' };
+  for (const [triggers, withWhen] of [
+    ['row', ['condition.insert', 'condition.update']],
+    ['statement', ['condition.update']],
+  ] as const) {
+    const t = resolveTable(
+      { table: 'ledger', operations: ['insert', 'update'], target: 'q', condition, triggers },
+      columns,
+    );
+    const when = pgTriggerStatements('cap', 'staging', t).filter((s) => s.span !== undefined);
+    assert.equal(
+      when.map((s) => s.field),
+      withWhen,
+    );
+    for (const s of when) {
+      const op = s.field.slice('condition.'.length) as 'insert' | 'update';
+      assert.is(s.sql.slice(...s.span!), condition[op]);
+      assert.match(s.sql, /\bWHEN \(/);
+    }
+  }
+});
+
+/** Topology lines of a ledger capture with `condition` (YAML lines), inserts and updates. */
+function subqueryTopology(dir: string, app: AppDb, condition: string[], extra: string[] = []) {
+  const file = path.join(dir, 'topology.yaml');
+  const lines = [
+    'name: usersql',
+    'dataDir: ./data',
+    'queues:',
+    '  - { name: changes }',
+    'capture:',
+    '  - name: app',
+    `    database: ${JSON.stringify(app.ref)}`,
+    '    tables:',
+    '      - table: ledger',
+    '        operations: [insert, update]',
+    '        target: changes',
+    ...extra.map((l) => `        ${l}`),
+    '        condition:',
+    ...condition.map((l) => `          ${l}`),
+  ];
+  fs.writeFileSync(file, `${lines.join('\n')}\n`);
+  return file;
+}
+
+const SUBQUERY_INSERT = 'insert: "NEW.id IN (SELECT id FROM items)"';
+const SUBQUERY_UPDATE = 'update: "EXISTS (SELECT 1 FROM items WHERE items.id = NEW.id)"';
+
+test("postgres: a condition with a subquery is refused at its field by check, check --live and install alike where it would be a row trigger's WHEN (an update; an insert with triggers: row)", async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-usersql-'));
+  const app = await createAppDb('postgres', 'sluice_usersql_');
+  try {
+    await app.exec(LEDGER_DDL.postgres);
+    await app.exec(ITEMS_DDL.postgres);
+    const refusal = (file: string, op: 'insert' | 'update', token: string, why: string) =>
+      `${file}:${at(file, `${op}: "`, token)}: capture[0].tables[0].condition.${op}: has a subquery (the "(" at character ${token === '"EXISTS' ? 8 : 11}), which PostgreSQL refuses in a row trigger's WHEN (cannot use subquery in trigger WHEN condition): ${why}`;
+    let file = subqueryTopology(dir, app, [SUBQUERY_INSERT, SUBQUERY_UPDATE]);
+    const update = refusal(
+      file,
+      'update',
+      '"EXISTS',
+      'an update is captured by a row trigger (always, at either trigger level)',
+    );
+    for (const args of [['check'], ['check', '--live'], ['install']]) {
+      const r = await sluice([...args, file]);
+      assert.is(r.code, 2, r.out + r.err);
+      assert.is(r.err, `${update}\n`, args.join(' '));
+    }
+    file = subqueryTopology(dir, app, [SUBQUERY_INSERT, SUBQUERY_UPDATE], ['triggers: row']);
+    const insert = refusal(
+      file,
+      'insert',
+      '"NEW',
+      'an insert is captured by a row trigger (triggers: row); with triggers: statement, the default, an insert or delete condition may have one',
+    );
+    for (const args of [['check'], ['check', '--live'], ['install']]) {
+      const r = await sluice([...args, file]);
+      assert.is(r.code, 2, r.out + r.err);
+      assert.is(
+        r.err,
+        `${insert}\n${refusal(file, 'update', '"EXISTS', 'an update is captured by a row trigger (always, at either trigger level)')}\n`,
+        args.join(' '),
+      );
+    }
+    assert.equal(await installed(app), { triggers: 0, staging: false });
+  } finally {
+    await app.destroy();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+for (const dialect of ['sqlite', 'postgres', 'mariadb'] as const) {
+  const where =
+    dialect === 'postgres'
+      ? "in an insert's condition (a statement trigger's WHERE)"
+      : 'in an insert and an update condition (both in the trigger, which allows subqueries)';
+  test(`${dialect}: a subquery ${where} passes check --live and install, and captures only the rows it selects`, async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-usersql-'));
+    const app = await createAppDb(dialect, 'sluice_usersql_');
+    try {
+      await app.exec(LEDGER_DDL[dialect]);
+      await app.exec(ITEMS_DDL[dialect]);
+      await app.exec("INSERT INTO items (id, name) VALUES (2, 'x')");
+      // PostgreSQL runs a statement trigger's condition in the capture function, whose
+      // search_path is pg_catalog: other tables are named with their schema.
+      const schema = (app.ref as { schema?: string }).schema;
+      const condition =
+        dialect === 'postgres'
+          ? [SUBQUERY_INSERT.replace('FROM items', `FROM ${schema}.items`)]
+          : [SUBQUERY_INSERT, SUBQUERY_UPDATE];
+      const file = subqueryTopology(dir, app, condition);
+      for (const args of [['check', '--live'], ['install']]) {
+        const r = await sluice([...args, file]);
+        assert.is(r.code, 0, `${args.join(' ')}: ${r.out}${r.err}`);
+      }
+      await app.exec("INSERT INTO ledger (id, memo) VALUES (1, 'm')");
+      await app.exec("INSERT INTO ledger (id, memo) VALUES (2, 'm')");
+      await app.exec("UPDATE ledger SET memo = 'x' WHERE id = 1");
+      await app.exec("UPDATE ledger SET memo = 'x' WHERE id = 2");
+      assert.equal(await staged(app), [
+        ['ledger', 'insert', '["2"]'],
+        ...(dialect === 'postgres'
+          ? [['ledger', 'update', '["1"]'] as [string, string, string]]
+          : []),
+        ['ledger', 'update', '["2"]'],
+      ]);
+    } finally {
+      await app.destroy();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+}
 
 test.run();

@@ -11,7 +11,7 @@ import {
   ORACLE_TRUNCATE_REFUSAL,
   parseOracleUrl,
 } from './oracle-url.js';
-import { sqlTextProblem, type SqlTextDialect } from './sql-text.js';
+import { pgSubqueryAt, sqlTextProblem, type SqlTextDialect } from './sql-text.js';
 
 /** One operation a capture trigger can record. */
 export type CaptureOperation = 'insert' | 'update' | 'delete' | 'truncate';
@@ -158,12 +158,15 @@ export function imagesNamed(sql: string): Set<'NEW' | 'OLD'> {
  * Problems of a table's `condition` against its `operations` (empty when valid or absent): a
  * condition naming an image its operation lacks, a blank one, a condition for an operation that is
  * not captured, one whose parentheses do not balance or that leaves a literal or comment open
- * (sqlTextProblem, by `dialect`'s lexical rules). `sub` is the path below the `condition` field.
+ * (sqlTextProblem, by `dialect`'s lexical rules), and on PostgreSQL a subquery in the condition
+ * of an operation captured by a row trigger (an update; an insert or delete with `triggers`
+ * 'row'), whose WHEN refuses it. `sub` is the path below the `condition` field.
  */
 export function conditionProblems(
   condition: unknown,
   operations: readonly unknown[],
   dialect?: unknown,
+  triggers?: unknown,
 ): KeyStrategyProblem[] {
   const out: KeyStrategyProblem[] = [];
   if (condition === undefined) return out;
@@ -175,6 +178,19 @@ export function conditionProblems(
     }
     const text = sqlTextProblem(sql, sqlTextDialect(dialect));
     if (text !== null) out.push({ sub, message: text });
+    // A statement trigger's condition is a WHERE, which may have a subquery; a row trigger's is
+    // its WHEN, which PostgreSQL parses with subqueries refused.
+    const inWhen = ops.filter((op) => op === 'update' || triggers === 'row');
+    const subquery = dialect === 'postgres' && inWhen.length > 0 ? pgSubqueryAt(sql) : -1;
+    if (subquery >= 0) {
+      const level = inWhen.some((op) => op !== 'update')
+        ? ' (triggers: row); with triggers: statement, the default, an insert or delete condition may have one'
+        : ' (always, at either trigger level)';
+      out.push({
+        sub,
+        message: `has a subquery (the "(" at character ${subquery + 1}), which PostgreSQL refuses in a row trigger's WHEN (cannot use subquery in trigger WHEN condition): ${inWhen.map((op) => `${op === 'delete' ? 'a' : 'an'} ${op}`).join(' and ')} ${inWhen.length === 1 ? 'is' : 'are'} captured by a row trigger${level}`,
+      });
+    }
     for (const image of imagesNamed(sql)) {
       const lacking = ops.filter((op) => !IMAGES_OF[op].includes(image));
       if (lacking.length === 0) continue;
@@ -552,6 +568,7 @@ export function validateCaptureSource(source: CaptureSource): CaptureSource {
         t?.condition,
         Array.isArray(t?.operations) ? t.operations : [],
         db?.dialect,
+        t?.triggers,
       )) {
         bad([`${p}.condition`, ...c.sub].join('.'), c.message);
       }

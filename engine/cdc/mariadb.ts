@@ -42,8 +42,16 @@ import { CDC_DEFAULTS, conditionFor, validateCaptureSource, checkClaimArgs } fro
 import type { CaptureOperation, CaptureSource, CaptureTable, StagedChange } from './config.js';
 import { keyHash } from './key-hash.js';
 import { parseMariaDbUrl } from './mariadb-url.js';
-import { checkUserSql, imageColumnsOf, resolveTable, userSqlParens, userSqlProbes } from './sql.js';
-import type { ColumnInfo, ResolvedTable, UserSqlProbe } from './sql.js';
+import {
+  CaptureTableError,
+  checkUserSql,
+  imageColumnsOf,
+  resolveTable,
+  triggerUserSqlField,
+  userSqlParens,
+  userSqlProbes,
+} from './sql.js';
+import type { ColumnInfo, ResolvedTable, TriggerStatement, UserSqlProbe } from './sql.js';
 
 /**
  * The probes of captured table `t`'s user-written SQL on MariaDB/MySQL (engine/cdc/sql.ts
@@ -404,6 +412,20 @@ export function mariaDbTriggerDdl(
   t: ResolvedTable,
   home = database,
 ): string[] {
+  return mariaDbTriggerStatements(database, stagingTable, t, home).map((s) => s.sql);
+}
+
+/**
+ * mariaDbTriggerDdl's statements, each with where a refusal of it points: a trigger at its
+ * condition or expression key when it embeds one of them (the IF and the key text are in its
+ * body), else at `table`.
+ */
+export function mariaDbTriggerStatements(
+  database: string,
+  stagingTable: string,
+  t: ResolvedTable,
+  home = database,
+): TriggerStatement[] {
   const cfg = t.config;
   const [tableDb] = mariaDbSplitTable(cfg.table);
   const triggerDb = mariaDbIdent(tableDb ?? home);
@@ -411,11 +433,11 @@ export function mariaDbTriggerDdl(
   const hash = mariaDbHashFunctionRef(database, stagingTable);
   const table = mariaDbQualifiedTable(home, cfg.table);
   const suppress = cfg.suppressNoopUpdates ?? CDC_DEFAULTS.suppressNoopUpdates;
-  const out: string[] = [];
+  const out: TriggerStatement[] = [];
   for (const op of ROW_OPS) {
     const name = `${triggerDb}.${mariaDbIdent(mariaDbTriggerName(database, stagingTable, cfg.table, op))}`;
     if (!cfg.operations.includes(op)) {
-      out.push(`DROP TRIGGER IF EXISTS ${name}`);
+      out.push({ sql: `DROP TRIGGER IF EXISTS ${name}`, field: 'table' });
       continue;
     }
     const keyOf = (row: 'NEW' | 'OLD') => mariaDbKeyText(t, row);
@@ -465,7 +487,8 @@ export function mariaDbTriggerDdl(
     const condition = conditionFor(cfg, op);
     if (condition !== undefined) when.push(condition);
     const whenSql = when.length > 0 ? when.map(userSqlParens).join(' AND ') : 'TRUE';
-    out.push(`CREATE OR REPLACE TRIGGER ${name} AFTER ${op.toUpperCase()} ON ${table} FOR EACH ROW
+    out.push({
+      sql: `CREATE OR REPLACE TRIGGER ${name} AFTER ${op.toUpperCase()} ON ${table} FOR EACH ROW
 BEGIN
   DECLARE k LONGTEXT CHARACTER SET utf8mb4;
   DECLARE ko LONGTEXT CHARACTER SET utf8mb4;
@@ -473,10 +496,18 @@ ${schemaChangeHandler(database, stagingTable, cfg.table, op)}
   IF ${whenSql} THEN
     ${body}
   END IF;
-END`);
+END`,
+      field: triggerUserSqlField(t, op, true),
+    });
   }
   return out;
 }
+
+/**
+ * MariaDB's errors of an SQL text (not of the server or the objects): syntax, unknown column,
+ * undeclared variable, unknown function, wrong argument count, unknown table in a name.
+ */
+const MARIADB_SQL_TEXT_ERRNOS: readonly number[] = [1064, 1054, 1327, 1305, 1582, 1583, 1109];
 
 /** Comment of a capture database created by install (uninstall drops only such a database). */
 const CAPTURE_DB_MARK =
@@ -777,8 +808,20 @@ export class MariaDbStaging implements StagingClient {
           const staging = this.source.stagingTable;
           for (const stmt of mariaDbGuardDdl(this.database, staging, table.config, info, this.home))
             await conn.query(stmt);
-          for (const stmt of mariaDbTriggerDdl(this.database, staging, table, this.home))
-            await conn.query(stmt);
+          for (const stmt of mariaDbTriggerStatements(this.database, staging, table, this.home)) {
+            try {
+              await conn.query(stmt.sql);
+            } catch (err) {
+              // A refusal of the trigger's SQL text (MariaDB parses a trigger only here) points
+              // at its condition or expression key, when it has one of them.
+              const errno = (err as { errno?: number }).errno ?? 0;
+              throw new CaptureTableError(
+                `capture table "${table.config.table}": install failed: ${(err as Error).message}`,
+                table.config.table,
+                MARIADB_SQL_TEXT_ERRNOS.includes(errno) ? stmt.field : 'table',
+              );
+            }
+          }
           // This database's triggers under other names (a previous version's had no capture
           // database in them) go only now: until here they captured beside the new ones (a
           // change in between may be staged twice, never lost).
@@ -787,6 +830,7 @@ export class MariaDbStaging implements StagingClient {
           );
           await this.dropOwnTriggers(conn, table.config.table, (n) => !current.has(n));
         } catch (err) {
+          if (err instanceof CaptureTableError) throw err;
           throw new Error(
             `capture table "${table.config.table}": install failed: ${(err as Error).message}`,
           );

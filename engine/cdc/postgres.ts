@@ -28,10 +28,17 @@ import {
   quoteIdent,
   quoteLiteral,
   resolveTable,
+  triggerUserSqlField,
   userSqlParens,
   userSqlProbes,
 } from './sql.js';
-import type { ColumnInfo, KeyDialect, ResolvedTable, UserSqlProbe } from './sql.js';
+import type {
+  ColumnInfo,
+  KeyDialect,
+  ResolvedTable,
+  TriggerStatement,
+  UserSqlProbe,
+} from './sql.js';
 import type {
   HeldKeys,
   ParkedChange,
@@ -483,6 +490,20 @@ export function pgTriggerDdl(
   t: ResolvedTable,
   relnatts?: number,
 ): string[] {
+  return pgTriggerStatements(schema, stagingTable, t, relnatts).map((s) => s.sql);
+}
+
+/**
+ * pgTriggerDdl's statements, each with the user-written SQL in it: a row trigger's CREATE TRIGGER
+ * has its condition in its WHEN (field and span); the function, whose conditions and key
+ * expression CREATE FUNCTION checks for syntax only (as the probes did before), none.
+ */
+export function pgTriggerStatements(
+  schema: string,
+  stagingTable: string,
+  t: ResolvedTable,
+  relnatts?: number,
+): TriggerStatement[] {
   const cfg = t.config;
   const staging = `${quoteIdent(schema)}.${quoteIdent(stagingTable)}`;
   const hash = pgHashFunctionRef(schema, stagingTable);
@@ -668,34 +689,46 @@ ${stage('delete', 'ko', 'b', 'NULL')}
 END`;
   if (body.includes('$sluice$'))
     throw new Error(`capture table "${cfg.table}": names must not contain "$sluice$"`);
-  const out = [
-    `CREATE OR REPLACE FUNCTION ${fn}() RETURNS trigger LANGUAGE plpgsql
+  const out: TriggerStatement[] = [
+    {
+      sql: `CREATE OR REPLACE FUNCTION ${fn}() RETURNS trigger LANGUAGE plpgsql
 SECURITY DEFINER ${pgSettingsFor(t.columns, t.key)} AS $sluice$
 ${body}
 $sluice$`,
+      field: 'table',
+    },
   ];
+  const push = (sql: string) => out.push({ sql, field: 'table' });
   for (const op of ['insert', 'update', 'delete', 'truncate'] as const) {
     const name = quoteIdent(pgTriggerName(schema, stagingTable, op));
-    out.push(`DROP TRIGGER IF EXISTS ${name} ON ${table}`);
+    push(`DROP TRIGGER IF EXISTS ${name} ON ${table}`);
     if (!cfg.operations.includes(op)) continue;
     if (op === 'truncate') {
-      out.push(
+      push(
         `CREATE TRIGGER ${name} AFTER TRUNCATE ON ${table} FOR EACH STATEMENT EXECUTE FUNCTION ${fn}()`,
       );
       continue;
     }
     if (isStatement(op)) {
       const transition = op === 'insert' ? 'NEW TABLE AS sluice_new' : 'OLD TABLE AS sluice_old';
-      out.push(
+      push(
         `CREATE TRIGGER ${name} AFTER ${op.toUpperCase()} ON ${table} REFERENCING ${transition} FOR EACH STATEMENT\nEXECUTE FUNCTION ${fn}()`,
       );
       continue;
     }
+    const head = `CREATE TRIGGER ${name} AFTER ${op.toUpperCase()} ON ${table} FOR EACH ROW`;
+    const tail = `\nEXECUTE FUNCTION ${fn}()`;
     const condition = conditionFor(cfg, op);
-    const whenSql = condition !== undefined ? `\nWHEN ${userSqlParens(condition)}` : '';
-    out.push(
-      `CREATE TRIGGER ${name} AFTER ${op.toUpperCase()} ON ${table} FOR EACH ROW${whenSql}\nEXECUTE FUNCTION ${fn}()`,
-    );
+    if (condition === undefined) {
+      push(head + tail);
+      continue;
+    }
+    const from = `${head}\nWHEN (`.length;
+    out.push({
+      sql: `${head}\nWHEN ${userSqlParens(condition)}${tail}`,
+      field: triggerUserSqlField(t, op, false),
+      span: [from, from + condition.length],
+    });
   }
   return out;
 }
@@ -868,21 +901,26 @@ export class PgStaging implements StagingClient {
         // This schema's triggers under any name (a previous version's names had no schema in
         // them); pgTriggerDdl creates them again in the same transaction, so no change is missed.
         await this.dropOwnTriggers(schema, cfg);
-        try {
-          for (const stmt of pgTriggerDdl(
-            schema,
-            this.source.stagingTable,
-            resolved,
-            natts.rows[0]?.n,
-          ))
-            await this.client.query(stmt);
-        } catch (err) {
-          // E.g. a row trigger's WHEN refuses what a SELECT allows (a subquery).
-          throw new CaptureTableError(
-            `capture table "${cfg.table}": creating its capture function and triggers failed: ${(err as Error).message}`,
-            cfg.table,
-            'table',
-          );
+        const stmts = pgTriggerStatements(
+          schema,
+          this.source.stagingTable,
+          resolved,
+          natts.rows[0]?.n,
+        );
+        for (const stmt of stmts) {
+          try {
+            await this.client.query(stmt.sql);
+          } catch (err) {
+            // At the condition when the error's position is in a row trigger's WHEN (one with a
+            // subquery is refused at load already), else at the table (e.g. a view: no triggers).
+            const at = Number((err as { position?: string }).position) - 1;
+            const inSql = stmt.span !== undefined && at >= stmt.span[0] && at < stmt.span[1];
+            throw new CaptureTableError(
+              `capture table "${cfg.table}": creating its capture function and triggers failed: ${(err as Error).message}`,
+              cfg.table,
+              inSql ? stmt.field : 'table',
+            );
+          }
         }
       }
     });

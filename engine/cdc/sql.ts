@@ -2,7 +2,7 @@
  * SQL text helpers shared by the dialect modules: identifier and literal quoting, and the
  * resolution of a CaptureTable against the introspected columns of its table.
  */
-import type { CaptureTable } from './config.js';
+import { conditionFor, type CaptureTable } from './config.js';
 
 /** One column of a captured table, as introspected. */
 export interface ColumnInfo {
@@ -113,6 +113,43 @@ export type CaptureTableField =
   | 'condition.update'
   | 'condition.delete';
 
+/** The field of `t`'s condition of `op`: `condition` (one for every operation) or `condition.<op>`. */
+export function conditionField(
+  t: CaptureTable,
+  op: 'insert' | 'update' | 'delete',
+): CaptureTableField {
+  return typeof t.condition === 'string' ? 'condition' : `condition.${op}`;
+}
+
+/**
+ * Where a refusal of `op`'s trigger DDL of `t` points: the field of the one user-written SQL text
+ * the trigger embeds (its condition of `op`; with `withKey`, also an expression key), or `table`
+ * when it embeds none or both.
+ */
+export function triggerUserSqlField(
+  t: ResolvedTable,
+  op: 'insert' | 'update' | 'delete',
+  withKey: boolean,
+): CaptureTableField {
+  const condition = t.config.condition === undefined ? undefined : conditionFor(t.config, op);
+  const key = withKey && t.keyStrategy.kind === 'expression';
+  if (condition !== undefined && !key) return conditionField(t.config, op);
+  if (condition === undefined && key) return 'key.expression';
+  return 'table';
+}
+
+/** One statement of a table's trigger DDL, with the user-written SQL in it. */
+export interface TriggerStatement {
+  sql: string;
+  /**
+   * The field of the one user-written SQL text the statement embeds (triggerUserSqlField), or
+   * `table` when it embeds none or both: where a refusal of the text points.
+   */
+  field: CaptureTableField;
+  /** Where that text is in `sql` (0-based, end exclusive), when the dialect needs it. */
+  span?: [number, number];
+}
+
 /** A statement that resolves a table's user-written SQL (probe), with the field it comes from. */
 export interface UserSqlProbe {
   field: CaptureTableField;
@@ -150,7 +187,7 @@ export function userSqlProbes(
       return `${row.toUpperCase()}${dot}`;
     });
     out.push({
-      field: typeof c === 'string' ? 'condition' : `condition.${op}`,
+      field: conditionField(t.config, op),
       what: `condition (${op})`,
       sql: `SELECT 1 FROM ${from} WHERE 1 = 0 AND ${userSqlParens(text)}`,
     });

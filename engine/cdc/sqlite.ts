@@ -13,9 +13,10 @@
 import fs from 'node:fs';
 import Database from 'better-sqlite3';
 import { CDC_DEFAULTS, conditionFor, validateCaptureSource, checkClaimArgs } from './config.js';
-import type { CaptureOperation, CaptureSource, StagedChange } from './config.js';
+import type { CaptureOperation, CaptureSource, CaptureTable, StagedChange } from './config.js';
 import { keyHash } from './key-hash.js';
 import {
+  CaptureTableError,
   checkUserSql,
   imageColumnsOf,
   jsonObjectExpr,
@@ -23,6 +24,7 @@ import {
   quoteIdent,
   quoteLiteral,
   resolveTable,
+  triggerUserSqlField,
   userSqlParens,
   userSqlProbes,
 } from './sql.js';
@@ -292,7 +294,7 @@ export class SqliteStaging implements StagingClient {
             this.db.exec(`ALTER TABLE ${quoteIdent(this.source.stagingTable)} ADD COLUMN ${col}`);
         }
         this.prepared = null;
-        for (const cfg of this.source.tables) this.checkTriggersCompile(cfg.table, cfg.operations);
+        for (const cfg of this.source.tables) this.checkTriggersCompile(cfg);
       })
       .immediate();
   }
@@ -301,12 +303,16 @@ export class SqliteStaging implements StagingClient {
    * SQLite compiles a trigger only when a statement that fires it is prepared, so a bad
    * `condition` (e.g. NEW on a delete) would otherwise first fail in the application's write.
    * Preparing (not running) one statement per operation surfaces it here, inside install's
-   * transaction, which then rolls back.
+   * transaction, which then rolls back; the refusal points at the trigger's condition or
+   * expression key when it has one of them (triggerUserSqlField), else at the table.
    */
-  private checkTriggersCompile(table: string, operations: CaptureOperation[]): void {
+  private checkTriggersCompile(cfg: CaptureTable): void {
+    const table = cfg.table;
     const t = quoteIdent(table);
-    const first = introspectSqliteTable(this.db, table)[0];
-    const probes: [CaptureOperation, string][] = [
+    const columns = introspectSqliteTable(this.db, table);
+    const resolved = resolveTable(cfg, columns);
+    const first = columns[0];
+    const probes: [RowOp, string][] = [
       ['insert', `INSERT INTO ${t} DEFAULT VALUES`],
       [
         'update',
@@ -315,12 +321,14 @@ export class SqliteStaging implements StagingClient {
       ['delete', `DELETE FROM ${t} WHERE 0`],
     ];
     for (const [op, sql] of probes) {
-      if (!operations.includes(op)) continue;
+      if (!cfg.operations.includes(op)) continue;
       try {
         this.db.prepare(sql);
       } catch (err) {
-        throw new Error(
+        throw new CaptureTableError(
           `capture table "${table}": ${op} trigger does not compile: ${(err as Error).message}`,
+          table,
+          triggerUserSqlField(resolved, op, true),
         );
       }
     }

@@ -401,7 +401,12 @@ export function checkReferences(
           'needs a key that names the row (primaryKey, columns, fixed, expression or none); key transactionId orders by transaction and a read event has none',
         );
       }
-      for (const problem of conditionProblems(t.condition, list(t.operations), dialect)) {
+      for (const problem of conditionProblems(
+        t.condition,
+        list(t.operations),
+        dialect,
+        t.triggers,
+      )) {
         report(['capture', i, 'tables', k, 'condition', ...problem.sub], problem.message);
       }
       if (dialect === 'sqlite') {

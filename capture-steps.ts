@@ -4,7 +4,7 @@
  * and cli/snapshot-command.ts; not part of the package's documented surface.
  */
 import { ConfigError, problemAt, type Topology } from './engine/config/index.js';
-import { CaptureTableError, openStaging, type StagingClient } from './engine/cdc/index.js';
+import { captureTableErrors, openStaging, type StagingClient } from './engine/cdc/index.js';
 
 /**
  * Opens capture source `i`'s staging client.
@@ -49,7 +49,7 @@ export interface CaptureStepErrorOptions {
  * - a CaptureTableError of one of the source's tables is put at that table's field
  *   (`capture[i].tables[k].table`, `.columns[n]`, `.key`, `.condition.update`, ...) as
  *   `capture source "<name>": <its message>`; one naming a table the source does not capture
- *   at `capture[i].tables`;
+ *   at `capture[i].tables`; each of a CaptureTableErrors so, one problem each;
  * - any other error (the driver's) at `capture[i].tables[k].table` when `options.table` is one of
  *   the source's tables, else at `capture[i].name`, as `capture source "<name>": [table "<t>": ]
  *   <doing> failed: <the driver's message>[; <hint>]`.
@@ -76,22 +76,25 @@ export function captureStepError(
       { cause: err.cause ?? err },
     );
   }
-  let at: (string | number)[];
-  let message: string;
-  if (err instanceof CaptureTableError) {
-    const k = source.tables.findIndex((t) => t.table === err.table);
-    const field = [...err.field.split('.'), ...(err.index === undefined ? [] : [err.index])];
-    at = k < 0 ? ['capture', i, 'tables'] : ['capture', i, 'tables', k, ...field];
-    message = `capture source "${source.name}": ${err.message}`;
-  } else {
-    const k =
-      options.table === undefined ? -1 : source.tables.findIndex((t) => t.table === options.table);
-    at = k < 0 ? ['capture', i, 'name'] : ['capture', i, 'tables', k, 'table'];
-    const table = k < 0 ? '' : `table "${options.table}": `;
-    const reason = (err as Error)?.message ?? String(err);
-    const hint = options.hint === undefined ? '' : `; ${options.hint}`;
-    message = `capture source "${source.name}": ${table}${doing} failed: ${reason}${hint}`;
+  const errors = captureTableErrors(err);
+  if (errors.length > 0) {
+    // Each at its own field (several: every refused probe of the tables' user-written SQL).
+    const problems = errors.map((e) => {
+      const k = source.tables.findIndex((t) => t.table === e.table);
+      const field = [...e.field.split('.'), ...(e.index === undefined ? [] : [e.index])];
+      const at = k < 0 ? ['capture', i, 'tables'] : ['capture', i, 'tables', k, ...field];
+      const message = `capture source "${source.name}": ${e.message}${after}`;
+      return problemAt(topology.file, at, message);
+    });
+    return new ConfigError(problems, { cause: err });
   }
+  const k =
+    options.table === undefined ? -1 : source.tables.findIndex((t) => t.table === options.table);
+  const at = k < 0 ? ['capture', i, 'name'] : ['capture', i, 'tables', k, 'table'];
+  const table = k < 0 ? '' : `table "${options.table}": `;
+  const reason = (err as Error)?.message ?? String(err);
+  const hint = options.hint === undefined ? '' : `; ${options.hint}`;
+  const message = `capture source "${source.name}": ${table}${doing} failed: ${reason}${hint}`;
   return new ConfigError([problemAt(topology.file, at, message + after)], { cause: err });
 }
 

@@ -13,8 +13,8 @@ import type mysql from 'mysql2/promise';
 import { mysqlDriver, pgDriver } from '../engine/cdc/drivers.js';
 import { problemAt, type ConfigProblem, type Topology } from '../engine/config/index.js';
 import {
-  CaptureTableError,
   OracleStaging,
+  captureTableErrors,
   checkUserSql,
   mariaDbUserSqlProbes,
   pgUserSqlProbes,
@@ -37,7 +37,7 @@ interface LiveDatabase {
   introspect: Introspect;
   /**
    * Further checks of a resolved table (Oracle: column types it can render; the others: the
-   * probes of its user-written SQL); throws CaptureTableError.
+   * probes of its user-written SQL); throws CaptureTableError (CaptureTableErrors for several).
    */
   verify?: (t: ReturnType<typeof resolveTable>) => void | Promise<void>;
   close(): Promise<void>;
@@ -49,7 +49,7 @@ async function openLive(source: CaptureSource): Promise<LiveDatabase | null> {
     const sqlite = new Database(db.file, { readonly: true, fileMustExist: true });
     return {
       introspect: async (table) => introspectSqliteTable(sqlite, table),
-      verify: (t) => checkUserSql(t, sqliteUserSqlProbes(t), (sql) => sqlite.prepare(sql)),
+      verify: (t) => checkUserSql(t, sqliteUserSqlProbes(t), (p) => sqlite.prepare(p.sql)),
       close: async () => void sqlite.close(),
     };
   }
@@ -69,7 +69,7 @@ async function openLive(source: CaptureSource): Promise<LiveDatabase | null> {
     }
     return {
       introspect: (table) => introspectPgTable(client, table),
-      verify: (t) => checkUserSql(t, pgUserSqlProbes(t), (sql) => client.query(sql)),
+      verify: (t) => checkUserSql(t, pgUserSqlProbes(t), (p) => client.query(p.sql)),
       close: () => client.end(),
     };
   }
@@ -103,7 +103,7 @@ async function openLive(source: CaptureSource): Promise<LiveDatabase | null> {
       introspect: async (table) =>
         (await introspectMariaDbTable(conn as mysql.Connection, url.database, table)).columns,
       verify: (t) =>
-        checkUserSql(t, mariaDbUserSqlProbes(url.database, t), (sql) => conn.query(sql)),
+        checkUserSql(t, mariaDbUserSqlProbes(url.database, t), (p) => conn.query(p.sql)),
       close: () => conn.end(),
     };
   }
@@ -114,7 +114,8 @@ async function openLive(source: CaptureSource): Promise<LiveDatabase | null> {
  * The problems of the capture section against the live databases, each at its field:
  * `capture[i].database.url` / `.file` (cannot connect or open), `capture[i].tables[k].table`
  * (table not found), `.columns[n]` / `.key[n]` (column not found), `.key` (no primary key),
- * `.condition` / `.condition.<op>` / `.key.expression` (the database refuses the SQL),
+ * `.condition` / `.condition.<op>` / `.key.expression` (the database refuses the SQL: every
+ * refused one of a table, each on its own line),
  * on every dialect (MariaDB/MySQL from information_schema, bare names in the URL's database).
  */
 export async function liveCaptureProblems(topology: Topology): Promise<ConfigProblem[]> {
@@ -141,15 +142,19 @@ export async function liveCaptureProblems(topology: Topology): Promise<ConfigPro
           const resolved = resolveTable(table, await live.introspect(table.table));
           await live.verify?.(resolved);
         } catch (err) {
-          if (!(err instanceof CaptureTableError)) throw err;
-          const at = [...err.field.split('.'), ...(err.index === undefined ? [] : [err.index])];
-          problems.push(
-            problemAt(
-              topology.file,
-              ['capture', i, 'tables', k, ...at],
-              `capture source "${source.name}": ${err.message}`,
-            ),
-          );
+          // Every refused probe of the table, each on its own line at its own field.
+          const errors = captureTableErrors(err);
+          if (errors.length === 0) throw err;
+          for (const e of errors) {
+            const at = [...e.field.split('.'), ...(e.index === undefined ? [] : [e.index])];
+            problems.push(
+              problemAt(
+                topology.file,
+                ['capture', i, 'tables', k, ...at],
+                `capture source "${source.name}": ${e.message}`,
+              ),
+            );
+          }
         }
       }
     } finally {

@@ -28,7 +28,7 @@ import {
   type Topology,
 } from '../engine/config/index.js';
 import {
-  CaptureTableError,
+  captureTableErrors,
   openStaging,
   parseMariaDbUrl,
   parseOracleUrl,
@@ -286,19 +286,18 @@ export async function applyImport(
     try {
       await staging.install();
     } catch (err) {
-      if (!(err instanceof CaptureTableError)) throw err;
-      const k = source.tables.findIndex((t) => t.table === err.table);
-      const field = [...err.field.split('.'), ...(err.index === undefined ? [] : [err.index])];
-      const at = ['capture', i, 'tables', k, ...field];
-      const problem =
-        i >= plan.offset
-          ? problemAt(
-              jsonFile,
-              ['capture', i - plan.offset, 'tables', k, ...field],
-              `capture source "${source.name}": ${err.message}`,
-            )
-          : problemAt(topologyFile, at, `capture source "${source.name}": ${err.message}`);
-      throw new ConfigError([problem]);
+      // Each at its own field (several: every refused probe of the user-written SQL).
+      const errors = captureTableErrors(err);
+      if (errors.length === 0) throw err;
+      const problems = errors.map((e) => {
+        const k = source.tables.findIndex((t) => t.table === e.table);
+        const field = [...e.field.split('.'), ...(e.index === undefined ? [] : [e.index])];
+        const message = `capture source "${source.name}": ${e.message}`;
+        return i >= plan.offset
+          ? problemAt(jsonFile, ['capture', i - plan.offset, 'tables', k, ...field], message)
+          : problemAt(topologyFile, ['capture', i, 'tables', k, ...field], message);
+      });
+      throw new ConfigError(problems);
     } finally {
       await staging.close();
     }

@@ -163,6 +163,59 @@ for (const dialect of ['sqlite', 'postgres', 'mariadb'] as const) {
   }
 }
 
+for (const dialect of ['sqlite', 'postgres', 'mariadb'] as const) {
+  test(`${dialect}: every refused condition and key expression of every table is reported together, one line at each field, by check --live and install alike`, async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-usersql-'));
+    const app = await createAppDb(dialect, 'sluice_usersql_');
+    try {
+      await app.exec(LEDGER_DDL[dialect]);
+      await app.exec(ITEMS_DDL[dialect]);
+      const file = path.join(dir, 'topology.yaml');
+      const lines = [
+        'name: usersql',
+        'dataDir: ./data',
+        'queues:',
+        '  - { name: changes }',
+        'capture:',
+        '  - name: app',
+        `    database: ${JSON.stringify(app.ref)}`,
+        '    tables:',
+        '      - { table: items, operations: [insert], target: changes, condition: "NEW.nme <> \'x\'" }',
+        '      - table: ledger',
+        '        operations: [insert, update, delete]',
+        '        target: changes',
+        '        condition:',
+        '          insert: "NEW.amout > 0"',
+        '          update: "NEW.amount > AND OLD.amount > 0"',
+        '          delete: "OLD.amount > 0"',
+        '        key: { expression: "ROW.holdr" }',
+      ];
+      fs.writeFileSync(file, `${lines.join('\n')}\n`);
+      const expected = [
+        ['"NEW.nme', 'tables[0].condition', 'items', 'condition (insert)', /nme/],
+        ['"NEW.amout', 'tables[1].condition.insert', 'ledger', 'condition (insert)', /amout/],
+        ['"NEW.amount >', 'tables[1].condition.update', 'ledger', 'condition (update)', /./],
+        ['"ROW.holdr', 'tables[1].key.expression', 'ledger', 'key expression', /holdr/],
+      ] as const;
+      for (const args of [['check', '--live'], ['install']]) {
+        const r = await sluice([...args, file]);
+        assert.is(r.code, 2, r.out + r.err);
+        const got = r.err.trimEnd().split('\n');
+        assert.is(got.length, expected.length, `${args.join(' ')}: ${r.err}`);
+        expected.forEach(([token, field, table, what, message], n) => {
+          const prefix = `${file}:${at(file, token)}: capture[0].${field}: capture source "app": capture table "${table}": ${what}: the database refuses it: `;
+          assert.ok(got[n]!.startsWith(prefix), `${args.join(' ')}: ${got[n]}\nexpected ${prefix}`);
+          assert.match(got[n]!.slice(prefix.length), message);
+        });
+      }
+      assert.equal(await installed(app), { triggers: 0, staging: false });
+    } finally {
+      await app.destroy();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+}
+
 /** `SELECT table_name, op, key` of the staging table, in staging order. */
 async function staged(app: AppDb): Promise<[string, string, string][]> {
   const key = app.dialect === 'mariadb' ? '`key`' : '"key"';

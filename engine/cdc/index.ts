@@ -75,7 +75,14 @@ export type {
 } from './staging.js';
 export { installationTableName, newInstallationId } from './staging.js';
 export type { ColumnInfo, ResolvedTable, UserSqlProbe } from './sql.js';
-export { resolveTable, checkUserSql, CaptureTableError } from './sql.js';
+export {
+  resolveTable,
+  checkUserSql,
+  userSqlRefusals,
+  captureTableErrors,
+  CaptureTableError,
+  CaptureTableErrors,
+} from './sql.js';
 export {
   SqliteStaging,
   introspectSqliteTable,

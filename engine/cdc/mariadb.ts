@@ -44,12 +44,13 @@ import { keyHash } from './key-hash.js';
 import { parseMariaDbUrl } from './mariadb-url.js';
 import {
   CaptureTableError,
-  checkUserSql,
   imageColumnsOf,
   resolveTable,
+  throwAll,
   triggerUserSqlField,
   userSqlParens,
   userSqlProbes,
+  userSqlRefusals,
 } from './sql.js';
 import type { ColumnInfo, ResolvedTable, TriggerStatement, UserSqlProbe } from './sql.js';
 
@@ -770,6 +771,7 @@ export class MariaDbStaging implements StagingClient {
     await this.withInstallLock(conn, async () => {
       // DDL commits implicitly in MariaDB: check every table before changing anything.
       const resolved: { table: ResolvedTable; info: MariaDbTableInfo }[] = [];
+      const refusals: CaptureTableError[] = [];
       for (const cfg of this.source.tables) {
         const info = await introspectMariaDbTable(conn, this.home, cfg.table);
         const table = resolveTable(cfg, info.columns);
@@ -781,10 +783,13 @@ export class MariaDbStaging implements StagingClient {
         }
         // MariaDB resolves a trigger's names only when a write fires it, and a syntax error
         // would stop the DDL below half way (each statement commits): conditions and an
-        // expression key are checked here, at their fields, before anything is created.
-        await checkUserSql(table, mariaDbUserSqlProbes(this.home, table), (sql) => conn.query(sql));
+        // expression key are checked here, at their fields, before anything is created
+        // (every refusal of every table together).
+        const probes = mariaDbUserSqlProbes(this.home, table);
+        refusals.push(...(await userSqlRefusals(table, probes, (p) => conn.query(p.sql))));
         resolved.push({ table, info });
       }
+      throwAll(refusals);
       await this.createCaptureDatabase(conn);
       await conn.query(mariaDbHashFunctionDdl(this.database, this.source.stagingTable));
       const [had] = await conn.query<mysql.RowDataPacket[]>(

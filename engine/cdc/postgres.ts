@@ -21,16 +21,17 @@ import type { CaptureOperation, CaptureSource, CaptureTable, StagedChange } from
 import { keyHash } from './key-hash.js';
 import {
   CaptureTableError,
-  checkUserSql,
   imageColumnsOf,
   jsonObjectExpr,
   keyTextExpr,
   quoteIdent,
   quoteLiteral,
   resolveTable,
+  throwAll,
   triggerUserSqlField,
   userSqlParens,
   userSqlProbes,
+  userSqlRefusals,
 } from './sql.js';
 import type {
   ColumnInfo,
@@ -863,6 +864,18 @@ export class PgStaging implements StagingClient {
     const schema = await this.open();
     await this.inTransaction(async () => {
       await this.client.query('SELECT pg_advisory_xact_lock($1)', [INSTALL_LOCK_KEY]);
+      // A statement trigger's condition is resolved only when it runs: every table's user SQL
+      // is checked first, each refusal at its field, all of them together. A refusal anywhere
+      // rolls the whole install back (one transaction).
+      const tables: ResolvedTable[] = [];
+      const refusals: CaptureTableError[] = [];
+      for (const cfg of this.source.tables) {
+        const resolved = resolveTable(cfg, await introspectPgTable(this.client, cfg.table));
+        tables.push(resolved);
+        const probes = pgUserSqlProbes(resolved);
+        refusals.push(...(await userSqlRefusals(resolved, probes, (p) => this.probe(p))));
+      }
+      throwAll(refusals);
       const exists = await this.client.query(
         'SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = $1',
         [schema],
@@ -889,11 +902,8 @@ export class PgStaging implements StagingClient {
         [newInstallationId()],
       );
       await this.client.query(pgDynamicFunctionDdl(schema, this.source.stagingTable));
-      for (const cfg of this.source.tables) {
-        const resolved = resolveTable(cfg, await introspectPgTable(this.client, cfg.table));
-        // A statement trigger's condition is resolved only when it runs: checked here, at its
-        // field. A refusal anywhere rolls the whole install back (one transaction).
-        await checkUserSql(resolved, pgUserSqlProbes(resolved), (sql) => this.client.query(sql));
+      for (const resolved of tables) {
+        const cfg = resolved.config;
         const natts = await this.client.query<{ n: number }>(
           'SELECT relnatts::int AS n FROM pg_catalog.pg_class WHERE oid = to_regclass($1)',
           [pgQualifiedTable(cfg.table)],
@@ -924,6 +934,20 @@ export class PgStaging implements StagingClient {
         }
       }
     });
+  }
+
+  /**
+   * Runs one probe of user-written SQL inside install's transaction, in a savepoint, so a refused
+   * one leaves the transaction usable for the next.
+   */
+  private async probe(p: UserSqlProbe): Promise<void> {
+    await this.client.query('SAVEPOINT sluice_probe');
+    try {
+      await this.client.query(p.sql);
+    } finally {
+      await this.client.query('ROLLBACK TO SAVEPOINT sluice_probe');
+      await this.client.query('RELEASE SAVEPOINT sluice_probe');
+    }
   }
 
   async uninstall(options: UninstallOptions = {}): Promise<void> {

@@ -202,25 +202,49 @@ export function userSqlProbes(
 }
 
 /**
- * Runs userSqlProbes' statements with `run`, in order. @throws CaptureTableError at the field of
- * the first the database refuses, naming the table, the field and the database's message.
+ * Runs every one of userSqlProbes' statements with `run` (which must leave the connection usable
+ * after a refusal: PostgreSQL inside a transaction runs each in a savepoint), in order.
+ * @returns a CaptureTableError per probe the database refuses, at its field, naming the table,
+ *   the field and the database's message; empty when it accepts them all.
+ */
+export async function userSqlRefusals(
+  t: ResolvedTable,
+  probes: readonly UserSqlProbe[],
+  run: (probe: UserSqlProbe) => unknown,
+): Promise<CaptureTableError[]> {
+  const out: CaptureTableError[] = [];
+  for (const p of probes) {
+    try {
+      await run(p);
+    } catch (err) {
+      out.push(
+        new CaptureTableError(
+          `capture table "${t.config.table}": ${p.what}: the database refuses it: ${(err as Error).message}`,
+          t.config.table,
+          p.field,
+        ),
+      );
+    }
+  }
+  return out;
+}
+
+/**
+ * Runs userSqlRefusals. @throws its refusals (throwAll): every probe the database refuses, each
+ * at its field.
  */
 export async function checkUserSql(
   t: ResolvedTable,
   probes: readonly UserSqlProbe[],
-  run: (sql: string) => unknown,
+  run: (probe: UserSqlProbe) => unknown,
 ): Promise<void> {
-  for (const p of probes) {
-    try {
-      await run(p.sql);
-    } catch (err) {
-      throw new CaptureTableError(
-        `capture table "${t.config.table}": ${p.what}: the database refuses it: ${(err as Error).message}`,
-        t.config.table,
-        p.field,
-      );
-    }
-  }
+  throwAll(await userSqlRefusals(t, probes, run));
+}
+
+/** Throws nothing for no error, the error itself for one, a CaptureTableErrors for several. */
+export function throwAll(errors: readonly CaptureTableError[]): void {
+  if (errors.length === 1) throw errors[0];
+  if (errors.length > 1) throw new CaptureTableErrors(errors);
 }
 
 /**
@@ -240,6 +264,33 @@ export class CaptureTableError extends Error {
   ) {
     super(message);
   }
+}
+
+/**
+ * Several CaptureTableErrors found together (every refused probe of the user-written SQL of the
+ * tables install checks), each at its own field. It is itself a CaptureTableError at the first
+ * one's table and field, with every message on its own line, so a caller that places one still
+ * points at a field at fault; captureTableErrors() lists them to place each.
+ */
+export class CaptureTableErrors extends CaptureTableError {
+  /** @param errors two or more, in the order found. */
+  constructor(readonly errors: readonly CaptureTableError[]) {
+    super(
+      errors.map((e) => e.message).join('\n'),
+      errors[0]!.table,
+      errors[0]!.field,
+      errors[0]!.index,
+    );
+  }
+}
+
+/**
+ * The CaptureTableErrors `err` stands for: its list for a CaptureTableErrors, itself for a
+ * CaptureTableError, none for any other error.
+ */
+export function captureTableErrors(err: unknown): readonly CaptureTableError[] {
+  if (err instanceof CaptureTableErrors) return err.errors;
+  return err instanceof CaptureTableError ? [err] : [];
 }
 
 /**

@@ -17,16 +17,17 @@ import type { CaptureOperation, CaptureSource, CaptureTable, StagedChange } from
 import { keyHash } from './key-hash.js';
 import {
   CaptureTableError,
-  checkUserSql,
   imageColumnsOf,
   jsonObjectExpr,
   keyTextExpr,
   quoteIdent,
   quoteLiteral,
   resolveTable,
+  throwAll,
   triggerUserSqlField,
   userSqlParens,
   userSqlProbes,
+  userSqlRefusals,
 } from './sql.js';
 import type { ColumnInfo, KeyDialect, ResolvedTable, UserSqlProbe } from './sql.js';
 
@@ -267,11 +268,14 @@ export class SqliteStaging implements StagingClient {
     const stmts = sqliteInstallDdl(this.db, this.source);
     // SQLite resolves a trigger's names only when a write fires it: each condition and key
     // expression is compiled here first (prepared, not run), so a wrong one is refused at its
-    // field before anything is created.
+    // field before anything is created (every refusal of every table together).
+    const refusals: CaptureTableError[] = [];
     for (const cfg of this.source.tables) {
       const t = resolveTable(cfg, introspectSqliteTable(this.db, cfg.table));
-      await checkUserSql(t, sqliteUserSqlProbes(t), (sql) => this.db.prepare(sql));
+      const run = (p: UserSqlProbe) => this.db.prepare(p.sql);
+      refusals.push(...(await userSqlRefusals(t, sqliteUserSqlProbes(t), run)));
     }
+    throwAll(refusals);
     const inst = quoteIdent(installationTableName(this.source.stagingTable));
     this.db
       .transaction(() => {

@@ -114,12 +114,13 @@ const CASES = [
     image: null,
   },
   {
-    what: 'a key expression naming a column the table has not',
+    // Named as written: the probe's row is ROW, not the NEW the trigger puts in its place.
+    what: 'a key expression naming a column the table has not (named ROW.<column>, as written)',
     ledger: ['key: { expression: "ROW.amout" }'],
     token: '"ROW.amout"',
     field: 'key.expression',
     message: 'key expression',
-    image: 'NEW',
+    image: 'ROW',
   },
 ];
 
@@ -195,7 +196,7 @@ for (const dialect of ['sqlite', 'postgres', 'mariadb'] as const) {
         ['"NEW.nme', 'tables[0].condition', 'items', 'condition (insert)', /nme/],
         ['"NEW.amout', 'tables[1].condition.insert', 'ledger', 'condition (insert)', /amout/],
         ['"NEW.amount >', 'tables[1].condition.update', 'ledger', 'condition (update)', /./],
-        ['"ROW.holdr', 'tables[1].key.expression', 'ledger', 'key expression', /holdr/],
+        ['"ROW.holdr', 'tables[1].key.expression', 'ledger', 'key expression', /\bROW\.holdr\b/i],
       ] as const;
       for (const args of [['check', '--live'], ['install']]) {
         const r = await sluice([...args, file]);

@@ -52,7 +52,7 @@ import {
   userSqlProbes,
   userSqlRefusals,
 } from './sql.js';
-import type { ColumnInfo, ResolvedTable, TriggerStatement, UserSqlProbe } from './sql.js';
+import type { ColumnInfo, KeyRow, ResolvedTable, TriggerStatement, UserSqlProbe } from './sql.js';
 
 /**
  * The probes of captured table `t`'s user-written SQL on MariaDB/MySQL (engine/cdc/sql.ts
@@ -64,7 +64,7 @@ export function mariaDbUserSqlProbes(database: string, t: ResolvedTable): UserSq
     t,
     mariaDbQualifiedTable(database, t.config.table),
     mariaDbIdent,
-    mariaDbKeyText(t, 'NEW'),
+    mariaDbKeyText(t, 'ROW'),
   );
 }
 import type {
@@ -299,7 +299,7 @@ const PLAIN_TEXT_TYPES = new Set([
  * (escapes quotes, backslashes and control characters); the plain families and hex are wrapped
  * in quotes directly, which halves the trigger's cost per column (JSON_QUOTE is the slow part).
  */
-function mariaDbJson(row: 'NEW' | 'OLD', c: ColumnInfo): string {
+function mariaDbJson(row: KeyRow, c: ColumnInfo): string {
   const ref = `${row}.${mariaDbIdent(c.name)}`;
   const family = /^[a-z]+/.exec(c.type)?.[0] ?? '';
   if (BINARY_TYPES.has(family)) {
@@ -328,7 +328,7 @@ function jsonArray(columns: ColumnInfo[], value: (c: ColumnInfo) => string): str
  * SQL of the staging key text (a JSON array text) of `row` under t's key strategy (see
  * KeyStrategy); an expression key's `ROW.` becomes `row.`. transactionId is refused at load.
  */
-function mariaDbKeyText(t: ResolvedTable, row: 'NEW' | 'OLD'): string {
+function mariaDbKeyText(t: ResolvedTable, row: KeyRow): string {
   const k = t.keyStrategy;
   switch (k.kind) {
     case 'columns':

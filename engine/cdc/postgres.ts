@@ -36,6 +36,7 @@ import {
 import type {
   ColumnInfo,
   KeyDialect,
+  KeyRow,
   ResolvedTable,
   TriggerStatement,
   UserSqlProbe,
@@ -85,7 +86,7 @@ export function pgUserSqlProbes(t: ResolvedTable): UserSqlProbe[] {
     t,
     pgQualifiedTable(t.config.table),
     (row) => row.toLowerCase(),
-    keyTextExpr(t, 'NEW', PG_KEY_DIALECT),
+    keyTextExpr(t, 'ROW', PG_KEY_DIALECT),
   );
 }
 
@@ -165,7 +166,7 @@ function pgText(ref: string, c: ColumnInfo): string {
 }
 
 /** JSON string literal text of one value, or the text `null`. to_json(text) escapes control chars. */
-function pgJson(row: 'NEW' | 'OLD', c: ColumnInfo): string {
+function pgJson(row: KeyRow, c: ColumnInfo): string {
   return `coalesce(pg_catalog.to_json(${pgText(`${row}.${quoteIdent(c.name)}`, c)})::text, 'null')`;
 }
 

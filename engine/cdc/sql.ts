@@ -41,10 +41,17 @@ export interface ResolvedTable {
   keyStrategy: ResolvedKey;
 }
 
+/**
+ * A row a key text expression is over: a trigger's NEW or OLD image, or ROW, the alias of the row
+ * in the probe of an expression key (userSqlProbes), so the database's messages name the row as
+ * the user wrote it (`ROW.amout`).
+ */
+export type KeyRow = 'NEW' | 'OLD' | 'ROW';
+
 /** What a dialect supplies to build key text expressions. */
 export interface KeyDialect {
   /** JSON text (string literal or `null`) of column `c` of `row`. */
-  json(row: 'NEW' | 'OLD', c: ColumnInfo): string;
+  json(row: KeyRow, c: ColumnInfo): string;
   /** JSON text (string literal or `null`) of an SQL expression's text value. */
   jsonOfText(sql: string): string;
   /** SQL text of the current transaction id; null when the dialect has none. */
@@ -54,9 +61,9 @@ export interface KeyDialect {
 /**
  * SQL expression of the staging key text (a JSON array text) of `row` under t's key strategy.
  * Every `ROW.` (as a word, case-insensitive, also inside string literals) of an expression key is
- * replaced by `NEW.` or `OLD.`.
+ * replaced by `NEW.` or `OLD.` (or written `ROW.`, upper case, for the probe).
  */
-export function keyTextExpr(t: ResolvedTable, row: 'NEW' | 'OLD', d: KeyDialect): string {
+export function keyTextExpr(t: ResolvedTable, row: KeyRow, d: KeyDialect): string {
   const k = t.keyStrategy;
   switch (k.kind) {
     case 'columns':
@@ -164,7 +171,9 @@ export interface UserSqlProbe {
  * names, types) but that reads no row (`WHERE 1 = 0 AND ...`): a condition over the images its
  * operation has (`tableRef` aliased `alias('NEW')` / `alias('OLD')`; every `NEW.` / `OLD.` of it
  * written upper case, so it matches the alias where aliases are case-sensitive), the key text
- * over NEW (`keyNew`, the dialect's keyTextExpr). Install runs them before it creates any
+ * over the row aliased `alias('ROW')` as the user wrote it (`keyRow`, the dialect's keyTextExpr
+ * over ROW), so a refusal names `ROW.<column>`, not the NEW the trigger puts in its place.
+ * Install runs them before it creates any
  * trigger, so a wrong one is refused at its field (`condition.update`, `key.expression`) instead
  * of in the trigger DDL, or (SQLite, MariaDB, a PostgreSQL statement trigger, which resolve names
  * only when the trigger runs) in the application's writes.
@@ -172,8 +181,8 @@ export interface UserSqlProbe {
 export function userSqlProbes(
   t: ResolvedTable,
   tableRef: string,
-  alias: (row: 'NEW' | 'OLD') => string,
-  keyNew: string,
+  alias: (row: KeyRow) => string,
+  keyRow: string,
 ): UserSqlProbe[] {
   const out: UserSqlProbe[] = [];
   const c = t.config.condition;
@@ -196,7 +205,7 @@ export function userSqlProbes(
     out.push({
       field: 'key.expression',
       what: 'key expression',
-      sql: `SELECT ${keyNew} FROM ${tableRef} AS ${alias('NEW')} WHERE 1 = 0`,
+      sql: `SELECT ${keyRow} FROM ${tableRef} AS ${alias('ROW')} WHERE 1 = 0`,
     });
   return out;
 }

@@ -29,7 +29,7 @@ import {
   userSqlProbes,
   userSqlRefusals,
 } from './sql.js';
-import type { ColumnInfo, KeyDialect, ResolvedTable, UserSqlProbe } from './sql.js';
+import type { ColumnInfo, KeyDialect, KeyRow, ResolvedTable, UserSqlProbe } from './sql.js';
 
 /**
  * The probes of captured table `t`'s user-written SQL on SQLite (engine/cdc/sql.ts
@@ -41,7 +41,7 @@ export function sqliteUserSqlProbes(t: ResolvedTable): UserSqlProbe[] {
     t,
     quoteIdent(t.config.table),
     (row) => row,
-    keyTextExpr(t, 'NEW', SQLITE_KEY_DIALECT),
+    keyTextExpr(t, 'ROW', SQLITE_KEY_DIALECT),
   );
 }
 import type {
@@ -66,7 +66,7 @@ function sqliteText(ref: string): string {
 }
 
 /** JSON string literal text of one value, or the text `null`. json_quote escapes control chars. */
-function sqliteJson(row: 'NEW' | 'OLD', c: ColumnInfo): string {
+function sqliteJson(row: KeyRow, c: ColumnInfo): string {
   return `json_quote(${sqliteText(`${row}.${quoteIdent(c.name)}`)})`;
 }
 

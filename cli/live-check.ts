@@ -17,6 +17,8 @@ import {
   captureTableErrors,
   checkUserSql,
   mariaDbUserSqlProbes,
+  pgProbeRunner,
+  pgTableSchema,
   pgUserSqlProbes,
   sqliteUserSqlProbes,
   oracleCheckTypes,
@@ -69,7 +71,10 @@ async function openLive(source: CaptureSource): Promise<LiveDatabase | null> {
     }
     return {
       introspect: (table) => introspectPgTable(client, table),
-      verify: (t) => checkUserSql(t, pgUserSqlProbes(t), (p) => client.query(p.sql)),
+      verify: async (t) => {
+        const schema = (await pgTableSchema(client, t.config.table))!;
+        await checkUserSql(t, pgUserSqlProbes(t, schema), pgProbeRunner(client, false));
+      },
       close: () => client.end(),
     };
   }

@@ -217,6 +217,111 @@ for (const dialect of ['sqlite', 'postgres', 'mariadb'] as const) {
   });
 }
 
+/** A topology capturing ledger (insert, update, delete) with `ledger` (YAML lines of its entry). */
+function ledgerTopology(dir: string, app: AppDb, ledger: string[]): string {
+  const file = path.join(dir, 'topology.yaml');
+  const lines = [
+    'name: usersql',
+    'dataDir: ./data',
+    'queues:',
+    '  - { name: changes }',
+    'capture:',
+    '  - name: app',
+    `    database: ${JSON.stringify(app.ref)}`,
+    '    tables:',
+    '      - table: ledger',
+    '        operations: [insert, update, delete]',
+    '        target: changes',
+    ...ledger.map((l) => `        ${l}`),
+  ];
+  fs.writeFileSync(file, `${lines.join('\n')}\n`);
+  return file;
+}
+
+for (const dialect of ['sqlite', 'postgres', 'mariadb'] as const) {
+  const rowTrigger = dialect === 'postgres' ? " (PostgreSQL: a row trigger's WHEN)" : '';
+  test(`${dialect}: a bare column name in a condition${rowTrigger} or a key expression is refused by check --live and install at its field, as the trigger would refuse it`, async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-usersql-'));
+    const app = await createAppDb(dialect, 'sluice_usersql_');
+    try {
+      await app.exec(LEDGER_DDL[dialect]);
+      const file = ledgerTopology(dir, app, [
+        ...(dialect === 'postgres' ? ['triggers: row'] : []),
+        'condition: { insert: "amount > 0" }',
+        'key: { expression: "upper(holder)" }',
+      ]);
+      const expected = [
+        ['"amount', 'condition.insert', 'condition (insert)', 'amount', 'NEW.<column>'],
+        ['"upper', 'key.expression', 'key expression', 'holder', 'ROW.<column>'],
+      ] as const;
+      for (const args of [['check', '--live'], ['install']]) {
+        const r = await sluice([...args, file]);
+        assert.is(r.code, 2, r.out + r.err);
+        const got = r.err.trimEnd().split('\n');
+        assert.is(got.length, 2, `${args.join(' ')}: ${r.err}`);
+        expected.forEach(([token, field, what, column, write], n) => {
+          const prefix = `${file}:${at(file, token)}: capture[0].tables[0].${field}: capture source "app": capture table "ledger": ${what}: the database refuses it: `;
+          assert.ok(got[n]!.startsWith(prefix), `${args.join(' ')}: ${got[n]}\nexpected ${prefix}`);
+          assert.match(got[n]!, new RegExp(`'${column}'|"${column}"|: ${column} `));
+          assert.match(got[n]!, /ambiguous/i);
+          assert.ok(
+            got[n]!.endsWith(` (the trigger resolves no bare column name: write ${write})`),
+            got[n],
+          );
+        });
+      }
+      assert.equal(await installed(app), { triggers: 0, staging: false });
+    } finally {
+      await app.destroy();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+}
+
+test("postgres: a statement trigger's condition and a key expression are probed with the capture function's search_path (pg_catalog): an unqualified table or function is refused, a bare column of a statement trigger's WHERE and schema-qualified names are captured", async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-usersql-'));
+  const app = await createAppDb('postgres', 'sluice_usersql_');
+  const schema = (app.ref as { schema: string }).schema;
+  try {
+    await app.exec(LEDGER_DDL.postgres);
+    await app.exec(ITEMS_DDL.postgres);
+    await app.exec("INSERT INTO items (id, name) VALUES (2, 'x')");
+    await app.exec(
+      "CREATE FUNCTION key_of(h text) RETURNS text LANGUAGE sql IMMUTABLE AS $$ SELECT 'k-' || h $$",
+    );
+    let file = ledgerTopology(dir, app, [
+      'condition: { insert: "NEW.id IN (SELECT id FROM items)" }',
+      'key: { expression: "key_of(ROW.holder)" }',
+    ]);
+    const hint =
+      ' (it runs in the capture function, whose search_path is pg_catalog, pg_temp: name other tables, functions and types with their schema)';
+    for (const args of [['check', '--live'], ['install']]) {
+      const r = await sluice([...args, file]);
+      assert.is(r.code, 2, r.out + r.err);
+      const prefix = (token: string, field: string, what: string) =>
+        `${file}:${at(file, token)}: capture[0].tables[0].${field}: capture source "app": capture table "ledger": ${what}: the database refuses it: `;
+      assert.equal(r.err.trimEnd().split('\n'), [
+        `${prefix('"NEW.id IN', 'condition.insert', 'condition (insert)')}relation "items" does not exist${hint}`,
+        `${prefix('"key_of', 'key.expression', 'key expression')}function key_of(text) does not exist${hint}`,
+      ]);
+    }
+    assert.equal(await installed(app), { triggers: 0, staging: false });
+    file = ledgerTopology(dir, app, [
+      `condition: { insert: "NEW.id IN (SELECT id FROM ${schema}.items) AND amount IS NULL" }`,
+      `key: { expression: "${schema}.key_of(ROW.holder)" }`,
+    ]);
+    for (const args of [['check', '--live'], ['install']]) {
+      const r = await sluice([...args, file]);
+      assert.is(r.code, 0, `${args.join(' ')}: ${r.out}${r.err}`);
+    }
+    await app.exec("INSERT INTO ledger (id, holder) VALUES (1, 'a'), (2, 'b')");
+    assert.equal(await staged(app), [['ledger', 'insert', '["k-b"]']]);
+  } finally {
+    await app.destroy();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 /** `SELECT table_name, op, key` of the staging table, in staging order. */
 async function staged(app: AppDb): Promise<[string, string, string][]> {
   const key = app.dialect === 'mariadb' ? '`key`' : '"key"';

@@ -103,6 +103,9 @@ export {
   pgTriggerDdl,
   pgTriggerName,
   pgUserSqlProbes,
+  pgProbeRunner,
+  pgTableSchema,
+  PG_FUNCTION_SEARCH_PATH,
 } from './postgres.js';
 export {
   MariaDbStaging,

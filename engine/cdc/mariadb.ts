@@ -60,12 +60,11 @@ import type { ColumnInfo, KeyRow, ResolvedTable, TriggerStatement, UserSqlProbe 
  * install runs before any trigger exists, and `sluice check --live` without installing.
  */
 export function mariaDbUserSqlProbes(database: string, t: ResolvedTable): UserSqlProbe[] {
-  return userSqlProbes(
-    t,
-    mariaDbQualifiedTable(database, t.config.table),
-    mariaDbIdent,
-    mariaDbKeyText(t, 'ROW'),
-  );
+  return userSqlProbes(t, {
+    table: mariaDbQualifiedTable(database, t.config.table),
+    alias: mariaDbIdent,
+    keyRow: mariaDbKeyText(t, 'ROW'),
+  });
 }
 import type {
   HeldKeys,

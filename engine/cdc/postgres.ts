@@ -75,21 +75,85 @@ export function pgName(base: string): string {
   return `${clean.slice(0, PG_NAME_BYTES_MAX - 9)}_${suffix}`;
 }
 
-/** `schema.table` -> quoted `"schema"."table"`; a bare name stays unqualified (search_path). */
+/**
+ * The search_path of every capture function (SECURITY DEFINER, so the writer's own path cannot
+ * change what its names mean): the statement triggers' conditions and the key expression run
+ * with it.
+ */
+export const PG_FUNCTION_SEARCH_PATH = 'pg_catalog, pg_temp';
+
 /**
  * The probes of captured table `t`'s user-written SQL on PostgreSQL (engine/cdc/sql.ts
- * userSqlProbes; row aliases `new` / `old`, the key text of the PostgreSQL triggers): what install
- * runs before any trigger exists, and `sluice check --live` without installing.
+ * userSqlProbes), in the scope each text has in the generated trigger: a row trigger's condition
+ * (an update's; with triggers 'row' every one) is its WHEN, parsed by CREATE TRIGGER in the
+ * install session, where NEW and OLD are both in scope (a bare column name is ambiguous); a
+ * statement trigger's condition is a WHERE over the transition table aliased new / old (a bare
+ * column name is the row's) and the key expression an expression over the row, both run in the
+ * capture function with search_path PG_FUNCTION_SEARCH_PATH (other tables, functions and types
+ * are named with their schema). `schema` is the table's schema (pgTableSchema), so the probes
+ * name the table under that search_path. What install runs before any trigger exists, and
+ * `sluice check --live` without installing (run each with pgProbeRunner).
  */
-export function pgUserSqlProbes(t: ResolvedTable): UserSqlProbe[] {
-  return userSqlProbes(
-    t,
-    pgQualifiedTable(t.config.table),
-    (row) => row.toLowerCase(),
-    keyTextExpr(t, 'ROW', PG_KEY_DIALECT),
-  );
+export function pgUserSqlProbes(t: ResolvedTable, schema: string): UserSqlProbe[] {
+  const level = t.config.triggers ?? CDC_DEFAULTS.triggers;
+  const inFunction = (op: 'insert' | 'update' | 'delete' | 'key') =>
+    op === 'key' || (level === 'statement' && op !== 'update');
+  const name = t.config.table.slice(t.config.table.indexOf('.') + 1);
+  return userSqlProbes(t, {
+    table: `${quoteIdent(schema)}.${quoteIdent(name)}`,
+    alias: (row) => row.toLowerCase(),
+    keyRow: keyTextExpr(t, 'ROW', PG_KEY_DIALECT),
+    bareNames: inFunction,
+    searchPath: (of) => (inFunction(of) ? PG_FUNCTION_SEARCH_PATH : undefined),
+  });
 }
 
+/** The schema of `table` (pgQualifiedTable's resolution through search_path); null when none. */
+export async function pgTableSchema(client: pg.ClientBase, table: string): Promise<string | null> {
+  const res = await client.query<{ s: string }>(
+    `SELECT n.nspname::text AS s FROM pg_catalog.pg_class c
+     JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = pg_catalog.to_regclass($1)`,
+    [pgQualifiedTable(table)],
+  );
+  return res.rows[0]?.s ?? null;
+}
+
+/** PostgreSQL's errors of a name not found: undefined_table, undefined_function, undefined_object. */
+const PG_NAME_NOT_FOUND = ['42P01', '42883', '42704'];
+
+/**
+ * Runs one probe of pgUserSqlProbes on `client`, with the probe's search_path, undoing whatever it
+ * did: inside a transaction (`inTransaction`, install's) in a savepoint, so a refused probe leaves
+ * the transaction usable for the next; else in a transaction of its own, rolled back. A name the
+ * capture function's search_path does not find is refused with that said.
+ */
+export function pgProbeRunner(
+  client: pg.ClientBase,
+  inTransaction: boolean,
+): (p: UserSqlProbe) => Promise<void> {
+  return async (p) => {
+    await client.query(inTransaction ? 'SAVEPOINT sluice_probe' : 'BEGIN READ ONLY');
+    try {
+      if (p.searchPath !== undefined)
+        await client.query("SELECT pg_catalog.set_config('search_path', $1, true)", [p.searchPath]);
+      await client.query(p.sql);
+    } catch (err) {
+      const code = (err as { code?: string }).code;
+      if (p.searchPath === undefined || !PG_NAME_NOT_FOUND.includes(code ?? '')) throw err;
+      throw new Error(
+        `${(err as Error).message} (it runs in the capture function, whose search_path is ${p.searchPath}: name other tables, functions and types with their schema)`,
+        { cause: err },
+      );
+    } finally {
+      if (inTransaction) {
+        await client.query('ROLLBACK TO SAVEPOINT sluice_probe');
+        await client.query('RELEASE SAVEPOINT sluice_probe');
+      } else await client.query('ROLLBACK');
+    }
+  };
+}
+
+/** `schema.table` -> quoted `"schema"."table"`; a bare name stays unqualified (search_path). */
 export function pgQualifiedTable(table: string): string {
   const dot = table.indexOf('.');
   return dot < 0
@@ -268,7 +332,7 @@ const PG_TEXT_TYPES = ['numeric', 'money', 'bytea', 'timestamptz', 'timestamp', 
  * value's text depends on the writing session: TimeZone, DateStyle, IntervalStyle,
  * extra_float_digits (shortest exact float text) and bytea_output.
  */
-const PG_PINNED_SETTINGS = `SET search_path = pg_catalog, pg_temp SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD'
+const PG_PINNED_SETTINGS = `SET search_path = ${PG_FUNCTION_SEARCH_PATH} SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD'
 SET IntervalStyle = 'iso_8601' SET extra_float_digits = 1 SET bytea_output = 'hex'`;
 
 /**
@@ -321,7 +385,7 @@ function pgSettingsFor(columns: ColumnInfo[], key: ColumnInfo[]): string {
   ) {
     return PG_PINNED_SETTINGS;
   }
-  const sets = ['SET search_path = pg_catalog, pg_temp'];
+  const sets = [`SET search_path = ${PG_FUNCTION_SEARCH_PATH}`];
   if (types.has('float4') || types.has('float8')) sets.push('SET extra_float_digits = 1');
   if (types.has('interval')) sets.push(`SET IntervalStyle = 'iso_8601'`);
   return sets.join(' ');
@@ -870,11 +934,12 @@ export class PgStaging implements StagingClient {
       // rolls the whole install back (one transaction).
       const tables: ResolvedTable[] = [];
       const refusals: CaptureTableError[] = [];
+      const run = pgProbeRunner(this.client, true);
       for (const cfg of this.source.tables) {
         const resolved = resolveTable(cfg, await introspectPgTable(this.client, cfg.table));
         tables.push(resolved);
-        const probes = pgUserSqlProbes(resolved);
-        refusals.push(...(await userSqlRefusals(resolved, probes, (p) => this.probe(p))));
+        const probes = pgUserSqlProbes(resolved, (await pgTableSchema(this.client, cfg.table))!);
+        refusals.push(...(await userSqlRefusals(resolved, probes, run)));
       }
       throwAll(refusals);
       const exists = await this.client.query(
@@ -935,20 +1000,6 @@ export class PgStaging implements StagingClient {
         }
       }
     });
-  }
-
-  /**
-   * Runs one probe of user-written SQL inside install's transaction, in a savepoint, so a refused
-   * one leaves the transaction usable for the next.
-   */
-  private async probe(p: UserSqlProbe): Promise<void> {
-    await this.client.query('SAVEPOINT sluice_probe');
-    try {
-      await this.client.query(p.sql);
-    } finally {
-      await this.client.query('ROLLBACK TO SAVEPOINT sluice_probe');
-      await this.client.query('RELEASE SAVEPOINT sluice_probe');
-    }
   }
 
   async uninstall(options: UninstallOptions = {}): Promise<void> {

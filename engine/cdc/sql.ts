@@ -163,58 +163,99 @@ export interface UserSqlProbe {
   /** What the field is, for messages: `condition (update)`, `key expression`. */
   what: string;
   sql: string;
+  /** The rows the text names (`NEW`, `OLD`, `ROW`), for the hint of a bare column name. */
+  rows: readonly string[];
+  /** Whether a bare column name is the row's where the trigger runs the text (else ambiguous here). */
+  bareNames: boolean;
+  /**
+   * The search_path the text runs with in the trigger, when it is not the install session's
+   * (PostgreSQL's capture function: `pg_catalog, pg_temp`): the probe must run with it too.
+   */
+  searchPath?: string;
 }
+
+/** How a dialect's triggers embed a captured table's user-written SQL, for userSqlProbes. */
+export interface UserSqlScope {
+  /** The captured table as the probes' FROM names it (schema-qualified where a searchPath is). */
+  table: string;
+  /** An alias (NEW, OLD, ROW, USER_SQL_BARE_ALIAS) as the dialect writes it. */
+  alias(name: string): string;
+  /** The key text over the row aliased ROW (the dialect's keyTextExpr over ROW). */
+  keyRow: string;
+  /**
+   * Whether `op`'s condition runs where a bare column name is the row's (PostgreSQL's statement
+   * triggers: a WHERE over the transition table). Default: never.
+   */
+  bareNames?(op: 'insert' | 'update' | 'delete'): boolean;
+  /** The search_path `op`'s condition ('key': the key expression) runs with (UserSqlProbe). */
+  searchPath?(of: 'insert' | 'update' | 'delete' | 'key'): string | undefined;
+}
+
+/**
+ * Alias of the probes' second copy of the table beside a lone image: a trigger resolves no bare
+ * column name (SQLite and MariaDB refuse it, PostgreSQL's WHEN finds it in both NEW and OLD), so
+ * the probe makes it ambiguous instead of the image's.
+ */
+export const USER_SQL_BARE_ALIAS = 'sluice_bare_name';
 
 /**
  * The SQL a user wrote for captured table `t` (each row operation's `condition`, an expression
  * `key`), each as a SELECT over the table that the database parses and resolves (syntax, column
- * names, types) but that reads no row (`WHERE 1 = 0 AND ...`): a condition over the images its
- * operation has (`tableRef` aliased `alias('NEW')` / `alias('OLD')`; every `NEW.` / `OLD.` of it
- * written upper case, so it matches the alias where aliases are case-sensitive), the key text
- * over the row aliased `alias('ROW')` as the user wrote it (`keyRow`, the dialect's keyTextExpr
- * over ROW), so a refusal names `ROW.<column>`, not the NEW the trigger puts in its place.
- * Install runs them before it creates any
- * trigger, so a wrong one is refused at its field (`condition.update`, `key.expression`) instead
- * of in the trigger DDL, or (SQLite, MariaDB, a PostgreSQL statement trigger, which resolve names
- * only when the trigger runs) in the application's writes.
+ * names, types) but that reads no row (`WHERE 1 = 0 AND ...`), in the scope the trigger gives it
+ * (`scope`): a condition over the images its operation has (the table aliased NEW / OLD; every
+ * `NEW.` / `OLD.` of it written upper case, so it matches the alias where aliases are
+ * case-sensitive), the key text over the row aliased ROW as the user wrote it (so a refusal names
+ * `ROW.<column>`, not the NEW the trigger puts in its place); beside a lone row a second copy
+ * (USER_SQL_BARE_ALIAS), so a bare column name is refused as the trigger refuses it, unless the
+ * trigger resolves it (`scope.bareNames`). Install runs them before it creates any trigger, so a
+ * wrong one is refused at its field (`condition.update`, `key.expression`) instead of in the
+ * trigger DDL, or (SQLite, MariaDB, a PostgreSQL statement trigger, which resolve names only when
+ * the trigger runs) in the application's writes.
  */
-export function userSqlProbes(
-  t: ResolvedTable,
-  tableRef: string,
-  alias: (row: KeyRow) => string,
-  keyRow: string,
-): UserSqlProbe[] {
+export function userSqlProbes(t: ResolvedTable, scope: UserSqlScope): UserSqlProbe[] {
   const out: UserSqlProbe[] = [];
+  const from = (rows: readonly string[], bareNames: boolean) =>
+    [...rows, ...(rows.length === 1 && !bareNames ? [USER_SQL_BARE_ALIAS] : [])]
+      .map((row) => `${scope.table} AS ${scope.alias(row)}`)
+      .join(' CROSS JOIN ');
   const c = t.config.condition;
   const images = { insert: ['NEW'], update: ['NEW', 'OLD'], delete: ['OLD'] } as const;
   for (const op of ['insert', 'update', 'delete'] as const) {
     if (c === undefined || !t.config.operations.includes(op)) continue;
     const sql = typeof c === 'string' ? c : c[op];
     if (sql === undefined) continue;
-    const from = images[op].map((row) => `${tableRef} AS ${alias(row)}`).join(' CROSS JOIN ');
-    const text = sql.replace(/(new|old)(\s*\.)/gi, (_, row: string, dot: string) => {
+    const text = sql.replace(/(new|old)(\s*\.)/gi, (_, row: string, dot: string) => {
       return `${row.toUpperCase()}${dot}`;
     });
+    const bareNames = scope.bareNames?.(op) ?? false;
     out.push({
       field: conditionField(t.config, op),
       what: `condition (${op})`,
-      sql: `SELECT 1 FROM ${from} WHERE 1 = 0 AND ${userSqlParens(text)}`,
+      sql: `SELECT 1 FROM ${from(images[op], bareNames)} WHERE 1 = 0 AND ${userSqlParens(text)}`,
+      rows: images[op],
+      bareNames,
+      searchPath: scope.searchPath?.(op),
     });
   }
   if (t.keyStrategy.kind === 'expression')
     out.push({
       field: 'key.expression',
       what: 'key expression',
-      sql: `SELECT ${keyRow} FROM ${tableRef} AS ${alias('ROW')} WHERE 1 = 0`,
+      sql: `SELECT ${scope.keyRow} FROM ${from(['ROW'], false)} WHERE 1 = 0`,
+      rows: ['ROW'],
+      bareNames: false,
+      searchPath: scope.searchPath?.('key'),
     });
   return out;
 }
 
 /**
  * Runs every one of userSqlProbes' statements with `run` (which must leave the connection usable
- * after a refusal: PostgreSQL inside a transaction runs each in a savepoint), in order.
+ * after a refusal: PostgreSQL inside a transaction runs each in a savepoint, and with the probe's
+ * searchPath), in order.
  * @returns a CaptureTableError per probe the database refuses, at its field, naming the table,
- *   the field and the database's message; empty when it accepts them all.
+ *   the field and the database's message (with a hint when it finds a bare column name
+ *   ambiguous); empty when it accepts them all.
  */
 export async function userSqlRefusals(
   t: ResolvedTable,
@@ -226,9 +267,14 @@ export async function userSqlRefusals(
     try {
       await run(p);
     } catch (err) {
+      const message = (err as Error).message;
+      const hint =
+        !p.bareNames && /\bambiguous\b/i.test(message)
+          ? ` (the trigger resolves no bare column name: write ${p.rows.map((r) => `${r}.<column>`).join(' or ')})`
+          : '';
       out.push(
         new CaptureTableError(
-          `capture table "${t.config.table}": ${p.what}: the database refuses it: ${(err as Error).message}`,
+          `capture table "${t.config.table}": ${p.what}: the database refuses it: ${message}${hint}`,
           t.config.table,
           p.field,
         ),

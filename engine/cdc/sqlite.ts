@@ -37,12 +37,11 @@ import type { ColumnInfo, KeyDialect, KeyRow, ResolvedTable, UserSqlProbe } from
  * prepares before any trigger exists, and `sluice check --live` without installing.
  */
 export function sqliteUserSqlProbes(t: ResolvedTable): UserSqlProbe[] {
-  return userSqlProbes(
-    t,
-    quoteIdent(t.config.table),
-    (row) => row,
-    keyTextExpr(t, 'ROW', SQLITE_KEY_DIALECT),
-  );
+  return userSqlProbes(t, {
+    table: quoteIdent(t.config.table),
+    alias: (row) => row,
+    keyRow: keyTextExpr(t, 'ROW', SQLITE_KEY_DIALECT),
+  });
 }
 import type {
   HeldKeys,

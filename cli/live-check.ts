@@ -4,8 +4,10 @@
  * search_path; Oracle through its staging client's connection), and every captured table exists with every configured column and key column
  * (or, without `key`, a primary key), as `install` would need them, and the user-written SQL
  * (each operation's `condition`, an expression `key`) resolves against the table, by the probes
- * install runs (engine/cdc/sql.ts userSqlProbes: a SELECT that reads no row) on SQLite,
- * PostgreSQL and MariaDB/MySQL; Oracle's is not probed. Nothing is created.
+ * install runs (engine/cdc/sql.ts userSqlProbes: a SELECT that reads no row, in the scope the
+ * trigger gives the text; PostgreSQL's in a read-only transaction rolled back, with the capture
+ * function's search_path where the trigger has it) on SQLite, PostgreSQL and MariaDB/MySQL;
+ * Oracle's is not probed. Nothing is created.
  */
 import Database from 'better-sqlite3';
 import type pg from 'pg';

@@ -497,6 +497,23 @@ test('a condition or key expression that leaves a literal, quoted identifier or 
   ]);
 });
 
+test('a key expression naming NEW. or OLD. (its row is ROW.) is refused at load, at its field; in a literal it is text', () => {
+  const text = yaml(
+    ...BASE,
+    'capture:',
+    '  - name: db',
+    '    database: { dialect: sqlite, file: app.db }',
+    '    tables:',
+    "      - { table: a, operations: [insert], target: in, key: { expression: 'upper(NEW.holder)' } }",
+    '      - { table: b, operations: [insert], target: in, key: { expression: "ROW.a || \'new.x\'" } }',
+    '      - { table: c, operations: [delete], target: in, key: { expression: "old.id || NEW.id" } }',
+  );
+  assertProblems(text, [
+    `${at(text, 14, "'upper")}: capture[0].tables[0].key.expression: names NEW: a key expression reads its row as ROW.<column> (NEW's columns for an insert or update, OLD's for a delete), e.g. ROW.id`,
+    `${at(text, 16, '"old')}: capture[0].tables[2].key.expression: names OLD and NEW: a key expression reads its row as ROW.<column> (NEW's columns for an insert or update, OLD's for a delete), e.g. ROW.id`,
+  ]);
+});
+
 test('unknown enum values list the allowed ones and suggest the closest', () => {
   const text = yaml(
     'name: t',

@@ -660,6 +660,12 @@ export function keyStrategyProblems(
       else {
         const text = sqlTextProblem(k.expression, sqlTextDialect(dialect));
         if (text !== null) bad(['expression'], text);
+        const images = [...imagesNamed(k.expression)];
+        if (images.length > 0)
+          bad(
+            ['expression'],
+            `names ${images.join(' and ')}: a key expression reads its row as ROW.<column> (NEW's columns for an insert or update, OLD's for a delete), e.g. ROW.id`,
+          );
       }
     } else bad([Object.keys(k)[0]!], `unknown key strategy (one of ${shapes})`);
   } else {

@@ -20,8 +20,7 @@ import {
 } from '../engine/bus/kafka/consumer.js';
 import kafkajs from 'kafkajs';
 import type { Consumer } from 'kafkajs';
-import net from 'node:net';
-import type { AddressInfo } from 'node:net';
+import { silentNode } from './lib/silent-node.js';
 
 const kafka = await testKafka();
 let n = 0;
@@ -313,27 +312,6 @@ test('decimal() reads the offsets and timestamps kafkajs hands over as strings, 
 });
 
 test.after(() => kafka.release());
-/**
- * A "broker" that accepts connections and never answers a request: what a stopped (SIGSTOP),
- * cut-off or overloaded node looks like to a client whose TCP connect still succeeds.
- */
-async function silentNode(): Promise<{ broker: string; close: () => void }> {
-  const sockets = new Set<net.Socket>();
-  const server = net.createServer((s) => {
-    sockets.add(s);
-    s.on('error', () => undefined);
-    s.resume();
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    broker: `127.0.0.1:${(server.address() as AddressInfo).port}`,
-    close: () => {
-      for (const s of sockets) s.destroy();
-      server.close();
-    },
-  };
-}
-
 /** Settles `p` into what happened within `ms`: resolved, rejected (with the error) or pending. */
 async function within(
   p: Promise<unknown>,

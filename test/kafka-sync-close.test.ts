@@ -7,19 +7,12 @@
  */
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import net from 'node:net';
-import type { AddressInfo } from 'node:net';
+import { silentNode } from './lib/silent-node.js';
 import { SyncKafka, isBrokerAway } from '../engine/service/kafka-sync.js';
 
 test('close() returns within closeTimeoutMs although the helper client is stuck on a node that never answers', async () => {
-  const sockets = new Set<net.Socket>();
-  const server = net.createServer((s) => {
-    sockets.add(s);
-    s.on('error', () => undefined);
-    s.resume();
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const broker = `127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const node = await silentNode();
+  const broker = node.broker;
   try {
     const k = new SyncKafka({ brokers: [broker], clientId: 'close-test' }, () => undefined, {
       callTimeoutMs: 4000,
@@ -36,20 +29,13 @@ test('close() returns within closeTimeoutMs although the helper client is stuck 
     assert.ok(closeMs < 2000, `close() took ${closeMs} ms with closeTimeoutMs 500`);
     k.close(); // idempotent
   } finally {
-    for (const s of sockets) s.destroy();
-    server.close();
+    node.close();
   }
 });
 
 test('a lookup (offsets, partitionCount) gives up after lookupTimeoutMs as the broker being away, well before the call timeout', async () => {
-  const sockets = new Set<net.Socket>();
-  const server = net.createServer((s) => {
-    sockets.add(s);
-    s.on('error', () => undefined);
-    s.resume();
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const broker = `127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const node = await silentNode();
+  const broker = node.broker;
   const k = new SyncKafka({ brokers: [broker], clientId: 'lookup-test' }, () => undefined, {
     callTimeoutMs: 20_000,
     closeTimeoutMs: 500,
@@ -72,8 +58,7 @@ test('a lookup (offsets, partitionCount) gives up after lookupTimeoutMs as the b
     }
   } finally {
     k.close();
-    for (const s of sockets) s.destroy();
-    server.close();
+    node.close();
   }
 });
 

@@ -229,17 +229,6 @@ function whileRunning(f: () => void): void {
 }
 
 /**
- * The offsets of a batch kafkajs resolved without calling eachBatch (END_BATCH_PROCESS with
- * batchSize 0: only markers, aborted records, or records below the fetched offset), as
- * onFilteredBatch takes them. kafkajs' Batch (src/consumer/batch.js) reports `firstOffset` null
- * (its types say string) when no record of the fetch is at or after the fetched offset, and then
- * `lastOffset` is the fetched offset itself; `first` is then that offset too. Read as a number,
- * null was 0: a stale batch of that kind coming in after a seek to offset 0 matched the seek
- * and moved the position to the stale fetch's offset, skipping every record before it (a fault
- * run's reader of a whole topic, seed 8 after a leader kill: "input 2975 processed where 0 was
- * due").
- */
-/**
  * Whether an assign-mode consumer restarts kafkajs itself after a crash kafkajs will not restart
  * (`error` is the CRASH event's): true for a group coordinator that could not be found (the
  * private group's coordinator moving or loading), whatever the wrapping; false for everything
@@ -253,6 +242,17 @@ export function crashRestartable(error: unknown): boolean {
   return false;
 }
 
+/**
+ * The offsets of a batch kafkajs resolved without calling eachBatch (END_BATCH_PROCESS with
+ * batchSize 0: only markers, aborted records, or records below the fetched offset), as
+ * onFilteredBatch takes them. kafkajs' Batch (src/consumer/batch.js) reports `firstOffset` null
+ * (its types say string) when no record of the fetch is at or after the fetched offset, and then
+ * `lastOffset` is the fetched offset itself; `first` is then that offset too. Read as a number,
+ * null was 0: a stale batch of that kind coming in after a seek to offset 0 matched the seek
+ * and moved the position to the stale fetch's offset, skipping every record before it (a fault
+ * run's reader of a whole topic, seed 8 after a leader kill: "input 2975 processed where 0 was
+ * due").
+ */
 export function filteredBatchRange(p: { firstOffset: string | null; lastOffset: string }): {
   first: number;
   last: number;
@@ -425,6 +425,24 @@ export class KafkaConsumer implements BusConsumer {
     }
   }
 
+  /** A new private group of an assigned consumer (module comment, "Manual assignment"). */
+  private privateGroupId(): string {
+    return `${this.groupId ?? this.bus.opts.clientId}.assign.${randomUUID()}`;
+  }
+
+  /**
+   * Replaces the kafkajs client by one on a new private group from the adapter's positions
+   * (GROUP_JOIN seeks them), for the stall watchdog and after a crash kafkajs does not restart;
+   * the stall clock starts again.
+   */
+  private async replaceClient(): Promise<void> {
+    const topics = [...new Set([...this.owned.values()].map((st) => st.tp.topic))].sort();
+    await this.startKafka(this.privateGroupId(), topics);
+    const now = Date.now();
+    for (const st of this.owned.values()) st.progressAt = now;
+    this.syncKafkaPauses();
+  }
+
   /**
    * Replaces `crashed` (still this.kc) with a new client on a new private group, from the
    * adapter's positions, `delayMs` from now; tries again with a longer delay (up to 5 s) while
@@ -437,17 +455,8 @@ export class KafkaConsumer implements BusConsumer {
         `kafka consumer${this.groupId ? ` of group ${this.groupId}` : ''} crashed (its private group's coordinator was not found): its kafkajs client is replaced`,
         { code: 'SLUICE_KAFKA_CONSUMER_RESTART' },
       );
-      const topics = [...this.kcTopics];
-      void this.startKafka(
-        `${this.groupId ?? this.bus.opts.clientId}.assign.${randomUUID()}`,
-        topics,
-      )
-        .then(() => {
-          const now = Date.now();
-          for (const st of this.owned.values()) st.progressAt = now;
-          this.syncKafkaPauses();
-          this.notify();
-        })
+      void this.replaceClient()
+        .then(() => this.notify())
         .catch(() => {
           const kc = this.kc;
           if (kc) this.restartAfterCrash(kc, Math.min(delayMs * 2, 5000));
@@ -704,11 +713,7 @@ export class KafkaConsumer implements BusConsumer {
     fresh.forEach((tp, i) => this.own(tp, positions[i]));
     if (restart) {
       try {
-        await this.startKafka(
-          `${this.groupId ?? this.bus.opts.clientId}.assign.${randomUUID()}`,
-          topics,
-          attempt,
-        );
+        await this.startKafka(this.privateGroupId(), topics, attempt);
         this.checkAttempt(attempt);
       } catch (e) {
         for (const tp of fresh) this.owned.delete(tpKey(tp.topic, tp.partition));
@@ -767,14 +772,7 @@ export class KafkaConsumer implements BusConsumer {
         `kafka consumer${this.groupId ? ` of group ${this.groupId}` : ''} got no fetched batch for ${stallMs} ms although the last stable offset is beyond ${at}: its kafkajs client is replaced (stall restart ${this.restarts})`,
         { code: 'SLUICE_KAFKA_FETCH_STALL' },
       );
-      const topics = [...new Set([...this.owned.values()].map((st) => st.tp.topic))].sort();
-      await this.startKafka(
-        `${this.groupId ?? this.bus.opts.clientId}.assign.${randomUUID()}`,
-        topics,
-      );
-      const t = Date.now();
-      for (const st of this.owned.values()) st.progressAt = t;
-      this.syncKafkaPauses();
+      await this.replaceClient();
     } catch {
       // The broker is away (ListOffsets or the new client's join failed): the next round retries.
     } finally {
